@@ -1,0 +1,31 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/rules/packs"
+)
+
+// loadEngine loads packs from dirs (or the embedded defaults when none is given),
+// compiles them and builds the matcher.
+func loadEngine(dirs []string) (*rules.Engine, error) {
+	var ps []*rules.Pack
+	var err error
+	if len(dirs) == 0 {
+		ps, err = packs.Load()
+	} else {
+		ps, err = rules.LoadPaths(dirs...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	set, err := rules.Compile(ps)
+	if err != nil {
+		return nil, err
+	}
+	if len(set.Rules) == 0 {
+		return nil, fmt.Errorf("no enabled rules in %v", dirs)
+	}
+	return rules.NewEngine(set), nil
+}

@@ -1,0 +1,262 @@
+package rules
+
+import (
+	"sync"
+	"unsafe"
+
+	ahocorasick "github.com/petar-dambovaliev/aho-corasick"
+)
+
+// Line is one log line to match.
+type Line struct {
+	Text string
+	// Source is kernel or pod; empty means unknown, and rules of every source apply.
+	Source Source
+	// Labels are the stream's labels (node, namespace, pod, container, ...).
+	Labels map[string]string
+}
+
+// Hit is one rule matching one line: its primary regex (with captures), or, when
+// Companion is set, the companion regex of a multi-line rule.
+type Hit struct {
+	Rule      *Compiled
+	Captures  map[string]string
+	Companion bool
+}
+
+// Engine matches lines against a compiled Set. Most lines of a fleet are benign, so
+// it first scans each line once for every rule's required literals (Aho-Corasick,
+// ASCII case-insensitive) and runs the regexes of the candidate rules only. The
+// result is the same as running every regex on every line (see MatchNaive).
+// An Engine is safe for concurrent use.
+type Engine struct {
+	set      *Set
+	ac       ahocorasick.AhoCorasick
+	patterns []string
+	// targets[i] lists, for AC pattern i, the rules it makes candidates of.
+	targets [][]target
+	// always lists targets without usable literals: checked on every line.
+	always []target
+	groups map[string]int
+	group  []int // rule index -> exclusive group number, -1 for none
+	words  int
+	pool   sync.Pool
+}
+
+type target struct {
+	rule      int32
+	companion bool
+}
+
+type scratch struct {
+	primary   []uint64
+	companion []uint64
+	groupDone []bool
+}
+
+// NewEngine builds the matcher for a compiled set.
+func NewEngine(set *Set) *Engine {
+	e := &Engine{set: set, groups: map[string]int{}}
+	e.group = make([]int, len(set.Rules))
+	patIndex := map[string]int{}
+	add := func(lits []string, t target) {
+		if lits == nil {
+			e.always = append(e.always, t)
+			return
+		}
+		for _, l := range lits {
+			key := lower(l)
+			i, ok := patIndex[key]
+			if !ok {
+				i = len(e.patterns)
+				patIndex[key] = i
+				e.patterns = append(e.patterns, key)
+				e.targets = append(e.targets, nil)
+			}
+			e.targets[i] = append(e.targets[i], t)
+		}
+	}
+	for i, r := range set.Rules {
+		add(r.Literals, target{rule: int32(i)})
+		if r.Companion != nil {
+			add(r.Companion.Literals, target{rule: int32(i), companion: true})
+		}
+		e.group[i] = -1
+		if r.Exclusive != "" {
+			g, ok := e.groups[r.Exclusive]
+			if !ok {
+				g = len(e.groups)
+				e.groups[r.Exclusive] = g
+			}
+			e.group[i] = g
+		}
+	}
+	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
+		AsciiCaseInsensitive: true,
+		MatchKind:            ahocorasick.StandardMatch,
+		DFA:                  true,
+	})
+	e.ac = b.Build(e.patterns)
+	e.words = (len(set.Rules) + 63) / 64
+	e.pool.New = func() any {
+		return &scratch{
+			primary:   make([]uint64, e.words),
+			companion: make([]uint64, e.words),
+			groupDone: make([]bool, len(e.groups)),
+		}
+	}
+	return e
+}
+
+// Set returns the compiled rules the engine matches.
+func (e *Engine) Set() *Set { return e.set }
+
+// Patterns returns the literals the prefilter scans for (lower-cased), and whether
+// every rule has some: if not, some regex runs on every line.
+func (e *Engine) Patterns() ([]string, bool) { return e.patterns, len(e.always) == 0 }
+
+// Match appends to dst the hits of line l and returns the extended slice.
+func (e *Engine) Match(l Line, dst []Hit) []Hit {
+	s := e.pool.Get().(*scratch)
+	defer e.pool.Put(s)
+	found := false
+	for _, t := range e.always {
+		s.mark(t)
+		found = true
+	}
+	if len(e.patterns) > 0 && len(l.Text) >= minLiteralLen {
+		// The iterator only reads the bytes, so view the string without copying.
+		b := unsafe.Slice(unsafe.StringData(l.Text), len(l.Text))
+		it := e.ac.IterOverlappingByte(b)
+		for m := it.Next(); m != nil; m = it.Next() {
+			for _, t := range e.targets[m.Pattern()] {
+				s.mark(t)
+			}
+			found = true
+		}
+	}
+	if !found {
+		return dst
+	}
+	for w := 0; w < e.words; w++ {
+		p, c := s.primary[w], s.companion[w]
+		if p == 0 && c == 0 {
+			continue
+		}
+		for bit := 0; bit < 64; bit++ {
+			m := uint64(1) << bit
+			if (p|c)&m == 0 {
+				continue
+			}
+			i := w*64 + bit
+			dst = e.eval(i, l, p&m != 0, c&m != 0, s.groupDone, dst)
+		}
+		s.primary[w], s.companion[w] = 0, 0
+	}
+	for g := range s.groupDone {
+		s.groupDone[g] = false
+	}
+	return dst
+}
+
+func (s *scratch) mark(t target) {
+	w, m := t.rule/64, uint64(1)<<(t.rule%64)
+	if t.companion {
+		s.companion[w] |= m
+	} else {
+		s.primary[w] |= m
+	}
+}
+
+// MatchNaive is the reference matcher: every rule's regexes on the line, without
+// the prefilter. Match must always return the same hits; tests and benchmarks use it.
+func (e *Engine) MatchNaive(l Line, dst []Hit) []Hit {
+	done := make([]bool, len(e.groups))
+	for i := range e.set.Rules {
+		dst = e.eval(i, l, true, e.set.Rules[i].Companion != nil, done, dst)
+	}
+	return dst
+}
+
+// eval runs rule i's regexes on the line, in rule order, honouring exclusive groups.
+func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, dst []Hit) []Hit {
+	r := e.set.Rules[i]
+	if !r.accepts(l) {
+		return dst
+	}
+	if primary {
+		g := e.group[i]
+		if g < 0 || !groupDone[g] {
+			if caps, ok := r.matchPrimary(l.Text); ok {
+				dst = append(dst, Hit{Rule: r, Captures: caps})
+				if g >= 0 {
+					groupDone[g] = true
+				}
+			}
+		}
+	}
+	if companion && r.Companion != nil {
+		if m := r.Companion.Regex.FindStringSubmatch(l.Text); m != nil {
+			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, m), Companion: true})
+		}
+	}
+	return dst
+}
+
+// accepts checks the source and label matchers.
+func (r *Compiled) accepts(l Line) bool {
+	if r.Source != SourceAny && l.Source != "" && l.Source != r.Source {
+		return false
+	}
+	for _, lm := range r.labels {
+		if !lm.re.MatchString(l.Labels[lm.name]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
+	m := r.Regex.FindStringSubmatchIndex(text)
+	if m == nil {
+		return nil, false
+	}
+	for i := range r.where {
+		cd := &r.where[i]
+		a, b := m[2*cd.capture], m[2*cd.capture+1]
+		v := ""
+		if a >= 0 {
+			v = text[a:b]
+		}
+		if !cd.holds(v) {
+			return nil, false
+		}
+	}
+	caps := map[string]string{}
+	for i, n := range r.Regex.SubexpNames() {
+		if n != "" && m[2*i] >= 0 {
+			caps[n] = text[m[2*i]:m[2*i+1]]
+		}
+	}
+	return caps, true
+}
+
+func captures(re interface{ SubexpNames() []string }, m []string) map[string]string {
+	caps := map[string]string{}
+	for i, n := range re.SubexpNames() {
+		if n != "" && m[i] != "" {
+			caps[n] = m[i]
+		}
+	}
+	return caps
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,256 @@
+package rules
+
+import (
+	"regexp/syntax"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// minLiteralLen is the shortest literal worth prefiltering on: shorter ones match
+// too many benign lines to save work, so such rules run their regex on every line.
+const minLiteralLen = 3
+
+// maxExact bounds the cross products built for small alternations such as (Fatal|Non-fatal).
+const maxExact = 16
+
+// requiredLiterals returns strings such that every match of expr contains at least
+// one of them, compared ASCII case-insensitively; nil means no such set was found
+// (the regex must run on every line).
+func requiredLiterals(expr string) []string {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	info := analyze(re.Simplify())
+	if !usable(info.required) {
+		return nil
+	}
+	return dedupe(info.required)
+}
+
+func usable(set []string) bool {
+	if len(set) == 0 {
+		return false
+	}
+	for _, s := range set {
+		if len(s) < minLiteralLen {
+			return false
+		}
+	}
+	return true
+}
+
+// litInfo describes what a sub-expression matches.
+// exact: the sub-expression matches exactly one of these strings (nil: unknown).
+// required: every match contains one of these strings (nil: unknown).
+type litInfo struct {
+	exact    []string
+	required []string
+}
+
+func analyze(re *syntax.Regexp) litInfo {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText,
+		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return litInfo{exact: []string{""}}
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return foldLiteral(re.Rune)
+		}
+		s := string(re.Rune)
+		return litInfo{exact: []string{s}, required: []string{s}}
+	case syntax.OpCharClass:
+		if s, ok := asciiLetterClass(re.Rune); ok {
+			return litInfo{exact: []string{s}, required: []string{s}}
+		}
+		return litInfo{}
+	case syntax.OpCapture:
+		return analyze(re.Sub[0])
+	case syntax.OpPlus:
+		return litInfo{required: analyze(re.Sub[0]).required}
+	case syntax.OpRepeat:
+		if re.Min == 0 {
+			return litInfo{}
+		}
+		in := analyze(re.Sub[0])
+		if re.Min == 1 && re.Max == 1 {
+			return in
+		}
+		return litInfo{required: in.required}
+	case syntax.OpConcat:
+		return analyzeConcat(re.Sub)
+	case syntax.OpAlternate:
+		var out litInfo
+		exactOK, reqOK := true, true
+		for _, sub := range re.Sub {
+			in := analyze(sub)
+			if in.exact == nil {
+				exactOK = false
+			}
+			if in.required == nil {
+				reqOK = false
+			}
+			out.exact = append(out.exact, in.exact...)
+			out.required = append(out.required, in.required...)
+		}
+		if !exactOK || len(out.exact) > maxExact {
+			out.exact = nil
+		}
+		if !reqOK {
+			out.required = nil
+		}
+		if out.exact != nil && (out.required == nil || !usable(out.required)) {
+			out.required = out.exact
+		}
+		return out
+	}
+	return litInfo{}
+}
+
+// analyzeConcat joins adjacent exact pieces into longer literals (cross products of
+// small alternations) and keeps the best candidate set seen.
+func analyzeConcat(subs []*syntax.Regexp) litInfo {
+	var best []string
+	consider := func(set []string) {
+		if better(set, best) {
+			best = set
+		}
+	}
+	run := []string{""}
+	allExact := true
+	for _, sub := range subs {
+		in := analyze(sub)
+		if in.exact != nil && len(run)*len(in.exact) <= maxExact {
+			next := make([]string, 0, len(run)*len(in.exact))
+			for _, a := range run {
+				for _, b := range in.exact {
+					next = append(next, a+b)
+				}
+			}
+			run = next
+			continue
+		}
+		allExact = false
+		consider(nonEmpty(run))
+		consider(in.required)
+		if in.exact != nil {
+			run = in.exact // too many combinations: restart the run from this piece
+		} else {
+			run = []string{""}
+		}
+	}
+	consider(nonEmpty(run))
+	out := litInfo{required: best}
+	if allExact {
+		out.exact = run
+	}
+	return out
+}
+
+func nonEmpty(set []string) []string {
+	for _, s := range set {
+		if s == "" {
+			return nil
+		}
+	}
+	return set
+}
+
+// better prefers sets whose shortest member is longer, then smaller sets.
+func better(a, b []string) bool {
+	if len(a) == 0 {
+		return false
+	}
+	if len(b) == 0 {
+		return true
+	}
+	ma, mb := minLen(a), minLen(b)
+	if ma != mb {
+		return ma > mb
+	}
+	return len(a) < len(b)
+}
+
+func minLen(set []string) int {
+	m := -1
+	for _, s := range set {
+		if m < 0 || len(s) < m {
+			m = len(s)
+		}
+	}
+	return m
+}
+
+// foldLiteral handles a case-insensitive literal. The prefilter folds ASCII only,
+// while Go's (?i) also folds k to the Kelvin sign and s to the long s (and any
+// non-ASCII letter to its Unicode folds), so such runes split the literal and only
+// the ASCII-safe pieces are required.
+func foldLiteral(runes []rune) litInfo {
+	var pieces []string
+	var cur strings.Builder
+	safe := true
+	for _, r := range runes {
+		if r >= utf8.RuneSelf || r == 'k' || r == 'K' || r == 's' || r == 'S' {
+			safe = false
+			if cur.Len() > 0 {
+				pieces = append(pieces, cur.String())
+				cur.Reset()
+			}
+			continue
+		}
+		cur.WriteRune(unicode.ToLower(r))
+	}
+	if cur.Len() > 0 {
+		pieces = append(pieces, cur.String())
+	}
+	if safe {
+		s := string(pieces[0])
+		return litInfo{exact: []string{s}, required: []string{s}}
+	}
+	var best string
+	for _, p := range pieces {
+		if len(p) > len(best) {
+			best = p
+		}
+	}
+	if best == "" {
+		return litInfo{}
+	}
+	return litInfo{required: []string{best}}
+}
+
+// asciiLetterClass recognises classes like [Xx]: one ASCII letter in either case,
+// which the case-insensitive prefilter treats as that letter.
+func asciiLetterClass(ranges []rune) (string, bool) {
+	var letter rune = -1
+	for i := 0; i+1 < len(ranges); i += 2 {
+		for r := ranges[i]; r <= ranges[i+1]; r++ {
+			if r >= utf8.RuneSelf || !unicode.IsLetter(r) {
+				return "", false
+			}
+			l := unicode.ToLower(r)
+			if letter >= 0 && l != letter {
+				return "", false
+			}
+			letter = l
+		}
+	}
+	if letter < 0 {
+		return "", false
+	}
+	return string(letter), true
+}
+
+func dedupe(set []string) []string {
+	seen := map[string]bool{}
+	out := set[:0:0]
+	for _, s := range set {
+		k := strings.ToLower(s)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,317 @@
+// Package rules holds the rule pack format, its loader and compiler, and the matcher
+// that finds fault lines. The same engine serves the controller (lines from Loki)
+// and `faultline scan` (any log file).
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// APIVersion and Kind identify a rule pack document.
+const (
+	APIVersion = "faultline.io/v1"
+	Kind       = "RulePack"
+)
+
+// Pack is one YAML rule pack document.
+type Pack struct {
+	APIVersion string   `yaml:"apiVersion"`
+	Kind       string   `yaml:"kind"`
+	Metadata   PackMeta `yaml:"metadata"`
+	Spec       PackSpec `yaml:"spec"`
+
+	// File is where the pack was loaded from (set by the loader).
+	File string `yaml:"-"`
+}
+
+// PackMeta names and describes a pack.
+type PackMeta struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+}
+
+// PackSpec holds the pack's defaults and rules.
+type PackSpec struct {
+	Defaults Defaults `yaml:"defaults"`
+	Rules    []Rule   `yaml:"rules"`
+}
+
+// Defaults apply to every rule of the pack that does not set the field itself.
+type Defaults struct {
+	Source   Source            `yaml:"source"`
+	Labels   map[string]string `yaml:"labels"`
+	Severity Severity          `yaml:"severity"`
+	Action   Action            `yaml:"action"`
+	Taint    *Taint            `yaml:"taint"`
+	Probe    *Probe            `yaml:"probe"`
+	Recover  *Recover          `yaml:"recover"`
+	Cooldown Duration          `yaml:"cooldown"`
+}
+
+// Rule says which lines mean a fault and what to do about them.
+type Rule struct {
+	ID          string            `yaml:"id"`
+	Description string            `yaml:"description"`
+	Enabled     *bool             `yaml:"enabled"`
+	Source      Source            `yaml:"source"`
+	Labels      map[string]string `yaml:"labels"`
+	Match       *Match            `yaml:"match"`
+	// Exclusive names an ordered group: a line fires at most one rule of the group,
+	// the first (in load order) whose regex and conditions match.
+	Exclusive string     `yaml:"exclusive"`
+	Severity  Severity   `yaml:"severity"`
+	Action    Action     `yaml:"action"`
+	Taint     *Taint     `yaml:"taint"`
+	Probe     *Probe     `yaml:"probe"`
+	Threshold *Threshold `yaml:"threshold"`
+	Cooldown  Duration   `yaml:"cooldown"`
+	Recover   *Recover   `yaml:"recover"`
+	Tests     []RuleTest `yaml:"tests"`
+
+	// Line is where the rule starts in its file (set by the loader).
+	Line int `yaml:"-"`
+}
+
+// Match is the line pattern of a rule.
+type Match struct {
+	Regex     string               `yaml:"regex"`
+	Where     map[string]Condition `yaml:"where"`
+	Companion *Companion           `yaml:"companion"`
+}
+
+// Condition restricts a named capture. All set fields must hold.
+type Condition struct {
+	In    StringList `yaml:"in"`
+	NotIn StringList `yaml:"notIn"`
+	Min   *float64   `yaml:"min"`
+	Max   *float64   `yaml:"max"`
+}
+
+// Companion requires a second line of the same stream near the primary one: the
+// rule fires only when both are seen (multi-line groups such as SXid reports).
+type Companion struct {
+	Regex    string `yaml:"regex"`
+	Position string `yaml:"position"` // before, after or either (default)
+	Within   Within `yaml:"within"`
+}
+
+// Within bounds a companion's distance: at most Lines lines and Duration apart.
+type Within struct {
+	Lines    int      `yaml:"lines"`
+	Duration Duration `yaml:"duration"`
+}
+
+// Threshold makes a rule fire only after Count matches on one node within Window.
+type Threshold struct {
+	Count  int      `yaml:"count"`
+	Window Duration `yaml:"window"`
+}
+
+// Taint is the Kubernetes taint a `taint` rule places.
+type Taint struct {
+	Key    string `yaml:"key"`
+	Value  string `yaml:"value"`
+	Effect string `yaml:"effect"`
+}
+
+// Probe names the active checks a `probe` rule runs on the node; the node is
+// tainted only if a check fails.
+type Probe struct {
+	Checks    []string `yaml:"checks"`
+	OnTimeout string   `yaml:"onTimeout"` // taint or ignore (default)
+}
+
+// Recover is a rule's recovery policy. In YAML it is `manual`, `reboot`, or a
+// mapping {after: 24h, onReboot: true, probes: [pciebw]}.
+type Recover struct {
+	Manual   bool     `yaml:"-"`
+	After    Duration `yaml:"after"`
+	OnReboot bool     `yaml:"onReboot"`
+	Probes   []string `yaml:"probes"`
+}
+
+// RuleTest is an inline test: a line (or a sequence of lines, the last one checked)
+// and what the rule must do with it.
+type RuleTest struct {
+	Line   string            `yaml:"line"`
+	Lines  []string          `yaml:"lines"`
+	Source Source            `yaml:"source"`
+	Labels map[string]string `yaml:"labels"`
+	Expect Expect            `yaml:"expect"`
+}
+
+// Expect is the outcome an inline test checks on its last line.
+type Expect struct {
+	Match    *bool             `yaml:"match"` // default true
+	Captures map[string]string `yaml:"captures"`
+	Action   Action            `yaml:"action"`
+	Severity Severity          `yaml:"severity"`
+}
+
+// Source is the kind of log a rule reads.
+type Source string
+
+// Sources.
+const (
+	SourceKernel Source = "kernel"
+	SourcePod    Source = "pod"
+	SourceAny    Source = "any"
+)
+
+// Severity of a rule.
+type Severity string
+
+// Severities, from most to least severe.
+const (
+	SeverityCritical Severity = "critical"
+	SeverityWarning  Severity = "warning"
+	SeverityInfo     Severity = "info"
+)
+
+// Rank orders severities: critical 3, warning 2, info 1, unknown 0.
+func (s Severity) Rank() int {
+	switch s {
+	case SeverityCritical:
+		return 3
+	case SeverityWarning:
+		return 2
+	case SeverityInfo:
+		return 1
+	}
+	return 0
+}
+
+// Action is what a fired rule does.
+type Action string
+
+// Actions.
+const (
+	ActionTaint Action = "taint"
+	ActionEvent Action = "event"
+	ActionProbe Action = "probe"
+	ActionNone  Action = "none"
+)
+
+// Duration is a time.Duration written as "10m", "24h", "1h30m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: duration must be a string such as 10m", n.Line)
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: bad duration %q: %v", n.Line, n.Value, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("line %d: negative duration %q", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// StringList accepts scalars of any type (79, "79", 0x4f) as strings, so capture
+// conditions can list numbers naturally.
+type StringList []string
+
+// UnmarshalYAML accepts a scalar or a sequence of scalars.
+func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = StringList{n.Value}
+	case yaml.SequenceNode:
+		out := make(StringList, 0, len(n.Content))
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: list items must be scalars", c.Line)
+			}
+			out = append(out, c.Value)
+		}
+		*l = out
+	default:
+		return fmt.Errorf("line %d: expected a value or a list of values", n.Line)
+	}
+	return nil
+}
+
+// UnmarshalYAML accepts `manual`, `reboot` or a mapping.
+func (r *Recover) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		switch n.Value {
+		case "manual":
+			*r = Recover{Manual: true}
+		case "reboot":
+			*r = Recover{OnReboot: true}
+		default:
+			return fmt.Errorf("line %d: recover must be manual, reboot or a mapping {after, onReboot, probes}, not %q", n.Line, n.Value)
+		}
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: recover must be manual, reboot or a mapping {after, onReboot, probes}", n.Line)
+	}
+	// Node.Decode is not strict, so check the keys here to keep unknown fields errors.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch k := n.Content[i]; k.Value {
+		case "after", "onReboot", "probes":
+		default:
+			return fmt.Errorf("line %d: field %s not found in type rules.Recover", k.Line, k.Value)
+		}
+	}
+	type plain Recover
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*r = Recover(p)
+	return nil
+}
+
+// String renders the policy for humans.
+func (r *Recover) String() string {
+	if r == nil || r.Manual {
+		return "manual"
+	}
+	s := ""
+	if r.After > 0 {
+		s = "after " + r.After.D().String()
+	}
+	if r.OnReboot {
+		if s != "" {
+			s += ", "
+		}
+		s += "on reboot"
+	}
+	if len(r.Probes) > 0 {
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("when probes %v pass", r.Probes)
+	}
+	if s == "" {
+		return "manual"
+	}
+	return s
+}
+
+// numeric reports whether s is a decimal or 0x-hex integer, and its value.
+func numeric(s string) (float64, bool) {
+	if i, err := strconv.ParseInt(s, 0, 64); err == nil {
+		return float64(i), true
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return f, true
+	}
+	return 0, false
+}

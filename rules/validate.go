@@ -1,0 +1,236 @@
+package rules
+
+import (
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+
+	"gopkg.in/yaml.v3"
+)
+
+var (
+	idRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	checkRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+)
+
+// validator collects errors for one pack document, located through its YAML nodes.
+type validator struct {
+	p    *Pack
+	root *yaml.Node
+	errs Errors
+}
+
+func (v *validator) errAt(n *yaml.Node, rule, format string, args ...any) {
+	e := &Error{File: v.p.File, Pack: v.p.Metadata.Name, Rule: rule, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	v.errs = append(v.errs, e)
+}
+
+// at returns the node for keys under base, falling back to the nearest existing parent.
+func at(base *yaml.Node, keys ...string) *yaml.Node {
+	for i := len(keys); i >= 0; i-- {
+		if n := lookup(base, keys[:i]...); n != nil {
+			return n
+		}
+	}
+	return base
+}
+
+func validatePack(p *Pack, doc *yaml.Node) Errors {
+	root := doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	v := &validator{p: p, root: root}
+	if p.APIVersion != APIVersion {
+		v.errAt(at(root, "apiVersion"), "", "apiVersion must be %q, not %q", APIVersion, p.APIVersion)
+	}
+	if p.Kind != Kind {
+		v.errAt(at(root, "kind"), "", "kind must be %q, not %q", Kind, p.Kind)
+	}
+	if !idRe.MatchString(p.Metadata.Name) {
+		v.errAt(at(root, "metadata", "name"), "", "metadata.name must be lower-case letters, digits, '.', '-' or '_' (got %q)", p.Metadata.Name)
+	}
+	d := p.Spec.Defaults
+	dn := at(root, "spec", "defaults")
+	v.enum(at(dn, "source"), "", "source", string(d.Source), true, "kernel", "pod", "any")
+	v.enum(at(dn, "severity"), "", "severity", string(d.Severity), true, "critical", "warning", "info")
+	v.enum(at(dn, "action"), "", "action", string(d.Action), true, "taint", "event", "probe", "none")
+	v.taint(at(dn, "taint"), "", d.Taint)
+	v.labels(at(dn, "labels"), "", d.Labels)
+	v.probe(at(dn, "probe"), "", d.Probe)
+
+	seen := map[string]bool{}
+	seq := lookup(root, "spec", "rules")
+	for i := range p.Spec.Rules {
+		r := &p.Spec.Rules[i]
+		rn := root
+		if seq != nil && i < len(seq.Content) {
+			rn = seq.Content[i]
+		}
+		r.Line = rn.Line
+		id := r.ID
+		if !idRe.MatchString(r.ID) {
+			v.errAt(at(rn, "id"), id, "id must be 1-63 lower-case letters, digits, '.', '-' or '_' (got %q)", r.ID)
+			if id == "" {
+				id = fmt.Sprintf("#%d", i+1)
+			}
+		}
+		if seen[r.ID] {
+			v.errAt(at(rn, "id"), id, "duplicate rule id in pack")
+		}
+		seen[r.ID] = true
+		v.rule(r, rn, id)
+	}
+	return v.errs
+}
+
+func (v *validator) enum(n *yaml.Node, rule, field, val string, emptyOK bool, allowed ...string) {
+	if val == "" && emptyOK {
+		return
+	}
+	for _, a := range allowed {
+		if val == a {
+			return
+		}
+	}
+	v.errAt(n, rule, "%s must be one of %v, not %q", field, allowed, val)
+}
+
+func (v *validator) taint(n *yaml.Node, rule string, t *Taint) {
+	if t == nil {
+		return
+	}
+	if t.Key != "" && !taintKeyRe.MatchString(t.Key) {
+		v.errAt(at(n, "key"), rule, "taint key %q is not a valid Kubernetes taint key", t.Key)
+	}
+	if t.Value != "" && !taintValueRe.MatchString(t.Value) {
+		v.errAt(at(n, "value"), rule, "taint value %q is not a valid label value", t.Value)
+	}
+	v.enum(at(n, "effect"), rule, "taint effect", t.Effect, true, "NoSchedule", "PreferNoSchedule", "NoExecute")
+}
+
+var (
+	taintKeyRe   = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	taintValueRe = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
+)
+
+func (v *validator) labels(n *yaml.Node, rule string, ls map[string]string) {
+	for k, re := range ls {
+		if _, err := regexp.Compile("^(?:" + re + ")$"); err != nil {
+			v.errAt(at(n, k), rule, "label matcher %s: %v", k, err)
+		}
+	}
+}
+
+func (v *validator) probe(n *yaml.Node, rule string, p *Probe) {
+	if p == nil {
+		return
+	}
+	for i, c := range p.Checks {
+		if !checkRe.MatchString(c) {
+			cn := at(n, "checks")
+			if cn != nil && cn.Kind == yaml.SequenceNode && i < len(cn.Content) {
+				cn = cn.Content[i]
+			}
+			v.errAt(cn, rule, "probe check name %q is not valid", c)
+		}
+	}
+	v.enum(at(n, "onTimeout"), rule, "probe onTimeout", p.OnTimeout, true, "taint", "ignore")
+}
+
+func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regexp.Regexp {
+	if expr == "" {
+		v.errAt(n, rule, "%s is empty", what)
+		return nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		// RE2 has no backreferences or lookaround: say so, since authors meet it often.
+		var se *syntax.Error
+		msg := err.Error()
+		if ok := asSyntax(err, &se); ok && se.Code == syntax.ErrInvalidPerlOp {
+			msg += " (RE2 syntax: no lookahead, lookbehind or backreferences)"
+		}
+		v.errAt(n, rule, "%s does not compile: %s", what, msg)
+		return nil
+	}
+	return re
+}
+
+func asSyntax(err error, se **syntax.Error) bool {
+	e, ok := err.(*syntax.Error)
+	if ok {
+		*se = e
+	}
+	return ok
+}
+
+func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
+	v.enum(at(rn, "source"), id, "source", string(r.Source), true, "kernel", "pod", "any")
+	v.enum(at(rn, "severity"), id, "severity", string(r.Severity), true, "critical", "warning", "info")
+	v.enum(at(rn, "action"), id, "action", string(r.Action), true, "taint", "event", "probe", "none")
+	v.taint(at(rn, "taint"), id, r.Taint)
+	v.labels(at(rn, "labels"), id, r.Labels)
+	v.probe(at(rn, "probe"), id, r.Probe)
+	if r.Threshold != nil {
+		tn := at(rn, "threshold")
+		if r.Threshold.Count < 1 {
+			v.errAt(at(tn, "count"), id, "threshold count must be at least 1")
+		}
+		if r.Threshold.Count > 1 && r.Threshold.Window <= 0 {
+			v.errAt(at(tn, "window"), id, "threshold window must be set when count > 1")
+		}
+	}
+	if r.Match == nil {
+		return // an override that patches an earlier rule; checked when packs merge
+	}
+	mn := at(rn, "match")
+	re := v.regex(at(mn, "regex"), id, "match.regex", r.Match.Regex)
+	names := map[string]bool{}
+	if re != nil {
+		for _, n := range re.SubexpNames() {
+			if n != "" {
+				names[n] = true
+			}
+		}
+	}
+	if c := r.Match.Companion; c != nil {
+		cn := at(mn, "companion")
+		v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex)
+		v.enum(at(cn, "position"), id, "companion position", c.Position, true, "before", "after", "either")
+		if c.Within.Lines <= 0 && c.Within.Duration <= 0 {
+			v.errAt(at(cn, "within"), id, "companion needs within.lines or within.duration")
+		}
+		if r.Exclusive != "" {
+			v.errAt(at(rn, "exclusive"), id, "a rule with a companion cannot be in an exclusive group")
+		}
+	}
+	for name, c := range r.Match.Where {
+		wn := keyNode(mn, "where", name)
+		if re != nil && !names[name] {
+			v.errAt(wn, id, "where: %q is not a named capture of match.regex", name)
+		}
+		if len(c.In) == 0 && len(c.NotIn) == 0 && c.Min == nil && c.Max == nil {
+			v.errAt(wn, id, "where %s: set at least one of in, notIn, min, max", name)
+		}
+		if c.Min != nil && c.Max != nil && *c.Min > *c.Max {
+			v.errAt(wn, id, "where %s: min is greater than max", name)
+		}
+	}
+	tsn := at(rn, "tests")
+	for i, t := range r.Tests {
+		tn := tsn
+		if tsn != nil && tsn.Kind == yaml.SequenceNode && i < len(tsn.Content) {
+			tn = tsn.Content[i]
+		}
+		if (t.Line == "") == (len(t.Lines) == 0) {
+			v.errAt(tn, id, "test %d: set exactly one of line or lines", i+1)
+		}
+		v.enum(at(tn, "source"), id, "test source", string(t.Source), true, "kernel", "pod")
+		v.enum(at(tn, "expect", "action"), id, "expected action", string(t.Expect.Action), true, "taint", "event", "probe", "none")
+		v.enum(at(tn, "expect", "severity"), id, "expected severity", string(t.Expect.Severity), true, "critical", "warning", "info")
+	}
+}
