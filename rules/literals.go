@@ -64,6 +64,9 @@ func analyze(re *syntax.Regexp) litInfo {
 		if s, ok := asciiLetterClass(re.Rune); ok {
 			return litInfo{exact: []string{s}, required: []string{s}}
 		}
+		if set := smallClass(re.Rune); set != nil {
+			return litInfo{exact: set, required: set}
+		}
 		return litInfo{}
 	case syntax.OpCapture:
 		return analyze(re.Sub[0])
@@ -240,6 +243,21 @@ func asciiLetterClass(ranges []rune) (string, bool) {
 		return "", false
 	}
 	return string(letter), true
+}
+
+// smallClass expands a class of at most 4 ASCII characters (such as [rz] or [-_])
+// into its members, so concatenations around it still yield literals.
+func smallClass(ranges []rune) []string {
+	var out []string
+	for i := 0; i+1 < len(ranges); i += 2 {
+		for r := ranges[i]; r <= ranges[i+1]; r++ {
+			if r >= utf8.RuneSelf || len(out) == 4 {
+				return nil
+			}
+			out = append(out, string(r))
+		}
+	}
+	return out
 }
 
 func dedupe(set []string) []string {

@@ -1,0 +1,118 @@
+package correlate_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/rules/correlate"
+)
+
+func engine(t *testing.T, doc string) *rules.Engine {
+	t.Helper()
+	ps, err := rules.ParseFile("t.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules.NewEngine(set)
+}
+
+const pack = `apiVersion: faultline.io/v1
+kind: RulePack
+metadata: {name: c}
+spec:
+  defaults: {severity: warning, action: taint}
+  rules:
+    - id: flap
+      match: {regex: '(?P<dev>\w+): Link down'}
+      threshold: {count: 3, window: 10m}
+      cooldown: 1h
+    - id: group
+      match:
+        regex: 'fallen off the bus'
+        companion: {regex: 'The GPU (?P<pci>\S+)', position: before, within: {lines: 2, duration: 5s}}
+`
+
+type step struct {
+	at    time.Duration
+	node  string
+	text  string
+	fired bool
+	count int
+}
+
+func run(t *testing.T, e *rules.Engine, steps []step) {
+	t.Helper()
+	c := correlate.New()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, s := range steps {
+		hits := e.Match(rules.Line{Text: s.text}, nil)
+		outs := c.Observe(correlate.Key{Node: s.node, Stream: "kernel"}, base.Add(s.at), s.text, hits, nil)
+		fired, count := false, 0
+		for _, o := range outs {
+			fired = fired || o.Fired
+			count = o.Count
+		}
+		if fired != s.fired || count != s.count {
+			t.Errorf("step %d %q on %s: fired=%v count=%d, want fired=%v count=%d", i, s.text, s.node, fired, count, s.fired, s.count)
+		}
+	}
+}
+
+func TestThresholdWindowAndCooldown(t *testing.T) {
+	e := engine(t, pack)
+	run(t, e, []step{
+		{0, "n1", "eth0: Link down", false, 1},
+		{time.Minute, "n1", "eth0: Link down", false, 2},
+		{time.Minute, "n2", "eth0: Link down", false, 1}, // per node
+		{2 * time.Minute, "n1", "eth0: Link down", true, 3},
+		{3 * time.Minute, "n1", "eth0: Link down", false, 1}, // window restarts after firing
+		{4 * time.Minute, "n1", "eth0: Link down", false, 2},
+		{5 * time.Minute, "n1", "eth0: Link down", false, 3}, // reached, but in cooldown
+		{20 * time.Minute, "n2", "eth0: Link down", false, 1}, // n2's first line left the window
+	})
+}
+
+func TestTwoDownsDoNotTaint(t *testing.T) {
+	e := engine(t, pack)
+	run(t, e, []step{
+		{0, "n1", "eth0: Link down", false, 1},
+		{11 * time.Minute, "n1", "eth0: Link down", false, 1},
+		{12 * time.Minute, "n1", "eth0: Link down", false, 2},
+	})
+}
+
+func TestCompanionGroup(t *testing.T) {
+	e := engine(t, pack)
+	c := correlate.New()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := correlate.Key{Node: "n1", Stream: "kernel"}
+	feed := func(at time.Duration, text string) []correlate.Outcome {
+		return c.Observe(k, base.Add(at), text, e.Match(rules.Line{Text: text}, nil), nil)
+	}
+	if o := feed(0, "fallen off the bus"); len(o) != 0 {
+		t.Fatalf("primary without companion fired: %+v", o)
+	}
+	feed(time.Second, "The GPU 0000:3b:00.0")
+	o := feed(2*time.Second, "fallen off the bus")
+	if len(o) != 1 || !o[0].Fired || o[0].Captures["pci"] != "0000:3b:00.0" || len(o[0].Evidence) != 2 {
+		t.Fatalf("group outcome = %+v", o)
+	}
+	// Too far apart in lines: the companion is 3 lines before.
+	feed(3*time.Second, "The GPU 0000:5e:00.0")
+	feed(3*time.Second, "noise")
+	feed(3*time.Second, "more noise")
+	if o := feed(4*time.Second, "fallen off the bus"); len(o) != 0 {
+		t.Fatalf("group beyond the line window fired: %+v", o)
+	}
+	// Too far apart in time.
+	feed(10*time.Second, "The GPU 0000:5e:00.0")
+	if o := feed(20*time.Second, "fallen off the bus"); len(o) != 0 {
+		t.Fatalf("group beyond the time window fired: %+v", o)
+	}
+	c.Prune(base.Add(time.Hour), time.Minute)
+}
