@@ -72,7 +72,7 @@ func TestThresholdWindowAndCooldown(t *testing.T) {
 		{2 * time.Minute, "n1", "eth0: Link down", true, 3},
 		{3 * time.Minute, "n1", "eth0: Link down", false, 1}, // window restarts after firing
 		{4 * time.Minute, "n1", "eth0: Link down", false, 2},
-		{5 * time.Minute, "n1", "eth0: Link down", false, 3}, // reached, but in cooldown
+		{5 * time.Minute, "n1", "eth0: Link down", false, 3},  // reached, but in cooldown
 		{20 * time.Minute, "n2", "eth0: Link down", false, 1}, // n2's first line left the window
 	})
 }
