@@ -1,0 +1,258 @@
+// Package kmsg parses and reads the kernel log as exposed by /dev/kmsg.
+//
+// Each /dev/kmsg record looks like
+//
+//	<faclev>,<seq>,<usec>,<flags>[,<more fields>];<message>\n
+//	[ <KEY>=<value>\n]...
+//
+// faclev packs the syslog facility and level (facility<<3 | level), seq is a
+// 64-bit sequence number, usec the printk timestamp in microseconds since
+// boot, and flags is '-' for a normal record or 'c' for a continuation
+// fragment ('+' marked the following fragments on kernels before 4.10). Extra
+// header fields such as "caller=T123" may follow the flags. The message runs
+// from the first ';' to the end of the first line; dictionary lines that start
+// with a single space follow it. The kernel escapes non-printable bytes and the
+// backslash as \xHH in both message and dictionary; Parse undoes that.
+//
+// Parse decodes a single record. Reader reads records from the /dev/kmsg
+// device (one record per read) or from a regular file or FIFO holding records
+// in the same format one after another, and accounts for every record it
+// could not deliver: ring-buffer overruns, sequence gaps and malformed input.
+package kmsg
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Level is a syslog severity level, 0 (emerg) to 7 (debug).
+type Level uint8
+
+// Syslog levels.
+const (
+	LevelEmerg Level = iota
+	LevelAlert
+	LevelCrit
+	LevelErr
+	LevelWarn
+	LevelNotice
+	LevelInfo
+	LevelDebug
+)
+
+// levelNames are the names util-linux dmesg prints (dmesg --decode).
+var levelNames = [8]string{"emerg", "alert", "crit", "err", "warn", "notice", "info", "debug"}
+
+// String returns the level's name as dmesg prints it ("emerg" ... "debug"),
+// or its number for values above 7.
+func (l Level) String() string {
+	if int(l) < len(levelNames) {
+		return levelNames[l]
+	}
+	return strconv.Itoa(int(l))
+}
+
+// ParseLevel accepts a level name as printed by dmesg ("err", "warn", ...),
+// the common long spellings ("error", "warning", "emergency", "critical",
+// "panic") or a digit 0-7.
+func ParseLevel(s string) (Level, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	for i, n := range levelNames {
+		if s == n {
+			return Level(i), nil
+		}
+	}
+	switch s {
+	case "emergency", "panic":
+		return LevelEmerg, nil
+	case "critical":
+		return LevelCrit, nil
+	case "error":
+		return LevelErr, nil
+	case "warning":
+		return LevelWarn, nil
+	}
+	if len(s) == 1 && s[0] >= '0' && s[0] <= '7' {
+		return Level(s[0] - '0'), nil
+	}
+	return 0, &ParseError{Field: "level", Value: s, Err: ErrSyntax}
+}
+
+// Facility is a syslog facility. The kernel logs with FacilityKern; records
+// written to /dev/kmsg by user space default to FacilityUser.
+type Facility uint8
+
+// Syslog facilities.
+const (
+	FacilityKern Facility = iota
+	FacilityUser
+	FacilityMail
+	FacilityDaemon
+	FacilityAuth
+	FacilitySyslog
+	FacilityLpr
+	FacilityNews
+	FacilityUUCP
+	FacilityCron
+	FacilityAuthpriv
+	FacilityFTP
+	FacilityRes0
+	FacilityRes1
+	FacilityRes2
+	FacilityRes3
+	FacilityLocal0
+	FacilityLocal1
+	FacilityLocal2
+	FacilityLocal3
+	FacilityLocal4
+	FacilityLocal5
+	FacilityLocal6
+	FacilityLocal7
+)
+
+// facilityNames are the names util-linux dmesg prints (dmesg --decode).
+var facilityNames = [...]string{
+	"kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news",
+	"uucp", "cron", "authpriv", "ftp", "res0", "res1", "res2", "res3",
+	"local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+}
+
+// String returns the facility's name as dmesg prints it ("kern", "user",
+// "daemon", ..., "local7"), or its number for values above 23.
+func (f Facility) String() string {
+	if int(f) < len(facilityNames) {
+		return facilityNames[f]
+	}
+	return strconv.Itoa(int(f))
+}
+
+// ParseFacility accepts a facility name as printed by dmesg or a number.
+func ParseFacility(s string) (Facility, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	for i, n := range facilityNames {
+		if s == n {
+			return Facility(i), nil
+		}
+	}
+	if n, err := strconv.ParseUint(s, 10, 8); err == nil {
+		return Facility(n), nil
+	}
+	return 0, &ParseError{Field: "facility", Value: s, Err: ErrSyntax}
+}
+
+// Flags values the kernel uses in the fourth header field.
+const (
+	// FlagsNone marks an ordinary, complete record.
+	FlagsNone = "-"
+	// FlagsCont marks a fragment of a continuation line. On kernels since
+	// 4.10 every fragment after the first piece of the line carries it; on
+	// older kernels it marks the first fragment and the following ones carry
+	// FlagsFollows.
+	FlagsCont = "c"
+	// FlagsFollows marks a fragment that follows a FlagsCont fragment
+	// (kernels before 4.10 only).
+	FlagsFollows = "+"
+)
+
+// DictEntry is one dictionary line of a record, e.g. SUBSYSTEM=pci.
+type DictEntry struct {
+	Key   string
+	Value string
+}
+
+// Record is one decoded /dev/kmsg record.
+type Record struct {
+	// Level and Facility are decoded from the first header field
+	// (faclev = Facility<<3 | Level).
+	Level    Level
+	Facility Facility
+	// Seq is the kernel's sequence number. It increases by one per record
+	// within a boot; a larger step means records were lost.
+	Seq uint64
+	// LastSeq is the sequence number of the last kernel record folded into
+	// this one. It equals Seq unless Reader merged continuation fragments
+	// into this record. A reader's position should be persisted as LastSeq.
+	LastSeq uint64
+	// Monotonic is the printk timestamp: time since boot, microsecond
+	// resolution.
+	Monotonic time.Duration
+	// Flags is the raw flags field: FlagsNone, FlagsCont or FlagsFollows.
+	Flags string
+	// Caller is the value of a "caller=" header field, such as "T123" (task
+	// id) or "C2" (CPU id); empty when absent.
+	Caller string
+	// Fields holds any other header fields after the flags, in order and
+	// verbatim. Current kernels emit none.
+	Fields []string
+	// Message is the text after the first ';' up to the end of the first
+	// line, with \xHH escapes decoded. It may contain any byte, including
+	// invalid UTF-8.
+	Message string
+	// Dict holds the dictionary lines in order, with \xHH escapes decoded.
+	// Nil when the record has none.
+	Dict []DictEntry
+	// Time is the wall-clock time of the record, boot time + Monotonic.
+	// Parse leaves it zero; Reader sets it when it knows the boot time.
+	Time time.Time
+}
+
+// Priority returns the raw faclev value, Facility<<3 | Level, which is what
+// dmesg --json prints as "pri".
+func (r *Record) Priority() int { return int(r.Facility)<<3 | int(r.Level) }
+
+// IsContinuation reports whether the record is a fragment of a continuation
+// line (flags 'c' or '+').
+func (r *Record) IsContinuation() bool {
+	return r.Flags == FlagsCont || r.Flags == FlagsFollows
+}
+
+// Lookup returns the value of the first dictionary entry with the given key.
+func (r *Record) Lookup(key string) (string, bool) {
+	for _, e := range r.Dict {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// WallTime converts the record's printk timestamp to wall-clock time given
+// the boot time (see BootTime).
+func (r *Record) WallTime(boot time.Time) time.Time { return boot.Add(r.Monotonic) }
+
+// AppendFormat appends the record to dst in /dev/kmsg format: the header
+// line, the escaped message, a newline, and one " KEY=value\n" line per
+// dictionary entry. Bytes below 0x20, from 0x7f up, and the backslash are
+// escaped as \xHH like the kernel does; '=' is escaped in dictionary keys as
+// well, so that Parse returns an equal record. Monotonic is truncated to
+// microseconds. Flags, Caller and Fields are written as they are: they must
+// not contain ',', ';' or a newline, and Flags must not be empty.
+func (r *Record) AppendFormat(dst []byte) []byte {
+	dst = strconv.AppendUint(dst, uint64(r.Priority()), 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendUint(dst, r.Seq, 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendUint(dst, uint64(r.Monotonic/time.Microsecond), 10)
+	dst = append(dst, ',')
+	dst = append(dst, r.Flags...)
+	if r.Caller != "" {
+		dst = append(dst, ",caller="...)
+		dst = append(dst, r.Caller...)
+	}
+	for _, f := range r.Fields {
+		dst = append(dst, ',')
+		dst = append(dst, f...)
+	}
+	dst = append(dst, ';')
+	dst = AppendEscaped(dst, r.Message)
+	dst = append(dst, '\n')
+	for _, e := range r.Dict {
+		dst = append(dst, ' ')
+		dst = appendEscapedKey(dst, e.Key)
+		dst = append(dst, '=')
+		dst = AppendEscaped(dst, e.Value)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
