@@ -23,8 +23,8 @@ tools:
 
 ## test: everything CI runs — lint, unit and integration tests against real components, pack tests
 test: tools lint build
-	FAULTLINE_TOOLS_PATH="$$(test/tools/build.sh path)" $(GO) test -count=1 -timeout 60m $(GOTESTFLAGS) $(PKGS)
 	$(BIN)/faultline rules test rules/packs
+	FAULTLINE_TOOLS_PATH="$$(test/tools/build.sh path)" $(GO) test -count=1 -timeout 60m $(GOTESTFLAGS) $(PKGS)
 
 ## test-unit: the quick loop; integration tests say they were skipped
 test-unit:
@@ -37,13 +37,18 @@ lint:
 
 ## bench: run the benchmarks (reported, never gated on time)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./rules/...
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./rules/... ./dmesg-exporter/...
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds alone run in `make test`)
 FUZZTIME ?= 30s
+FUZZ_TARGETS := ./rules:FuzzLoad ./rules/logline:FuzzParseLine \
+	./dmesg-exporter/kmsg:FuzzParse ./dmesg-exporter/kmsg:FuzzReaderStream \
+	./dmesg-exporter/cri:FuzzParseLine ./dmesg-exporter/cri:FuzzReassembler
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./rules
-	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime $(FUZZTIME) ./rules/logline
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $${t#*:} in $${t%%:*}"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
 
 rules-test: build
 	$(BIN)/faultline rules test rules/packs
