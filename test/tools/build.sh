@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds (or installs) the pinned real components into a cache outside the checkout.
 #
-#   test/tools/build.sh [all|kubernetes|etcd|loki|otelcol|helm|debian|path]...
+#   test/tools/build.sh [all|kubernetes|kube-controller-manager|etcd|loki|otelcol|helm|debian|path]...
 #
 # Cache: $FAULTLINE_TOOLS_DIR, default ${XDG_CACHE_HOME:-$HOME/.cache}/faultline/tools.
 # Each component lands in <cache>/<name>-<version>/ and is built only when missing, so a
 # second run is a no-op. `path` prints the directories that hold the binaries.
+# Builds take a lock on the cache, so concurrent runs (make tools, test binaries that
+# build a missing component) wait for each other instead of building the same thing twice.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -39,13 +41,45 @@ build_kubernetes() {
     printf ')\n'
   } > go.mod
   printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' > tools.go
-  # kube-controller-manager is not built: at this release some of its staging modules
-  # (kube-scheduler, csi-translation-lib, endpointslice) are missing from the module mirror.
+  # kube-controller-manager is built separately (build_kube_controller_manager): some of its
+  # staging modules are missing from the module mirror at this release.
   # -e: test-only dependencies of k8s.io/kubernetes may be missing from a partial module mirror.
   go mod tidy -e
   local ld="-s -w -X k8s.io/component-base/version.gitVersion=v$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
   go build -trimpath -ldflags="$ld" -o "$out/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
   "$out/kube-apiserver" --version >&2
+  touch "$out/.complete"
+}
+
+build_kube_controller_manager() {
+  local out="$CACHE/kube-controller-manager-$KUBERNETES_VERSION" src="$CACHE/src/kube-controller-manager-$KUBERNETES_VERSION"
+  have "$out" && return 0
+  log "building kube-controller-manager v$KUBERNETES_VERSION"
+  local staging="0.${KUBERNETES_VERSION#1.}" minor m v
+  minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
+  rm -rf "$src"; mkdir -p "$src" "$out"; cd "$src"
+  cp "$(gomod_file "k8s.io/kubernetes@v$KUBERNETES_VERSION")" k8s.mod
+  {
+    printf 'module faultline.local/tools/kube-controller-manager\n\ngo 1.23.0\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$KUBERNETES_VERSION"
+    for m in $(awk '$2=="v0.0.0"{print $1}' k8s.mod); do
+      v=$staging
+      # A partial module mirror lacks some staging modules at the pinned patch release
+      # (at 0.32.13: cri-client, csi-translation-lib, endpointslice, kube-controller-manager,
+      # kube-proxy, kube-scheduler, sample-apiserver): take those at the fallback release.
+      if ! go mod download "$m@v$staging" >/dev/null 2>&1; then
+        v=$KUBERNETES_STAGING_FALLBACK
+        log "$m v$staging is not available; using v$v"
+      fi
+      printf '\t%s => %s v%s\n' "$m" "$m" "$v"
+    done
+    printf ')\n'
+  } > go.mod.tmp
+  mv go.mod.tmp go.mod
+  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-controller-manager"\n' > tools.go
+  go mod tidy -e
+  local ld="-s -w -X k8s.io/component-base/version.gitVersion=v$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+  go build -trimpath -ldflags="$ld" -o "$out/" k8s.io/kubernetes/cmd/kube-controller-manager
+  "$out/kube-controller-manager" --version >&2
   touch "$out/.complete"
 }
 
@@ -123,14 +157,20 @@ install_debian() {
 }
 
 print_path() {
-  echo "$CACHE/kubernetes-$KUBERNETES_VERSION:$CACHE/etcd-$ETCD_VERSION:$CACHE/loki-$LOKI_VERSION:$CACHE/otelcol-$OTELCOL_VERSION:$CACHE/helm-$HELM_VERSION"
+  echo "$CACHE/kubernetes-$KUBERNETES_VERSION:$CACHE/kube-controller-manager-$KUBERNETES_VERSION:$CACHE/etcd-$ETCD_VERSION:$CACHE/loki-$LOKI_VERSION:$CACHE/otelcol-$OTELCOL_VERSION:$CACHE/helm-$HELM_VERSION"
 }
 
 [ $# -eq 0 ] && set -- all
+if [ "$*" != path ]; then
+  # One build at a time per cache; the lock is released when this script exits.
+  exec 9>"$CACHE/.build.lock"
+  flock 9
+fi
 for what in "$@"; do
   case $what in
-    all) install_debian; build_otelcol; build_etcd; build_helm; build_kubernetes; build_loki ;;
+    all) install_debian; build_otelcol; build_etcd; build_helm; build_kubernetes; build_kube_controller_manager; build_loki ;;
     kubernetes|etcd|loki|otelcol|helm) "build_$what" ;;
+    kube-controller-manager) build_kube_controller_manager ;;
     debian) install_debian ;;
     path) print_path ;;
     *) echo "unknown component: $what" >&2; exit 2 ;;
