@@ -1,0 +1,87 @@
+// Package checkpoint keeps the controller's read position in a ConfigMap, so a new
+// leader resumes where the old one stopped.
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// Key is the ConfigMap data key holding the position (Unix nanoseconds).
+const Key = "position-unix-nano"
+
+// Store reads and writes the position.
+type Store struct {
+	client    kubernetes.Interface
+	namespace string
+	name      string
+}
+
+// New returns a Store for the ConfigMap namespace/name.
+func New(c kubernetes.Interface, namespace, name string) *Store {
+	return &Store{client: c, namespace: namespace, name: name}
+}
+
+// Load returns the saved position; ok is false when none was saved yet.
+func (s *Store) Load(ctx context.Context) (t time.Time, ok bool, err error) {
+	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("load checkpoint %s/%s: %w", s.namespace, s.name, err)
+	}
+	v, found := cm.Data[Key]
+	if !found {
+		return time.Time{}, false, nil
+	}
+	ns, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("checkpoint %s/%s: bad %s %q", s.namespace, s.name, Key, v)
+	}
+	return time.Unix(0, ns).UTC(), true, nil
+}
+
+// Save stores t; it never moves the position backwards.
+func (s *Store) Save(ctx context.Context, t time.Time) error {
+	val := strconv.FormatInt(t.UnixNano(), 10)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cms := s.client.CoreV1().ConfigMaps(s.namespace)
+		cm, err := cms.Get(ctx, s.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace,
+					Labels: map[string]string{"app.kubernetes.io/name": "faultline", "app.kubernetes.io/component": "controller"}},
+				Data: map[string]string{Key: val},
+			}, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), s.name, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if old, err := strconv.ParseInt(cm.Data[Key], 10, 64); err == nil && old >= t.UnixNano() {
+			return nil
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[Key] = val
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s/%s: %w", s.namespace, s.name, err)
+	}
+	return nil
+}
