@@ -1,0 +1,81 @@
+package match
+
+import (
+	"testing"
+	"time"
+
+	"github.com/faultline-dev/faultline/rules"
+)
+
+func engine(t *testing.T) *rules.Engine {
+	t.Helper()
+	ps, err := rules.ParseFile("m.yaml", []byte(`apiVersion: faultline.io/v1
+kind: RulePack
+metadata: {name: m}
+spec:
+  rules:
+    - id: xid79
+      source: kernel
+      match: {regex: 'Xid \((?P<pci>[^)]*)\): (?P<xid>79)\b'}
+      severity: critical
+      action: taint
+    - id: flap
+      source: kernel
+      match: {regex: '(?P<dev>\w+): Link down'}
+      threshold: {count: 3, window: 10m}
+      severity: warning
+      action: taint
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules.NewEngine(set)
+}
+
+func TestProcess(t *testing.T) {
+	e := engine(t)
+	s := New(func() *rules.Engine { return e })
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	line := func(node, text string, at time.Duration) Result {
+		return s.Process(Entry{Node: node, Source: rules.SourceKernel, Stream: `{node="` + node + `"}`, Time: t0.Add(at), Line: text})
+	}
+	r := line("gpu-3", "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", 0)
+	if len(r.Faults) != 1 || r.Faults[0].Node != "gpu-3" || r.Faults[0].Captures["xid"] != "79" || len(r.Faults[0].Evidence) != 1 {
+		t.Fatalf("xid 79: %+v", r)
+	}
+	line("gpu-2", "eth0: Link down", time.Second)
+	if r := line("gpu-2", "eth0: Link down", 2*time.Second); len(r.Faults) != 0 || len(r.Matches) != 1 {
+		t.Fatalf("2 link-downs: %+v", r)
+	}
+	if r := line("gpu-2", "eth0: Link down", 3*time.Second); len(r.Faults) != 1 || r.Faults[0].Count != 3 || len(r.Faults[0].Evidence) != 3 {
+		t.Fatalf("3 link-downs: %+v", r)
+	}
+	if r := line("", "NVRM: Xid (PCI:0000:3b:00): 79, x", 4*time.Second); len(r.Faults) != 0 || s.Stats.NoNode != 1 {
+		t.Fatalf("no node: %+v", r)
+	}
+}
+
+// TestWarmUp: lines a previous leader already acted on rebuild the window but do not
+// fire again; the third link-down after the checkpoint fires.
+func TestWarmUp(t *testing.T) {
+	e := engine(t)
+	s := New(func() *rules.Engine { return e })
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.WarmUntil = t0.Add(2 * time.Second)
+	for i, text := range []string{"NVRM: Xid (PCI:0000:3b:00): 79, x", "eth0: Link down", "eth0: Link down"} {
+		if r := s.Process(Entry{Node: "n", Source: rules.SourceKernel, Time: t0.Add(time.Duration(i) * time.Second), Line: text}); len(r.Faults) != 0 {
+			t.Fatalf("warm-up line %d fired: %+v", i, r.Faults)
+		}
+	}
+	r := s.Process(Entry{Node: "n", Source: rules.SourceKernel, Time: t0.Add(3 * time.Second), Line: "eth0: Link down"})
+	if len(r.Faults) != 1 {
+		t.Fatalf("after warm-up: %+v", r)
+	}
+	if s.Horizon() != 10*time.Minute {
+		t.Fatalf("horizon %v", s.Horizon())
+	}
+}
