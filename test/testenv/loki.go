@@ -13,7 +13,7 @@ import (
 
 // LokiIndexLabels are the OTLP resource attributes the test Loki promotes to index
 // labels. Loki sanitizes the names: k8s.node.name becomes the label k8s_node_name.
-var LokiIndexLabels = []string{"k8s.node.name", "node"}
+var LokiIndexLabels = []string{"k8s.node.name", "node", "source"}
 
 type lokiState struct {
 	url string // http://127.0.0.1:<port>
