@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
+	"github.com/faultline-dev/faultline/dmesg-exporter/podlogs"
+	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
+)
+
+func newExporterCmd() *cobra.Command {
+	var (
+		cfg        exporter.Config
+		otlpURL    string
+		lokiURL    string
+		tenant     string
+		listen     string
+		gzipOff    bool
+		maxBackoff time.Duration
+		podRoot    string
+		podCfg     podlogs.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "dmesg-exporter",
+		Short: "Ship this node's kernel log and training-pod logs to an OpenTelemetry Collector or Loki",
+		Long: `Reads /dev/kmsg (and pod log files) and ships every line, with the node's name,
+over OTLP/HTTP to a collector (--otlp-endpoint) or straight to Loki (--loki-url).
+The read position (boot id and last acknowledged sequence number) is saved in
+--state-file only after the receiver acknowledged, so a restart neither replays
+nor loses lines; after a reboot the new boot's ring buffer is shipped from its start.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (otlpURL == "") == (lokiURL == "") {
+				return errors.New("set exactly one of --otlp-endpoint and --loki-url")
+			}
+			if cfg.Node == "" {
+				cfg.Node = os.Getenv("NODE_NAME")
+			}
+			if cfg.Node == "" {
+				h, err := os.Hostname()
+				if err != nil {
+					return fmt.Errorf("node name: %w", err)
+				}
+				cfg.Node = h
+			}
+			if otlpURL != "" {
+				cfg.Sender = ship.NewOTLP(otlpURL, ship.OTLPOptions{Gzip: !gzipOff})
+			} else {
+				cfg.Sender = ship.NewLoki(lokiURL, ship.LokiOptions{Tenant: tenant})
+			}
+			cfg.Backoff.Max = maxBackoff
+			if podRoot != "" {
+				podCfg.Root = podRoot
+				cfg.PodLogs = &podCfg
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			cfg.Metrics = exporter.NewMetrics(reg)
+			cfg.Log = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)).With("node", cfg.Node)
+			ex, err := exporter.New(cfg)
+			if err != nil {
+				return err
+			}
+			srv, err := serveHTTP(listen, reg, ex.Healthy)
+			if err != nil {
+				return err
+			}
+			defer srv.Shutdown(context.Background())
+			cfg.Log.Info("dmesg-exporter started", "kmsg", cfg.KmsgPath, "sender", cfg.Sender.Name(), "listen", srv.Addr)
+			return ex.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Node, "node", "", "node name attached to every line (default $NODE_NAME, then the host name)")
+	f.StringVar(&cfg.KmsgPath, "kmsg-path", "/dev/kmsg", "kernel log device, or a file/FIFO in /dev/kmsg's record format")
+	f.StringVar(&cfg.BootIDPath, "boot-id-path", "/proc/sys/kernel/random/boot_id", "file holding the current boot id")
+	f.StringVar(&cfg.StatePath, "state-file", "/var/lib/faultline/dmesg-exporter.json", "where the read position is saved (a hostPath in the chart)")
+	f.BoolVar(&cfg.AllFacilities, "all-facilities", false, "also ship records user space wrote to /dev/kmsg (facility > 0)")
+	f.StringVar(&otlpURL, "otlp-endpoint", "", "OTLP/HTTP base URL of a collector, e.g. http://otel-collector:4318")
+	f.StringVar(&lokiURL, "loki-url", "", "Loki base URL for direct push, e.g. http://loki:3100")
+	f.StringVar(&tenant, "loki-tenant", "", "X-Scope-OrgID for Loki")
+	f.BoolVar(&gzipOff, "no-gzip", false, "do not gzip OTLP requests")
+	f.IntVar(&cfg.BatchSize, "batch-size", 500, "records per batch")
+	f.DurationVar(&cfg.BatchWait, "batch-wait", time.Second, "longest a record waits for its batch")
+	f.IntVar(&cfg.BufferSize, "buffer", 10000, "records buffered before readers wait (bounded memory)")
+	f.DurationVar(&maxBackoff, "max-backoff", 30*time.Second, "longest wait between retries")
+	f.StringVar(&listen, "listen", ":9400", "address for /metrics and /healthz")
+	f.StringVar(&podRoot, "pod-logs", "", "pod log directory to tail (the kubelet's /var/log/pods); empty: kernel log only")
+	f.StringArrayVar(&podCfg.IncludeNamespaces, "pod-namespace", nil, "only tail pods in namespaces matching this regex (repeatable)")
+	f.StringArrayVar(&podCfg.ExcludeNamespaces, "pod-exclude-namespace", nil, "never tail pods in namespaces matching this regex (repeatable)")
+	f.StringVar(&podCfg.PodName, "pod-name", "", "only tail pods whose name matches this regex")
+	return cmd
+}
+
+// serveHTTP serves /metrics and /healthz on addr in the background.
+func serveHTTP(addr string, reg *prometheus.Registry, healthy func() error) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
