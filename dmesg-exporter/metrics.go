@@ -60,4 +60,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) CountRead(source string) { m.read.WithLabelValues(source).Inc() }
 
 // CountDropped counts records lost for a reason.
-func (m *Metrics) CountDropped(reason string, n int) { m.dropped.WithLabelValues(reason).Add(float64(n)) }
+func (m *Metrics) CountDropped(reason string, n int) {
+	m.dropped.WithLabelValues(reason).Add(float64(n))
+}

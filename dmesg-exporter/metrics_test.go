@@ -45,10 +45,10 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Errorf("shipped = %v, want 3 (two lines, the user-space one skipped, the garbage dropped, one more)", v)
 	}
 	for name, min := range map[string]float64{
-		"faultline_exporter_records_read_total":   4,
-		"faultline_exporter_send_retries_total":   1,
+		"faultline_exporter_records_read_total":    4,
+		"faultline_exporter_send_retries_total":    1,
 		"faultline_exporter_records_dropped_total": 1,
-		"faultline_exporter_buffer_capacity":      1,
+		"faultline_exporter_buffer_capacity":       1,
 	} {
 		if v := sum(t, reg, name); v < min {
 			t.Errorf("%s = %v, want >= %v", name, v, min)

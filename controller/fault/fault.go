@@ -4,6 +4,9 @@
 package fault
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/faultline-dev/faultline/rules"
@@ -56,6 +59,26 @@ type Evidence struct {
 	Recover string `json:"recover"`
 	// BootID is the node's boot id when the fault was recorded (for recover: reboot).
 	BootID string `json:"bootID,omitempty"`
+	// TaintPlaced is true when faultline put Taint on the node for this fault. It is
+	// false when an equal or same-key taint was already there (placed by someone
+	// else), so removing the fault never removes a taint faultline did not place.
+	TaintPlaced bool `json:"taintPlaced,omitempty"`
+}
+
+// ID names the fault's rule as pack/rule: the key of its entry in the annotation.
+func (e Evidence) ID() string { return e.Pack + "/" + e.Rule }
+
+// ParseEvidence reads the AnnotationEvidence value of a Node; an empty value is no
+// evidence.
+func ParseEvidence(s string) ([]Evidence, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var evs []Evidence
+	if err := json.Unmarshal([]byte(s), &evs); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationEvidence, err)
+	}
+	return evs, nil
 }
 
 // EvidenceOf renders a fault for the annotation.

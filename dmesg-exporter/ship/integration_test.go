@@ -223,7 +223,7 @@ func TestIntegrationOTLPThroughCollectorToLoki(t *testing.T) {
 			sev := ship.KernelSeverity(r.Level)
 			checkSubset(t, r.Body+" metadata", e.Metadata, map[string]string{
 				"log_source": "kernel",
-				"kmsg_seq": strconv.FormatUint(r.Seq, 10), "boot_id": bootID,
+				"kmsg_seq":   strconv.FormatUint(r.Seq, 10), "boot_id": bootID,
 				"kmsg_facility": strconv.Itoa(r.Facility), "kmsg_level": strconv.Itoa(r.Level),
 				"host_name": node, "scope_name": ship.ScopeName,
 				"severity_text": sev.Text, "severity_number": strconv.Itoa(int(sev.Number)),
