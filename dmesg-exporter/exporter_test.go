@@ -63,7 +63,7 @@ func (k *kmsgFile) write(level int, msgs ...string) []uint64 {
 	return seqs
 }
 
-func bootIDFile(t *testing.T, dir, id string) string {
+func bootIDFile(t testing.TB, dir, id string) string {
 	p := filepath.Join(dir, "boot_id")
 	if err := os.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
 		t.Fatal(err)

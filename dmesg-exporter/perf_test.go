@@ -1,0 +1,162 @@
+package exporter_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
+	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
+	"github.com/faultline-dev/faultline/dmesg-exporter/state"
+)
+
+// discardReceiver acknowledges every push without decoding it, so a measurement
+// sees the exporter's cost, not the receiver's.
+func discardReceiver(t testing.TB) (string, *atomic.Int64) {
+	var bytes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		bytes.Add(n)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &bytes
+}
+
+// writeRecords writes n realistic kernel records to a kmsg-format file.
+func writeRecords(t testing.TB, path string, n int) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	msgs := []string{
+		"usb 1-1: new high-speed USB device number %d using xhci_hcd",
+		"IPv6: ADDRCONF(NETDEV_CHANGE): veth%d: link becomes ready",
+		"cni0: port %d(vethc0ffee) entered forwarding state",
+		"NVRM: Xid (PCI:0000:3b:00): 13, pid=%d, name=python3, Graphics Exception: ESR 0x504648=0x11f000e",
+	}
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(w, "%d,%d,%d,-;", 6, i, int64(i)*1000)
+		fmt.Fprintf(w, msgs[i%len(msgs)], i)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+// BenchmarkPipeline: records/s read from a kmsg file, parsed, batched, encoded
+// (Loki push, snappy) and acknowledged, with positions committed. Run with -cpu 1
+// for the one-core figure.
+func BenchmarkPipeline(b *testing.B) {
+	const n = 200000
+	dir := b.TempDir()
+	path := filepath.Join(dir, "kmsg")
+	writeRecords(b, path, n)
+	url, _ := discardReceiver(b)
+	boot := bootIDFile(b, dir, "3f2e1d9c-8b7a-4c5d-9e0f-0000000000b1")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		statePath := filepath.Join(dir, fmt.Sprintf("state-%d.json", i))
+		ex, err := exporter.New(exporter.Config{Node: "bench", KmsgPath: path, BootIDPath: boot, BootTime: time.Now(),
+			StatePath: statePath, Sender: ship.NewLoki(url, ship.LokiOptions{}), BatchSize: 1000, PollInterval: time.Millisecond,
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- ex.Run(ctx) }()
+		for {
+			st, err := state.Open(statePath)
+			if err == nil && st.Get().KmsgSeq == n {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		<-done
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// TestExporterRSS runs the exporter binary on one core shipping 500,000 records to
+// a receiver that acknowledges everything, samples its resident memory, and reports
+// throughput and peak RSS. Memory is checked against a loose bound that catches
+// leaks and unbounded buffering, not against the machine's speed.
+func TestExporterRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("performance measurement: run without -short")
+	}
+	const n = 500000
+	bin := buildFaultline(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kmsg")
+	writeRecords(t, path, n)
+	url, sent := discardReceiver(t)
+	statePath := filepath.Join(dir, "state.json")
+	cmd := exec.Command(bin, "dmesg-exporter", "--node", "rss", "--kmsg-path", path,
+		"--boot-id-path", bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-0000000000b2"), "--state-file", statePath,
+		"--loki-url", url, "--listen", "127.0.0.1:0", "--batch-size", "1000")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var peak int64
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if rss := vmRSS(cmd.Process.Pid); rss > peak {
+			peak = rss
+		}
+		st, err := state.Open(statePath)
+		if err == nil && st.Get().KmsgSeq == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not all records shipped within 2 minutes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	el := time.Since(t0)
+	t.Logf("exporter on one core (GOMAXPROCS=1): %d records in %s = %.0f records/s, %d MB sent; peak RSS %.1f MiB",
+		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), sent.Load()>>20, float64(peak)/(1<<20))
+	if peak > 256<<20 {
+		t.Errorf("peak RSS %.1f MiB: memory is not bounded", float64(peak)/(1<<20))
+	}
+}
+
+// vmRSS reads a process's resident set size in bytes from /proc.
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
