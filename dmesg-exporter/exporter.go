@@ -184,6 +184,9 @@ func (e *Exporter) Run(ctx context.Context) error {
 func (e *Exporter) readKernel(ctx context.Context) error {
 	opts := kmsg.Options{
 		BootTime: e.cfg.BootTime,
+		// A printk split into continuation records ('c') is one line of text:
+		// ship it whole so a rule sees all of it.
+		MergeContinuations: true,
 		OnLoss: func(l kmsg.Loss) {
 			e.m.dropped.WithLabelValues("overrun").Add(float64(l.Count))
 			e.log.Warn("kernel records lost", "after_seq", l.After, "next_seq", l.Next, "count", l.Count, "overrun", l.Overrun)
