@@ -1,0 +1,635 @@
+// Package decide says what to do with each fault, safely: taint the node, post an
+// Event, run a probe, or hold the fault back because tainting it now would take too
+// much of the fleet out of scheduling.
+//
+// Three brakes stand between a fired rule and a taint:
+//
+//   - a global budget of nodes faultline may keep tainted: the stricter of an
+//     absolute cap (Config.MaxNodes) and a share of the eligible nodes
+//     (Config.MaxPercent). The budget counts nodes, not taints: a node faultline
+//     already tainted takes another rule's taint without using more budget.
+//   - optional per-rule budgets (Config.RuleBudgets, "pack/id" -> max nodes).
+//   - a storm hold: when one rule fires on more than Config.StormShare of the
+//     eligible nodes (and at least Config.StormMinNodes) within Config.StormWindow,
+//     the rule is more likely broken (or a driver rollout is under way) than the
+//     nodes, so its faults are held until the storm passes or an operator releases it.
+//
+// Held faults are never dropped silently: they wait in a bounded queue (Held) and
+// Release hands them back, oldest first, once they can be applied.
+//
+// Recoveries never pass through these brakes: Recoverable applies a rule's recovery
+// policy and consults neither the budget nor the storm state, so a storm or an
+// exhausted budget never keeps a healed node tainted.
+//
+// The package is pure logic: the caller reads the cluster (NodeFacts) and acts on
+// the decisions. Cooldowns are applied upstream, by the correlator. The caller:
+//
+//   - calls Decide for each fired fault and applies the decision (DecideProbeResult
+//     after the probes of a KindProbe decision; NotApplied when a taint fails);
+//   - calls Untainted after removing taints, then Release, and Release periodically,
+//     applying what it returns;
+//   - asks Recoverable about each active fault and untaints when it says so.
+//
+// The caller's view of the nodes may lag behind its own actions (an informer
+// cache): a taint decided here counts against the budgets for Config.PendingTTL
+// whether or not the facts show it yet, so the facts need not be fresh, only less
+// stale than PendingTTL and never older than facts given before.
+package decide
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/rules"
+)
+
+// Kind is what a decision asks the caller to do. Its values are usable as metric
+// label values.
+type Kind string
+
+// Decision kinds.
+const (
+	// KindNone: nothing to do (an info/none rule, a passing probe).
+	KindNone Kind = "none"
+	// KindTaint: taint the node with the rule's taint and record the evidence.
+	KindTaint Kind = "taint"
+	// KindEvent: post an Event (event rules are never held).
+	KindEvent Kind = "event"
+	// KindProbe: run the rule's probes on the node, then call DecideProbeResult.
+	KindProbe Kind = "probe"
+	// KindHold: the fault is held back (see Reason) and kept in the Held queue.
+	KindHold Kind = "hold"
+	// KindAlreadyTainted: the node already carries this rule's taint.
+	KindAlreadyTainted Kind = "already-tainted"
+	// KindDryRun: dry-run mode; Of says what would have been done.
+	KindDryRun Kind = "dry-run"
+)
+
+// HoldReason says why a fault is held.
+type HoldReason string
+
+// Hold reasons.
+const (
+	ReasonBudget     HoldReason = "budget"
+	ReasonRuleBudget HoldReason = "rule-budget"
+	ReasonStorm      HoldReason = "storm"
+	ReasonOptedOut   HoldReason = "opted-out"
+)
+
+// Decision is what to do with one fault.
+type Decision struct {
+	Kind Kind
+	// Of is, for KindDryRun, the kind that would have been decided.
+	Of Kind
+	// Reason is set for KindHold, and for KindDryRun of a hold.
+	Reason HoldReason
+	// Fault is the fault decided on (with the latest evidence for released faults).
+	Fault fault.Fault
+	// Message explains the decision for logs and Events.
+	Message string
+}
+
+// Effective is the kind of the decision, looking through dry-run.
+func (d Decision) Effective() Kind {
+	if d.Kind == KindDryRun {
+		return d.Of
+	}
+	return d.Kind
+}
+
+// String renders the decision for logs.
+func (d Decision) String() string {
+	s := string(d.Kind)
+	if d.Kind == KindDryRun {
+		s += "(" + string(d.Of) + ")"
+	}
+	if d.Reason != "" {
+		s += "(" + string(d.Reason) + ")"
+	}
+	if d.Fault.Rule != nil {
+		s += " " + d.Fault.Key()
+	}
+	if d.Message != "" {
+		s += ": " + d.Message
+	}
+	return s
+}
+
+// NodeFacts is what the caller knows about the cluster when it asks for a decision.
+// The maps are read, never modified or retained.
+type NodeFacts struct {
+	// Eligible is the number of nodes faultline may taint (the base of MaxPercent
+	// and StormShare), typically the GPU nodes it watches minus opted-out ones.
+	Eligible int
+	// Tainted maps each node that currently carries a faultline taint to the keys
+	// ("pack/id") of the rules whose taints it carries. A node present with an empty
+	// list still counts as faultline-tainted for the global budget.
+	Tainted map[string][]string
+	// OptedOut holds the nodes labelled fault.LabelOptOut=true.
+	OptedOut map[string]bool
+}
+
+// HasRuleTaint reports whether node carries the taint of the rule key ("pack/id").
+func (f NodeFacts) HasRuleTaint(node, key string) bool {
+	return slices.Contains(f.Tainted[node], key)
+}
+
+// Config configures a Decider. The zero value gets the defaults documented on each
+// field.
+type Config struct {
+	// DryRun makes every decision but KindNone a KindDryRun that says what would
+	// have been done (Of, Reason); the Decider then records nothing: no held faults,
+	// no budget use, no storm observations. Each dry-run decision is therefore
+	// judged on the facts alone, as if it were the only fault.
+	DryRun bool
+	// MaxNodes caps the number of faultline-tainted nodes; 0 means no absolute cap.
+	MaxNodes int
+	// MaxPercent caps faultline-tainted nodes to this share of the eligible nodes
+	// (default 10; 100 disables the relative cap).
+	MaxPercent float64
+	// RuleBudgets caps, per rule key "pack/id", the nodes carrying that rule's
+	// taint. A rule with no entry has no cap of its own; 0 holds all its taints.
+	RuleBudgets map[string]int
+
+	// DisableStorm turns the storm hold off.
+	DisableStorm bool
+	// StormShare: a rule firing on more than this share of the eligible nodes
+	// within StormWindow is a storm (default 0.2).
+	StormShare float64
+	// StormMinNodes: a storm needs at least this many nodes (default 3).
+	StormMinNodes int
+	// StormWindow is the sliding window of storm detection (default 10m).
+	StormWindow time.Duration
+
+	// MaxHeld bounds the held queue (default 1000). When it is full the least
+	// actionable entry is evicted (opted-out first, then storm, then the oldest)
+	// and counted in Stats.HeldEvicted.
+	MaxHeld int
+	// HeldTTL drops held faults older than this (counted in Stats.HeldExpired);
+	// 0 keeps them until they are released.
+	HeldTTL time.Duration
+	// PendingTTL is how long a granted taint counts against the budgets on its own,
+	// whatever the facts say (default 5m). It covers the lag between a decision and
+	// the caller's view of the node, so it must exceed that lag. Untainted and
+	// NotApplied free a grant before its time.
+	PendingTTL time.Duration
+
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultMaxPercent    = 10
+	DefaultStormShare    = 0.2
+	DefaultStormMinNodes = 3
+	DefaultStormWindow   = 10 * time.Minute
+	DefaultMaxHeld       = 1000
+	DefaultPendingTTL    = 5 * time.Minute
+)
+
+// eps absorbs float rounding in share and percentage arithmetic (0.29*100 is
+// 28.999999999999996 in float64).
+const eps = 1e-9
+
+// Decider makes decisions. It is safe for concurrent use.
+type Decider struct {
+	cfg Config
+	now func() time.Time
+
+	mu sync.Mutex
+	// grants are the taints decided within PendingTTL: node -> rule key -> time
+	// granted. They count against the budgets (in union with the facts, so a taint
+	// the facts already show is not counted twice) until PendingTTL has passed.
+	grants map[string]map[string]time.Time
+	held   heldQueue
+	storms map[string]*storm
+	st     counters
+}
+
+// New validates cfg, applies its defaults and returns a Decider.
+func New(cfg Config) (*Decider, error) {
+	if cfg.MaxNodes < 0 {
+		return nil, fmt.Errorf("decide: MaxNodes %d is negative", cfg.MaxNodes)
+	}
+	if cfg.MaxPercent == 0 {
+		cfg.MaxPercent = DefaultMaxPercent
+	}
+	if cfg.MaxPercent < 0 || cfg.MaxPercent > 100 || math.IsNaN(cfg.MaxPercent) {
+		return nil, fmt.Errorf("decide: MaxPercent %v is not in (0, 100]", cfg.MaxPercent)
+	}
+	for k, v := range cfg.RuleBudgets {
+		if v < 0 {
+			return nil, fmt.Errorf("decide: rule budget of %s is negative (%d)", k, v)
+		}
+	}
+	if cfg.StormShare == 0 {
+		cfg.StormShare = DefaultStormShare
+	}
+	if cfg.StormShare < 0 || cfg.StormShare > 1 || math.IsNaN(cfg.StormShare) {
+		return nil, fmt.Errorf("decide: StormShare %v is not in (0, 1]", cfg.StormShare)
+	}
+	if cfg.StormMinNodes == 0 {
+		cfg.StormMinNodes = DefaultStormMinNodes
+	}
+	if cfg.StormMinNodes < 1 {
+		return nil, fmt.Errorf("decide: StormMinNodes %d is below 1", cfg.StormMinNodes)
+	}
+	if cfg.StormWindow == 0 {
+		cfg.StormWindow = DefaultStormWindow
+	}
+	if cfg.StormWindow < 0 {
+		return nil, fmt.Errorf("decide: StormWindow %v is negative", cfg.StormWindow)
+	}
+	if cfg.MaxHeld == 0 {
+		cfg.MaxHeld = DefaultMaxHeld
+	}
+	if cfg.MaxHeld < 1 {
+		return nil, fmt.Errorf("decide: MaxHeld %d is below 1", cfg.MaxHeld)
+	}
+	if cfg.HeldTTL < 0 {
+		return nil, fmt.Errorf("decide: HeldTTL %v is negative", cfg.HeldTTL)
+	}
+	if cfg.PendingTTL == 0 {
+		cfg.PendingTTL = DefaultPendingTTL
+	}
+	if cfg.PendingTTL < 0 {
+		return nil, fmt.Errorf("decide: PendingTTL %v is negative", cfg.PendingTTL)
+	}
+	rb := make(map[string]int, len(cfg.RuleBudgets))
+	for k, v := range cfg.RuleBudgets {
+		rb[k] = v
+	}
+	cfg.RuleBudgets = rb
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Decider{
+		cfg:    cfg,
+		now:    now,
+		grants: map[string]map[string]time.Time{},
+		held:   heldQueue{byKey: map[string]*heldEntry{}},
+		storms: map[string]*storm{},
+		st:     newCounters(),
+	}, nil
+}
+
+// Config returns the effective configuration (defaults applied).
+func (d *Decider) Config() Config {
+	c := d.cfg
+	c.RuleBudgets = make(map[string]int, len(d.cfg.RuleBudgets))
+	for k, v := range d.cfg.RuleBudgets {
+		c.RuleBudgets[k] = v
+	}
+	return c
+}
+
+// Budget is the number of nodes faultline may keep tainted among eligible nodes:
+// floor(MaxPercent * eligible / 100), but at least 1 when eligible > 0, and at
+// most MaxNodes when that is set.
+//
+// The floor keeps the relative cap a true maximum (10% of 25 nodes is 2, not 3);
+// the minimum of 1 keeps small clusters protected at all: without it, a cluster of
+// fewer than 10 nodes at the default 10% could never take a node that fell off the
+// bus out of scheduling. The price is that a 2-node cluster may lose half its nodes;
+// MaxNodes or per-rule budgets cannot lower it to 0 globally, a per-rule budget of 0
+// can for one rule.
+func (d *Decider) Budget(eligible int) int {
+	if eligible <= 0 {
+		return 0
+	}
+	b := int(math.Floor(d.cfg.MaxPercent*float64(eligible)/100 + eps))
+	if b < 1 {
+		b = 1
+	}
+	if d.cfg.MaxNodes > 0 && d.cfg.MaxNodes < b {
+		b = d.cfg.MaxNodes
+	}
+	return b
+}
+
+// BudgetLeft is how many more nodes faultline may taint given facts: the budget
+// minus the faultline-tainted nodes (those of the facts and those granted within
+// PendingTTL).
+func (d *Decider) BudgetLeft(facts NodeFacts) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.expireGrants(d.now())
+	left := d.Budget(facts.Eligible) - len(d.usedNodes(facts))
+	return max(left, 0)
+}
+
+// Decide decides what to do with a fault that the correlator fired.
+func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	if f.Rule == nil {
+		return d.finish(Decision{Kind: KindNone, Fault: f, Message: "fault has no rule"}, false, now)
+	}
+	d.expireGrants(now)
+	d.refreshStorms(now)
+	key := f.Rule.String()
+	switch f.Rule.Action {
+	case rules.ActionEvent:
+		return d.finish(Decision{Kind: KindEvent, Fault: f, Message: "rule " + key + " posts an Event"}, false, now)
+	case rules.ActionTaint:
+		if !d.cfg.DryRun {
+			d.observe(key, f.Node, now, facts.Eligible)
+		}
+		return d.finish(d.taintPath(f, facts), true, now)
+	case rules.ActionProbe:
+		if !d.cfg.DryRun {
+			d.observe(key, f.Node, now, facts.Eligible)
+		}
+		if e := d.held.get(f.Key()); e != nil && e.probeFailed {
+			// A probe already failed for this fault and it waits for room; the new
+			// firing only refreshes the evidence.
+			dec := d.taintPath(f, facts)
+			dec.Message += " (a probe already failed)"
+			return d.finish(dec, true, now)
+		}
+		return d.finish(d.probePath(f, facts), false, now)
+	default:
+		return d.finish(Decision{Kind: KindNone, Fault: f,
+			Message: fmt.Sprintf("rule %s has action %q: nothing to do", key, f.Rule.Action)}, false, now)
+	}
+}
+
+// DecideProbeResult decides on the result of the probes a KindProbe decision asked
+// for: a failure (or a timeout, when the rule's probe.onTimeout is "taint") goes
+// the way of a taint (budget, rule budget, storm); a pass is KindNone and clears a
+// held fault of the same key.
+func (d *Decider) DecideProbeResult(f fault.Fault, failed, timedOut bool, facts NodeFacts) Decision {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	if f.Rule == nil {
+		return d.finish(Decision{Kind: KindNone, Fault: f, Message: "fault has no rule"}, false, now)
+	}
+	d.expireGrants(now)
+	d.refreshStorms(now)
+	switch {
+	case failed:
+		dec := d.taintPath(f, facts)
+		dec.Message = "probes failed; " + dec.Message
+		return d.finish(dec, true, now)
+	case timedOut && f.Rule.Probe.OnTimeout == "taint":
+		dec := d.taintPath(f, facts)
+		dec.Message = "probes timed out (onTimeout: taint); " + dec.Message
+		return d.finish(dec, true, now)
+	case timedOut:
+		return d.finish(Decision{Kind: KindNone, Fault: f,
+			Message: "probes timed out; onTimeout: " + f.Rule.Probe.OnTimeout}, false, now)
+	}
+	msg := "probes passed"
+	if !d.cfg.DryRun && d.held.remove(f.Key()) != nil {
+		d.st.heldCleared++
+		msg += "; the held fault is cleared"
+	}
+	return d.finish(Decision{Kind: KindNone, Fault: f, Message: msg}, false, now)
+}
+
+// Release re-examines the held faults against facts, oldest first, and returns
+// those that can go ahead now, removing them from the queue: KindTaint (budget is
+// reserved for them as for Decide), KindProbe (a probe rule whose storm or opt-out
+// ended) or KindAlreadyTainted (the node carries the taint by now; nothing to do).
+// The caller calls it periodically and after untainting nodes. In dry-run mode
+// nothing is held and Release returns nil.
+func (d *Decider) Release(facts NodeFacts) []Decision {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	d.expireGrants(now)
+	d.refreshStorms(now)
+	d.expireHeld(now)
+	var out []Decision
+	for _, e := range slices.Clone(d.held.entries) {
+		var dec Decision
+		if e.probeFailed || e.fault.Rule.Action != rules.ActionProbe {
+			dec = d.taintPath(e.fault, facts)
+		} else {
+			dec = d.probePath(e.fault, facts)
+		}
+		if dec.Kind == KindHold {
+			e.reason, e.message = dec.Reason, dec.Message
+			continue
+		}
+		d.held.remove(e.key)
+		dec.Message = fmt.Sprintf("released after %s held: %s", now.Sub(e.since).Round(time.Second), dec.Message)
+		if dec.Kind == KindTaint {
+			d.grant(e.fault, now)
+		}
+		d.st.released++
+		d.st.decisions[dec.Kind]++
+		out = append(out, dec)
+	}
+	return out
+}
+
+// Untainted tells the Decider that the caller removed the taints of the rules keys
+// ("pack/id"; all of faultline's taints when none is given) from node, after a
+// recovery or `faultline untaint`: taints granted to it recently stop counting
+// against the budgets at once instead of after PendingTTL. Call Release next.
+func (d *Decider) Untainted(node string, keys ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(keys) == 0 {
+		delete(d.grants, node)
+		return
+	}
+	if g := d.grants[node]; g != nil {
+		for _, k := range keys {
+			delete(g, k)
+		}
+		if len(g) == 0 {
+			delete(d.grants, node)
+		}
+	}
+}
+
+// NotApplied tells the Decider that the caller could not apply a KindTaint decision
+// for f (an API error): the budget reserved for it is freed. The fault is not
+// queued again; it comes back when the rule fires again.
+func (d *Decider) NotApplied(f fault.Fault) {
+	if f.Rule == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if g := d.grants[f.Node]; g != nil {
+		delete(g, f.Rule.String())
+		if len(g) == 0 {
+			delete(d.grants, f.Node)
+		}
+	}
+}
+
+// taintPath decides on a fault whose next step is a taint. It changes nothing.
+func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
+	key := f.Rule.String()
+	if d.hasRuleTaint(f.Node, key, facts) {
+		return Decision{Kind: KindAlreadyTainted, Fault: f, Message: "node already carries the taint of " + key}
+	}
+	if facts.OptedOut[f.Node] {
+		return Decision{Kind: KindHold, Reason: ReasonOptedOut, Fault: f,
+			Message: "node is labelled " + fault.LabelOptOut + "=true"}
+	}
+	if s := d.storms[key]; s.holding() {
+		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
+	}
+	if lim, ok := d.cfg.RuleBudgets[key]; ok {
+		if n := d.ruleNodes(key, facts); n >= lim {
+			return Decision{Kind: KindHold, Reason: ReasonRuleBudget, Fault: f,
+				Message: fmt.Sprintf("rule budget of %s exhausted: %d of %d nodes carry its taint", key, n, lim)}
+		}
+	}
+	used := d.usedNodes(facts)
+	budget := d.Budget(facts.Eligible)
+	// A node faultline already tainted takes another taint for free, but only while
+	// the view is within the budget: a view over it may hold a node that was
+	// untainted since (lagging facts), and tainting it again would add a node.
+	if used[f.Node] && len(used) <= budget {
+		return Decision{Kind: KindTaint, Fault: f,
+			Message: "node is already tainted by faultline; no budget used"}
+	}
+	if len(used) >= budget {
+		return Decision{Kind: KindHold, Reason: ReasonBudget, Fault: f,
+			Message: fmt.Sprintf("budget exhausted: %d of %d nodes tainted by faultline (%s of %d eligible nodes)",
+				len(used), budget, d.budgetText(), facts.Eligible)}
+	}
+	return Decision{Kind: KindTaint, Fault: f,
+		Message: fmt.Sprintf("budget %d of %d used after this taint", len(used)+1, budget)}
+}
+
+// probePath decides on a fault of a probe rule before its probe ran. It changes
+// nothing. Probes need no budget (it is checked on the result), but a storm holds
+// them: probing a large part of the fleet at once disturbs its jobs.
+func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
+	key := f.Rule.String()
+	if d.hasRuleTaint(f.Node, key, facts) {
+		return Decision{Kind: KindAlreadyTainted, Fault: f, Message: "node already carries the taint of " + key}
+	}
+	if facts.OptedOut[f.Node] {
+		return Decision{Kind: KindHold, Reason: ReasonOptedOut, Fault: f,
+			Message: "node is labelled " + fault.LabelOptOut + "=true"}
+	}
+	if s := d.storms[key]; s.holding() {
+		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
+	}
+	return Decision{Kind: KindProbe, Fault: f, Message: fmt.Sprintf("run probes %v to confirm", f.Rule.Probe.Checks)}
+}
+
+// finish applies a decision's effects (unless dry-run), counts it and wraps it for
+// dry-run. probeFailed marks a hold whose release needs no further probe.
+func (d *Decider) finish(dec Decision, probeFailed bool, now time.Time) Decision {
+	if d.cfg.DryRun {
+		if dec.Kind == KindNone {
+			d.st.decisions[KindNone]++
+			return dec
+		}
+		d.st.decisions[KindDryRun]++
+		d.st.dryRuns[dec.Kind]++
+		dec.Of, dec.Kind = dec.Kind, KindDryRun
+		dec.Message = "dry-run: would " + string(dec.Of) + ": " + dec.Message
+		return dec
+	}
+	d.st.decisions[dec.Kind]++
+	switch dec.Kind {
+	case KindTaint:
+		d.grant(dec.Fault, now)
+		d.held.remove(dec.Fault.Key())
+	case KindAlreadyTainted:
+		if d.held.remove(dec.Fault.Key()) != nil {
+			d.st.heldCleared++
+		}
+	case KindHold:
+		d.st.holds[dec.Reason]++
+		d.expireHeld(now)
+		d.hold(dec, probeFailed, now)
+	}
+	return dec
+}
+
+func (d *Decider) budgetText() string {
+	s := fmt.Sprintf("%g%%", d.cfg.MaxPercent)
+	if d.cfg.MaxNodes > 0 {
+		s += fmt.Sprintf(", max %d", d.cfg.MaxNodes)
+	}
+	return s
+}
+
+// grant reserves budget for a taint the caller is about to apply.
+func (d *Decider) grant(f fault.Fault, now time.Time) {
+	g := d.grants[f.Node]
+	if g == nil {
+		g = map[string]time.Time{}
+		d.grants[f.Node] = g
+	}
+	g[f.Rule.String()] = now
+}
+
+// expireGrants drops grants older than PendingTTL: by then the facts show the
+// taint if it is still there.
+//
+// A grant is not dropped early when the facts show its taint: facts carry no time,
+// and a view that lags may show the same taint from before an untaint, so dropping
+// the grant then would let the next, fresher view undercount the node.
+func (d *Decider) expireGrants(now time.Time) {
+	for node, g := range d.grants {
+		for key, at := range g {
+			if now.Sub(at) >= d.cfg.PendingTTL {
+				delete(g, key)
+			}
+		}
+		if len(g) == 0 {
+			delete(d.grants, node)
+		}
+	}
+}
+
+func (d *Decider) hasRuleTaint(node, key string, facts NodeFacts) bool {
+	if facts.HasRuleTaint(node, key) {
+		return true
+	}
+	_, ok := d.grants[node][key]
+	return ok
+}
+
+// usedNodes is the set of faultline-tainted nodes: in the facts or granted.
+func (d *Decider) usedNodes(facts NodeFacts) map[string]bool {
+	used := make(map[string]bool, len(facts.Tainted)+len(d.grants))
+	for n := range facts.Tainted {
+		used[n] = true
+	}
+	for n := range d.grants {
+		used[n] = true
+	}
+	return used
+}
+
+// ruleNodes counts the nodes carrying (or granted) the taint of rule key.
+func (d *Decider) ruleNodes(key string, facts NodeFacts) int {
+	n := 0
+	for node, keys := range facts.Tainted {
+		if slices.Contains(keys, key) {
+			n++
+		} else if _, ok := d.grants[node][key]; ok {
+			n++
+		}
+	}
+	for node, g := range d.grants {
+		if _, inFacts := facts.Tainted[node]; inFacts {
+			continue
+		}
+		if _, ok := g[key]; ok {
+			n++
+		}
+	}
+	return n
+}

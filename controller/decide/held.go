@@ -1,0 +1,126 @@
+package decide
+
+import (
+	"slices"
+	"time"
+
+	"github.com/faultline-dev/faultline/controller/fault"
+)
+
+// HeldFault is a fault waiting in the held queue.
+type HeldFault struct {
+	// Fault carries the latest evidence of the fault.
+	Fault  fault.Fault
+	Reason HoldReason
+	// Message explains the hold (as of the last decision or Release on it).
+	Message string
+	// Since is when the fault was first held; Updated when it last fired again.
+	Since   time.Time
+	Updated time.Time
+	// Hits counts the firings folded into this entry.
+	Hits int
+	// ProbeFailed: a probe already confirmed the fault; its release taints at once.
+	ProbeFailed bool
+}
+
+type heldEntry struct {
+	key         string
+	fault       fault.Fault
+	reason      HoldReason
+	message     string
+	since       time.Time
+	updated     time.Time
+	hits        int
+	probeFailed bool
+}
+
+// heldQueue keeps held faults in the order they were first held, deduplicated by
+// fault key.
+type heldQueue struct {
+	entries []*heldEntry
+	byKey   map[string]*heldEntry
+}
+
+func (q *heldQueue) get(key string) *heldEntry { return q.byKey[key] }
+
+func (q *heldQueue) remove(key string) *heldEntry {
+	e := q.byKey[key]
+	if e == nil {
+		return nil
+	}
+	delete(q.byKey, key)
+	q.entries = slices.DeleteFunc(q.entries, func(x *heldEntry) bool { return x == e })
+	return e
+}
+
+// hold records a held decision: a new entry at the tail, or the existing entry of
+// the same key updated in place (latest evidence and reason, first-held time kept).
+func (d *Decider) hold(dec Decision, probeFailed bool, now time.Time) {
+	key := dec.Fault.Key()
+	if e := d.held.get(key); e != nil {
+		e.fault, e.reason, e.message, e.updated = dec.Fault, dec.Reason, dec.Message, now
+		e.hits++
+		e.probeFailed = e.probeFailed || probeFailed
+		return
+	}
+	if len(d.held.entries) >= d.cfg.MaxHeld {
+		d.evict()
+	}
+	e := &heldEntry{key: key, fault: dec.Fault, reason: dec.Reason, message: dec.Message,
+		since: now, updated: now, hits: 1, probeFailed: probeFailed}
+	d.held.entries = append(d.held.entries, e)
+	d.held.byKey[key] = e
+}
+
+// evict removes the least actionable entry: the oldest opted-out one, else the
+// oldest storm-held one (most likely a rule bug), else the oldest.
+func (d *Decider) evict() {
+	victim := d.held.entries[0]
+	for _, r := range []HoldReason{ReasonOptedOut, ReasonStorm} {
+		if i := slices.IndexFunc(d.held.entries, func(e *heldEntry) bool { return e.reason == r }); i >= 0 {
+			victim = d.held.entries[i]
+			break
+		}
+	}
+	d.held.remove(victim.key)
+	d.st.heldEvicted++
+	d.st.evictedBy[victim.reason]++
+}
+
+// expireHeld drops entries first held more than HeldTTL ago.
+func (d *Decider) expireHeld(now time.Time) {
+	if d.cfg.HeldTTL <= 0 {
+		return
+	}
+	for _, e := range slices.Clone(d.held.entries) {
+		if now.Sub(e.since) >= d.cfg.HeldTTL {
+			d.held.remove(e.key)
+			d.st.heldExpired++
+		}
+	}
+}
+
+// Held returns the held faults, oldest first.
+func (d *Decider) Held() []HeldFault {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.expireHeld(d.now())
+	out := make([]HeldFault, 0, len(d.held.entries))
+	for _, e := range d.held.entries {
+		out = append(out, HeldFault{Fault: e.fault, Reason: e.reason, Message: e.message,
+			Since: e.since, Updated: e.updated, Hits: e.hits, ProbeFailed: e.probeFailed})
+	}
+	return out
+}
+
+// Forget removes the held fault with key fault.Key() (for example when its node was
+// deleted, or an operator dismissed it) and reports whether there was one.
+func (d *Decider) Forget(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held.remove(key) == nil {
+		return false
+	}
+	d.st.heldForgotten++
+	return true
+}

@@ -1,0 +1,168 @@
+package decide
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+)
+
+// storm tracks one rule's firings across nodes.
+//
+// A rule is in a storm from the firing that brings the number of distinct nodes it
+// fired on within the last StormWindow to the threshold (more than StormShare of the
+// eligible nodes, and at least StormMinNodes). The storm ends once that count has
+// stayed below the threshold for a whole StormWindow: aboveUntil is the time the
+// count drops below the threshold if no node fires again, so the storm ends at
+// aboveUntil + StormWindow. An operator may release it earlier (ReleaseStorm); the
+// release lasts until the storm would have ended on its own, so the same wave of
+// firings does not trigger it again.
+type storm struct {
+	fires      map[string]time.Time // node -> latest firing within the window
+	active     bool
+	released   bool
+	since      time.Time
+	aboveUntil time.Time
+	window     time.Duration
+	peak       int // most nodes within a window during this storm
+	threshold  int
+}
+
+// holding reports whether the storm holds the rule's faults (nil-safe).
+func (s *storm) holding() bool { return s != nil && s.active && !s.released }
+
+func (s *storm) until() time.Time { return s.aboveUntil.Add(s.window) }
+
+func (s *storm) describe(key string) string {
+	return fmt.Sprintf("storm: rule %s fired on %d nodes within %s (threshold %d) since %s; held until %s or an operator releases it",
+		key, s.peak, s.window, s.threshold, s.since.Format(time.RFC3339), s.until().Format(time.RFC3339))
+}
+
+// stormThreshold is the number of distinct nodes that makes a storm among eligible.
+func (d *Decider) stormThreshold(eligible int) int {
+	k := int(math.Floor(d.cfg.StormShare*float64(max(eligible, 0))+eps)) + 1
+	return max(k, d.cfg.StormMinNodes)
+}
+
+// observe records that rule key fired on node at now.
+func (d *Decider) observe(key, node string, now time.Time, eligible int) {
+	if d.cfg.DisableStorm {
+		return
+	}
+	s := d.storms[key]
+	if s == nil {
+		s = &storm{fires: map[string]time.Time{}, window: d.cfg.StormWindow}
+		d.storms[key] = s
+	}
+	s.fires[node] = now
+	s.prune(now)
+	n, k := len(s.fires), d.stormThreshold(eligible)
+	if n < k {
+		return
+	}
+	times := make([]time.Time, 0, n)
+	for _, t := range s.fires {
+		times = append(times, t)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	// Without new firings the count stays >= k until the (n-k+1)-th oldest expires.
+	if t := times[n-k].Add(s.window); t.After(s.aboveUntil) {
+		s.aboveUntil = t
+	}
+	s.peak, s.threshold = max(s.peak, n), k
+	if s.active {
+		return
+	}
+	s.active, s.since, s.peak = true, now, n
+	d.st.stormsStarted++
+	// Faults of the rule already waiting for budget now wait for the storm.
+	for _, e := range d.held.entries {
+		if e.fault.Rule != nil && e.fault.Rule.String() == key && e.reason != ReasonOptedOut {
+			e.reason, e.message = ReasonStorm, s.describe(key)
+		}
+	}
+}
+
+// prune forgets firings that left the window (now-window, now].
+func (s *storm) prune(now time.Time) {
+	for n, t := range s.fires {
+		if !t.After(now.Add(-s.window)) {
+			delete(s.fires, n)
+		}
+	}
+}
+
+// refreshStorms ends storms whose time is up and forgets idle rules.
+func (d *Decider) refreshStorms(now time.Time) {
+	for key, s := range d.storms {
+		s.prune(now)
+		if s.active && !now.Before(s.until()) {
+			s.active, s.released, s.peak = false, false, 0
+			d.st.stormsEnded++
+		}
+		if !s.active && len(s.fires) == 0 {
+			delete(d.storms, key)
+		}
+	}
+}
+
+// StormActive returns the keys of the rules whose faults a storm holds now, sorted.
+func (d *Decider) StormActive() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refreshStorms(d.now())
+	var out []string
+	for k, s := range d.storms {
+		if s.holding() {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Storm describes a rule in a storm.
+type Storm struct {
+	Rule string
+	// Since is when the storm started; Until when it ends if no node fires again.
+	Since time.Time
+	Until time.Time
+	// Nodes is the number of distinct nodes the rule fired on within the window now;
+	// Peak the most seen during the storm; Threshold the count that makes a storm.
+	Nodes, Peak, Threshold int
+	// Released: an operator released it; its faults go ahead (within budget).
+	Released bool
+}
+
+// Storms returns the storms in progress, released ones included, sorted by rule.
+func (d *Decider) Storms() []Storm {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refreshStorms(d.now())
+	var out []Storm
+	for k, s := range d.storms {
+		if s.active {
+			out = append(out, Storm{Rule: k, Since: s.since, Until: s.until(), Nodes: len(s.fires),
+				Peak: s.peak, Threshold: s.threshold, Released: s.released})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
+	return out
+}
+
+// ReleaseStorm ends the hold of a storm on rule key ("pack/id") by an operator's
+// decision; its held faults go ahead at the next Release, within the budgets. It
+// reports whether the rule was storm-held.
+func (d *Decider) ReleaseStorm(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refreshStorms(d.now())
+	s := d.storms[key]
+	if !s.holding() {
+		return false
+	}
+	s.released = true
+	d.st.stormsReleased++
+	return true
+}
