@@ -48,7 +48,7 @@ var (
 	// CRI: RFC 3339 timestamp, stream, tag (P, F, or F:extra), message.
 	criRe = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [PF](?::\S*)? ?`)
 	// dmesg bracket prefixes: monotonic seconds, optional caller id ([  T291]), or a ctime date.
-	dmesgRe = regexp.MustCompile(`^\[\s*\d+\.?\d*\](?:\[\s*[TC]\d+\])?\s?|^\[(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?|^\[[^\]]{1,12} \d\d:\d\d:\d\d \d{4}\]\s?`)
+	dmesgRe = regexp.MustCompile(`^\[\s*\d+\.\d*\](?:\[\s*[TC]\d+\])?\s?|^\[(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?|^\[[^\]]{1,12} \d\d:\d\d:\d\d \d{4}\]\s?`)
 	// Console level prefix as printed by some dmesg front ends: <4>[  201.6] ...
 	consoleLevelRe = regexp.MustCompile(`^<\d{1,3}>`)
 	// syslog: "Oct 30 09:49:36 host prog[123]: " (also with fractional seconds and
