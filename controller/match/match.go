@@ -32,19 +32,15 @@ type Stats struct {
 type Result struct {
 	// Matches: every rule that matched (fired or not), for metrics.
 	Matches []correlate.Outcome
-	// Faults: the firings to decide on. Lines at or before WarmUntil only warm the
-	// correlator up and produce none.
+	// Faults: the firings to decide on.
 	Faults []fault.Fault
 }
 
 // Stage matches lines. It is not safe for concurrent use: the controller feeds it
 // from one goroutine, in arrival order.
 type Stage struct {
-	engine func() *rules.Engine
-	corr   *correlate.Correlator
-	// WarmUntil: lines up to this time were already acted on by a previous leader;
-	// they are replayed only to rebuild thresholds and multi-line state.
-	WarmUntil time.Time
+	engine    func() *rules.Engine
+	corr      *correlate.Correlator
 	hits      []rules.Hit
 	outs      []correlate.Outcome
 	lastPrune time.Time
@@ -73,7 +69,7 @@ func (s *Stage) Process(e Entry) Result {
 	}
 	for _, o := range s.outs {
 		s.Stats.Matches[o.Rule.String()]++
-		if !o.Fired || !e.Time.After(s.WarmUntil) {
+		if !o.Fired {
 			continue
 		}
 		f := fault.Fault{Node: e.Node, Rule: o.Rule, Captures: o.Captures, Count: o.Count, Time: e.Time}
@@ -107,7 +103,3 @@ func (s *Stage) horizon(e *rules.Engine) time.Duration {
 	}
 	return h
 }
-
-// Horizon is the replay window a new leader needs before its checkpoint to rebuild
-// the correlator's state.
-func (s *Stage) Horizon() time.Duration { return s.horizon(s.engine()) }

@@ -58,24 +58,3 @@ func TestProcess(t *testing.T) {
 		t.Fatalf("no node: %+v", r)
 	}
 }
-
-// TestWarmUp: lines a previous leader already acted on rebuild the window but do not
-// fire again; the third link-down after the checkpoint fires.
-func TestWarmUp(t *testing.T) {
-	e := engine(t)
-	s := New(func() *rules.Engine { return e })
-	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	s.WarmUntil = t0.Add(2 * time.Second)
-	for i, text := range []string{"NVRM: Xid (PCI:0000:3b:00): 79, x", "eth0: Link down", "eth0: Link down"} {
-		if r := s.Process(Entry{Node: "n", Source: rules.SourceKernel, Time: t0.Add(time.Duration(i) * time.Second), Line: text}); len(r.Faults) != 0 {
-			t.Fatalf("warm-up line %d fired: %+v", i, r.Faults)
-		}
-	}
-	r := s.Process(Entry{Node: "n", Source: rules.SourceKernel, Time: t0.Add(3 * time.Second), Line: "eth0: Link down"})
-	if len(r.Faults) != 1 {
-		t.Fatalf("after warm-up: %+v", r)
-	}
-	if s.Horizon() != 10*time.Minute {
-		t.Fatalf("horizon %v", s.Horizon())
-	}
-}
