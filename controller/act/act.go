@@ -1,0 +1,416 @@
+// Package act applies the controller's decisions to Nodes through client-go: it taints
+// a faulty node with the rule's taint, records the evidence as JSON in the annotation
+// fault.AnnotationEvidence, optionally sets the node condition fault.ConditionType,
+// removes what it placed when a fault is cleared, and reports every decision as a
+// Kubernetes Event.
+//
+// Reads come from a Node informer cache; writes are full-object updates guarded by
+// the resourceVersion, retried on conflict with a fresh read from the API. Until the
+// cache shows the Actor's own last write of a node, that node is read from the API,
+// so a decision (in particular "nothing to do") never rests on a cache that misses
+// it.
+//
+// faultline only ever removes or changes taints that its evidence annotation says it
+// placed (Evidence.TaintPlaced): a taint somebody else put on the node, even with a
+// key a rule uses, is never touched.
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/faultline-dev/faultline/controller/fault"
+)
+
+// Component is the default event source and field manager.
+const Component = "faultline-controller"
+
+// Defaults of Options.
+const (
+	DefaultMaxLines           = 10
+	DefaultMaxLineBytes       = 1024
+	DefaultMaxAnnotationBytes = 64 << 10
+)
+
+// DefaultBackoff spaces the retries of a write that hit a conflict: up to 10
+// attempts over about a second, each re-reading the Node from the API.
+var DefaultBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
+
+// Options configure an Actor. The zero value acts for real, without the condition.
+type Options struct {
+	// DryRun computes what would change and reports it with FaultDryRun Events;
+	// it writes no Node.
+	DryRun bool
+	// Condition also sets the node condition fault.ConditionType: True (reason: the
+	// rule id) while faults are recorded on the node, False once they are cleared.
+	Condition bool
+	// Component is the Events' source component and the writes' field manager
+	// (default "faultline-controller").
+	Component string
+	// Instance is the Events' reporting instance, the controller's pod name
+	// (default: the host name).
+	Instance string
+	// Resync is the Node informer's resync period (default 0: none).
+	Resync time.Duration
+	// MaxLines is the number of evidence lines kept per fault, the newest (default 10).
+	MaxLines int
+	// MaxLineBytes truncates each evidence line (default 1024).
+	MaxLineBytes int
+	// MaxAnnotationBytes bounds the evidence annotation (default 64 KiB). Lines,
+	// then captures, then whole entries of faults without a taint of faultline's
+	// are dropped, oldest first, to fit.
+	MaxAnnotationBytes int
+	// Backoff of the conflict retries (default DefaultBackoff).
+	Backoff wait.Backoff
+	// Now is the clock of the condition's timestamps (default time.Now).
+	Now func() time.Time
+}
+
+// ErrOptedOut is matched (errors.Is) by the error Taint returns for a node labelled
+// fault.LabelOptOut=true.
+var ErrOptedOut = errors.New("node opted out of faultline")
+
+// ErrNotStarted is returned by the methods that need the cache before Start.
+var ErrNotStarted = errors.New("act: Actor not started")
+
+// OptedOutError says the node carries fault.LabelOptOut=true and was not tainted.
+type OptedOutError struct {
+	Node string
+	Rule string // pack/rule
+}
+
+func (e *OptedOutError) Error() string {
+	return fmt.Sprintf("node %s is labelled %s=true: %s not applied", e.Node, fault.LabelOptOut, e.Rule)
+}
+
+// Is makes errors.Is(err, ErrOptedOut) true.
+func (e *OptedOutError) Is(target error) bool { return target == ErrOptedOut }
+
+// Actor applies decisions to Nodes. Create it with New, then Start it.
+type Actor struct {
+	client      kubernetes.Interface
+	opts        Options
+	factory     informers.SharedInformerFactory
+	nodes       corelisters.NodeLister
+	synced      cache.InformerSynced
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	// written holds, per node, the resourceVersion of the Actor's last write until
+	// the cache has caught up with it: until then reads of that node go to the API,
+	// so no decision rests on a cache that misses the Actor's own change.
+	written map[string]pendingWrite
+
+	// beforeWrite, when set (by tests), runs just before each Node write.
+	beforeWrite func(node string, attempt int)
+}
+
+// New builds an Actor on client: a Node informer (reads come from its cache) and an
+// Event recorder sinking to the API. Nothing runs until Start.
+func New(client kubernetes.Interface, opts Options) (*Actor, error) {
+	if client == nil {
+		return nil, errors.New("act: nil client")
+	}
+	if opts.Component == "" {
+		opts.Component = Component
+	}
+	if opts.Instance == "" {
+		opts.Instance, _ = os.Hostname()
+	}
+	if opts.MaxLines <= 0 {
+		opts.MaxLines = DefaultMaxLines
+	}
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if opts.MaxAnnotationBytes <= 0 {
+		opts.MaxAnnotationBytes = DefaultMaxAnnotationBytes
+	}
+	if opts.Backoff.Steps <= 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	// The cache drops what faultline never reads (managed fields, the image list)
+	// to keep a large fleet's Nodes small. Writing such a copy back is safe: an
+	// update ignores a Node's status, and omitted managedFields keep the live ones.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
+		informers.WithTransform(stripNode))
+	ni := factory.Core().V1().Nodes()
+	a := &Actor{
+		client:  client,
+		opts:    opts,
+		factory: factory,
+		nodes:   ni.Lister(),
+		synced:  ni.Informer().HasSynced,
+		written: map[string]pendingWrite{},
+	}
+	a.broadcaster = record.NewBroadcaster()
+	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})
+	return a, nil
+}
+
+func stripNode(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		n.ManagedFields = nil
+		n.Status.Images = nil
+	}
+	return obj, nil
+}
+
+// Start starts the Node informer and the Event sink and waits until the cache has
+// synced. Everything stops when ctx is done or Shutdown is called.
+func (a *Actor) Start(ctx context.Context) error {
+	a.mu.Lock()
+	if a.started {
+		a.mu.Unlock()
+		return errors.New("act: Actor already started")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	a.cancel = cancel
+	a.started = true
+	a.mu.Unlock()
+
+	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	a.factory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		a.broadcaster.Shutdown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), a.synced) {
+		return fmt.Errorf("act: node cache did not sync: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// Shutdown stops the informer and the Event sink (Events still queued are dropped).
+func (a *Actor) Shutdown() {
+	a.mu.Lock()
+	cancel := a.cancel
+	a.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	a.factory.Shutdown()
+	a.broadcaster.Shutdown()
+}
+
+// DryRun reports whether the Actor only reports what it would do.
+func (a *Actor) DryRun() bool { return a.opts.DryRun }
+
+func (a *Actor) ready() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.started {
+		return ErrNotStarted
+	}
+	return nil
+}
+
+// NodeLister is the Actor's Node cache.
+func (a *Actor) NodeLister() corelisters.NodeLister { return a.nodes }
+
+// cachedNode returns the Node from the cache, or from the API when the cache does
+// not have it (yet). The result is the shared cached object: do not modify it.
+func (a *Actor) cachedNode(ctx context.Context, name string) (*corev1.Node, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	n, err := a.nodes.Get(name)
+	if err == nil {
+		return n, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	return a.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// pendingWriteTTL bounds how long a node is read from the API after a write the
+// cache has not shown (it may never show that exact version if another write
+// followed before the watch delivered it).
+const pendingWriteTTL = 30 * time.Second
+
+type pendingWrite struct {
+	rv string
+	at time.Time
+}
+
+// noteWrite records the Actor's write of n.
+func (a *Actor) noteWrite(n *corev1.Node) {
+	if n == nil {
+		return
+	}
+	a.mu.Lock()
+	a.written[n.Name] = pendingWrite{rv: n.ResourceVersion, at: time.Now()}
+	a.mu.Unlock()
+}
+
+// cacheBehind reports whether the cached version rv of node may predate the
+// Actor's last write of it.
+func (a *Actor) cacheBehind(node, rv string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w, ok := a.written[node]
+	if !ok {
+		return false
+	}
+	if w.rv == rv || time.Since(w.at) > pendingWriteTTL {
+		delete(a.written, node)
+		return false
+	}
+	return true
+}
+
+// OptedOut reports whether a node carries fault.LabelOptOut=true.
+func OptedOut(n *corev1.Node) bool {
+	return strings.EqualFold(n.Labels[fault.LabelOptOut], "true")
+}
+
+// NodeFaults is one node's recorded faults, as GET /api/v1/faults lists them.
+type NodeFaults struct {
+	Node     string           `json:"node"`
+	OptedOut bool             `json:"optedOut,omitempty"`
+	Faults   []fault.Evidence `json:"faults"`
+	// Error is set when the node's annotation does not parse.
+	Error string `json:"error,omitempty"`
+}
+
+// ActiveFaults returns the faults recorded on a node (from the cache).
+func (a *Actor) ActiveFaults(node string) ([]fault.Evidence, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	n, err := a.nodes.Get(node)
+	if err != nil {
+		return nil, err
+	}
+	return fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
+}
+
+// ListActive returns every node with recorded faults, sorted by node name (from the
+// cache). A node whose annotation does not parse is listed with Error set.
+func (a *Actor) ListActive() ([]NodeFaults, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
+	nodes, err := a.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	out := []NodeFaults{}
+	for _, n := range nodes {
+		v, ok := n.Annotations[fault.AnnotationEvidence]
+		if !ok {
+			continue
+		}
+		nf := NodeFaults{Node: n.Name, OptedOut: OptedOut(n)}
+		evs, err := fault.ParseEvidence(v)
+		if err != nil {
+			nf.Error = err.Error()
+		}
+		if len(evs) == 0 && err == nil {
+			continue
+		}
+		nf.Faults = evs
+		out = append(out, nf)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out, nil
+}
+
+// BootID returns node.status.nodeInfo.bootID (from the cache), for recover: reboot.
+func (a *Actor) BootID(node string) (string, error) {
+	if err := a.ready(); err != nil {
+		return "", err
+	}
+	n, err := a.nodes.Get(node)
+	if err != nil {
+		return "", err
+	}
+	return n.Status.NodeInfo.BootID, nil
+}
+
+// EligibleNodes counts the nodes faultline may taint: those not opted out (from the
+// cache). The decide stage's budget is a share of it.
+func (a *Actor) EligibleNodes() (int, error) {
+	if err := a.ready(); err != nil {
+		return 0, err
+	}
+	nodes, err := a.nodes.List(labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	c := 0
+	for _, n := range nodes {
+		if !OptedOut(n) {
+			c++
+		}
+	}
+	return c, nil
+}
+
+// Facts is what the cache says about the fleet for the decide stage (fields as in
+// its NodeFacts).
+type Facts struct {
+	// Eligible counts the nodes not opted out.
+	Eligible int
+	// Tainted maps each node carrying a taint some recorded fault asks for to the
+	// pack/rule of those faults.
+	Tainted map[string][]string
+	// OptedOut holds the nodes labelled fault.LabelOptOut=true.
+	OptedOut map[string]bool
+}
+
+// Facts reads the fleet's state from the cache.
+func (a *Actor) Facts() (Facts, error) {
+	if err := a.ready(); err != nil {
+		return Facts{}, err
+	}
+	nodes, err := a.nodes.List(labels.Everything())
+	if err != nil {
+		return Facts{}, err
+	}
+	f := Facts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
+	for _, n := range nodes {
+		if OptedOut(n) {
+			f.OptedOut[n.Name] = true
+		} else {
+			f.Eligible++
+		}
+		evs, err := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
+		if err != nil {
+			continue
+		}
+		for _, e := range evs {
+			if t, ok := parseTaint(e.Taint); ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil {
+				f.Tainted[n.Name] = append(f.Tainted[n.Name], e.ID())
+			}
+		}
+	}
+	return f, nil
+}

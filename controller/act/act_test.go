@@ -1,0 +1,723 @@
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// writeCounter counts the requests that write Nodes (PUT, PATCH) through a client.
+type writeCounter struct{ n atomic.Int64 }
+
+type countingTransport struct {
+	rt http.RoundTripper
+	c  *writeCounter
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if (r.Method == http.MethodPut || r.Method == http.MethodPatch) && strings.HasPrefix(r.URL.Path, "/api/v1/nodes") {
+		t.c.n.Add(1)
+	}
+	return t.rt.RoundTrip(r)
+}
+
+// startActor builds and starts an Actor on cfg, counting its Node writes; it stops
+// with the test.
+func startActor(t *testing.T, cfg *rest.Config, opts Options) (*Actor, *writeCounter) {
+	t.Helper()
+	wc := &writeCounter{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, wc} }
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Instance = "test"
+	a, err := New(cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Shutdown)
+	return a, wc
+}
+
+func rule(pack, id, key, value string) *rules.Compiled {
+	return &rules.Compiled{ID: id, Pack: pack, Severity: rules.SeverityCritical, Action: rules.ActionTaint,
+		Taint: rules.Taint{Key: key, Value: value, Effect: "NoSchedule"}, Recover: rules.Recover{Manual: true}}
+}
+
+func xidFault(node string, r *rules.Compiled, at time.Time) fault.Fault {
+	line := "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+	return fault.Fault{Node: node, Rule: r, Captures: map[string]string{"xid": "79", "pci": "0000:3b:00"},
+		Count: 1, Time: at, Evidence: []fault.Line{{Time: at, Text: line}}}
+}
+
+func createNodes(t *testing.T, cs kubernetes.Interface, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"nvidia.com/gpu.present": "true"}},
+			Status: corev1.NodeStatus{
+				NodeInfo: corev1.NodeSystemInfo{BootID: "boot-" + name},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+					Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+			},
+		}
+		if _, err := cs.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create node %s: %v", name, err)
+		}
+	}
+}
+
+func getNode(t *testing.T, cs kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func updateNode(t *testing.T, cs kubernetes.Interface, name string, mutate func(*corev1.Node)) *corev1.Node {
+	t.Helper()
+	for {
+		n := getNode(t, cs, name)
+		mutate(n)
+		u, err := cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		if err == nil {
+			return u
+		}
+		if !strings.Contains(err.Error(), "the object has been modified") {
+			t.Fatalf("update node %s: %v", name, err)
+		}
+	}
+}
+
+// waitCached waits until the Actor's cache holds the node at resourceVersion rv.
+func waitCached(t *testing.T, a *Actor, name, rv string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if n, err := a.NodeLister().Get(name); err == nil && n.ResourceVersion == rv {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("cache never saw node %s at resourceVersion %s", name, rv)
+}
+
+func hasTaint(n *corev1.Node, s string) bool {
+	for _, t := range n.Spec.Taints {
+		if taintString(t) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func evidenceOf(t *testing.T, n *corev1.Node) []fault.Evidence {
+	t.Helper()
+	evs, err := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// nodeEvents lists the Events on a node (fieldSelector involvedObject.name=node),
+// waiting until want(events) holds.
+func nodeEvents(t *testing.T, cs kubernetes.Interface, node string, want func([]corev1.Event) bool) []corev1.Event {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var items []corev1.Event
+	for {
+		l, err := cs.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(),
+			metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = l.Items
+		if want(items) || time.Now().After(deadline) {
+			return items
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func withReason(reason string) func([]corev1.Event) bool {
+	return func(evs []corev1.Event) bool { return countReason(evs, reason) > 0 }
+}
+
+func countReason(evs []corev1.Event, reason string) int {
+	c := 0
+	for _, e := range evs {
+		if e.Reason == reason {
+			c++
+		}
+	}
+	return c
+}
+
+// foreignTaints are the taints on n faultline does not own.
+func foreignTaints(t *testing.T, n *corev1.Node) []corev1.Taint {
+	owned := map[string]bool{}
+	for _, e := range evidenceOf(t, n) {
+		if e.TaintPlaced {
+			owned[e.Taint] = true
+		}
+	}
+	var out []corev1.Taint
+	for _, tt := range n.Spec.Taints {
+		if !owned[taintString(tt)] {
+			out = append(out, tt)
+		}
+	}
+	return out
+}
+
+// TestActor runs the Actor against a real kube-apiserver (one for all subtests;
+// each uses its own nodes).
+func TestActor(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	cs := env.Clientset()
+	ctx := context.Background()
+	xid := rule("nvidia-xid", "xid-gpu-lost", rules.DefaultTaintKey, "xid-gpu-lost")
+	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+	t.Run("TaintsOnlyTheFaultyNode", func(t *testing.T) {
+		names := []string{"gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5"}
+		createNodes(t, cs, names...)
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		boot, err := a.BootID("gpu-3")
+		if err != nil || boot != "boot-gpu-3" {
+			t.Fatalf("BootID = %q, %v", boot, err)
+		}
+		res, err := a.TaintNode(ctx, xidFault("gpu-3", xid, t0), boot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Changed || !res.NewFault || len(res.Added) != 1 || res.Attempts != 1 {
+			t.Fatalf("result %+v", res)
+		}
+		n := getNode(t, cs, "gpu-3")
+		want := "faultline.io/faulty=xid-gpu-lost:NoSchedule"
+		if !hasTaint(n, want) {
+			t.Fatalf("gpu-3 taints %v, want %s", n.Spec.Taints, want)
+		}
+		evs := evidenceOf(t, n)
+		if len(evs) != 1 || evs[0].ID() != "nvidia-xid/xid-gpu-lost" || !evs[0].TaintPlaced || evs[0].Taint != want ||
+			evs[0].BootID != "boot-gpu-3" || len(evs[0].Lines) != 1 || evs[0].Captures["xid"] != "79" || evs[0].Recover != "manual" {
+			t.Fatalf("evidence %+v", evs)
+		}
+		// The write came from the trimmed cache copy: the managed fields of the
+		// node's creator must survive it.
+		managers := map[string]bool{}
+		for _, m := range n.ManagedFields {
+			managers[m.Manager] = true
+		}
+		if !managers[Component] || len(managers) < 2 {
+			t.Fatalf("managed fields after Taint: %v", managers)
+		}
+		t.Logf("gpu-3 taints: %v", n.Spec.Taints)
+		if !strings.Contains(n.Annotations[fault.AnnotationEvidence], "<unknown>") {
+			t.Fatalf("annotation: %s", n.Annotations[fault.AnnotationEvidence])
+		}
+		for _, name := range names {
+			if name == "gpu-3" {
+				continue
+			}
+			o := getNode(t, cs, name)
+			if _, ok := o.Annotations[fault.AnnotationEvidence]; ok {
+				t.Errorf("%s has evidence", name)
+			}
+			for _, tt := range o.Spec.Taints {
+				if strings.HasPrefix(tt.Key, "faultline.io/") {
+					t.Errorf("%s has taint %v", name, tt)
+				}
+			}
+		}
+		evts := nodeEvents(t, cs, "gpu-3", withReason(ReasonTainted))
+		var ev *corev1.Event
+		for i := range evts {
+			if evts[i].Reason == ReasonTainted {
+				ev = &evts[i]
+			}
+		}
+		if ev == nil {
+			t.Fatalf("no %s event on gpu-3: %+v", ReasonTainted, evts)
+		}
+		if ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.UID != n.UID || ev.Type != corev1.EventTypeWarning ||
+			ev.Source.Component != Component || ev.Annotations[EventAnnotationRule] != "nvidia-xid/xid-gpu-lost" ||
+			!strings.Contains(ev.Message, want) || !strings.Contains(ev.Message, "fallen off the bus") {
+			t.Fatalf("event %+v", ev)
+		}
+		t.Logf("event: %s %s: %s", ev.Type, ev.Reason, ev.Message)
+		for _, name := range names {
+			if name != "gpu-3" {
+				if evs := nodeEvents(t, cs, name, func([]corev1.Event) bool { return true }); len(evs) > 0 {
+					t.Errorf("events on %s: %+v", name, evs)
+				}
+			}
+		}
+		// The cache-backed reads see it too.
+		waitCached(t, a, "gpu-3", n.ResourceVersion)
+		active, err := a.ListActive()
+		if err != nil || len(active) != 1 || active[0].Node != "gpu-3" || len(active[0].Faults) != 1 {
+			t.Fatalf("ListActive = %+v, %v", active, err)
+		}
+		if af, err := a.ActiveFaults("gpu-1"); err != nil || len(af) != 0 {
+			t.Fatalf("ActiveFaults(gpu-1) = %+v, %v", af, err)
+		}
+		facts, err := a.Facts()
+		if err != nil || !reflect.DeepEqual(facts.Tainted, map[string][]string{"gpu-3": {"nvidia-xid/xid-gpu-lost"}}) {
+			t.Fatalf("Facts = %+v, %v", facts, err)
+		}
+	})
+
+	t.Run("IdempotentSecondTaint", func(t *testing.T) {
+		createNodes(t, cs, "idem-1")
+		a, wc := startActor(t, env.RESTConfig(), Options{})
+		f := xidFault("idem-1", xid, t0)
+		if err := a.Taint(ctx, f, "b"); err != nil {
+			t.Fatal(err)
+		}
+		n1 := getNode(t, cs, "idem-1")
+		waitCached(t, a, "idem-1", n1.ResourceVersion)
+		before := wc.n.Load()
+		res, err := a.TaintNode(ctx, f, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n2 := getNode(t, cs, "idem-1")
+		if res.Changed || len(res.Added) != 0 || wc.n.Load() != before || n2.ResourceVersion != n1.ResourceVersion {
+			t.Fatalf("second Taint wrote: result %+v, writes %d -> %d, rv %s -> %s",
+				res, before, wc.n.Load(), n1.ResourceVersion, n2.ResourceVersion)
+		}
+		if c := strings.Count(fmt.Sprint(n2.Spec.Taints), "xid-gpu-lost"); c != 1 {
+			t.Fatalf("taint present %d times: %v", c, n2.Spec.Taints)
+		}
+		// A replayed older firing neither rewrites the evidence nor the taint.
+		if res, err := a.TaintNode(ctx, xidFault("idem-1", xid, t0.Add(-time.Hour)), "b"); err != nil || res.Changed {
+			t.Fatalf("older firing: %+v, %v", res, err)
+		}
+		// A new firing of the same rule replaces the rule's entry (still one entry).
+		res, err = a.TaintNode(ctx, xidFault("idem-1", xid, t0.Add(time.Minute)), "b")
+		if err != nil || !res.Changed || len(res.Added) != 0 || res.NewFault {
+			t.Fatalf("new firing: %+v, %v", res, err)
+		}
+		evs := evidenceOf(t, getNode(t, cs, "idem-1"))
+		if len(evs) != 1 || !evs[0].Time.Equal(t0.Add(time.Minute)) || !evs[0].TaintPlaced {
+			t.Fatalf("evidence after new firing: %+v", evs)
+		}
+		if c := countReason(nodeEvents(t, cs, "idem-1", withReason(ReasonTainted)), ReasonTainted); c != 1 {
+			// The recorder would have aggregated repeats into a count; there must be
+			// a single FaultTainted Event with count 1.
+			t.Fatalf("%d FaultTainted events", c)
+		}
+	})
+
+	t.Run("RetriesOnConflict", func(t *testing.T) {
+		createNodes(t, cs, "conflict-1", "conflict-2")
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		// Deterministic: another client changes the node between the Actor's read
+		// and its write, on the first attempt.
+		a.beforeWrite = func(node string, attempt int) {
+			if attempt == 1 {
+				updateNode(t, cs, node, func(n *corev1.Node) { n.Labels["other-writer"] = "was-here" })
+			}
+		}
+		res, err := a.TaintNode(ctx, xidFault("conflict-1", xid, t0), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Attempts != 2 {
+			t.Fatalf("attempts = %d, want 2 (one conflict)", res.Attempts)
+		}
+		n := getNode(t, cs, "conflict-1")
+		if n.Labels["other-writer"] != "was-here" || !hasTaint(n, "faultline.io/faulty=xid-gpu-lost:NoSchedule") {
+			t.Fatalf("lost an update: labels %v taints %v", n.Labels, n.Spec.Taints)
+		}
+		a.beforeWrite = nil
+
+		// Under load: four rules taint one node at once while another client keeps
+		// updating its labels; nothing is lost.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var others atomic.Int64
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			other, _ := kubernetes.NewForConfig(env.RESTConfig())
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n, err := other.CoreV1().Nodes().Get(ctx, "conflict-2", metav1.GetOptions{})
+				if err != nil {
+					continue
+				}
+				n.Labels["other-writer"] = fmt.Sprint(i)
+				if _, err := other.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err == nil {
+					others.Store(int64(i))
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+		var attempts atomic.Int64
+		errs := make(chan error, 4)
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				r := rule("load", fmt.Sprintf("r%d", i), fmt.Sprintf("faultline.io/load-%d", i), "bad")
+				res, err := a.TaintNode(ctx, xidFault("conflict-2", r, t0), "")
+				attempts.Add(int64(res.Attempts))
+				errs <- err
+			}(i)
+		}
+		for i := 0; i < 4; i++ {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		close(stop)
+		wg.Wait()
+		n = getNode(t, cs, "conflict-2")
+		evs := evidenceOf(t, n)
+		if len(evs) != 4 {
+			t.Fatalf("%d evidence entries, want 4: %+v", len(evs), evs)
+		}
+		for i := 0; i < 4; i++ {
+			if !hasTaint(n, fmt.Sprintf("faultline.io/load-%d=bad:NoSchedule", i)) {
+				t.Errorf("taint %d missing: %v", i, n.Spec.Taints)
+			}
+		}
+		if n.Labels["other-writer"] != fmt.Sprint(others.Load()) {
+			t.Errorf("other writer's last label %q, want %d", n.Labels["other-writer"], others.Load())
+		}
+		t.Logf("4 concurrent taints: %d write attempts in all; the other writer's last label: %d", attempts.Load(), others.Load())
+	})
+
+	t.Run("ReadsItsOwnWrites", func(t *testing.T) {
+		// Taint and Untaint back to back, never waiting for the informer: a
+		// decision must never rest on a cache that has not seen the Actor's own
+		// last write.
+		createNodes(t, cs, "rw-1")
+		a, _ := startActor(t, env.RESTConfig(), Options{Condition: true})
+		for i := 0; i < 25; i++ {
+			res, err := a.TaintNode(ctx, xidFault("rw-1", xid, t0.Add(time.Duration(i)*time.Second)), "")
+			if err != nil || len(res.Added) != 1 {
+				t.Fatalf("round %d: Taint: %+v, %v", i, res, err)
+			}
+			res, err = a.UntaintNode(ctx, "rw-1", AllRules)
+			if err != nil || len(res.Removed) != 1 || len(res.Cleared) != 1 {
+				t.Fatalf("round %d: Untaint: %+v, %v", i, res, err)
+			}
+		}
+		n := getNode(t, cs, "rw-1")
+		if hasTaint(n, "faultline.io/faulty=xid-gpu-lost:NoSchedule") || n.Annotations[fault.AnnotationEvidence] != "" {
+			t.Fatalf("left: %v %q", n.Spec.Taints, n.Annotations[fault.AnnotationEvidence])
+		}
+	})
+
+	t.Run("ForeignTaintsUntouched", func(t *testing.T) {
+		createNodes(t, cs, "foreign-1", "foreign-2")
+		foreign := []corev1.Taint{
+			{Key: "example.com/maintenance", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+			{Key: rules.DefaultTaintKey, Value: "by-hand", Effect: corev1.TaintEffectNoExecute}, // our key, other effect
+		}
+		updateNode(t, cs, "foreign-1", func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, foreign...) })
+		before := getNode(t, cs, "foreign-1").Spec.Taints
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		if err := a.Taint(ctx, xidFault("foreign-1", xid, t0), ""); err != nil {
+			t.Fatal(err)
+		}
+		n := getNode(t, cs, "foreign-1")
+		if !reflect.DeepEqual(foreignTaints(t, n), before) {
+			t.Fatalf("foreign taints changed by Taint: %v -> %v", before, foreignTaints(t, n))
+		}
+		if err := a.Untaint(ctx, "foreign-1", AllRules); err != nil {
+			t.Fatal(err)
+		}
+		n = getNode(t, cs, "foreign-1")
+		if !reflect.DeepEqual(n.Spec.Taints, before) {
+			t.Fatalf("after Untaint taints %v, want exactly %v", n.Spec.Taints, before)
+		}
+		if _, ok := n.Annotations[fault.AnnotationEvidence]; ok {
+			t.Fatalf("evidence left: %s", n.Annotations[fault.AnnotationEvidence])
+		}
+
+		// An identical taint somebody else placed: recorded, never claimed, never removed.
+		same := corev1.Taint{Key: rules.DefaultTaintKey, Value: "xid-gpu-lost", Effect: corev1.TaintEffectNoSchedule}
+		updateNode(t, cs, "foreign-2", func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, same) })
+		before = getNode(t, cs, "foreign-2").Spec.Taints
+		res, err := a.TaintNode(ctx, xidFault("foreign-2", xid, t0), "")
+		if err != nil || len(res.Added) != 0 || res.Existing != taintString(same) {
+			t.Fatalf("Taint over an identical foreign taint: %+v, %v", res, err)
+		}
+		n = getNode(t, cs, "foreign-2")
+		if evs := evidenceOf(t, n); len(evs) != 1 || evs[0].TaintPlaced {
+			t.Fatalf("evidence %+v", evs)
+		}
+		if err := a.Untaint(ctx, "foreign-2", "xid-gpu-lost"); err != nil {
+			t.Fatal(err)
+		}
+		if n = getNode(t, cs, "foreign-2"); !reflect.DeepEqual(n.Spec.Taints, before) {
+			t.Fatalf("Untaint removed a taint it did not place: %v, want %v", n.Spec.Taints, before)
+		}
+	})
+
+	t.Run("SameKeyOtherValue", func(t *testing.T) {
+		// Two rules of one pack share the pack's key; values are the rule ids.
+		createNodes(t, cs, "shared-1")
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		ra := rule("nvidia-xid", "xid-a", rules.DefaultTaintKey, "xid-a")
+		rb := rule("nvidia-xid", "xid-b", rules.DefaultTaintKey, "xid-b")
+		if err := a.Taint(ctx, xidFault("shared-1", ra, t0), ""); err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.TaintNode(ctx, xidFault("shared-1", rb, t0.Add(time.Second)), "")
+		if err != nil || len(res.Added) != 0 || res.Existing != "faultline.io/faulty=xid-a:NoSchedule" || !res.Changed {
+			t.Fatalf("second rule, same key: %+v, %v", res, err)
+		}
+		n := getNode(t, cs, "shared-1")
+		if !hasTaint(n, "faultline.io/faulty=xid-a:NoSchedule") || hasTaint(n, "faultline.io/faulty=xid-b:NoSchedule") {
+			t.Fatalf("taints %v", n.Spec.Taints)
+		}
+		if evs := evidenceOf(t, n); len(evs) != 2 || !evs[0].TaintPlaced || evs[1].TaintPlaced {
+			t.Fatalf("evidence %+v", evs)
+		}
+		// Clearing xid-a keeps the taint for xid-b (now naming it); clearing xid-b removes it.
+		res, err = a.UntaintNode(ctx, "shared-1", "nvidia-xid/xid-a")
+		if err != nil || len(res.Removed) != 1 || len(res.Added) != 1 {
+			t.Fatalf("untaint xid-a: %+v, %v", res, err)
+		}
+		n = getNode(t, cs, "shared-1")
+		if !hasTaint(n, "faultline.io/faulty=xid-b:NoSchedule") || hasTaint(n, "faultline.io/faulty=xid-a:NoSchedule") {
+			t.Fatalf("taints after clearing xid-a: %v", n.Spec.Taints)
+		}
+		if evs := evidenceOf(t, n); len(evs) != 1 || evs[0].Rule != "xid-b" || !evs[0].TaintPlaced {
+			t.Fatalf("evidence %+v", evs)
+		}
+		if err := a.Untaint(ctx, "shared-1", "xid-b"); err != nil {
+			t.Fatal(err)
+		}
+		n = getNode(t, cs, "shared-1")
+		for _, tt := range n.Spec.Taints {
+			if tt.Key == rules.DefaultTaintKey {
+				t.Fatalf("taint left: %v", n.Spec.Taints)
+			}
+		}
+		evts := nodeEvents(t, cs, "shared-1", func(e []corev1.Event) bool { return countReason(e, ReasonUntainted) >= 2 })
+		if countReason(evts, ReasonUntainted) < 2 {
+			t.Fatalf("events %+v", evts)
+		}
+	})
+
+	t.Run("OptOut", func(t *testing.T) {
+		createNodes(t, cs, "optout-1", "optout-2")
+		updateNode(t, cs, "optout-1", func(n *corev1.Node) { n.Labels[fault.LabelOptOut] = "true" })
+		n1 := getNode(t, cs, "optout-1")
+		a, wc := startActor(t, env.RESTConfig(), Options{})
+		waitCached(t, a, "optout-1", n1.ResourceVersion)
+		err := a.Taint(ctx, xidFault("optout-1", xid, t0), "")
+		var oo *OptedOutError
+		if !errors.Is(err, ErrOptedOut) || !errors.As(err, &oo) || oo.Node != "optout-1" {
+			t.Fatalf("Taint on an opted-out node: %v", err)
+		}
+		if n := getNode(t, cs, "optout-1"); n.ResourceVersion != n1.ResourceVersion || wc.n.Load() != 0 {
+			t.Fatalf("opted-out node written (rv %s -> %s, %d writes)", n1.ResourceVersion, n.ResourceVersion, wc.n.Load())
+		}
+		nodeEvents(t, cs, "optout-1", withReason(ReasonOptedOut))
+		if evts := nodeEvents(t, cs, "optout-1", withReason(ReasonOptedOut)); countReason(evts, ReasonOptedOut) != 1 {
+			t.Fatalf("events %+v", evts)
+		}
+		facts, err := a.Facts()
+		if err != nil || !facts.OptedOut["optout-1"] || facts.OptedOut["optout-2"] {
+			t.Fatalf("facts %+v, %v", facts, err)
+		}
+		all, _ := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if e, err := a.EligibleNodes(); err != nil || e != len(all.Items)-1 || facts.Eligible != e {
+			t.Fatalf("EligibleNodes = %d, %v; %d nodes, one opted out", e, err, len(all.Items))
+		}
+	})
+
+	t.Run("DryRunChangesNothing", func(t *testing.T) {
+		createNodes(t, cs, "dry-1")
+		real, _ := startActor(t, env.RESTConfig(), Options{Condition: true})
+		dry, wc := startActor(t, env.RESTConfig(), Options{DryRun: true, Condition: true})
+		n0 := getNode(t, cs, "dry-1")
+		res, err := dry.TaintNode(ctx, xidFault("dry-1", xid, t0), "")
+		if err != nil || !res.DryRun || !res.Changed || len(res.Added) != 1 || !res.Condition {
+			t.Fatalf("dry-run Taint: %+v, %v", res, err)
+		}
+		if n := getNode(t, cs, "dry-1"); n.ResourceVersion != n0.ResourceVersion || wc.n.Load() != 0 {
+			t.Fatalf("dry run wrote the node")
+		}
+		evts := nodeEvents(t, cs, "dry-1", withReason(ReasonDryRun))
+		if countReason(evts, ReasonDryRun) != 1 || countReason(evts, ReasonTainted) != 0 {
+			t.Fatalf("events %+v", evts)
+		}
+		if !strings.HasPrefix(evts[0].Message, "dry run: rule nvidia-xid/xid-gpu-lost") || !strings.Contains(evts[0].Message, "would add taint faultline.io/faulty=xid-gpu-lost:NoSchedule") {
+			t.Fatalf("dry-run message %q", evts[0].Message)
+		}
+		// Dry-run untaint of a real fault: nothing removed.
+		if err := real.Taint(ctx, xidFault("dry-1", xid, t0), ""); err != nil {
+			t.Fatal(err)
+		}
+		n1 := getNode(t, cs, "dry-1")
+		waitCached(t, dry, "dry-1", n1.ResourceVersion)
+		res, err = dry.UntaintNode(ctx, "dry-1", AllRules)
+		if err != nil || len(res.Removed) != 1 || len(res.Cleared) != 1 || !res.Condition {
+			t.Fatalf("dry-run Untaint: %+v, %v", res, err)
+		}
+		if n := getNode(t, cs, "dry-1"); n.ResourceVersion != n1.ResourceVersion || wc.n.Load() != 0 {
+			t.Fatalf("dry run wrote the node")
+		}
+		nodeEvents(t, cs, "dry-1", func(e []corev1.Event) bool { return countReason(e, ReasonDryRun) >= 2 })
+	})
+
+	t.Run("NodeCondition", func(t *testing.T) {
+		createNodes(t, cs, "cond-1")
+		a, _ := startActor(t, env.RESTConfig(), Options{Condition: true})
+		cond := func() (*corev1.NodeCondition, *corev1.NodeCondition) {
+			n := getNode(t, cs, "cond-1")
+			var ours, ready *corev1.NodeCondition
+			for i, c := range n.Status.Conditions {
+				switch c.Type {
+				case fault.ConditionType:
+					ours = &n.Status.Conditions[i]
+				case corev1.NodeReady:
+					ready = &n.Status.Conditions[i]
+				}
+			}
+			return ours, ready
+		}
+		res, err := a.TaintNode(ctx, xidFault("cond-1", xid, t0), "")
+		if err != nil || !res.Condition {
+			t.Fatalf("%+v, %v", res, err)
+		}
+		c, ready := cond()
+		if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "xid-gpu-lost" || ready == nil || ready.Reason != "KubeletReady" {
+			t.Fatalf("condition %+v, ready %+v", c, ready)
+		}
+		set := c.LastTransitionTime
+		// Unchanged faults: no status write.
+		waitCached(t, a, "cond-1", getNode(t, cs, "cond-1").ResourceVersion)
+		if res, err := a.TaintNode(ctx, xidFault("cond-1", xid, t0), ""); err != nil || res.Condition || res.Changed {
+			t.Fatalf("repeat: %+v, %v", res, err)
+		}
+		if err := a.Untaint(ctx, "cond-1", AllRules); err != nil {
+			t.Fatal(err)
+		}
+		c, ready = cond()
+		if c == nil || c.Status != corev1.ConditionFalse || c.Reason != "NoFault" || ready == nil {
+			t.Fatalf("after Untaint: condition %+v, ready %+v", c, ready)
+		}
+		if !c.LastTransitionTime.After(set.Time) && !c.LastTransitionTime.Equal(&set) {
+			t.Fatalf("transition time went back")
+		}
+	})
+
+	t.Run("EvidenceBounded", func(t *testing.T) {
+		createNodes(t, cs, "big-1")
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		for i := 0; i < 40; i++ {
+			r := rule("big", fmt.Sprintf("rule-%02d", i), rules.DefaultTaintKey, fmt.Sprintf("rule-%02d", i))
+			f := xidFault("big-1", r, t0.Add(time.Duration(i)*time.Second))
+			f.Evidence = nil
+			for j := 0; j < 40; j++ {
+				f.Evidence = append(f.Evidence, fault.Line{Time: f.Time, Text: fmt.Sprintf("line %d %s", j, strings.Repeat("x", 4000))})
+			}
+			if err := a.Taint(ctx, f, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := getNode(t, cs, "big-1")
+		v := n.Annotations[fault.AnnotationEvidence]
+		evs := evidenceOf(t, n)
+		if len(v) > DefaultMaxAnnotationBytes || len(evs) != 40 {
+			t.Fatalf("annotation %d bytes, %d entries", len(v), len(evs))
+		}
+		for _, e := range evs {
+			if len(e.Lines) > DefaultMaxLines {
+				t.Fatalf("%s keeps %d lines", e.ID(), len(e.Lines))
+			}
+			for _, l := range e.Lines {
+				if len(l.Text) > DefaultMaxLineBytes {
+					t.Fatalf("line of %d bytes", len(l.Text))
+				}
+			}
+		}
+		if last := evs[len(evs)-1]; last.Rule != "rule-39" || len(last.Lines) == 0 || !strings.HasPrefix(last.Lines[len(last.Lines)-1].Text, "line 39 ") {
+			t.Fatalf("newest fault lost its newest lines: %s %d lines", last.Rule, len(last.Lines))
+		}
+		if !evs[0].TaintPlaced || !hasTaint(n, "faultline.io/faulty=rule-00:NoSchedule") {
+			t.Fatalf("ownership of the shared taint lost")
+		}
+		t.Logf("40 faults x 40 lines of 4 KB -> annotation %d bytes", len(v))
+	})
+
+	t.Run("EventsOnNodesAndObjects", func(t *testing.T) {
+		createNodes(t, cs, "ev-1")
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		if err := a.Event(ctx, "ev-1", xidFault("ev-1", xid, t0), ReasonStormHold, "12 of 40 nodes faulted in 5m: holding taints"); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Event(ctx, "no-such-node", fault.Fault{}, ReasonHeld, "x"); err == nil {
+			t.Fatalf("Event on a missing node: no error")
+		}
+		evts := nodeEvents(t, cs, "ev-1", withReason(ReasonStormHold))
+		if countReason(evts, ReasonStormHold) != 1 || evts[0].Type != corev1.EventTypeWarning || evts[0].InvolvedObject.UID == "" {
+			t.Fatalf("events %+v", evts)
+		}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "faultline"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cm, err := cs.CoreV1().ConfigMaps("faultline").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "packs"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.EventOn(cm, corev1.EventTypeWarning, ReasonPackReloadFailed, "90-site.yaml:12: bad regex; keeping the last good set"); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.EventOn(cm, "Bogus", ReasonPackReloadFailed, "x"); err == nil {
+			t.Fatal("EventOn accepted a bad type")
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			l, err := cs.CoreV1().Events("faultline").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=packs"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(l.Items) == 1 && l.Items[0].Reason == ReasonPackReloadFailed && l.Items[0].InvolvedObject.UID == cm.UID {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no PackReloadFailed event on the ConfigMap: %+v", l.Items)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}

@@ -1,0 +1,530 @@
+package act
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/faultline-dev/faultline/controller/fault"
+)
+
+// AllRules, given to Untaint as the rule, clears every fault of the node.
+const AllRules = "*"
+
+// Result tells what Taint or Untaint did (or, in dry-run mode, would have done).
+type Result struct {
+	Node string
+	// Rule is the fault's pack/rule (Taint) or the rule argument (Untaint).
+	Rule string
+	// DryRun: nothing was written.
+	DryRun bool
+	// Changed: the Node was (or would be) updated.
+	Changed bool
+	// Added and Removed list the taints faultline added or removed, as key=value:effect.
+	Added, Removed []string
+	// Existing is set by Taint when the node already had a taint with the rule's key
+	// and effect that faultline did not place for this fault (kept as it is).
+	Existing string
+	// NewFault: Taint recorded a fault the node had no entry for.
+	NewFault bool
+	// Cleared lists the pack/rule of the entries Untaint removed.
+	Cleared []string
+	// Condition: the node condition was (or would be) changed.
+	Condition bool
+	// Attempts counts the writes tried (more than 1 after conflicts).
+	Attempts int
+	// AnnotationError is set when the previous evidence annotation did not parse and
+	// was replaced.
+	AnnotationError string
+}
+
+// Taint places the fault's taint (f.Rule.Taint) on node f.Node and records the
+// evidence in the annotation; see TaintNode.
+func (a *Actor) Taint(ctx context.Context, f fault.Fault, bootID string) error {
+	_, err := a.TaintNode(ctx, f, bootID)
+	return err
+}
+
+// TaintNode places the fault's taint on f.Node and records its evidence.
+//
+//   - Idempotent: an identical taint is not added again, and an unchanged
+//     annotation is not written: a repeated call writes nothing.
+//   - A taint with the same key and effect but another value is left as it is;
+//     the evidence is still recorded (Result.Existing says so).
+//   - A node labelled fault.LabelOptOut=true is not changed; the error matches
+//     ErrOptedOut (an *OptedOutError) and a FaultOptedOut Event is recorded.
+//   - A conflicting write is retried with the Node read again from the API.
+//   - In dry-run mode nothing is written and a FaultDryRun Event says what would be.
+//
+// A FaultTainted Event is recorded when a taint was added or the fault is new on
+// the node; evidence refreshes of a recorded fault are silent.
+func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Result, error) {
+	if f.Rule == nil {
+		return Result{}, errors.New("act: fault without a rule")
+	}
+	if err := a.ready(); err != nil {
+		return Result{}, err
+	}
+	ev := fault.EvidenceOf(f, bootID)
+	want := corev1.Taint{Key: f.Rule.Taint.Key, Value: f.Rule.Taint.Value, Effect: corev1.TaintEffect(f.Rule.Taint.Effect)}
+	ev.Taint = taintString(want)
+	id := ev.ID()
+
+	var (
+		res  Result
+		last *corev1.Node // the node as last read or written
+		desc []fault.Evidence
+	)
+	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
+		res = Result{Node: f.Node, Rule: id, DryRun: a.opts.DryRun, Attempts: res.Attempts + 1}
+		n, err := a.readNode(ctx, f.Node, res.Attempts > 1)
+		if err != nil {
+			return err
+		}
+		last = n
+		if OptedOut(n) {
+			return &OptedOutError{Node: f.Node, Rule: id}
+		}
+		old, perr := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
+		if perr != nil {
+			res.AnnotationError = perr.Error()
+			old = nil
+		}
+		entries := make([]fault.Evidence, 0, len(old)+1)
+		found := false
+		for _, e := range old {
+			if e.ID() != id {
+				entries = append(entries, e)
+				continue
+			}
+			found = true
+			if e.Time.After(ev.Time) {
+				// A late or replayed firing keeps the newer evidence already recorded.
+				entries = append(entries, e)
+			} else {
+				entries = append(entries, ev)
+			}
+		}
+		if !found {
+			entries = append(entries, ev)
+			res.NewFault = true
+		}
+		p := a.plan(n, old, entries, id)
+		desc = p.entries
+		res.Added, res.Removed, res.Changed = p.added, p.removed, p.changed
+		for _, e := range p.entries {
+			if e.ID() == id && !e.TaintPlaced {
+				if t := findTaint(p.node.Spec.Taints, want.Key, want.Effect); t != nil {
+					res.Existing = taintString(*t)
+				}
+			}
+		}
+		if !p.changed || a.opts.DryRun {
+			return nil
+		}
+		if a.beforeWrite != nil {
+			a.beforeWrite(f.Node, res.Attempts)
+		}
+		u, err := a.client.CoreV1().Nodes().Update(ctx, p.node, metav1.UpdateOptions{FieldManager: a.opts.Component})
+		if err != nil {
+			return err
+		}
+		a.noteWrite(u)
+		last = u
+		return nil
+	})
+	var oo *OptedOutError
+	switch {
+	case errors.As(err, &oo):
+		a.eventOnNode(last, f.Rule.String(), string(f.Rule.Severity), ReasonOptedOut,
+			fmt.Sprintf("rule %s fired (%s), not applied: node is labelled %s=true", id, f.Rule.Severity, fault.LabelOptOut))
+		return res, err
+	case err != nil:
+		return res, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
+	}
+
+	if a.opts.Condition {
+		changed, err := a.syncCondition(ctx, last, desc, id)
+		res.Condition = changed
+		if err != nil {
+			return res, fmt.Errorf("node %s: condition %s: %w", f.Node, fault.ConditionType, err)
+		}
+	}
+	if a.opts.DryRun {
+		if res.Changed || res.Condition {
+			a.eventOnNode(last, id, string(f.Rule.Severity), ReasonDryRun, describeTaint(res, ev))
+		}
+		return res, nil
+	}
+	if len(res.Added) > 0 || (res.NewFault && res.Changed) {
+		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, describeTaint(res, ev))
+	}
+	return res, nil
+}
+
+// describeTaint says what TaintNode did, or would do in dry-run mode.
+func describeTaint(res Result, ev fault.Evidence) string {
+	verb := func(did, would string) string {
+		if res.DryRun {
+			return would
+		}
+		return did
+	}
+	var b strings.Builder
+	if res.DryRun {
+		b.WriteString("dry run: ")
+	}
+	fmt.Fprintf(&b, "rule %s (%s, %d match", ev.ID(), ev.Severity, ev.Count)
+	if ev.Count != 1 {
+		b.WriteString("es")
+	}
+	b.WriteString("): ")
+	switch {
+	case len(res.Added) > 0:
+		fmt.Fprintf(&b, "%s taint %s", verb("added", "would add"), strings.Join(res.Added, ", "))
+	case res.Existing != "":
+		fmt.Fprintf(&b, "taint %s already present, kept as it is", res.Existing)
+	default:
+		fmt.Fprintf(&b, "taint %s already present", ev.Taint)
+	}
+	if res.Changed {
+		fmt.Fprintf(&b, "; %s evidence in %s", verb("recorded", "would record"), fault.AnnotationEvidence)
+	}
+	if res.Condition {
+		fmt.Fprintf(&b, "; %s condition %s", verb("set", "would set"), fault.ConditionType)
+	}
+	if n := len(ev.Lines); n > 0 {
+		fmt.Fprintf(&b, "; last line: %s", ev.Lines[n-1].Text)
+	}
+	return b.String()
+}
+
+// Untaint clears faults of a node: rule is a pack/rule, a rule id, or AllRules. See
+// UntaintNode.
+func (a *Actor) Untaint(ctx context.Context, node, rule string) error {
+	_, err := a.UntaintNode(ctx, node, rule)
+	return err
+}
+
+// UntaintNode removes the evidence entries of the faults rule names and the taints
+// faultline placed for them. A taint that another remaining fault also asks for
+// stays (it then names that fault's value); taints faultline did not place are never
+// removed. A node without a matching fault is left alone (Result.Cleared is empty).
+// A FaultUntainted Event (FaultDryRun in dry-run mode) reports what was cleared.
+func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, error) {
+	if rule == "" {
+		return Result{}, errors.New("act: untaint: no rule (use AllRules to clear every fault)")
+	}
+	if err := a.ready(); err != nil {
+		return Result{}, err
+	}
+	matches := func(e fault.Evidence) bool {
+		return rule == AllRules || rule == e.ID() || rule == e.Rule
+	}
+	var (
+		res  Result
+		last *corev1.Node
+		desc []fault.Evidence
+	)
+	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
+		res = Result{Node: node, Rule: rule, DryRun: a.opts.DryRun, Attempts: res.Attempts + 1}
+		n, err := a.readNode(ctx, node, res.Attempts > 1)
+		if err != nil {
+			return err
+		}
+		last = n
+		old, perr := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
+		if perr != nil {
+			// Without readable evidence there is no proof of which taints are ours.
+			return perr
+		}
+		var entries []fault.Evidence
+		for _, e := range old {
+			if matches(e) {
+				res.Cleared = append(res.Cleared, e.ID())
+				continue
+			}
+			entries = append(entries, e)
+		}
+		if len(res.Cleared) == 0 {
+			desc = old
+			return nil
+		}
+		p := a.plan(n, old, entries, "")
+		desc = p.entries
+		res.Added, res.Removed, res.Changed = p.added, p.removed, p.changed
+		if !p.changed || a.opts.DryRun {
+			return nil
+		}
+		if a.beforeWrite != nil {
+			a.beforeWrite(node, res.Attempts)
+		}
+		u, err := a.client.CoreV1().Nodes().Update(ctx, p.node, metav1.UpdateOptions{FieldManager: a.opts.Component})
+		if err != nil {
+			return err
+		}
+		a.noteWrite(u)
+		last = u
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("untaint node %s (%s): %w", node, rule, err)
+	}
+	if a.opts.Condition {
+		changed, err := a.syncCondition(ctx, last, desc, "")
+		res.Condition = changed
+		if err != nil {
+			return res, fmt.Errorf("node %s: condition %s: %w", node, fault.ConditionType, err)
+		}
+	}
+	if len(res.Cleared) == 0 && !res.Condition {
+		return res, nil
+	}
+	reason := ReasonUntainted
+	if a.opts.DryRun {
+		reason = ReasonDryRun
+	}
+	a.eventOnNode(last, strings.Join(res.Cleared, ","), "", reason, describeUntaint(res))
+	return res, nil
+}
+
+// describeUntaint says what UntaintNode did, or would do in dry-run mode.
+func describeUntaint(res Result) string {
+	verb := func(did, would string) string {
+		if res.DryRun {
+			return would
+		}
+		return did
+	}
+	var b strings.Builder
+	if res.DryRun {
+		b.WriteString("dry run: ")
+	}
+	if len(res.Cleared) > 0 {
+		fmt.Fprintf(&b, "%s %s", verb("cleared", "would clear"), strings.Join(res.Cleared, ", "))
+	} else {
+		b.WriteString("no fault recorded")
+	}
+	if len(res.Removed) > 0 {
+		fmt.Fprintf(&b, "; %s taint %s", verb("removed", "would remove"), strings.Join(res.Removed, ", "))
+	}
+	if len(res.Added) > 0 { // a shared taint now names a remaining fault
+		fmt.Fprintf(&b, "; taint %s %s", verb("now", "would become"), strings.Join(res.Added, ", "))
+	}
+	if res.Condition {
+		fmt.Fprintf(&b, "; %s condition %s", verb("updated", "would update"), fault.ConditionType)
+	}
+	return b.String()
+}
+
+// readNode returns a copy of the node to modify: from the cache on the first
+// attempt, from the API after a conflict or while the cache has not yet shown the
+// Actor's own last write of the node.
+func (a *Actor) readNode(ctx context.Context, name string, fresh bool) (*corev1.Node, error) {
+	if !fresh {
+		n, err := a.cachedNode(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if !a.cacheBehind(name, n.ResourceVersion) {
+			return n.DeepCopy(), nil
+		}
+	}
+	return a.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+type keyEffect struct {
+	key    string
+	effect corev1.TaintEffect
+}
+
+func taintString(t corev1.Taint) string { return t.Key + "=" + t.Value + ":" + string(t.Effect) }
+
+// parseTaint reads key=value:effect (value may be empty).
+func parseTaint(s string) (corev1.Taint, bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return corev1.Taint{}, false
+	}
+	kv, eff := s[:i], s[i+1:]
+	k, v, _ := strings.Cut(kv, "=")
+	if k == "" || eff == "" {
+		return corev1.Taint{}, false
+	}
+	return corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(eff)}, true
+}
+
+func findTaint(ts []corev1.Taint, key string, effect corev1.TaintEffect) *corev1.Taint {
+	for i := range ts {
+		if ts[i].Key == key && ts[i].Effect == effect {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+type plan struct {
+	node           *corev1.Node
+	entries        []fault.Evidence
+	added, removed []string
+	changed        bool
+}
+
+// plan computes the node's taints and annotation for the new evidence entries.
+//
+// Ownership: a taint (key+effect) is faultline's when an entry of the old annotation
+// says TaintPlaced for it. Each of faultline's taints is kept while some new entry
+// asks for its key and effect (preferably its previous owner, then the firing fault,
+// then the oldest entry), with that entry's value, and removed otherwise. The
+// firing fault's taint is added when the node has none with its key and effect.
+// Other taints are left exactly as they are.
+func (a *Actor) plan(n *corev1.Node, old, entries []fault.Evidence, firing string) plan {
+	owners := map[keyEffect]string{} // key+effect -> pack/rule of the old owner
+	for _, e := range old {
+		if t, ok := parseTaint(e.Taint); ok && e.TaintPlaced {
+			owners[keyEffect{t.Key, t.Effect}] = e.ID()
+		}
+	}
+	wants := func(i int) (corev1.Taint, bool) { return parseTaint(entries[i].Taint) }
+	for i := range entries {
+		entries[i].TaintPlaced = false
+	}
+	claim := func(ke keyEffect) int {
+		best := -1
+		for i := range entries {
+			t, ok := wants(i)
+			if !ok || t.Key != ke.key || t.Effect != ke.effect {
+				continue
+			}
+			id := entries[i].ID()
+			switch {
+			case id == owners[ke]:
+				return i
+			case best < 0, id == firing:
+				best = i
+			}
+		}
+		return best
+	}
+	var p plan
+	taints := make([]corev1.Taint, 0, len(n.Spec.Taints)+1)
+	for _, t := range n.Spec.Taints {
+		ke := keyEffect{t.Key, t.Effect}
+		if _, ours := owners[ke]; !ours {
+			taints = append(taints, t)
+			continue
+		}
+		i := claim(ke)
+		if i < 0 {
+			p.removed = append(p.removed, taintString(t))
+			continue
+		}
+		w, _ := wants(i)
+		if t.Value != w.Value {
+			p.removed = append(p.removed, taintString(t))
+			t.Value = w.Value
+			p.added = append(p.added, taintString(t))
+		}
+		entries[i].TaintPlaced = true
+		taints = append(taints, t)
+	}
+	for i := range entries {
+		if entries[i].ID() != firing {
+			continue
+		}
+		if w, ok := wants(i); ok && findTaint(taints, w.Key, w.Effect) == nil {
+			taints = append(taints, w)
+			p.added = append(p.added, taintString(w))
+			entries[i].TaintPlaced = true
+		}
+	}
+
+	nn := n.DeepCopy()
+	if len(p.added) > 0 || len(p.removed) > 0 {
+		nn.Spec.Taints = taints
+		p.changed = true
+	}
+	oldValue, had := n.Annotations[fault.AnnotationEvidence]
+	if len(entries) == 0 {
+		p.entries = nil
+		if had {
+			delete(nn.Annotations, fault.AnnotationEvidence)
+			p.changed = true
+		}
+	} else {
+		var value string
+		value, p.entries = encodeEvidence(entries, firing, a.limits())
+		if !had || value != oldValue {
+			if nn.Annotations == nil {
+				nn.Annotations = map[string]string{}
+			}
+			nn.Annotations[fault.AnnotationEvidence] = value
+			p.changed = true
+		}
+	}
+	p.node = nn
+	return p
+}
+
+// syncCondition makes the node condition match the recorded faults: True with the
+// reason of the firing rule (or of the newest fault) while there are any, False once
+// there are none. It patches nodes/status only when the condition changes; a node
+// that never had the condition and has no fault is left without one.
+func (a *Actor) syncCondition(ctx context.Context, n *corev1.Node, entries []fault.Evidence, firing string) (bool, error) {
+	var cur *corev1.NodeCondition
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == fault.ConditionType {
+			cur = &n.Status.Conditions[i]
+		}
+	}
+	want := corev1.NodeCondition{Type: fault.ConditionType, Status: corev1.ConditionFalse,
+		Reason: "NoFault", Message: "faultline has no fault recorded on this node"}
+	if len(entries) > 0 {
+		newest := entries[0]
+		ids := make([]string, len(entries))
+		for i, e := range entries {
+			ids[i] = e.ID()
+			if e.ID() == firing || (newest.ID() != firing && e.Time.After(newest.Time)) {
+				newest = e
+			}
+		}
+		want.Status = corev1.ConditionTrue
+		want.Reason = newest.Rule
+		want.Message = truncate("faults: "+strings.Join(ids, ", "), messageLimit)
+	}
+	if cur == nil && want.Status == corev1.ConditionFalse {
+		return false, nil
+	}
+	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message {
+		return false, nil
+	}
+	if a.opts.DryRun {
+		return true, nil
+	}
+	now := metav1.NewTime(a.opts.Now())
+	want.LastHeartbeatTime = now
+	want.LastTransitionTime = now
+	if cur != nil && cur.Status == want.Status {
+		want.LastTransitionTime = cur.LastTransitionTime
+	}
+	// conditions merge by type in a strategic merge patch: the kubelet's own
+	// conditions are left alone.
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{want}}})
+	if err != nil {
+		return false, err
+	}
+	u, err := a.client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch,
+		metav1.PatchOptions{FieldManager: a.opts.Component}, "status")
+	if err != nil {
+		return false, err
+	}
+	a.noteWrite(u)
+	return true, nil
+}

@@ -1,0 +1,96 @@
+// Package rbac holds the faultline controller's RBAC roles as plain YAML kept in the
+// repository (clusterrole.yaml, role.yaml) and embedded here, so the deployment
+// manifests and the tests use the same files.
+//
+// The ClusterRole covers what is cluster-wide: Nodes (informer, taints, evidence
+// annotation), nodes/status (the optional condition) and Events. The Role covers
+// what lives in the controller's own namespace: the leader-election Lease and the
+// checkpoint ConfigMap; bound there with a RoleBinding, it lets the controller read
+// or write no Lease or ConfigMap elsewhere.
+package rbac
+
+import (
+	_ "embed"
+	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Name is the name of the ClusterRole, the Role and their bindings.
+const Name = "faultline-controller"
+
+// ClusterRoleYAML is clusterrole.yaml as kept in the repository.
+//
+//go:embed clusterrole.yaml
+var ClusterRoleYAML []byte
+
+// RoleYAML is role.yaml as kept in the repository (without a namespace: it is set
+// where the Role is created).
+//
+//go:embed role.yaml
+var RoleYAML []byte
+
+var (
+	clusterRole rbacv1.ClusterRole
+	role        rbacv1.Role
+)
+
+func init() {
+	// The files are part of the binary: a broken one is a build defect, caught by
+	// this package's tests.
+	if err := parse(ClusterRoleYAML, "ClusterRole", &clusterRole, &clusterRole.TypeMeta, &clusterRole.ObjectMeta); err != nil {
+		panic(err)
+	}
+	if err := parse(RoleYAML, "Role", &role, &role.TypeMeta, &role.ObjectMeta); err != nil {
+		panic(err)
+	}
+}
+
+func parse(data []byte, kind string, into any, tm *metav1.TypeMeta, om *metav1.ObjectMeta) error {
+	if err := yaml.UnmarshalStrict(data, into); err != nil {
+		return fmt.Errorf("rbac: %s: %w", kind, err)
+	}
+	if tm.APIVersion != rbacv1.SchemeGroupVersion.String() || tm.Kind != kind {
+		return fmt.Errorf("rbac: want %s %s, file has %s %s", rbacv1.SchemeGroupVersion, kind, tm.APIVersion, tm.Kind)
+	}
+	if om.Name != Name || om.Namespace != "" {
+		return fmt.Errorf("rbac: %s must be named %s and carry no namespace", kind, Name)
+	}
+	return nil
+}
+
+// ClusterRole returns (a copy of) the controller's ClusterRole.
+func ClusterRole() *rbacv1.ClusterRole { return clusterRole.DeepCopy() }
+
+// Role returns (a copy of) the controller's Role, in namespace.
+func Role(namespace string) *rbacv1.Role {
+	r := role.DeepCopy()
+	r.Namespace = namespace
+	return r
+}
+
+func subject(namespace, serviceAccount string) []rbacv1.Subject {
+	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}}
+}
+
+// ClusterRoleBinding binds the ClusterRole to the ServiceAccount namespace/serviceAccount.
+func ClusterRoleBinding(namespace, serviceAccount string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: Name, Labels: clusterRole.Labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: Name},
+		Subjects:   subject(namespace, serviceAccount),
+	}
+}
+
+// RoleBinding binds the Role, in namespace, to the ServiceAccount namespace/serviceAccount.
+func RoleBinding(namespace, serviceAccount string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: namespace, Labels: role.Labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: Name},
+		Subjects:   subject(namespace, serviceAccount),
+	}
+}
