@@ -130,6 +130,17 @@ func New(cfg Config) (*Exporter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}
+	// Kernel timestamps are boot time + the record's monotonic time. Computing the
+	// boot time again after a restart would shift them by a few microseconds, and a
+	// batch re-sent after a crash would no longer match the copy the receiver
+	// already holds; so the first boot time of a boot is kept in the state file.
+	if cfg.BootTime.IsZero() {
+		if prev := st.Get(); prev.BootID == bootID && !prev.BootTime.IsZero() {
+			cfg.BootTime = prev.BootTime
+		} else if cfg.BootTime, err = kmsg.BootTime(); err != nil {
+			return nil, fmt.Errorf("exporter: %w", err)
+		}
+	}
 	e := &Exporter{cfg: cfg, store: st, bootID: bootID, buf: make(chan Item, cfg.BufferSize), log: cfg.Log, m: cfg.Metrics}
 	e.m.bufferCapacity.Set(float64(cfg.BufferSize))
 	if cfg.PodLogs != nil {
@@ -409,6 +420,7 @@ func (e *Exporter) commit(batch []Item) error {
 		} else if f.BootID != e.bootID {
 			f.BootID, f.KmsgSeq, f.KmsgValid = e.bootID, 0, false
 		}
+		f.BootTime = e.cfg.BootTime
 		for _, p := range pods {
 			f.Pods[p.Path] = state.PodPos{Inode: p.Inode, Offset: p.Offset}
 		}

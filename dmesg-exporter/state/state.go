@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // Version of the file format.
@@ -26,6 +27,10 @@ type File struct {
 	// KmsgValid tells whether any record was acknowledged in this boot.
 	KmsgSeq   uint64 `json:"kmsgSeq"`
 	KmsgValid bool   `json:"kmsgValid"`
+	// BootTime is the wall-clock boot time used to timestamp this boot's kernel
+	// records. Reusing it after a restart gives a re-sent record the very same
+	// timestamp, so the receiver can drop the duplicate.
+	BootTime time.Time `json:"bootTime,omitzero"`
 	// Pods maps a pod log file path to its acknowledged position.
 	Pods map[string]PodPos `json:"pods,omitempty"`
 }
