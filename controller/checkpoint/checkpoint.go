@@ -18,6 +18,9 @@ import (
 // Key is the ConfigMap data key holding the position (Unix nanoseconds).
 const Key = "position-unix-nano"
 
+// StateKey is the ConfigMap data key holding the Loki source's full position (JSON).
+const StateKey = "loki-position.json"
+
 // Store reads and writes the position.
 type Store struct {
 	client    kubernetes.Interface
@@ -30,7 +33,7 @@ func New(c kubernetes.Interface, namespace, name string) *Store {
 	return &Store{client: c, namespace: namespace, name: name}
 }
 
-// Load returns the saved position; ok is false when none was saved yet.
+// Load returns the saved overall position time; ok is false when none was saved yet.
 func (s *Store) Load(ctx context.Context) (t time.Time, ok bool, err error) {
 	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -50,9 +53,25 @@ func (s *Store) Load(ctx context.Context) (t time.Time, ok bool, err error) {
 	return time.Unix(0, ns).UTC(), true, nil
 }
 
-// Save stores t; it never moves the position backwards.
-func (s *Store) Save(ctx context.Context, t time.Time) error {
-	val := strconv.FormatInt(t.UnixNano(), 10)
+// LoadState returns the saved source position (JSON), or nil when none was saved.
+func (s *Store) LoadState(ctx context.Context) ([]byte, error) {
+	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s/%s: %w", s.namespace, s.name, err)
+	}
+	v, ok := cm.Data[StateKey]
+	if !ok {
+		return nil, nil
+	}
+	return []byte(v), nil
+}
+
+// SaveState stores the source position (JSON) and its overall time t (readable by
+// people and by Load). Only the leader writes, so the last write wins.
+func (s *Store) SaveState(ctx context.Context, state []byte, t time.Time) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cms := s.client.CoreV1().ConfigMaps(s.namespace)
 		cm, err := cms.Get(ctx, s.name, metav1.GetOptions{})
@@ -60,7 +79,7 @@ func (s *Store) Save(ctx context.Context, t time.Time) error {
 			_, err = cms.Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace,
 					Labels: map[string]string{"app.kubernetes.io/name": "faultline", "app.kubernetes.io/component": "controller"}},
-				Data: map[string]string{Key: val},
+				Data: map[string]string{StateKey: string(state), Key: strconv.FormatInt(t.UnixNano(), 10)},
 			}, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), s.name, err)
@@ -70,13 +89,14 @@ func (s *Store) Save(ctx context.Context, t time.Time) error {
 		if err != nil {
 			return err
 		}
-		if old, err := strconv.ParseInt(cm.Data[Key], 10, 64); err == nil && old >= t.UnixNano() {
-			return nil
-		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[Key] = val
+		if cm.Data[StateKey] == string(state) {
+			return nil
+		}
+		cm.Data[StateKey] = string(state)
+		cm.Data[Key] = strconv.FormatInt(t.UnixNano(), 10)
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
