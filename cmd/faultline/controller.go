@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/faultline-dev/faultline/controller"
+	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/lokisource"
+)
+
+// kubeClient builds a client from --kubeconfig, $KUBECONFIG or the in-cluster config.
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	cfg.UserAgent = "faultline/" + version
+	return kubernetes.NewForConfig(cfg)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func newControllerCmd() *cobra.Command {
+	var (
+		cfg        controller.Config
+		kubeconfig string
+		listen     string
+		noDefaults bool
+		kernelSel  string
+		podSel     string
+		logFormat  string
+	)
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Read logs from Loki, match the rule packs, and taint faulty nodes (leader-elected)",
+		Long: `Follows Loki with LogQL built from the rule packs (catch-up from a saved position,
+then the tail), matches and correlates the lines, and taints faulty nodes
+NoSchedule with the evidence in an annotation and an Event — under a budget, with
+storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Loki.URL == "" {
+				return errors.New("--loki-url is required")
+			}
+			var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			if logFormat == "text" {
+				h = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+			}
+			cfg.Log = slog.New(h).With("identity", cfg.Identity)
+			client, err := kubeClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			cfg.Client = client
+			cfg.Packs.Defaults = !noDefaults
+			cfg.Selectors = lokisource.Selectors{"kernel": kernelSel, "pod": podSel}
+			cfg.Act.Instance = cfg.Identity
+			if pw := os.Getenv("LOKI_PASSWORD"); pw != "" {
+				cfg.Loki.Password = pw
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			cfg.Metrics = controller.NewMetrics(reg)
+			c, err := controller.New(cfg)
+			if err != nil {
+				return err
+			}
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+			mux.Handle("/", c.Handler())
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen %s: %w", listen, err)
+			}
+			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+			go srv.Serve(ln)
+			defer srv.Shutdown(context.Background())
+			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Act.DryRun)
+			return c.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster)")
+	f.StringVar(&cfg.Namespace, "namespace", envOr("POD_NAMESPACE", "faultline"), "namespace of the Lease and the checkpoint ConfigMap")
+	f.StringVar(&cfg.Identity, "identity", envOr("POD_NAME", hostname()), "this replica's identity in the election")
+	f.StringVar(&cfg.PodName, "pod-name", os.Getenv("POD_NAME"), "this replica's pod, for Events about the controller itself")
+	f.StringArrayVar(&cfg.Packs.Dirs, "packs", nil, "rule pack directory or file, loaded after the built-in packs and reloaded on change (repeatable)")
+	f.BoolVar(&noDefaults, "no-default-packs", false, "do not load the built-in packs")
+	f.DurationVar(&cfg.Packs.Interval, "packs-interval", 5*time.Second, "how often pack files are checked for changes")
+	f.StringVar(&cfg.Loki.URL, "loki-url", "", "Loki base URL, e.g. http://loki-gateway.loki:80")
+	f.StringVar(&cfg.Loki.Tenant, "loki-tenant", "", "X-Scope-OrgID")
+	f.StringVar(&cfg.Loki.BearerTokenFile, "loki-bearer-token-file", "", "file holding a bearer token (read at each request)")
+	f.StringVar(&cfg.Loki.Username, "loki-username", "", "basic auth user (password from $LOKI_PASSWORD)")
+	f.StringVar(&cfg.Loki.TLS.CAFile, "loki-ca-file", "", "CA certificates for Loki's TLS")
+	f.StringVar(&cfg.Loki.TLS.CertFile, "loki-cert-file", "", "client certificate for Loki")
+	f.StringVar(&cfg.Loki.TLS.KeyFile, "loki-key-file", "", "client key for Loki")
+	f.BoolVar(&cfg.Loki.TLS.InsecureSkipVerify, "loki-insecure-skip-verify", false, "do not verify Loki's certificate")
+	f.StringVar(&cfg.Loki.NodeLabel, "node-label", "node", "label (or structured metadata) holding the node name")
+	f.StringVar(&kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")
+	f.StringVar(&podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
+	f.BoolVar(&cfg.Act.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
+	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
+	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes")
+	f.IntVar(&cfg.Decide.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")
+	f.Float64Var(&cfg.Decide.StormShare, "storm-share", 0.2, "a rule firing on more than this share of nodes within --storm-window is a fleet event: held")
+	f.DurationVar(&cfg.Decide.StormWindow, "storm-window", 10*time.Minute, "window of the storm hold")
+	f.BoolVar(&cfg.Decide.DisableStorm, "no-storm-hold", false, "disable the storm hold")
+	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")
+	f.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", 10*time.Second, "how often recoveries and held faults are checked")
+	f.DurationVar(&cfg.Election.LeaseDuration, "lease-duration", 15*time.Second, "leader lease duration")
+	f.DurationVar(&cfg.Election.RenewDeadline, "renew-deadline", 10*time.Second, "leader renew deadline")
+	f.DurationVar(&cfg.Election.RetryPeriod, "retry-period", 2*time.Second, "leader election retry period")
+	f.StringVar(&listen, "listen", ":9401", "address for /metrics, /healthz, /readyz and /api/v1")
+	f.StringVar(&logFormat, "log-format", "json", "json or text")
+	return cmd
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+func newUntaintCmd() *cobra.Command {
+	var (
+		kubeconfig string
+		apiURL     string
+		rule       string
+	)
+	cmd := &cobra.Command{
+		Use:   "untaint NODE",
+		Short: "Remove faultline's taints (and their evidence) from a node; other taints are left alone",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node := args[0]
+			out := cmd.OutOrStdout()
+			if apiURL != "" {
+				u := strings.TrimRight(apiURL, "/") + "/api/v1/nodes/" + node + "/untaint"
+				if rule != "" {
+					u += "?rule=" + rule
+				}
+				req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, u, nil)
+				if err != nil {
+					return err
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return fmt.Errorf("untaint: %w", err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("untaint: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+				}
+				_, err = out.Write(b)
+				return err
+			}
+			client, err := kubeClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			a, err := act.New(client, act.Options{})
+			if err != nil {
+				return err
+			}
+			if err := a.Start(cmd.Context()); err != nil {
+				return err
+			}
+			defer a.Shutdown()
+			if rule == "" {
+				rule = act.AllRules
+			}
+			res, err := a.UntaintNode(cmd.Context(), node, rule)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s: removed taints %v, cleared faults %v\n", node, res.Removed, res.Cleared)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster)")
+	cmd.Flags().StringVar(&apiURL, "controller", "", "controller API URL (e.g. http://127.0.0.1:9401); default: talk to the apiserver directly")
+	cmd.Flags().StringVar(&rule, "rule", "", "only this fault (pack/rule or rule id); default all of faultline's")
+	return cmd
+}

@@ -1,0 +1,294 @@
+package lokisource
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Loki's HTTP API, as used here:
+//
+//	POST /loki/api/v1/query_range  query=&start=&end=&limit=&direction=forward (form)
+//	GET /loki/api/v1/tail?query=&start=&limit=&delay_for=   (websocket)
+//
+// Both answer streams of {"stream": {labels}, "values": [["<ns>", "<line>", {meta}]]};
+// the tail adds "dropped_entries": [{"timestamp": "<ns>", "labels": {...}}]. The
+// header X-Loki-Response-Encoding-Flags: categorize-labels makes both return the
+// index labels as the stream and structured metadata per entry, so an entry's stream
+// is the same whichever way it was read (the key deduplication relies on).
+const (
+	queryRangePath = "/loki/api/v1/query_range"
+	tailPath       = "/loki/api/v1/tail"
+	encodingHeader = "X-Loki-Response-Encoding-Flags"
+	categorize     = "categorize-labels"
+)
+
+// statusError is an HTTP error answer from Loki.
+type statusError struct {
+	op     string
+	code   int
+	status string
+	body   string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("loki %s: %s: %s", e.op, e.status, strings.TrimSpace(e.body))
+}
+
+// permanent reports whether retrying cannot help: the query itself is wrong.
+func (e *statusError) permanent() bool { return e.code == http.StatusBadRequest }
+
+// isPermanent reports whether err says the request can never succeed.
+func isPermanent(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.permanent()
+}
+
+// tlsConfig builds the client TLS settings.
+func (c *TLSConfig) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify, ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls ca: no certificate in %s", c.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if c.CertFile != "" || c.KeyFile != "" {
+		if c.CertFile == "" || c.KeyFile == "" {
+			return nil, errors.New("tls: client certificate needs both cert and key files")
+		}
+		// Read the pair at each handshake so a rotated certificate is picked up.
+		certFile, keyFile := c.CertFile, c.KeyFile
+		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, err
+			}
+			return &cert, nil
+		}
+	}
+	return cfg, nil
+}
+
+// header returns the headers of every request: tenant, authorization, encoding flags.
+func (s *Source) header() (http.Header, error) {
+	h := http.Header{}
+	h.Set(encodingHeader, categorize)
+	h.Set("User-Agent", "faultline-controller")
+	if s.cfg.Tenant != "" {
+		h.Set("X-Scope-OrgID", s.cfg.Tenant)
+	}
+	switch {
+	case s.cfg.BearerTokenFile != "":
+		// Re-read each time: projected service account tokens rotate.
+		b, err := os.ReadFile(s.cfg.BearerTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("bearer token: %w", err)
+		}
+		h.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+	case s.cfg.BearerToken != "":
+		h.Set("Authorization", "Bearer "+s.cfg.BearerToken)
+	case s.cfg.Username != "":
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(s.cfg.Username+":"+s.cfg.Password)))
+	}
+	return h, nil
+}
+
+// entry is one log entry as read from Loki.
+type entry struct {
+	stream string            // canonical index label set
+	labels map[string]string // index labels
+	meta   map[string]string // structured metadata
+	ts     int64
+	line   string
+}
+
+type wireStream struct {
+	Stream map[string]string `json:"stream"`
+	Values []wireValue       `json:"values"`
+}
+
+// wireValue is ["<ns>", "<line>"] or ["<ns>", "<line>", {"structuredMetadata": {...}, "parsed": {...}}].
+type wireValue struct {
+	ts   int64
+	line string
+	meta map[string]string
+}
+
+func (v *wireValue) UnmarshalJSON(b []byte) error {
+	var parts []json.RawMessage
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return err
+	}
+	if len(parts) < 2 {
+		return fmt.Errorf("log value has %d fields", len(parts))
+	}
+	var ts string
+	if err := json.Unmarshal(parts[0], &ts); err != nil {
+		return fmt.Errorf("log timestamp: %w", err)
+	}
+	n, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("log timestamp: %w", err)
+	}
+	v.ts = n
+	if err := json.Unmarshal(parts[1], &v.line); err != nil {
+		return fmt.Errorf("log line: %w", err)
+	}
+	if len(parts) > 2 {
+		var m struct {
+			StructuredMetadata map[string]string `json:"structuredMetadata"`
+		}
+		if err := json.Unmarshal(parts[2], &m); err == nil {
+			v.meta = m.StructuredMetadata
+		}
+	}
+	return nil
+}
+
+type wireDropped struct {
+	Timestamp string            `json:"timestamp"`
+	Labels    map[string]string `json:"labels"`
+}
+
+type tailMessage struct {
+	Streams []wireStream  `json:"streams"`
+	Dropped []wireDropped `json:"dropped_entries"`
+}
+
+// flatten turns streams into entries, in stream order.
+func flatten(streams []wireStream) []entry {
+	var out []entry
+	for _, st := range streams {
+		name := canonicalLabels(st.Stream)
+		for _, v := range st.Values {
+			out = append(out, entry{stream: name, labels: st.Stream, meta: v.meta, ts: v.ts, line: v.line})
+		}
+	}
+	return out
+}
+
+// canonicalLabels writes a label set as Loki does: {a="1", b="2"}, sorted by name.
+func canonicalLabels(l map[string]string) string {
+	names := make([]string, 0, len(l))
+	for n := range l {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(n)
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(l[n]))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// queryRange reads one page, forward from start (inclusive) to end (exclusive).
+func (s *Source) queryRange(ctx context.Context, query string, start, end int64, limit int) ([]entry, error) {
+	// POST with a form body: the line filter of many rule packs is kilobytes long,
+	// more than some proxies accept in a URL.
+	form := url.Values{
+		"query":     {query},
+		"start":     {strconv.FormatInt(start, 10)},
+		"end":       {strconv.FormatInt(end, 10)},
+		"limit":     {strconv.Itoa(limit)},
+		"direction": {"forward"},
+	}.Encode()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base.JoinPath(queryRangePath).String(), strings.NewReader(form))
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.header()
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, &statusError{op: "query_range", code: resp.StatusCode, status: resp.Status, body: string(body)}
+	}
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			ResultType string       `json:"resultType"`
+			Result     []wireStream `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, fmt.Errorf("loki query_range: decode: %w", err)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("loki query_range: status %q", r.Status)
+	}
+	if r.Data.ResultType != "streams" {
+		return nil, &statusError{op: "query_range", code: http.StatusBadRequest, status: "not a log query",
+			body: fmt.Sprintf("result type %q (a metric query?)", r.Data.ResultType)}
+	}
+	es := flatten(r.Data.Result)
+	// Forward order across streams; ties in a fixed order.
+	slices.SortStableFunc(es, func(a, b entry) int {
+		switch {
+		case a.ts != b.ts:
+			if a.ts < b.ts {
+				return -1
+			}
+			return 1
+		case a.stream != b.stream:
+			return strings.Compare(a.stream, b.stream)
+		}
+		return strings.Compare(a.line, b.line)
+	})
+	return es, nil
+}
+
+// tailURL is the websocket address of the tail endpoint.
+func (s *Source) tailURL(query string, start int64, limit int) string {
+	u := s.base.JoinPath(tailPath)
+	switch u.Scheme {
+	case "https":
+		u.Scheme = "wss"
+	default:
+		u.Scheme = "ws"
+	}
+	u.RawQuery = url.Values{
+		"query":     {query},
+		"start":     {strconv.FormatInt(start, 10)},
+		"limit":     {strconv.Itoa(limit)},
+		"delay_for": {strconv.Itoa(int(s.cfg.DelayFor / time.Second))},
+	}.Encode()
+	return u.String()
+}

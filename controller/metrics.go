@@ -1,0 +1,60 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faultline-dev/faultline/controller/lokisource"
+)
+
+// Metrics are the controller's Prometheus metrics.
+type Metrics struct {
+	lines            *prometheus.CounterVec
+	noNode           prometheus.Counter
+	matches          *prometheus.CounterVec
+	decisions        *prometheus.CounterVec
+	taintedNodes     prometheus.Gauge
+	budgetLeft       prometheus.Gauge
+	held             *prometheus.GaugeVec
+	packRules        prometheus.Gauge
+	reloads          prometheus.Counter
+	reloadErrors     prometheus.Counter
+	checkpointErrors prometheus.Counter
+	leader           prometheus.Gauge
+	loki             *lokisource.PrometheusMetrics
+}
+
+// NewMetrics creates the metrics and registers them with reg (if not nil).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		lines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_lines_total",
+			Help: "Log lines read from Loki, by query (kernel, pod)."}, []string{"query"}),
+		noNode: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_lines_without_node_total",
+			Help: "Lines whose stream has no node label: counted and skipped."}),
+		matches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_matches_total",
+			Help: "Lines matched, by rule (pack/id) and severity, whether or not the rule fired."}, []string{"rule", "severity"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_decisions_total",
+			Help: "Decisions by action (taint, event, probe, hold-<reason>, dry-run-<action>, untaint, ...) and result."}, []string{"action", "result"}),
+		taintedNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_taints_active",
+			Help: "Nodes carrying a taint faultline placed."}),
+		budgetLeft: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_budget_left",
+			Help: "Nodes faultline may still taint under the global budget."}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faultline_controller_held_faults",
+			Help: "Faults held instead of applied, by reason (budget, rule-budget, storm, opted-out)."}, []string{"reason"}),
+		packRules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_rules_loaded",
+			Help: "Enabled rules in the active pack set."}),
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_pack_reloads_total",
+			Help: "Successful rule pack (re)loads."}),
+		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_pack_reload_errors_total",
+			Help: "Rule pack reloads rejected; the last good set stayed active."}),
+		checkpointErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_checkpoint_errors_total",
+			Help: "Failed saves of the read position."}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_leader",
+			Help: "1 while this replica leads."}),
+		loki: lokisource.NewPrometheusMetrics(reg),
+	}
+	if reg != nil {
+		reg.MustRegister(m.lines, m.noNode, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.held,
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.leader)
+	}
+	return m
+}
