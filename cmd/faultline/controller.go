@@ -60,6 +60,7 @@ func newControllerCmd() *cobra.Command {
 		kernelSel  string
 		podSel     string
 		logFormat  string
+		ruleBudget map[string]int
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -83,6 +84,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			}
 			cfg.Client = client
 			cfg.Packs.Defaults = !noDefaults
+			cfg.Decide.RuleBudgets = ruleBudget
 			cfg.Selectors = lokisource.Selectors{"kernel": kernelSel, "pod": podSel}
 			cfg.Act.Instance = cfg.Identity
 			if pw := os.Getenv("LOKI_PASSWORD"); pw != "" {
@@ -132,6 +134,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
 	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes")
 	f.IntVar(&cfg.Decide.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")
+	f.StringToIntVar(&ruleBudget, "rule-budget", nil, "per-rule budgets, pack/rule=N (repeatable or comma-separated)")
 	f.Float64Var(&cfg.Decide.StormShare, "storm-share", 0.2, "a rule firing on more than this share of nodes within --storm-window is a fleet event: held")
 	f.DurationVar(&cfg.Decide.StormWindow, "storm-window", 10*time.Minute, "window of the storm hold")
 	f.BoolVar(&cfg.Decide.DisableStorm, "no-storm-hold", false, "disable the storm hold")

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
+	"github.com/faultline-dev/faultline/dmesg-exporter/podfilter"
 	"github.com/faultline-dev/faultline/dmesg-exporter/podlogs"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 )
@@ -31,6 +32,8 @@ func newExporterCmd() *cobra.Command {
 		maxBackoff time.Duration
 		podRoot    string
 		podCfg     podlogs.Config
+		podLabels  string
+		kubeconfig string
 	)
 	cmd := &cobra.Command{
 		Use:   "dmesg-exporter",
@@ -63,6 +66,15 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 			if podRoot != "" {
 				podCfg.Root = podRoot
 				cfg.PodLogs = &podCfg
+			}
+			if podLabels != "" {
+				client, err := kubeClient(kubeconfig)
+				if err != nil {
+					return err
+				}
+				if podCfg.Allow, err = podfilter.Labels(cmd.Context(), client, cfg.Node, podLabels); err != nil {
+					return err
+				}
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -100,6 +112,8 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 	f.StringArrayVar(&podCfg.IncludeNamespaces, "pod-namespace", nil, "only tail pods in namespaces matching this regex (repeatable)")
 	f.StringArrayVar(&podCfg.ExcludeNamespaces, "pod-exclude-namespace", nil, "never tail pods in namespaces matching this regex (repeatable)")
 	f.StringVar(&podCfg.PodName, "pod-name", "", "only tail pods whose name matches this regex")
+	f.StringVar(&podLabels, "pod-label-selector", "", "only tail pods of this node whose labels match (e.g. workload=training); watches the node's pods")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --pod-label-selector (default $KUBECONFIG, then in-cluster)")
 	return cmd
 }
 

@@ -128,6 +128,10 @@ type Config struct {
 	IncludeNamespaces []string
 	ExcludeNamespaces []string
 	PodName           string
+	// Allow, when set, is asked about every pod the other filters accept (for
+	// example a label selector answered from the API); a pod it refuses is asked
+	// again at the next rescan, so a pod whose metadata arrives late is not lost.
+	Allow func(namespace, pod, uid string) bool
 
 	// Start holds the positions to resume from, by path, as persisted from
 	// the Entry fields Path, Inode and Offset. Files without a position are
@@ -491,7 +495,10 @@ func (t *Tailer) matchPod(dir string) bool {
 	if anyMatch(t.exclude, ns) {
 		return false
 	}
-	return t.podName == nil || t.podName.MatchString(pod)
+	if t.podName != nil && !t.podName.MatchString(pod) {
+		return false
+	}
+	return t.cfg.Allow == nil || t.cfg.Allow(ns, pod, parts[2])
 }
 
 func anyMatch(res []*regexp.Regexp, s string) bool {
@@ -526,7 +533,8 @@ func (t *Tailer) scan(first bool) {
 		name := pd.Name()
 		seenDirs[name] = true
 		ok, known := t.podDirs[name]
-		if !known {
+		// Allow may say no only because a pod's metadata has not arrived yet: ask again.
+		if !known || (!ok && t.cfg.Allow != nil) {
 			ok = t.matchPod(name)
 			t.podDirs[name] = ok
 		}
