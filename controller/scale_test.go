@@ -7,9 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +65,7 @@ func TestControllerRSSAtScale(t *testing.T) {
 	}
 	t.Logf("created %d nodes in %s", nodes, time.Since(t0).Round(time.Millisecond))
 
-	bin := buildController(t)
+	bin := testenv.BuildFaultline(t)
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "controller", "--kubeconfig", cl.env.Kubeconfig(), "--loki-url", cl.loki, "--namespace", ns,
 		"--identity", "scale", "--listen", addr, "--initial-lookback", "1m", "--log-format", "text")
@@ -85,7 +83,7 @@ func TestControllerRSSAtScale(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	idle := vmRSS(cmd.Process.Pid)
+	idle := testenv.RSS(cmd.Process.Pid)
 
 	// 2,000 candidate lines per second, in 10 pushes of 200, spread over 2,000 nodes:
 	// corrected AER errors (an info rule, and a storm threshold no node reaches) and
@@ -107,7 +105,7 @@ func TestControllerRSSAtScale(t *testing.T) {
 		}
 		sent += rate / 10
 		pushStreams(t, cl.loki, streams)
-		if rss := vmRSS(cmd.Process.Pid); rss > peak {
+		if rss := testenv.RSS(cmd.Process.Pid); rss > peak {
 			peak = rss
 		}
 		if d := time.Until(start.Add(time.Duration(tick+1) * 100 * time.Millisecond)); d > 0 {
@@ -123,7 +121,7 @@ func TestControllerRSSAtScale(t *testing.T) {
 		read = scrape(t, addr, "faultline_controller_lines_total")
 	}
 	behind := time.Since(start) - elapsed
-	if rss := vmRSS(cmd.Process.Pid); rss > peak {
+	if rss := testenv.RSS(cmd.Process.Pid); rss > peak {
 		peak = rss
 	}
 	if read < float64(sent) {
@@ -184,35 +182,6 @@ func pushStreams(t *testing.T, loki string, streams []push.Stream) {
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("push: %s", resp.Status)
 	}
-}
-
-func buildController(t *testing.T) string {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "faultline")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/faultline")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func vmRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -14,22 +14,6 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// buildFaultline builds the faultline binary for tests that run it as a process.
-func buildFaultline(t *testing.T) string {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "faultline")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/faultline")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build faultline: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestKillMidStream: the exporter process is killed with SIGKILL while shipping (no
 // chance to flush) and started again: every line is in Loki exactly once. Lines
 // acknowledged before the kill are not sent again (the position is saved after each
@@ -37,7 +21,7 @@ func buildFaultline(t *testing.T) string {
 // the exact duplicate (same stream, timestamp and line).
 func TestKillMidStream(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Loki: true})
-	bin := buildFaultline(t)
+	bin := testenv.BuildFaultline(t)
 	dir := t.TempDir()
 	k := newKmsgFile(t, dir)
 	boot, err := kmsg.BootTime()

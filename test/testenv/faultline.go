@@ -1,0 +1,49 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// BuildFaultline builds the faultline binary from this checkout into a temp dir, for
+// tests that run a component as its own process (to kill it, or to measure it).
+func BuildFaultline(t testing.TB) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "faultline")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/faultline")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build faultline: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// RSS returns a process's resident set size in bytes (0 if it cannot be read).
+func RSS(pid int) int64 { return procStatus(pid, "VmRSS:") }
+
+// RSSAnon returns the anonymous part of a process's resident set (heap, stacks) in
+// bytes, without the pages of its executable and other mapped files.
+func RSSAnon(pid int) int64 { return procStatus(pid, "RssAnon:") }
+
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
