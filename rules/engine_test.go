@@ -18,15 +18,11 @@ import (
 
 func defaultEngine(t testing.TB) *rules.Engine {
 	t.Helper()
-	ps, err := packs.Load()
+	e, err := packs.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := rules.Compile(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rules.NewEngine(set)
+	return e
 }
 
 // corpusMessages returns the raw lines and messages of the labelled corpus.

@@ -10,13 +10,10 @@ import (
 // loadEngine loads packs from dirs (or the embedded defaults when none is given),
 // compiles them and builds the matcher.
 func loadEngine(dirs []string) (*rules.Engine, error) {
-	var ps []*rules.Pack
-	var err error
 	if len(dirs) == 0 {
-		ps, err = packs.Load()
-	} else {
-		ps, err = rules.LoadPaths(dirs...)
+		return packs.Engine()
 	}
+	ps, err := rules.LoadPaths(dirs...)
 	if err != nil {
 		return nil, err
 	}

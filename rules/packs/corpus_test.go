@@ -48,15 +48,11 @@ func loadCorpus(t *testing.T) []corpusLine {
 
 func defaultEngine(t testing.TB) *rules.Engine {
 	t.Helper()
-	ps, err := packs.Load()
+	e, err := packs.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := rules.Compile(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rules.NewEngine(set)
+	return e
 }
 
 // scanOne runs one line alone through the scanner (fresh state).

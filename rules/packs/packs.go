@@ -17,3 +17,16 @@ var FS embed.FS
 func Load() ([]*rules.Pack, error) {
 	return rules.LoadFS(FS, ".")
 }
+
+// Engine compiles the default packs into a matcher.
+func Engine() (*rules.Engine, error) {
+	ps, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	set, err := rules.Compile(ps)
+	if err != nil {
+		return nil, err
+	}
+	return rules.NewEngine(set), nil
+}
