@@ -3,6 +3,7 @@ module github.com/faultline-dev/faultline
 go 1.26.0
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/golang/snappy v1.0.0
 	github.com/gorilla/websocket v1.5.3
 	github.com/grafana/loki/pkg/push v0.0.0-20250630054201-94c0ba7b0952

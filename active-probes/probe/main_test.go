@@ -1,0 +1,176 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// fakeBin is the directory holding the fake pciebw, dgemm, dcgmi and ping (testdata/fake),
+// built once by TestMain.
+var fakeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "faultline-probe-fakes-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := 1
+	if err := buildFakes(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "building the fake programs:", err)
+	} else {
+		fakeBin = dir
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func buildFakes(dir string) error {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	exe := filepath.Join(dir, "fake")
+	cmd := exec.Command(goBin, "build", "-o", exe, "./testdata/fake")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v\n%s", err, out)
+	}
+	for _, name := range []string{"pciebw", "dgemm", "dcgmi", "ping"} {
+		if err := os.Symlink(exe, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "fake programs built in %s\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// fake returns the path of a fake program and makes it print the recorded output at
+// testdata/recorded/<rec>; the arguments it receives are appended to the returned file.
+func fake(t *testing.T, prog, rec string) (path, argsFile string) {
+	t.Helper()
+	out, err := filepath.Abs(filepath.Join("testdata", "recorded", rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Fatalf("recorded output: %v", err)
+	}
+	argsFile = filepath.Join(t.TempDir(), "args")
+	t.Setenv("FAULTLINE_FAKE_OUTPUT", out)
+	t.Setenv("FAULTLINE_FAKE_ARGS", argsFile)
+	return filepath.Join(fakeBin, prog), argsFile
+}
+
+// fakeArgs returns the argument vectors the fake received, one per run.
+func fakeArgs(t *testing.T, argsFile string) []string {
+	t.Helper()
+	b, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatalf("the fake was not run: %v", err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// runOne registers spec (with a constructor returning pr) in a fresh registry and runs
+// it through a Runner with metrics, as the agent will.
+func runOne(t *testing.T, spec Spec, pr Probe, p Params) (Result, *prometheus.Registry) {
+	t.Helper()
+	reg := NewRegistry()
+	spec.New = func(Config) Probe { return pr }
+	reg.MustRegister(spec)
+	prom := prometheus.NewRegistry()
+	r := NewRunner(reg, Config{Node: "gpu-node-07"}, NewMetrics(prom))
+	res, err := r.Run(context.Background(), spec.Name, p)
+	if err != nil {
+		t.Fatalf("run %s: %v", spec.Name, err)
+	}
+	t.Logf("%s: %s in %s: %s", spec.Name, res.Status, res.Duration.Round(time.Millisecond), res.Message)
+	return res, prom
+}
+
+// metricValue returns the value of the sample of a gauge or counter with exactly these
+// labels.
+func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; !ok || v != lp.GetValue() {
+					continue next
+				}
+			}
+			if m.Gauge != nil {
+				return m.GetGauge().GetValue(), true
+			}
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// wantMetric checks a sample's value.
+func wantMetric(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string, want float64) {
+	t.Helper()
+	got, ok := metricValue(t, g, name, labels)
+	if !ok {
+		t.Errorf("%s%v: no sample", name, labels)
+		return
+	}
+	if got != want {
+		t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
+}
+
+// mustSpec returns the registered spec of a probe.
+func mustSpec(t *testing.T, name string) Spec {
+	t.Helper()
+	s, ok := Default().Get(name)
+	if !ok {
+		t.Fatalf("probe %s not registered", name)
+	}
+	return s
+}
+
+func wantStatus(t *testing.T, what string, got, want Status) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: status %s, want %s", what, got, want)
+	}
+}
+
+func deviceStatus(t *testing.T, res Result, id string, want Status) *DeviceResult {
+	t.Helper()
+	d := res.Device(id)
+	if d == nil {
+		t.Fatalf("no device %s in %+v", id, res.Devices)
+	}
+	if d.Status != want {
+		t.Errorf("device %s: status %s (%s), want %s", id, d.Status, d.Message, want)
+	}
+	return d
+}

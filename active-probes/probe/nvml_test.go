@@ -1,0 +1,236 @@
+//go:build cgo
+
+package probe
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+)
+
+// dgxPCI are the PCI addresses of a DGX A100's eight GPUs, as NVML prints them.
+var dgxPCI = []string{"00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000:4E:00.0",
+	"00000000:87:00.0", "00000000:90:00.0", "00000000:B7:00.0", "00000000:BD:00.0"}
+
+// healthyDGX returns go-nvml's DGX A100 mock with every function the probes call set to
+// a healthy A100: gen4 x16, 12 NVLinks up, no remaps, no ECC errors, busy clocks.
+// (dgxa100 leaves these nil; a nil one panics when called.)
+func healthyDGX() *dgxa100.Server {
+	srv := dgxa100.New()
+	for i, dd := range srv.Devices {
+		d := dd.(*dgxa100.Device)
+		d.Name = "NVIDIA A100-SXM4-80GB"
+		d.PciBusID = dgxPCI[i]
+		busID := dgxPCI[i]
+		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+			var p nvml.PciInfo
+			copy(p.BusId[:], busID)
+			p.PciDeviceId = 0x20B210DE
+			return p, nvml.SUCCESS
+		}
+		d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.SUCCESS }
+		d.GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) { return 0, nvml.SUCCESS }
+		d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+			return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED // Ampere remaps rows instead
+		}
+		d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return nvml.ClocksEventReasonNone, nvml.SUCCESS }
+		d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 4, nvml.SUCCESS }
+		d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
+		d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 4, nvml.SUCCESS }
+		d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
+		d.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+			if link >= 12 {
+				return 0, nvml.ERROR_INVALID_ARGUMENT // A100 has 12 links
+			}
+			return nvml.FEATURE_ENABLED, nvml.SUCCESS
+		}
+	}
+	return srv
+}
+
+func dev(srv *dgxa100.Server, i int) *dgxa100.Device { return srv.Devices[i].(*dgxa100.Device) }
+
+func runNVML(t *testing.T, srv *dgxa100.Server, p Params) Result {
+	t.Helper()
+	res, _ := runOne(t, mustSpec(t, "nvml"), &NVML{Lib: srv}, p)
+	return res
+}
+
+func TestNVMLHealthyDGXA100(t *testing.T) {
+	res := runNVML(t, healthyDGX(), Params{"expected_gpus": "8", "expected_nvlinks": "12"})
+	wantStatus(t, "healthy", res.Status, StatusPass)
+	if len(res.Devices) != 8 || res.Values["gpu_count"] != 8 {
+		t.Fatalf("devices %d, values %v", len(res.Devices), res.Values)
+	}
+	d := res.Devices[3]
+	if d.ID != "3" || d.PCI != "0000:4e:00.0" || d.Name != "NVIDIA A100-SXM4-80GB" || !strings.HasPrefix(d.UUID, "GPU-") {
+		t.Errorf("identity: %+v", d)
+	}
+	if d.Values["nvlink_up"] != 12 || d.Values["pcie_link_width"] != 16 || d.Values["pcie_link_max_gbps"] < 31 {
+		t.Errorf("values: %v", d.Values)
+	}
+	if _, ok := d.Values["retired_pages_pending"]; ok {
+		t.Error("an unsupported check left a value")
+	}
+	if !strings.Contains(res.Message, "driver 550.54.15") {
+		t.Errorf("message %q", res.Message)
+	}
+}
+
+func TestNVMLFaults(t *testing.T) {
+	cases := []struct {
+		name   string
+		inject func(*dgxa100.Server)
+		params Params
+		want   Status // for the check
+		gpu    string // the device that must carry the fault ("" none)
+		gpuSt  Status
+		text   string // in the message
+	}{
+		{"remapped rows pending", func(s *dgxa100.Server) {
+			dev(s, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 2, true, false, nvml.SUCCESS }
+		}, nil, StatusFail, "3", StatusFail, "row remapping pending"},
+		{"remapping failed", func(s *dgxa100.Server) {
+			dev(s, 1).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 512, false, true, nvml.SUCCESS }
+		}, nil, StatusFail, "1", StatusFail, "row remapping failed (512 uncorrectable rows)"},
+		{"HW slowdown", func(s *dgxa100.Server) {
+			dev(s, 3).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS }
+		}, nil, StatusFail, "3", StatusFail, "HW slowdown"},
+		{"HW slowdown as warn", func(s *dgxa100.Server) {
+			dev(s, 3).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS }
+		}, Params{"throttle_action": "warn"}, StatusWarn, "3", StatusWarn, "HW slowdown"},
+		{"HW thermal", func(s *dgxa100.Server) {
+			dev(s, 2).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+				return nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksThrottleReasonHwThermalSlowdown, nvml.SUCCESS
+			}
+		}, nil, StatusFail, "2", StatusFail, "overheating"},
+		{"power brake is a warn", func(s *dgxa100.Server) {
+			dev(s, 4).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+				return nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, nvml.SUCCESS
+			}
+		}, nil, StatusWarn, "4", StatusWarn, "power brake"},
+		{"x8 link on a x16 GPU", func(s *dgxa100.Server) {
+			dev(s, 5).GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 8, nvml.SUCCESS }
+		}, nil, StatusFail, "5", StatusFail, "PCIe link x8, expected x16"},
+		{"gen3 on a busy gen4 GPU", func(s *dgxa100.Server) {
+			dev(s, 6).GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 3, nvml.SUCCESS }
+		}, nil, StatusWarn, "6", StatusWarn, "PCIe link gen3, expected gen4"},
+		{"gen1 while idle is power saving", func(s *dgxa100.Server) {
+			dev(s, 6).GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 1, nvml.SUCCESS }
+			dev(s, 6).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return nvml.ClocksEventReasonGpuIdle, nvml.SUCCESS }
+		}, nil, StatusPass, "6", StatusPass, ""},
+		{"NVLink down", func(s *dgxa100.Server) {
+			prev := dev(s, 7).GetNvLinkStateFunc
+			dev(s, 7).GetNvLinkStateFunc = func(l int) (nvml.EnableState, nvml.Return) {
+				if l == 5 {
+					return nvml.FEATURE_DISABLED, nvml.SUCCESS
+				}
+				return prev(l)
+			}
+		}, nil, StatusFail, "7", StatusFail, "NVLink 5 down (11 up)"},
+		{"missing GPU", func(s *dgxa100.Server) {
+			s.DeviceGetCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+		}, Params{"expected_gpus": "8"}, StatusFail, "", "", "found 7 GPUs, expected 8"},
+		{"volatile ECC", func(s *dgxa100.Server) {
+			dev(s, 0).GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
+				if t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.VOLATILE_ECC {
+					return 3, nvml.SUCCESS
+				}
+				return 0, nvml.SUCCESS
+			}
+		}, nil, StatusFail, "0", StatusFail, "3 uncorrectable ECC errors"},
+		{"ECC counter through GetMemoryErrorCounter", func(s *dgxa100.Server) {
+			dev(s, 0).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+				return 0, nvml.ERROR_NOT_SUPPORTED
+			}
+			dev(s, 0).GetMemoryErrorCounterFunc = func(nvml.MemoryErrorType, nvml.EccCounterType, nvml.MemoryLocation) (uint64, nvml.Return) {
+				return 1, nvml.SUCCESS
+			}
+		}, nil, StatusFail, "0", StatusFail, "1 uncorrectable ECC errors"},
+		{"retired pages pending", func(s *dgxa100.Server) {
+			dev(s, 2).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_ENABLED, nvml.SUCCESS }
+		}, nil, StatusFail, "2", StatusFail, "retired pages pending"},
+		{"GPU lost", func(s *dgxa100.Server) {
+			dev(s, 1).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_GPU_IS_LOST }
+		}, nil, StatusFail, "1", StatusFail, "GPU is lost"},
+		{"unstubbed mock function", func(s *dgxa100.Server) {
+			dev(s, 4).GetNvLinkStateFunc = nil // the mock panics: the check reports an error, the probe survives
+		}, nil, StatusError, "4", StatusError, "NVML call panicked"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := healthyDGX()
+			c.inject(srv)
+			res := runNVML(t, srv, c.params)
+			wantStatus(t, c.name, res.Status, c.want)
+			if c.text != "" && !strings.Contains(res.Message, c.text) {
+				t.Errorf("message %q does not say %q", res.Message, c.text)
+			}
+			for _, d := range res.Devices {
+				want := StatusPass
+				if d.ID == c.gpu {
+					want = c.gpuSt
+				}
+				if d.Status != want {
+					t.Errorf("GPU %s: %s (%s), want %s", d.ID, d.Status, d.Message, want)
+				}
+			}
+		})
+	}
+}
+
+func TestNVMLLibraryNotFound(t *testing.T) {
+	lib := nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))
+	res, prom := runOne(t, mustSpec(t, "nvml"), &NVML{Lib: lib}, nil)
+	wantStatus(t, "no NVML", res.Status, StatusSkipped)
+	if !strings.Contains(res.Message, NVMLLibraryNotFound) {
+		t.Errorf("message %q", res.Message)
+	}
+	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "nvml"}, 0)
+
+	// A node that should have GPUs but has no NVML cannot be vouched for.
+	res, _ = runOne(t, mustSpec(t, "nvml"), &NVML{Lib: lib}, Params{"expected_gpus": "8"})
+	wantStatus(t, "no NVML, 8 expected", res.Status, StatusError)
+	if !strings.Contains(res.Message, NVMLLibraryNotFound) {
+		t.Errorf("message %q", res.Message)
+	}
+
+	// The registered probe with the default library: on this machine there is no GPU
+	// driver, and whatever the machine, it must not panic.
+	r := NewRunner(nil, Config{Node: "n"}, nil)
+	res, err := r.Run(context.Background(), "nvml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("default library: %s: %s", res.Status, res.Message)
+	if res.Status == StatusSkipped && !strings.Contains(res.Message, NVMLLibraryNotFound) {
+		t.Errorf("message %q", res.Message)
+	}
+}
+
+func TestNVMLMetrics(t *testing.T) {
+	srv := healthyDGX()
+	dev(srv, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 2, true, false, nvml.SUCCESS }
+	dev(srv, 5).GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 8, nvml.SUCCESS }
+	_, prom := runOne(t, mustSpec(t, "nvml"), &NVML{Lib: srv}, Params{"pcie_width_action": "warn"})
+	l := func(dev string) map[string]string {
+		return map[string]string{"node": "gpu-node-07", "check": "nvml", "device": dev}
+	}
+	wantMetric(t, prom, "faultline_probe_result", l(""), 0)
+	wantMetric(t, prom, "faultline_probe_result", l("0"), 1)
+	wantMetric(t, prom, "faultline_probe_result", l("3"), 0)
+	wantMetric(t, prom, "faultline_probe_result", l("5"), 0.5)
+	v := l("3")
+	v["metric"] = "remapped_rows_uncorrectable"
+	wantMetric(t, prom, "faultline_probe_value", v, 2)
+	v = l("5")
+	v["metric"] = "pcie_link_width"
+	wantMetric(t, prom, "faultline_probe_value", v, 8)
+	v = l("")
+	v["metric"] = "gpu_count"
+	wantMetric(t, prom, "faultline_probe_value", v, 8)
+	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "nvml"}, 1)
+}

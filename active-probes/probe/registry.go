@@ -1,0 +1,156 @@
+package probe
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Config is what the node gives its probes.
+type Config struct {
+	// Node is the Kubernetes node name the results are about.
+	Node string
+	// Commands maps a program's name to the path of its executable: "pciebw", "dgemm",
+	// "dcgmi", "iperf3", "ping". A missing entry means the bare name, looked up in $PATH.
+	Commands map[string]string
+	// NVMLLibrary is the NVML shared library to load ("" means libnvidia-ml.so.1 from
+	// the dynamic loader's search path).
+	NVMLLibrary string
+	// SysfsRoot is where sysfs is mounted ("" means /sys); the pciebw probe reads PCIe
+	// link capabilities there when NVML is not available.
+	SysfsRoot string
+}
+
+// Command returns the configured path of a program, or its bare name.
+func (c Config) Command(name string) string {
+	if p := c.Commands[name]; p != "" {
+		return p
+	}
+	return name
+}
+
+// Spec is a probe's registration: its metadata, parameter schema and constructor.
+type Spec struct {
+	Name string
+	Help string
+	// DefaultEnabled probes run when no check is named (the node's routine checks).
+	DefaultEnabled bool
+	// DefaultTimeout bounds one run (TimeoutFor, when set, decides per parameters).
+	DefaultTimeout time.Duration
+	TimeoutFor     func(Params) time.Duration
+	// Invasive probes load the GPUs or the network enough to disturb a workload; a
+	// caller runs them only on a node that is drained or idle. InvasiveFor, when set,
+	// decides per parameters (dcgm: by level).
+	Invasive    bool
+	InvasiveFor func(Params) bool
+	// Params is the parameter schema.
+	Params Schema
+	// New builds the probe for a node.
+	New func(Config) Probe
+}
+
+// Timeout is the timeout for a run with the given (resolved) parameters.
+func (s Spec) Timeout(p Params) time.Duration {
+	if s.TimeoutFor != nil {
+		if d := s.TimeoutFor(p); d > 0 {
+			return d
+		}
+	}
+	if s.DefaultTimeout > 0 {
+		return s.DefaultTimeout
+	}
+	return time.Minute
+}
+
+// IsInvasive reports whether a run with the given (resolved) parameters is invasive.
+func (s Spec) IsInvasive(p Params) bool {
+	if s.InvasiveFor != nil {
+		return s.InvasiveFor(p)
+	}
+	return s.Invasive
+}
+
+// Registry holds probe specs by name.
+type Registry struct {
+	mu    sync.RWMutex
+	specs map[string]Spec
+}
+
+// NewRegistry returns an empty registry (tests build their own; probes register into
+// the default one).
+func NewRegistry() *Registry { return &Registry{specs: map[string]Spec{}} }
+
+var defaultRegistry = NewRegistry()
+
+// Default returns the registry the probes in this package register into.
+func Default() *Registry { return defaultRegistry }
+
+// Register adds a spec to the default registry. It panics on a duplicate or incomplete
+// spec: registration happens in init functions, where a mistake must stop the program.
+func Register(s Spec) { defaultRegistry.MustRegister(s) }
+
+// MustRegister adds a spec and panics if it is invalid or its name is taken.
+func (r *Registry) MustRegister(s Spec) {
+	if err := r.Register(s); err != nil {
+		panic(err)
+	}
+}
+
+// Register adds a spec. It refuses an empty name, a missing constructor, a duplicate
+// name and a default that its own schema rejects.
+func (r *Registry) Register(s Spec) error {
+	if s.Name == "" || s.New == nil {
+		return fmt.Errorf("probe: spec %q needs a name and a constructor", s.Name)
+	}
+	seen := map[string]bool{}
+	for _, ps := range s.Params {
+		if ps.Name == "" || seen[ps.Name] {
+			return fmt.Errorf("probe %s: parameter name %q empty or repeated", s.Name, ps.Name)
+		}
+		seen[ps.Name] = true
+		if ps.Default != "" {
+			if err := ps.validate(ps.Default); err != nil {
+				return fmt.Errorf("probe %s: default of %s: %v", s.Name, ps.Name, err)
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.specs[s.Name]; dup {
+		return fmt.Errorf("probe %s registered twice", s.Name)
+	}
+	r.specs[s.Name] = s
+	return nil
+}
+
+// Get returns the spec of a probe.
+func (r *Registry) Get(name string) (Spec, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.specs[name]
+	return s, ok
+}
+
+// List returns all specs, sorted by name.
+func (r *Registry) List() []Spec {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Spec, 0, len(r.specs))
+	for _, s := range r.specs {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// DefaultEnabled returns the names of the probes enabled by default, sorted.
+func (r *Registry) DefaultEnabled() []string {
+	var names []string
+	for _, s := range r.List() {
+		if s.DefaultEnabled {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}

@@ -1,0 +1,185 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrUnknownProbe is returned by Runner.Run for a name no probe is registered under.
+var ErrUnknownProbe = errors.New("unknown probe")
+
+// Runner runs registered probes for one node and records their metrics.
+//
+// Runs of the same probe are serialized, and so are runs of invasive probes (two GPU
+// stress tests at once would measure each other). A probe that does not return when its
+// timeout expires (an NVML call stuck on a GPU that fell off the bus) is abandoned: Run
+// returns an error result and the probe's goroutine finishes in the background.
+type Runner struct {
+	reg     *Registry
+	cfg     Config
+	metrics *Metrics
+	now     func() time.Time
+
+	mu        sync.Mutex
+	probes    map[string]Probe
+	locks     map[string]*sync.Mutex
+	timeouts  map[string]time.Duration
+	invasive  sync.Mutex
+	lastByKey map[string]Result
+}
+
+// NewRunner returns a runner for the probes in reg (Default() if nil); metrics may be nil.
+func NewRunner(reg *Registry, cfg Config, metrics *Metrics) *Runner {
+	if reg == nil {
+		reg = Default()
+	}
+	return &Runner{reg: reg, cfg: cfg, metrics: metrics, now: time.Now,
+		probes: map[string]Probe{}, locks: map[string]*sync.Mutex{}, timeouts: map[string]time.Duration{},
+		lastByKey: map[string]Result{}}
+}
+
+// Registry returns the runner's registry.
+func (r *Runner) Registry() *Registry { return r.reg }
+
+// SetTimeout overrides the timeout of a probe (0 restores the spec's).
+func (r *Runner) SetTimeout(name string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d <= 0 {
+		delete(r.timeouts, name)
+		return
+	}
+	r.timeouts[name] = d
+}
+
+// Last returns the last result of a probe, if it ran.
+func (r *Runner) Last(name string) (Result, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res, ok := r.lastByKey[name]
+	return res, ok
+}
+
+func (r *Runner) instance(s Spec) (Probe, *sync.Mutex, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.probes[s.Name]
+	if !ok {
+		p = s.New(r.cfg)
+		r.probes[s.Name] = p
+	}
+	l, ok := r.locks[s.Name]
+	if !ok {
+		l = &sync.Mutex{}
+		r.locks[s.Name] = l
+	}
+	return p, l, r.timeouts[s.Name]
+}
+
+// Run runs the probe registered under name with params p. It returns an error only
+// when the request itself is wrong: ErrUnknownProbe, or a *ParamError (joined) for
+// invalid parameters; nothing is recorded then. Everything else, including a probe that
+// fails to start, times out or panics, is a Result (status error) and is recorded.
+func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error) {
+	spec, ok := r.reg.Get(name)
+	if !ok {
+		return Result{}, fmt.Errorf("%w %q", ErrUnknownProbe, name)
+	}
+	resolved, err := spec.Params.Resolve(p)
+	if err != nil {
+		return Result{}, fmt.Errorf("probe %s: %w", name, err)
+	}
+	pr, lock, override := r.instance(spec)
+	timeout := spec.Timeout(resolved)
+	if override > 0 {
+		timeout = override
+	}
+
+	lock.Lock()
+	defer lock.Unlock()
+	if spec.IsInvasive(resolved) {
+		r.invasive.Lock()
+		defer r.invasive.Unlock()
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	started := r.now()
+	res, runErr := runGuarded(ctx, pr, resolved)
+	elapsed := r.now().Sub(started)
+
+	res.Check = name
+	if res.Node == "" {
+		res.Node = r.cfg.Node
+	}
+	res.Params = resolved
+	res.Started = started
+	res.Duration = elapsed
+	switch {
+	case runErr != nil:
+		res.Status = StatusError
+		msg := runErr.Error()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if runErr == ctx.Err() {
+				msg = fmt.Sprintf("timed out after %s", timeout)
+			} else {
+				msg = fmt.Sprintf("timed out after %s: %s", timeout, msg)
+			}
+		}
+		if res.Message != "" {
+			msg = msg + "; " + res.Message
+		}
+		res.Message = msg
+	case res.Status == "":
+		res.Status = res.DeviceStatus()
+		if res.Status == "" {
+			res.Status = StatusError
+			res.Message = "probe returned no verdict"
+		}
+	case !res.Status.Valid():
+		res.Message = fmt.Sprintf("probe returned invalid status %q; %s", res.Status, res.Message)
+		res.Status = StatusError
+	}
+	if res.Message == "" && res.Status != StatusPass {
+		res.Message = res.Summary()
+	}
+	r.metrics.Observe(res)
+	r.mu.Lock()
+	r.lastByKey[name] = res
+	r.mu.Unlock()
+	return res, nil
+}
+
+// runGuarded runs the probe in its own goroutine so that a stuck probe cannot hold the
+// caller past its deadline, and turns a panic into an error.
+func runGuarded(ctx context.Context, pr Probe, p Params) (Result, error) {
+	type outcome struct {
+		res Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- outcome{err: fmt.Errorf("probe %s panicked: %v", pr.Name(), v)}
+			}
+		}()
+		res, err := pr.Run(ctx, p)
+		done <- outcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-ctx.Done():
+		// Give a probe that honours its context a moment to return its own error.
+		select {
+		case o := <-done:
+			return o.res, o.err
+		case <-time.After(2 * time.Second):
+			return Result{}, fmt.Errorf("probe %s did not return: %w", pr.Name(), ctx.Err())
+		}
+	}
+}
