@@ -108,6 +108,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
 			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Act.DryRun)
+			if _, err := releaseStartupPages(); err != nil {
+				cfg.Log.Warn("could not release startup pages", "err", err)
+			}
 			return c.Run(cmd.Context())
 		},
 	}
