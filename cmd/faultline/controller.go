@@ -27,6 +27,15 @@ import (
 
 // kubeClient builds a client from --kubeconfig, $KUBECONFIG or the in-cluster config.
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := kubeRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// kubeRESTConfig loads --kubeconfig, $KUBECONFIG or the in-cluster config.
+func kubeRESTConfig(kubeconfig string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -41,7 +50,7 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes config: %w", err)
 	}
 	cfg.UserAgent = "faultline/" + version
-	return kubernetes.NewForConfig(cfg)
+	return cfg, nil
 }
 
 func envOr(name, def string) string {

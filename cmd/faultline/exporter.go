@@ -127,8 +127,11 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 }
 
 // serveHTTP serves /metrics and /healthz on addr in the background.
-func serveHTTP(addr string, reg *prometheus.Registry, healthy func() error) (*http.Server, error) {
+func serveHTTP(addr string, reg *prometheus.Registry, healthy func() error, api ...http.Handler) (*http.Server, error) {
 	mux := http.NewServeMux()
+	for _, h := range api {
+		mux.Handle("/api/", h)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := healthy(); err != nil {

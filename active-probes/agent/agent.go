@@ -1,0 +1,384 @@
+// Package agent is faultline's probe agent: the process on every GPU node that runs
+// active probes when the controller (or an admin) asks, over an authenticated HTTP API.
+//
+// Safety comes before convenience here, because a probe can load a GPU for minutes:
+//   - every API request is authenticated (TokenReview) and authorized
+//     (SubjectAccessReview on probes.faultline.io, named after the node);
+//   - parameters are validated against each probe's schema before anything runs, and
+//     programs run with an argument vector, never a shell (package probe);
+//   - at most one invasive probe runs on the node at a time: a second request is
+//     refused with 409, not queued behind a stress test;
+//   - invasive probes refuse to run while pods on the node hold nvidia.com/gpu, unless
+//     the request says force.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
+)
+
+// Config configures an Agent.
+type Config struct {
+	Node   string
+	Runner *probe.Runner
+	// Auth checks every /api/ request; nil refuses them all (there is no open mode).
+	Auth Authorizer
+	// GPUPods finds pods holding GPUs; nil means none can be found, and invasive probes
+	// then need force.
+	GPUPods GPUPods
+	// Iperf3Path is the iperf3 program for server requests ("" means "iperf3").
+	Iperf3Path string
+	// MaxBody bounds request bodies (default 64 KiB).
+	MaxBody int64
+	// Registerer receives the agent's request metrics (nil: none).
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
+}
+
+// Agent serves the probe API of one node.
+type Agent struct {
+	cfg      Config
+	log      *slog.Logger
+	requests *prometheus.CounterVec
+
+	invasiveMu sync.Mutex
+	invasive   string    // the invasive check running now ("" if none)
+	since      time.Time // when it started
+
+	serversMu sync.Mutex
+	servers   map[int]*probe.Iperf3Server
+}
+
+// New returns an agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Node == "" || cfg.Runner == nil {
+		return nil, errors.New("agent: node and runner are required")
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 64 << 10
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node), servers: map[int]*probe.Iperf3Server{},
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_probe_agent_requests_total",
+			Help: "API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"})}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(a.requests)
+	}
+	return a, nil
+}
+
+// Handler returns the API handler (mount /metrics and /healthz beside it).
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+PathChecks, a.authorized("get", PathChecks, a.checks))
+	mux.Handle("POST "+PathRun, a.authorized("create", PathRun, a.run))
+	mux.Handle("POST "+PathIperf3Server, a.authorized("create", PathIperf3Server, a.iperf3Server))
+	return mux
+}
+
+// handlerFunc answers a request; a non-nil error is written as its status and body.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, user string) *httpError
+
+type httpError struct {
+	code int
+	body ErrorResponse
+}
+
+func errorf(code int, format string, args ...any) *httpError {
+	return &httpError{code: code, body: ErrorResponse{Error: fmt.Sprintf(format, args...)}}
+}
+
+func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code := http.StatusOK
+		defer func() { a.requests.WithLabelValues(endpoint, fmt.Sprint(code)).Inc() }()
+		fail := func(e *httpError) {
+			code = e.code
+			writeJSON(w, e.code, e.body)
+		}
+		if a.cfg.Auth == nil {
+			fail(errorf(http.StatusForbidden, "no authorizer configured"))
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="faultline-probe-agent"`)
+			fail(errorf(http.StatusUnauthorized, "a bearer token is required"))
+			return
+		}
+		user, err := a.cfg.Auth.Authorize(r.Context(), strings.TrimSpace(token), verb)
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
+			a.log.Warn("request refused: unauthenticated", "endpoint", endpoint, "remote", r.RemoteAddr, "err", err)
+			fail(errorf(http.StatusUnauthorized, "%v", err))
+			return
+		case errors.Is(err, ErrForbidden):
+			a.log.Warn("request refused: forbidden", "endpoint", endpoint, "user", user, "remote", r.RemoteAddr, "err", err)
+			fail(errorf(http.StatusForbidden, "%v", err))
+			return
+		case err != nil:
+			fail(errorf(http.StatusServiceUnavailable, "cannot check the caller's token: %v", err))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, a.cfg.MaxBody)
+		if e := h(w, r, user); e != nil {
+			fail(e)
+		}
+	})
+}
+
+func (a *Agent) checks(w http.ResponseWriter, r *http.Request, _ string) *httpError {
+	var out []CheckInfo
+	for _, s := range a.cfg.Runner.Registry().List() {
+		out = append(out, CheckInfo{Name: s.Name, Help: s.Help, DefaultEnabled: s.DefaultEnabled,
+			Invasive: s.Invasive, Timeout: s.Timeout(nil), Params: s.Params})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// planned is a check of a request, validated before anything runs.
+type planned struct {
+	name     string
+	params   probe.Params
+	invasive bool
+}
+
+func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpError {
+	var req RunRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return errorf(http.StatusBadRequest, "request body: %v", err)
+	}
+	plan, err := a.plan(req)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	var invasive []string
+	for _, p := range plan {
+		if p.invasive {
+			invasive = append(invasive, p.name)
+		}
+	}
+	if len(invasive) > 0 {
+		release, e := a.claimInvasive(r.Context(), strings.Join(invasive, ","), req.Force)
+		if e != nil {
+			return e
+		}
+		defer release()
+	}
+	a.log.Info("running probes", "checks", names(plan), "user", user, "force", req.Force)
+	resp := RunResponse{Node: a.cfg.Node}
+	for _, p := range plan {
+		res, err := a.cfg.Runner.Run(r.Context(), p.name, p.params)
+		if err != nil { // validated above; only a registry change could get here
+			return errorf(http.StatusBadRequest, "%v", err)
+		}
+		a.logResult(res, user)
+		resp.Results = append(resp.Results, res)
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// plan validates every check and its parameters, so a bad request runs nothing.
+func (a *Agent) plan(req RunRequest) ([]planned, error) {
+	reg := a.cfg.Runner.Registry()
+	checks := req.Checks
+	if len(checks) == 0 {
+		checks = reg.DefaultEnabled()
+	}
+	for name := range req.Params {
+		if !contains(checks, name) {
+			return nil, fmt.Errorf("parameters given for %q, which is not among the checks %v", name, checks)
+		}
+	}
+	var plan []planned
+	var errs []error
+	seen := map[string]bool{}
+	for _, name := range checks {
+		if seen[name] {
+			errs = append(errs, fmt.Errorf("check %q named twice", name))
+			continue
+		}
+		seen[name] = true
+		spec, ok := reg.Get(name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w %q (this agent runs: %s)", probe.ErrUnknownProbe, name, strings.Join(specNames(reg), ", ")))
+			continue
+		}
+		resolved, err := spec.Params.Resolve(req.Params[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("check %s: %w", name, err))
+			continue
+		}
+		plan = append(plan, planned{name: name, params: req.Params[name], invasive: spec.IsInvasive(resolved)})
+	}
+	return plan, errors.Join(errs...)
+}
+
+// claimInvasive makes the request the node's one invasive run, or says why not.
+func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (func(), *httpError) {
+	a.invasiveMu.Lock()
+	if a.invasive != "" {
+		running, since := a.invasive, a.since
+		a.invasiveMu.Unlock()
+		return nil, errorf(http.StatusConflict, "invasive probe %s has been running on %s since %s; one at a time",
+			running, a.cfg.Node, since.UTC().Format(time.RFC3339))
+	}
+	a.invasive, a.since = what, time.Now()
+	a.invasiveMu.Unlock()
+	release := func() {
+		a.invasiveMu.Lock()
+		a.invasive = ""
+		a.invasiveMu.Unlock()
+	}
+	if force {
+		return release, nil
+	}
+	if a.cfg.GPUPods == nil {
+		release()
+		return nil, errorf(http.StatusConflict, "invasive probe %s: cannot tell whether pods on %s hold GPUs; set force to run anyway", what, a.cfg.Node)
+	}
+	pods, err := a.cfg.GPUPods(ctx)
+	if err != nil {
+		release()
+		return nil, errorf(http.StatusServiceUnavailable, "invasive probe %s: %v", what, err)
+	}
+	if len(pods) > 0 {
+		release()
+		e := errorf(http.StatusConflict, "invasive probe %s refused: %d pod(s) on %s hold %s (drain the node, or set force)",
+			what, len(pods), a.cfg.Node, GPUResource)
+		e.body.Pods = pods
+		return nil, e
+	}
+	return release, nil
+}
+
+// logResult writes one line per result: the agent's log goes to Loki with every other
+// pod log, so probe history is queryable there too.
+func (a *Agent) logResult(res probe.Result, user string) {
+	attrs := []any{"check", res.Check, "status", res.Status, "duration", res.Duration.Round(time.Millisecond).String(), "user", user}
+	if res.Message != "" {
+		attrs = append(attrs, "message", res.Message)
+	}
+	for _, d := range res.Devices {
+		for k, v := range d.Values {
+			attrs = append(attrs, "device_"+d.ID+"_"+k, v)
+		}
+	}
+	for k, v := range res.Values {
+		attrs = append(attrs, k, v)
+	}
+	level := slog.LevelInfo
+	if res.Status == probe.StatusFail || res.Status == probe.StatusError {
+		level = slog.LevelWarn
+	}
+	a.log.Log(context.Background(), level, "probe result", attrs...)
+}
+
+func (a *Agent) iperf3Server(w http.ResponseWriter, r *http.Request, user string) *httpError {
+	var req Iperf3ServerRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return errorf(http.StatusBadRequest, "request body: %v", err)
+	}
+	if req.Port < 1 || req.Port > 65535 {
+		return errorf(http.StatusBadRequest, "port %d: must be 1-65535", req.Port)
+	}
+	if req.Bind != "" && net.ParseIP(req.Bind) == nil {
+		return errorf(http.StatusBadRequest, "bind %q: not an IP address", req.Bind)
+	}
+	if req.IdleTimeout <= 0 {
+		req.IdleTimeout = time.Minute
+	}
+	if req.IdleTimeout > 10*time.Minute {
+		return errorf(http.StatusBadRequest, "idleTimeout %s: at most 10m", req.IdleTimeout)
+	}
+	a.serversMu.Lock()
+	if _, busy := a.servers[req.Port]; busy {
+		a.serversMu.Unlock()
+		return errorf(http.StatusConflict, "an iperf3 server already listens on port %d", req.Port)
+	}
+	a.servers[req.Port] = nil // reserved while starting
+	a.serversMu.Unlock()
+	// The server outlives this request: it ends after one test or its idle timeout.
+	srv, err := probe.StartIperf3Server(context.WithoutCancel(r.Context()), probe.Iperf3ServerOptions{
+		Path: a.cfg.Iperf3Path, Bind: req.Bind, Port: req.Port, IdleTimeout: req.IdleTimeout})
+	if err != nil {
+		a.serversMu.Lock()
+		delete(a.servers, req.Port)
+		a.serversMu.Unlock()
+		return errorf(http.StatusInternalServerError, "start iperf3 server: %v", err)
+	}
+	a.serversMu.Lock()
+	a.servers[req.Port] = srv
+	a.serversMu.Unlock()
+	go func() {
+		<-srv.Done()
+		a.serversMu.Lock()
+		delete(a.servers, req.Port)
+		a.serversMu.Unlock()
+	}()
+	a.log.Info("iperf3 server started", "port", srv.Port, "user", user)
+	writeJSON(w, http.StatusOK, Iperf3ServerResponse{Node: a.cfg.Node, Port: srv.Port})
+	return nil
+}
+
+// Close stops iperf3 servers still waiting for a client.
+func (a *Agent) Close() {
+	a.serversMu.Lock()
+	defer a.serversMu.Unlock()
+	for _, s := range a.servers {
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+}
+
+func names(plan []planned) []string {
+	out := make([]string, len(plan))
+	for i, p := range plan {
+		out[i] = p.name
+	}
+	return out
+}
+
+func specNames(reg *probe.Registry) []string {
+	var out []string
+	for _, s := range reg.List() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,33 @@
+// Package rbac holds the probe agent's RBAC: the ClusterRole the agent itself needs
+// (faultline-probe-agent) and the one that lets a caller run probes
+// (faultline-probe-runner). The Helm chart renders the same rules.
+package rbac
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// YAML is rbac.yaml: both ClusterRoles, as one multi-document file.
+//
+//go:embed rbac.yaml
+var YAML string
+
+// ClusterRoles parses YAML.
+func ClusterRoles() (agent, runner *rbacv1.ClusterRole, err error) {
+	docs := strings.Split(YAML, "\n---\n")
+	if len(docs) != 2 {
+		return nil, nil, fmt.Errorf("rbac.yaml: want 2 documents, have %d", len(docs))
+	}
+	var roles [2]rbacv1.ClusterRole
+	for i, d := range docs {
+		if err := yaml.UnmarshalStrict([]byte(d), &roles[i]); err != nil {
+			return nil, nil, fmt.Errorf("rbac.yaml document %d: %w", i+1, err)
+		}
+	}
+	return &roles[0], &roles[1], nil
+}

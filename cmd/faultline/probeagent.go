@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/probe"
+)
+
+func newProbeAgentCmd() *cobra.Command {
+	var (
+		cfg        probe.Config
+		listen     string
+		kubeconfig string
+		commands   []string
+		timeouts   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "probe-agent",
+		Short: "Run active probes on this node when the controller or an admin asks (HTTP API)",
+		Long: `Serves the probe API of one node (see docs/probes.md): GET /api/v1/checks,
+POST /api/v1/run, POST /api/v1/iperf3/server, plus /metrics and /healthz.
+Every API request must carry a bearer token; the agent checks it with a TokenReview
+and authorizes the caller with a SubjectAccessReview (verb create on probes.faultline.io,
+resource name = this node). One invasive probe runs at a time, and invasive probes
+refuse to run while pods on the node hold nvidia.com/gpu unless the request says force.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Node == "" {
+				cfg.Node = envOr("NODE_NAME", "")
+			}
+			if cfg.Node == "" {
+				return fmt.Errorf("set --node or $NODE_NAME")
+			}
+			cfg.Commands = map[string]string{}
+			for _, c := range commands {
+				name, path, ok := strings.Cut(c, "=")
+				if !ok || name == "" || path == "" {
+					return fmt.Errorf("--command %q: want name=path", c)
+				}
+				cfg.Commands[name] = path
+			}
+			log := slog.New(slog.NewJSONHandler(cmd.OutOrStdout(), nil)).With("component", "probe-agent")
+			client, err := kubeClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			runner := probe.NewRunner(nil, cfg, probe.NewMetrics(reg))
+			for _, t := range timeouts {
+				name, v, ok := strings.Cut(t, "=")
+				d, err := time.ParseDuration(v)
+				if !ok || err != nil {
+					return fmt.Errorf("--timeout %q: want check=duration", t)
+				}
+				if _, known := runner.Registry().Get(name); !known {
+					return fmt.Errorf("--timeout %q: unknown check", t)
+				}
+				runner.SetTimeout(name, d)
+			}
+			ag, err := agent.New(agent.Config{Node: cfg.Node, Runner: runner, Registerer: reg, Log: log,
+				Auth:       &agent.KubeAuthorizer{Client: client, Node: cfg.Node},
+				GPUPods:    agent.KubeGPUPods(client, cfg.Node),
+				Iperf3Path: cfg.Command("iperf3")})
+			if err != nil {
+				return err
+			}
+			defer ag.Close()
+			srv, err := serveHTTP(listen, reg, func() error { return nil }, ag.Handler())
+			if err != nil {
+				return err
+			}
+			defer srv.Shutdown(context.Background())
+			log.Info("probe-agent started", "node", cfg.Node, "listen", srv.Addr, "checks", runner.Registry().DefaultEnabled())
+			if _, err := releaseStartupPages(); err != nil {
+				log.Warn("could not release startup pages", "err", err)
+			}
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Node, "node", "", "this node's name (default $NODE_NAME)")
+	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agent.DefaultPort), "address of the API, /metrics and /healthz")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for token and access reviews (default $KUBECONFIG, then in-cluster)")
+	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping); default: the name in $PATH")
+	f.StringArrayVar(&timeouts, "timeout", nil, "override a check's timeout, check=duration (repeatable)")
+	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")
+	f.StringVar(&cfg.SysfsRoot, "sysfs-root", "", "where sysfs is mounted (default /sys)")
+	return cmd
+}
