@@ -223,7 +223,7 @@ func TestAuth(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Errorf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
-	_, err = f.client("not-a-token-" + strings.Repeat("x", 40)).Run(ctx, req)
+	_, err = f.client("not-a-token-"+strings.Repeat("x", 40)).Run(ctx, req)
 	wantCode(t, "random token", err, http.StatusUnauthorized)
 	_, err = f.client(f.tokens["stranger"]).Run(ctx, req)
 	ae := wantCode(t, "ServiceAccount without the role", err, http.StatusForbidden)
