@@ -10,12 +10,17 @@ GOTESTFLAGS ?=
 export CGO_ENABLED ?= 1
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build test test-unit lint bench tools rules-test fuzz clean
+.PHONY: all build build-cgo test test-unit lint bench tools rules-test fuzz clean
 
 all: build
 
+# bin/faultline is static (no cgo): the controller, exporter and CLI image. The probe
+# agent's image needs cgo for NVML: bin/cgo/faultline (make build-cgo), same source.
 build:
-	$(GO) build -trimpath -o $(BIN)/faultline ./cmd/faultline
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/faultline ./cmd/faultline
+
+build-cgo:
+	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/cgo/faultline ./cmd/faultline
 
 ## tools: build or install the pinned real components (kube-apiserver, etcd, Loki, collector, helm, kubectl, Debian packages)
 tools:

@@ -11,8 +11,21 @@ import (
 )
 
 // BuildFaultline builds the faultline binary from this checkout into a temp dir, for
-// tests that run a component as its own process (to kill it, or to measure it).
+// tests that run a component as its own process (to kill it, or to measure it). It
+// is built as `make build` builds it: without cgo, a static binary (the probe agent's
+// image adds cgo for NVML; see BuildFaultlineCgo).
 func BuildFaultline(t testing.TB) string {
+	t.Helper()
+	return buildFaultline(t, "0")
+}
+
+// BuildFaultlineCgo builds faultline with cgo, as the probe agent's image does (NVML).
+func BuildFaultlineCgo(t testing.TB) string {
+	t.Helper()
+	return buildFaultline(t, "1")
+}
+
+func buildFaultline(t testing.TB, cgo string) string {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
@@ -21,6 +34,7 @@ func BuildFaultline(t testing.TB) string {
 	bin := filepath.Join(t.TempDir(), "faultline")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/faultline")
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build faultline: %v\n%s", err, out)
 	}
