@@ -25,6 +25,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/match"
 	"github.com/faultline-dev/faultline/controller/packwatch"
+	"github.com/faultline-dev/faultline/controller/probes"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -46,6 +47,7 @@ type Config struct {
 
 	Decide decide.Config
 	Act    act.Options
+	Probes ProbeConfig
 
 	// CheckpointEvery: how often the leader saves its read position (default 2s).
 	CheckpointEvery time.Duration
@@ -74,6 +76,13 @@ type Controller struct {
 	leading   bool
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
 	ready     bool
+
+	dispatcher *probes.Dispatcher // nil when probes are off
+	ps         *probeState
+	kickCh     chan struct{} // asks for a reconcile now
+	// life is the replica's lifetime: manual probe runs outlive their HTTP request.
+	life     context.Context
+	lifeStop context.CancelFunc
 }
 
 // New builds a Controller; it loads the packs (an error is fatal: there is no last
@@ -109,7 +118,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{}}
+	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
+		ps: newProbeState(), kickCh: make(chan struct{}, 1)}
+	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	cfg.Act.DryRun = cfg.Act.DryRun || cfg.Decide.DryRun
 	cfg.Decide.DryRun = cfg.Act.DryRun
@@ -126,12 +137,18 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: rule packs: %w", err)
 	}
 	c.store = checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName)
+	if err := c.newDispatcher(c.life); err != nil {
+		return nil, fmt.Errorf("controller: probes: %w", err)
+	}
 	return c, nil
 }
 
 // Run starts the replica: the Node cache, the pack watcher and the election. It
 // returns when ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
+	defer c.lifeStop()
+	stop := context.AfterFunc(ctx, c.lifeStop)
+	defer stop()
 	if err := c.actor.Start(ctx); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
@@ -189,9 +206,10 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); c.saveLoop(pctx, src) }()
 	go func() { defer wg.Done(); c.reconcileLoop(pctx) }()
+	go func() { defer wg.Done(); c.scheduleLoop(pctx) }()
 	err = src.Run(pctx, from, func(e lokisource.Entry) error {
 		c.process(pctx, stage, e)
 		return nil
@@ -309,17 +327,14 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 	case decide.KindEvent:
 		c.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, lastLine(f)))
 	case decide.KindProbe:
-		// Active probes are not part of this build: report the request and apply the
-		// rule's timeout policy, as if the probe had not answered.
-		c.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s asks for probes %v, which this controller cannot run; applying onTimeout=%s",
-			f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout))
-		facts, err := c.facts()
-		if err == nil {
-			next := c.decider.DecideProbeResult(f, false, true, facts)
-			if next.Kind != decide.KindProbe {
-				c.apply(ctx, next)
-			}
+		// The taint waits for the probes; the line stream does not.
+		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, lastLine(f))
+		if c.dispatcher == nil {
+			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
+				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
 		}
+		c.event(ctx, f, act.ReasonEvent, msg)
+		go c.confirm(ctx, f)
 	case decide.KindHold:
 		reason := act.ReasonHeld
 		if d.Reason == decide.ReasonStorm {
@@ -366,6 +381,8 @@ func (c *Controller) reconcileLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			c.Reconcile(ctx)
+		case <-c.kickCh:
+			c.Reconcile(ctx)
 		}
 	}
 }
@@ -391,7 +408,9 @@ func (c *Controller) Reconcile(ctx context.Context) {
 			if last.Before(ev.Time) {
 				last = ev.Time
 			}
-			ok, why := c.decider.Recoverable(decide.ActiveFault{Node: nf.Node, Rule: c.rule(ev), Evidence: ev}, now, boot, last)
+			af := decide.ActiveFault{Node: nf.Node, Rule: c.rule(ev), Evidence: ev}
+			af.ProbesPassed = c.recoveryProbes(ctx, af, boot, last, now)
+			ok, why := c.decider.Recoverable(af, now, boot, last)
 			if !ok {
 				continue
 			}
@@ -424,6 +443,14 @@ func (c *Controller) Reconcile(ctx context.Context) {
 		c.apply(ctx, d)
 	}
 	c.updateGauges()
+}
+
+// kick asks the reconcile loop for a pass now (recovery probes passed).
+func (c *Controller) kick() {
+	select {
+	case c.kickCh <- struct{}{}:
+	default:
+	}
 }
 
 // rule finds the loaded rule of an evidence entry (nil if the packs no longer have it).

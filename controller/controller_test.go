@@ -89,6 +89,7 @@ type options struct {
 	identity string
 	packs    []string
 	decide   decide.Config
+	probes   controller.ProbeConfig
 }
 
 type running struct {
@@ -114,7 +115,7 @@ func (cl *cluster) start(o options) *running {
 		Election: leader.Config{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
-		Decide:   o.decide, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
+		Decide:   o.decide, Probes: o.probes, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
 		InitialLookback: time.Hour, Metrics: controller.NewMetrics(reg),
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})
@@ -360,7 +361,7 @@ func (cl *cluster) start2(o options) *running {
 		Election: leader.Config{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
-		Decide:   o.decide, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
+		Decide:   o.decide, Probes: o.probes, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
 		InitialLookback: time.Hour, Metrics: controller.NewMetrics(reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -20,6 +20,8 @@ type Metrics struct {
 	reloadErrors     prometheus.Counter
 	checkpointErrors prometheus.Counter
 	leader           prometheus.Gauge
+	probeResults     *prometheus.CounterVec
+	probeSkipped     *prometheus.CounterVec
 	loki             *lokisource.PrometheusMetrics
 }
 
@@ -50,11 +52,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Failed saves of the read position."}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_leader",
 			Help: "1 while this replica leads."}),
+		probeResults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_results_total",
+			Help: "Probe results received from agents (and the controller's own checks), by check, status and trigger (manual, schedule, rule, recovery)."},
+			[]string{"check", "status", "trigger"}),
+		probeSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_runs_skipped_total",
+			Help: "Scheduled probe rounds skipped because the previous round of the check was still running."}, []string{"check"}),
 		loki: lokisource.NewPrometheusMetrics(reg),
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.noNode, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.held,
-			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.leader)
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.leader, m.probeResults, m.probeSkipped)
 	}
 	return m
 }

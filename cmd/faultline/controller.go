@@ -70,6 +70,7 @@ func newControllerCmd() *cobra.Command {
 		podSel     string
 		logFormat  string
 		ruleBudget map[string]int
+		pf         probeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -87,11 +88,18 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				h = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
 			}
 			cfg.Log = slog.New(h).With("identity", cfg.Identity)
-			client, err := kubeClient(kubeconfig)
+			rc, err := kubeRESTConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			client, err := kubernetes.NewForConfig(rc)
 			if err != nil {
 				return err
 			}
 			cfg.Client = client
+			if cfg.Probes, err = pf.config(rc); err != nil {
+				return err
+			}
 			cfg.Packs.Defaults = !noDefaults
 			cfg.Decide.RuleBudgets = ruleBudget
 			cfg.Selectors = lokisource.Selectors{"kernel": kernelSel, "pod": podSel}
@@ -117,9 +125,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
 			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Act.DryRun)
-			if _, err := releaseStartupPages(); err != nil {
-				cfg.Log.Warn("could not release startup pages", "err", err)
-			}
+			releaseStartupPagesLogged(cfg.Log)
 			return c.Run(cmd.Context())
 		},
 	}
@@ -157,6 +163,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.DurationVar(&cfg.Election.RetryPeriod, "retry-period", 2*time.Second, "leader election retry period")
 	f.StringVar(&listen, "listen", ":9401", "address for /metrics, /healthz, /readyz and /api/v1")
 	f.StringVar(&logFormat, "log-format", "json", "json or text")
+	pf.register(f)
 	return cmd
 }
 

@@ -96,9 +96,7 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 			}
 			defer srv.Shutdown(context.Background())
 			cfg.Log.Info("dmesg-exporter started", "kmsg", cfg.KmsgPath, "sender", cfg.Sender.Name(), "listen", srv.Addr)
-			if _, err := releaseStartupPages(); err != nil {
-				cfg.Log.Warn("could not release startup pages", "err", err)
-			}
+			releaseStartupPagesLogged(cfg.Log)
 			return ex.Run(cmd.Context())
 		},
 	}

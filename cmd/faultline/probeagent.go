@@ -80,9 +80,7 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 			}
 			defer srv.Shutdown(context.Background())
 			log.Info("probe-agent started", "node", cfg.Node, "listen", srv.Addr, "checks", runner.Registry().DefaultEnabled())
-			if _, err := releaseStartupPages(); err != nil {
-				log.Warn("could not release startup pages", "err", err)
-			}
+			releaseStartupPagesLogged(log)
 			<-cmd.Context().Done()
 			return nil
 		},

@@ -30,6 +30,10 @@ const (
 	ReasonOptedOut = "FaultOptedOut"
 	// ReasonPackReloadFailed: a rule pack failed to load; the last good set stays.
 	ReasonPackReloadFailed = "PackReloadFailed"
+	// ReasonProbePassed and ReasonProbeFailed: one Event per probe run on a node
+	// (failed also covers checks that could not reach a verdict).
+	ReasonProbePassed = "ProbePassed"
+	ReasonProbeFailed = "ProbeFailed"
 )
 
 // Annotations faultline puts on its Events, for filtering.
@@ -46,7 +50,7 @@ const messageLimit = 1024
 // restores or only reports (untaint, dry run, opt-out), Warning otherwise.
 func EventType(reason string) string {
 	switch reason {
-	case ReasonUntainted, ReasonDryRun, ReasonOptedOut:
+	case ReasonUntainted, ReasonDryRun, ReasonOptedOut, ReasonProbePassed:
 		return corev1.EventTypeNormal
 	}
 	return corev1.EventTypeWarning

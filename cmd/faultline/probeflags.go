@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+
+	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/controller"
+)
+
+// inClusterTokenFile is where Kubernetes mounts a pod's ServiceAccount token.
+const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// probeFlags are the controller's probe settings.
+type probeFlags struct {
+	port           int
+	scheme         string
+	static         map[string]string
+	tokenFile      string
+	schedules      map[string]string
+	nodeSelector   string
+	confirmTimeout time.Duration
+	recoverEvery   time.Duration
+	noHealthLabel  bool
+	batch          int
+}
+
+func (p *probeFlags) register(f *pflag.FlagSet) {
+	f.IntVar(&p.port, "probe-agent-port", agent.DefaultPort, "port of the probe agents on the nodes' addresses (0: no probes)")
+	f.StringVar(&p.scheme, "probe-agent-scheme", "http", "scheme of the probe agents' API")
+	f.StringToStringVar(&p.static, "probe-agent", nil, "fixed agent URL for a node, node=URL (repeatable; local setups)")
+	f.StringVar(&p.tokenFile, "probe-token-file", "", "bearer token sent to the agents (default: the pod's ServiceAccount token, else the kubeconfig's token)")
+	f.StringToStringVar(&p.schedules, "probe-schedule", nil, "run a check on a schedule, check=interval (default: each non-invasive default check hourly; check=0 turns one off)")
+	f.StringVar(&p.nodeSelector, "probe-node-selector", "nvidia.com/gpu.present=true", "nodes scheduled probes run on (label selector; the agents' nodes)")
+	f.DurationVar(&p.confirmTimeout, "probe-confirm-timeout", 15*time.Minute, "how long a rule's confirming probes may take before its onTimeout policy applies")
+	f.DurationVar(&p.recoverEvery, "probe-recover-interval", 10*time.Minute, "how often a tainted node's recovery probes are retried")
+	f.BoolVar(&p.noHealthLabel, "no-health-label", false, "do not set the faultline.io/health node label")
+	f.IntVar(&p.batch, "probe-batch", 10, "nodes probed at once in a run")
+}
+
+func (p *probeFlags) config(rc *rest.Config) (controller.ProbeConfig, error) {
+	if p.port == 0 && len(p.static) == 0 {
+		return controller.ProbeConfig{}, nil
+	}
+	sel, err := labels.Parse(p.nodeSelector)
+	if err != nil {
+		return controller.ProbeConfig{}, fmt.Errorf("--probe-node-selector: %w", err)
+	}
+	pc := controller.ProbeConfig{NodeSelector: sel, ConfirmTimeout: p.confirmTimeout, RecoverEvery: p.recoverEvery,
+		NoHealthLabel: p.noHealthLabel, Batch: p.batch}
+	pc.Token, err = tokenSource(p.tokenFile, rc)
+	if err != nil {
+		return pc, err
+	}
+	scheds := map[string]string{}
+	for _, s := range probe.Default().List() {
+		if s.DefaultEnabled && !s.IsInvasive(nil) {
+			scheds[s.Name] = "1h"
+		}
+	}
+	for k, v := range p.schedules {
+		scheds[k] = v
+	}
+	names := make([]string, 0, len(scheds))
+	for k := range scheds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, ok := probe.Default().Get(name); !ok {
+			return pc, fmt.Errorf("--probe-schedule %s: unknown check", name)
+		}
+		d, err := time.ParseDuration(scheds[name])
+		if err != nil || d < 0 || (d > 0 && d < time.Minute) {
+			return pc, fmt.Errorf("--probe-schedule %s=%s: want a duration of at least 1m, or 0", name, scheds[name])
+		}
+		if d > 0 {
+			pc.Schedules = append(pc.Schedules, controller.Schedule{Check: name, Every: d})
+		}
+	}
+	pc.AgentPort, pc.AgentScheme, pc.AgentURLs = p.port, p.scheme, p.static
+	return pc, nil
+}
+
+// tokenSource reads the token file at every call (projected tokens rotate).
+func tokenSource(file string, rc *rest.Config) (func() (string, error), error) {
+	if file == "" && rc.BearerTokenFile != "" {
+		file = rc.BearerTokenFile
+	}
+	if file == "" {
+		if _, err := os.Stat(inClusterTokenFile); err == nil {
+			file = inClusterTokenFile
+		}
+	}
+	if file != "" {
+		return func() (string, error) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return "", fmt.Errorf("probe token: %w", err)
+			}
+			return strings.TrimSpace(string(b)), nil
+		}, nil
+	}
+	if rc.BearerToken != "" {
+		tok := rc.BearerToken
+		return func() (string, error) { return tok, nil }, nil
+	}
+	// Without a token the controller still starts; each probe run says why it failed.
+	return func() (string, error) {
+		return "", fmt.Errorf("no token for the probe agents: set --probe-token-file (the kubeconfig has no bearer token)")
+	}, nil
+}

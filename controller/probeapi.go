@@ -1,0 +1,220 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/controller/probes"
+)
+
+// ProbeRequest is the body of POST /api/v1/probes.
+type ProbeRequest struct {
+	// Nodes by name, or Selector: a label selector over nodes (one of the two).
+	Nodes    []string                `json:"nodes,omitempty"`
+	Selector string                  `json:"selector,omitempty"`
+	Checks   []string                `json:"checks"`
+	Params   map[string]probe.Params `json:"params,omitempty"`
+	Force    bool                    `json:"force,omitempty"`
+	Batch    int                     `json:"batch,omitempty"`
+}
+
+// probeHandlers adds the probe endpoints:
+//
+//	POST /api/v1/probes          start a run → 202 and the run (its id)
+//	GET  /api/v1/probes          runs remembered by this replica, newest first
+//	GET  /api/v1/probes/{id}     one run, with progress and results
+//	GET  /status?check=pciebw,dcgm&host=n1,n2&batch=N&r=2
+//	                             Autopilot-compatible: runs the checks and answers when
+//	                             they are done, as text (format=json for the run)
+func (c *Controller) probeHandlers(mux *http.ServeMux) {
+	off := func(w http.ResponseWriter) bool {
+		if c.dispatcher == nil {
+			http.Error(w, "probes are not configured on this controller (see --probe-agent-port / --probe-agent)", http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	}
+	mux.HandleFunc("POST /api/v1/probes", func(w http.ResponseWriter, r *http.Request) {
+		if off(w) {
+			return
+		}
+		var req ProbeRequest
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		run, err := c.StartProbes(req, probes.TriggerManual)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, run)
+	})
+	mux.HandleFunc("GET /api/v1/probes", func(w http.ResponseWriter, r *http.Request) {
+		if off(w) {
+			return
+		}
+		writeJSON(w, http.StatusOK, c.dispatcher.List())
+	})
+	mux.HandleFunc("GET /api/v1/probes/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if off(w) {
+			return
+		}
+		run, ok := c.dispatcher.Get(r.PathValue("id"))
+		if !ok {
+			http.Error(w, fmt.Sprintf("no run %q on this replica", r.PathValue("id")), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, http.StatusOK, run)
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		if off(w) {
+			return
+		}
+		q := r.URL.Query()
+		req := ProbeRequest{Checks: splitList(q.Get("check")), Nodes: splitList(q.Get("host")), Selector: q.Get("nodelabel")}
+		if len(req.Checks) == 0 {
+			req.Checks = probe.Default().DefaultEnabled()
+		}
+		if b := q.Get("batch"); b != "" {
+			n, err := strconv.Atoi(b)
+			if err != nil || n < 1 {
+				http.Error(w, "batch: want a positive number", http.StatusBadRequest)
+				return
+			}
+			req.Batch = n
+		}
+		if lvl := q.Get("r"); lvl != "" {
+			req.Params = map[string]probe.Params{"dcgm": {"level": lvl}}
+		}
+		if len(req.Nodes) == 0 && req.Selector == "" {
+			nodes, err := c.probeNodes()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			req.Nodes = nodes
+		}
+		run, err := c.StartProbes(req, probes.TriggerManual)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		run, err = c.dispatcher.Wait(r.Context(), run.ID)
+		if err != nil {
+			http.Error(w, "client went away: "+err.Error(), http.StatusRequestTimeout)
+			return
+		}
+		if q.Get("format") == "json" {
+			writeJSON(w, http.StatusOK, run)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		WriteStatusText(w, run)
+	})
+}
+
+// StartProbes starts a manual run (the API and the CLI behind it).
+func (c *Controller) StartProbes(req ProbeRequest, trigger probes.Trigger) (probes.Run, error) {
+	if c.dispatcher == nil {
+		return probes.Run{}, fmt.Errorf("probes are not configured")
+	}
+	nodes := req.Nodes
+	if req.Selector != "" {
+		if len(nodes) > 0 {
+			return probes.Run{}, fmt.Errorf("give nodes or a selector, not both")
+		}
+		var err error
+		if nodes, err = c.SelectNodes(req.Selector); err != nil {
+			return probes.Run{}, err
+		}
+		if len(nodes) == 0 {
+			return probes.Run{}, fmt.Errorf("no node matches %q", req.Selector)
+		}
+	}
+	for _, n := range nodes {
+		if _, err := c.actor.NodeLister().Get(n); err != nil {
+			return probes.Run{}, fmt.Errorf("node %q: %w", n, err)
+		}
+	}
+	// Manual runs belong to the replica, not to the request that started them.
+	if c.life.Err() != nil {
+		return probes.Run{}, fmt.Errorf("controller is shutting down")
+	}
+	return c.dispatcher.Start(c.life, probes.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force,
+		Batch: req.Batch, Trigger: trigger})
+}
+
+// WriteStatusText renders a run the way Autopilot's /status answers: per node, one
+// line per check with its verdict, then the node's status.
+func WriteStatusText(w io.Writer, run probes.Run) {
+	fmt.Fprintf(w, "Run %s: checks %s on %d node(s), %s\n", run.ID, strings.Join(run.Checks, ","), len(run.Nodes), run.Status)
+	nodes := append([]probes.NodeRun(nil), run.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Node < nodes[j].Node })
+	for _, nr := range nodes {
+		name := nr.Node
+		if name == probes.ClusterNode {
+			name = "(cluster)"
+		}
+		fmt.Fprintf(w, "\nNode: %s\n", name)
+		for _, r := range nr.Results {
+			verdict := map[probe.Status]string{probe.StatusPass: "SUCCESS", probe.StatusWarn: "WARNING",
+				probe.StatusFail: "FAIL", probe.StatusError: "ERROR", probe.StatusSkipped: "SKIPPED"}[r.Status]
+			fmt.Fprintf(w, "[[ %s ]] %s", strings.ToUpper(r.Check), verdict)
+			if r.Message != "" {
+				fmt.Fprintf(w, ": %s", r.Message)
+			}
+			fmt.Fprintf(w, " (%s)\n", r.Duration.Round(time.Millisecond))
+			for _, d := range r.Devices {
+				fmt.Fprintf(w, "    %s %s%s", d.ID, d.Status, formatValues(d.Values))
+				if d.Message != "" {
+					fmt.Fprintf(w, " %s", d.Message)
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		if nr.Error != "" {
+			fmt.Fprintf(w, "[[ ERROR ]] %s\n", nr.Error)
+		}
+		status := "Ok"
+		if nr.Status == probe.StatusFail || nr.Status == probe.StatusError {
+			status = "Err"
+		}
+		fmt.Fprintf(w, "Node Status: %s\n", status)
+	}
+}
+
+func formatValues(v map[string]float64) string {
+	if len(v) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%s", k, strconv.FormatFloat(v[k], 'f', -1, 64))
+	}
+	return b.String()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

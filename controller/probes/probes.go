@@ -1,0 +1,516 @@
+// Package probes is the controller's probe stage: it runs active checks on nodes
+// through their probe agents (and cluster-level checks such as pvc in the controller
+// itself), keeps a record of each run, and reports every node's results to a hook
+// that labels the node, records an Event and logs a line.
+//
+// Runs come from four triggers, all through Dispatcher.Start: by hand (the HTTP API
+// and `faultline probe run`), on a schedule, from a rule with action probe (the taint
+// waits for the result), and for recovery (a tainted node's recovery probes).
+package probes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/probe"
+)
+
+// Trigger says why a run happened.
+type Trigger string
+
+// Triggers.
+const (
+	TriggerManual   Trigger = "manual"
+	TriggerSchedule Trigger = "schedule"
+	TriggerRule     Trigger = "rule"
+	TriggerRecovery Trigger = "recovery"
+)
+
+// State is the progress of a run or of one node in it.
+type State string
+
+// States.
+const (
+	StatePending State = "pending"
+	StateRunning State = "running"
+	StateDone    State = "done"
+)
+
+// ClusterNode is the NodeRun.Node of checks the controller runs for the cluster as
+// a whole (pvc): they are run once per run, not once per node.
+const ClusterNode = ""
+
+// Request asks for checks on nodes.
+type Request struct {
+	Nodes  []string
+	Checks []string
+	// Params per check. iperf3 and ping also take peer_node: the node whose agent
+	// is the peer (for iperf3 it is asked to start the server first).
+	Params  map[string]probe.Params
+	Force   bool
+	Trigger Trigger
+	// Reason says more about the trigger (the rule, the schedule).
+	Reason string
+	// Batch is how many nodes are probed at once (default Config.Batch).
+	Batch int
+}
+
+// NodeRun is one node's part of a run.
+type NodeRun struct {
+	Node     string         `json:"node"`
+	State    State          `json:"state"`
+	Status   probe.Status   `json:"status,omitempty"`
+	Results  []probe.Result `json:"results,omitempty"`
+	Error    string         `json:"error,omitempty"`
+	Started  time.Time      `json:"started,omitempty"`
+	Finished time.Time      `json:"finished,omitempty"`
+}
+
+// Run is a record of a request and what it found.
+type Run struct {
+	ID       string                  `json:"id"`
+	Trigger  Trigger                 `json:"trigger"`
+	Reason   string                  `json:"reason,omitempty"`
+	Checks   []string                `json:"checks"`
+	Params   map[string]probe.Params `json:"params,omitempty"`
+	Force    bool                    `json:"force,omitempty"`
+	State    State                   `json:"state"`
+	Status   probe.Status            `json:"status,omitempty"`
+	Created  time.Time               `json:"created"`
+	Finished time.Time               `json:"finished,omitempty"`
+	Nodes    []NodeRun               `json:"nodes"`
+}
+
+// Done counts the nodes that finished.
+func (r Run) Done() int {
+	n := 0
+	for _, nr := range r.Nodes {
+		if nr.State == StateDone {
+			n++
+		}
+	}
+	return n
+}
+
+// Resolver finds a node's agent.
+type Resolver interface {
+	// Endpoint returns the base URL of the node's probe agent.
+	Endpoint(ctx context.Context, node string) (string, error)
+}
+
+// Config configures a Dispatcher.
+type Config struct {
+	Agents Resolver
+	// Token returns the bearer token the agents check (the controller's
+	// ServiceAccount token).
+	Token func() (string, error)
+	HTTP  *http.Client
+	// Local runs the checks the controller runs itself (pvc); nil: none.
+	Local *probe.Runner
+	// Known reports whether a check exists on the agents (default: the probe
+	// package's registry), so a request naming an unknown check is refused up front.
+	Known func(check string) bool
+	// Batch is the default number of nodes probed at once (default 10).
+	Batch int
+	// NodeTimeout bounds one node's part of a run (default 30m: dcgm level 3 is long).
+	NodeTimeout time.Duration
+	// Iperf3Port is where peers' one-shot iperf3 servers listen (default 5201).
+	Iperf3Port int
+	// Keep is how many finished runs are remembered (default 200).
+	Keep int
+	// OnStart is called when a node's probes start; OnNode when they finished.
+	OnStart func(run *Run, node string)
+	OnNode  func(run *Run, nr NodeRun)
+	Log     *slog.Logger
+}
+
+// Dispatcher runs probes and remembers the runs.
+type Dispatcher struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	runs    map[string]*Run
+	order   []string
+	done    map[string]chan struct{}
+	running map[string]int // probes in flight per node
+}
+
+// New returns a Dispatcher.
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Agents == nil {
+		return nil, errors.New("probes: no agent resolver")
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 10
+	}
+	if cfg.NodeTimeout <= 0 {
+		cfg.NodeTimeout = 30 * time.Minute
+	}
+	if cfg.Iperf3Port <= 0 {
+		cfg.Iperf3Port = 5201
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = 200
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{}
+	}
+	if cfg.Known == nil {
+		cfg.Known = func(c string) bool { _, ok := probe.Default().Get(c); return ok }
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Dispatcher{cfg: cfg, log: cfg.Log, runs: map[string]*Run{}, done: map[string]chan struct{}{}, running: map[string]int{}}, nil
+}
+
+func (d *Dispatcher) local(check string) bool {
+	if d.cfg.Local == nil {
+		return false
+	}
+	_, ok := d.cfg.Local.Registry().Get(check)
+	return ok
+}
+
+// Validate checks a request without running it.
+func (d *Dispatcher) Validate(req Request) error {
+	if len(req.Checks) == 0 {
+		return errors.New("no checks named")
+	}
+	seen := map[string]bool{}
+	remote := false
+	for _, c := range req.Checks {
+		if seen[c] {
+			return fmt.Errorf("check %q named twice", c)
+		}
+		seen[c] = true
+		switch {
+		case d.local(c):
+			spec, _ := d.cfg.Local.Registry().Get(c)
+			if _, err := spec.Params.Resolve(req.Params[c]); err != nil {
+				return fmt.Errorf("check %s: %w", c, err)
+			}
+		case d.cfg.Known(c):
+			remote = true
+			if spec, ok := probe.Default().Get(c); ok {
+				p := req.Params[c].Clone()
+				if p["peer_node"] != "" {
+					delete(p, "peer_node")
+					p["peer"] = "127.0.0.1" // stands for the peer's address, resolved when run
+				}
+				if _, err := spec.Params.Resolve(p); err != nil {
+					return fmt.Errorf("check %s: %w", c, err)
+				}
+			}
+		default:
+			return fmt.Errorf("unknown check %q", c)
+		}
+	}
+	for c := range req.Params {
+		if !seen[c] {
+			return fmt.Errorf("parameters given for %q, which is not among the checks", c)
+		}
+	}
+	if remote && len(req.Nodes) == 0 {
+		return errors.New("no nodes: name nodes or a label selector that matches some")
+	}
+	return nil
+}
+
+// Start validates the request and starts the run in the background. The run goes on
+// after ctx ends only if ctx is the controller's lifetime context: cancelling ctx
+// cancels the run.
+func (d *Dispatcher) Start(ctx context.Context, req Request) (Run, error) {
+	if err := d.Validate(req); err != nil {
+		return Run{}, err
+	}
+	if req.Trigger == "" {
+		req.Trigger = TriggerManual
+	}
+	batch := req.Batch
+	if batch <= 0 {
+		batch = d.cfg.Batch
+	}
+	run := &Run{ID: newID(), Trigger: req.Trigger, Reason: req.Reason, Checks: req.Checks, Params: req.Params,
+		Force: req.Force, State: StateRunning, Created: time.Now()}
+	var local, remote []string
+	for _, c := range req.Checks {
+		if d.local(c) {
+			local = append(local, c)
+		} else {
+			remote = append(remote, c)
+		}
+	}
+	if len(local) > 0 {
+		run.Nodes = append(run.Nodes, NodeRun{Node: ClusterNode, State: StatePending})
+	}
+	if len(remote) > 0 {
+		nodes := append([]string(nil), req.Nodes...)
+		sort.Strings(nodes)
+		for i, n := range nodes {
+			if i > 0 && n == nodes[i-1] {
+				continue
+			}
+			run.Nodes = append(run.Nodes, NodeRun{Node: n, State: StatePending})
+		}
+	}
+	done := make(chan struct{})
+	d.mu.Lock()
+	d.runs[run.ID] = run
+	d.order = append(d.order, run.ID)
+	d.done[run.ID] = done
+	d.forgetOld()
+	snap := cloneRun(run)
+	d.mu.Unlock()
+
+	go func() {
+		defer close(done)
+		sem := make(chan struct{}, batch)
+		var wg sync.WaitGroup
+		for i := range snap.Nodes {
+			node := snap.Nodes[i].Node
+			checks := remote
+			if node == ClusterNode {
+				checks = local
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				d.runNode(ctx, run, i, node, checks, req)
+			}()
+		}
+		wg.Wait()
+		d.mu.Lock()
+		run.State, run.Finished = StateDone, time.Now()
+		var ss []probe.Status
+		for _, nr := range run.Nodes {
+			ss = append(ss, nr.Status)
+		}
+		run.Status = probe.Worst(ss...)
+		d.mu.Unlock()
+		d.log.Info("probe run finished", "id", run.ID, "trigger", run.Trigger, "checks", run.Checks, "nodes", len(run.Nodes), "status", run.Status)
+	}()
+	return snap, nil
+}
+
+// Wait waits for a run to finish and returns it.
+func (d *Dispatcher) Wait(ctx context.Context, id string) (Run, error) {
+	d.mu.Lock()
+	done, ok := d.done[id]
+	d.mu.Unlock()
+	if !ok {
+		return Run{}, fmt.Errorf("no run %q", id)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return Run{}, ctx.Err()
+	}
+	r, _ := d.Get(id)
+	return r, nil
+}
+
+// Get returns a copy of a run.
+func (d *Dispatcher) Get(id string) (Run, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.runs[id]
+	if !ok {
+		return Run{}, false
+	}
+	return cloneRun(r), true
+}
+
+// List returns the remembered runs, newest first.
+func (d *Dispatcher) List() []Run {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Run, 0, len(d.order))
+	for i := len(d.order) - 1; i >= 0; i-- {
+		out = append(out, cloneRun(d.runs[d.order[i]]))
+	}
+	return out
+}
+
+// Testing reports whether probes are running on a node now.
+func (d *Dispatcher) Testing(node string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.running[node] > 0
+}
+
+func (d *Dispatcher) forgetOld() {
+	for len(d.order) > d.cfg.Keep {
+		id := d.order[0]
+		if d.runs[id].State != StateDone {
+			break
+		}
+		d.order = d.order[1:]
+		delete(d.runs, id)
+		delete(d.done, id)
+	}
+}
+
+func (d *Dispatcher) runNode(ctx context.Context, run *Run, i int, node string, checks []string, req Request) {
+	d.mu.Lock()
+	run.Nodes[i].State, run.Nodes[i].Started = StateRunning, time.Now()
+	d.running[node]++
+	d.mu.Unlock()
+	if d.cfg.OnStart != nil && node != ClusterNode {
+		d.cfg.OnStart(cloneRunPtr(d, run), node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.NodeTimeout)
+	defer cancel()
+	var results []probe.Result
+	var err error
+	if node == ClusterNode {
+		results, err = d.runLocal(ctx, checks, req)
+	} else {
+		results, err = d.runRemote(ctx, node, checks, req)
+	}
+	d.mu.Lock()
+	nr := &run.Nodes[i]
+	nr.State, nr.Finished, nr.Results = StateDone, time.Now(), results
+	var ss []probe.Status
+	for _, r := range results {
+		ss = append(ss, r.Status)
+	}
+	nr.Status = probe.Worst(ss...)
+	if err != nil {
+		nr.Error = err.Error()
+		nr.Status = probe.Worst(nr.Status, probe.StatusError)
+	}
+	d.running[node]--
+	if d.running[node] <= 0 {
+		delete(d.running, node)
+	}
+	out := *nr
+	d.mu.Unlock()
+	if d.cfg.OnNode != nil {
+		d.cfg.OnNode(cloneRunPtr(d, run), out)
+	}
+}
+
+func cloneRunPtr(d *Dispatcher, r *Run) *Run {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := cloneRun(r)
+	return &c
+}
+
+func (d *Dispatcher) runLocal(ctx context.Context, checks []string, req Request) ([]probe.Result, error) {
+	var out []probe.Result
+	for _, c := range checks {
+		res, err := d.cfg.Local.Run(ctx, c, req.Params[c])
+		if err != nil {
+			return out, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func (d *Dispatcher) client(ctx context.Context, node string) (*agent.Client, error) {
+	base, err := d.cfg.Agents.Endpoint(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("probe agent of %s: %w", node, err)
+	}
+	return &agent.Client{BaseURL: base, Token: d.cfg.Token, HTTP: d.cfg.HTTP}, nil
+}
+
+// runRemote asks the node's agent to run the checks. iperf3 and ping with a
+// peer_node get the peer's address (the host of its agent, which listens on the
+// host network); for iperf3 the peer's agent first starts a one-shot server.
+func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string, req Request) ([]probe.Result, error) {
+	c, err := d.client(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	params := map[string]probe.Params{}
+	for _, ch := range checks {
+		p := req.Params[ch].Clone()
+		if p == nil {
+			p = probe.Params{}
+		}
+		if peer := p["peer_node"]; peer != "" {
+			delete(p, "peer_node")
+			if peer == node {
+				return nil, fmt.Errorf("%s: peer_node is the node itself", ch)
+			}
+			pc, err := d.client(ctx, peer)
+			if err != nil {
+				return nil, err
+			}
+			host, err := hostOf(pc.BaseURL)
+			if err != nil {
+				return nil, err
+			}
+			p["peer"] = host
+			if ch == "iperf3" {
+				port := d.cfg.Iperf3Port
+				if v := p["port"]; v != "" {
+					if port, err = strconv.Atoi(v); err != nil {
+						return nil, fmt.Errorf("iperf3: port %q: %w", v, err)
+					}
+				}
+				if _, err := pc.StartIperf3Server(ctx, agent.Iperf3ServerRequest{Port: port, IdleTimeout: 5 * time.Minute}); err != nil {
+					return nil, fmt.Errorf("iperf3 server on %s: %w", peer, err)
+				}
+				p["port"] = strconv.Itoa(port)
+			}
+		}
+		if len(p) > 0 {
+			params[ch] = p
+		}
+	}
+	resp, err := c.Run(ctx, agent.RunRequest{Checks: checks, Params: params, Force: req.Force})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Results, nil
+}
+
+func hostOf(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", err
+	}
+	h := u.Hostname()
+	if h == "" {
+		return "", fmt.Errorf("agent URL %q has no host", base)
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.String(), nil
+	}
+	return h, nil
+}
+
+func cloneRun(r *Run) Run {
+	c := *r
+	c.Nodes = append([]NodeRun(nil), r.Nodes...)
+	for i := range c.Nodes {
+		c.Nodes[i].Results = append([]probe.Result(nil), r.Nodes[i].Results...)
+	}
+	return c
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
