@@ -75,10 +75,11 @@ func pciebwOutput(t *testing.T, path string, slowGBps float64) string {
 
 // startAgent runs `faultline probe-agent` for a node as its own process (each with
 // its own fake pciebw output) and returns its URL.
-func startAgent(t *testing.T, bin, kubeconfig, node, fakes, output string) string {
+func startAgent(t *testing.T, bin, kubeconfig, node, fakes, output string, extra ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "probe-agent", "--node", node, "--listen", "127.0.0.1:0", "--kubeconfig", kubeconfig,
-		"--command", "pciebw="+filepath.Join(fakes, "pciebw"), "--command", "dgemm="+filepath.Join(fakes, "dgemm"))
+	args := append([]string{"probe-agent", "--node", node, "--listen", "127.0.0.1:0", "--kubeconfig", kubeconfig,
+		"--command", "pciebw=" + filepath.Join(fakes, "pciebw"), "--command", "dgemm=" + filepath.Join(fakes, "dgemm")}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "FAULTLINE_FAKE_OUTPUT="+output)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
@@ -123,13 +124,15 @@ type probeSetup struct {
 
 func newProbeSetup(t *testing.T) *probeSetup {
 	cl := newCluster(t, "gpu-a", "gpu-b", "gpu-c", "gpu-d")
+	// The real iperf3 and ping, for the network probes between agents.
+	net := []string{"--command", "iperf3=" + testenv.Binary(t, "iperf3"), "--command", "ping=" + testenv.Binary(t, "ping")}
 	bin := testenv.BuildFaultline(t)
 	fakes := fakePrograms(t)
 	dir := t.TempDir()
 	s := &probeSetup{cl: cl, agents: map[string]string{}, outputs: map[string]string{}}
 	for node, bw := range map[string]float64{"gpu-a": 2.0, "gpu-b": 12.0} {
 		s.outputs[node] = pciebwOutput(t, filepath.Join(dir, node+".jsonl"), bw)
-		s.agents[node] = startAgent(t, bin, cl.env.Kubeconfig(), node, fakes, s.outputs[node])
+		s.agents[node] = startAgent(t, bin, cl.env.Kubeconfig(), node, fakes, s.outputs[node], net...)
 	}
 	s.token = cl.env.ServiceAccountToken(t, ns, "faultline-controller")
 	_, runner, err := rbac.ClusterRoles()
@@ -378,5 +381,56 @@ func TestScheduledProbes(t *testing.T) {
 	run := r.c.Probes().List()[0]
 	if len(run.Nodes) != 4 {
 		t.Errorf("round over %d nodes, want the 4 labelled nodes", len(run.Nodes))
+	}
+}
+
+// The network probes between two agents, with the real iperf3 and ping: the
+// controller asks gpu-b's agent for a one-shot iperf3 server and gpu-a's agent runs
+// the client against it; ping goes from gpu-a to gpu-b's address.
+func TestNetworkProbesBetweenAgents(t *testing.T) {
+	s := newProbeSetup(t)
+	r := s.cl.start(options{probes: s.probeConfig()})
+	run, err := r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3", "ping"},
+		Params: map[string]probe.Params{
+			"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "0.5"},
+			"ping":   {"peer_node": "gpu-b", "count": "3"},
+		}}, probes.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if run, err = r.c.Probes().Wait(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	nr := run.Nodes[0]
+	if nr.Error != "" || len(nr.Results) != 2 {
+		t.Fatalf("run: %+v", nr)
+	}
+	for _, res := range nr.Results {
+		if res.Status != probe.StatusPass || len(res.Devices) != 1 || res.Devices[0].ID != "127.0.0.1" {
+			t.Errorf("%s: %+v", res.Check, res)
+			continue
+		}
+		t.Logf("%s gpu-a → gpu-b: %s; %v (%s)", res.Check, res.Status, res.Devices[0].Values, res.Duration.Round(time.Millisecond))
+	}
+	if v := nr.Results[0].Devices[0].Values["received_gbps"]; v < 0.5 {
+		t.Errorf("iperf3 received %.2f Gbit/s over loopback", v)
+	}
+	if v := nr.Results[1].Devices[0].Values["loss_pct"]; v != 0 {
+		t.Errorf("ping loss %.1f%% over loopback", v)
+	}
+	// The same pair with an impossible minimum fails, and the peer's server was a
+	// one-shot: a second run gets a fresh one.
+	run, err = r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},
+		Params: map[string]probe.Params{"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "90000"}}}, probes.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, err = r.c.Probes().Wait(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != probe.StatusFail {
+		t.Errorf("iperf3 against 90000 Gbit/s: %+v", run.Nodes)
 	}
 }
