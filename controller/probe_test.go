@@ -420,6 +420,19 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	if v := nr.Results[1].Devices[0].Values["loss_pct"]; v != 0 {
 		t.Errorf("ping loss %.1f%% over loopback", v)
 	}
+	// No peer named (as for a rule's confirming probe): the next healthy probe node
+	// with an agent is picked (gpu-b).
+	run, err = r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"ping"},
+		Params: map[string]probe.Params{"ping": {"count": "2"}}}, probes.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, err = r.c.Probes().Wait(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if nr := run.Nodes[0]; nr.Status != probe.StatusPass || nr.Results[0].Params["peer"] != "127.0.0.1" {
+		t.Errorf("ping with a picked peer: %+v", nr)
+	}
 	// The same pair with an impossible minimum fails, and the peer's server was a
 	// one-shot: a second run gets a fresh one.
 	run, err = r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},

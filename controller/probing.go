@@ -100,7 +100,7 @@ func (c *Controller) newDispatcher(ctx context.Context) error {
 	}
 	c.cfg.Probes = pc
 	d, err := probes.New(probes.Config{Agents: pc.Agents, Token: pc.Token, Local: pc.Local, Batch: pc.Batch,
-		NodeTimeout: pc.NodeTimeout, Log: c.log,
+		NodeTimeout: pc.NodeTimeout, Log: c.log, PickPeer: c.pickPeer,
 		OnStart: func(run *probes.Run, node string) { c.setHealth(ctx, node) },
 		OnNode:  func(run *probes.Run, nr probes.NodeRun) { c.probeDone(ctx, run, nr) }})
 	if err != nil {
@@ -407,6 +407,32 @@ func (c *Controller) probeNodes() ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// pickPeer chooses the peer of a network check that names none: the next probe node
+// after node (in name order) that carries no faultline taint and whose health is not
+// FAIL, so a healthy neighbour measures the suspect link.
+func (c *Controller) pickPeer(node string) (string, error) {
+	nodes, err := c.probeNodes()
+	if err != nil {
+		return "", err
+	}
+	facts, err := c.facts()
+	if err != nil {
+		return "", err
+	}
+	start := sort.SearchStrings(nodes, node)
+	for i := 1; i <= len(nodes); i++ {
+		cand := nodes[(start+i)%len(nodes)]
+		if cand == node || len(facts.Tainted[cand]) > 0 || c.health(cand) == HealthFail {
+			continue
+		}
+		if _, err := c.cfg.Probes.Agents.Endpoint(context.Background(), cand); err != nil {
+			continue
+		}
+		return cand, nil
+	}
+	return "", fmt.Errorf("no healthy probe node besides %s", node)
 }
 
 // SelectNodes resolves a label selector to node names (the API's selector field).

@@ -130,6 +130,10 @@ type Config struct {
 	Iperf3Port int
 	// Keep is how many finished runs are remembered (default 200).
 	Keep int
+	// PickPeer chooses the peer of an iperf3 or ping check that names neither peer
+	// nor peer_node (a rule's confirming probe cannot know one); nil: such checks fail
+	// validation on the agent.
+	PickPeer func(node string) (string, error)
 	// OnStart is called when a node's probes start; OnNode when they finished.
 	OnStart func(run *Run, node string)
 	OnNode  func(run *Run, nr NodeRun)
@@ -207,7 +211,7 @@ func (d *Dispatcher) Validate(req Request) error {
 			remote = true
 			if spec, ok := probe.Default().Get(c); ok {
 				p := req.Params[c].Clone()
-				if p["peer_node"] != "" {
+				if p["peer_node"] != "" || ((c == "iperf3" || c == "ping") && p["peer"] == "" && d.cfg.PickPeer != nil) {
 					delete(p, "peer_node")
 					p["peer"] = "127.0.0.1" // stands for the peer's address, resolved when run
 				}
@@ -446,6 +450,13 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 		p := req.Params[ch].Clone()
 		if p == nil {
 			p = probe.Params{}
+		}
+		if (ch == "iperf3" || ch == "ping") && p["peer"] == "" && p["peer_node"] == "" && d.cfg.PickPeer != nil {
+			peer, err := d.cfg.PickPeer(node)
+			if err != nil {
+				return nil, fmt.Errorf("%s: no peer for %s: %w", ch, node, err)
+			}
+			p["peer_node"] = peer
 		}
 		if peer := p["peer_node"]; peer != "" {
 			delete(p, "peer_node")
