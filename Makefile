@@ -10,7 +10,7 @@ GOTESTFLAGS ?=
 export CGO_ENABLED ?= 1
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build build-cgo test test-unit lint bench tools rules-test fuzz clean
+.PHONY: all build build-cgo cuda test test-unit lint bench tools rules-test fuzz clean
 
 all: build
 
@@ -18,6 +18,10 @@ all: build
 # agent's image needs cgo for NVML: bin/cgo/faultline (make build-cgo), same source.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/faultline ./cmd/faultline
+
+## cuda: compile the CUDA programs of the pciebw and dgemm probes (bin/cuda/)
+cuda:
+	cuda/build.sh $(BIN)/cuda
 
 build-cgo:
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/cgo/faultline ./cmd/faultline
@@ -27,7 +31,7 @@ tools:
 	test/tools/build.sh all
 
 ## test: everything CI runs — lint, unit and integration tests against real components, pack tests
-test: tools lint build
+test: tools lint build cuda
 	$(BIN)/faultline rules test rules/packs
 	FAULTLINE_TOOLS_PATH="$$(test/tools/build.sh path)" $(GO) test -count=1 -timeout 60m $(GOTESTFLAGS) $(PKGS)
 

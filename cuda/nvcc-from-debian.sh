@@ -34,6 +34,8 @@ CONF
   apt-get install --download-only -y -qq --no-install-recommends nvidia-cuda-toolkit >/dev/null
   log "unpacking into $ROOT"
   for deb in "$DIR"/apt/cache/archives/*.deb; do dpkg -x "$deb" "$ROOT"; done
+  # The unpacked tree is what is used; the 1.6 GB of archives are not kept.
+  rm -f "$DIR"/apt/cache/archives/*.deb
   # The packaged profile is a symlink to /etc/nvcc.profile with absolute paths.
   rm -f "$ROOT/usr/lib/nvidia-cuda-toolkit/bin/nvcc.profile"
   cat >"$ROOT/usr/lib/nvidia-cuda-toolkit/bin/nvcc.profile" <<PROFILE
