@@ -9,47 +9,16 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/faultline-dev/faultline/active-probes/probe/nvmlmock"
 )
 
 // dgxPCI are the PCI addresses of a DGX A100's eight GPUs, as NVML prints them.
 var dgxPCI = []string{"00000000:07:00.0", "00000000:0F:00.0", "00000000:47:00.0", "00000000:4E:00.0",
 	"00000000:87:00.0", "00000000:90:00.0", "00000000:B7:00.0", "00000000:BD:00.0"}
 
-// healthyDGX returns go-nvml's DGX A100 mock with every function the probes call set to
-// a healthy A100: gen4 x16, 12 NVLinks up, no remaps, no ECC errors, busy clocks.
-// (dgxa100 leaves these nil; a nil one panics when called.)
-func healthyDGX() *dgxa100.Server {
-	srv := dgxa100.New()
-	for i, dd := range srv.Devices {
-		d := dd.(*dgxa100.Device)
-		d.Name = "NVIDIA A100-SXM4-80GB"
-		d.PciBusID = dgxPCI[i]
-		busID := dgxPCI[i]
-		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			var p nvml.PciInfo
-			copy(p.BusId[:], busID)
-			p.PciDeviceId = 0x20B210DE
-			return p, nvml.SUCCESS
-		}
-		d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.SUCCESS }
-		d.GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) { return 0, nvml.SUCCESS }
-		d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
-			return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED // Ampere remaps rows instead
-		}
-		d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return nvml.ClocksEventReasonNone, nvml.SUCCESS }
-		d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 4, nvml.SUCCESS }
-		d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
-		d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 4, nvml.SUCCESS }
-		d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
-		d.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
-			if link >= 12 {
-				return 0, nvml.ERROR_INVALID_ARGUMENT // A100 has 12 links
-			}
-			return nvml.FEATURE_ENABLED, nvml.SUCCESS
-		}
-	}
-	return srv
-}
+// healthyDGX is nvmlmock's healthy DGX A100 (see there).
+func healthyDGX() *dgxa100.Server { return nvmlmock.HealthyDGXA100() }
 
 func dev(srv *dgxa100.Server, i int) *dgxa100.Device { return srv.Devices[i].(*dgxa100.Device) }
 

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -53,7 +52,7 @@ var (
 // `test/tools/build.sh path` prints), then on $PATH for Debian tools. A missing binary is
 // built with `test/tools/build.sh <component>`, the same code path as `make tools`; if it
 // still cannot be found the test fails. Binary never skips.
-func Binary(t testing.TB, name string) string {
+func Binary(t TB, name string) string {
 	t.Helper()
 	path, err := findBinary(name)
 	if err == nil {

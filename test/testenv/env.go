@@ -46,12 +46,25 @@ type Options struct {
 	Prometheus *PrometheusOptions
 }
 
+// TB is the part of testing.TB the harness uses. Tests pass their *testing.T; the
+// local demo (faultline demo) runs the same harness outside a test with its own TB.
+type TB interface {
+	Helper()
+	Logf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Cleanup(func())
+	TempDir() string
+	Failed() bool
+}
+
 // Integration skips the calling test in -short mode with SkipMessage, unless CI=true:
 // under CI an integration test never skips. Start calls it, so tests only need it to
-// skip before doing other expensive work.
-func Integration(t testing.TB) {
+// skip before doing other expensive work. Outside a test binary it does nothing.
+func Integration(t TB) {
 	t.Helper()
-	if testing.Short() && os.Getenv("CI") != "true" {
+	if testing.Testing() && testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip(SkipMessage)
 	}
 }
@@ -76,7 +89,7 @@ type Env struct {
 // t.TempDir(), and waits until each is ready. It registers a cleanup that stops them
 // all and, if the test failed, logs the last lines of each component's log. In -short
 // mode (and CI unset) it skips the test; otherwise any failure is fatal.
-func Start(t testing.TB, o Options) *Env {
+func Start(t TB, o Options) *Env {
 	t.Helper()
 	Integration(t)
 	if o.ControllerManager {
@@ -195,7 +208,7 @@ func (e *Env) launch(c Component, build func() (procSpec, error)) error {
 
 // Stop stops a running component gracefully (SIGTERM, then SIGKILL after a grace
 // period), keeping its data, for fault injection. Start brings it back on the same port.
-func (e *Env) Stop(t testing.TB, c Component) {
+func (e *Env) Stop(t TB, c Component) {
 	t.Helper()
 	e.mu.Lock()
 	p := e.procs[c]
@@ -213,7 +226,7 @@ func (e *Env) Stop(t testing.TB, c Component) {
 
 // Start restarts a component stopped with Stop on the same port, with the same data
 // and configuration, and waits until it is ready.
-func (e *Env) Start(t testing.TB, c Component) {
+func (e *Env) Start(t TB, c Component) {
 	t.Helper()
 	e.mu.Lock()
 	p, spec := e.procs[c], e.specs[c]
@@ -254,16 +267,16 @@ func (e *Env) Running(c Component) bool {
 }
 
 // StopLoki stops Loki; see Stop.
-func (e *Env) StopLoki(t testing.TB) { t.Helper(); e.Stop(t, Loki) }
+func (e *Env) StopLoki(t TB) { t.Helper(); e.Stop(t, Loki) }
 
 // StartLoki restarts Loki on the same port with the same data; see Start.
-func (e *Env) StartLoki(t testing.TB) { t.Helper(); e.Start(t, Loki) }
+func (e *Env) StartLoki(t TB) { t.Helper(); e.Start(t, Loki) }
 
 // StopAPIServer stops kube-apiserver (etcd keeps running); see Stop.
-func (e *Env) StopAPIServer(t testing.TB) { t.Helper(); e.Stop(t, APIServer) }
+func (e *Env) StopAPIServer(t TB) { t.Helper(); e.Stop(t, APIServer) }
 
 // StartAPIServer restarts kube-apiserver on the same port; see Start.
-func (e *Env) StartAPIServer(t testing.TB) { t.Helper(); e.Start(t, APIServer) }
+func (e *Env) StartAPIServer(t TB) { t.Helper(); e.Start(t, APIServer) }
 
 // processIDs returns the pids of every process the harness runs (components and their
 // watchdogs), keyed by a descriptive name.
@@ -288,7 +301,7 @@ func (e *Env) processIDs() map[string]int {
 
 // cleanup kills every process (no grace: the data is thrown away) and, when the test
 // failed, logs the tail of each component's log.
-func (e *Env) cleanup(t testing.TB) {
+func (e *Env) cleanup(t TB) {
 	e.mu.Lock()
 	procs := make([]*process, 0, len(e.procs))
 	for _, c := range e.order {
@@ -307,7 +320,7 @@ func (e *Env) cleanup(t testing.TB) {
 	e.dumpLogs(t, 100)
 }
 
-func (e *Env) dumpLogs(t testing.TB, lines int) {
+func (e *Env) dumpLogs(t TB, lines int) {
 	entries, err := filepath.Glob(filepath.Join(e.dir, "*.log"))
 	if err != nil {
 		return

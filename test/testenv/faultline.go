@@ -7,25 +7,24 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // BuildFaultline builds the faultline binary from this checkout into a temp dir, for
 // tests that run a component as its own process (to kill it, or to measure it). It
 // is built as `make build` builds it: without cgo, a static binary (the probe agent's
 // image adds cgo for NVML; see BuildFaultlineCgo).
-func BuildFaultline(t testing.TB) string {
+func BuildFaultline(t TB) string {
 	t.Helper()
 	return buildFaultline(t, "0")
 }
 
 // BuildFaultlineCgo builds faultline with cgo, as the probe agent's image does (NVML).
-func BuildFaultlineCgo(t testing.TB) string {
+func BuildFaultlineCgo(t TB) string {
 	t.Helper()
 	return buildFaultline(t, "1")
 }
 
-func buildFaultline(t testing.TB, cgo string) string {
+func buildFaultline(t TB, cgo string) string {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {

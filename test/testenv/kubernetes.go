@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -313,7 +312,7 @@ func (e *Env) APIServerURL() string { return e.kubeOrPanic().host }
 // ServiceAccountToken makes sure namespace and the ServiceAccount exist and returns a
 // token for it minted with the TokenRequest API (valid for an hour). The account has
 // no permissions until the test grants some with RBAC.
-func (e *Env) ServiceAccountToken(t testing.TB, namespace, name string) string {
+func (e *Env) ServiceAccountToken(t TB, namespace, name string) string {
 	t.Helper()
 	cs := e.Clientset()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -132,7 +131,7 @@ func (e *Env) PrometheusURL() string { return e.promOrPanic().url }
 // AddScrapeTarget adds targets to the running Prometheus (rewrites its configuration
 // and POSTs /-/reload) and waits until Prometheus lists them as active targets. Use it
 // when the thing to scrape starts after Prometheus.
-func (e *Env) AddScrapeTarget(t testing.TB, targets ...ScrapeTarget) {
+func (e *Env) AddScrapeTarget(t TB, targets ...ScrapeTarget) {
 	t.Helper()
 	st := e.promOrPanic()
 	e.mu.Lock()
