@@ -1,0 +1,147 @@
+{{/* Chart name. */}}
+{{- define "faultline.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: the release name when it contains the chart name, else <release>-<chart>. */}}
+{{- define "faultline.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object; call with (dict "ctx" $ "component" "controller"). */}}
+{{- define "faultline.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "faultline.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: faultline
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels; call with (dict "ctx" $ "component" "controller"). */}}
+{{- define "faultline.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "faultline.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The faultline image (controller, exporter). */}}
+{{- define "faultline.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The probe-agent image. */}}
+{{- define "faultline.probeAgentImage" -}}
+{{- printf "%s:%s" .Values.probeAgent.image.repository (default .Chart.AppVersion .Values.probeAgent.image.tag) -}}
+{{- end -}}
+
+{{/* ServiceAccount names. */}}
+{{- define "faultline.controllerServiceAccount" -}}
+{{- if .Values.controller.serviceAccount.create -}}
+{{- default (printf "%s-controller" (include "faultline.fullname" .)) .Values.controller.serviceAccount.name -}}
+{{- else -}}
+{{- required "controller.serviceAccount.name is required when controller.serviceAccount.create is false" .Values.controller.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "faultline.exporterServiceAccount" -}}
+{{- if .Values.exporter.serviceAccount.create -}}
+{{- default (printf "%s-dmesg-exporter" (include "faultline.fullname" .)) .Values.exporter.serviceAccount.name -}}
+{{- else -}}
+{{- required "exporter.serviceAccount.name is required when exporter.serviceAccount.create is false" .Values.exporter.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "faultline.probeAgentServiceAccount" -}}
+{{- if .Values.probeAgent.serviceAccount.create -}}
+{{- default (printf "%s-probe-agent" (include "faultline.fullname" .)) .Values.probeAgent.serviceAccount.name -}}
+{{- else -}}
+{{- required "probeAgent.serviceAccount.name is required when probeAgent.serviceAccount.create is false" .Values.probeAgent.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Loki base URL without a trailing slash. */}}
+{{- define "faultline.lokiURL" -}}
+{{- required "loki.url is required" .Values.loki.url | trimSuffix "/" -}}
+{{- end -}}
+
+{{/* The Secret and key holding Loki's basic-auth password ("" when none). */}}
+{{- define "faultline.lokiPasswordSecret" -}}
+{{- if .Values.loki.basicAuth.existingSecret -}}
+{{- .Values.loki.basicAuth.existingSecret -}}
+{{- else if .Values.loki.basicAuth.password -}}
+{{- printf "%s-loki" (include "faultline.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "faultline.lokiPasswordKey" -}}
+{{- if .Values.loki.basicAuth.existingSecret -}}
+{{- .Values.loki.basicAuth.existingSecretKey -}}
+{{- else -}}
+password
+{{- end -}}
+{{- end -}}
+
+{{/* The collector's Service name. */}}
+{{- define "faultline.collectorName" -}}
+{{- printf "%s-otel-collector" (include "faultline.fullname" .) -}}
+{{- end -}}
+
+{{/* Where the exporter sends OTLP. */}}
+{{- define "faultline.otlpEndpoint" -}}
+{{- if .Values.exporter.otlpEndpoint -}}
+{{- .Values.exporter.otlpEndpoint | trimSuffix "/" -}}
+{{- else if .Values.collector.enabled -}}
+{{- printf "http://%s.%s.svc:%d" (include "faultline.collectorName" .) .Release.Namespace (int .Values.collector.port) -}}
+{{- else -}}
+{{- fail "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Key=value,... of a label map (for --probe-node-selector). */}}
+{{- define "faultline.selectorString" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := . -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
+{{/* The name of the user packs ConfigMap ("" when there are none). */}}
+{{- define "faultline.userPacksConfigMap" -}}
+{{- if .Values.packs.existingConfigMap -}}
+{{- .Values.packs.existingConfigMap -}}
+{{- else if .Values.packs.user -}}
+{{- printf "%s-packs" (include "faultline.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod security context shared by the non-root pods. */}}
+{{- define "faultline.nonRootPodSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Container security context of the non-root containers. */}}
+{{- define "faultline.restrictedContainerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end -}}
