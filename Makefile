@@ -10,7 +10,7 @@ GOTESTFLAGS ?=
 export CGO_ENABLED ?= 1
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build build-cgo cuda test test-unit lint bench tools rules-test fuzz clean
+.PHONY: all build build-cgo cuda demo test test-unit lint bench tools rules-test fuzz clean
 
 all: build
 
@@ -22,6 +22,11 @@ build:
 ## cuda: compile the CUDA programs of the pciebw and dgemm probes (bin/cuda/)
 cuda:
 	cuda/build.sh $(BIN)/cuda
+
+## demo: faultline's main job on this machine with the real components (faultline demo)
+DEMO_FLAGS ?=
+demo: build-cgo
+	$(BIN)/cgo/faultline demo $(DEMO_FLAGS)
 
 build-cgo:
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/cgo/faultline ./cmd/faultline

@@ -1,0 +1,109 @@
+package demo_test
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// `faultline demo --once` plays the scenario with the real components and exits 0
+// only if every outcome held.
+func TestDemoOnce(t *testing.T) {
+	testenv.Integration(t)
+	bin := testenv.BuildFaultlineCgo(t)
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "demo", "--once")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	err := cmd.Run()
+	t.Logf("faultline demo --once: %s\n%s", time.Since(t0).Round(time.Millisecond), out.String())
+	if err != nil {
+		t.Fatalf("faultline demo --once: %v", err)
+	}
+	for _, want := range []string{"PASS  Xid 13 on gpu-1 → an Event", "PASS  Xid 79 on gpu-3 → tainted", "PASS  link flaps on gpu-2",
+		"PASS  LogQL finds the Xid line", "PASS  nvml passes on every node", "all 6 outcomes held"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// Without --once the demo stays up, says how to try things by hand, and on Ctrl-C
+// stops every process it started.
+func TestDemoStaysUpAndCleansUp(t *testing.T) {
+	testenv.Integration(t)
+	bin := testenv.BuildFaultlineCgo(t)
+	dir := filepath.Join(t.TempDir(), "demo")
+	cmd := exec.Command(bin, "demo", "--dir", dir)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var out strings.Builder
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		once := false
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if !once && strings.Contains(sc.Text(), "Logs of every component") {
+				once = true
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("demo did not come up:\n%s", out.String())
+	}
+	// The components are running now: their command lines name the demo's directory.
+	if n := processesUsing(t, dir); n < 7 {
+		t.Fatalf("%d processes use %s; want etcd, kube-apiserver, Loki, the collector, 5 exporters and the controller", n, dir)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		pw.Close()
+		if err != nil {
+			t.Errorf("demo after Ctrl-C: %v\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo did not stop within 60s of Ctrl-C")
+	}
+	if n := processesUsing(t, dir); n != 0 {
+		t.Errorf("%d processes still use %s after the demo stopped", n, dir)
+	}
+}
+
+// processesUsing counts processes whose command line mentions dir.
+func processesUsing(t *testing.T, dir string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(dir)) {
+			n++
+		}
+	}
+	return n
+}
