@@ -399,7 +399,7 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 
 	// The hourly nvml round, once now through the API, so every node has a health label.
 	d.step("A first round of the nvml check on every node (POST %s/api/v1/probes; scheduled hourly by default)", d.api)
-	body := fmt.Sprintf(`{"selector":"nvidia.com/gpu.present=true","checks":["nvml"],"params":{"nvml":{"expected_gpus":"8"}}}`)
+	body := `{"selector":"nvidia.com/gpu.present=true","checks":["nvml"],"params":{"nvml":{"expected_gpus":"8"}}}`
 	resp, err := http.Post(d.api+"/api/v1/probes", "application/json", strings.NewReader(body))
 	if err != nil {
 		d.tb.Fatalf("start the nvml round: %v", err)
