@@ -572,10 +572,10 @@ func TestValuesFiles(t *testing.T) {
 
 	t.Run("existing-collector", func(t *testing.T) {
 		objs := parse(t, render(t, caseNamed(t, "existing-collector")))
-		if n := objs.find("Deployment", "faultline-otel-collector"); n != nil {
+		if n := objs.find("Deployment", "ex-faultline-otel-collector"); n != nil {
 			t.Error("collector rendered with collector.enabled=false")
 		}
-		ex := daemonSet(t, objs, "faultline-dmesg-exporter")
+		ex := daemonSet(t, objs, "ex-faultline-dmesg-exporter")
 		spec := &ex.Spec.Template.Spec
 		ec := container(t, spec, "dmesg-exporter")
 		for _, a := range []string{"--otlp-endpoint=http://otel-collector.monitoring.svc:4318", "--pod-namespace=train-.*",
@@ -591,7 +591,7 @@ func TestValuesFiles(t *testing.T) {
 			t.Errorf("exporter security context %+v", sc)
 		}
 		// podLogs.labelSelector: pods list+watch, and a token to use them.
-		cr := clusterRole(t, objs, "faultline-dmesg-exporter")
+		cr := clusterRole(t, objs, "ex-faultline-dmesg-exporter")
 		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}}}
 		if !reflect.DeepEqual(cr.Rules, want) {
 			t.Errorf("exporter ClusterRole rules %+v, want %+v", cr.Rules, want)
@@ -599,7 +599,7 @@ func TestValuesFiles(t *testing.T) {
 		if spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
 			t.Error("the exporter needs its ServiceAccount token for --pod-label-selector")
 		}
-		ctl := deployment(t, objs, "faultline-controller")
+		ctl := deployment(t, objs, "ex-faultline-controller")
 		cc := container(t, &ctl.Spec.Template.Spec, "controller")
 		for _, a := range []string{"--loki-url=https://loki.example.com", "--loki-tenant=gpu-fleet", "--loki-username=faultline",
 			"--packs=/etc/faultline/packs/user", "--budget-percent=5", "--budget-max=20", "--node-condition=true", "--storm-share=0.3"} {
@@ -613,13 +613,13 @@ func TestValuesFiles(t *testing.T) {
 		if v, _ := mountAt(&ctl.Spec.Template.Spec, cc, "/etc/faultline/packs/user"); v == nil || v.ConfigMap == nil || v.ConfigMap.Name != "site-packs" {
 			t.Errorf("user packs volume %+v, want ConfigMap site-packs", v)
 		}
-		if objs.find("ConfigMap", "faultline-packs") != nil || objs.find("Secret", "faultline-loki") != nil {
+		if objs.find("ConfigMap", "ex-faultline-packs") != nil || objs.find("Secret", "ex-faultline-loki") != nil {
 			t.Error("a ConfigMap or Secret rendered for what exists already")
 		}
-		if objs.find("NetworkPolicy", "faultline-controller") == nil {
+		if objs.find("NetworkPolicy", "ex-faultline-controller") == nil {
 			t.Error("no controller NetworkPolicy with controller.networkPolicy.enabled")
 		}
-		pa := daemonSet(t, objs, "faultline-probe-agent")
+		pa := daemonSet(t, objs, "ex-faultline-probe-agent")
 		pc := container(t, &pa.Spec.Template.Spec, "probe-agent")
 		for _, a := range []string{"--command=dcgmi=/usr/bin/dcgmi", "--command=dgemm=/usr/local/bin/dgemm", "--command=iperf3=/usr/bin/iperf3",
 			"--command=pciebw=/usr/local/bin/pciebw", "--command=ping=/usr/bin/ping", "--timeout=dgemm=10m"} {

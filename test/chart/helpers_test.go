@@ -52,11 +52,13 @@ type renderCase struct {
 }
 
 // cases are the renders the tests check and apply: the defaults, the defaults with
-// the Prometheus Operator's API present, and every testdata values file.
+// the Prometheus Operator's API present, and every testdata values file. Release names
+// differ so that cluster-scoped objects (ClusterRoles, bindings) do not collide when
+// TestApply applies them all to one apiserver.
 var cases = []renderCase{
 	{name: "defaults", release: "faultline", namespace: "faultline"},
-	{name: "defaults-monitoring", release: "faultline", namespace: "faultline-mon", apiVersions: []string{monitoringAPI}},
-	{name: "existing-collector", release: "faultline", namespace: "fl-existing", valuesFile: "values-existing-collector.yaml", apiVersions: []string{monitoringAPI}},
+	{name: "defaults-monitoring", release: "mon", namespace: "faultline-mon", apiVersions: []string{monitoringAPI}},
+	{name: "existing-collector", release: "ex", namespace: "fl-existing", valuesFile: "values-existing-collector.yaml", apiVersions: []string{monitoringAPI}},
 	{name: "direct-loki", release: "site", namespace: "fl-direct", valuesFile: "values-direct-loki.yaml", apiVersions: []string{monitoringAPI}},
 	{name: "collector-auth", release: "gpu", namespace: "fl-auth", valuesFile: "values-collector-auth.yaml"},
 }

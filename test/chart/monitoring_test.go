@@ -1,0 +1,276 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// TestMonitoring renders with the Prometheus Operator's API present: a
+// ServiceMonitor per component, each selecting exactly one of the chart's Services by
+// a port that Service has, and a PrometheusRule whose rules promtool accepts.
+func TestMonitoring(t *testing.T) {
+	testenv.Integration(t)
+	promtool := filepath.Join(filepath.Dir(testenv.Binary(t, "prometheus")), "promtool")
+	if _, err := os.Stat(promtool); err != nil {
+		t.Fatalf("promtool is not beside prometheus: %v", err)
+	}
+	for _, name := range []string{"defaults-monitoring", "existing-collector", "direct-loki"} {
+		t.Run(name, func(t *testing.T) {
+			c := caseNamed(t, name)
+			objs := parse(t, render(t, c))
+			sms := objs.ofKind("ServiceMonitor")
+			wantSM := len(objs.ofKind("Deployment")) + len(objs.ofKind("DaemonSet"))
+			if len(sms) != wantSM {
+				t.Errorf("%d ServiceMonitors for %d workloads", len(sms), wantSM)
+			}
+			for _, sm := range sms {
+				var spec struct {
+					Selector struct {
+						MatchLabels map[string]string `json:"matchLabels"`
+					} `json:"selector"`
+					NamespaceSelector struct {
+						MatchNames []string `json:"matchNames"`
+					} `json:"namespaceSelector"`
+					Endpoints []struct {
+						Port string `json:"port"`
+						Path string `json:"path"`
+					} `json:"endpoints"`
+				}
+				remarshal(t, sm.Object["spec"], &spec)
+				if len(spec.NamespaceSelector.MatchNames) != 1 || spec.NamespaceSelector.MatchNames[0] != c.namespace {
+					t.Errorf("ServiceMonitor %s namespaceSelector %v", sm.GetName(), spec.NamespaceSelector.MatchNames)
+				}
+				var matched []*corev1.Service
+				for _, u := range objs.ofKind("Service") {
+					s := convert[corev1.Service](t, u)
+					if labels.SelectorFromSet(spec.Selector.MatchLabels).Matches(labels.Set(s.Labels)) {
+						matched = append(matched, s)
+					}
+				}
+				if len(matched) != 1 {
+					t.Errorf("ServiceMonitor %s selects %d Services", sm.GetName(), len(matched))
+					continue
+				}
+				for _, ep := range spec.Endpoints {
+					found := false
+					for _, p := range matched[0].Spec.Ports {
+						found = found || p.Name == ep.Port
+					}
+					if !found || ep.Path != "/metrics" {
+						t.Errorf("ServiceMonitor %s endpoint %+v: Service %s has no such port", sm.GetName(), ep, matched[0].Name)
+					}
+				}
+			}
+
+			rules := objs.ofKind("PrometheusRule")
+			if len(rules) != 1 {
+				t.Fatalf("%d PrometheusRules", len(rules))
+			}
+			groups, err := yaml.Marshal(map[string]any{"groups": lookup(rules[0].Object, "spec", "groups")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "rules.yaml")
+			if err := os.WriteFile(file, groups, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
+				t.Fatalf("promtool check rules: %v\n%s\n%s", err, out, groups)
+			}
+			if !bytes.Contains(groups, []byte(`namespace="`+c.namespace+`"`)) {
+				t.Errorf("the rules do not select the release namespace %s", c.namespace)
+			}
+		})
+	}
+	// Without the API the objects are left out, whatever the values say.
+	if objs := parse(t, render(t, caseNamed(t, "defaults"))); len(objs.ofKind("ServiceMonitor"))+len(objs.ofKind("PrometheusRule")) != 0 {
+		t.Error("monitoring objects rendered without monitoring.coreos.com/v1")
+	}
+}
+
+func remarshal(t testing.TB, in, out any) {
+	t.Helper()
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCollectorToLoki runs the real collector (the test build of the pinned release)
+// with the configuration the chart generates, pointed at a real Loki: the config
+// validates, and an OTLP log record sent to it the way the exporter sends one lands
+// in Loki under the node and source labels the controller's selectors use.
+func TestCollectorToLoki(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Loki: true})
+	otelcol := testenv.Binary(t, "otelcol-faultline")
+	c := caseNamed(t, "defaults")
+	c.sets = []string{"loki.url=" + env.LokiURL()}
+	cfg := collectorConfig(t, parse(t, render(t, c)), "faultline-otel-collector")
+	if got := lookup(cfg, "exporters", "otlphttp/loki", "endpoint"); got != env.LokiURL()+"/otlp" {
+		t.Fatalf("collector exports to %v, want %s/otlp", got, env.LokiURL())
+	}
+
+	dir := t.TempDir()
+	write := func(name string, v any) string {
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if out, err := exec.Command(otelcol, "validate", "--config="+write("rendered.yaml", cfg)).CombinedOutput(); err != nil {
+		t.Fatalf("the chart's collector config does not validate: %v\n%s", err, out)
+	}
+
+	// Run it on loopback: only the listen addresses change.
+	ports := freePorts(t, 2)
+	lookup(cfg, "receivers", "otlp", "protocols", "http").(map[string]any)["endpoint"] = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	prom := lookup(cfg, "service", "telemetry", "metrics", "readers").([]any)[0]
+	pm := lookup(prom.(map[string]any), "pull", "exporter", "prometheus").(map[string]any)
+	pm["host"], pm["port"] = "127.0.0.1", ports[1]
+	cmd := exec.Command(otelcol, "--config="+write("run.yaml", cfg))
+	logf, err := os.Create(filepath.Join(dir, "otelcol.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("collector log:\n%s", b)
+		}
+	})
+
+	// One record as the exporter sends it (OTLP/HTTP; JSON here), resource attributes
+	// node and source.
+	line := "NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus. chart-test " + strconv.FormatInt(time.Now().UnixNano(), 10)
+	now := time.Now()
+	body := fmt.Sprintf(`{"resourceLogs":[{"resource":{"attributes":[
+		{"key":"node","value":{"stringValue":"gpu-chart-1"}},{"key":"source","value":{"stringValue":"kernel"}},
+		{"key":"k8s.node.name","value":{"stringValue":"gpu-chart-1"}}]},
+		"scopeLogs":[{"logRecords":[{"timeUnixNano":"%d","body":{"stringValue":%q}}]}]}]}`, now.UnixNano(), line)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/logs", ports[0]), "application/json", strings.NewReader(body))
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			err = fmt.Errorf("%s: %s", resp.Status, b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("send OTLP to the collector: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	query := `{node="gpu-chart-1", source="kernel"}`
+	for {
+		lines, err := lokiLines(env.LokiURL(), query, now.Add(-time.Minute), time.Now().Add(time.Minute))
+		if err == nil && len(lines) == 1 && lines[0] == line {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Loki has %q for %s (err %v), want the line sent through the collector", lines, query, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// lokiLines runs a LogQL query with query_range and returns the lines.
+func lokiLines(lokiURL, query string, start, end time.Time) ([]string, error) {
+	q := url.Values{"query": {query}, "start": {strconv.FormatInt(start.UnixNano(), 10)},
+		"end": {strconv.FormatInt(end.UnixNano(), 10)}, "limit": {"100"}, "direction": {"forward"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lokiURL+"/loki/api/v1/query_range?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("query_range: %s: %s", resp.Status, b)
+	}
+	var r struct {
+		Data struct {
+			Result []struct {
+				Values [][2]string `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range r.Data.Result {
+		for _, v := range s.Values {
+			out = append(out, v[1])
+		}
+	}
+	return out, nil
+}
