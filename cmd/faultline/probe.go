@@ -211,8 +211,9 @@ func summarizeValues(r probe.Result) string {
 			}
 		}
 	}
+	node := map[string]bool{}
 	for k, v := range r.Values {
-		min[k] = v
+		min[k], node[k] = v, true
 	}
 	keys := make([]string, 0, len(min))
 	for k := range min {
@@ -228,8 +229,8 @@ func summarizeValues(r probe.Result) string {
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		op := "="
-		if len(r.Devices) > 1 {
-			op = "≥"
+		if len(r.Devices) > 1 && !node[k] {
+			op = "≥" // the minimum over the devices
 		}
 		parts[i] = k + op + strconv.FormatFloat(min[k], 'f', -1, 64)
 	}

@@ -702,7 +702,7 @@ func (d *demo) tryIt() {
 	d.step("Everything keeps running until Ctrl-C. Try it by hand:")
 	d.say(`
   export KUBECONFIG=%s
-  %s get nodes -L faultline.io/health
+  %s get nodes -o custom-columns='NAME:.metadata.name,HEALTH:.metadata.labels.faultline\.io/health,TAINTS:.spec.taints[*].value'
   %s get events -A --field-selector involvedObject.kind=Node
   %s get node gpu-3 -o jsonpath='{.metadata.annotations.faultline\.io/evidence}'
 
@@ -714,7 +714,7 @@ func (d *demo) tryIt() {
   Loki (Grafana data source or logcli): %s
     {source="kernel"} |~ "Xid|SXid|AER|Link down"
   Write your own kernel line on gpu-4, as the kernel would (priority, sequence, µs since boot):
-    echo "3,100000,$(awk '{printf "%%d", $1*1000000}' /proc/uptime),-;NVRM: Xid (PCI:0000:07:00): 48, pid=1, name=x, An uncorrectable double bit error" >> %s
+    f=%s; echo "3,$(( $(wc -l < $f) + 1 )),$(awk '{printf "%%.0f", $1*1000000}' /proc/uptime),-;NVRM: Xid (PCI:0000:07:00): 48, pid=1, name=x, An uncorrectable double bit error" >> $f
 
   Logs of every component: %s`,
 		d.env.Kubeconfig(), kubectl, kubectl, kubectl,
