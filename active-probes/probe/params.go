@@ -95,6 +95,9 @@ type ParamSpec struct {
 	// MaxItems bounds the length of an intlist (0: 64).
 	MaxItems int    `json:"max_items,omitempty"`
 	Help     string `json:"help"`
+	// Check, when set, validates a value further once its type is right (a DNS
+	// name, a resource quantity).
+	Check func(string) error `json:"-"`
 }
 
 // Schema is a probe's list of parameters.
@@ -188,6 +191,16 @@ func (ps ParamSpec) checkRange(v float64, unit string) error {
 func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func (ps ParamSpec) validate(v string) error {
+	if err := ps.validateType(v); err != nil {
+		return err
+	}
+	if ps.Check != nil {
+		return ps.Check(v)
+	}
+	return nil
+}
+
+func (ps ParamSpec) validateType(v string) error {
 	switch ps.Type {
 	case TypeString, "":
 		if len(v) > 256 {
