@@ -42,7 +42,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, nodes ...string) *cluster {
 	t.Helper()
-	env := testenv.Start(t, testenv.Options{Kubernetes: true, Loki: true})
+	return newClusterWith(t, testenv.Options{Kubernetes: true, Loki: true}, nodes...)
+}
+
+func newClusterWith(t *testing.T, o testenv.Options, nodes ...string) *cluster {
+	t.Helper()
+	env := testenv.Start(t, o)
 	c := &cluster{t: t, env: env, cs: env.Clientset(), loki: env.LokiURL()}
 	ctx := context.Background()
 	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agent/rbac"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/active-probes/pvc"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -123,7 +124,8 @@ type probeSetup struct {
 }
 
 func newProbeSetup(t *testing.T) *probeSetup {
-	cl := newCluster(t, "gpu-a", "gpu-b", "gpu-c", "gpu-d")
+	// kube-controller-manager too: the pvc check's claims bind and are deleted for real.
+	cl := newClusterWith(t, testenv.Options{ControllerManager: true, Loki: true}, "gpu-a", "gpu-b", "gpu-c", "gpu-d")
 	// The real iperf3 and ping, for the network probes between agents.
 	net := []string{"--command", "iperf3=" + testenv.Binary(t, "iperf3"), "--command", "ping=" + testenv.Binary(t, "ping")}
 	bin := testenv.BuildFaultline(t)
@@ -256,7 +258,11 @@ func counterWith(t *testing.T, r *running, name string, labels map[string]string
 func TestManualProbes(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
-	r := cl.start(options{probes: s.probeConfig()})
+	pc := s.probeConfig()
+	local := probe.NewRegistry()
+	local.MustRegister(pvc.Spec(cl.cs, ns))
+	pc.Local = probe.NewRunner(local, probe.Config{}, nil)
+	r := cl.start(options{probes: pc})
 	srv := httptest.NewServer(r.c.Handler())
 	t.Cleanup(srv.Close)
 
@@ -306,6 +312,20 @@ func TestManualProbes(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s: %d %s", bad, resp.StatusCode, msg)
 		}
+	}
+
+	// The pvc check runs in the controller, once per run (node "" in the run): a class
+	// with no volumes (no controller-manager here either) fails after its timeout.
+	pvcRun, err := r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
+		Params: map[string]probe.Params{"pvc": {"storage_class": "nowhere", "timeout": "1s"}}}, probes.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	pvcRun, err = r.c.Probes().Wait(wctx, pvcRun.ID)
+	wcancel()
+	if err != nil || len(pvcRun.Nodes) != 1 || pvcRun.Nodes[0].Node != probes.ClusterNode || pvcRun.Nodes[0].Status != probe.StatusFail {
+		t.Errorf("pvc run: %+v %v", pvcRun, err)
 	}
 
 	// Autopilot-compatible /status

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 )
@@ -134,7 +135,7 @@ func (p *Probe) Run(ctx context.Context, params probe.Params) (probe.Result, err
 			// The caller may be gone (cancelled, timed out): the claim must not stay.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cleanupTimeout())
 			defer cancel()
-			_, _ = p.remove(cctx, ns, claim.Name)
+			_, _, _ = p.remove(cctx, ns, claim.Name)
 		}
 	}()
 
@@ -156,9 +157,9 @@ func (p *Probe) Run(ctx context.Context, params probe.Params) (probe.Result, err
 		return probe.Result{}, err
 	}
 	rctx, rcancel := context.WithTimeout(ctx, p.cleanupTimeout())
-	took, err := p.remove(rctx, ns, claim.Name)
+	took, accepted, err := p.remove(rctx, ns, claim.Name)
 	rcancel()
-	deleted = err == nil
+	deleted = accepted // a claim held by a finalizer goes once it is released; no second wait
 	if err != nil {
 		dev.Status = probe.Worst(dev.Status, probe.StatusWarn)
 		dev.Message += "; deletion: " + err.Error()
@@ -244,39 +245,47 @@ func (p *Probe) why(ctx context.Context, ns, name string) string {
 	return fmt.Sprintf(": %s: %s", e.Reason, e.Message)
 }
 
-// remove deletes a claim and waits until it is gone; it returns how long that took.
-func (p *Probe) remove(ctx context.Context, ns, name string) (time.Duration, error) {
+// remove deletes a claim and waits until it is gone; it returns how long that took
+// and whether the deletion was accepted (a claim can stay, terminating, while a
+// finalizer holds it).
+func (p *Probe) remove(ctx context.Context, ns, name string) (time.Duration, bool, error) {
 	start := time.Now()
 	claims := p.Client.CoreV1().PersistentVolumeClaims(ns)
 	err := claims.Delete(ctx, name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
-		return time.Since(start), nil
+		return time.Since(start), true, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("delete claim %s: %w", name, err)
+		return 0, false, fmt.Errorf("delete claim %s: %w", name, err)
 	}
+	err = waitGone(ctx, claims, name)
+	return time.Since(start), true, err
+}
+
+// waitGone waits until the claim no longer exists.
+func waitGone(ctx context.Context, claims typedcorev1.PersistentVolumeClaimInterface, name string) error {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	for {
 		l, err := claims.List(ctx, metav1.ListOptions{FieldSelector: sel})
 		if err != nil {
-			return 0, fmt.Errorf("claim %s: %w", name, err)
+			return fmt.Errorf("claim %s: %w", name, err)
 		}
 		if len(l.Items) == 0 {
-			return time.Since(start), nil
+			return nil
 		}
 		w, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.ResourceVersion})
 		if err != nil {
-			return 0, fmt.Errorf("watch claim %s: %w", name, err)
+			return fmt.Errorf("watch claim %s: %w", name, err)
 		}
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Deleted {
 				w.Stop()
-				return time.Since(start), nil
+				return nil
 			}
 		}
 		w.Stop()
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("claim %s still there (finalizers %v?): %w", name, l.Items[0].Finalizers, ctx.Err())
+			return fmt.Errorf("claim %s still terminating (finalizers %v): %w", name, l.Items[0].Finalizers, ctx.Err())
 		}
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/active-probes/pvc"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/lokisource"
@@ -97,8 +99,15 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			cfg.Client = client
+			reg := prometheus.NewRegistry()
 			if cfg.Probes, err = pf.config(rc); err != nil {
 				return err
+			}
+			if pf.pvc {
+				// The cluster-level checks the controller runs itself.
+				local := probe.NewRegistry()
+				local.MustRegister(pvc.Spec(client, cfg.Namespace))
+				cfg.Probes.Local = probe.NewRunner(local, probe.Config{}, probe.NewMetrics(reg))
 			}
 			cfg.Packs.Defaults = !noDefaults
 			cfg.Decide.RuleBudgets = ruleBudget
@@ -107,7 +116,6 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if pw := os.Getenv("LOKI_PASSWORD"); pw != "" {
 				cfg.Loki.Password = pw
 			}
-			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			cfg.Metrics = controller.NewMetrics(reg)
 			c, err := controller.New(cfg)

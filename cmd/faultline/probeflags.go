@@ -31,6 +31,7 @@ type probeFlags struct {
 	recoverEvery   time.Duration
 	noHealthLabel  bool
 	batch          int
+	pvc            bool
 }
 
 func (p *probeFlags) register(f *pflag.FlagSet) {
@@ -44,6 +45,7 @@ func (p *probeFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&p.recoverEvery, "probe-recover-interval", 10*time.Minute, "how often a tainted node's recovery probes are retried")
 	f.BoolVar(&p.noHealthLabel, "no-health-label", false, "do not set the faultline.io/health node label")
 	f.IntVar(&p.batch, "probe-batch", 10, "nodes probed at once in a run")
+	f.BoolVar(&p.pvc, "pvc-probe", true, "offer the pvc check (claims in --namespace; needs the Role faultline-pvc-probe there)")
 }
 
 func (p *probeFlags) config(rc *rest.Config) (controller.ProbeConfig, error) {

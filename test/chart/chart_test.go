@@ -440,6 +440,7 @@ func TestRBACMatchesRepository(t *testing.T) {
 	ctlCluster := repoRules(t, "controller/rbac/clusterrole.yaml")[0]
 	ctlRole := repoRules(t, "controller/rbac/role.yaml")[0]
 	agent := repoRules(t, "active-probes/agent/rbac/rbac.yaml")
+	pvcRole := repoRules(t, "active-probes/pvc/role.yaml")[0]
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			objs := parse(t, render(t, c))
@@ -491,6 +492,9 @@ func TestRBACMatchesRepository(t *testing.T) {
 			bound("ClusterRoleBinding", full+"-probe-agent", "ClusterRole", full+"-probe-agent", agentSA)
 			// The controller calls the agents: it holds the runner role.
 			bound("ClusterRoleBinding", full+"-probe-runner", "ClusterRole", full+"-probe-runner", ctlSA)
+			// It runs the pvc check itself, in its namespace.
+			same("Role "+full+"-pvc-probe", get[rbacv1.Role](t, objs, "Role", full+"-pvc-probe").Rules, pvcRole)
+			bound("RoleBinding", full+"-pvc-probe", "Role", full+"-pvc-probe", ctlSA)
 		})
 	}
 }
@@ -526,6 +530,7 @@ func TestChartCopiesFresh(t *testing.T) {
 		"controller/rbac/clusterrole.yaml":   chartDir + "/files/rbac/controller-clusterrole.yaml",
 		"controller/rbac/role.yaml":          chartDir + "/files/rbac/controller-role.yaml",
 		"active-probes/agent/rbac/rbac.yaml": chartDir + "/files/rbac/probe-agent.yaml",
+		"active-probes/pvc/role.yaml":        chartDir + "/files/rbac/pvc-probe-role.yaml",
 	}
 	for _, p := range src {
 		pairs["rules/packs/"+filepath.Base(p)] = chartDir + "/packs/" + filepath.Base(p)
