@@ -3,6 +3,8 @@
 // links it under each name; it checks its arguments the way the real program would,
 // then prints a recorded output.
 //
+//	FAULTLINE_FAKE_OUTPUT_<PROG>  (PROG upper-case: PCIEBW, DGEMM, ...) the output file of
+//	                       that program, when several fakes share one environment
 //	FAULTLINE_FAKE_OUTPUT  file whose content goes to stdout (required); <file>.stderr
 //	                       goes to stderr and <file>.exit holds the exit code, if present
 //	FAULTLINE_FAKE_ARGS    file to which the arguments are appended as a JSON array
@@ -59,7 +61,10 @@ func main() {
 			time.Sleep(dur)
 		}
 	}
-	path := os.Getenv("FAULTLINE_FAKE_OUTPUT")
+	path := os.Getenv("FAULTLINE_FAKE_OUTPUT_" + strings.ToUpper(prog))
+	if path == "" {
+		path = os.Getenv("FAULTLINE_FAKE_OUTPUT")
+	}
 	if path == "" {
 		fmt.Fprintf(os.Stderr, "%s (fake): FAULTLINE_FAKE_OUTPUT not set\n", prog)
 		os.Exit(3)
