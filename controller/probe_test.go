@@ -373,7 +373,8 @@ func TestScheduledProbes(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
 	pc := s.probeConfig()
-	pc.Schedules = []controller.Schedule{{Check: "nvml", Every: 300 * time.Millisecond}}
+	// A round (ping ×4 at 0.2 s, to the picked peer) outlasts the 300 ms interval.
+	pc.Schedules = []controller.Schedule{{Check: "ping", Every: 300 * time.Millisecond, Params: probe.Params{"count": "4"}}}
 	pc.AgentURLs = map[string]string{"gpu-a": s.agents["gpu-a"], "gpu-b": s.agents["gpu-b"]}
 	r := cl.start(options{probes: pc})
 	var mu sync.Mutex
@@ -401,6 +402,9 @@ func TestScheduledProbes(t *testing.T) {
 	run := r.c.Probes().List()[0]
 	if len(run.Nodes) != 4 {
 		t.Errorf("round over %d nodes, want the 4 labelled nodes", len(run.Nodes))
+	}
+	if n := counterWith(t, r, "faultline_controller_probe_runs_skipped_total", map[string]string{"check": "ping"}); n < 1 {
+		t.Errorf("no round skipped although each outlasts the interval")
 	}
 }
 
