@@ -342,6 +342,22 @@ func TestManualProbes(t *testing.T) {
 		}
 	}
 
+	// Autopilot's r is the dcgm level (2 is invasive; no dcgmi on this machine: the
+	// result says so instead of passing).
+	resp, err = http.Get(srv.URL + "/status?check=dcgm&host=gpu-b&r=2&format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dr probes.Run
+	if err := json.NewDecoder(resp.Body).Decode(&dr); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(dr.Nodes) != 1 || len(dr.Nodes[0].Results) != 1 || dr.Nodes[0].Results[0].Params["level"] != "2" ||
+		dr.Nodes[0].Results[0].Status == probe.StatusPass {
+		t.Errorf("/status r=2: %+v", dr)
+	}
+
 	// CLI: exit 0 when all passed, 2 when a check failed; progress on stderr.
 	bin := testenv.BuildFaultline(t)
 	for _, tc := range []struct {
