@@ -13,7 +13,7 @@ if [ -n "${NVCC:-}" ]; then
 elif command -v nvcc >/dev/null 2>&1; then
   nvcc=$(command -v nvcc)
 else
-  echo "cuda: no nvcc in \$PATH; using Debian's CUDA 11.8 toolkit (downloaded once, ~70 s, 5 GB in the cache)" >&2
+  echo "cuda: no nvcc in \$PATH; using Debian's CUDA 11.8 toolkit (downloaded once, ~70 s, 1.1 GB kept in the cache)" >&2
   line=$(./nvcc-from-debian.sh | tail -1)
   # line: PATH=<root>/usr/bin:$PATH make -C cuda NVCC=<nvcc>
   nvcc=${line##*NVCC=}
