@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,15 +48,6 @@ type panel struct {
 		QueryType string `json:"queryType"`
 		Instant   bool   `json:"instant"`
 	} `json:"targets"`
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // start runs a faultline component; its output goes to w (or the test log dir).
@@ -178,7 +168,8 @@ func TestDashboardQueries(t *testing.T) {
 		return f
 	}
 
-	agentPort, exporterPort, controllerPort := freePort(t), freePort(t), freePort(t)
+	ports := testenv.FreePorts(t, 3)
+	agentPort, exporterPort, controllerPort := ports[0], ports[1], ports[2]
 	start(t, logFile("agent.log"), []string{
 		"FAULTLINE_FAKE_OUTPUT_PCIEBW=" + filepath.Join(recorded, "pciebw", "dgxa100-gpu3-slow-gpu5-x8.jsonl"),
 		"FAULTLINE_FAKE_OUTPUT_DGEMM=" + filepath.Join(recorded, "dgemm", "dgxa100-pass.jsonl"),

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -376,7 +375,7 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		d.tb.Fatal(err)
 	}
-	port := freePort(d.tb)
+	port := testenv.FreePorts(d.tb, 1)[0]
 	d.api = fmt.Sprintf("http://127.0.0.1:%d", port)
 	var pairs []string
 	for _, n := range d.nodes {
@@ -443,15 +442,6 @@ func (d *demo) kubeconfigFor(token, user string) string {
 		d.tb.Fatal(err)
 	}
 	return path
-}
-
-func freePort(tb *runTB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // waitFor polls cond until it holds or the step times out (a failed check, not an

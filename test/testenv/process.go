@@ -231,6 +231,17 @@ func startWithRetry(build func() (procSpec, error)) (*process, procSpec, error) 
 	return nil, procSpec{}, lastErr
 }
 
+// FreePorts returns n distinct loopback ports that were free a moment ago, for
+// components run outside the harness (a faultline process, an agent).
+func FreePorts(t TB, n int) []int {
+	t.Helper()
+	ports, err := freePorts(n)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return ports
+}
+
 // freePorts returns n distinct loopback ports that were free a moment ago.
 func freePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
