@@ -55,6 +55,11 @@ type Config struct {
 	ReconcileEvery time.Duration
 	// InitialLookback: with no saved position, start this far back (default 10m).
 	InitialLookback time.Duration
+	// EvidenceRefresh: a fault that fires again on a node already carrying its taint
+	// updates the evidence on the Node at most this often (default 30s). A burst of
+	// the same fault must not turn into one Node write (and Event) per line, which
+	// would stall the pipeline behind the client's rate limit.
+	EvidenceRefresh time.Duration
 
 	Metrics *Metrics
 	Log     *slog.Logger
@@ -76,6 +81,7 @@ type Controller struct {
 	leading   bool
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
 	ready     bool
+	refreshed map[string]time.Time // fault key → last evidence write for an already-tainted node
 
 	dispatcher *probes.Dispatcher // nil when probes are off
 	ps         *probeState
@@ -109,6 +115,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.InitialLookback <= 0 {
 		cfg.InitialLookback = 10 * time.Minute
 	}
+	if cfg.EvidenceRefresh <= 0 {
+		cfg.EvidenceRefresh = 30 * time.Second
+	}
 	if cfg.Selectors == nil {
 		cfg.Selectors = lokisource.DefaultSelectors()
 	}
@@ -119,7 +128,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		ps: newProbeState(), kickCh: make(chan struct{}, 1)}
+		refreshed: map[string]time.Time{}, ps: newProbeState(), kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	cfg.Act.DryRun = cfg.Act.DryRun || cfg.Decide.DryRun
@@ -311,6 +320,10 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 	defer func() { c.m.decisions.WithLabelValues(kind, result).Inc() }()
 	switch d.Kind {
 	case decide.KindTaint, decide.KindAlreadyTainted:
+		if d.Kind == decide.KindAlreadyTainted && !c.refreshDue(f.Key()) {
+			result = "recent"
+			return
+		}
 		boot, _ := c.actor.BootID(f.Node)
 		res, err := c.actor.TaintNode(ctx, f, boot)
 		if err != nil {
@@ -443,6 +456,22 @@ func (c *Controller) Reconcile(ctx context.Context) {
 		c.apply(ctx, d)
 	}
 	c.updateGauges()
+}
+
+// refreshDue says whether the evidence of an already-tainted fault may be written
+// now, and notes the write.
+func (c *Controller) refreshDue(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if last, ok := c.refreshed[key]; ok && now.Sub(last) < c.cfg.EvidenceRefresh {
+		return false
+	}
+	if len(c.refreshed) > 100000 {
+		c.refreshed = map[string]time.Time{}
+	}
+	c.refreshed[key] = now
+	return true
 }
 
 // kick asks the reconcile loop for a pass now (recovery probes passed).

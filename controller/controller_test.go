@@ -503,3 +503,32 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return total
 }
+
+// A burst of the same fault on one node is read at once: after the taint, the
+// evidence on the Node is refreshed at most every EvidenceRefresh, not written (and
+// Evented) once per line behind the client's rate limit.
+func TestBurstOfOneFault(t *testing.T) {
+	cl := newCluster(t, "gpu-0", "gpu-1", "gpu-2", "gpu-3")
+	r := cl.start(options{decide: decide.Config{MaxPercent: 50}})
+	const n = 200
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("NVRM: Xid (PCI:0000:3b:00): 79, pid=%d, name=python3, GPU has fallen off the bus.", 1000+i)
+	}
+	t0 := time.Now()
+	cl.push("gpu-3", t0, lines...)
+	cl.waitFor("all lines read", 60*time.Second, func() bool { return counter(t, r.reg, "faultline_controller_lines_total") >= n })
+	took := time.Since(t0)
+	t.Logf("%d lines of one fault read and decided in %s", n, took.Round(time.Millisecond))
+	if !cl.tainted("gpu-3") {
+		t.Fatal("gpu-3 not tainted")
+	}
+	writes := counterWith(t, r, "faultline_controller_decisions_total", map[string]string{"action": "taint", "result": "ok"}) +
+		counterWith(t, r, "faultline_controller_decisions_total", map[string]string{"action": "already-tainted", "result": "ok"})
+	if writes > 2 {
+		t.Errorf("%v Node writes for one fault's burst, want the taint (and at most one refresh)", writes)
+	}
+	if took > 20*time.Second {
+		t.Errorf("a burst of %d lines took %s to read", n, took)
+	}
+}

@@ -94,6 +94,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if err != nil {
 				return err
 			}
+			// A controller over thousands of nodes: client-go's default 5 requests/s
+			// would make the API the pipeline's bottleneck.
+			rc.QPS, rc.Burst = 50, 100
 			client, err := kubernetes.NewForConfig(rc)
 			if err != nil {
 				return err
