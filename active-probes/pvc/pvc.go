@@ -1,12 +1,3 @@
-// Package pvc is the storage probe: it creates a PersistentVolumeClaim of a storage
-// class, waits until it is Bound, deletes it and waits until it is gone — the path a
-// training job's checkpoint volume takes. It runs in the controller (it needs the
-// API, not a node) through the same probe framework as the node probes, so it has
-// the same parameters, timeouts and metrics.
-//
-// Every claim it creates carries the labels below and is deleted on every path
-// (bound, timeout, error, cancelled caller) with a context of its own; a claim left by
-// a controller that died mid-probe is swept at the start of the next run.
 package pvc
 
 import (
@@ -45,26 +36,36 @@ const (
 // Name is the check's name.
 const Name = "pvc"
 
+// SweepAge is how old a leftover claim must be before a run deletes it: longer than
+// the longest run (the timeout's maximum, 20m, plus the cleanup), so a claim of a run
+// still in progress elsewhere is never swept.
+const SweepAge = 30 * time.Minute
+
 // Spec returns the pvc probe's registration for the controller's registry: claims go
-// to namespace unless a run names another.
+// to namespace unless a run names another (with namespace "", every run must name
+// one). The probe is neither default-enabled nor invasive.
 func Spec(client kubernetes.Interface, namespace string) probe.Spec {
-	params := probe.Schema{
-		{Name: "storage_class", Type: probe.TypeString, Required: true, Check: dnsSubdomain,
-			Help: "StorageClass of the claim"},
-		{Name: "size", Type: probe.TypeString, Default: "1Gi", Check: quantity, Help: "requested storage (a resource quantity)"},
-		{Name: "namespace", Type: probe.TypeString, Default: namespace, Check: dnsLabel, Help: "namespace the claim is created in"},
-		{Name: "timeout", Type: probe.TypeDuration, Default: "2m", Min: 1, Max: 1800, Help: "how long the claim may take to bind"},
-		{Name: "access_mode", Type: probe.TypeEnum, Default: string(corev1.ReadWriteOnce),
-			Enum: []string{"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}, Help: "access mode of the claim"},
-	}
 	return probe.Spec{
 		Name: Name,
 		Help: "create a PVC of a storage class, wait until Bound, delete it",
 		TimeoutFor: func(p probe.Params) time.Duration {
 			return p.Duration("timeout") + 45*time.Second // binding, then deletion and cleanup
 		},
-		Params: params,
-		New:    func(probe.Config) probe.Probe { return &Probe{Client: client, SweepAfter: 30 * time.Minute} },
+		Params: schema(namespace),
+		New:    func(probe.Config) probe.Probe { return &Probe{Client: client, SweepAfter: SweepAge} },
+	}
+}
+
+func schema(namespace string) probe.Schema {
+	return probe.Schema{
+		{Name: "storage_class", Type: probe.TypeString, Required: true, Check: dnsSubdomain,
+			Help: "StorageClass of the claim"},
+		{Name: "size", Type: probe.TypeString, Default: "1Gi", Check: quantity, Help: "requested storage (a resource quantity)"},
+		{Name: "namespace", Type: probe.TypeString, Default: namespace, Required: namespace == "", Check: dnsLabel,
+			Help: "namespace the claim is created in"},
+		{Name: "timeout", Type: probe.TypeDuration, Default: "2m", Min: 1, Max: 1200, Help: "how long the claim may take to bind"},
+		{Name: "access_mode", Type: probe.TypeEnum, Default: string(corev1.ReadWriteOnce),
+			Enum: []string{"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}, Help: "access mode of the claim"},
 	}
 }
 
@@ -97,7 +98,7 @@ func quantity(v string) error {
 type Probe struct {
 	Client kubernetes.Interface
 	// SweepAfter: leftover claims of the probe older than this are deleted at the
-	// start of a run (a claim younger than that may belong to a run in progress).
+	// start of a run (a younger claim may belong to a run in progress); 0 means SweepAge.
 	SweepAfter time.Duration
 	// CleanupTimeout bounds the deletion of the probe's own claim (default 30s).
 	CleanupTimeout time.Duration
@@ -106,23 +107,45 @@ type Probe struct {
 // Name implements probe.Probe.
 func (*Probe) Name() string { return Name }
 
-// Run implements probe.Probe.
+// Run implements probe.Probe. Params are the resolved parameters of Spec's schema.
 func (p *Probe) Run(ctx context.Context, params probe.Params) (probe.Result, error) {
 	ns, class := params.String("namespace"), params.String("storage_class")
-	size := resource.MustParse(params.String("size"))
-	if _, err := p.Sweep(ctx, ns, p.SweepAfter); err != nil {
+	if ns == "" || class == "" {
+		return probe.Result{}, errors.New("namespace and storage_class are required")
+	}
+	size, err := resource.ParseQuantity(params.String("size"))
+	if err != nil {
+		return probe.Result{}, fmt.Errorf("size: %w", err)
+	}
+	timeout := params.Duration("timeout")
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	mode := corev1.PersistentVolumeAccessMode(params.String("access_mode"))
+	if mode == "" {
+		mode = corev1.ReadWriteOnce
+	}
+	age := p.SweepAfter
+	if age <= 0 {
+		age = SweepAge
+	}
+	if _, err := p.Sweep(ctx, ns, age); err != nil {
 		return probe.Result{}, err
 	}
 	claims := p.Client.CoreV1().PersistentVolumeClaims(ns)
-	claim, err := claims.Create(ctx, &corev1.PersistentVolumeClaim{
+	// The create has a context of its own: a caller that goes away while the request
+	// is in flight would otherwise leave a claim whose generated name it never learnt.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), p.cleanupTimeout())
+	claim, err := claims.Create(cctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "faultline-probe-",
 			Labels: map[string]string{LabelManagedBy: "faultline", LabelProbe: Name}},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.PersistentVolumeAccessMode(params.String("access_mode"))},
+			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
 			StorageClassName: &class,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}, metav1.CreateOptions{})
+	ccancel()
 	if err != nil {
 		return probe.Result{}, fmt.Errorf("create claim in %s: %w", ns, err)
 	}
@@ -131,15 +154,19 @@ func (p *Probe) Run(ctx context.Context, params probe.Params) (probe.Result, err
 	res := probe.Result{}
 	deleted := false
 	defer func() {
+		// Runs on every path, a panic included. The caller may be gone (cancelled,
+		// timed out): the claim must not stay, so the deletion has a context of its own.
 		if !deleted {
-			// The caller may be gone (cancelled, timed out): the claim must not stay.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cleanupTimeout())
 			defer cancel()
 			_, _, _ = p.remove(cctx, ns, claim.Name)
 		}
 	}()
 
-	bctx, cancel := context.WithTimeout(ctx, params.Duration("timeout"))
+	if err := ctx.Err(); err != nil {
+		return probe.Result{}, err
+	}
+	bctx, cancel := context.WithTimeout(ctx, timeout)
 	phase, volume, err := p.waitBound(bctx, ns, claim)
 	cancel()
 	bind := time.Since(start)
@@ -152,7 +179,7 @@ func (p *Probe) Run(ctx context.Context, params probe.Params) (probe.Result, err
 		return probe.Result{}, ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
 		dev.Status = probe.StatusFail
-		dev.Message = fmt.Sprintf("%s not bound after %s (phase %s)%s", claim.Name, params.Duration("timeout"), phase, p.why(ctx, ns, claim.Name))
+		dev.Message = fmt.Sprintf("%s not bound after %s (phase %s)%s", claim.Name, timeout, phase, p.why(ctx, ns, claim.Name))
 	default:
 		return probe.Result{}, err
 	}
@@ -160,11 +187,17 @@ func (p *Probe) Run(ctx context.Context, params probe.Params) (probe.Result, err
 	took, accepted, err := p.remove(rctx, ns, claim.Name)
 	rcancel()
 	deleted = accepted // a claim held by a finalizer goes once it is released; no second wait
-	if err != nil {
+	switch {
+	case err == nil:
+		dev.SetValue("delete_seconds", took.Seconds())
+	case !accepted:
+		// Refused (Forbidden, ...): the check did not do its job and the claim stays
+		// unless the deferred attempt succeeds.
+		dev.Status = probe.Worst(dev.Status, probe.StatusError)
+		dev.Message += "; deletion: " + err.Error()
+	default:
 		dev.Status = probe.Worst(dev.Status, probe.StatusWarn)
 		dev.Message += "; deletion: " + err.Error()
-	} else {
-		dev.SetValue("delete_seconds", took.Seconds())
 	}
 	res.Devices = []probe.DeviceResult{dev}
 	res.Status = dev.Status
@@ -231,7 +264,7 @@ func (p *Probe) waitBound(ctx context.Context, ns string, claim *corev1.Persiste
 	}
 }
 
-// why reads the claim's Events for the reason it did not bind.
+// why reads the claim's Events for the reason it did not bind (the latest one).
 func (p *Probe) why(ctx context.Context, ns, name string) string {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -240,9 +273,25 @@ func (p *Probe) why(ctx context.Context, ns, name string) string {
 	if err != nil || len(l.Items) == 0 {
 		return ""
 	}
-	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].LastTimestamp.Before(&l.Items[j].LastTimestamp) })
+	sort.SliceStable(l.Items, func(i, j int) bool { return eventTime(&l.Items[i]).Before(eventTime(&l.Items[j])) })
 	e := l.Items[len(l.Items)-1]
 	return fmt.Sprintf(": %s: %s", e.Reason, e.Message)
+}
+
+// eventTime is when an Event last happened, whichever API (core/v1 or events/v1)
+// recorded it.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.FirstTimestamp.IsZero():
+		return e.FirstTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // remove deletes a claim and waits until it is gone; it returns how long that took
