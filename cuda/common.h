@@ -145,6 +145,25 @@ inline void printError(const GPU &g, const std::string &what) {
     std::fflush(stdout);
 }
 
+// forEachGPU measures each selected GPU in turn; a GPU whose measurement throws gets
+// an error line, and the device is reset so a sticky error does not spill into the
+// next GPU's test. It returns the exit status: 1 if any GPU failed.
+template <typename Measure>
+int forEachGPU(const char *prog, const std::vector<int> &wanted, Measure measure) {
+    int failed = 0;
+    for (int dev : selectGPUs(prog, wanted)) {
+        GPU g = describe(dev);
+        try {
+            measure(g);
+        } catch (const CudaError &e) {
+            printError(g, e.what);
+            failed++;
+            cudaDeviceReset();
+        }
+    }
+    return failed ? 1 : 0;
+}
+
 inline std::string fmt(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.2f", v);

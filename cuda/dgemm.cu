@@ -175,16 +175,5 @@ void measure(const probe::GPU &g, const Options &o) {
 
 int main(int argc, char **argv) {
     Options o = parse(argc, argv);
-    int failed = 0;
-    for (int dev : probe::selectGPUs("dgemm", o.gpus)) {
-        probe::GPU g = probe::describe(dev);
-        try {
-            measure(g, o);
-        } catch (const probe::CudaError &e) {
-            probe::printError(g, e.what);
-            failed++;
-            cudaDeviceReset();
-        }
-    }
-    return failed ? 1 : 0;
+    return probe::forEachGPU("dgemm", o.gpus, [&](const probe::GPU &g) { measure(g, o); });
 }

@@ -131,15 +131,8 @@ func (g *DGEMM) Run(ctx context.Context, p Params) (Result, error) {
 		table = append(custom, table...)
 	}
 	args := append([]string{"--n", p.String("n"), "--iters", p.String("iters")}, gpuArgs(p)...)
-	out, err := runCommand(ctx, g.Path, args, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
+	lines, out, err := runGPUProgram(ctx, "dgemm", g.Path, args)
 	if err != nil {
-		return Result{}, err
-	}
-	lines, err := parseGPULines("dgemm", out.Stdout)
-	if err != nil {
-		if tail := out.stderrTail(); tail != "" {
-			err = fmt.Errorf("%w (exit %d: %s)", err, out.ExitCode, tail)
-		}
 		return Result{}, err
 	}
 	ratio := p.Float("ratio")
@@ -198,9 +191,6 @@ func (g *DGEMM) Run(ctx context.Context, p Params) (Result, error) {
 	if len(unknown) > 0 {
 		res.Message = joinMsg(res.Message, fmt.Sprintf("GPU %s not judged: model not in the threshold table", strings.Join(unknown, ",")))
 	}
-	if out.ExitCode != 0 {
-		res.Message = joinMsg(res.Message, exitNote("dgemm", out))
-		res.Status = Worst(res.Status, StatusWarn)
-	}
+	noteExit(&res, "dgemm", out)
 	return res, nil
 }

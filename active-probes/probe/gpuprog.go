@@ -3,6 +3,7 @@ package probe
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -81,3 +82,30 @@ func gpuArgs(p Params) []string {
 // gpusParam is the "gpus" parameter shared by the GPU probes.
 var gpusParam = ParamSpec{Name: "gpus", Type: TypeIntList, Min: 0, Max: 63, MaxItems: 64,
 	Help: "GPU indices to test, comma-separated (default: all)"}
+
+// runGPUProgram runs one of the cuda/ programs (name is how its lines are attributed)
+// with CUDA's device order matching NVML's, and parses its per-GPU lines; when they
+// cannot be parsed the error carries the exit status and the tail of stderr.
+func runGPUProgram(ctx context.Context, name, path string, args []string) ([]gpuLine, cmdOutput, error) {
+	out, err := runCommand(ctx, path, args, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
+	if err != nil {
+		return nil, out, err
+	}
+	lines, err := parseGPULines(name, out.Stdout)
+	if err != nil {
+		if tail := out.stderrTail(); tail != "" {
+			err = fmt.Errorf("%w (exit %d: %s)", err, out.ExitCode, tail)
+		}
+		return nil, out, err
+	}
+	return lines, out, nil
+}
+
+// noteExit adds a program's non-zero exit to a result it otherwise produced: a warn
+// at least, with what it said (a GPU it could not test also has its own line).
+func noteExit(res *Result, name string, out cmdOutput) {
+	if out.ExitCode != 0 {
+		res.Message = joinMsg(res.Message, exitNote(name, out))
+		res.Status = Worst(res.Status, StatusWarn)
+	}
+}

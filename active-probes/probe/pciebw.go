@@ -64,15 +64,8 @@ func (b *PCIeBW) Run(ctx context.Context, p Params) (Result, error) {
 		links, linkErr = b.Links.GPULinks(ctx)
 	}
 	args := append([]string{"--size-mb", p.String("size_mb"), "--iters", p.String("iters")}, gpuArgs(p)...)
-	out, err := runCommand(ctx, b.Path, args, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
+	lines, out, err := runGPUProgram(ctx, "pciebw", b.Path, args)
 	if err != nil {
-		return Result{}, err
-	}
-	lines, err := parseGPULines("pciebw", out.Stdout)
-	if err != nil {
-		if tail := out.stderrTail(); tail != "" {
-			err = fmt.Errorf("%w (exit %d: %s)", err, out.ExitCode, tail)
-		}
 		return Result{}, err
 	}
 
@@ -142,10 +135,7 @@ func (b *PCIeBW) Run(ctx context.Context, p Params) (Result, error) {
 	if slowest >= 0 {
 		res.Message = joinMsg(res.Message, fmt.Sprintf("%d GPUs measured, slowest direction %.1f GB/s", measured, slowest))
 	}
-	if out.ExitCode != 0 {
-		res.Message = joinMsg(res.Message, exitNote("pciebw", out))
-		res.Status = Worst(res.Status, StatusWarn)
-	}
+	noteExit(&res, "pciebw", out)
 	if linkErr != nil && len(links) == 0 {
 		res.Message = joinMsg(res.Message, "judged against the floor only: "+linkErr.Error())
 	}
