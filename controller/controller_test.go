@@ -466,28 +466,9 @@ func TestDetectionLatency(t *testing.T) {
 		len(lat), p50.Round(time.Millisecond), p99.Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// sample sums the gauge and counter samples of a metric whose labels include
+// labels (nil: every sample).
+func sample(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -495,13 +476,39 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	total := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				total += m.GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
 			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue metrics
+				}
+			}
+			total += m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
 	return total
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	return sample(t, reg, name, map[string]string{label: value})
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return sample(t, reg, name, nil)
+}
+
+func counterWith(t *testing.T, r *running, name string, labels map[string]string) float64 {
+	t.Helper()
+	return sample(t, r.reg, name, labels)
 }
 
 // A burst of the same fault on one node is read at once: after the taint, the

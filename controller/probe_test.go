@@ -32,29 +32,6 @@ import (
 
 const aerNonFatal = "pcieport 0000:80:03.0: AER: Uncorrectable (Non-Fatal) error message received from 0000:81:00.0"
 
-// fakePrograms builds the recorded-output stand-in for the CUDA programs (the real
-// ones need a GPU) and links it as pciebw and dgemm.
-func fakePrograms(t *testing.T) string {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "fake"), "./active-probes/probe/testdata/fake")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the fake programs: %v\n%s", err, out)
-	}
-	for _, name := range []string{"pciebw", "dgemm"} {
-		if err := os.Symlink(filepath.Join(dir, "fake"), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 // pciebwOutput writes what cuda/pciebw prints for 8 A100s, GPU 3 at slowGBps and the
 // others at 12 GB/s, and returns the file.
 func pciebwOutput(t *testing.T, path string, slowGBps float64) string {
@@ -129,7 +106,7 @@ func newProbeSetup(t *testing.T) *probeSetup {
 	// The real iperf3 and ping, for the network probes between agents.
 	net := []string{"--command", "iperf3=" + testenv.Binary(t, "iperf3"), "--command", "ping=" + testenv.Binary(t, "ping")}
 	bin := testenv.BuildFaultline(t)
-	fakes := fakePrograms(t)
+	fakes := testenv.BuildFakeGPUPrograms(t)
 	dir := t.TempDir()
 	s := &probeSetup{cl: cl, agents: map[string]string{}, outputs: map[string]string{}}
 	for node, bw := range map[string]float64{"gpu-a": 2.0, "gpu-b": 12.0} {
@@ -224,33 +201,6 @@ spec:
 	if n := counterWith(t, r, "faultline_controller_probe_results_total", map[string]string{"check": "pciebw", "status": "pass", "trigger": "recovery"}); n < 1 {
 		t.Errorf("no passing recovery probe counted")
 	}
-}
-
-func counterWith(t *testing.T, r *running, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := r.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 // Manual triggers: the API (POST, then GET until done), Autopilot's /status and the

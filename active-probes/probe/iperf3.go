@@ -22,8 +22,10 @@ func init() {
 		TimeoutFor: func(p Params) time.Duration {
 			return time.Duration(p.Int("seconds"))*time.Second + 30*time.Second
 		},
-		Params: iperf3Params,
-		New:    func(c Config) Probe { return &Iperf3{Path: c.Command("iperf3")} },
+		Peer:       true,
+		PeerServer: true,
+		Params:     iperf3Params,
+		New:        func(c Config) Probe { return &Iperf3{Path: c.Command("iperf3")} },
 	})
 }
 

@@ -20,6 +20,7 @@ func init() {
 			return time.Duration(float64(p.Int("count"))*p.Float("interval")*float64(time.Second)) +
 				p.Duration("wait") + 15*time.Second
 		},
+		Peer:   true,
 		Params: pingParams,
 		New:    func(c Config) Probe { return &Ping{Path: c.Command("ping")} },
 	})

@@ -44,6 +44,13 @@ type Spec struct {
 	// decides per parameters (dcgm: by level).
 	Invasive    bool
 	InvasiveFor func(Params) bool
+	// Peer marks a check that measures against another node, named by its "peer"
+	// parameter; a caller that knows nodes (the controller) may name the peer node
+	// instead and let the check find its address.
+	Peer bool
+	// PeerServer marks a Peer check whose peer must serve it first (iperf3: a
+	// one-shot server on the "port" parameter, started through the peer's agent).
+	PeerServer bool
 	// Params is the parameter schema.
 	Params Schema
 	// New builds the probe for a node.

@@ -56,8 +56,9 @@ const ClusterNode = ""
 type Request struct {
 	Nodes  []string
 	Checks []string
-	// Params per check. iperf3 and ping also take peer_node: the node whose agent
-	// is the peer (for iperf3 it is asked to start the server first).
+	// Params per check. Checks that measure against a peer (Spec.Peer: iperf3, ping)
+	// also take peer_node: the node whose agent is the peer (asked to start the
+	// server first when the check needs one, Spec.PeerServer).
 	Params  map[string]probe.Params
 	Force   bool
 	Trigger Trigger
@@ -130,7 +131,7 @@ type Config struct {
 	Iperf3Port int
 	// Keep is how many finished runs are remembered (default 200).
 	Keep int
-	// PickPeer chooses the peer of an iperf3 or ping check that names neither peer
+	// PickPeer chooses the peer of a peer check (Spec.Peer) that names neither peer
 	// nor peer_node (a rule's confirming probe cannot know one); nil: such checks fail
 	// validation on the agent.
 	PickPeer func(node string) (string, error)
@@ -211,7 +212,7 @@ func (d *Dispatcher) Validate(req Request) error {
 			remote = true
 			if spec, ok := probe.Default().Get(c); ok {
 				p := req.Params[c].Clone()
-				if p["peer_node"] != "" || ((c == "iperf3" || c == "ping") && p["peer"] == "" && d.cfg.PickPeer != nil) {
+				if p["peer_node"] != "" || (spec.Peer && p["peer"] == "" && d.cfg.PickPeer != nil) {
 					delete(p, "peer_node")
 					p["peer"] = "127.0.0.1" // stands for the peer's address, resolved when run
 				}
@@ -437,9 +438,10 @@ func (d *Dispatcher) client(ctx context.Context, node string) (*agent.Client, er
 	return &agent.Client{BaseURL: base, Token: d.cfg.Token, HTTP: d.cfg.HTTP}, nil
 }
 
-// runRemote asks the node's agent to run the checks. iperf3 and ping with a
+// runRemote asks the node's agent to run the checks. Peer checks with a
 // peer_node get the peer's address (the host of its agent, which listens on the
-// host network); for iperf3 the peer's agent first starts a one-shot server.
+// host network); for those that need a server (iperf3) the peer's agent first
+// starts a one-shot one.
 func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string, req Request) ([]probe.Result, error) {
 	c, err := d.client(ctx, node)
 	if err != nil {
@@ -451,7 +453,8 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 		if p == nil {
 			p = probe.Params{}
 		}
-		if (ch == "iperf3" || ch == "ping") && p["peer"] == "" && p["peer_node"] == "" && d.cfg.PickPeer != nil {
+		spec, _ := probe.Default().Get(ch)
+		if spec.Peer && p["peer"] == "" && p["peer_node"] == "" && d.cfg.PickPeer != nil {
 			peer, err := d.cfg.PickPeer(node)
 			if err != nil {
 				return nil, fmt.Errorf("%s: no peer for %s: %w", ch, node, err)
@@ -472,15 +475,15 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 				return nil, err
 			}
 			p["peer"] = host
-			if ch == "iperf3" {
+			if spec.PeerServer {
 				port := d.cfg.Iperf3Port
 				if v := p["port"]; v != "" {
 					if port, err = strconv.Atoi(v); err != nil {
-						return nil, fmt.Errorf("iperf3: port %q: %w", v, err)
+						return nil, fmt.Errorf("%s: port %q: %w", ch, v, err)
 					}
 				}
 				if _, err := pc.StartIperf3Server(ctx, agent.Iperf3ServerRequest{Port: port, IdleTimeout: 5 * time.Minute}); err != nil {
-					return nil, fmt.Errorf("iperf3 server on %s: %w", peer, err)
+					return nil, fmt.Errorf("%s server on %s: %w", ch, peer, err)
 				}
 				p["port"] = strconv.Itoa(port)
 			}

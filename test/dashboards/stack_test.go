@@ -413,17 +413,7 @@ func startStack(t *testing.T) *stack {
 
 	// The CUDA programs' stand-in with recorded outputs (GPU 3 of gpu-1 is slow on
 	// pciebw); iperf3 and ping are the real programs.
-	fakes := filepath.Join(dir, "fakes")
-	build := exec.Command("go", "build", "-o", filepath.Join(fakes, "fake"), "./active-probes/probe/testdata/fake")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the fake programs: %v\n%s", err, out)
-	}
-	for _, p := range []string{"pciebw", "dgemm"} {
-		if err := os.Symlink(filepath.Join(fakes, "fake"), filepath.Join(fakes, p)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fakes := testenv.BuildFakeGPUPrograms(t)
 	recorded := filepath.Join(root, "active-probes", "probe", "testdata", "recorded")
 	bin := testenv.BuildFaultline(t)
 	ports := testenv.FreePorts(t, 6)

@@ -60,3 +60,28 @@ func procStatus(pid int, field string) int64 {
 	}
 	return 0
 }
+
+// BuildFakeGPUPrograms builds the recorded-output stand-in for the programs that need a
+// GPU or DCGM (active-probes/probe/testdata/fake) and links it as pciebw, dgemm and
+// dcgmi in a new directory, which it returns. Each prints the file named by
+// FAULTLINE_FAKE_OUTPUT_<PROGRAM> or FAULTLINE_FAKE_OUTPUT.
+func BuildFakeGPUPrograms(t TB) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "fake"), "./active-probes/probe/testdata/fake")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testenv: build the fake GPU programs: %v\n%s", err, out)
+	}
+	for _, name := range []string{"pciebw", "dgemm", "dcgmi"} {
+		if err := os.Symlink(filepath.Join(dir, "fake"), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
