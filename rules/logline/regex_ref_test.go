@@ -13,13 +13,13 @@ import (
 // The regular expressions the byte scanners replaced: the reference their
 // recognition of formats, origins, programs and messages is checked against.
 var (
-	refKmsg     = regexp.MustCompile(`^(\d{1,4}),(\d+),(\d+),([-+c])(?:,[^;]*)?;`)
-	refCRI      = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [PF](?::\S*)? ?`)
-	refDmesg    = regexp.MustCompile(`^\[\s*\d+\.\d*\](?:\[\s*[TC]\d+\])?\s?|^\[(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?|^\[[^\]]{1,12} \d\d:\d\d:\d\d \d{4}\]\s?`)
-	refConsole  = regexp.MustCompile(`^<\d{1,3}>`)
-	refSyslog   = regexp.MustCompile(`^(?:\S{1,12}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+(\S+)\s+(?:(?:[A-Z]+)\s+)?([^\s:\[]+)(?:\[\d+\])?:\s?`)
-	refDecode   = regexp.MustCompile(`^[a-z]+\s*:[a-z]+\s*: `)
-	refISOTime  = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
+	refKmsg    = regexp.MustCompile(`^(\d{1,4}),(\d+),(\d+),([-+c])(?:,[^;]*)?;`)
+	refCRI     = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [PF](?::\S*)? ?`)
+	refDmesg   = regexp.MustCompile(`^\[\s*\d+\.\d*\](?:\[\s*[TC]\d+\])?\s?|^\[(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?|^\[[^\]]{1,12} \d\d:\d\d:\d\d \d{4}\]\s?`)
+	refConsole = regexp.MustCompile(`^<\d{1,3}>`)
+	refSyslog  = regexp.MustCompile(`^(?:\S{1,12}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+(\S+)\s+(?:(?:[A-Z]+)\s+)?([^\s:\[]+)(?:\[\d+\])?:\s?`)
+	refDecode  = regexp.MustCompile(`^[a-z]+\s*:[a-z]+\s*: `)
+	refISOTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
 )
 
 func refParse(raw string) Parsed {
