@@ -32,6 +32,7 @@ type Hit struct {
 type Engine struct {
 	set      *Set
 	ac       ahocorasick.AhoCorasick
+	pre      *gramFilter
 	patterns []string
 	// targets[i] lists, for AC pattern i, the rules it makes candidates of.
 	targets [][]target
@@ -91,12 +92,8 @@ func NewEngine(set *Set) *Engine {
 			e.group[i] = g
 		}
 	}
-	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
-		AsciiCaseInsensitive: true,
-		MatchKind:            ahocorasick.StandardMatch,
-		DFA:                  true,
-	})
-	e.ac = b.Build(e.patterns)
+	e.ac = newAC(e.patterns)
+	e.pre = newGramFilter(e.patterns)
 	e.words = (len(set.Rules) + 63) / 64
 	e.pool.New = func() any {
 		return &scratch{
@@ -108,6 +105,17 @@ func NewEngine(set *Set) *Engine {
 	return e
 }
 
+// newAC builds the automaton that finds every pattern in a candidate line,
+// overlapping ones included.
+func newAC(patterns []string) ahocorasick.AhoCorasick {
+	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
+		AsciiCaseInsensitive: true,
+		MatchKind:            ahocorasick.StandardMatch,
+		DFA:                  true,
+	})
+	return b.Build(patterns)
+}
+
 // Set returns the compiled rules the engine matches.
 func (e *Engine) Set() *Set { return e.set }
 
@@ -115,8 +123,18 @@ func (e *Engine) Set() *Set { return e.set }
 // every rule has some: if not, some regex runs on every line.
 func (e *Engine) Patterns() ([]string, bool) { return e.patterns, len(e.always) == 0 }
 
+// MayMatch reports whether Match could find hits in text; false means it finds
+// none. It is Match's first and cheapest step, for callers that skip benign lines
+// before copying them.
+func (e *Engine) MayMatch(text string) bool {
+	return len(e.always) > 0 || len(text) >= minLiteralLen && e.pre.any(text)
+}
+
 // Match appends to dst the hits of line l and returns the extended slice.
 func (e *Engine) Match(l Line, dst []Hit) []Hit {
+	if !e.MayMatch(l.Text) {
+		return dst
+	}
 	s := e.pool.Get().(*scratch)
 	defer e.pool.Put(s)
 	found := false
