@@ -32,7 +32,7 @@ func TestScanJSONL(t *testing.T) {
 		"[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
 		"Jul 06 20:02:59 gaming kernel: NVRM: Xid (PCI:0000:01:00): 13, pid=1773, name=x, Graphics Exception",
 	}, "\n")
-	out, err := run(t, input, "scan", "--format", "jsonl")
+	out, err := run(t, input, "scan", "--format", "jsonl", "--year", "2025")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,11 @@ func TestScanJSONL(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		if want := []string{"action", "captures", "line", "pack", "rule", "severity", "text"}; !reflect.DeepEqual(keys, want) {
+		want := []string{"action", "captures", "file", "line", "node", "pack", "rule", "severity", "text"}
+		if _, ok := m["time"]; ok { // only lines with a calendar time have one
+			want = []string{"action", "captures", "file", "line", "node", "pack", "rule", "severity", "text", "time"}
+		}
+		if !reflect.DeepEqual(keys, want) {
 			t.Fatalf("fields %v, want %v", keys, want)
 		}
 		objs = append(objs, m)
@@ -65,6 +69,13 @@ func TestScanJSONL(t *testing.T) {
 	}
 	if b["line"].(float64) != 3 || b["action"] != "event" || b["captures"].(map[string]any)["xid"] != "13" {
 		t.Errorf("second match = %v", b)
+	}
+	// The dmesg line names no host and has no calendar time; the syslog line has both.
+	if a["node"] != "-" || a["file"] != "-" || a["time"] != nil {
+		t.Errorf("first match node/file/time = %v/%v/%v", a["node"], a["file"], a["time"])
+	}
+	if b["node"] != "gaming" || b["time"] != "2025-07-06T20:02:59Z" {
+		t.Errorf("second match node/time = %v/%v", b["node"], b["time"])
 	}
 }
 

@@ -1,19 +1,18 @@
 // Package scan runs rule packs over log files, without a cluster: the engine of
-// `faultline scan`. Each input is one stream of one node, so thresholds and
-// multi-line groups behave as they do in the controller.
+// `faultline scan`. Windows use each line's own time when its prefix has one, and
+// each host of a merged syslog is a node of its own, so thresholds and multi-line
+// groups behave as they do in the controller.
 package scan
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unsafe"
 
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/correlate"
@@ -25,7 +24,11 @@ const MaxLineBytes = 1 << 20
 
 // Match is one reported match, the JSON object of `--format jsonl`.
 type Match struct {
-	Line     int               `json:"line"`
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Node string `json:"node"`
+	// Time is the line's own calendar time (RFC 3339), when its prefix has one.
+	Time     string            `json:"time,omitempty"`
 	Pack     string            `json:"pack"`
 	Rule     string            `json:"rule"`
 	Severity rules.Severity    `json:"severity"`
@@ -34,18 +37,45 @@ type Match struct {
 	Text     string            `json:"text"`
 }
 
+// NodeFrom says what a line's node is.
+type NodeFrom string
+
+// Ways to name a line's node.
+const (
+	// NodeFromHost: the host of the line's syslog or journal prefix; lines without
+	// one belong to the default node. Each host of a merged syslog is its own stream.
+	NodeFromHost NodeFrom = "host"
+	// NodeFromFile: every line of an input belongs to one node named after the input.
+	NodeFromFile NodeFrom = "file"
+	// NodeFromNone: every line of every input belongs to the default node.
+	NodeFromNone NodeFrom = "none"
+)
+
 // Options tune a scan.
 type Options struct {
 	// Source forces every line's source (kernel or pod); empty guesses from the
 	// line's prefix and lets rules of every source apply when it cannot tell.
 	Source rules.Source
+	// NodeFrom names each line's node; empty means NodeFromHost.
+	NodeFrom NodeFrom
+	// Node is the default node: that of lines without a host. Empty: the input's
+	// name (with NodeFromNone, empty stays empty).
+	Node string
+	// Year is the year of syslog dates, which name none (a date earlier than the
+	// one before it by more than half a year starts the next year).
+	Year int
 }
 
 // Stats summarise a scan.
 type Stats struct {
 	Lines     int
 	Truncated int
-	PerRule   map[*rules.Compiled]*RuleStats
+	// Untimed counts lines that carry no time of their own; in a stream that never
+	// had one, lines are taken to be one second apart.
+	Untimed int
+	PerRule map[*rules.Compiled]*RuleStats
+	// Fired counts the firings at each level of --fail-on.
+	Fired map[FailOn]int
 }
 
 // RuleStats counts one rule's matches and firings.
@@ -54,182 +84,200 @@ type RuleStats struct {
 	Fired   int
 }
 
-// Scanner scans inputs with one engine.
+// Scanner scans inputs with one engine; thresholds and multi-line groups span its
+// inputs (rotated files of one host), per node.
 type Scanner struct {
-	engine *rules.Engine
-	opts   Options
-	Stats  Stats
+	engine    *rules.Engine
+	opts      Options
+	corr      *correlate.Correlator
+	streams   map[streamKey]*stream
+	rebootGap time.Duration
+	Stats     Stats
 }
+
+type streamKey struct{ input, node string }
 
 // New returns a Scanner.
 func New(e *rules.Engine, o Options) *Scanner {
-	return &Scanner{engine: e, opts: o, Stats: Stats{PerRule: map[*rules.Compiled]*RuleStats{}}}
+	if o.NodeFrom == "" {
+		o.NodeFrom = NodeFromHost
+	}
+	return &Scanner{
+		engine:    e,
+		opts:      o,
+		corr:      correlate.New(),
+		streams:   map[streamKey]*stream{},
+		rebootGap: rebootGap(e.Set()),
+		Stats:     Stats{PerRule: map[*rules.Compiled]*RuleStats{}, Fired: map[FailOn]int{}},
+	}
 }
 
-// Scan reads r line by line and calls emit for every match, in input order.
+// rebootGap is the time put between two boots of a node in a log with seconds since
+// boot: longer than any rule's window, so no window spans a reboot.
+func rebootGap(set *rules.Set) time.Duration {
+	gap := time.Hour
+	for _, r := range set.Rules {
+		gap = max(gap, r.Threshold.Window.D()+time.Minute)
+		if r.Companion != nil {
+			gap = max(gap, r.Companion.Duration+time.Minute)
+		}
+	}
+	return gap
+}
+
+// Scan reads r line by line and calls emit for every match, in input order. The
+// input's name is r's Name() (an *os.File's path), or "-".
 func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	corr := correlate.New()
-	key := correlate.Key{Stream: "input"}
-	var hits []rules.Hit
-	var outs []correlate.Outcome
-	lineNo := 0
-	start := time.Unix(0, 0).UTC()
+	input := "-"
+	if n, ok := r.(interface{ Name() string }); ok {
+		input = n.Name()
+	}
+	defNode := s.opts.Node
+	if defNode == "" && s.opts.NodeFrom != NodeFromNone {
+		defNode = input
+	}
+	lr := lineReader{br: bufio.NewReaderSize(r, 256<<10)}
+	var (
+		hits   []rules.Hit
+		outs   []correlate.Outcome
+		lineNo int
+		last   *stream
+	)
 	for {
 		if lineNo%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		raw, truncated, err := readLine(br)
-		if errors.Is(err, io.EOF) && raw == "" {
-			return nil
-		}
+		b, err := lr.next()
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("read line %d: %w", lineNo+1, err)
 		}
-		lineNo++
-		s.Stats.Lines++
-		if truncated {
+		if len(b) == 0 && err != nil {
+			return nil
+		}
+		if lr.truncated {
 			s.Stats.Truncated++
 		}
-		p := logline.Parse(raw)
+		lineNo++
+		s.Stats.Lines++
+		// The line is read in place: nothing of it is kept unless it may match.
+		text := unsafe.String(unsafe.SliceData(b), len(b))
+		text = strings.TrimRight(text, "\r\n")
+		p := logline.Parse(text)
 		if p.Continuation {
 			continue
+		}
+		node := defNode
+		switch {
+		case s.opts.NodeFrom == NodeFromHost && p.Host != "":
+			node = p.Host
+		case s.opts.NodeFrom == NodeFromFile:
+			node = input
+		}
+		st := last
+		if st == nil || st.key.input != input || st.key.node != node {
+			st = s.stream(input, node)
+			last = st
+		}
+		st.observe(&p, s.rebootGap)
+		if p.Clock == logline.ClockNone {
+			s.Stats.Untimed++
 		}
 		src := s.opts.Source
 		if src == "" {
 			src = rules.Source(p.Origin)
 		}
-		hits = s.engine.Match(rules.Line{Text: p.Message, Source: src}, hits[:0])
-		// Files carry no reliable clock, so lines are one second apart: a threshold
-		// window of 10m spans 600 lines of the file.
-		outs = corr.Observe(key, start.Add(time.Duration(lineNo)*time.Second), p.Message, hits, outs[:0])
-		for _, o := range outs {
-			st := s.Stats.PerRule[o.Rule]
-			if st == nil {
-				st = &RuleStats{}
-				s.Stats.PerRule[o.Rule] = st
-			}
-			st.Matches++
-			if o.Fired {
-				st.Fired++
-			}
-			caps := o.Captures
-			if caps == nil {
-				caps = map[string]string{}
-			}
-			m := Match{Line: lineNo, Pack: o.Rule.Pack, Rule: o.Rule.ID, Severity: o.Rule.Severity,
-				Action: o.Action(), Captures: caps, Text: raw}
-			if err := emit(m); err != nil {
-				return err
-			}
+		hits = hits[:0]
+		msg := ""
+		if s.engine.MayMatch(p.Message) {
+			msg = strings.Clone(p.Message)
+			hits = s.engine.Match(rules.Line{Text: msg, Source: src}, hits)
 		}
-		if errors.Is(err, io.EOF) {
-			return nil
+		var t time.Time
+		if len(hits) > 0 {
+			t = st.now(s.opts.Year)
 		}
-	}
-}
-
-// readLine returns the next line without its newline, at most MaxLineBytes long.
-func readLine(br *bufio.Reader) (string, bool, error) {
-	var b []byte
-	truncated := false
-	for {
-		chunk, isPrefix, err := br.ReadLine()
-		if len(b)+len(chunk) <= MaxLineBytes {
-			b = append(b, chunk...)
-		} else {
-			truncated = true
+		outs = s.corr.Observe(st.corrKey, t, msg, hits, outs[:0])
+		if len(outs) > 0 {
+			raw := strings.Clone(text)
+			for _, o := range outs {
+				if err := s.report(o, input, lineNo, st, &p, raw, emit); err != nil {
+					return err
+				}
+			}
 		}
 		if err != nil {
-			return string(b), truncated, err
-		}
-		if !isPrefix {
-			return string(b), truncated, nil
+			return nil // io.EOF after the last line
 		}
 	}
 }
 
-// JSONLWriter returns an emit function writing one JSON object per line.
-func JSONLWriter(w io.Writer) func(Match) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return func(m Match) error { return enc.Encode(m) }
+// lineReader reads lines in place, without copying them.
+type lineReader struct {
+	br        *bufio.Reader
+	long      []byte
+	truncated bool
 }
 
-// TextWriter prints matches as an aligned table; call the returned flush at the end.
-func TextWriter(w io.Writer) (emit func(Match) error, flush func() error) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := false
-	emit = func(m Match) error {
-		if !header {
-			fmt.Fprintln(tw, "LINE\tSEVERITY\tACTION\tRULE\tCAPTURES\tTEXT")
-			header = true
+// next returns the next line, valid until the next call, at most MaxLineBytes long
+// (truncated says when more was skipped), and io.EOF with the input's last line.
+func (lr *lineReader) next() ([]byte, error) {
+	lr.truncated = false
+	b, err := lr.br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return b, err
+	}
+	// Longer than the buffer: gather it.
+	lr.long = append(lr.long[:0], b...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		b, err = lr.br.ReadSlice('\n')
+		room := MaxLineBytes - len(lr.long)
+		if len(b) > room {
+			lr.truncated = true
+			b = b[:max(room, 0)]
 		}
-		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s/%s\t%s\t%s\n", m.Line, m.Severity, m.Action, m.Pack, m.Rule,
-			fmtCaptures(m.Captures), clip(m.Text, 100))
-		return err
+		lr.long = append(lr.long, b...)
 	}
-	return emit, tw.Flush
+	return lr.long, err
 }
 
-// WriteSummary prints one row per rule that matched, most severe first.
-func (s *Scanner) WriteSummary(w io.Writer) error {
-	type row struct {
-		r  *rules.Compiled
-		st *RuleStats
+func (s *Scanner) stream(input, node string) *stream {
+	k := streamKey{input, node}
+	st := s.streams[k]
+	if st == nil {
+		// The line's bytes are reused: keep copies of the names.
+		k = streamKey{strings.Clone(input), strings.Clone(node)}
+		st = &stream{key: k, corrKey: correlate.Key{Node: k.node, Stream: k.input}}
+		s.streams[k] = st
 	}
-	var rows []row
-	for r, st := range s.Stats.PerRule {
-		rows = append(rows, row{r, st})
+	return st
+}
+
+func (s *Scanner) report(o correlate.Outcome, input string, lineNo int, st *stream, p *logline.Parsed, raw string, emit func(Match) error) error {
+	r := o.Rule
+	rs := s.Stats.PerRule[r]
+	if rs == nil {
+		rs = &RuleStats{}
+		s.Stats.PerRule[r] = rs
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		if a.r.Severity.Rank() != b.r.Severity.Rank() {
-			return a.r.Severity.Rank() > b.r.Severity.Rank()
+	rs.Matches++
+	if o.Fired {
+		rs.Fired++
+		for _, lv := range failLevels {
+			if lv.reached(r) {
+				s.Stats.Fired[lv]++
+			}
 		}
-		if a.st.Matches != b.st.Matches {
-			return a.st.Matches > b.st.Matches
-		}
-		return a.r.String() < b.r.String()
-	})
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nscanned %d lines", s.Stats.Lines)
-	if s.Stats.Truncated > 0 {
-		fmt.Fprintf(tw, " (%d longer than %d bytes, truncated)", s.Stats.Truncated, MaxLineBytes)
 	}
-	fmt.Fprintf(tw, "; %d rules matched\n", len(rows))
-	if len(rows) == 0 {
-		return tw.Flush()
+	caps := o.Captures
+	if caps == nil {
+		caps = map[string]string{}
 	}
-	fmt.Fprintln(tw, "RULE\tSEVERITY\tACTION\tMATCHES\tFIRED\tDESCRIPTION")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", r.r, r.r.Severity, r.r.Action, r.st.Matches, r.st.Fired, clip(r.r.Description, 70))
+	m := Match{File: input, Line: lineNo, Node: st.key.node, Pack: r.Pack, Rule: r.ID, Severity: r.Severity,
+		Action: o.Action(), Captures: caps, Text: raw}
+	if p.Clock == logline.ClockWall || p.Clock == logline.ClockWallNoYear {
+		m.Time = st.now(s.opts.Year).Format(time.RFC3339Nano)
 	}
-	return tw.Flush()
-}
-
-func fmtCaptures(m map[string]string) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + m[k]
-	}
-	return strings.Join(parts, ",")
-}
-
-func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
+	return emit(m)
 }
