@@ -11,6 +11,7 @@ import (
 // line, which lines without a time of their own share.
 type stream struct {
 	key     streamKey
+	node    string // as reported
 	corrKey correlate.Key
 	lines   int64
 

@@ -58,8 +58,8 @@ type Options struct {
 	Source rules.Source
 	// NodeFrom names each line's node; empty means NodeFromHost.
 	NodeFrom NodeFrom
-	// Node is the default node: that of lines without a host. Empty: the input's
-	// name (with NodeFromNone, empty stays empty).
+	// Node names the lines without a host. Unset, they are counted per input and
+	// reported with an empty node.
 	Node string
 	// Year is the year of syslog dates, which name none (a date earlier than the
 	// one before it by more than half a year starts the next year).
@@ -95,6 +95,7 @@ type Scanner struct {
 	Stats     Stats
 }
 
+// streamKey identifies a stream: the input and the node's identity.
 type streamKey struct{ input, node string }
 
 // New returns a Scanner.
@@ -132,9 +133,11 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 	if n, ok := r.(interface{ Name() string }); ok {
 		input = n.Name()
 	}
-	defNode := s.opts.Node
-	if defNode == "" && s.opts.NodeFrom != NodeFromNone {
-		defNode = input
+	// Lines without a host belong to --node; unnamed, to the input (or, with
+	// NodeFromNone, to one nameless node).
+	defNode, defID := s.opts.Node, s.opts.Node
+	if defID == "" && s.opts.NodeFrom != NodeFromNone {
+		defID = input
 	}
 	lr := lineReader{br: bufio.NewReaderSize(r, 256<<10)}
 	var (
@@ -168,16 +171,16 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 		if p.Continuation {
 			continue
 		}
-		node := defNode
+		node, id := defNode, defID
 		switch {
 		case s.opts.NodeFrom == NodeFromHost && p.Host != "":
-			node = p.Host
+			node, id = p.Host, p.Host
 		case s.opts.NodeFrom == NodeFromFile:
-			node = input
+			node, id = input, input
 		}
 		st := last
-		if st == nil || st.key.input != input || st.key.node != node {
-			st = s.stream(input, node)
+		if st == nil || st.key.input != input || st.key.node != id {
+			st = s.stream(input, id, node)
 			last = st
 		}
 		st.observe(&p, s.rebootGap)
@@ -242,13 +245,14 @@ func (lr *lineReader) next() ([]byte, error) {
 	return lr.long, err
 }
 
-func (s *Scanner) stream(input, node string) *stream {
-	k := streamKey{input, node}
+// stream returns the stream of a node (identified by id, shown as node) in an input.
+func (s *Scanner) stream(input, id, node string) *stream {
+	k := streamKey{input, id}
 	st := s.streams[k]
 	if st == nil {
 		// The line's bytes are reused: keep copies of the names.
-		k = streamKey{strings.Clone(input), strings.Clone(node)}
-		st = &stream{key: k, corrKey: correlate.Key{Node: k.node, Stream: k.input}}
+		k = streamKey{strings.Clone(input), strings.Clone(id)}
+		st = &stream{key: k, node: strings.Clone(node), corrKey: correlate.Key{Node: k.node, Stream: k.input}}
 		s.streams[k] = st
 	}
 	return st
@@ -274,7 +278,7 @@ func (s *Scanner) report(o correlate.Outcome, input string, lineNo int, st *stre
 	if caps == nil {
 		caps = map[string]string{}
 	}
-	m := Match{File: input, Line: lineNo, Node: st.key.node, Pack: r.Pack, Rule: r.ID, Severity: r.Severity,
+	m := Match{File: input, Line: lineNo, Node: st.node, Pack: r.Pack, Rule: r.ID, Severity: r.Severity,
 		Action: o.Action(), Captures: caps, Text: raw}
 	if p.Clock == logline.ClockWall || p.Clock == logline.ClockWallNoYear {
 		m.Time = st.now(s.opts.Year).Format(time.RFC3339Nano)

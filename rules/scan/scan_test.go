@@ -176,6 +176,10 @@ func TestMergedSyslogIsOneStreamPerHost(t *testing.T) {
 	if n, _ := fired(ms, "flap"); n != 0 || ms[2].Node != "b.log" || ms[2].File != "b.log" {
 		t.Errorf("--node-from file: %+v", ms)
 	}
+	ms, _ = scanAll(t, Options{}, "a.log", a, "b.log", b) // no host, no --node: per input, unnamed
+	if n, _ := fired(ms, "flap"); n != 0 || ms[2].Node != "" || ms[2].File != "b.log" {
+		t.Errorf("default: %+v", ms)
+	}
 	ms, _ = scanAll(t, Options{Node: "gpu-9"}, "a.log", a, "b.log", b)
 	if n, nodes := fired(ms, "flap"); n != 1 || nodes[0] != "gpu-9" {
 		t.Errorf("--node gpu-9: flap fired %d times on %v", n, nodes)
