@@ -73,7 +73,7 @@ type Parsed struct {
 
 // Parse splits a raw line. It never fails: an unknown shape is a plain message.
 func Parse(raw string) Parsed {
-	line := strings.TrimRight(raw, "\r\n")
+	line := trimNewline(raw)
 	if len(line) > 0 && line[0] == ' ' && isDict(line) {
 		return Parsed{Format: FormatDict, Origin: OriginKernel, Continuation: true}
 	}
@@ -121,6 +121,14 @@ func Parse(raw string) Parsed {
 		}
 	}
 	return p
+}
+
+// trimNewline drops trailing line ends (strings.TrimRight, without its set).
+func trimNewline(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // isDict reports whether a line is a kmsg dictionary line: " KEY=value" with an

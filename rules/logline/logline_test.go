@@ -128,3 +128,21 @@ func BenchmarkParse(b *testing.B) {
 		_ = Parse(lines[i%len(lines)])
 	}
 }
+
+// TestDateMatchesTimeDate: the day counting agrees with time.Date over four
+// centuries either side of the epoch, leap days and year 0 included.
+func TestDateMatchesTimeDate(t *testing.T) {
+	for y := -400; y <= 2400; y += 7 {
+		for m := 1; m <= 12; m++ {
+			for _, d := range []int{1, 15, 28, 29, 31} {
+				want := time.Date(y, time.Month(m), d, 13, 14, 15, 16, time.UTC).Add(-3600 * time.Second)
+				if got := date(y, m, d, 13, 14, 15, 16, 3600); !got.Equal(want) {
+					t.Fatalf("date(%d-%02d-%02d) = %v, want %v", y, m, d, got, want)
+				}
+			}
+		}
+	}
+	if got := date(0, 2, 29, 0, 0, 0, 0, 0); got.Month() != time.February || got.Day() != 29 {
+		t.Errorf("year 0 is a leap year: %v", got)
+	}
+}

@@ -165,8 +165,10 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 		lineNo++
 		s.Stats.Lines++
 		// The line is read in place: nothing of it is kept unless it may match.
+		for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+			b = b[:len(b)-1]
+		}
 		text := unsafe.String(unsafe.SliceData(b), len(b))
-		text = strings.TrimRight(text, "\r\n")
 		p := logline.Parse(text)
 		if p.Continuation {
 			continue
