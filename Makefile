@@ -10,7 +10,7 @@ GOTESTFLAGS ?=
 export CGO_ENABLED ?= 1
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build build-cgo cuda demo test test-unit lint bench tools rules-test fuzz clean
+.PHONY: all build build-cgo cuda demo test test-unit lint bench bench-scan tools rules-test fuzz clean
 
 all: build
 
@@ -52,6 +52,11 @@ lint:
 ## bench: run the benchmarks (reported, never gated on time)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./rules/... ./dmesg-exporter/...
+
+## bench-scan: faultline scan against GNU grep -E on a generated 100 MB kernel log (ratio reported, never gated)
+SCAN_BENCH_MB ?= 100
+bench-scan:
+	FAULTLINE_SCAN_BENCH_MB=$(SCAN_BENCH_MB) $(GO) test -count=1 -v -run '^TestScanVsGrep$$' ./cmd/faultline
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds alone run in `make test`)
 FUZZTIME ?= 30s
