@@ -1,6 +1,9 @@
 package rules
 
-import "math"
+import (
+	"math"
+	"sort"
+)
 
 // gramFilter answers "does the text contain any of the patterns?" (ASCII
 // case-insensitively) for the benign majority of lines at a fraction of the cost
@@ -10,16 +13,29 @@ import "math"
 // patterns behind that window. A 3-byte pattern stands for the 256 windows it ends.
 type gramFilter struct {
 	bitmap *[1 << gramBits / 64]uint64
-	// byGram lists, for each chosen 4-byte window, the patterns holding it and where;
-	// short lists the 3-byte patterns by their bytes.
-	byGram map[uint32][]gramPattern
-	short  map[uint32]string
+	// heads[h] is 1 + the index in entries of the first window hashing to h (0: none);
+	// entries are grouped by hash. A direct table: confirming is on the hot path for
+	// windows that common words share.
+	heads   *[1 << gramBits]uint16
+	entries []gramEntry
 }
 
-type gramPattern struct {
-	lit string // lower-case
-	off int    // offset of the window in lit
+// gramEntry is one pattern behind a window: the window's bytes, and where the
+// window starts in the pattern (-1: the byte before a 3-byte pattern, any byte).
+type gramEntry struct {
+	hash uint32
+	g    uint32
+	off  int
+	lit  string // lower-case
 }
+
+// wordPenalty is added to the score of a window of four letters, spacePenalty for
+// each space: a space next to letters is most often a common word's edge ("ing ",
+// " mod"), and their counts in the corpus understate both.
+const (
+	wordPenalty  = 6
+	spacePenalty = 2
+)
 
 // gramBits is log2 of the bitmap size: 2^18 bits are 32 KiB.
 const gramBits = 18
@@ -37,39 +53,59 @@ var fold = func() (t [256]byte) {
 
 func gramHash(g uint32) uint32 { return (g * 0x9E3779B1) >> (32 - gramBits) }
 
-func (f *gramFilter) set(g uint32) {
-	h := gramHash(g)
-	f.bitmap[h/64] |= 1 << (h % 64)
-}
-
 // newGramFilter builds the filter for lower-case patterns of at least 3 bytes.
 func newGramFilter(patterns []string) *gramFilter {
-	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), byGram: map[uint32][]gramPattern{}, short: map[uint32]string{}}
+	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), heads: new([1 << gramBits]uint16)}
 	for _, p := range patterns {
 		if len(p) == 3 {
 			g := uint32(p[0])<<16 | uint32(p[1])<<8 | uint32(p[2])
 			for b := uint32(0); b < 256; b++ {
-				f.set(b<<24 | g)
+				f.entries = append(f.entries, gramEntry{g: b<<24 | g, off: -1, lit: p})
 			}
-			f.short[g] = p
 			continue
 		}
 		off := rarestWindow(p)
 		g := uint32(p[off])<<24 | uint32(p[off+1])<<16 | uint32(p[off+2])<<8 | uint32(p[off+3])
-		f.set(g)
-		f.byGram[g] = append(f.byGram[g], gramPattern{lit: p, off: off})
+		f.entries = append(f.entries, gramEntry{g: g, off: off, lit: p})
+	}
+	for i := range f.entries {
+		f.entries[i].hash = gramHash(f.entries[i].g)
+	}
+	sort.SliceStable(f.entries, func(i, j int) bool { return f.entries[i].hash < f.entries[j].hash })
+	if len(f.entries) >= 1<<16-1 {
+		f.entries = f.entries[:0] // too many for the table: every line is a candidate
+		for i := range f.bitmap {
+			f.bitmap[i] = ^uint64(0)
+		}
+		return f
+	}
+	for i := len(f.entries) - 1; i >= 0; i-- {
+		h := f.entries[i].hash
+		f.bitmap[h/64] |= 1 << (h % 64)
+		f.heads[h] = uint16(i + 1)
 	}
 	return f
 }
 
 // rarestWindow returns the offset of the 4-byte window of p least likely to occur in
-// log text, by the frequencies of its bytes.
+// log text, by the frequencies of its bytes. Four letters in a row are most often
+// the inside of a common word ("kern", "mode", "stat"), so windows that hold a
+// word's edge are preferred.
 func rarestWindow(p string) int {
 	best, bestScore := 0, math.Inf(1)
 	for i := 0; i+4 <= len(p); i++ {
-		s := 0.0
+		s, letters := 0.0, 0
 		for _, c := range []byte(p[i : i+4]) {
 			s += math.Log(float64(byteFreq[c]) + 1)
+			switch {
+			case 'a' <= c && c <= 'z':
+				letters++
+			case c == ' ':
+				s += spacePenalty
+			}
+		}
+		if letters == 4 {
+			s += wordPenalty
 		}
 		if s < bestScore {
 			best, bestScore = i, s
@@ -84,28 +120,29 @@ func (f *gramFilter) any(s string) bool {
 	var g uint32 // the window before the text holds zero bytes
 	for i := 0; i < len(s); i++ {
 		g = g<<8 | uint32(fold[s[i]])
-		h := gramHash(g)
-		if bm[(h/64)&(1<<gramBits/64-1)]&(1<<(h%64)) != 0 && f.confirm(s, i-3, g) {
+		h := gramHash(g) & (1<<gramBits - 1)
+		if bm[h/64]&(1<<(h%64)) != 0 && f.confirm(s, i-3, g, h) {
 			return true
 		}
 	}
 	return false
 }
 
-// confirm checks the patterns whose window g starts at s[at] (at may be negative
-// at the start of the text).
-func (f *gramFilter) confirm(s string, at int, g uint32) bool {
-	if len(f.short) > 0 {
-		if p, ok := f.short[g&0xffffff]; ok && at+1 >= 0 && equalFold(s[at+1:at+4], p) {
-			return true
-		}
+// confirm checks the patterns whose window g (hashing to h) starts at s[at]; at is
+// negative near the start of the text. With every line a candidate (no table),
+// it says yes.
+func (f *gramFilter) confirm(s string, at int, g, h uint32) bool {
+	k := int(f.heads[h]) - 1
+	if k < 0 {
+		return len(f.entries) == 0
 	}
-	for _, p := range f.byGram[g] {
-		start := at - p.off
-		if start < 0 || start+len(p.lit) > len(s) {
+	for ; k < len(f.entries) && f.entries[k].hash == h; k++ {
+		e := &f.entries[k]
+		if e.g != g {
 			continue
 		}
-		if equalFold(s[start:start+len(p.lit)], p.lit) {
+		start := at - e.off
+		if start >= 0 && start+len(e.lit) <= len(s) && equalFold(s[start:start+len(e.lit)], e.lit) {
 			return true
 		}
 	}
