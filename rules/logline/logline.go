@@ -92,6 +92,9 @@ func Parse(raw string) Parsed {
 	}
 	if n, ok := parseSyslog(rest, &p); ok {
 		rest = rest[n:]
+	} else if r, ok := strings.CutPrefix(rest, "kernel: "); ok {
+		// A journal or syslog line pasted without its date and host.
+		rest, p.Program, p.Origin = r, "kernel", OriginKernel
 	} else if ts, n, f := parseISO(rest); n > 0 && !f.spaceSep && f.zone && n < len(rest) && isSpace(rest[n]) {
 		// dmesg --time-format iso: "2025-01-21T04:41:44,283575+00:00 " and no host.
 		rest = rest[n+1:]

@@ -50,6 +50,8 @@ func refParse(raw string) Parsed {
 			p.Origin = OriginKernel
 		}
 		rest = rest[m[1]:]
+	} else if r, ok := strings.CutPrefix(rest, "kernel: "); ok {
+		rest, p.Program, p.Origin = r, "kernel", OriginKernel
 	} else if m := refISOTime.FindStringIndex(rest); m != nil {
 		rest = rest[m[1]:]
 		if p.Format == FormatPlain {
