@@ -1,11 +1,6 @@
 package rules
 
-import (
-	"sync"
-	"unsafe"
-
-	ahocorasick "github.com/petar-dambovaliev/aho-corasick"
-)
+import "sync"
 
 // Line is one log line to match.
 type Line struct {
@@ -25,16 +20,15 @@ type Hit struct {
 }
 
 // Engine matches lines against a compiled Set. Most lines of a fleet are benign, so
-// it first scans each line once for every rule's required literals (Aho-Corasick,
-// ASCII case-insensitive) and runs the regexes of the candidate rules only. The
-// result is the same as running every regex on every line (see MatchNaive).
-// An Engine is safe for concurrent use.
+// it first scans each line once for every rule's required literals (ASCII
+// case-insensitive, see gramFilter) and runs the regexes of the candidate rules
+// only. The result is the same as running every regex on every line (see
+// MatchNaive). An Engine is safe for concurrent use.
 type Engine struct {
 	set      *Set
-	ac       ahocorasick.AhoCorasick
 	pre      *gramFilter
 	patterns []string
-	// targets[i] lists, for AC pattern i, the rules it makes candidates of.
+	// targets[i] lists, for pattern i, the rules it makes candidates of.
 	targets [][]target
 	// always lists targets without usable literals: checked on every line.
 	always []target
@@ -92,7 +86,6 @@ func NewEngine(set *Set) *Engine {
 			e.group[i] = g
 		}
 	}
-	e.ac = newAC(e.patterns)
 	e.pre = newGramFilter(e.patterns)
 	e.words = (len(set.Rules) + 63) / 64
 	e.pool.New = func() any {
@@ -103,17 +96,6 @@ func NewEngine(set *Set) *Engine {
 		}
 	}
 	return e
-}
-
-// newAC builds the automaton that finds every pattern in a candidate line,
-// overlapping ones included.
-func newAC(patterns []string) ahocorasick.AhoCorasick {
-	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
-		AsciiCaseInsensitive: true,
-		MatchKind:            ahocorasick.StandardMatch,
-		DFA:                  true,
-	})
-	return b.Build(patterns)
 }
 
 // Set returns the compiled rules the engine matches.
@@ -132,30 +114,31 @@ func (e *Engine) MayMatch(text string) bool {
 
 // Match appends to dst the hits of line l and returns the extended slice.
 func (e *Engine) Match(l Line, dst []Hit) []Hit {
-	if !e.MayMatch(l.Text) {
+	if len(e.always) == 0 && len(l.Text) < minLiteralLen {
 		return dst
 	}
-	s := e.pool.Get().(*scratch)
-	defer e.pool.Put(s)
-	found := false
-	for _, t := range e.always {
+	// Benign lines take no scratch from the pool: it is fetched at the first mark.
+	var s *scratch
+	mark := func(t target) {
+		if s == nil {
+			s = e.pool.Get().(*scratch)
+		}
 		s.mark(t)
-		found = true
+	}
+	for _, t := range e.always {
+		mark(t)
 	}
 	if len(e.patterns) > 0 && len(l.Text) >= minLiteralLen {
-		// The iterator only reads the bytes, so view the string without copying.
-		b := unsafe.Slice(unsafe.StringData(l.Text), len(l.Text))
-		it := e.ac.IterOverlappingByte(b)
-		for m := it.Next(); m != nil; m = it.Next() {
-			for _, t := range e.targets[m.Pattern()] {
-				s.mark(t)
+		e.pre.find(l.Text, func(p int32) {
+			for _, t := range e.targets[p] {
+				mark(t)
 			}
-			found = true
-		}
+		})
 	}
-	if !found {
+	if s == nil {
 		return dst
 	}
+	defer e.pool.Put(s)
 	for w := 0; w < e.words; w++ {
 		p, c := s.primary[w], s.companion[w]
 		if p == 0 && c == 0 {

@@ -5,28 +5,31 @@ import (
 	"sort"
 )
 
-// gramFilter answers "does the text contain any of the patterns?" (ASCII
-// case-insensitively) for the benign majority of lines at a fraction of the cost
-// of the Aho-Corasick automaton, whose tables do not fit the CPU's first-level
-// cache: each pattern is represented by its rarest 4-byte window, the windows are
-// hashed into a bitmap that does fit, and a set bit is confirmed by comparing the
-// patterns behind that window. A 3-byte pattern stands for the 256 windows it ends.
+// gramFilter finds which of a set of patterns a text contains (ASCII
+// case-insensitively), overlapping ones included, and answers "any?" for the benign
+// majority of lines at a fraction of the cost of an Aho-Corasick automaton, whose
+// tables do not fit the CPU's first-level cache: each pattern is represented by its
+// rarest 4-byte window, the windows are hashed into a bitmap that does fit, and a
+// set bit is confirmed by comparing the patterns behind that window. Every
+// occurrence of a pattern holds its window, so no occurrence is missed. A 3-byte
+// pattern stands for the 256 windows it ends.
 type gramFilter struct {
 	bitmap *[1 << gramBits / 64]uint64
 	// heads[h] is 1 + the index in entries of the first window hashing to h (0: none);
 	// entries are grouped by hash. A direct table: confirming is on the hot path for
 	// windows that common words share.
-	heads   *[1 << gramBits]uint16
+	heads   *[1 << gramBits]uint32
 	entries []gramEntry
 }
 
 // gramEntry is one pattern behind a window: the window's bytes, and where the
 // window starts in the pattern (-1: the byte before a 3-byte pattern, any byte).
 type gramEntry struct {
-	hash uint32
-	g    uint32
-	off  int
-	lit  string // lower-case
+	hash    uint32
+	g       uint32
+	off     int
+	lit     string // lower-case
+	pattern int32  // index in the filter's patterns
 }
 
 // wordPenalty is added to the score of a window of four letters, spacePenalty for
@@ -55,34 +58,27 @@ func gramHash(g uint32) uint32 { return (g * 0x9E3779B1) >> (32 - gramBits) }
 
 // newGramFilter builds the filter for lower-case patterns of at least 3 bytes.
 func newGramFilter(patterns []string) *gramFilter {
-	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), heads: new([1 << gramBits]uint16)}
-	for _, p := range patterns {
+	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), heads: new([1 << gramBits]uint32)}
+	for i, p := range patterns {
 		if len(p) == 3 {
 			g := uint32(p[0])<<16 | uint32(p[1])<<8 | uint32(p[2])
 			for b := uint32(0); b < 256; b++ {
-				f.entries = append(f.entries, gramEntry{g: b<<24 | g, off: -1, lit: p})
+				f.entries = append(f.entries, gramEntry{g: b<<24 | g, off: -1, lit: p, pattern: int32(i)})
 			}
 			continue
 		}
 		off := rarestWindow(p)
 		g := uint32(p[off])<<24 | uint32(p[off+1])<<16 | uint32(p[off+2])<<8 | uint32(p[off+3])
-		f.entries = append(f.entries, gramEntry{g: g, off: off, lit: p})
+		f.entries = append(f.entries, gramEntry{g: g, off: off, lit: p, pattern: int32(i)})
 	}
 	for i := range f.entries {
 		f.entries[i].hash = gramHash(f.entries[i].g)
 	}
 	sort.SliceStable(f.entries, func(i, j int) bool { return f.entries[i].hash < f.entries[j].hash })
-	if len(f.entries) >= 1<<16-1 {
-		f.entries = f.entries[:0] // too many for the table: every line is a candidate
-		for i := range f.bitmap {
-			f.bitmap[i] = ^uint64(0)
-		}
-		return f
-	}
 	for i := len(f.entries) - 1; i >= 0; i-- {
 		h := f.entries[i].hash
 		f.bitmap[h/64] |= 1 << (h % 64)
-		f.heads[h] = uint16(i + 1)
+		f.heads[h] = uint32(i + 1)
 	}
 	return f
 }
@@ -114,28 +110,45 @@ func rarestWindow(p string) int {
 	return best
 }
 
-// any reports whether s contains one of the patterns, ASCII case-insensitively.
+// any reports whether s contains one of the patterns.
 func (f *gramFilter) any(s string) bool {
 	bm := f.bitmap
 	var g uint32 // the window before the text holds zero bytes
 	for i := 0; i < len(s); i++ {
 		g = g<<8 | uint32(fold[s[i]])
 		h := gramHash(g) & (1<<gramBits - 1)
-		if bm[h/64]&(1<<(h%64)) != 0 && f.confirm(s, i-3, g, h) {
+		if bm[h/64]&(1<<(h%64)) != 0 && f.confirm(s, i-3, g, h, nil) {
 			return true
 		}
 	}
 	return false
 }
 
+// find calls found for every pattern s contains (once or more for each) and
+// reports whether there was any.
+func (f *gramFilter) find(s string, found func(pattern int32)) bool {
+	bm := f.bitmap
+	var g uint32
+	any := false
+	for i := 0; i < len(s); i++ {
+		g = g<<8 | uint32(fold[s[i]])
+		h := gramHash(g) & (1<<gramBits - 1)
+		if bm[h/64]&(1<<(h%64)) != 0 && f.confirm(s, i-3, g, h, found) {
+			any = true
+		}
+	}
+	return any
+}
+
 // confirm checks the patterns whose window g (hashing to h) starts at s[at]; at is
-// negative near the start of the text. With every line a candidate (no table),
-// it says yes.
-func (f *gramFilter) confirm(s string, at int, g, h uint32) bool {
+// negative near the start of the text. Without found it stops at the first
+// pattern present; with it, it calls found for each.
+func (f *gramFilter) confirm(s string, at int, g, h uint32, found func(int32)) bool {
 	k := int(f.heads[h]) - 1
 	if k < 0 {
-		return len(f.entries) == 0
+		return false
 	}
+	ok := false
 	for ; k < len(f.entries) && f.entries[k].hash == h; k++ {
 		e := &f.entries[k]
 		if e.g != g {
@@ -143,10 +156,14 @@ func (f *gramFilter) confirm(s string, at int, g, h uint32) bool {
 		}
 		start := at - e.off
 		if start >= 0 && start+len(e.lit) <= len(s) && equalFold(s[start:start+len(e.lit)], e.lit) {
-			return true
+			if found == nil {
+				return true
+			}
+			found(e.pattern)
+			ok = true
 		}
 	}
-	return false
+	return ok
 }
 
 // equalFold compares s with a lower-case pattern, folding ASCII letters of s only.
