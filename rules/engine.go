@@ -105,13 +105,6 @@ func (e *Engine) Set() *Set { return e.set }
 // every rule has some: if not, some regex runs on every line.
 func (e *Engine) Patterns() ([]string, bool) { return e.patterns, len(e.always) == 0 }
 
-// MayMatch reports whether Match could find hits in text; false means it finds
-// none. It is Match's first and cheapest step, for callers that skip benign lines
-// before copying them.
-func (e *Engine) MayMatch(text string) bool {
-	return len(e.always) > 0 || len(text) >= minLiteralLen && e.pre.any(text)
-}
-
 // Match appends to dst the hits of line l and returns the extended slice.
 func (e *Engine) Match(l Line, dst []Hit) []Hit {
 	if len(e.always) == 0 && len(l.Text) < minLiteralLen {

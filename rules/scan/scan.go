@@ -193,11 +193,13 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 		if src == "" {
 			src = rules.Source(p.Origin)
 		}
-		hits = hits[:0]
+		// Matched in place; the rare line with hits is matched again from a copy, since
+		// hits keep their captures and the correlator keeps the text.
 		msg := ""
-		if s.engine.MayMatch(p.Message) {
+		hits = s.engine.Match(rules.Line{Text: p.Message, Source: src}, hits[:0])
+		if len(hits) > 0 {
 			msg = strings.Clone(p.Message)
-			hits = s.engine.Match(rules.Line{Text: msg, Source: src}, hits)
+			hits = s.engine.Match(rules.Line{Text: msg, Source: src}, hits[:0])
 		}
 		var t time.Time
 		if len(hits) > 0 {
