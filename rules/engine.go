@@ -190,8 +190,8 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 		}
 	}
 	if companion && r.Companion != nil {
-		if m := r.Companion.Regex.FindStringSubmatch(l.Text); m != nil {
-			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, m), Companion: true})
+		if m := r.Companion.Regex.FindStringSubmatchIndex(l.Text); m != nil {
+			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, l.Text, m), Companion: true})
 		}
 	}
 	return dst
@@ -235,11 +235,12 @@ func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
 	return caps, true
 }
 
-func captures(re interface{ SubexpNames() []string }, m []string) map[string]string {
+// captures returns the named groups that took part in the match m of text.
+func captures(re interface{ SubexpNames() []string }, text string, m []int) map[string]string {
 	caps := map[string]string{}
 	for i, n := range re.SubexpNames() {
-		if n != "" && m[i] != "" {
-			caps[n] = m[i]
+		if n != "" && m[2*i] >= 0 && m[2*i+1] > m[2*i] {
+			caps[n] = text[m[2*i]:m[2*i+1]]
 		}
 	}
 	return caps

@@ -91,6 +91,7 @@ type Scanner struct {
 	opts      Options
 	corr      *correlate.Correlator
 	streams   map[streamKey]*stream
+	recent    [8]*stream
 	rebootGap time.Duration
 	Stats     Stats
 }
@@ -193,13 +194,17 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 		if src == "" {
 			src = rules.Source(p.Origin)
 		}
-		// Matched in place; the rare line with hits is matched again from a copy, since
-		// hits keep their captures and the correlator keeps the text.
+		// Matched in place: the rare line with hits gets copies of its text and
+		// captures, which the correlator and the output keep.
 		msg := ""
 		hits = s.engine.Match(rules.Line{Text: p.Message, Source: src}, hits[:0])
 		if len(hits) > 0 {
 			msg = strings.Clone(p.Message)
-			hits = s.engine.Match(rules.Line{Text: msg, Source: src}, hits[:0])
+			for _, h := range hits {
+				for k, v := range h.Captures {
+					h.Captures[k] = strings.Clone(v)
+				}
+			}
 		}
 		var t time.Time
 		if len(hits) > 0 {
@@ -250,9 +255,20 @@ func (lr *lineReader) next() ([]byte, error) {
 }
 
 // stream returns the stream of a node (identified by id, shown as node) in an input.
+// The few hosts of a merged syslog alternate line by line: the streams used last
+// are compared before the map is hashed.
 func (s *Scanner) stream(input, id, node string) *stream {
+	for _, st := range s.recent {
+		if st != nil && st.key.node == id && st.key.input == input {
+			return st
+		}
+	}
 	k := streamKey{input, id}
 	st := s.streams[k]
+	defer func() {
+		copy(s.recent[1:], s.recent[:len(s.recent)-1])
+		s.recent[0] = st
+	}()
 	if st == nil {
 		// The line's bytes are reused: keep copies of the names.
 		k = streamKey{strings.Clone(input), strings.Clone(id)}
