@@ -1,6 +1,10 @@
 package rules
 
-import "sync"
+import (
+	"slices"
+	"sort"
+	"sync"
+)
 
 // Line is one log line to match.
 type Line struct {
@@ -32,10 +36,13 @@ type Engine struct {
 	targets [][]target
 	// always lists targets without usable literals: checked on every line.
 	always []target
-	groups map[string]int
-	group  []int // rule index -> exclusive group number, -1 for none
-	words  int
-	pool   sync.Pool
+	// musts[i] and companionMusts[i]: literal sets rule i's regexes need, checked
+	// before running them (see requiredLiteralSets).
+	musts, companionMusts [][][]string
+	groups                map[string]int
+	group                 []int // rule index -> exclusive group number, -1 for none
+	words                 int
+	pool                  sync.Pool
 }
 
 type target struct {
@@ -71,7 +78,13 @@ func NewEngine(set *Set) *Engine {
 			e.targets[i] = append(e.targets[i], t)
 		}
 	}
+	e.musts = make([][][]string, len(set.Rules))
+	e.companionMusts = make([][][]string, len(set.Rules))
 	for i, r := range set.Rules {
+		e.musts[i] = without(requiredLiteralSets(r.Regex.String()), r.Literals)
+		if r.Companion != nil {
+			e.companionMusts[i] = without(requiredLiteralSets(r.Companion.Regex.String()), r.Companion.Literals)
+		}
 		add(r.Literals, target{rule: int32(i)})
 		if r.Companion != nil {
 			add(r.Companion.Literals, target{rule: int32(i), companion: true})
@@ -96,6 +109,22 @@ func NewEngine(set *Set) *Engine {
 		}
 	}
 	return e
+}
+
+// without drops the set the prefilter already found on every candidate line.
+func without(sets [][]string, lits []string) [][]string {
+	low := make([]string, len(lits))
+	for i, l := range lits {
+		low[i] = lower(l)
+	}
+	sort.Strings(low)
+	out := sets[:0]
+	for _, set := range sets {
+		if !slices.Equal(set, low) {
+			out = append(out, set)
+		}
+	}
+	return out
 }
 
 // Set returns the compiled rules the engine matches.
@@ -180,7 +209,7 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 	}
 	if primary {
 		g := e.group[i]
-		if g < 0 || !groupDone[g] {
+		if (g < 0 || !groupDone[g]) && holdsAll(l.Text, e.musts[i]) {
 			if caps, ok := r.matchPrimary(l.Text); ok {
 				dst = append(dst, Hit{Rule: r, Captures: caps})
 				if g >= 0 {
@@ -189,7 +218,7 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 			}
 		}
 	}
-	if companion && r.Companion != nil {
+	if companion && r.Companion != nil && holdsAll(l.Text, e.companionMusts[i]) {
 		if m := r.Companion.Regex.FindStringSubmatchIndex(l.Text); m != nil {
 			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, l.Text, m), Companion: true})
 		}

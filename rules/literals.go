@@ -2,6 +2,7 @@ package rules
 
 import (
 	"regexp/syntax"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -271,4 +272,93 @@ func dedupe(set []string) []string {
 		}
 	}
 	return out
+}
+
+// maxSets and maxSetSize bound the extra literal checks a rule gets before its regex.
+const (
+	maxSets    = 4
+	maxSetSize = 8
+)
+
+// requiredLiteralSets returns sets of lower-case literals such that every match of
+// expr contains one literal of each set: the pieces of a concatenation are each
+// required, where requiredLiterals keeps only the best. Checking them is much
+// cheaper than running a regex that fails, as most do on a candidate line.
+func requiredLiteralSets(expr string) [][]string {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	var out [][]string
+	seen := map[string]bool{}
+	for _, set := range requiredSets(re.Simplify()) {
+		if len(set) > maxSetSize || len(out) == maxSets {
+			continue
+		}
+		set = dedupe(set)
+		for i, l := range set {
+			set[i] = strings.ToLower(l)
+		}
+		sort.Strings(set)
+		if k := strings.Join(set, "\x00"); !seen[k] {
+			seen[k] = true
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
+func requiredSets(re *syntax.Regexp) [][]string {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredSets(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredSets(re.Sub[0])
+		}
+		return nil
+	case syntax.OpConcat:
+		var out [][]string
+		if r := analyze(re).required; usable(r) {
+			out = append(out, r)
+		}
+		for _, sub := range re.Sub {
+			out = append(out, requiredSets(sub)...)
+		}
+		return out
+	}
+	if r := analyze(re).required; usable(r) {
+		return [][]string{r}
+	}
+	return nil
+}
+
+// holdsAll reports whether text contains a literal of every set, ASCII
+// case-insensitively.
+func holdsAll(text string, sets [][]string) bool {
+	for _, set := range sets {
+		found := false
+		for _, l := range set {
+			if containsFold(text, l) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// containsFold reports whether s contains the lower-case literal, folding ASCII
+// letters of s.
+func containsFold(s, lower string) bool {
+	first := lower[0]
+	for i := 0; i+len(lower) <= len(s); i++ {
+		if fold[s[i]] == first && equalFold(s[i:i+len(lower)], lower) {
+			return true
+		}
+	}
+	return false
 }

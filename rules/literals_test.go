@@ -28,3 +28,27 @@ func TestRequiredLiterals(t *testing.T) {
 		}
 	}
 }
+
+func TestRequiredLiteralSets(t *testing.T) {
+	cases := []struct {
+		expr string
+		want [][]string
+	}{
+		// Every piece of a concatenation is required, each with its alternatives.
+		{`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`, [][]string{{" occurred at", "reported by libos"}, {"nvrm:"}}},
+		{`nvidia-nvswitch(?P<switch>\d+): SXid \(PCI:`, [][]string{{"nvidia-nvswitch"}, {": sxid (pci:"}}},
+		{`(?:abc|de)x`, [][]string{{"abcx", "dex"}}}, // "de" alone is too short, joined it is not
+		{`(?:foo)?bar\d+`, [][]string{{"bar"}}},      // optional pieces require nothing
+	}
+	for _, c := range cases {
+		if got := requiredLiteralSets(c.expr); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %q, want %q", c.expr, got, c.want)
+		}
+	}
+	if !holdsAll("x NVRM: ... Xid 5 OCCURRED AT y", requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)) {
+		t.Error("holdsAll: the sets are in the line, folded")
+	}
+	if holdsAll("NVRM: GPU at PCI:0000:3b:00", requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)) {
+		t.Error("holdsAll: the second set is not in the line")
+	}
+}
