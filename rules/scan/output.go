@@ -119,6 +119,9 @@ func (s *Scanner) WriteSummary(w io.Writer) error {
 	if s.Stats.Truncated > 0 {
 		fmt.Fprintf(tw, " (%d longer than %d bytes, truncated)", s.Stats.Truncated, MaxLineBytes)
 	}
+	if s.Stats.Merged > 0 {
+		fmt.Fprintf(tw, " (%d of hosts past the first %d counted with their input's lines without a host)", s.Stats.Merged, MaxStreams)
+	}
 	if s.Stats.Untimed > 0 {
 		fmt.Fprintf(tw, " (%d without a time of their own)", s.Stats.Untimed)
 	}

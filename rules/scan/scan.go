@@ -22,6 +22,10 @@ import (
 // MaxLineBytes caps one input line; the rest of a longer line is skipped and counted.
 const MaxLineBytes = 1 << 20
 
+// MaxStreams caps the streams (input and node pairs) a scan keeps state for; lines
+// of further hosts are counted with their input's hostless lines, and counted.
+const MaxStreams = 100_000
+
 // Match is one reported match, the JSON object of `--format jsonl`.
 type Match struct {
 	File string `json:"file"`
@@ -73,6 +77,8 @@ type Stats struct {
 	// Untimed counts lines that carry no time of their own; in a stream that never
 	// had one, lines are taken to be one second apart.
 	Untimed int
+	// Merged counts lines whose host found no room under MaxStreams.
+	Merged  int
 	PerRule map[*rules.Compiled]*RuleStats
 	// Fired counts the firings at each level of --fail-on.
 	Fired map[FailOn]int
@@ -183,7 +189,10 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 		}
 		st := last
 		if st == nil || st.key.input != input || st.key.node != id {
-			st = s.stream(input, id, node)
+			if st = s.stream(input, id, node, false); st == nil {
+				s.Stats.Merged++
+				st = s.stream(input, defID, defNode, true)
+			}
 			last = st
 		}
 		st.observe(&p, s.rebootGap)
@@ -254,10 +263,11 @@ func (lr *lineReader) next() ([]byte, error) {
 	return lr.long, err
 }
 
-// stream returns the stream of a node (identified by id, shown as node) in an input.
-// The few hosts of a merged syslog alternate line by line: the streams used last
-// are compared before the map is hashed.
-func (s *Scanner) stream(input, id, node string) *stream {
+// stream returns the stream of a node (identified by id, shown as node) in an input,
+// or nil when it is new and MaxStreams are kept already (unless force). The few
+// hosts of a merged syslog alternate line by line: the streams used last are
+// compared before the map is hashed.
+func (s *Scanner) stream(input, id, node string, force bool) *stream {
 	for _, st := range s.recent {
 		if st != nil && st.key.node == id && st.key.input == input {
 			return st
@@ -265,16 +275,17 @@ func (s *Scanner) stream(input, id, node string) *stream {
 	}
 	k := streamKey{input, id}
 	st := s.streams[k]
-	defer func() {
-		copy(s.recent[1:], s.recent[:len(s.recent)-1])
-		s.recent[0] = st
-	}()
 	if st == nil {
+		if len(s.streams) >= MaxStreams && !force {
+			return nil
+		}
 		// The line's bytes are reused: keep copies of the names.
 		k = streamKey{strings.Clone(input), strings.Clone(id)}
 		st = &stream{key: k, node: strings.Clone(node), corrKey: correlate.Key{Node: k.node, Stream: k.input}}
 		s.streams[k] = st
 	}
+	copy(s.recent[1:], s.recent[:len(s.recent)-1])
+	s.recent[0] = st
 	return st
 }
 

@@ -285,3 +285,20 @@ func TestRebootGapExceedsEveryWindow(t *testing.T) {
 		t.Errorf("reboot gap %v is not longer than the 10m window", g)
 	}
 }
+
+// TestStreamsAreBounded: a log naming ever new hosts cannot grow the scanner's state
+// past MaxStreams; the lines of the hosts past it are counted.
+func TestStreamsAreBounded(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < MaxStreams+10; i++ {
+		fmt.Fprintf(&b, "Nov 23 10:00:00 h%d kernel: x\n", i)
+	}
+	b.WriteString("Nov 23 10:00:01 h-new kernel: GPU has fallen off the bus\n")
+	ms, sc := scanAll(t, Options{Year: 2026}, "in", b.String())
+	if len(sc.streams) > MaxStreams+1 || sc.Stats.Merged != 11 {
+		t.Errorf("%d streams kept, %d lines merged", len(sc.streams), sc.Stats.Merged)
+	}
+	if len(ms) != 1 || ms[0].Node != "" {
+		t.Errorf("the line of a host past the cap is reported with its input's hostless lines: %+v", ms)
+	}
+}
