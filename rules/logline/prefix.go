@@ -341,8 +341,10 @@ func dmesgSeconds(s string, p *Parsed) (int, bool) {
 			}
 		}
 	}
-	if sec, ok := atoi64(s[i:secEnd]); ok && sec < 1<<32 && p.Clock == ClockNone {
-		p.Clock, p.Uptime = ClockBoot, time.Duration(sec)*time.Second+time.Duration(fraction(s[secEnd+1:fracEnd]))
+	if p.Clock == ClockNone { // a syslog time before it wins
+		if sec, ok := atoi64(s[i:secEnd]); ok && sec < 1<<32 {
+			p.Clock, p.Uptime = ClockBoot, time.Duration(sec)*time.Second+time.Duration(fraction(s[secEnd+1:fracEnd]))
+		}
 	}
 	if end < len(s) && isSpace(s[end]) {
 		end++

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -281,7 +282,9 @@ func (s *Scanner) stream(input, id, node string, force bool) *stream {
 		}
 		// The line's bytes are reused: keep copies of the names.
 		k = streamKey{strings.Clone(input), strings.Clone(id)}
-		st = &stream{key: k, node: strings.Clone(node), corrKey: correlate.Key{Node: k.node, Stream: k.input}}
+		// The correlator hashes its key on every line: the stream is named by a
+		// short number rather than the input's path.
+		st = &stream{key: k, node: strings.Clone(node), corrKey: correlate.Key{Node: k.node, Stream: strconv.Itoa(len(s.streams))}}
 		s.streams[k] = st
 	}
 	copy(s.recent[1:], s.recent[:len(s.recent)-1])
