@@ -32,12 +32,14 @@ type gramEntry struct {
 	pattern int32  // index in the filter's patterns
 }
 
-// wordPenalty is added to the score of a window of four letters, spacePenalty for
-// each space: a space next to letters is most often a common word's edge ("ing ",
-// " mod"), and their counts in the corpus understate both.
+// wordPenalty is added to the score of a window of four letters, edgeSpacePenalty
+// for a space at either end and spacePenalty for one inside: four letters are most
+// often the inside of a common word ("kern", "stat"), a space at the end its edge
+// ("ing ", " mod"), while a space inside joins two particular words ("g er").
 const (
-	wordPenalty  = 6
-	spacePenalty = 2
+	wordPenalty      = 6
+	edgeSpacePenalty = 4
+	spacePenalty     = 1
 )
 
 // gramBits is log2 of the bitmap size: 2^18 bits are 32 KiB.
@@ -91,11 +93,13 @@ func rarestWindow(p string) int {
 	best, bestScore := 0, math.Inf(1)
 	for i := 0; i+4 <= len(p); i++ {
 		s, letters := 0.0, 0
-		for _, c := range []byte(p[i : i+4]) {
+		for j, c := range []byte(p[i : i+4]) {
 			s += math.Log(float64(byteFreq[c]) + 1)
 			switch {
 			case 'a' <= c && c <= 'z':
 				letters++
+			case c == ' ' && (j == 0 || j == 3):
+				s += edgeSpacePenalty
 			case c == ' ':
 				s += spacePenalty
 			}
