@@ -21,6 +21,7 @@ func newScanCmd() *cobra.Command {
 		node     string
 		year     int
 		failOn   string
+		workers  int
 	)
 	cmd := &cobra.Command{
 		Use:   "scan [--packs DIR]... [--format text|jsonl] [--fail-on taint|event|warning] [FILE|-]...",
@@ -52,6 +53,9 @@ at the --fail-on level (taint: a taint rule fired; event: a taint, probe or even
 rule fired; warning: a rule of severity warning or critical fired); 1 on an error.
 Without --fail-on, 0 whenever the scan ran.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if workers < 0 || workers > 256 {
+				return fmt.Errorf("--workers must be between 0 and 256, not %d", workers)
+			}
 			if format != "text" && format != "jsonl" {
 				return fmt.Errorf("--format must be text or jsonl, not %q", format)
 			}
@@ -84,7 +88,7 @@ Without --fail-on, 0 whenever the scan ran.`,
 			} else {
 				emit, flush = scan.TextWriter(out, len(args) > 1)
 			}
-			sc := scan.New(eng, scan.Options{Source: rules.Source(source), NodeFrom: scan.NodeFrom(nodeFrom), Node: node, Year: year})
+			sc := scan.New(eng, scan.Options{Source: rules.Source(source), NodeFrom: scan.NodeFrom(nodeFrom), Node: node, Year: year, Workers: workers})
 			for _, name := range args {
 				if err := scanInput(cmd, sc, name, emit); err != nil {
 					return err
@@ -110,6 +114,7 @@ Without --fail-on, 0 whenever the scan ran.`,
 	cmd.Flags().StringVar(&nodeFrom, "node-from", string(scan.NodeFromHost), "what a line's node is: host (its syslog/journal host), file (the input), none (one node)")
 	cmd.Flags().StringVar(&node, "node", "", "node of the lines that name no host; default: the input's name")
 	cmd.Flags().IntVar(&year, "year", time.Now().Year(), "year of syslog dates, which name none")
+	cmd.Flags().IntVar(&workers, "workers", 0, "goroutines that parse and match lines (output keeps the input's order); 0: one per CPU but one, at most 4, and 1 below 4 CPUs")
 	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit with status 2 when a rule fires at this level: taint, event or warning")
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,9 @@ type Options struct {
 	// Year is the year of syslog dates, which name none (a date earlier than the
 	// one before it by more than half a year starts the next year).
 	Year int
+	// Workers parse and match lines in parallel; 0 means DefaultWorkers, 1 reads
+	// and matches on the calling goroutine.
+	Workers int
 }
 
 // Stats summarise a scan.
@@ -121,6 +125,18 @@ func New(e *rules.Engine, o Options) *Scanner {
 	}
 }
 
+// DefaultWorkers is the number of goroutines that parse and match lines: with
+// fewer than four CPUs one, since handing chunks between goroutines costs more CPU
+// than it saves when no core is idle; else one per CPU but one, at most four (the
+// in-order side is then what limits).
+func DefaultWorkers() int {
+	n := runtime.GOMAXPROCS(0)
+	if n < 4 {
+		return 1
+	}
+	return min(n-1, 4)
+}
+
 // rebootGap is the time put between two boots of a node in a log with seconds since
 // boot: longer than any rule's window, so no window spans a reboot.
 func rebootGap(set *rules.Set) time.Duration {
@@ -135,7 +151,9 @@ func rebootGap(set *rules.Set) time.Duration {
 }
 
 // Scan reads r line by line and calls emit for every match, in input order. The
-// input's name is r's Name() (an *os.File's path), or "-".
+// input's name is r's Name() (an *os.File's path), or "-". Lines are parsed and
+// matched on Options.Workers goroutines; windows, streams and output follow the
+// input's order.
 func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error) error {
 	input := "-"
 	if n, ok := r.(interface{ Name() string }); ok {
@@ -143,96 +161,136 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 	}
 	// Lines without a host belong to --node; unnamed, to the input (or, with
 	// NodeFromNone, to one nameless node).
-	defNode, defID := s.opts.Node, s.opts.Node
-	if defID == "" && s.opts.NodeFrom != NodeFromNone {
-		defID = input
+	c := &consumer{input: input, defNode: s.opts.Node, defID: s.opts.Node, emit: emit}
+	if c.defID == "" && s.opts.NodeFrom != NodeFromNone {
+		c.defID = input
+	}
+	workers := s.opts.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers()
+	}
+	if workers > 1 {
+		return s.scanParallel(ctx, r, c, workers)
 	}
 	lr := lineReader{br: bufio.NewReaderSize(r, 256<<10)}
-	var (
-		hits   []rules.Hit
-		outs   []correlate.Outcome
-		lineNo int
-		last   *stream
-	)
+	var l line
 	for {
-		if lineNo%4096 == 0 {
+		if c.lineNo%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
 		b, err := lr.next()
 		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read line %d: %w", lineNo+1, err)
+			return fmt.Errorf("read line %d: %w", c.lineNo+1, err)
 		}
 		if len(b) == 0 && err != nil {
 			return nil
 		}
-		if lr.truncated {
-			s.Stats.Truncated++
-		}
-		lineNo++
-		s.Stats.Lines++
-		// The line is read in place: nothing of it is kept unless it may match.
-		for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-			b = b[:len(b)-1]
-		}
-		text := unsafe.String(unsafe.SliceData(b), len(b))
-		p := logline.Parse(text)
-		if p.Continuation {
-			continue
-		}
-		node, id := defNode, defID
-		switch {
-		case s.opts.NodeFrom == NodeFromHost && p.Host != "":
-			node, id = p.Host, p.Host
-		case s.opts.NodeFrom == NodeFromFile:
-			node, id = input, input
-		}
-		st := last
-		if st == nil || st.key.input != input || st.key.node != id {
-			if st = s.stream(input, id, node, false); st == nil {
-				s.Stats.Merged++
-				st = s.stream(input, defID, defNode, true)
-			}
-			last = st
-		}
-		st.observe(&p, s.rebootGap)
-		if p.Clock == logline.ClockNone {
-			s.Stats.Untimed++
-		}
-		src := s.opts.Source
-		if src == "" {
-			src = rules.Source(p.Origin)
-		}
-		// Matched in place: the rare line with hits gets copies of its text and
-		// captures, which the correlator and the output keep.
-		msg := ""
-		hits = s.engine.Match(rules.Line{Text: p.Message, Source: src}, hits[:0])
-		if len(hits) > 0 {
-			msg = strings.Clone(p.Message)
-			for _, h := range hits {
-				for k, v := range h.Captures {
-					h.Captures[k] = strings.Clone(v)
-				}
-			}
-		}
-		var t time.Time
-		if len(hits) > 0 {
-			t = st.now(s.opts.Year)
-		}
-		outs = s.corr.Observe(st.corrKey, t, msg, hits, outs[:0])
-		if len(outs) > 0 {
-			raw := strings.Clone(text)
-			for _, o := range outs {
-				if err := s.report(o, input, lineNo, st, &p, raw, emit); err != nil {
-					return err
-				}
-			}
+		s.prepare(b, lr.truncated, &l)
+		if err := s.consume(c, &l); err != nil {
+			return err
 		}
 		if err != nil {
 			return nil // io.EOF after the last line
 		}
 	}
+}
+
+// line is one input line, parsed and matched (possibly on another goroutine than
+// the one that consumes it).
+type line struct {
+	// text is the line without its end; it is the read buffer's bytes unless the
+	// line has hits, whose lines are copied since the output keeps them.
+	text      string
+	p         logline.Parsed
+	hits      []rules.Hit
+	msg       string // a copy of p.Message when the line has hits
+	truncated bool
+}
+
+// prepare parses and matches one line in place; only a line with hits is copied,
+// with its captures.
+func (s *Scanner) prepare(b []byte, truncated bool, l *line) {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	if len(b) > MaxLineBytes {
+		b, truncated = b[:MaxLineBytes], true
+	}
+	l.text = unsafe.String(unsafe.SliceData(b), len(b))
+	l.truncated = truncated
+	l.p = logline.Parse(l.text)
+	l.hits, l.msg = l.hits[:0], ""
+	if l.p.Continuation {
+		return
+	}
+	src := s.opts.Source
+	if src == "" {
+		src = rules.Source(l.p.Origin)
+	}
+	l.hits = s.engine.Match(rules.Line{Text: l.p.Message, Source: src}, l.hits)
+	if len(l.hits) > 0 {
+		l.text = strings.Clone(l.text)
+		l.p = logline.Parse(l.text)
+		l.msg = l.p.Message
+		for _, h := range l.hits {
+			for k, v := range h.Captures {
+				h.Captures[k] = strings.Clone(v)
+			}
+		}
+	}
+}
+
+// consumer is the in-order side of a scan: streams, clocks, correlation, output.
+type consumer struct {
+	input, defNode, defID string
+	lineNo                int
+	last                  *stream
+	outs                  []correlate.Outcome
+	emit                  func(Match) error
+}
+
+func (s *Scanner) consume(c *consumer, l *line) error {
+	c.lineNo++
+	s.Stats.Lines++
+	if l.truncated {
+		s.Stats.Truncated++
+	}
+	p := &l.p
+	if p.Continuation {
+		return nil
+	}
+	node, id := c.defNode, c.defID
+	switch {
+	case s.opts.NodeFrom == NodeFromHost && p.Host != "":
+		node, id = p.Host, p.Host
+	case s.opts.NodeFrom == NodeFromFile:
+		node, id = c.input, c.input
+	}
+	st := c.last
+	if st == nil || st.key.input != c.input || st.key.node != id {
+		if st = s.stream(c.input, id, node, false); st == nil {
+			s.Stats.Merged++
+			st = s.stream(c.input, c.defID, c.defNode, true)
+		}
+		c.last = st
+	}
+	st.observe(p, s.rebootGap)
+	if p.Clock == logline.ClockNone {
+		s.Stats.Untimed++
+	}
+	var t time.Time
+	if len(l.hits) > 0 {
+		t = st.now(s.opts.Year)
+	}
+	c.outs = s.corr.Observe(st.corrKey, t, l.msg, l.hits, c.outs[:0])
+	for _, o := range c.outs {
+		if err := s.report(o, c.input, c.lineNo, st, p, l.text, c.emit); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lineReader reads lines in place, without copying them.
@@ -242,8 +300,8 @@ type lineReader struct {
 	truncated bool
 }
 
-// next returns the next line, valid until the next call, at most MaxLineBytes long
-// (truncated says when more was skipped), and io.EOF with the input's last line.
+// next returns the next line, valid until the next call, at most MaxLineBytes+1
+// long (truncated says when more was skipped), and io.EOF with the input's last line.
 func (lr *lineReader) next() ([]byte, error) {
 	lr.truncated = false
 	b, err := lr.br.ReadSlice('\n')
@@ -254,7 +312,7 @@ func (lr *lineReader) next() ([]byte, error) {
 	lr.long = append(lr.long[:0], b...)
 	for errors.Is(err, bufio.ErrBufferFull) {
 		b, err = lr.br.ReadSlice('\n')
-		room := MaxLineBytes - len(lr.long)
+		room := MaxLineBytes + 1 - len(lr.long) // prepare cuts what is over
 		if len(b) > room {
 			lr.truncated = true
 			b = b[:max(room, 0)]

@@ -302,3 +302,69 @@ func TestStreamsAreBounded(t *testing.T) {
 		t.Errorf("the line of a host past the cap is reported with its input's hostless lines: %+v", ms)
 	}
 }
+
+// bigInput is several chunks of a merged syslog with faults, flaps, untimed lines, a
+// line longer than MaxLineBytes and no line end at the very end.
+func bigInput() string {
+	var b strings.Builder
+	hosts := []string{"gpu-1", "gpu-2", "gpu-3"}
+	for i := 0; b.Len() < 3*chunkSize+12345; i++ {
+		h := hosts[i%len(hosts)]
+		ts := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * 7 * time.Second).Format(time.Stamp)
+		switch {
+		case i%997 == 0:
+			fmt.Fprintf(&b, "%s %s kernel: eth%d: Link down\n", ts, h, i%2)
+		case i%4001 == 0:
+			fmt.Fprintf(&b, "%s %s kernel: NVRM: GPU 0000:%02x:00.0: GPU has fallen off the bus.\n", ts, h, i%256)
+		case i%3001 == 0:
+			b.WriteString("hello world, said a line without a time\n")
+		case i == 20000:
+			b.WriteString("GPU has fallen off the bus " + strings.Repeat("y", MaxLineBytes+chunkSize/2) + "\n")
+		default:
+			fmt.Fprintf(&b, "%s %s kernel: cni0: port %d(veth%x) entered forwarding state\n", ts, h, i%16, i)
+		}
+	}
+	b.WriteString("Nov 23 23:59:59 gpu-1 kernel: eth0: Link down")
+	return b.String()
+}
+
+// TestParallelScanIsSequentialScan: parsing and matching on workers changes nothing
+// of what a scan reports, in which order, or what it counts.
+func TestParallelScanIsSequentialScan(t *testing.T) {
+	in := bigInput()
+	seq, seqSc := scanAll(t, Options{Year: 2026, Workers: 1}, "big", in)
+	for _, w := range []int{2, 5} {
+		par, parSc := scanAll(t, Options{Year: 2026, Workers: w}, "big", in)
+		if len(seq) < 20 || len(par) != len(seq) {
+			t.Fatalf("workers %d: %d matches, sequential %d", w, len(par), len(seq))
+		}
+		for i := range seq {
+			if fmt.Sprint(par[i]) != fmt.Sprint(seq[i]) {
+				t.Fatalf("workers %d: match %d differs:\n%+v\n%+v", w, i, par[i], seq[i])
+			}
+		}
+		a, b := seqSc.Stats, parSc.Stats
+		if a.Lines != b.Lines || a.Truncated != 1 || b.Truncated != 1 || a.Untimed != b.Untimed || fmt.Sprint(a.Fired) != fmt.Sprint(b.Fired) {
+			t.Errorf("workers %d: stats %+v, sequential %+v", w, b, a)
+		}
+	}
+}
+
+// TestParallelScanStopsOnError: an error from the output ends the scan at once.
+func TestParallelScanStopsOnError(t *testing.T) {
+	sc := New(testEngine(t), Options{Workers: 3})
+	stop := fmt.Errorf("output closed")
+	n := 0
+	err := sc.Scan(context.Background(), strings.NewReader(bigInput()), func(Match) error {
+		n++
+		return stop
+	})
+	if err != stop || n != 1 {
+		t.Errorf("err %v after %d matches", err, n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := New(testEngine(t), Options{Workers: 3}).Scan(ctx, strings.NewReader(bigInput()), func(Match) error { return nil }); err == nil {
+		t.Error("a cancelled scan returned no error")
+	}
+}
