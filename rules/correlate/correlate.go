@@ -100,6 +100,26 @@ func (c *Correlator) Observe(k Key, t time.Time, text string, hits []rules.Hit, 
 		c.streams[k] = st
 	}
 	st.lineNo++
+	return c.observe(k, st, t, text, hits, dst)
+}
+
+// ObserveLine is Observe for a caller that numbers each stream's lines itself (one
+// more for every line of the stream, hits or not): it needs calling only for lines
+// with hits, which spares a look-up per line when whole files are read.
+func (c *Correlator) ObserveLine(k Key, lineNo int64, t time.Time, text string, hits []rules.Hit, dst []Outcome) []Outcome {
+	if len(hits) == 0 {
+		return dst
+	}
+	st := c.streams[k]
+	if st == nil {
+		st = &stream{pending: map[string]*pending{}}
+		c.streams[k] = st
+	}
+	st.lineNo = lineNo
+	return c.observe(k, st, t, text, hits, dst)
+}
+
+func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits []rules.Hit, dst []Outcome) []Outcome {
 	ev := Evidence{Time: t, Text: text}
 	for _, h := range hits {
 		r := h.Rule

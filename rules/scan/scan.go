@@ -284,7 +284,7 @@ func (s *Scanner) consume(c *consumer, l *line) error {
 	if len(l.hits) > 0 {
 		t = st.now(s.opts.Year)
 	}
-	c.outs = s.corr.Observe(st.corrKey, t, l.msg, l.hits, c.outs[:0])
+	c.outs = s.corr.ObserveLine(st.corrKey, st.lines, t, l.msg, l.hits, c.outs[:0])
 	for _, o := range c.outs {
 		if err := s.report(o, c.input, c.lineNo, st, p, l.text, c.emit); err != nil {
 			return err
