@@ -47,7 +47,7 @@ type Options struct {
 }
 
 // TB is the part of testing.TB the harness uses. Tests pass their *testing.T; the
-// local demo (faultline demo) runs the same harness outside a test with its own TB.
+// demo (cmd/faultline-demo) runs the same harness outside a test with its own TB.
 type TB interface {
 	Helper()
 	Logf(format string, args ...any)
