@@ -174,17 +174,6 @@ func Start(t TB, o Options) *Env {
 // Dir is the temporary directory holding the components' data, configs and logs.
 func (e *Env) Dir() string { return e.dir }
 
-// StartupTimes reports how long each component took from exec to ready, on its last start.
-func (e *Env) StartupTimes() map[Component]time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[Component]time.Duration, len(e.started))
-	for k, v := range e.started {
-		out[k] = v
-	}
-	return out
-}
-
 // LogPath is the file that collects the stdout and stderr of a component.
 func (e *Env) LogPath(c Component) string {
 	return filepath.Join(e.dir, string(c)+".log")
@@ -256,14 +245,6 @@ func (e *Env) Start(t TB, c Component) {
 	e.started[c] = d
 	e.mu.Unlock()
 	t.Logf("testenv: %s restarted, ready in %s", c, d.Round(10*time.Millisecond))
-}
-
-// Running reports whether a component is running.
-func (e *Env) Running(c Component) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.procs[c]
-	return p != nil && !p.exited()
 }
 
 // StopLoki stops Loki; see Stop.

@@ -12,21 +12,10 @@ import (
 // BuildFaultline builds the faultline binary from this checkout into a temp dir, for
 // tests that run a component as its own process (to kill it, or to measure it). It
 // is built as `make build` builds it: without cgo, a static binary (the probe agent's
-// image adds cgo for NVML; see BuildFaultlineCgo).
+// image adds cgo for NVML, as BuildDemo does).
 func BuildFaultline(t TB) string {
 	t.Helper()
-	return buildFaultline(t, "0")
-}
-
-// BuildFaultlineCgo builds faultline with cgo, as the probe agent's image does (NVML).
-func BuildFaultlineCgo(t TB) string {
-	t.Helper()
-	return buildFaultline(t, "1")
-}
-
-func buildFaultline(t TB, cgo string) string {
-	t.Helper()
-	return buildCommand(t, t.TempDir(), "faultline", cgo)
+	return buildCommand(t, t.TempDir(), "faultline", "0")
 }
 
 // BuildDemo builds faultline-demo and, next to it, the faultline binary whose processes
