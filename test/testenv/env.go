@@ -22,6 +22,7 @@ const (
 	Loki              Component = "loki"
 	Collector         Component = "otelcol"
 	Prometheus        Component = "prometheus"
+	Kwok              Component = "kwok"
 )
 
 // SkipMessage is what an integration test says when it skips in -short mode.
@@ -44,6 +45,9 @@ type Options struct {
 	Collector bool
 	// Prometheus, when not nil, runs Prometheus scraping the given targets.
 	Prometheus *PrometheusOptions
+	// Kwok, when not nil, runs kwok against the apiserver to simulate GPU nodes with
+	// the kubelet's heartbeats (implies Kubernetes); see AddKwokNodes.
+	Kwok *KwokOptions
 }
 
 // TB is the part of testing.TB the harness uses. Tests pass their *testing.T; the
@@ -83,6 +87,7 @@ type Env struct {
 	loki *lokiState
 	otel *otelState
 	prom *promState
+	kwok *kwokState
 }
 
 // Start runs the components o selects on free 127.0.0.1 ports, with their data in
@@ -92,7 +97,7 @@ type Env struct {
 func Start(t TB, o Options) *Env {
 	t.Helper()
 	Integration(t)
-	if o.ControllerManager {
+	if o.ControllerManager || o.Kwok != nil {
 		o.Kubernetes = true
 	}
 	if o.Collector {
@@ -115,6 +120,9 @@ func Start(t TB, o Options) *Env {
 	if o.ControllerManager {
 		bins[ControllerManager] = Binary(t, "kube-controller-manager")
 	}
+	if o.Kwok != nil {
+		bins[Kwok] = Binary(t, "kwok")
+	}
 	if o.Loki {
 		bins[Loki] = Binary(t, "loki")
 	}
@@ -134,7 +142,15 @@ func Start(t TB, o Options) *Env {
 		go func() { defer wg.Done(); errs <- f() }()
 	}
 	if o.Kubernetes {
-		run(func() error { return e.startKubernetes(bins, o) })
+		run(func() error {
+			if err := e.startKubernetes(bins, o); err != nil {
+				return err
+			}
+			if o.Kwok != nil {
+				return e.startKwok(bins[Kwok])
+			}
+			return nil
+		})
 	}
 	if o.Loki {
 		run(func() error {
@@ -168,6 +184,11 @@ func Start(t TB, o Options) *Env {
 	}
 	e.mu.Unlock()
 	t.Logf("testenv: ready in %s: %s", e.dir, strings.Join(times, ", "))
+	if o.Kwok != nil && o.Kwok.Nodes > 0 {
+		t0 := time.Now()
+		e.AddKwokNodes(t, o.Kwok.Nodes)
+		t.Logf("testenv: %d kwok nodes created in %s", o.Kwok.Nodes, time.Since(t0).Round(10*time.Millisecond))
+	}
 	return e
 }
 
