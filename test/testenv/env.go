@@ -147,7 +147,7 @@ func Start(t TB, o Options) *Env {
 				return err
 			}
 			if o.Kwok != nil {
-				return e.startKwok(bins[Kwok])
+				return e.startKwok(bins[Kwok], *o.Kwok)
 			}
 			return nil
 		})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +23,15 @@ import (
 type KwokOptions struct {
 	// Nodes is how many GPU nodes Start creates (see AddKwokNodes).
 	Nodes int
+	// StatusReportPeriod is how often each node's status heartbeat is refreshed when
+	// nothing changed (default 5m, the kubelet's nodeStatusReportFrequency when node
+	// leases carry the liveness); up to 10 s more, as the kubelet's status loop runs
+	// every 10 s.
+	StatusReportPeriod time.Duration
 }
+
+// DefaultStatusReportPeriod is the kubelet's default nodeStatusReportFrequency.
+const DefaultStatusReportPeriod = 5 * time.Minute
 
 // KwokNodeAnnotation marks the Nodes kwok manages; it leaves every other Node alone.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
@@ -31,11 +40,8 @@ const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 // kubelet, renews the lease every quarter of it (10 s).
 const KwokLeaseDurationSeconds = 40
 
-// kwokConfig is kwok's configuration: node leases at the kubelet's defaults and two
-// node stages. The first makes a new Node a Ready GPU node (8 GPUs); the second
-// refreshes its conditions' heartbeat every 5 minutes, as the kubelet's status report
-// does when leases carry the liveness (nodeStatusReportFrequency), plus the up to 10 s
-// of its status loop (nodeStatusUpdateFrequency).
+// kwokConfig holds kwok's two node stages: the first makes a new Node a Ready GPU node
+// (8 GPUs), the second refreshes its conditions' heartbeat every StatusReportPeriod.
 //
 //go:embed kwok.yaml
 var kwokConfig []byte
@@ -47,13 +53,21 @@ type kwokState struct {
 
 // startKwok runs kwok against the apiserver, managing the Nodes annotated
 // KwokNodeAnnotation=fake.
-func (e *Env) startKwok(bin string) error {
+func (e *Env) startKwok(bin string, o KwokOptions) error {
 	dir := filepath.Join(e.dir, "kwok")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	period := o.StatusReportPeriod
+	if period <= 0 {
+		period = DefaultStatusReportPeriod
+	}
+	stages := strings.NewReplacer(
+		"STATUS_REPORT_MS", strconv.FormatInt(period.Milliseconds(), 10),
+		"STATUS_REPORT_JITTER_MS", strconv.FormatInt((period+10*time.Second).Milliseconds(), 10),
+	).Replace(string(kwokConfig))
 	cfg := filepath.Join(dir, "kwok.yaml")
-	if err := os.WriteFile(cfg, kwokConfig, 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(stages), 0o644); err != nil {
 		return err
 	}
 	e.mu.Lock()

@@ -13,11 +13,13 @@ import (
 )
 
 // kwok simulates GPU nodes against the real apiserver as kubelets would: each becomes
-// Ready with its 8 GPUs and no taint, and each renews its node lease every quarter of
-// the lease duration (10 s), so every lease is renewed again well within 20 s.
+// Ready with its 8 GPUs and no taint, each renews its node lease every quarter of the
+// lease duration (10 s), so every lease is renewed again well within 20 s, and each
+// refreshes its status heartbeat (every 5 minutes by default; every 2 s plus up to
+// 10 s here, to see it happen).
 func TestKwokNodesReadyAndRenewLeases(t *testing.T) {
 	const n = 200
-	env := testenv.Start(t, testenv.Options{Kwok: &testenv.KwokOptions{Nodes: n}})
+	env := testenv.Start(t, testenv.Options{Kwok: &testenv.KwokOptions{Nodes: n, StatusReportPeriod: 2 * time.Second}})
 	cs := env.Clientset()
 	ctx := ctxT(t, 5*time.Minute)
 
@@ -55,6 +57,21 @@ func TestKwokNodesReadyAndRenewLeases(t *testing.T) {
 		}
 		return out, nil
 	}
+	heartbeats := func() (map[string]time.Time, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]time.Time{}
+		for _, nd := range nodes.Items {
+			for _, c := range nd.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					out[nd.Name] = c.LastHeartbeatTime.Time
+				}
+			}
+		}
+		return out, nil
+	}
 	var first map[string]time.Time
 	eventually.NoError(t, time.Minute, fmt.Sprintf("a lease for each of the %d nodes", n), func() error {
 		var err error
@@ -63,6 +80,10 @@ func TestKwokNodesReadyAndRenewLeases(t *testing.T) {
 		}
 		return err
 	})
+	beats, err := heartbeats()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t1 := time.Now()
 	eventually.NoError(t, 20*time.Second, "every lease renewed again", func() error {
 		now, err := renewals()
@@ -81,6 +102,23 @@ func TestKwokNodesReadyAndRenewLeases(t *testing.T) {
 		return nil
 	})
 	t.Logf("every lease renewed again within %s", time.Since(t1).Round(10*time.Millisecond))
+	eventually.NoError(t, 20*time.Second, "every status heartbeat refreshed", func() error {
+		now, err := heartbeats()
+		if err != nil {
+			return err
+		}
+		stale := 0
+		for name, hb := range beats {
+			if !now[name].After(hb) {
+				stale++
+			}
+		}
+		if len(beats) != n || stale > 0 {
+			return fmt.Errorf("%d of %d heartbeats not refreshed yet", stale, len(beats))
+		}
+		return nil
+	})
+	t.Logf("every status heartbeat refreshed within %s", time.Since(t1).Round(10*time.Millisecond))
 }
 
 func nodeReady(n *corev1.Node) bool {
