@@ -16,6 +16,8 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
+// agents starts one probe agent per node, as the agent's ServiceAccount, and returns
+// their URLs by node.
 func (d *demo) agents(ctx context.Context, token string) map[string]string {
 	client, err := kubernetes.NewForConfig(d.env.RESTConfigForToken(token))
 	if err != nil {
@@ -40,6 +42,8 @@ func (d *demo) agents(ctx context.Context, token string) map[string]string {
 	return urls
 }
 
+// exporters starts one dmesg-exporter process per node, each reading its own
+// kmsg-format file after a clean boot's lines.
 func (d *demo) exporters() {
 	for i, n := range d.nodes {
 		dir := filepath.Join(d.o.Dir, "nodes", n)
@@ -100,6 +104,8 @@ func (d *demo) process(name, bin string, args ...string) {
 	})
 }
 
+// controller starts the controller process with its ServiceAccount's kubeconfig, the
+// built-in packs plus the demo's, and the agents; it returns once it leads.
 func (d *demo) controller(ctx context.Context, token string, agents map[string]string) {
 	packs := filepath.Join(d.o.Dir, "packs")
 	if err := os.MkdirAll(packs, 0o755); err != nil {
