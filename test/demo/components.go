@@ -105,7 +105,8 @@ func (d *demo) process(name, bin string, args ...string) {
 }
 
 // controller starts the controller process with its ServiceAccount's kubeconfig, the
-// built-in packs plus the demo's, and the agents; it returns once it leads.
+// built-in packs plus the demo's, and the agents, and waits (up to a step's timeout)
+// until it leads.
 func (d *demo) controller(ctx context.Context, token string, agents map[string]string) {
 	packs := filepath.Join(d.o.Dir, "packs")
 	if err := os.MkdirAll(packs, 0o755); err != nil {
