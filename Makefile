@@ -33,7 +33,7 @@ demo: build-cgo
 build-cgo:
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/cgo/faultline ./cmd/faultline
 
-## tools: build or install the pinned real components (kube-apiserver, etcd, Loki, collector, helm, kubectl, Debian packages)
+## tools: build or install the pinned real components (kube-apiserver, etcd, Loki, collector, helm, kubectl, kwok, Debian packages)
 tools:
 	test/tools/build.sh all
 
