@@ -96,7 +96,6 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 			}
 			defer srv.Shutdown(context.Background())
 			cfg.Log.Info("dmesg-exporter started", "kmsg", cfg.KmsgPath, "sender", cfg.Sender.Name(), "listen", srv.Addr)
-			releaseStartupPagesLogged(cfg.Log)
 			return ex.Run(cmd.Context())
 		},
 	}

@@ -80,7 +80,6 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 			}
 			defer srv.Shutdown(context.Background())
 			log.Info("probe-agent started", "node", cfg.Node, "listen", srv.Addr, "checks", runner.Registry().DefaultEnabled())
-			releaseStartupPagesLogged(log)
 			<-cmd.Context().Done()
 			return nil
 		},
