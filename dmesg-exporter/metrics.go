@@ -9,11 +9,16 @@ type Metrics struct {
 	read           *prometheus.CounterVec
 	dropped        *prometheus.CounterVec
 	shipped        *prometheus.CounterVec
-	failed         prometheus.Counter
-	retries        prometheus.Counter
+	refusals       *prometheus.CounterVec
+	refusing       *prometheus.GaugeVec
+	splits         *prometheus.CounterVec
+	cut            *prometheus.CounterVec
+	retries        *prometheus.CounterVec
 	batchLatency   prometheus.Histogram
-	bufferFill     prometheus.Gauge
-	bufferCapacity prometheus.Gauge
+	bufferFill     *prometheus.GaugeVec
+	bufferCapacity *prometheus.GaugeVec
+	bufferBytes    *prometheus.GaugeVec
+	bufferBytesCap *prometheus.GaugeVec
 	lastSeq        prometheus.Gauge
 }
 
@@ -25,41 +30,52 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faultline_exporter_records_dropped_total",
-			Help: "Records lost before shipping, by reason: overrun (kernel ring buffer overwrote them), malformed, truncated.",
+			Help: "Records lost or cut before shipping, by reason: overrun (kernel ring buffer overwrote them), malformed, truncated (pod line over the line size cap), too_large (one record the receiver refused for its size even when cut short).",
 		}, []string{"reason"}),
 		shipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faultline_exporter_records_shipped_total", Help: "Records acknowledged by the receiver, by source.",
 		}, []string{"source"}),
-		failed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "faultline_exporter_records_failed_total", Help: "Records the receiver refused for good (4xx other than 429).",
-		}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "faultline_exporter_send_retries_total", Help: "Send attempts retried after a network error, 429 or 5xx.",
-		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_exporter_send_refusals_total",
+			Help: "Requests the receiver refused (4xx other than 429, rejected records, encoding errors), by source and code; a refused batch is split (413) or retried, never dropped.",
+		}, []string{"source", "code"}),
+		refusing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_receiver_refusing",
+			Help: "1 while the receiver refuses a batch of this source that cannot be split further (the source's position does not move; /healthz fails).",
+		}, []string{"source"}),
+		splits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_exporter_batch_splits_total", Help: "Batches split in two after the receiver answered 413, by source.",
+		}, []string{"source"}),
+		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_exporter_records_cut_for_receiver_total",
+			Help: "Single records cut short (with a truncation mark) because the receiver refused them for their size, by source.",
+		}, []string{"source"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_exporter_send_retries_total", Help: "Send attempts retried after a network error, a 429, a 5xx or a refusal, by source.",
+		}, []string{"source"}),
 		batchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "faultline_exporter_batch_duration_seconds", Help: "Time to ship one batch, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
-		bufferFill: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "faultline_exporter_buffer_records", Help: "Records waiting in the buffer between readers and sender.",
-		}),
-		bufferCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "faultline_exporter_buffer_capacity", Help: "Capacity of the buffer; readers wait when it is full.",
-		}),
+		bufferFill: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_buffer_records", Help: "Records waiting in a source's buffer between its reader and its sender.",
+		}, []string{"source"}),
+		bufferCapacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_buffer_capacity", Help: "Records a source's buffer holds; its reader waits when it is full.",
+		}, []string{"source"}),
+		bufferBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_buffer_bytes", Help: "Bytes of records read and not yet acknowledged, by source (buffer and batch in flight).",
+		}, []string{"source"}),
+		bufferBytesCap: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_buffer_bytes_capacity", Help: "Bytes a source may hold read and unacknowledged; its reader waits beyond.",
+		}, []string{"source"}),
 		lastSeq: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faultline_exporter_last_shipped_seq", Help: "Sequence number of the last acknowledged kernel record.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.read, m.dropped, m.shipped, m.failed, m.retries, m.batchLatency, m.bufferFill, m.bufferCapacity, m.lastSeq)
+		reg.MustRegister(m.read, m.dropped, m.shipped, m.refusals, m.refusing, m.splits, m.cut, m.retries, m.batchLatency,
+			m.bufferFill, m.bufferCapacity, m.bufferBytes, m.bufferBytesCap, m.lastSeq)
 	}
 	return m
-}
-
-// CountRead counts a record read by a pod source.
-func (m *Metrics) CountRead(source string) { m.read.WithLabelValues(source).Inc() }
-
-// CountDropped counts records lost for a reason.
-func (m *Metrics) CountDropped(reason string, n int) {
-	m.dropped.WithLabelValues(reason).Add(float64(n))
 }

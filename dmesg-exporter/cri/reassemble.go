@@ -12,6 +12,16 @@ const DefaultMaxLineSize = 256 << 10
 // TruncationMark ends the message of a line cut at the size cap.
 const TruncationMark = " [truncated]"
 
+// Truncate marks msg as cut: it ends it with TruncationMark, keeping at most
+// limit bytes in all and cutting at a rune boundary.
+func Truncate(msg string, limit int) string {
+	keep := max(0, min(len(msg), limit-len(TruncationMark)))
+	for keep > 0 && keep < len(msg) && !utf8.RuneStart(msg[keep]) {
+		keep--
+	}
+	return msg[:keep] + TruncationMark
+}
+
 // Line is a whole log line, joined from one or more entries.
 type Line struct {
 	// Time is the timestamp of the line's first entry.

@@ -239,7 +239,7 @@ func msgs(prefix string, n int) []string {
 
 // positions turns an entry into a state map as the exporter persists it.
 func positions(e Entry) map[string]state.PodPos {
-	return map[string]state.PodPos{e.Path: {Inode: e.Inode, Offset: e.Offset}}
+	return map[string]state.PodPos{e.Path: e.Pos}
 }
 
 func isStream(s cri.Stream) func(Entry) bool {

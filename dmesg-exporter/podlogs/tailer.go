@@ -13,9 +13,9 @@
 //
 // # Positions
 //
-// Every Entry carries the path, the inode and an offset: the position to
-// resume from once that entry (and all before it) was acknowledged. Store
-// them in state.File.Pods[Path] and pass that map back as Config.Start on the
+// Every Entry carries its path and a position (inode and offset): where to
+// resume once that entry (and all before it) was acknowledged. Store
+// it in state.File.Pods[Path] and pass that map back as Config.Start on the
 // next run. For a file whose lines are whole ("F") or whose partial ("P")
 // runs do not interleave across stdout and stderr, resuming at an entry's
 // offset replays nothing and skips nothing: the offset of a joined line is
@@ -134,7 +134,7 @@ type Config struct {
 	Allow func(namespace, pod, uid string) bool
 
 	// Start holds the positions to resume from, by path, as persisted from
-	// the Entry fields Path, Inode and Offset. Files without a position are
+	// the Entry fields Path and Pos. Files without a position are
 	// read from their beginning.
 	Start map[string]state.PodPos
 	// SkipExisting starts files that exist at the first scan and have no
@@ -158,12 +158,11 @@ type Entry struct {
 	// Lines read from a rotated file after its rotation carry the path it
 	// was read under, not its new name: Path is the key of the position.
 	Path string
-	// Inode identifies the file the line was read from.
-	Inode uint64
-	// Offset is where to resume reading the file Inode once this entry is
-	// acknowledged: the byte after the entry's final CRI line (see the
-	// package documentation for interleaved partial lines).
-	Offset int64
+	// Pos is the position to persist under Path once this entry is
+	// acknowledged: the file it was read from (Pos.Inode) and where to resume
+	// reading it, the byte after the entry's final CRI line (see the package
+	// documentation for interleaved partial lines).
+	Pos state.PodPos
 
 	Time   time.Time
 	Stream cri.Stream

@@ -138,8 +138,7 @@ func TestDiscoveryNewPodsAndMetadata(t *testing.T) {
 	got := h.waitN(1)
 	want := Entry{
 		Path:      a.path,
-		Inode:     inodeOfPath(t, a.path),
-		Offset:    a.off,
+		Pos:       state.PodPos{Inode: inodeOfPath(t, a.path), Offset: a.off},
 		Time:      baseTime.Add(time.Millisecond),
 		Stream:    cri.Stderr,
 		Namespace: "train", Pod: "job-0", UID: "0f6c1b3e-1111-2222-3333-444455556666", Container: "worker",
@@ -318,8 +317,8 @@ func TestReading(t *testing.T) {
 				if w.off >= 0 {
 					off = ends[w.off]
 				}
-				if e.Stream != w.stream || e.Offset != off || e.Truncated != w.truncated || e.Incomplete != w.incomplete ||
-					e.Inode != ino || e.Path != l.path {
+				if e.Stream != w.stream || e.Pos.Offset != off || e.Truncated != w.truncated || e.Incomplete != w.incomplete ||
+					e.Pos.Inode != ino || e.Path != l.path {
 					t.Errorf("entry %d = %+v\nwant stream %s offset %d truncated %v incomplete %v", i, e, w.stream, off, w.truncated, w.incomplete)
 				}
 			}
@@ -404,14 +403,14 @@ func TestRotationByRename(t *testing.T) {
 				if e.Path != l.path {
 					t.Errorf("entry %d path %q", i, e.Path)
 				}
-				if inOld && e.Inode != oldIno || !inOld && e.Inode != newIno {
-					t.Errorf("entry %d (%q) inode %d, old %d new %d", i, e.Message, e.Inode, oldIno, newIno)
+				if inOld && e.Pos.Inode != oldIno || !inOld && e.Pos.Inode != newIno {
+					t.Errorf("entry %d (%q) inode %d, old %d new %d", i, e.Message, e.Pos.Inode, oldIno, newIno)
 				}
 				if !inOld {
-					if e.Offset <= curEnd {
-						t.Errorf("entry %d offset %d not after %d", i, e.Offset, curEnd)
+					if e.Pos.Offset <= curEnd {
+						t.Errorf("entry %d offset %d not after %d", i, e.Pos.Offset, curEnd)
 					}
-					curEnd = e.Offset
+					curEnd = e.Pos.Offset
 				}
 				if wantInc := e.Message == "head"; e.Incomplete != wantInc {
 					t.Errorf("entry %d (%q) incomplete = %v", i, e.Message, e.Incomplete)
@@ -448,7 +447,7 @@ func TestCopyTruncate(t *testing.T) {
 				l.full("a0")
 				l.line("stdout", "P", "head")
 			},
-			want: []Entry{{Message: "head", Offset: 0, Incomplete: true}},
+			want: []Entry{{Message: "head", Incomplete: true}},
 		},
 	}
 	for _, tc := range tests {
@@ -472,13 +471,13 @@ func TestCopyTruncate(t *testing.T) {
 			got := h.waitN(before + len(tc.want) + 2)
 			h.settle()
 			got = h.entries()[before:]
-			want := append(slices.Clone(tc.want), Entry{Message: "b0", Offset: e0}, Entry{Message: "b1", Offset: e1})
+			want := append(slices.Clone(tc.want), Entry{Message: "b0", Pos: state.PodPos{Offset: e0}}, Entry{Message: "b1", Pos: state.PodPos{Offset: e1}})
 			if len(got) != len(want) {
 				t.Fatalf("after truncation got %q", messages(got))
 			}
 			for i, w := range want {
 				g := got[i]
-				if g.Message != w.Message || g.Offset != w.Offset || g.Incomplete != w.Incomplete || g.Inode != ino {
+				if g.Message != w.Message || g.Pos.Offset != w.Pos.Offset || g.Incomplete != w.Incomplete || g.Pos.Inode != ino {
 					t.Errorf("entry %d = %+v, want %+v", i, g, w)
 				}
 			}
@@ -680,8 +679,8 @@ func TestResumeStoredPositions(t *testing.T) {
 				if e.Path != l.path {
 					t.Errorf("entry %d path %q", i, e.Path)
 				}
-				if old := i < tc.wantOldInode; old != (e.Inode == oldIno) {
-					t.Errorf("entry %d (%q) inode %d, old inode %d", i, e.Message, e.Inode, oldIno)
+				if old := i < tc.wantOldInode; old != (e.Pos.Inode == oldIno) {
+					t.Errorf("entry %d (%q) inode %d, old inode %d", i, e.Message, e.Pos.Inode, oldIno)
 				}
 			}
 			if st := h.tl.Stats(); st.Unrecovered != tc.unrecovered || st.Truncations != tc.truncations {
@@ -708,8 +707,8 @@ func TestResumeInterleavedIsAtLeastOnce(t *testing.T) {
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if all[1].Offset != all[0].Offset {
-		t.Fatalf("x offset %d, want it pinned at %d", all[1].Offset, all[0].Offset)
+	if all[1].Pos.Offset != all[0].Pos.Offset {
+		t.Fatalf("x offset %d, want it pinned at %d", all[1].Pos.Offset, all[0].Pos.Offset)
 	}
 	for i, want := range [][]string{
 		{"x", "o1 o2", "after"},

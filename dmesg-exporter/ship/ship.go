@@ -258,3 +258,31 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// recordOverhead approximates what a record costs beyond its strings in an
+// encoded request (timestamps, attribute names, framing).
+const recordOverhead = 128
+
+// Size is the record's approximate encoded size in bytes, before compression.
+// Batches and buffers are bounded by it.
+func (r *Record) Size() int {
+	return len(r.Body) + len(r.Node) + len(r.Source) + len(r.BootID) + len(r.Namespace) + len(r.Pod) +
+		len(r.Container) + len(r.Stream) + recordOverhead
+}
+
+// TooLarge reports whether err is the receiver refusing a request for its size
+// (413 Content Too Large): the same records in smaller requests may pass.
+func TooLarge(err error) bool {
+	var he *HTTPError
+	return errors.As(err, &he) && he.StatusCode == http.StatusRequestEntityTooLarge
+}
+
+// StatusCode is the HTTP status of a refused request, or 0 when err is not an
+// HTTP response.
+func StatusCode(err error) int {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.StatusCode
+	}
+	return 0
+}
