@@ -6,20 +6,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
+	"github.com/faultline-dev/faultline/dmesg-exporter/cri"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
-	"github.com/faultline-dev/faultline/dmesg-exporter/state"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -82,13 +85,7 @@ func BenchmarkPipeline(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- ex.Run(ctx) }()
-		for {
-			st, err := state.Open(statePath)
-			if err == nil && st.Get().KmsgSeq == n {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually.True(b, time.Minute, "all records shipped", func() bool { return acked(statePath) == n })
 		cancel()
 		<-done
 	}
@@ -123,28 +120,16 @@ func TestExporterRSS(t *testing.T) {
 	// Memory is sampled while records are being shipped, i.e. from the first
 	// acknowledged batch on; start-up (every linked package's init) is reported apart.
 	var peak, peakAnon int64
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		st, err := state.Open(statePath)
-		shipping := err == nil && st.Get().KmsgSeq > 0
-		if shipping {
-			if rss := testenv.RSS(cmd.Process.Pid); rss > peak {
-				peak = rss
-			}
-			if a := testenv.RSSAnon(cmd.Process.Pid); a > peakAnon {
-				peakAnon = a
-			}
+	eventually.True(t, 2*time.Minute, "all records shipped", func() bool {
+		seq := acked(statePath)
+		if seq > 0 {
+			peak = max(peak, testenv.RSS(cmd.Process.Pid))
+			peakAnon = max(peakAnon, testenv.RSSAnon(cmd.Process.Pid))
 		}
-		if err == nil && st.Get().KmsgSeq == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("not all records shipped within 2 minutes")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return seq == n
+	})
 	el := time.Since(t0)
-	t.Logf("exporter on one core (GOMAXPROCS=1): %d records in %s = %.0f records/s, %d MB sent; peak RSS while shipping %.1f MiB (anonymous memory peak %.1f MiB, the rest is pages of the faultline binary); start-up high-water mark %.1f MiB",
+	t.Logf("exporter on one core (GOMAXPROCS=1): %d records in %s = %.0f records/s, %d MB sent; peak resident memory (VmRSS) while shipping %.1f MiB (anonymous memory peak %.1f MiB, the rest is resident pages of the faultline binary); high-water mark of the whole run, start-up included, %.1f MiB",
 		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), sent.Load()>>20, float64(peak)/(1<<20), float64(peakAnon)/(1<<20), float64(hwm(t, cmd.Process.Pid))/(1<<20))
 	if peak == 0 {
 		t.Fatal("no memory sample taken while shipping")
@@ -169,4 +154,107 @@ func hwm(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/pid/status")
 	return 0
+}
+
+// TestExporterFloodRSS is the flood of the issue that lost an Xid line and crashed the
+// exporter: 600 pod lines of 200 KB, and one Xid 79 written while they are shipped,
+// against a receiver that answers 413 to any request over 128 KiB. The exporter
+// binary must ship the Xid line, every pod line (cut, since none fits alone), and
+// stay under the chart's 128 MiB memory limit: its resident-set high-water mark
+// (VmHWM, from /proc: anonymous memory plus the binary's resident pages, what the
+// container is charged for of this process) is checked against it.
+func TestExporterFloodRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("performance measurement: run without -short")
+	}
+	const (
+		lines    = 600
+		lineSize = 200_000
+		limit    = 128 << 10
+		chartMem = 128 << 20 // helm/faultline/values.yaml exporter.resources.limits.memory
+	)
+	bin := testenv.BuildFaultline(t)
+	dir := t.TempDir()
+	k := newKmsgFile(t, dir)
+	root := filepath.Join(dir, "pods")
+	log0 := podLog(t, root)
+	f, err := os.Create(log0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for range lines {
+		if _, err := f.WriteString(criLine("stdout", "F", noise(rnd, lineSize))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+
+	var (
+		mu        sync.Mutex
+		pods      int
+		xidAt     time.Time
+		podsAtXid int
+		cut       int
+	)
+	srv := newFakeReceiver(t, func(p pushed) int {
+		if p.Bytes > limit {
+			return http.StatusRequestEntityTooLarge
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, l := range p.Lines {
+			switch {
+			case p.Source[i] == ship.SourceKernel && l == xid79:
+				xidAt, podsAtXid = time.Now(), pods
+			case p.Source[i] == ship.SourcePod:
+				pods++
+				if strings.HasSuffix(l, cri.TruncationMark) {
+					cut++
+				}
+			}
+		}
+		return http.StatusNoContent
+	})
+	cmd := exec.Command(bin, "dmesg-exporter", "--node", "flood", "--kmsg-path", k.path,
+		"--boot-id-path", bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-0000000000b3"), "--state-file", filepath.Join(dir, "state.json"),
+		"--loki-url", srv, "--listen", "127.0.0.1:0", "--pod-logs", root, "--max-backoff", "200ms")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	cmd.Stderr = &testWriter{t: t, prefix: "exporter: "}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	var peak, peakAnon int64
+	sample := func() {
+		peak = max(peak, testenv.RSS(pid))
+		peakAnon = max(peakAnon, testenv.RSSAnon(pid))
+	}
+	eventually.True(t, time.Minute, "the pod flood being shipped", func() bool {
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return pods >= 10
+	})
+	written := time.Now()
+	k.write(3, xid79)
+	eventually.True(t, 5*time.Minute, "the Xid line and every pod line", func() bool {
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return !xidAt.IsZero() && pods >= lines
+	})
+	hw := hwm(t, pid)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("600 pod lines of 200 KB + 1 Xid against 413 over %d KiB: Xid shipped %s after it was written (%d pod lines shipped before it); %d pod lines shipped, %d cut; peak VmRSS %.1f MiB (anonymous %.1f MiB), VmHWM %.1f MiB; chart limit %d MiB",
+		limit>>10, xidAt.Sub(written).Round(time.Millisecond), podsAtXid, pods, cut, float64(peak)/(1<<20), float64(peakAnon)/(1<<20), float64(hw)/(1<<20), chartMem>>20)
+	if pods != lines || cut != lines {
+		t.Errorf("pod lines shipped %d (cut %d), want %d, all cut", pods, cut, lines)
+	}
+	if hw >= chartMem {
+		t.Errorf("resident-set high-water mark %.1f MiB: over the chart's memory limit of %d MiB", float64(hw)/(1<<20), chartMem>>20)
+	}
 }
