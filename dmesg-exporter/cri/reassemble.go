@@ -42,8 +42,8 @@ type Line struct {
 	Incomplete bool
 }
 
-// ReassemblerStats are a reassembler's running counters.
-type ReassemblerStats struct {
+// reassemblerCounts are a reassembler's running counters (read by its tests).
+type reassemblerCounts struct {
 	Lines        uint64 // lines returned by Add and Flush
 	Partials     uint64 // partial ("P") entries seen
 	Truncated    uint64 // lines cut at the size cap
@@ -59,7 +59,7 @@ type ReassemblerStats struct {
 type Reassembler struct {
 	max     int
 	streams [2]pending
-	stats   ReassemblerStats
+	stats   reassemblerCounts
 }
 
 type pending struct {
@@ -83,9 +83,6 @@ func NewReassembler(maxSize int) *Reassembler {
 
 // MaxSize returns the cap on a line's message in bytes.
 func (r *Reassembler) MaxSize() int { return r.max }
-
-// Stats returns the running counters.
-func (r *Reassembler) Stats() ReassemblerStats { return r.stats }
 
 // Pending reports whether an unfinished line is held for any stream.
 func (r *Reassembler) Pending() bool { return r.streams[0].active || r.streams[1].active }
