@@ -166,6 +166,7 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, fmt.Errorf("exporter: pod logs: %w", err)
 		}
 		e.podLane = newLane(ship.SourcePod, &e.cfg, e.m, e.log, e.commitPods)
+		e.m.pods.Store(e.pods)
 	}
 	e.progress.Store(time.Now().UnixNano())
 	return e, nil

@@ -1,7 +1,11 @@
 package exporter
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faultline-dev/faultline/dmesg-exporter/podlogs"
 )
 
 // Metrics are the exporter's Prometheus metrics.
@@ -20,6 +24,16 @@ type Metrics struct {
 	bufferBytes    *prometheus.GaugeVec
 	bufferBytesCap *prometheus.GaugeVec
 	lastSeq        prometheus.Gauge
+	// pods is the pod log tailer whose counters the pod file metrics read.
+	pods atomic.Pointer[podlogs.Tailer]
+}
+
+// podStats reads the pod tailer's counters (zero without pod logs).
+func (m *Metrics) podStats() podlogs.Stats {
+	if t := m.pods.Load(); t != nil {
+		return t.Stats()
+	}
+	return podlogs.Stats{}
 }
 
 // NewMetrics creates the metrics and registers them with reg (if not nil).
@@ -73,9 +87,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "faultline_exporter_last_shipped_seq", Help: "Sequence number of the last acknowledged kernel record.",
 		}),
 	}
+	podCounter := func(name, help string, v func(podlogs.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v(m.podStats())) })
+	}
 	if reg != nil {
 		reg.MustRegister(m.read, m.dropped, m.shipped, m.refusals, m.refusing, m.splits, m.cut, m.retries, m.batchLatency,
-			m.bufferFill, m.bufferCapacity, m.bufferBytes, m.bufferBytesCap, m.lastSeq)
+			m.bufferFill, m.bufferCapacity, m.bufferBytes, m.bufferBytesCap, m.lastSeq,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "faultline_exporter_pod_files", Help: "Pod log files tailed."},
+				func() float64 { return float64(m.podStats().Files) }),
+			podCounter("faultline_exporter_pod_bytes_read_total", "Bytes read from pod log files.",
+				func(s podlogs.Stats) uint64 { return s.Bytes }),
+			podCounter("faultline_exporter_pod_lines_malformed_total", "Pod log lines not in CRI format, skipped.",
+				func(s podlogs.Stats) uint64 { return s.Malformed }),
+			podCounter("faultline_exporter_pod_rotations_total", "Pod log files replaced under their path (kubelet rotation).",
+				func(s podlogs.Stats) uint64 { return s.Rotations }),
+			podCounter("faultline_exporter_pod_truncations_total", "Pod log files that shrank below the read position (copytruncate), read again from the start.",
+				func(s podlogs.Stats) uint64 { return s.Truncations }),
+			podCounter("faultline_exporter_pod_tails_lost_total", "Pod log files rotated away (and compressed) while the exporter was stopped: the rest of the file was lost.",
+				func(s podlogs.Stats) uint64 { return s.Unrecovered }),
+			podCounter("faultline_exporter_pod_read_errors_total", "Failures to list, open, stat or read pod log files.",
+				func(s podlogs.Stats) uint64 { return s.Errors }),
+		)
 	}
 	return m
 }

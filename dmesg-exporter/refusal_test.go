@@ -91,6 +91,7 @@ func TestRefusedPodLinesDoNotHoldKernelLines(t *testing.T) {
 	root := filepath.Join(dir, "pods")
 	log0 := podLog(t, root)
 	want := []string{"step 1 loss 2.5", "step 2 loss 2.4", "step 3 loss 2.3"}
+	appendFile(t, log0, "not a CRI line\n") // skipped, and counted
 	for _, m := range want {
 		appendFile(t, log0, criLine("stdout", "F", m))
 	}
@@ -143,6 +144,12 @@ func TestRefusedPodLinesDoNotHoldKernelLines(t *testing.T) {
 	})
 	if v := testutil.ToFloat64(m.Refusing(ship.SourcePod)); v != 0 {
 		t.Errorf("receiver_refusing{source=pod} = %v after the refusals ended, want 0", v)
+	}
+	if v := sum(t, reg, "faultline_exporter_pod_files"); v != 1 {
+		t.Errorf("pod_files = %v, want 1", v)
+	}
+	if v := sum(t, reg, "faultline_exporter_pod_lines_malformed_total"); v != 1 {
+		t.Errorf("pod_lines_malformed_total = %v, want 1", v)
 	}
 }
 

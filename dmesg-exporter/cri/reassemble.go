@@ -84,9 +84,6 @@ func NewReassembler(maxSize int) *Reassembler {
 // MaxSize returns the cap on a line's message in bytes.
 func (r *Reassembler) MaxSize() int { return r.max }
 
-// Pending reports whether an unfinished line is held for any stream.
-func (r *Reassembler) Pending() bool { return r.streams[0].active || r.streams[1].active }
-
 func streamIndex(s Stream) int {
 	if s == Stderr {
 		return 1

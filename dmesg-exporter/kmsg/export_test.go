@@ -1,5 +1,10 @@
 package kmsg
 
+import (
+	"strings"
+	"time"
+)
+
 // Stats are a reader's running counters.
 type Stats struct {
 	Records     uint64 // records delivered by Next
@@ -25,3 +30,22 @@ func (r *Reader) Stats() Stats {
 		Merged:      r.stats.merged.Load(),
 	}
 }
+
+// Unescape decodes \xHH escapes (either case of hex digits). A backslash
+// that does not start a complete escape is kept as it is.
+func Unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	return string(appendUnescaped(make([]byte, 0, len(s)), []byte(s)))
+}
+
+// IsContinuation reports whether the record is a fragment of a continuation
+// line (flags 'c' or '+').
+func (r *Record) IsContinuation() bool {
+	return r.Flags == FlagsCont || r.Flags == FlagsFollows
+}
+
+// WallTime converts the record's printk timestamp to wall-clock time given
+// the boot time (see BootTime).
+func (r *Record) WallTime(boot time.Time) time.Time { return boot.Add(r.Monotonic) }
