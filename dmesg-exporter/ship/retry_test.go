@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 // senders returns both senders pointed at url.
@@ -282,10 +284,7 @@ func TestRetryStopsWhenContextEnds(t *testing.T) {
 		var log retryLog
 		done := make(chan error, 1)
 		go func() { done <- Retry(ctx, s, sampleRecords(), fastBackoff, log.hook) }()
-		deadline := time.Now().Add(5 * time.Second)
-		for len(log.get()) < 3 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually.True(t, 5*time.Second, "3 retries", func() bool { return len(log.get()) >= 3 })
 		cancel()
 		select {
 		case err := <-done:
