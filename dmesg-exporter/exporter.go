@@ -55,6 +55,12 @@ type Config struct {
 	// StallAfter: /healthz fails when a reader has made no progress for this long
 	// while the buffer had room (default 2m).
 	StallAfter time.Duration
+	// MaxAge drops records older than this when they are read, counted as
+	// dropped{reason="too_old"} (0: none). Loki refuses entries older than its
+	// reject_old_samples_max_age (a week by default) with a 400, for good; since a
+	// refused batch is retried rather than dropped, such a record would hold its
+	// source forever (the ring buffer of a node up for weeks holds them).
+	MaxAge time.Duration
 	// ShutdownGrace is how long, after ctx is done, the exporter keeps trying to
 	// ship what it already read, so a rolling restart loses nothing (default 10s).
 	ShutdownGrace time.Duration
@@ -277,8 +283,8 @@ func (e *Exporter) readKernel(ctx context.Context) error {
 			}
 			return err
 		}
-		e.m.read.WithLabelValues("kernel").Inc()
-		if rec.Facility != kmsg.FacilityKern && !e.cfg.AllFacilities {
+		e.m.read.WithLabelValues(ship.SourceKernel).Inc()
+		if rec.Facility != kmsg.FacilityKern && !e.cfg.AllFacilities || e.tooOld(rec.Time) {
 			continue
 		}
 		it := Item{Rec: ship.Record{
@@ -298,9 +304,12 @@ func (e *Exporter) readKernel(ctx context.Context) error {
 // acknowledged.
 func (e *Exporter) readPods(ctx context.Context) error {
 	return e.pods.RunFunc(ctx, func(ctx context.Context, en podlogs.Entry) error {
-		e.m.read.WithLabelValues("pod").Inc()
+		e.m.read.WithLabelValues(ship.SourcePod).Inc()
 		if en.Truncated {
 			e.m.dropped.WithLabelValues("truncated").Inc()
+		}
+		if e.tooOld(en.Time) {
+			return nil
 		}
 		it := Item{
 			Rec: ship.Record{Time: en.Time, Body: en.Message, Source: ship.SourcePod, Node: e.cfg.Node,
@@ -312,6 +321,15 @@ func (e *Exporter) readPods(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// tooOld reports, and counts, a record older than MaxAge.
+func (e *Exporter) tooOld(t time.Time) bool {
+	if e.cfg.MaxAge <= 0 || t.IsZero() || time.Since(t) <= e.cfg.MaxAge {
+		return false
+	}
+	e.m.dropped.WithLabelValues("too_old").Inc()
+	return true
 }
 
 // commitKernel persists the kernel position after an acknowledged batch.

@@ -20,6 +20,7 @@ import (
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/dmesg-exporter/state"
 	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/testenv"
 )
 
 const xid79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
@@ -256,5 +257,66 @@ func TestTooLargeEvenShort(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.Shipped(ship.SourceKernel)); v != 0 {
 		t.Errorf("shipped = %v, want 0", v)
+	}
+}
+
+// TestLongPodLineReachesLoki: a pod line longer than the tailer's cap is cut by the
+// tailer and must then pass the real Loki's own line size limit (max_line_size,
+// 256 KB by default): shipped cut, not refused, and the kernel line after it arrives.
+func TestLongPodLineReachesLoki(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Loki: true})
+	dir := t.TempDir()
+	k := newKmsgFile(t, dir)
+	root := filepath.Join(dir, "pods")
+	log0 := podLog(t, root)
+	long := noise(rand.New(rand.NewPCG(5, 6)), 300_000)
+	appendFile(t, log0, criLine("stdout", "F", long)+criLine("stdout", "F", "after the long line"))
+	r := start(t, exporter.Config{Node: "n12", KmsgPath: k.path, BootIDPath: bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-0000000000a4"),
+		BootTime: k.boot, StatePath: filepath.Join(dir, "state.json"), Sender: ship.NewLoki(env.LokiURL(), ship.LokiOptions{}),
+		PodLogs: &podlogs.Config{Root: root, PollInterval: 20 * time.Millisecond, RescanInterval: 50 * time.Millisecond}})
+	k.write(3, xid79)
+	got := waitLoki(t, env.LokiURL(), `{node="n12"}`, 3, 20*time.Second)
+	var cut string
+	for _, e := range got {
+		if strings.HasSuffix(e.Line, cri.TruncationMark) {
+			cut = e.Line
+		}
+	}
+	if !strings.HasPrefix(long, strings.TrimSuffix(cut, cri.TruncationMark)) || len(cut) < 200_000 {
+		t.Errorf("long line in Loki: %d bytes, want a cut prefix of the line", len(cut))
+	}
+	if err := r.ex.Healthy(); err != nil {
+		t.Errorf("unhealthy: %v", err)
+	}
+}
+
+// TestMaxAgeDropsRecordsLokiRefusesForGood: on a node up for 30 days, the ring buffer's
+// first records are older than Loki keeps accepting; they are dropped when read, and
+// counted, instead of holding the kernel source behind a refusal that never ends.
+func TestMaxAgeDropsRecordsLokiRefusesForGood(t *testing.T) {
+	var got collected
+	srv := newFakeReceiver(t, func(p pushed) int {
+		got.add(p)
+		return http.StatusNoContent
+	})
+	dir := t.TempDir()
+	k := newKmsgFile(t, dir)
+	k.boot = time.Now().Add(-30 * 24 * time.Hour)
+	appendFile(t, k.path, "6,1,1000,-;Linux version 6.8.0 (boot, 30 days ago)\n6,2,2000,-;pci 0000:3b:00.0: [10de:2330] type 00 class 0x030200\n")
+	k.seq = 2
+	k.write(3, xid79) // now
+	m := exporter.NewMetrics(prometheus.NewRegistry())
+	start(t, exporter.Config{Node: "n13", KmsgPath: k.path, BootIDPath: bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-0000000000a5"),
+		BootTime: k.boot, StatePath: filepath.Join(dir, "state.json"), Sender: ship.NewLoki(srv, ship.LokiOptions{}),
+		Metrics: m, MaxAge: 167 * time.Hour})
+	eventually.True(t, 10*time.Second, "the Xid line", func() bool {
+		kernel, _ := got.get()
+		return len(kernel) > 0
+	})
+	if kernel, _ := got.get(); !slices.Equal(kernel, []string{xid79}) {
+		t.Errorf("shipped %q, want only the Xid line", kernel)
+	}
+	if v := testutil.ToFloat64(m.Dropped("too_old")); v != 2 {
+		t.Errorf("dropped too_old = %v, want 2", v)
 	}
 }

@@ -114,6 +114,7 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 	f.DurationVar(&cfg.BatchWait, "batch-wait", time.Second, "longest a record waits for its batch")
 	f.IntVar(&cfg.BufferSize, "buffer", 10000, "records buffered per source (kernel, pod) before its reader waits")
 	f.IntVar(&cfg.BufferBytes, "buffer-bytes", exporter.DefaultBufferBytes, "bytes read and not yet acknowledged per source before its reader waits (bounds memory)")
+	f.DurationVar(&cfg.MaxAge, "max-age", 167*time.Hour, "drop (and count) records older than this when read: Loki refuses them for good beyond reject_old_samples_max_age (168h by default); 0 ships every record")
 	f.DurationVar(&maxBackoff, "max-backoff", 30*time.Second, "longest wait between retries")
 	f.StringVar(&listen, "listen", ":9400", "address for /metrics and /healthz")
 	f.StringVar(&podRoot, "pod-logs", "", "pod log directory to tail (the kubelet's /var/log/pods); empty: kernel log only")
