@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/faultline-dev/faultline/dmesg-exporter/cri"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/dmesg-exporter/state"
@@ -52,7 +54,7 @@ type lane struct {
 func newLane(source string, cfg *Config, m *Metrics, log *slog.Logger, commit func([]Item) error) *lane {
 	l := &lane{source: source, items: make(chan Item, cfg.BufferSize), cfg: cfg, m: m, commit: commit,
 		log: log.With("source", source)}
-	l.bytes.init(int64(cfg.BufferBytes))
+	l.bytes.init(int64(cfg.BufferBytes), m.bufferBytes.WithLabelValues(source))
 	l.refusal.Store("")
 	m.bufferCapacity.WithLabelValues(source).Set(float64(cfg.BufferSize))
 	m.bufferBytesCap.WithLabelValues(source).Set(float64(cfg.BufferBytes))
@@ -72,7 +74,6 @@ func (l *lane) enqueue(ctx context.Context, it Item) bool {
 			return false
 		}
 	}
-	l.m.bufferBytes.WithLabelValues(l.source).Set(float64(l.bytes.held()))
 	select {
 	case l.items <- it:
 		return true
@@ -295,7 +296,6 @@ func (l *lane) accepted(b []Item) error {
 		n += b[i].size
 	}
 	l.bytes.release(n)
-	l.m.bufferBytes.WithLabelValues(l.source).Set(float64(l.bytes.held()))
 	return nil
 }
 
@@ -335,10 +335,11 @@ type byteBudget struct {
 	used  int64
 	limit int64
 	freed chan struct{} // closed when bytes are released
+	gauge prometheus.Gauge
 }
 
-func (b *byteBudget) init(limit int64) {
-	b.limit, b.freed = limit, make(chan struct{})
+func (b *byteBudget) init(limit int64, gauge prometheus.Gauge) {
+	b.limit, b.freed, b.gauge = limit, make(chan struct{}), gauge
 }
 
 func (b *byteBudget) tryAcquire(n int) bool {
@@ -349,6 +350,7 @@ func (b *byteBudget) tryAcquire(n int) bool {
 		return false
 	}
 	b.used += want
+	b.gauge.Set(float64(b.used))
 	return true
 }
 
@@ -358,6 +360,7 @@ func (b *byteBudget) acquire(ctx context.Context, n int) bool {
 		b.mu.Lock()
 		if b.used+want <= b.limit {
 			b.used += want
+			b.gauge.Set(float64(b.used))
 			b.mu.Unlock()
 			return true
 		}
@@ -375,12 +378,7 @@ func (b *byteBudget) release(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= min(int64(n), b.limit)
+	b.gauge.Set(float64(b.used))
 	close(b.freed)
 	b.freed = make(chan struct{})
-}
-
-func (b *byteBudget) held() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
 }

@@ -234,6 +234,8 @@ func TestTooLargeSplitsAndCuts(t *testing.T) {
 	if v := testutil.ToFloat64(m.Dropped("too_large")); v != 0 {
 		t.Errorf("dropped too_large = %v, want 0", v)
 	}
+	// Every byte read was acknowledged: the lanes hold nothing any more.
+	eventually.True(t, 5*time.Second, "buffer_bytes back to 0", func() bool { return sum(t, reg, "faultline_exporter_buffer_bytes") == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("largest accepted request %d bytes (limit %d)", largest, limit)
