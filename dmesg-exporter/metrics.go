@@ -44,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faultline_exporter_records_dropped_total",
-			Help: "Records lost or cut before shipping, by reason: overrun (kernel ring buffer overwrote them), malformed, truncated (pod line over the line size cap), too_large (one record the receiver refused for its size even when cut short).",
+			Help: "Records lost or cut before shipping, by reason: overrun (kernel ring buffer overwrote them), malformed, truncated (pod line over the line size cap), too_large (one record the receiver refused for its size even when cut short), too_old (older than the maximum age, which Loki refuses).",
 		}, []string{"reason"}),
 		shipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faultline_exporter_records_shipped_total", Help: "Records acknowledged by the receiver, by source.",
