@@ -322,3 +322,60 @@ func TestMaxAgeDropsRecordsLokiRefusesForGood(t *testing.T) {
 		t.Errorf("dropped too_old = %v, want 2", v)
 	}
 }
+
+// TestCollectorBodyLimit: the real collector with a 64 KiB max_request_body_size
+// refuses larger requests with a 400 that says "request body too large" (not a
+// 413). The exporter splits the batches, cuts the pod lines too long on their own,
+// and every line reaches Loki through the collector: the Xid line whole, the 200 KB
+// pod lines cut with the truncation mark.
+func TestCollectorBodyLimit(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Collector: true, CollectorMaxRequestBody: 64 << 10})
+	dir := t.TempDir()
+	k := newKmsgFile(t, dir)
+	root := filepath.Join(dir, "pods")
+	log0 := podLog(t, root)
+	rnd := rand.New(rand.NewPCG(7, 8))
+	var b strings.Builder
+	var want []string
+	for range 20 {
+		m := noise(rnd, 200_000)
+		want = append(want, m)
+		b.WriteString(criLine("stdout", "F", m))
+	}
+	appendFile(t, log0, b.String())
+	reg := prometheus.NewRegistry()
+	m := exporter.NewMetrics(reg)
+	r := start(t, exporter.Config{Node: "n14", KmsgPath: k.path, BootIDPath: bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-0000000000a6"),
+		BootTime: k.boot, StatePath: filepath.Join(dir, "state.json"), Sender: ship.NewOTLP(env.OTLPEndpoint(), ship.OTLPOptions{Gzip: true}),
+		Metrics: m, PodLogs: &podlogs.Config{Root: root, PollInterval: 20 * time.Millisecond, RescanInterval: 50 * time.Millisecond}})
+	k.write(3, xid79)
+	if got := waitLoki(t, env.LokiURL(), `{node="n14", source="kernel"}`, 1, 30*time.Second); got[0].Line != xid79 {
+		t.Errorf("kernel line %q, want the Xid line", got[0].Line)
+	}
+	got := waitLoki(t, env.LokiURL(), `{node="n14", source="pod"}`, len(want), 60*time.Second)
+	seen := map[string]bool{}
+	for _, e := range got {
+		head, ok := strings.CutSuffix(e.Line, cri.TruncationMark)
+		if !ok {
+			t.Errorf("pod line of %d bytes in Loki not cut", len(e.Line))
+			continue
+		}
+		for _, w := range want {
+			if strings.HasPrefix(w, head) {
+				seen[w] = true
+			}
+		}
+	}
+	if len(seen) != len(want) || len(got) != len(want) {
+		t.Errorf("Loki holds %d pod lines matching %d of the %d written", len(got), len(seen), len(want))
+	}
+	if v := testutil.ToFloat64(m.Refusals(ship.SourcePod, "400")); v < 1 {
+		t.Errorf("pod 400 refusals = %v, want >= 1", v)
+	}
+	if v := testutil.ToFloat64(m.Cut(ship.SourcePod)); v < float64(len(want)) {
+		t.Errorf("pod records cut = %v, want >= %d", v, len(want))
+	}
+	if err := r.ex.Healthy(); err != nil {
+		t.Errorf("unhealthy after the refusals were handled: %v", err)
+	}
+}

@@ -445,3 +445,22 @@ func TestRetryReturnsNonRetryableErrorAsIs(t *testing.T) {
 		t.Errorf("err = %v after %d calls", err, f.calls)
 	}
 }
+
+func TestTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&HTTPError{StatusCode: 413}, true},
+		{fmt.Errorf("wrapped: %w", &HTTPError{StatusCode: 413}), true},
+		// The collector's answer to a body over max_request_body_size.
+		{&HTTPError{StatusCode: 400, Body: "\b\x03\x12\x1chttp: request body too large"}, true},
+		{&HTTPError{StatusCode: 400, Body: "entry too far behind"}, false},
+		{&HTTPError{StatusCode: 500, Body: "request body too large"}, false},
+		{&NetError{Err: io.EOF}, false},
+	} {
+		if got := TooLarge(tc.err); got != tc.want {
+			t.Errorf("TooLarge(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

@@ -270,11 +270,21 @@ func (r *Record) Size() int {
 		len(r.Container) + len(r.Stream) + recordOverhead
 }
 
-// TooLarge reports whether err is the receiver refusing a request for its size
-// (413 Content Too Large): the same records in smaller requests may pass.
+// bodyTooLarge is the error text of Go's http.MaxBytesReader, which the
+// OpenTelemetry Collector's OTLP/HTTP receiver answers with a 400, not a 413, when a
+// body exceeds its max_request_body_size.
+const bodyTooLarge = "request body too large"
+
+// TooLarge reports whether err is the receiver refusing a request for its size:
+// a 413 (Content Too Large), or a 400 that says the body was too large (the
+// collector's answer): the same records in smaller requests may pass.
 func TooLarge(err error) bool {
 	var he *HTTPError
-	return errors.As(err, &he) && he.StatusCode == http.StatusRequestEntityTooLarge
+	if !errors.As(err, &he) {
+		return false
+	}
+	return he.StatusCode == http.StatusRequestEntityTooLarge ||
+		he.StatusCode == http.StatusBadRequest && strings.Contains(he.Body, bodyTooLarge)
 }
 
 // StatusCode is the HTTP status of a refused request, or 0 when err is not an

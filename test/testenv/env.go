@@ -42,6 +42,9 @@ type Options struct {
 	// Collector runs the OpenTelemetry Collector with an OTLP/HTTP receiver that
 	// exports to Loki's /otlp endpoint (implies Loki).
 	Collector bool
+	// CollectorMaxRequestBody, when > 0, sets the OTLP/HTTP receiver's
+	// max_request_body_size in bytes (the collector's default is 20 MiB).
+	CollectorMaxRequestBody int
 	// Prometheus, when not nil, runs Prometheus scraping the given targets.
 	Prometheus *PrometheusOptions
 }
@@ -142,7 +145,7 @@ func Start(t TB, o Options) *Env {
 				return err
 			}
 			if o.Collector {
-				return e.startCollector(bins[Collector])
+				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody)
 			}
 			return nil
 		})
