@@ -153,6 +153,7 @@ func (l *lane) run(ctx context.Context) error {
 			}
 			return err
 		}
+		clear(batch) // let the shipped records' bodies go
 		batch, size = batch[:0], 0
 	}
 }
