@@ -360,12 +360,11 @@ func (e *Exporter) commitPods(batch []Item) error {
 	return nil
 }
 
-// Healthy reports an error when the kernel reader died or stalled while the buffer
-// had room, or when the receiver refuses a source's records; a reader held back by
-// a full buffer (receiver down) is healthy.
+// Healthy reports an error when the exporter is not Alive, or while the receiver
+// refuses a source's records (they wait, unshipped, until it accepts them).
 func (e *Exporter) Healthy() error {
-	if v := e.readErr.Load(); v != nil {
-		return fmt.Errorf("kernel reader stopped: %v", v)
+	if err := e.Alive(); err != nil {
+		return err
 	}
 	for _, l := range []*lane{e.kernelLane, e.podLane} {
 		if l == nil {
@@ -374,6 +373,16 @@ func (e *Exporter) Healthy() error {
 		if err := l.healthy(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Alive reports an error when the kernel reader died or stalled while its buffer
+// had room; a reader held back by a full buffer (receiver down or refusing) is
+// alive.
+func (e *Exporter) Alive() error {
+	if v := e.readErr.Load(); v != nil {
+		return fmt.Errorf("kernel reader stopped: %v", v)
 	}
 	if e.kernelLane.blocked.Load() {
 		return nil

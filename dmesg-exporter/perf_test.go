@@ -314,6 +314,13 @@ func TestExporterFloodRefused(t *testing.T) {
 		kernel, _ := got.get()
 		return slices.Contains(kernel, xid79)
 	})
+	// Alive all the while: the liveness probe must not restart an exporter that
+	// waits for its receiver.
+	if resp, err := http.Get("http://" + listen + "/livez"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/livez while the receiver refuses: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// Let the pod reader fill its lane while the receiver keeps refusing.
 	var peak, peakAnon int64
 	for range 100 {

@@ -90,7 +90,10 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 			if err != nil {
 				return err
 			}
-			srv, err := serveHTTP(listen, reg, ex.Healthy)
+			// /livez (the liveness probe) fails only when a restart can help: the
+			// kernel reader died or hangs. /healthz fails also while the receiver
+			// refuses records, which a restart cannot fix.
+			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": ex.Healthy, "/livez": ex.Alive})
 			if err != nil {
 				return err
 			}
@@ -126,20 +129,23 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 	return cmd
 }
 
-// serveHTTP serves /metrics and /healthz on addr in the background.
-func serveHTTP(addr string, reg *prometheus.Registry, healthy func() error, api ...http.Handler) (*http.Server, error) {
+// serveHTTP serves /metrics and the health checks (path → check; 503 with the
+// check's error when it fails) on addr in the background.
+func serveHTTP(addr string, reg *prometheus.Registry, checks map[string]func() error, api ...http.Handler) (*http.Server, error) {
 	mux := http.NewServeMux()
 	for _, h := range api {
 		mux.Handle("/api/", h)
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	for path, check := range checks {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if err := check(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
