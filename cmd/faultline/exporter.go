@@ -43,7 +43,10 @@ func newExporterCmd() *cobra.Command {
 over OTLP/HTTP to a collector (--otlp-endpoint) or straight to Loki (--loki-url).
 The read position (boot id and last acknowledged sequence number) is saved in
 --state-file only after the receiver acknowledged, so a restart neither replays
-nor loses lines; after a reboot the new boot's ring buffer is shipped from its start.`,
+nor loses lines; after a reboot the new boot's ring buffer is shipped from its start.
+Kernel and pod lines travel in separate lanes bounded in bytes, so pod lines never
+hold kernel lines back. A batch the receiver refuses as too large (413) is split,
+and a single line cut; any other refusal is retried while /healthz fails.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (otlpURL == "") == (lokiURL == "") {
 				return errors.New("set exactly one of --otlp-endpoint and --loki-url")
