@@ -151,8 +151,7 @@ type counters struct {
 }
 
 // Tailer tails the pod log files under a root directory. Create it with
-// New, run it once with Run or RunFunc, stop it by cancelling the context or
-// with Close.
+// New, run it once with RunFunc, stop it by cancelling the context.
 type Tailer struct {
 	cfg              Config
 	include, exclude []*regexp.Regexp
@@ -246,10 +245,11 @@ func (t *Tailer) Stats() Stats {
 	}
 }
 
-// RunFunc is Run with a callback instead of a channel. fn runs on the
-// tailing goroutine and may block (back-pressure); it should return
-// ctx.Err() when ctx is done. An error from fn other than the context's
-// stops the Tailer and is returned.
+// RunFunc tails until ctx is done, calling fn with every entry on the tailing
+// goroutine. fn may block (back-pressure: nothing is buffered beyond a line per
+// file) and should return ctx.Err() when ctx is done; any other error from fn
+// stops the Tailer and is returned. RunFunc returns nil when stopped and releases
+// every file it opened before it returns. A Tailer runs once.
 func (t *Tailer) RunFunc(ctx context.Context, fn func(context.Context, Entry) error) error {
 	t.mu.Lock()
 	if t.state != stateIdle {
