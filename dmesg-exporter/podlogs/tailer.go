@@ -33,7 +33,7 @@ const (
 	headerRoom = 1 << 10
 )
 
-// ErrClosed is returned by Run on a Tailer that was closed or already ran.
+// ErrClosed is returned by RunFunc on a Tailer that was closed or already ran.
 var ErrClosed = errors.New("podlogs: tailer closed")
 
 // Config configures a Tailer. The zero value tails every pod under
