@@ -1,5 +1,7 @@
 package cri
 
+// What only the tests read: the reassembler's counters and state.
+
 // ReassemblerStats are a reassembler's running counters.
 type ReassemblerStats = reassemblerCounts
 

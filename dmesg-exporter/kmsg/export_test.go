@@ -1,5 +1,7 @@
 package kmsg
 
+// What only the tests read: the reader's counters and helpers over records.
+
 import (
 	"strings"
 	"time"
