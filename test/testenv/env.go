@@ -43,6 +43,9 @@ type Options struct {
 	// Collector runs the OpenTelemetry Collector with an OTLP/HTTP receiver that
 	// exports to Loki's /otlp endpoint (implies Loki).
 	Collector bool
+	// CollectorMaxRequestBody, when > 0, sets the OTLP/HTTP receiver's
+	// max_request_body_size in bytes (the collector's default is 20 MiB).
+	CollectorMaxRequestBody int
 	// Prometheus, when not nil, runs Prometheus scraping the given targets.
 	Prometheus *PrometheusOptions
 	// Kwok, when not nil, runs kwok against the apiserver to simulate GPU nodes with
@@ -158,7 +161,7 @@ func Start(t TB, o Options) *Env {
 				return err
 			}
 			if o.Collector {
-				return e.startCollector(bins[Collector])
+				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody)
 			}
 			return nil
 		})
