@@ -23,15 +23,17 @@ build:
 cuda:
 	cuda/build.sh $(BIN)/cuda
 
-## demo: faultline's main job on this machine with the real components (faultline demo)
+## demo: faultline's main job on this machine with the real components (cmd/faultline-demo,
+## its own program: the faultline binary links neither the test harness nor testing)
 DEMO_FLAGS ?=
 demo: build-cgo
-	$(BIN)/cgo/faultline demo $(DEMO_FLAGS)
+	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/cgo/faultline-demo ./cmd/faultline-demo
+	$(BIN)/cgo/faultline-demo --faultline $(BIN)/cgo/faultline $(DEMO_FLAGS)
 
 build-cgo:
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/cgo/faultline ./cmd/faultline
 
-## tools: build or install the pinned real components (kube-apiserver, etcd, Loki, collector, helm, kubectl, Debian packages)
+## tools: build or install the pinned real components (kube-apiserver, etcd, Loki, collector, helm, kubectl, kwok, Debian packages)
 tools:
 	test/tools/build.sh all
 

@@ -3,8 +3,10 @@
 // OpenTelemetry Collector (OTLP/HTTP) or straight to Loki, none lost and none
 // replayed: the read position is persisted only after the receiver acknowledged.
 //
-// Stages, each one job: sources (kernel, pods) → a bounded buffer (back-pressure
-// instead of unbounded growth) → batcher → sender with retries → position commit.
+// Stages, each one job: sources (kernel, pods) → one lane per source: a buffer
+// bounded in records and bytes (back-pressure instead of unbounded growth) →
+// batcher → sender with retries, splits and refusals → position commit. The
+// lanes are independent, so pod lines never hold kernel lines back.
 package exporter
 
 import (
@@ -40,13 +42,25 @@ type Config struct {
 	// Backoff for retries of failed sends.
 	Backoff ship.Backoff
 
-	BatchSize    int           // records per batch (default 500)
-	BatchWait    time.Duration // longest a record waits for its batch to fill (default 1s)
-	BufferSize   int           // records buffered between readers and the sender (default 10000)
+	BatchSize int // records per batch (default 500)
+	// BatchBytes bounds a batch's encoded size before compression (default
+	// DefaultBatchBytes); a single larger record is sent alone.
+	BatchBytes int
+	BatchWait  time.Duration // longest a record waits for its batch to fill (default 1s)
+	BufferSize int           // records buffered per source between reader and sender (default 10000)
+	// BufferBytes bounds, per source, the bytes of records read and not yet
+	// acknowledged (buffer and batch in flight; default DefaultBufferBytes).
+	BufferBytes  int
 	PollInterval time.Duration // how often a regular file at EOF is checked for growth (default 200ms)
 	// StallAfter: /healthz fails when a reader has made no progress for this long
 	// while the buffer had room (default 2m).
 	StallAfter time.Duration
+	// MaxAge drops records older than this when they are read, counted as
+	// dropped{reason="too_old"} (0: none). Loki refuses entries older than its
+	// reject_old_samples_max_age (a week by default) with a 400, for good; since a
+	// refused batch is retried rather than dropped, such a record would hold its
+	// source forever (the ring buffer of a node up for weeks holds them).
+	MaxAge time.Duration
 	// ShutdownGrace is how long, after ctx is done, the exporter keeps trying to
 	// ship what it already read, so a rolling restart loses nothing (default 10s).
 	ShutdownGrace time.Duration
@@ -59,32 +73,28 @@ type Config struct {
 	Log     *slog.Logger
 }
 
-// PodAck is the acknowledged position of one pod log file.
-type PodAck struct {
-	Path   string
-	Inode  uint64
-	Offset int64
-}
-
-// Item is a record in flight with the position to commit once it is shipped.
-type Item struct {
-	Rec ship.Record
-	// Kernel records: Seq in Rec. Pod records: Pod is set.
-	Pod *PodAck
-}
+// Defaults of Config's byte bounds. A batch of 1 MiB fits the collector's OTLP
+// receiver (max_request_body_size, 20 MiB by default) and Loki's request limits
+// (the 4 MiB gRPC message limit between distributor and ingester,
+// grpc_server_max_recv_msg_size) with room to spare; two lanes of 8 MiB keep the
+// exporter far below the chart's 128 MiB memory limit, whatever the line sizes.
+const (
+	DefaultBatchBytes  = 1 << 20
+	DefaultBufferBytes = 8 << 20
+)
 
 // Exporter ships one node's logs.
 type Exporter struct {
 	cfg      Config
 	store    *state.Store
 	bootID   string
-	buf      chan Item
 	log      *slog.Logger
 	m        *Metrics
 	progress atomic.Int64 // unix nanos of the kernel reader's last progress
-	blocked  atomic.Bool  // the kernel reader waits for room in the buffer
 	readErr  atomic.Value // error that stopped the kernel reader
 	pods     *podlogs.Tailer
+	// One lane per source; podLane is nil without pod logs.
+	kernelLane, podLane *lane
 }
 
 // New checks the configuration, opens the state file and reads the boot id.
@@ -106,6 +116,15 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	if cfg.BufferSize <= 0 {
 		cfg.BufferSize = 10000
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = DefaultBatchBytes
+	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = max(DefaultBufferBytes, 2*cfg.BatchBytes)
+	}
+	if cfg.BufferBytes < cfg.BatchBytes {
+		return nil, fmt.Errorf("exporter: buffer bytes (%d) below batch bytes (%d): no batch could fill", cfg.BufferBytes, cfg.BatchBytes)
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 200 * time.Millisecond
@@ -141,8 +160,8 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, fmt.Errorf("exporter: %w", err)
 		}
 	}
-	e := &Exporter{cfg: cfg, store: st, bootID: bootID, buf: make(chan Item, cfg.BufferSize), log: cfg.Log, m: cfg.Metrics}
-	e.m.bufferCapacity.Set(float64(cfg.BufferSize))
+	e := &Exporter{cfg: cfg, store: st, bootID: bootID, log: cfg.Log, m: cfg.Metrics}
+	e.kernelLane = newLane(ship.SourceKernel, &e.cfg, e.m, e.log, e.commitKernel)
 	if cfg.PodLogs != nil {
 		pc := *cfg.PodLogs
 		pc.Start = st.Get().Pods
@@ -152,6 +171,8 @@ func New(cfg Config) (*Exporter, error) {
 		if e.pods, err = podlogs.New(pc); err != nil {
 			return nil, fmt.Errorf("exporter: pod logs: %w", err)
 		}
+		e.podLane = newLane(ship.SourcePod, &e.cfg, e.m, e.log, e.commitPods)
+		e.m.pods.Store(e.pods)
 	}
 	e.progress.Store(time.Now().UnixNano())
 	return e, nil
@@ -180,9 +201,25 @@ func (e *Exporter) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	err := e.shipLoop(ctx)
-	cancel(err)
+	// Each lane ships until ctx is done, then what its reader had read.
+	lanes := []*lane{e.kernelLane}
+	if e.podLane != nil {
+		lanes = append(lanes, e.podLane)
+	}
+	errs := make(chan error, len(lanes))
+	for _, l := range lanes {
+		go func() {
+			err := l.run(ctx)
+			if err != nil {
+				cancel(fmt.Errorf("%s lane: %w", l.source, err))
+			}
+			errs <- err
+		}()
+	}
 	wg.Wait()
+	for range lanes {
+		<-errs
+	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}
@@ -246,18 +283,18 @@ func (e *Exporter) readKernel(ctx context.Context) error {
 			}
 			return err
 		}
-		e.m.read.WithLabelValues("kernel").Inc()
-		if rec.Facility != kmsg.FacilityKern && !e.cfg.AllFacilities {
+		e.m.read.WithLabelValues(ship.SourceKernel).Inc()
+		if rec.Facility != kmsg.FacilityKern && !e.cfg.AllFacilities || e.tooOld(rec.Time) {
 			continue
 		}
 		it := Item{Rec: ship.Record{
-			Time: rec.Time, Body: rec.Message, Source: "kernel", Node: e.cfg.Node,
+			Time: rec.Time, Body: rec.Message, Source: ship.SourceKernel, Node: e.cfg.Node,
 			Seq: rec.Seq, BootID: e.bootID, Level: int(rec.Level), Facility: int(rec.Facility),
 		}}
 		if rec.LastSeq > rec.Seq {
 			it.Rec.Seq = rec.LastSeq
 		}
-		if !e.enqueue(ctx, it) {
+		if !e.kernelLane.enqueue(ctx, it) {
 			return nil
 		}
 	}
@@ -267,183 +304,87 @@ func (e *Exporter) readKernel(ctx context.Context) error {
 // acknowledged.
 func (e *Exporter) readPods(ctx context.Context) error {
 	return e.pods.RunFunc(ctx, func(ctx context.Context, en podlogs.Entry) error {
-		e.m.read.WithLabelValues("pod").Inc()
+		e.m.read.WithLabelValues(ship.SourcePod).Inc()
 		if en.Truncated {
 			e.m.dropped.WithLabelValues("truncated").Inc()
 		}
-		it := Item{
-			Rec: ship.Record{Time: en.Time, Body: en.Message, Source: "pod", Node: e.cfg.Node,
-				Namespace: en.Namespace, Pod: en.Pod, Container: en.Container, Stream: string(en.Stream)},
-			Pod: &PodAck{Path: en.Path, Inode: en.Inode, Offset: en.Offset},
-		}
-		if !e.enqueue(ctx, it) {
-			return ctx.Err()
-		}
-		return nil
-	})
-}
-
-// enqueue blocks while the buffer is full: back-pressure, never unbounded growth.
-func (e *Exporter) enqueue(ctx context.Context, it Item) bool {
-	select {
-	case e.buf <- it:
-		return true
-	default:
-	}
-	e.blocked.Store(true)
-	defer e.blocked.Store(false)
-	select {
-	case e.buf <- it:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// shipLoop batches buffered records and ships them in order; each acknowledged
-// batch moves the persisted position forward.
-func (e *Exporter) shipLoop(ctx context.Context) error {
-	batch := make([]Item, 0, e.cfg.BatchSize)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		e.m.bufferFill.Set(float64(len(e.buf)))
-		select {
-		case <-ctx.Done():
-			return e.flush(batch)
-		case it := <-e.buf:
-			if len(batch) == 0 {
-				timer.Reset(e.cfg.BatchWait)
-			}
-			batch = append(batch, it)
-			// Drain what is already waiting, without blocking.
-			for len(batch) < e.cfg.BatchSize {
-				select {
-				case it := <-e.buf:
-					batch = append(batch, it)
-					continue
-				default:
-				}
-				break
-			}
-			if len(batch) < e.cfg.BatchSize {
-				continue
-			}
-		case <-timer.C:
-		}
-		timer.Stop()
-		if len(batch) == 0 {
-			continue
-		}
-		if err := e.ship(ctx, batch); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		batch = batch[:0]
-	}
-}
-
-func (e *Exporter) ship(ctx context.Context, batch []Item) error {
-	recs := make([]ship.Record, len(batch))
-	for i, it := range batch {
-		recs[i] = it.Rec
-	}
-	start := time.Now()
-	err := ship.Retry(ctx, e.cfg.Sender, recs, e.cfg.Backoff, func(attempt int, err error, wait time.Duration) {
-		e.m.retries.Inc()
-		e.log.Warn("send failed, retrying", "sender", e.cfg.Sender.Name(), "attempt", attempt, "wait", wait, "err", err)
-	})
-	e.m.batchLatency.Observe(time.Since(start).Seconds())
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		// The receiver refused the batch for good (a 4xx other than 429): it
-		// can never be shipped. Count it, say so, and move on rather than
-		// block the node's log forever.
-		e.m.failed.Add(float64(len(batch)))
-		e.log.Error("batch refused by the receiver, dropped", "records", len(batch), "err", err)
-	} else {
-		for _, it := range batch {
-			e.m.shipped.WithLabelValues(it.Rec.Source).Inc()
-		}
-	}
-	return e.commit(batch)
-}
-
-// flush ships what was read before shutdown, within ShutdownGrace.
-func (e *Exporter) flush(batch []Item) error {
-	for {
-		select {
-		case it := <-e.buf:
-			batch = append(batch, it)
-			continue
-		default:
-		}
-		break
-	}
-	if len(batch) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownGrace)
-	defer cancel()
-	for len(batch) > 0 {
-		n := min(len(batch), e.cfg.BatchSize)
-		if err := e.ship(ctx, batch[:n]); err != nil {
-			e.log.Warn("shutdown: unshipped records stay unacknowledged and are read again at start", "records", len(batch), "err", err)
+		if e.tooOld(en.Time) {
 			return nil
 		}
-		batch = batch[n:]
-	}
-	return nil
+		it := Item{
+			Rec: ship.Record{Time: en.Time, Body: en.Message, Source: ship.SourcePod, Node: e.cfg.Node,
+				Namespace: en.Namespace, Pod: en.Pod, Container: en.Container, Stream: string(en.Stream)},
+			PodPath: en.Path, PodPos: en.Pos,
+		}
+		if !e.podLane.enqueue(ctx, it) {
+			return ctx.Err()
+		}
+		return nil
+	})
 }
 
-// commit persists the positions of a shipped (or definitively refused) batch.
-func (e *Exporter) commit(batch []Item) error {
-	var lastSeq uint64
-	haveSeq := false
-	var pods []PodAck
-	for _, it := range batch {
-		if it.Pod != nil {
-			pods = append(pods, *it.Pod)
-			continue
-		}
-		if it.Rec.Source == "kernel" {
-			lastSeq, haveSeq = it.Rec.Seq, true
-		}
+// tooOld reports, and counts, a record older than MaxAge.
+func (e *Exporter) tooOld(t time.Time) bool {
+	if e.cfg.MaxAge <= 0 || t.IsZero() || time.Since(t) <= e.cfg.MaxAge {
+		return false
 	}
+	e.m.dropped.WithLabelValues("too_old").Inc()
+	return true
+}
+
+// commitKernel persists the kernel position after an acknowledged batch.
+func (e *Exporter) commitKernel(batch []Item) error {
+	last := batch[len(batch)-1].Rec.Seq
 	err := e.store.Update(func(f *state.File) {
-		if haveSeq {
-			f.BootID, f.KmsgSeq, f.KmsgValid = e.bootID, lastSeq, true
-		} else if f.BootID != e.bootID {
-			f.BootID, f.KmsgSeq, f.KmsgValid = e.bootID, 0, false
-		}
+		f.BootID, f.KmsgSeq, f.KmsgValid = e.bootID, last, true
 		f.BootTime = e.cfg.BootTime
-		for _, p := range pods {
-			f.Pods[p.Path] = state.PodPos{Inode: p.Inode, Offset: p.Offset}
-		}
-		if e.pods != nil && len(pods) > 0 {
-			e.pods.Prune(f.Pods) // forget pods that are gone
-		}
 	})
 	if err != nil {
-		return fmt.Errorf("commit position: %w", err)
+		return fmt.Errorf("commit kernel position: %w", err)
 	}
-	if haveSeq {
-		e.m.lastSeq.Set(float64(lastSeq))
+	e.m.lastSeq.Set(float64(last))
+	return nil
+}
+
+// commitPods persists the pod file positions after an acknowledged batch.
+func (e *Exporter) commitPods(batch []Item) error {
+	err := e.store.Update(func(f *state.File) {
+		for _, it := range batch {
+			f.Pods[it.PodPath] = it.PodPos
+		}
+		e.pods.Prune(f.Pods) // forget pods that are gone
+	})
+	if err != nil {
+		return fmt.Errorf("commit pod positions: %w", err)
 	}
 	return nil
 }
 
-// Healthy reports an error when the kernel reader died or stalled while the buffer
-// had room; a reader held back by a full buffer (receiver down) is healthy.
+// Healthy reports an error when the exporter is not Alive, or while the receiver
+// refuses a source's records (they wait, unshipped, until it accepts them).
 func (e *Exporter) Healthy() error {
+	if err := e.Alive(); err != nil {
+		return err
+	}
+	for _, l := range []*lane{e.kernelLane, e.podLane} {
+		if l == nil {
+			continue
+		}
+		if err := l.healthy(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Alive reports an error when the kernel reader died or stalled while its buffer
+// had room; a reader held back by a full buffer (receiver down or refusing) is
+// alive.
+func (e *Exporter) Alive() error {
 	if v := e.readErr.Load(); v != nil {
 		return fmt.Errorf("kernel reader stopped: %v", v)
 	}
-	if e.blocked.Load() {
+	if e.kernelLane.blocked.Load() {
 		return nil
 	}
 	last := time.Unix(0, e.progress.Load())

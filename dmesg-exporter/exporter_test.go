@@ -1,7 +1,6 @@
 package exporter_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/dmesg-exporter/state"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -117,24 +117,21 @@ func queryLoki(t *testing.T, base, q string) []lokiEntry {
 	return out
 }
 
-// waitLoki polls until the query returns at least n entries.
+// waitLoki polls until the query returns at least n entries, and returns them.
 func waitLoki(t *testing.T, base, q string, n int, timeout time.Duration) []lokiEntry {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := queryLoki(t, base, q)
-		if len(got) >= n || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var got []lokiEntry
+	eventually.True(t, timeout, fmt.Sprintf("%d entries for %s", n, q), func() bool {
+		got = queryLoki(t, base, q)
+		return len(got) >= n
+	})
+	return got
 }
 
+// running is an exporter running in the test process.
 type running struct {
-	cancel context.CancelFunc
-	done   chan error
-	ex     *exporter.Exporter
-	once   sync.Once
+	*testenv.Background
+	ex *exporter.Exporter
 }
 
 func start(t *testing.T, cfg exporter.Config) *running {
@@ -153,25 +150,16 @@ func start(t *testing.T, cfg exporter.Config) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1), ex: ex}
-	go func() { r.done <- ex.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	return r
+	return &running{Background: testenv.RunBackground(t, "exporter", 30*time.Second, ex.Run), ex: ex}
 }
 
-func (r *running) stop(t *testing.T) {
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Errorf("exporter: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("exporter did not stop")
-		}
-	})
+// acked returns the kernel seq the state file holds as acknowledged (0 when none).
+func acked(path string) uint64 {
+	st, err := state.Open(path)
+	if err != nil {
+		return 0
+	}
+	return st.Get().KmsgSeq
 }
 
 func linesOf(es []lokiEntry) []string {
@@ -238,18 +226,8 @@ func TestDirectLokiRestartExactlyOnce(t *testing.T) {
 	k.write(4, msgs[:150]...)
 	r := start(t, cfg)
 	// Stop while it is shipping: once some but not all of the first half is acknowledged.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := state.Open(statePath)
-		if err == nil && st.Get().KmsgSeq >= 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing acknowledged")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	r.stop(t)
+	eventually.True(t, 20*time.Second, "20 records acknowledged", func() bool { return acked(statePath) >= 20 })
+	r.Stop(t)
 	k.write(4, msgs[150:]...)
 	start(t, cfg)
 	got := waitLoki(t, env.LokiURL(), `{node="n2", source="kernel"}`, 300, 30*time.Second)
@@ -315,13 +293,13 @@ func TestBackPressure(t *testing.T) {
 	var mu sync.Mutex
 	var received []string
 	down := true
-	srv := newFakeReceiver(t, func(lines []string) int {
+	srv := newFakeReceiver(t, func(p pushed) int {
 		mu.Lock()
 		defer mu.Unlock()
 		if down {
 			return http.StatusServiceUnavailable
 		}
-		received = append(received, lines...)
+		received = append(received, p.Lines...)
 		return http.StatusNoContent
 	})
 	dir := t.TempDir()
@@ -333,20 +311,15 @@ func TestBackPressure(t *testing.T) {
 	k.write(6, msgs...)
 	start(t, exporter.Config{Node: "n4", KmsgPath: k.path, BootIDPath: bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-00000000000c"), BootTime: k.boot,
 		StatePath: filepath.Join(dir, "state.json"), Sender: ship.NewLoki(srv, ship.LokiOptions{}), BufferSize: 10, BatchSize: 5})
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the receiver stays down a while: the buffer fills
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.True(t, 20*time.Second, "200 lines received", func() bool {
 		mu.Lock()
-		n := len(received)
-		mu.Unlock()
-		if n >= 200 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(received) >= 200
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if strings.Join(received, "\n") != strings.Join(msgs, "\n") {

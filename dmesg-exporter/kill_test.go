@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/kmsg"
-	"github.com/faultline-dev/faultline/dmesg-exporter/state"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -47,21 +47,10 @@ func TestKillMidStream(t *testing.T) {
 		return cmd
 	}
 	p := run()
-	deadline := time.Now().Add(30 * time.Second)
-	acked := uint64(0)
-	for acked < 200 {
-		if st, err := state.Open(statePath); err == nil {
-			acked = st.Get().KmsgSeq
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d acknowledged", acked)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "200 records acknowledged", func() bool { return acked(statePath) >= 200 })
 	_ = p.Process.Kill()
 	_ = p.Wait()
-	st, _ := state.Open(statePath)
-	t.Logf("killed after %d of 1000 lines were acknowledged", st.Get().KmsgSeq)
+	t.Logf("killed after %d of 1000 lines were acknowledged", acked(statePath))
 	k.write(4, msgs[1000:]...)
 	p = run()
 	defer func() { _ = p.Process.Kill(); _ = p.Wait() }()

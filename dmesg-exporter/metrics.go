@@ -1,7 +1,11 @@
 package exporter
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faultline-dev/faultline/dmesg-exporter/podlogs"
 )
 
 // Metrics are the exporter's Prometheus metrics.
@@ -9,12 +13,27 @@ type Metrics struct {
 	read           *prometheus.CounterVec
 	dropped        *prometheus.CounterVec
 	shipped        *prometheus.CounterVec
-	failed         prometheus.Counter
-	retries        prometheus.Counter
+	refusals       *prometheus.CounterVec
+	refusing       *prometheus.GaugeVec
+	splits         *prometheus.CounterVec
+	cut            *prometheus.CounterVec
+	retries        *prometheus.CounterVec
 	batchLatency   prometheus.Histogram
-	bufferFill     prometheus.Gauge
-	bufferCapacity prometheus.Gauge
+	bufferFill     *prometheus.GaugeVec
+	bufferCapacity *prometheus.GaugeVec
+	bufferBytes    *prometheus.GaugeVec
+	bufferBytesCap *prometheus.GaugeVec
 	lastSeq        prometheus.Gauge
+	// pods is the pod log tailer whose counters the pod file metrics read.
+	pods atomic.Pointer[podlogs.Tailer]
+}
+
+// podStats reads the pod tailer's counters (zero without pod logs).
+func (m *Metrics) podStats() podlogs.Stats {
+	if t := m.pods.Load(); t != nil {
+		return t.Stats()
+	}
+	return podlogs.Stats{}
 }
 
 // NewMetrics creates the metrics and registers them with reg (if not nil).
@@ -25,41 +44,71 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faultline_exporter_records_dropped_total",
-			Help: "Records lost before shipping, by reason: overrun (kernel ring buffer overwrote them), malformed, truncated.",
+			Help: "Records lost or cut before shipping, by reason: overrun (kernel ring buffer overwrote them), malformed, truncated (pod line over the line size cap), too_large (one record the receiver refused for its size even when cut short), too_old (older than the maximum age, which Loki refuses).",
 		}, []string{"reason"}),
 		shipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faultline_exporter_records_shipped_total", Help: "Records acknowledged by the receiver, by source.",
 		}, []string{"source"}),
-		failed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "faultline_exporter_records_failed_total", Help: "Records the receiver refused for good (4xx other than 429).",
-		}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "faultline_exporter_send_retries_total", Help: "Send attempts retried after a network error, 429 or 5xx.",
-		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_exporter_send_refusals_total",
+			Help: "Requests the receiver refused (4xx other than 429, rejected records, encoding errors), by source and code; a refused batch is split (413) or retried, never dropped.",
+		}, []string{"source", "code"}),
+		refusing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_receiver_refusing",
+			Help: "1 while the receiver refuses a batch of this source that cannot be split further (the source's position does not move; /healthz fails).",
+		}, []string{"source"}),
+		splits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_exporter_batch_splits_total", Help: "Batches split in two after the receiver answered 413, by source.",
+		}, []string{"source"}),
+		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_exporter_records_cut_for_receiver_total",
+			Help: "Single records cut short (with a truncation mark) because the receiver refused them for their size, by source.",
+		}, []string{"source"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_exporter_send_retries_total", Help: "Send attempts retried after a network error, a 429, a 5xx or a refusal, by source.",
+		}, []string{"source"}),
 		batchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "faultline_exporter_batch_duration_seconds", Help: "Time to ship one batch, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
-		bufferFill: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "faultline_exporter_buffer_records", Help: "Records waiting in the buffer between readers and sender.",
-		}),
-		bufferCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "faultline_exporter_buffer_capacity", Help: "Capacity of the buffer; readers wait when it is full.",
-		}),
+		bufferFill: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_buffer_records", Help: "Records waiting in a source's buffer between its reader and its sender.",
+		}, []string{"source"}),
+		bufferCapacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_buffer_capacity", Help: "Records a source's buffer holds; its reader waits when it is full.",
+		}, []string{"source"}),
+		bufferBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_buffer_bytes", Help: "Bytes of records read and not yet acknowledged, by source (buffer and batch in flight).",
+		}, []string{"source"}),
+		bufferBytesCap: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_exporter_buffer_bytes_capacity", Help: "Bytes a source may hold read and unacknowledged; its reader waits beyond.",
+		}, []string{"source"}),
 		lastSeq: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faultline_exporter_last_shipped_seq", Help: "Sequence number of the last acknowledged kernel record.",
 		}),
 	}
+	podCounter := func(name, help string, v func(podlogs.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v(m.podStats())) })
+	}
 	if reg != nil {
-		reg.MustRegister(m.read, m.dropped, m.shipped, m.failed, m.retries, m.batchLatency, m.bufferFill, m.bufferCapacity, m.lastSeq)
+		reg.MustRegister(m.read, m.dropped, m.shipped, m.refusals, m.refusing, m.splits, m.cut, m.retries, m.batchLatency,
+			m.bufferFill, m.bufferCapacity, m.bufferBytes, m.bufferBytesCap, m.lastSeq,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "faultline_exporter_pod_files", Help: "Pod log files tailed."},
+				func() float64 { return float64(m.podStats().Files) }),
+			podCounter("faultline_exporter_pod_bytes_read_total", "Bytes read from pod log files.",
+				func(s podlogs.Stats) uint64 { return s.Bytes }),
+			podCounter("faultline_exporter_pod_lines_malformed_total", "Pod log lines not in CRI format, skipped.",
+				func(s podlogs.Stats) uint64 { return s.Malformed }),
+			podCounter("faultline_exporter_pod_rotations_total", "Pod log files replaced under their path (kubelet rotation).",
+				func(s podlogs.Stats) uint64 { return s.Rotations }),
+			podCounter("faultline_exporter_pod_truncations_total", "Pod log files that shrank below the read position (copytruncate), read again from the start.",
+				func(s podlogs.Stats) uint64 { return s.Truncations }),
+			podCounter("faultline_exporter_pod_tails_lost_total", "Pod log files rotated away (and compressed) while the exporter was stopped: the rest of the file was lost.",
+				func(s podlogs.Stats) uint64 { return s.Unrecovered }),
+			podCounter("faultline_exporter_pod_read_errors_total", "Failures to list, open, stat or read pod log files.",
+				func(s podlogs.Stats) uint64 { return s.Errors }),
+		)
 	}
 	return m
-}
-
-// CountRead counts a record read by a pod source.
-func (m *Metrics) CountRead(source string) { m.read.WithLabelValues(source).Inc() }
-
-// CountDropped counts records lost for a reason.
-func (m *Metrics) CountDropped(reason string, n int) {
-	m.dropped.WithLabelValues(reason).Add(float64(n))
 }

@@ -12,12 +12,13 @@ import (
 
 	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 func TestMetricsAndHealth(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
-	srv := newFakeReceiver(t, func(lines []string) int {
+	srv := newFakeReceiver(t, func(p pushed) int {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -37,10 +38,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	r := start(t, exporter.Config{Node: "n7", KmsgPath: k.path, BootIDPath: bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-0000000000f1"),
 		BootTime: k.boot, StatePath: filepath.Join(dir, "state.json"), Sender: ship.NewLoki(srv, ship.LokiOptions{}),
 		Metrics: exporter.NewMetrics(reg)})
-	deadline := time.Now().Add(10 * time.Second)
-	for sum(t, reg, "faultline_exporter_last_shipped_seq") < 4 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "seq 4 shipped", func() bool { return sum(t, reg, "faultline_exporter_last_shipped_seq") >= 4 })
 	if v := sum(t, reg, "faultline_exporter_records_shipped_total"); v != 3 {
 		t.Errorf("shipped = %v, want 3 (two lines, the user-space one skipped, the garbage dropped, one more)", v)
 	}

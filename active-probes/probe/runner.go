@@ -23,12 +23,11 @@ type Runner struct {
 	metrics *Metrics
 	now     func() time.Time
 
-	mu        sync.Mutex
-	probes    map[string]Probe
-	locks     map[string]*sync.Mutex
-	timeouts  map[string]time.Duration
-	invasive  sync.Mutex
-	lastByKey map[string]Result
+	mu       sync.Mutex
+	probes   map[string]Probe
+	locks    map[string]*sync.Mutex
+	timeouts map[string]time.Duration
+	invasive sync.Mutex
 }
 
 // NewRunner returns a runner for the probes in reg (Default() if nil); metrics may be nil.
@@ -37,8 +36,7 @@ func NewRunner(reg *Registry, cfg Config, metrics *Metrics) *Runner {
 		reg = Default()
 	}
 	return &Runner{reg: reg, cfg: cfg, metrics: metrics, now: time.Now,
-		probes: map[string]Probe{}, locks: map[string]*sync.Mutex{}, timeouts: map[string]time.Duration{},
-		lastByKey: map[string]Result{}}
+		probes: map[string]Probe{}, locks: map[string]*sync.Mutex{}, timeouts: map[string]time.Duration{}}
 }
 
 // Registry returns the runner's registry.
@@ -53,14 +51,6 @@ func (r *Runner) SetTimeout(name string, d time.Duration) {
 		return
 	}
 	r.timeouts[name] = d
-}
-
-// Last returns the last result of a probe, if it ran.
-func (r *Runner) Last(name string) (Result, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	res, ok := r.lastByKey[name]
-	return res, ok
 }
 
 func (r *Runner) instance(s Spec) (Probe, *sync.Mutex, time.Duration) {
@@ -147,9 +137,6 @@ func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error)
 		res.Message = res.Summary()
 	}
 	r.metrics.Observe(res)
-	r.mu.Lock()
-	r.lastByKey[name] = res
-	r.mu.Unlock()
 	return res, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -459,7 +460,8 @@ func TestSpec(t *testing.T) {
 // Parameters are checked before anything is created: a *probe.ParamError naming the
 // parameter, and no call to the API (the client is nil).
 func TestPVCParams(t *testing.T) {
-	r := runner(nil, nil)
+	prom := prometheus.NewRegistry()
+	r := runner(nil, probe.NewMetrics(prom))
 	for _, tc := range []struct {
 		params probe.Params
 		bad    string
@@ -485,8 +487,8 @@ func TestPVCParams(t *testing.T) {
 			t.Errorf("%v: want a parameter error for %s, got %v", tc.params, tc.bad, err)
 		}
 	}
-	if _, ok := r.Last(pvc.Name); ok {
-		t.Error("a refused run was recorded")
+	if n, err := testutil.GatherAndCount(prom, "faultline_probe_runs_total", "faultline_probe_result"); err != nil || n != 0 {
+		t.Errorf("refused runs recorded: %d samples (%v)", n, err)
 	}
 }
 

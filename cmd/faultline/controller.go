@@ -136,7 +136,6 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
 			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Act.DryRun)
-			releaseStartupPagesLogged(cfg.Log)
 			return c.Run(cmd.Context())
 		},
 	}

@@ -43,7 +43,10 @@ func newExporterCmd() *cobra.Command {
 over OTLP/HTTP to a collector (--otlp-endpoint) or straight to Loki (--loki-url).
 The read position (boot id and last acknowledged sequence number) is saved in
 --state-file only after the receiver acknowledged, so a restart neither replays
-nor loses lines; after a reboot the new boot's ring buffer is shipped from its start.`,
+nor loses lines; after a reboot the new boot's ring buffer is shipped from its start.
+Kernel and pod lines travel in separate lanes bounded in bytes, so pod lines never
+hold kernel lines back. A batch the receiver refuses as too large (413) is split,
+and a single line cut; any other refusal is retried while /healthz fails.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (otlpURL == "") == (lokiURL == "") {
 				return errors.New("set exactly one of --otlp-endpoint and --loki-url")
@@ -90,13 +93,15 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 			if err != nil {
 				return err
 			}
-			srv, err := serveHTTP(listen, reg, ex.Healthy)
+			// /livez (the liveness probe) fails only when a restart can help: the
+			// kernel reader died or hangs. /healthz fails also while the receiver
+			// refuses records, which a restart cannot fix.
+			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": ex.Healthy, "/livez": ex.Alive})
 			if err != nil {
 				return err
 			}
 			defer srv.Shutdown(context.Background())
 			cfg.Log.Info("dmesg-exporter started", "kmsg", cfg.KmsgPath, "sender", cfg.Sender.Name(), "listen", srv.Addr)
-			releaseStartupPagesLogged(cfg.Log)
 			return ex.Run(cmd.Context())
 		},
 	}
@@ -110,9 +115,12 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 	f.StringVar(&lokiURL, "loki-url", "", "Loki base URL for direct push, e.g. http://loki:3100")
 	f.StringVar(&tenant, "loki-tenant", "", "X-Scope-OrgID for Loki")
 	f.BoolVar(&gzipOff, "no-gzip", false, "do not gzip OTLP requests")
-	f.IntVar(&cfg.BatchSize, "batch-size", 500, "records per batch")
+	f.IntVar(&cfg.BatchSize, "batch-size", 500, "most records per batch")
+	f.IntVar(&cfg.BatchBytes, "batch-bytes", exporter.DefaultBatchBytes, "most bytes per batch before compression; keep it under the receiver's request limit (a 413 splits the batch)")
 	f.DurationVar(&cfg.BatchWait, "batch-wait", time.Second, "longest a record waits for its batch")
-	f.IntVar(&cfg.BufferSize, "buffer", 10000, "records buffered before readers wait (bounded memory)")
+	f.IntVar(&cfg.BufferSize, "buffer", 10000, "records buffered per source (kernel, pod) before its reader waits")
+	f.IntVar(&cfg.BufferBytes, "buffer-bytes", exporter.DefaultBufferBytes, "bytes read and not yet acknowledged per source before its reader waits (bounds memory)")
+	f.DurationVar(&cfg.MaxAge, "max-age", 167*time.Hour, "drop (and count) records older than this when read: Loki refuses them for good beyond reject_old_samples_max_age (168h by default); 0 ships every record")
 	f.DurationVar(&maxBackoff, "max-backoff", 30*time.Second, "longest wait between retries")
 	f.StringVar(&listen, "listen", ":9400", "address for /metrics and /healthz")
 	f.StringVar(&podRoot, "pod-logs", "", "pod log directory to tail (the kubelet's /var/log/pods); empty: kernel log only")
@@ -124,20 +132,23 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 	return cmd
 }
 
-// serveHTTP serves /metrics and /healthz on addr in the background.
-func serveHTTP(addr string, reg *prometheus.Registry, healthy func() error, api ...http.Handler) (*http.Server, error) {
+// serveHTTP serves /metrics and the health checks (path → check; 503 with the
+// check's error when it fails) on addr in the background.
+func serveHTTP(addr string, reg *prometheus.Registry, checks map[string]func() error, api ...http.Handler) (*http.Server, error) {
 	mux := http.NewServeMux()
 	for _, h := range api {
 		mux.Handle("/api/", h)
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	for path, check := range checks {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if err := check(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)

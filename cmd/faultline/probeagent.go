@@ -74,13 +74,12 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 				return err
 			}
 			defer ag.Close()
-			srv, err := serveHTTP(listen, reg, func() error { return nil }, ag.Handler())
+			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": func() error { return nil }}, ag.Handler())
 			if err != nil {
 				return err
 			}
 			defer srv.Shutdown(context.Background())
 			log.Info("probe-agent started", "node", cfg.Node, "listen", srv.Addr, "checks", runner.Registry().DefaultEnabled())
-			releaseStartupPagesLogged(log)
 			<-cmd.Context().Done()
 			return nil
 		},

@@ -12,6 +12,16 @@ const DefaultMaxLineSize = 256 << 10
 // TruncationMark ends the message of a line cut at the size cap.
 const TruncationMark = " [truncated]"
 
+// Truncate marks msg as cut: it ends it with TruncationMark, keeping at most
+// limit bytes in all and cutting at a rune boundary.
+func Truncate(msg string, limit int) string {
+	keep := max(0, min(len(msg), limit-len(TruncationMark)))
+	for keep > 0 && keep < len(msg) && !utf8.RuneStart(msg[keep]) {
+		keep--
+	}
+	return msg[:keep] + TruncationMark
+}
+
 // Line is a whole log line, joined from one or more entries.
 type Line struct {
 	// Time is the timestamp of the line's first entry.
@@ -32,8 +42,8 @@ type Line struct {
 	Incomplete bool
 }
 
-// ReassemblerStats are a reassembler's running counters.
-type ReassemblerStats struct {
+// reassemblerCounts are a reassembler's running counters (read by its tests).
+type reassemblerCounts struct {
 	Lines        uint64 // lines returned by Add and Flush
 	Partials     uint64 // partial ("P") entries seen
 	Truncated    uint64 // lines cut at the size cap
@@ -49,7 +59,7 @@ type ReassemblerStats struct {
 type Reassembler struct {
 	max     int
 	streams [2]pending
-	stats   ReassemblerStats
+	stats   reassemblerCounts
 }
 
 type pending struct {
@@ -73,12 +83,6 @@ func NewReassembler(maxSize int) *Reassembler {
 
 // MaxSize returns the cap on a line's message in bytes.
 func (r *Reassembler) MaxSize() int { return r.max }
-
-// Stats returns the running counters.
-func (r *Reassembler) Stats() ReassemblerStats { return r.stats }
-
-// Pending reports whether an unfinished line is held for any stream.
-func (r *Reassembler) Pending() bool { return r.streams[0].active || r.streams[1].active }
 
 func streamIndex(s Stream) int {
 	if s == Stderr {

@@ -2,7 +2,6 @@ package kmsg
 
 import (
 	"bytes"
-	"strings"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -47,15 +46,6 @@ func appendEscapedKey(dst []byte, s string) []byte {
 		}
 	}
 	return dst
-}
-
-// Unescape decodes \xHH escapes (either case of hex digits). A backslash
-// that does not start a complete escape is kept as it is.
-func Unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	return string(appendUnescaped(make([]byte, 0, len(s)), []byte(s)))
 }
 
 func unescape(b []byte) string {

@@ -111,26 +111,15 @@ type Options struct {
 	// when the next one or EOF is read.
 	ContinuationWait time.Duration
 	// OnLoss, when set, is called for every gap in the sequence numbers
-	// and every overrun. Counts are also kept in Stats.
+	// and every overrun.
 	OnLoss func(Loss)
 	// OnMalformed, when set, is called with each record the reader could
 	// not parse (raw is only valid during the call; it may be cut short
-	// for records over MaxRecordSize). Counts are also kept in Stats.
+	// for records over MaxRecordSize).
 	OnMalformed func(raw []byte, err error)
 }
 
-// Stats are a reader's running counters.
-type Stats struct {
-	Records     uint64 // records delivered by Next
-	Malformed   uint64 // inputs rejected by Parse or over MaxRecordSize
-	Lost        uint64 // records missing from sequence gaps (incl. overruns)
-	Gaps        uint64 // number of gaps
-	Overruns    uint64 // EPIPE returns from the device
-	Regressions uint64 // records whose seq was not above the previous one
-	Skipped     uint64 // records skipped because of SeekAfter
-	Merged      uint64 // continuation fragments folded into another record
-}
-
+// counters are the reader's running counts (read by its tests).
 type counters struct {
 	records, malformed, lost, gaps, overruns, regressions, skipped, merged atomic.Uint64
 }
@@ -148,7 +137,7 @@ type deadliner interface {
 // Reader reads records from /dev/kmsg, or from a file or pipe holding
 // records in the same format.
 //
-// Next must not be called concurrently; Close and Stats may be called from
+// Next must not be called concurrently; Close may be called from
 // any goroutine.
 type Reader struct {
 	opts    Options
@@ -299,20 +288,6 @@ func newReader(src io.Reader, opts Options) *Reader {
 // unknown).
 func (r *Reader) BootTime() time.Time { return r.boot }
 
-// Stats returns a snapshot of the reader's counters.
-func (r *Reader) Stats() Stats {
-	return Stats{
-		Records:     r.stats.records.Load(),
-		Malformed:   r.stats.malformed.Load(),
-		Lost:        r.stats.lost.Load(),
-		Gaps:        r.stats.gaps.Load(),
-		Overruns:    r.stats.overruns.Load(),
-		Regressions: r.stats.regressions.Load(),
-		Skipped:     r.stats.skipped.Load(),
-		Merged:      r.stats.merged.Load(),
-	}
-}
-
 // Close closes the input. A Next blocked on a pollable input returns an
 // error that satisfies errors.Is(err, os.ErrClosed).
 func (r *Reader) Close() error {
@@ -348,7 +323,7 @@ func (r *Reader) SeekAfter(seq uint64) error {
 // Next returns the next record. It blocks until a record arrives, the input
 // ends (io.EOF; a regular file may be read again after it grows), ctx is
 // done (ctx.Err()), or the reader is closed. Malformed records, sequence
-// gaps and overruns do not stop it: they are counted in Stats and reported
+// gaps and overruns do not stop it: they are counted and reported
 // through Options.OnMalformed and Options.OnLoss.
 func (r *Reader) Next(ctx context.Context) (Record, error) {
 	if rec, ok := r.join.pop(); ok {

@@ -201,12 +201,6 @@ type Record struct {
 // dmesg --json prints as "pri".
 func (r *Record) Priority() int { return int(r.Facility)<<3 | int(r.Level) }
 
-// IsContinuation reports whether the record is a fragment of a continuation
-// line (flags 'c' or '+').
-func (r *Record) IsContinuation() bool {
-	return r.Flags == FlagsCont || r.Flags == FlagsFollows
-}
-
 // Lookup returns the value of the first dictionary entry with the given key.
 func (r *Record) Lookup(key string) (string, bool) {
 	for _, e := range r.Dict {
@@ -216,10 +210,6 @@ func (r *Record) Lookup(key string) (string, bool) {
 	}
 	return "", false
 }
-
-// WallTime converts the record's printk timestamp to wall-clock time given
-// the boot time (see BootTime).
-func (r *Record) WallTime(boot time.Time) time.Time { return boot.Add(r.Monotonic) }
 
 // AppendFormat appends the record to dst in /dev/kmsg format: the header
 // line, the escaped message, a newline, and one " KEY=value\n" line per

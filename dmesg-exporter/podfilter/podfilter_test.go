@@ -10,6 +10,8 @@ import (
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/podfilter"
 	"github.com/faultline-dev/faultline/test/testenv"
+
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 func TestLabels(t *testing.T) {
@@ -47,13 +49,7 @@ func TestLabels(t *testing.T) {
 	}
 	// A pod created later is allowed once the watch sees it.
 	late := mk("train-2", "n1", map[string]string{"workload": "training"})
-	deadline := time.Now().Add(10 * time.Second)
-	for !allow("default", "train-2", string(late.UID)) {
-		if time.Now().After(deadline) {
-			t.Fatal("late pod never allowed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "the late pod allowed", func() bool { return allow("default", "train-2", string(late.UID)) })
 	if _, err := podfilter.Labels(ctx, cs, "n1", "a=(b"); err == nil {
 		t.Error("bad selector accepted")
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/cri"
 	"github.com/faultline-dev/faultline/dmesg-exporter/state"
+
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 const waitTimeout = 10 * time.Second
@@ -180,16 +182,10 @@ func (h *harness) entries() []Entry {
 	return slices.Clone(h.got)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds, for at most waitTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, waitTimeout, what, cond)
 }
 
 // waitN waits until at least n entries arrived and returns them all.
@@ -239,7 +235,7 @@ func msgs(prefix string, n int) []string {
 
 // positions turns an entry into a state map as the exporter persists it.
 func positions(e Entry) map[string]state.PodPos {
-	return map[string]state.PodPos{e.Path: {Inode: e.Inode, Offset: e.Offset}}
+	return map[string]state.PodPos{e.Path: e.Pos}
 }
 
 func isStream(s cri.Stream) func(Entry) bool {

@@ -5,9 +5,9 @@ import (
 	"context"
 	"os"
 	"time"
-	"unicode/utf8"
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/cri"
+	"github.com/faultline-dev/faultline/dmesg-exporter/state"
 )
 
 // tailFile is one tailed path. Its queue holds the files that were at that
@@ -221,13 +221,13 @@ func (t *Tailer) finish(ctx context.Context, tf *tailFile, s *source, off int64)
 // emit delivers one line.
 func (t *Tailer) emit(ctx context.Context, tf *tailFile, s *source, l cri.Line, off int64, cut bool) error {
 	e := Entry{
-		Path: tf.path, Inode: s.inode, Offset: off,
+		Path: tf.path, Pos: state.PodPos{Inode: s.inode, Offset: off},
 		Time: l.Time, Stream: l.Stream,
 		Namespace: tf.meta.Namespace, Pod: tf.meta.Pod, UID: tf.meta.UID, Container: tf.meta.Container,
 		Message: l.Message, Truncated: l.Truncated || cut, Incomplete: l.Incomplete,
 	}
 	if cut && !l.Truncated {
-		e.Message = markCut(e.Message, s.re.MaxSize())
+		e.Message = cri.Truncate(e.Message, s.re.MaxSize())
 	}
 	if err := t.emitFn(ctx, e); err != nil {
 		return err
@@ -237,14 +237,4 @@ func (t *Tailer) emit(ctx context.Context, tf *tailFile, s *source, l cri.Line, 
 		t.stats.truncated.Add(1)
 	}
 	return nil
-}
-
-// markCut ends msg with cri.TruncationMark, keeping it within max bytes
-// and cutting at a rune boundary.
-func markCut(msg string, max int) string {
-	keep := min(len(msg), max-len(cri.TruncationMark))
-	for keep > 0 && keep < len(msg) && !utf8.RuneStart(msg[keep]) {
-		keep--
-	}
-	return msg[:keep] + cri.TruncationMark
 }

@@ -1,76 +1,12 @@
-// Package podlogs tails the container log files the kubelet keeps under
-// /var/log/pods/<namespace>_<pod>_<uid>/<container>/<n>.log and turns their
-// CRI-format lines into whole log lines, each with the position to persist
-// once the line was shipped.
-//
-// # Discovery and filters
-//
-// A Tailer lists the root directory every Config.RescanInterval. Pod
-// directories whose namespace or pod name the filters reject are never
-// opened. Every file whose name ends in ".log" in a container directory is
-// tailed; rotated files ("0.log.20240102-030405", "….gz") are not discovered
-// as files of their own.
-//
-// # Positions
-//
-// Every Entry carries the path, the inode and an offset: the position to
-// resume from once that entry (and all before it) was acknowledged. Store
-// them in state.File.Pods[Path] and pass that map back as Config.Start on the
-// next run. For a file whose lines are whole ("F") or whose partial ("P")
-// runs do not interleave across stdout and stderr, resuming at an entry's
-// offset replays nothing and skips nothing: the offset of a joined line is
-// the end of its final ("F") CRI line, and a partial run never moves the
-// offset before its F line is read.
-//
-// When a partial run on one stream is still open while a line on the other
-// stream completes (a long stdout line split by the runtime, with a stderr
-// line written between its parts), no single offset can describe "that
-// stderr line is done but the start of the stdout line is not". The offset
-// then stays at the start of the open run, so a restart at that point
-// delivers the stderr line again rather than losing the head of the stdout
-// line: at least once, never a loss.
-//
-// A path's entries arrive in file order, all of a rotated file's before any
-// of its successor's, so the last acknowledged entry of a path is its
-// position. Incomplete lines delivered because the file was truncated carry
-// offset 0: the truncated bytes are gone, what follows starts at 0.
-//
-// # Rotation and truncation
-//
-// The kubelet rotates a container log by renaming n.log to
-// n.log.<timestamp> and asking the runtime to reopen n.log. A Tailer notices
-// the new inode behind the path when the file it reads is at its end, keeps
-// reading the old file through its open descriptor until it stays at its end
-// for one more poll interval (lines the runtime wrote before it reopened are
-// not lost), then reads the new file from offset 0. A file that shrinks below
-// the read position (copytruncate) is read again from offset 0.
-//
-// On start, a stored position whose inode no longer matches the file at the
-// path means the file was rotated while nothing read it. The current file is
-// then read from offset 0; if an uncompressed rotated sibling n.log.<suffix>
-// with the stored inode still exists, the rest of it is read first, from the
-// stored offset (best effort: the kubelet compresses rotated files, after
-// which their tail is lost and Stats.Unrecovered counts it). A stored offset
-// that does not follow a newline in the file with the stored inode is not
-// trusted either (the inode number was reused by a new file): that file is
-// read from offset 0.
-//
-// Inode numbers come from stat(2); on systems without them (not Unix)
-// rotation by rename goes unnoticed and stored positions are never trusted.
 package podlogs
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,7 +33,7 @@ const (
 	headerRoom = 1 << 10
 )
 
-// ErrClosed is returned by Run on a Tailer that was closed or already ran.
+// ErrClosed is returned by RunFunc on a Tailer that was closed or already ran.
 var ErrClosed = errors.New("podlogs: tailer closed")
 
 // Config configures a Tailer. The zero value tails every pod under
@@ -134,7 +70,7 @@ type Config struct {
 	Allow func(namespace, pod, uid string) bool
 
 	// Start holds the positions to resume from, by path, as persisted from
-	// the Entry fields Path, Inode and Offset. Files without a position are
+	// the Entry fields Path and Pos. Files without a position are
 	// read from their beginning.
 	Start map[string]state.PodPos
 	// SkipExisting starts files that exist at the first scan and have no
@@ -158,12 +94,11 @@ type Entry struct {
 	// Lines read from a rotated file after its rotation carry the path it
 	// was read under, not its new name: Path is the key of the position.
 	Path string
-	// Inode identifies the file the line was read from.
-	Inode uint64
-	// Offset is where to resume reading the file Inode once this entry is
-	// acknowledged: the byte after the entry's final CRI line (see the
-	// package documentation for interleaved partial lines).
-	Offset int64
+	// Pos is the position to persist under Path once this entry is
+	// acknowledged: the file it was read from (Pos.Inode) and where to resume
+	// reading it, the byte after the entry's final CRI line (see the package
+	// documentation for interleaved partial lines).
+	Pos state.PodPos
 
 	Time   time.Time
 	Stream cri.Stream
@@ -182,7 +117,8 @@ type Entry struct {
 	Incomplete bool
 }
 
-// Stats are a Tailer's counters, for the caller's metrics.
+// Stats are a Tailer's counters, for the caller's metrics (the exporter's
+// faultline_exporter_pod_* metrics).
 type Stats struct {
 	// Lines is the number of entries delivered.
 	Lines uint64
@@ -215,8 +151,7 @@ type counters struct {
 }
 
 // Tailer tails the pod log files under a root directory. Create it with
-// New, run it once with Run or RunFunc, stop it by cancelling the context or
-// with Close.
+// New, run it once with RunFunc, stop it by cancelling the context.
 type Tailer struct {
 	cfg              Config
 	include, exclude []*regexp.Regexp
@@ -299,26 +234,6 @@ func New(cfg Config) (*Tailer, error) {
 	return t, nil
 }
 
-func compile(what, expr string) (*regexp.Regexp, error) {
-	re, err := regexp.Compile(`^(?:` + expr + `)$`)
-	if err != nil {
-		return nil, fmt.Errorf("podlogs: %s filter %q: %w", what, expr, err)
-	}
-	return re, nil
-}
-
-func compileAll(what string, exprs []string) ([]*regexp.Regexp, error) {
-	var out []*regexp.Regexp
-	for _, e := range exprs {
-		re, err := compile(what, e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, re)
-	}
-	return out, nil
-}
-
 // Stats returns a snapshot of the counters. It is safe to call at any time.
 func (t *Tailer) Stats() Stats {
 	c := &t.stats
@@ -330,26 +245,11 @@ func (t *Tailer) Stats() Stats {
 	}
 }
 
-// Run tails until ctx is done or Close is called, sending every entry to
-// out. The send blocks while out is full: a slow consumer slows the reading
-// down, nothing is buffered beyond a line per file. Run returns nil when
-// stopped, and releases every file it opened before it returns. A Tailer
-// runs once.
-func (t *Tailer) Run(ctx context.Context, out chan<- Entry) error {
-	return t.RunFunc(ctx, func(ctx context.Context, e Entry) error {
-		select {
-		case out <- e:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
-}
-
-// RunFunc is Run with a callback instead of a channel. fn runs on the
-// tailing goroutine and may block (back-pressure); it should return
-// ctx.Err() when ctx is done. An error from fn other than the context's
-// stops the Tailer and is returned.
+// RunFunc tails until ctx is done, calling fn with every entry on the tailing
+// goroutine. fn may block (back-pressure: nothing is buffered beyond a line per
+// file) and should return ctx.Err() when ctx is done; any other error from fn
+// stops the Tailer and is returned. RunFunc returns nil when stopped and releases
+// every file it opened before it returns. A Tailer runs once.
 func (t *Tailer) RunFunc(ctx context.Context, fn func(context.Context, Entry) error) error {
 	t.mu.Lock()
 	if t.state != stateIdle {
@@ -407,26 +307,6 @@ func (t *Tailer) RunFunc(ctx context.Context, fn func(context.Context, Entry) er
 	}
 }
 
-// Close stops a running Tailer, waits for it to return and releases its
-// files. It is safe to call more than once and from any goroutine.
-func (t *Tailer) Close() error {
-	t.mu.Lock()
-	switch t.state {
-	case stateIdle:
-		t.state = stateDone
-		t.mu.Unlock()
-		return nil
-	case stateDone:
-		t.mu.Unlock()
-		return nil
-	}
-	cancel, done := t.cancel, t.done
-	t.mu.Unlock()
-	cancel()
-	<-done
-	return nil
-}
-
 // Prune deletes from pods (a state file's position map) the paths this
 // Tailer no longer tails and will not resume: pods that are gone or that the
 // filters exclude. Call it when writing the state, so the map does not grow
@@ -451,14 +331,6 @@ func (t *Tailer) Prune(pods map[string]state.PodPos) int {
 	return n
 }
 
-// Tailing reports whether path is being tailed.
-func (t *Tailer) Tailing(path string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.tracked[filepath.Clean(path)]
-	return ok
-}
-
 // order returns the tailed paths in a stable order.
 func (t *Tailer) order() []string {
 	ps := make([]string, 0, len(t.files))
@@ -480,385 +352,4 @@ func (t *Tailer) shutdown() {
 	t.mu.Lock()
 	clear(t.tracked)
 	t.mu.Unlock()
-}
-
-// matchPod applies the filters to a pod directory name.
-func (t *Tailer) matchPod(dir string) bool {
-	parts := strings.Split(dir, "_")
-	if len(parts) != 3 {
-		return false
-	}
-	ns, pod := parts[0], parts[1]
-	if len(t.include) > 0 && !anyMatch(t.include, ns) {
-		return false
-	}
-	if anyMatch(t.exclude, ns) {
-		return false
-	}
-	if t.podName != nil && !t.podName.MatchString(pod) {
-		return false
-	}
-	return t.cfg.Allow == nil || t.cfg.Allow(ns, pod, parts[2])
-}
-
-func anyMatch(res []*regexp.Regexp, s string) bool {
-	for _, re := range res {
-		if re.MatchString(s) {
-			return true
-		}
-	}
-	return false
-}
-
-// scan lists the root for log files not tailed yet and opens them.
-func (t *Tailer) scan(first bool) {
-	root := t.cfg.Root
-	pods, err := os.ReadDir(root)
-	if err != nil {
-		if !t.rootWarned {
-			t.rootWarned = true
-			t.stats.errors.Add(1)
-			t.log.Warn("cannot list pod log directory, will retry", "root", root, "err", err)
-		}
-		t.markScanned(nil)
-		return
-	}
-	t.rootWarned = false
-	seenDirs := make(map[string]bool, len(pods))
-	seenPaths := map[string]bool{}
-	for _, pd := range pods {
-		if !isDirish(pd) {
-			continue
-		}
-		name := pd.Name()
-		seenDirs[name] = true
-		ok, known := t.podDirs[name]
-		// Allow may say no only because a pod's metadata has not arrived yet: ask again.
-		if !known || (!ok && t.cfg.Allow != nil) {
-			ok = t.matchPod(name)
-			t.podDirs[name] = ok
-		}
-		if !ok {
-			continue
-		}
-		podDir := filepath.Join(root, name)
-		containers, err := os.ReadDir(podDir)
-		if err != nil {
-			continue // removed while we looked, or unreadable: next scan
-		}
-		for _, cd := range containers {
-			if !isDirish(cd) {
-				continue
-			}
-			meta, err := cri.ParsePodLogPath(filepath.Join(name, cd.Name(), "0.log"))
-			if err != nil {
-				continue
-			}
-			cdir := filepath.Join(podDir, cd.Name())
-			logs, err := os.ReadDir(cdir)
-			if err != nil {
-				continue
-			}
-			for _, lf := range logs {
-				if !strings.HasSuffix(lf.Name(), ".log") || lf.IsDir() {
-					continue
-				}
-				p := filepath.Join(cdir, lf.Name())
-				seenPaths[p] = true
-				if _, ok := t.files[p]; ok {
-					continue
-				}
-				t.add(p, meta, first)
-			}
-		}
-	}
-	for name := range t.podDirs {
-		if !seenDirs[name] {
-			delete(t.podDirs, name)
-		}
-	}
-	for p := range t.openFailed {
-		if !seenPaths[p] {
-			delete(t.openFailed, p)
-		}
-	}
-	t.markScanned(seenPaths)
-}
-
-// markScanned forgets the start positions of paths the scan did not find
-// (gone, or excluded): they can no longer be resumed.
-func (t *Tailer) markScanned(seen map[string]bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if seen != nil {
-		for p := range t.start {
-			if !seen[p] {
-				delete(t.start, p)
-			}
-		}
-	}
-	t.scanned = true
-}
-
-func isDirish(e fs.DirEntry) bool {
-	return e.IsDir() || e.Type()&fs.ModeSymlink != 0
-}
-
-// add starts tailing path: at its stored position, or from its beginning.
-func (t *Tailer) add(path string, meta cri.PodLog, first bool) {
-	s, size, err := t.openSource(path)
-	if err != nil {
-		if !t.openFailed[path] {
-			t.openFailed[path] = true
-			t.stats.errors.Add(1)
-			t.log.Warn("cannot open pod log file, will retry", "path", path, "err", err)
-		}
-		return
-	}
-	delete(t.openFailed, path)
-	tf := &tailFile{path: path, meta: meta, queue: []*source{s}}
-
-	t.mu.Lock()
-	pos, stored := t.start[path]
-	delete(t.start, path)
-	t.tracked[path] = struct{}{}
-	t.mu.Unlock()
-	t.stats.files.Add(1)
-	t.files[path] = tf
-
-	switch {
-	case stored && pos.Inode != 0 && pos.Inode == s.inode:
-		switch {
-		case pos.Offset > size:
-			t.stats.truncations.Add(1)
-			t.log.Warn("pod log file is shorter than its stored position, reading it from the start",
-				"path", path, "offset", pos.Offset, "size", size)
-		case !atLineStart(s.f, pos.Offset):
-			// Stored positions always follow a newline. This file
-			// took the inode number of a deleted one.
-			t.stats.unrecovered.Add(1)
-			t.log.Warn("stored position of a pod log file is not at a line start; the file was replaced, reading it from the start",
-				"path", path, "offset", pos.Offset)
-		default:
-			s.pos, s.readPos = pos.Offset, pos.Offset
-		}
-	case stored:
-		if prev := t.findRotated(path, pos); prev != nil {
-			tf.queue = []*source{prev, s}
-			t.log.Info("pod log file was rotated while stopped; reading the rest of the rotated file first",
-				"path", path, "rotated", prev.name, "offset", pos.Offset)
-		} else {
-			t.stats.unrecovered.Add(1)
-			t.log.Warn("pod log file was rotated while stopped and the rotated file is gone; its unread tail is lost",
-				"path", path, "stored_inode", pos.Inode, "stored_offset", pos.Offset)
-		}
-	case first && t.cfg.SkipExisting:
-		s.pos, s.readPos = size, size
-	}
-}
-
-// findRotated looks next to path for an uncompressed rotated file
-// (<name>.<suffix>) with the stored inode, opened at the stored offset.
-func (t *Tailer) findRotated(path string, pos state.PodPos) *source {
-	if pos.Inode == 0 {
-		return nil
-	}
-	dir, base := filepath.Split(path)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	for _, e := range ents {
-		n := e.Name()
-		if !strings.HasPrefix(n, base+".") || strings.HasSuffix(n, ".gz") || strings.HasSuffix(n, ".tmp") {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil || !fi.Mode().IsRegular() || inodeOf(fi) != pos.Inode {
-			continue
-		}
-		s, size, err := t.openSource(filepath.Join(dir, n))
-		if err != nil {
-			return nil
-		}
-		if s.inode != pos.Inode || size < pos.Offset || !atLineStart(s.f, pos.Offset) {
-			t.closeSource(s)
-			return nil
-		}
-		s.pos, s.readPos, s.final = pos.Offset, pos.Offset, true
-		return s
-	}
-	return nil
-}
-
-// atLineStart reports whether off is 0 or follows a newline in f.
-func atLineStart(f *os.File, off int64) bool {
-	if off == 0 {
-		return true
-	}
-	var b [1]byte
-	n, _ := f.ReadAt(b[:], off-1)
-	return n == 1 && b[0] == '\n'
-}
-
-// openSource opens a log file for reading from offset 0.
-func (t *Tailer) openSource(path string) (*source, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, fmt.Errorf("%s: not a regular file", path)
-	}
-	t.stats.filesOpen.Add(1)
-	return newSource(f, path, inodeOf(fi), t.cfg.MaxLineSize), fi.Size(), nil
-}
-
-func (t *Tailer) closeSource(s *source) {
-	if s.f != nil {
-		s.f.Close()
-		s.f = nil
-		t.stats.filesOpen.Add(-1)
-	}
-}
-
-func (t *Tailer) remove(tf *tailFile) {
-	for _, s := range tf.queue {
-		t.closeSource(s)
-	}
-	tf.queue = nil
-	delete(t.files, tf.path)
-	t.stats.files.Add(-1)
-	t.mu.Lock()
-	delete(t.tracked, tf.path)
-	t.mu.Unlock()
-}
-
-// pollFile reads what is new in one tailed path: the rest of rotated files
-// first, then the current one; it notices rotation, truncation and removal.
-// It reports whether the file has more to read right away.
-func (t *Tailer) pollFile(ctx context.Context, tf *tailFile) (bool, error) {
-	budget := readBudget
-	for {
-		s := tf.queue[0]
-		n, st, err := t.readSome(ctx, tf, s, &budget)
-		if err != nil {
-			return false, err
-		}
-		switch st {
-		case readMore:
-			return true, nil
-		case readFailed:
-			return false, nil
-		}
-		// s is at its end.
-		if fi, err := s.f.Stat(); err == nil && fi.Size() < s.readPos {
-			// Copytruncate: what is left is new; the pending lines are
-			// over. Resuming at 0 neither replays them (their bytes
-			// are gone) nor skips what follows.
-			if err := t.finish(ctx, tf, s, 0); err != nil {
-				return false, err
-			}
-			s.reset()
-			t.stats.truncations.Add(1)
-			continue
-		}
-		if len(tf.queue) > 1 {
-			// A newer file took the path. Give the runtime one poll
-			// interval to stop writing to the old one, then switch.
-			if s.final || (s.eofSeen && n == 0) {
-				if err := t.finish(ctx, tf, s, s.readPos); err != nil {
-					return false, err
-				}
-				t.closeSource(s)
-				tf.queue = tf.queue[1:]
-				continue
-			}
-			s.eofSeen = true
-			return false, nil
-		}
-		fi, err := os.Stat(tf.path)
-		if err == nil && inodeOf(fi) == s.inode {
-			tf.missingSince = time.Time{}
-			return false, nil
-		}
-		if err == nil && fi.Mode().IsRegular() {
-			ns, _, oerr := t.openSource(tf.path)
-			if oerr == nil && ns.inode != s.inode {
-				tf.queue = append(tf.queue, ns)
-				tf.missingSince = time.Time{}
-				s.eofSeen = true
-				t.stats.rotations.Add(1)
-				return false, nil
-			}
-			if oerr == nil {
-				t.closeSource(ns)
-				return false, nil
-			}
-			err = oerr
-		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			t.stats.errors.Add(1)
-			return false, nil
-		}
-		// The path is gone: the pod was deleted, or the file is between
-		// a rename and its successor's creation.
-		now := time.Now()
-		if tf.missingSince.IsZero() {
-			tf.missingSince = now
-		}
-		_, derr := os.Stat(filepath.Dir(tf.path))
-		if errors.Is(derr, fs.ErrNotExist) || now.Sub(tf.missingSince) >= t.cfg.GoneAfter {
-			if err := t.finish(ctx, tf, s, s.readPos); err != nil {
-				return false, err
-			}
-			t.remove(tf)
-		}
-		return false, nil
-	}
-}
-
-type readState int
-
-const (
-	readEOF readState = iota
-	readMore
-	readFailed
-)
-
-// readSome reads s from its read position until its end or until budget is
-// spent, delivering the lines it completes. It returns the number of bytes
-// read. The error is the emitter's (or the context's).
-func (t *Tailer) readSome(ctx context.Context, tf *tailFile, s *source, budget *int) (int64, readState, error) {
-	var n int64
-	for *budget > 0 {
-		m, rerr := s.f.ReadAt(t.chunk, s.readPos)
-		if m > 0 {
-			n += int64(m)
-			*budget -= m
-			t.stats.bytes.Add(uint64(m))
-			if err := t.feed(ctx, tf, s, t.chunk[:m]); err != nil {
-				return n, readEOF, err
-			}
-		}
-		if errors.Is(rerr, io.EOF) {
-			return n, readEOF, nil
-		}
-		if rerr != nil {
-			t.stats.errors.Add(1)
-			if !s.readWarned {
-				s.readWarned = true
-				t.log.Warn("cannot read pod log file, will retry", "path", s.name, "err", rerr)
-			}
-			return n, readFailed, nil
-		}
-		s.readWarned = false
-	}
-	return n, readMore, nil
 }

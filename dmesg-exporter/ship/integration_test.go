@@ -16,6 +16,8 @@ import (
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/test/testenv"
+
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 // These tests run the real Grafana Loki and OpenTelemetry Collector through the
@@ -379,24 +381,19 @@ func TestIntegrationLokiRetryAcrossRestart(t *testing.T) {
 			})
 	}()
 	// Let it fail a few times against the stopped Loki.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mu.Lock()
-		n := len(retries)
-		mu.Unlock()
-		if n >= 3 {
-			break
-		}
+	eventually.NoError(t, 20*time.Second, "3 retries against a stopped Loki", func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("Retry returned while Loki was down: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d retries in 20s against a stopped Loki", n)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(retries) < 3 {
+			return fmt.Errorf("%d retries", len(retries))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	env.StartLoki(t)
 	select {
 	case err := <-done:

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 // senders returns both senders pointed at url.
@@ -282,10 +284,7 @@ func TestRetryStopsWhenContextEnds(t *testing.T) {
 		var log retryLog
 		done := make(chan error, 1)
 		go func() { done <- Retry(ctx, s, sampleRecords(), fastBackoff, log.hook) }()
-		deadline := time.Now().Add(5 * time.Second)
-		for len(log.get()) < 3 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually.True(t, 5*time.Second, "3 retries", func() bool { return len(log.get()) >= 3 })
 		cancel()
 		select {
 		case err := <-done:
@@ -444,5 +443,24 @@ func TestRetryReturnsNonRetryableErrorAsIs(t *testing.T) {
 	f := &failing{err: sentinel, n: 100, cancel: cancel}
 	if err := Retry(ctx, f, nil, fastBackoff, nil); err != sentinel || f.calls != 1 {
 		t.Errorf("err = %v after %d calls", err, f.calls)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&HTTPError{StatusCode: 413}, true},
+		{fmt.Errorf("wrapped: %w", &HTTPError{StatusCode: 413}), true},
+		// The collector's answer to a body over max_request_body_size.
+		{&HTTPError{StatusCode: 400, Body: "\b\x03\x12\x1chttp: request body too large"}, true},
+		{&HTTPError{StatusCode: 400, Body: "entry too far behind"}, false},
+		{&HTTPError{StatusCode: 500, Body: "request body too large"}, false},
+		{&NetError{Err: io.EOF}, false},
+	} {
+		if got := TooLarge(tc.err); got != tc.want {
+			t.Errorf("TooLarge(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

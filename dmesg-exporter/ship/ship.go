@@ -258,3 +258,41 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// recordOverhead approximates what a record costs beyond its strings in an
+// encoded request (timestamps, attribute names, framing).
+const recordOverhead = 128
+
+// Size is the record's approximate encoded size in bytes, before compression.
+// Batches and buffers are bounded by it.
+func (r *Record) Size() int {
+	return len(r.Body) + len(r.Node) + len(r.Source) + len(r.BootID) + len(r.Namespace) + len(r.Pod) +
+		len(r.Container) + len(r.Stream) + recordOverhead
+}
+
+// bodyTooLarge is the error text of Go's http.MaxBytesReader, which the
+// OpenTelemetry Collector's OTLP/HTTP receiver answers with a 400, not a 413, when a
+// body exceeds its max_request_body_size.
+const bodyTooLarge = "request body too large"
+
+// TooLarge reports whether err is the receiver refusing a request for its size:
+// a 413 (Content Too Large), or a 400 that says the body was too large (the
+// collector's answer): the same records in smaller requests may pass.
+func TooLarge(err error) bool {
+	var he *HTTPError
+	if !errors.As(err, &he) {
+		return false
+	}
+	return he.StatusCode == http.StatusRequestEntityTooLarge ||
+		he.StatusCode == http.StatusBadRequest && strings.Contains(he.Body, bodyTooLarge)
+}
+
+// StatusCode is the HTTP status of a refused request, or 0 when err is not an
+// HTTP response.
+func StatusCode(err error) int {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.StatusCode
+	}
+	return 0
+}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -177,23 +178,32 @@ func TestApply(t *testing.T) {
 				what := fmt.Sprintf("%s %s.%s/%s %q in %q", ch.verb, ch.resource, ch.group, ch.sub, ch.name, ch.ns)
 				// The authorizer learns new bindings through informers: poll briefly for
 				// an allowed check; a denied one is asked after the allowed ones settled.
-				deadline := time.Now().Add(15 * time.Second)
-				for {
+				review := func() (authorizationv1.SubjectAccessReviewStatus, error) {
 					r, err := as.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 						Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 							Namespace: ch.ns, Verb: ch.verb, Group: ch.group, Resource: ch.resource, Subresource: ch.sub, Name: ch.name}},
 					}, metav1.CreateOptions{})
 					if err != nil {
-						t.Fatalf("%s: %v", what, err)
+						return authorizationv1.SubjectAccessReviewStatus{}, fmt.Errorf("%s: %w", what, err)
 					}
-					if r.Status.Allowed == ch.allowed {
-						break
-					}
-					if !ch.allowed || time.Now().After(deadline) {
-						t.Errorf("%s/%s may %s: %v, want %v (%s)", a.ns, a.sa, what, r.Status.Allowed, ch.allowed, r.Status.Reason)
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
+					return r.Status, nil
+				}
+				if ch.allowed {
+					eventually.NoError(t, 15*time.Second, fmt.Sprintf("%s/%s allowed to %s", a.ns, a.sa, what), func() error {
+						st, err := review()
+						if err == nil && !st.Allowed {
+							err = fmt.Errorf("denied (%s)", st.Reason)
+						}
+						return err
+					})
+					continue
+				}
+				st, err := review()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Allowed {
+					t.Errorf("%s/%s may %s, want denied (%s)", a.ns, a.sa, what, st.Reason)
 				}
 			}
 		})

@@ -516,7 +516,8 @@ func TestDockerContext(t *testing.T) {
 		}
 	}
 	// The matcher itself: what the context must not carry.
-	for _, f := range []string{".git/HEAD", "bin/faultline", "cuda/bin/dgemm", "helm/faultline/values.yaml", "manifests/faultline.yaml", "testdata/corpus"} {
+	for _, f := range []string{".git/HEAD", "bin/faultline", "cuda/bin/dgemm", "helm/faultline/values.yaml", "manifests/faultline.yaml", "testdata/corpus",
+		"test/testenv/env.go", "cmd/faultline-demo/main.go"} {
 		if !ignore.excluded(f) {
 			t.Errorf(".dockerignore lets %s into the build context", f)
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -189,34 +190,27 @@ func TestCollectorToLoki(t *testing.T) {
 		{"key":"node","value":{"stringValue":"gpu-chart-1"}},{"key":"source","value":{"stringValue":"kernel"}},
 		{"key":"k8s.node.name","value":{"stringValue":"gpu-chart-1"}}]},
 		"scopeLogs":[{"logRecords":[{"timeUnixNano":"%d","body":{"stringValue":%q}}]}]}]}`, now.UnixNano(), line)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.NoError(t, 30*time.Second, "the collector to take the OTLP record", func() error {
 		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/logs", ports[0]), "application/json", strings.NewReader(body))
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-			err = fmt.Errorf("%s: %s", resp.Status, b)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("send OTLP to the collector: %v", err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", resp.Status, b)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	query := `{node="gpu-chart-1", source="kernel"}`
-	for {
+	eventually.NoError(t, 30*time.Second, "Loki to have the line sent through the collector", func() error {
 		lines, err := lokiLines(env.LokiURL(), query, now.Add(-time.Minute), time.Now().Add(time.Minute))
-		if err == nil && len(lines) == 1 && lines[0] == line {
-			return
+		if err == nil && (len(lines) != 1 || lines[0] != line) {
+			err = fmt.Errorf("%s has %q", query, lines)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Loki has %q for %s (err %v), want the line sent through the collector", lines, query, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 func freePorts(t testing.TB, n int) []int {

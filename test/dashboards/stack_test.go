@@ -26,6 +26,7 @@ import (
 	"github.com/faultline-dev/faultline/dmesg-exporter/kmsg"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packs"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -336,17 +337,6 @@ func getJSON(u string, out any) error {
 	return json.Unmarshal(b, out)
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // stack is the running system the dashboards look at.
 type stack struct {
 	env *testenv.Env
@@ -476,13 +466,13 @@ func startStack(t *testing.T) *stack {
 			s.dumpLive(t)
 		}
 	})
-	waitFor(t, "the controller to lead", time.Minute, func() bool {
+	eventually.True(t, time.Minute, "the controller to lead", func() bool {
 		var f struct {
 			Leader bool `json:"leader"`
 		}
 		return getJSON(s.api+"/api/v1/faults", &f) == nil && f.Leader
 	})
-	waitFor(t, "gpu-1 tainted", time.Minute, func() bool {
+	eventually.True(t, time.Minute, "gpu-1 tainted", func() bool {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "gpu-1", metav1.GetOptions{})
 		return err == nil && len(n.Spec.Taints) > 0
 	})
@@ -496,7 +486,7 @@ func startStack(t *testing.T) *stack {
 	// The controller reads a page of lines at a time and counts it once it has acted
 	// on every line (one Node update per fault): wait until it has.
 	var read float64
-	waitFor(t, "the controller to read the kernel and pod lines", 2*time.Minute, func() bool {
+	eventually.True(t, 2*time.Minute, "the controller to read the kernel and pod lines", func() bool {
 		r, err := promQuery(env.PrometheusURL(), `faultline_loki_lines_total{query=~"kernel|pod"}`, true, window{})
 		if err != nil || len(r.Series) != 2 {
 			return false
@@ -509,11 +499,11 @@ func startStack(t *testing.T) *stack {
 	s.write(t, second)
 	s.probe(t, `{"nodes":["gpu-1","gpu-2"],"checks":["pciebw","ping"],"force":true,"params":{"ping":{"peer":"127.0.0.1","count":"2"}}}`)
 	s.waitShipped(t)
-	waitFor(t, "the controller to read the second batch", 2*time.Minute, func() bool {
+	eventually.True(t, 2*time.Minute, "the controller to read the second batch", func() bool {
 		r, err := promQuery(env.PrometheusURL(), `faultline_loki_lines_total{query="kernel"}`, true, window{})
 		return err == nil && len(r.Series) == 1 && r.Series[0].last() > read
 	})
-	waitFor(t, "both agents' second ping results in Loki", time.Minute, func() bool {
+	eventually.True(t, time.Minute, "both agents' second ping results in Loki", func() bool {
 		r, err := lokiQuery(env.LokiURL(), `sum by (node) (count_over_time({source="pod"} |= "probe result" |= "\"component\":\"probe-agent\"" |= "\"check\":\"ping\"" [1h]))`, true, window{})
 		return err == nil && len(r.Series) == 2 && r.Series[0].last() >= 2 && r.Series[1].last() >= 2
 	})
@@ -557,7 +547,7 @@ func (s *stack) waitShipped(t *testing.T) {
 	for _, ls := range s.written.kernel {
 		want += len(ls)
 	}
-	waitFor(t, fmt.Sprintf("%d kernel lines in Loki", want), time.Minute, func() bool {
+	eventually.True(t, time.Minute, fmt.Sprintf("%d kernel lines in Loki", want), func() bool {
 		r, err := lokiQuery(s.env.LokiURL(), `sum by (node) (count_over_time({source="kernel"} [1h]))`, true, window{})
 		if err != nil || len(r.Series) != 2 {
 			return false
@@ -569,7 +559,7 @@ func (s *stack) waitShipped(t *testing.T) {
 		}
 		return true
 	})
-	waitFor(t, fmt.Sprintf("Prometheus to scrape %d kernel lines shipped", want), time.Minute, func() bool {
+	eventually.True(t, time.Minute, fmt.Sprintf("Prometheus to scrape %d kernel lines shipped", want), func() bool {
 		r, err := promQuery(s.env.PrometheusURL(), `sum(faultline_exporter_records_shipped_total{source="kernel"})`, true, window{})
 		return err == nil && len(r.Series) == 1 && int(r.Series[0].last()) == want
 	})
@@ -593,8 +583,7 @@ func (s *stack) dumpLogs(t *testing.T) {
 // running is tried again.
 func (s *stack) probe(t *testing.T, body string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	eventually.NoError(t, time.Minute, "a probe run that no other invasive probe held up", func() error {
 		resp, err := http.Post(s.api+"/api/v1/probes", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -605,15 +594,15 @@ func (s *stack) probe(t *testing.T, body string) {
 		if err != nil || resp.StatusCode != http.StatusAccepted {
 			t.Fatalf("POST /api/v1/probes %s: %s %v", body, resp.Status, err)
 		}
-		waitFor(t, "probe run "+run.ID, time.Minute, func() bool {
+		eventually.True(t, time.Minute, "probe run "+run.ID, func() bool {
 			return getJSON(s.api+"/api/v1/probes/"+run.ID, &run) == nil && run.State == probes.StateDone
 		})
-		busy := false
 		for _, nr := range run.Nodes {
-			if strings.Contains(nr.Error, "one at a time") && time.Now().Before(deadline) {
-				busy = true
-				continue
+			if strings.Contains(nr.Error, "one at a time") {
+				return fmt.Errorf("%s: %s", nr.Node, nr.Error)
 			}
+		}
+		for _, nr := range run.Nodes {
 			if nr.Error != "" {
 				t.Fatalf("probe run on %s: %s", nr.Node, nr.Error)
 			}
@@ -623,11 +612,8 @@ func (s *stack) probe(t *testing.T, body string) {
 			}
 			t.Logf("probes on %s: %s", nr.Node, strings.Join(got, "; "))
 		}
-		if !busy {
-			return
-		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	})
 }
 
 // dumpLive shows the controller's metrics and Prometheus's view of its targets.

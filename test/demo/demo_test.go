@@ -15,19 +15,19 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// `faultline demo --once` plays the scenario with the real components and exits 0
+// `faultline-demo --once` plays the scenario with the real components and exits 0
 // only if every outcome held.
 func TestDemoOnce(t *testing.T) {
 	testenv.Integration(t)
-	bin := testenv.BuildFaultlineCgo(t)
+	bin := testenv.BuildDemo(t)
 	var out bytes.Buffer
-	cmd := exec.Command(bin, "demo", "--once")
+	cmd := exec.Command(bin, "--once")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()
 	err := cmd.Run()
-	t.Logf("faultline demo --once: %s\n%s", time.Since(t0).Round(time.Millisecond), out.String())
+	t.Logf("faultline-demo --once: %s\n%s", time.Since(t0).Round(time.Millisecond), out.String())
 	if err != nil {
-		t.Fatalf("faultline demo --once: %v", err)
+		t.Fatalf("faultline-demo --once: %v", err)
 	}
 	for _, want := range []string{"PASS  Xid 13 on gpu-1 → an Event", "PASS  Xid 79 on gpu-3 → tainted", "PASS  link flaps on gpu-2",
 		"PASS  LogQL finds the Xid line", "PASS  nvml passes on every node", "all 6 outcomes held"} {
@@ -41,9 +41,9 @@ func TestDemoOnce(t *testing.T) {
 // stops every process it started.
 func TestDemoStaysUpAndCleansUp(t *testing.T) {
 	testenv.Integration(t)
-	bin := testenv.BuildFaultlineCgo(t)
+	bin := testenv.BuildDemo(t)
 	dir := filepath.Join(t.TempDir(), "demo")
-	cmd := exec.Command(bin, "demo", "--dir", dir)
+	cmd := exec.Command(bin, "--dir", dir)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

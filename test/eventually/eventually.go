@@ -1,14 +1,17 @@
 // Package eventually is the one polling helper of the project's tests: wait until a
 // condition holds, or fail the test saying what was awaited and the last reason it did
-// not hold. Tests use it instead of loops of their own.
+// not hold. Tests use it instead of loops of their own; Wait serves code that must go
+// on after a condition did not hold (the demo counts it as a failed outcome).
 package eventually
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
 
-// TB is the part of testing.TB the helper needs (testing.T and testing.B satisfy it).
+// TB is the part of testing.TB the helper needs (testing.T and testing.B satisfy it,
+// and so does test/testenv's TB).
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
@@ -21,17 +24,8 @@ const Interval = 20 * time.Millisecond
 // timeout has passed.
 func NoError(t TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-			return // reached only with a TB whose Fatalf does not stop the goroutine
-		}
-		time.Sleep(Interval)
+	if err := Wait(context.Background(), timeout, f); err != nil {
+		t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
 	}
 }
 
@@ -44,4 +38,24 @@ func True(t TB, timeout time.Duration, what string, cond func() bool) {
 		}
 		return fmt.Errorf("condition not met")
 	})
+}
+
+// Wait polls f until it returns nil and returns nil, or returns f's last error once
+// timeout has passed or ctx has ended.
+func Wait(ctx context.Context, timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (and %w)", err, ctx.Err())
+		case <-time.After(Interval):
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package eventually
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -45,5 +46,20 @@ func TestTimeoutNamesWhatAndLastError(t *testing.T) {
 	}
 	if !strings.Contains(r.failed, "the widget") || !strings.Contains(r.failed, "widget missing") {
 		t.Fatalf("failure message %q should name what was awaited and the last error", r.failed)
+	}
+}
+
+func TestWaitReturnsLastErrorWhenContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	err := Wait(ctx, time.Minute, func() error {
+		calls++
+		if calls == 2 {
+			cancel()
+		}
+		return fmt.Errorf("attempt %d", calls)
+	})
+	if err == nil || !strings.Contains(err.Error(), "attempt 2") || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v after %d calls, want the last attempt's error and context.Canceled", err, calls)
 	}
 }

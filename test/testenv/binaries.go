@@ -29,6 +29,7 @@ var componentOf = map[string]string{
 	"loki":                    "loki",
 	"otelcol-faultline":       "otelcol",
 	"helm":                    "helm",
+	"kwok":                    "kwok",
 	"prometheus":              "debian",
 	"iperf3":                  "debian",
 	"jq":                      "debian",
@@ -47,7 +48,7 @@ var (
 )
 
 // Binary returns the path of a component binary: kube-apiserver, kube-controller-manager,
-// kubectl, etcd, loki, otelcol-faultline, helm, or a Debian tool (prometheus, iperf3, jq,
+// kubectl, etcd, loki, otelcol-faultline, helm, kwok, or a Debian tool (prometheus, iperf3, jq,
 // ping). It looks in $FAULTLINE_TOOLS_PATH (or, when that is unset, in the directories
 // `test/tools/build.sh path` prints), then on $PATH for Debian tools. A missing binary is
 // built with `test/tools/build.sh <component>`, the same code path as `make tools`; if it

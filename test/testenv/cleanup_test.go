@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 // snapshot records pid and start time of each process so that a reused pid is not
@@ -41,23 +43,19 @@ func takeSnapshot(t *testing.T, pids map[string]int) snapshot {
 // waitAllGone fails unless every process in s has exited within timeout.
 func waitAllGone(t *testing.T, s snapshot, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	eventually.NoError(t, timeout, "every process gone after cleanup", func() error {
 		var alive []string
 		for name, p := range s {
 			if processAlive(p.pid, p.start) {
 				alive = append(alive, fmt.Sprintf("%s (pid %d)", name, p.pid))
 			}
 		}
-		if len(alive) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
+		if len(alive) > 0 {
 			sort.Strings(alive)
-			t.Fatalf("still running %s after cleanup: %s", timeout, strings.Join(alive, ", "))
+			return fmt.Errorf("still running: %s", strings.Join(alive, ", "))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestCleanupLeavesNoOrphans(t *testing.T) {

@@ -20,7 +20,7 @@ const collectorConfig = `receivers:
   otlp:
     protocols:
       http:
-        endpoint: 127.0.0.1:%[1]d
+        endpoint: 127.0.0.1:%[1]d%[3]s
 processors:
   batch:
     timeout: 200ms
@@ -45,7 +45,11 @@ service:
       exporters: [otlphttp/loki, debug]
 `
 
-func (e *Env) startCollector(bin string) error {
+func (e *Env) startCollector(bin string, maxBody int) error {
+	var extra string
+	if maxBody > 0 {
+		extra = fmt.Sprintf("\n        max_request_body_size: %d", maxBody)
+	}
 	dir := filepath.Join(e.dir, "otelcol")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -58,7 +62,7 @@ func (e *Env) startCollector(bin string) error {
 		if err != nil {
 			return procSpec{}, err
 		}
-		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, collectorConfig, ports[0], lokiURL), 0o644); err != nil {
+		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, collectorConfig, ports[0], lokiURL, extra), 0o644); err != nil {
 			return procSpec{}, err
 		}
 		st.url = fmt.Sprintf("http://127.0.0.1:%d", ports[0])

@@ -29,6 +29,12 @@
 // Prometheus scrapes the targets in PrometheusOptions every second; AddScrapeTarget adds
 // one later (the thing to scrape often starts after Prometheus).
 //
+// Kwok (sigs.k8s.io/kwok) simulates GPU nodes against the apiserver for scale tests:
+// Options.Kwok.Nodes Nodes (8 GPUs each, named kwok-gpu-00000, …) are created at Start,
+// AddKwokNodes adds more; kwok makes each Ready, renews its lease every 10 s and
+// refreshes its status every 5 minutes, the kubelet's default rates. No kubelet runs, so
+// nothing schedules on them; the Node objects and their heartbeat load are real.
+//
 // Each process writes its output to <Dir>/<component>.log; when the test failed, the
 // cleanup logs the last 100 lines of each. Cleanup kills every process; processes also
 // die with the test binary (on a test timeout, a panic or SIGKILL): each runs in its own

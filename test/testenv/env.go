@@ -22,6 +22,7 @@ const (
 	Loki              Component = "loki"
 	Collector         Component = "otelcol"
 	Prometheus        Component = "prometheus"
+	Kwok              Component = "kwok"
 )
 
 // SkipMessage is what an integration test says when it skips in -short mode.
@@ -42,12 +43,18 @@ type Options struct {
 	// Collector runs the OpenTelemetry Collector with an OTLP/HTTP receiver that
 	// exports to Loki's /otlp endpoint (implies Loki).
 	Collector bool
+	// CollectorMaxRequestBody, when > 0, sets the OTLP/HTTP receiver's
+	// max_request_body_size in bytes (the collector's default is 20 MiB).
+	CollectorMaxRequestBody int
 	// Prometheus, when not nil, runs Prometheus scraping the given targets.
 	Prometheus *PrometheusOptions
+	// Kwok, when not nil, runs kwok against the apiserver to simulate GPU nodes with
+	// the kubelet's heartbeats (implies Kubernetes); see AddKwokNodes.
+	Kwok *KwokOptions
 }
 
 // TB is the part of testing.TB the harness uses. Tests pass their *testing.T; the
-// local demo (faultline demo) runs the same harness outside a test with its own TB.
+// demo (cmd/faultline-demo) runs the same harness outside a test with its own TB.
 type TB interface {
 	Helper()
 	Logf(format string, args ...any)
@@ -83,6 +90,7 @@ type Env struct {
 	loki *lokiState
 	otel *otelState
 	prom *promState
+	kwok *kwokState
 }
 
 // Start runs the components o selects on free 127.0.0.1 ports, with their data in
@@ -92,7 +100,7 @@ type Env struct {
 func Start(t TB, o Options) *Env {
 	t.Helper()
 	Integration(t)
-	if o.ControllerManager {
+	if o.ControllerManager || o.Kwok != nil {
 		o.Kubernetes = true
 	}
 	if o.Collector {
@@ -115,6 +123,9 @@ func Start(t TB, o Options) *Env {
 	if o.ControllerManager {
 		bins[ControllerManager] = Binary(t, "kube-controller-manager")
 	}
+	if o.Kwok != nil {
+		bins[Kwok] = Binary(t, "kwok")
+	}
 	if o.Loki {
 		bins[Loki] = Binary(t, "loki")
 	}
@@ -134,7 +145,15 @@ func Start(t TB, o Options) *Env {
 		go func() { defer wg.Done(); errs <- f() }()
 	}
 	if o.Kubernetes {
-		run(func() error { return e.startKubernetes(bins, o) })
+		run(func() error {
+			if err := e.startKubernetes(bins, o); err != nil {
+				return err
+			}
+			if o.Kwok != nil {
+				return e.startKwok(bins[Kwok], *o.Kwok)
+			}
+			return nil
+		})
 	}
 	if o.Loki {
 		run(func() error {
@@ -142,7 +161,7 @@ func Start(t TB, o Options) *Env {
 				return err
 			}
 			if o.Collector {
-				return e.startCollector(bins[Collector])
+				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody)
 			}
 			return nil
 		})
@@ -168,22 +187,16 @@ func Start(t TB, o Options) *Env {
 	}
 	e.mu.Unlock()
 	t.Logf("testenv: ready in %s: %s", e.dir, strings.Join(times, ", "))
+	if o.Kwok != nil && o.Kwok.Nodes > 0 {
+		t0 := time.Now()
+		e.AddKwokNodes(t, o.Kwok.Nodes)
+		t.Logf("testenv: %d kwok nodes created in %s", o.Kwok.Nodes, time.Since(t0).Round(10*time.Millisecond))
+	}
 	return e
 }
 
 // Dir is the temporary directory holding the components' data, configs and logs.
 func (e *Env) Dir() string { return e.dir }
-
-// StartupTimes reports how long each component took from exec to ready, on its last start.
-func (e *Env) StartupTimes() map[Component]time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[Component]time.Duration, len(e.started))
-	for k, v := range e.started {
-		out[k] = v
-	}
-	return out
-}
 
 // LogPath is the file that collects the stdout and stderr of a component.
 func (e *Env) LogPath(c Component) string {
@@ -256,14 +269,6 @@ func (e *Env) Start(t TB, c Component) {
 	e.started[c] = d
 	e.mu.Unlock()
 	t.Logf("testenv: %s restarted, ready in %s", c, d.Round(10*time.Millisecond))
-}
-
-// Running reports whether a component is running.
-func (e *Env) Running(c Component) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.procs[c]
-	return p != nil && !p.exited()
 }
 
 // StopLoki stops Loki; see Stop.

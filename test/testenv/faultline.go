@@ -12,30 +12,35 @@ import (
 // BuildFaultline builds the faultline binary from this checkout into a temp dir, for
 // tests that run a component as its own process (to kill it, or to measure it). It
 // is built as `make build` builds it: without cgo, a static binary (the probe agent's
-// image adds cgo for NVML; see BuildFaultlineCgo).
+// image adds cgo for NVML, as BuildDemo does).
 func BuildFaultline(t TB) string {
 	t.Helper()
-	return buildFaultline(t, "0")
+	return buildCommand(t, t.TempDir(), "faultline", "0")
 }
 
-// BuildFaultlineCgo builds faultline with cgo, as the probe agent's image does (NVML).
-func BuildFaultlineCgo(t TB) string {
+// BuildDemo builds faultline-demo and, next to it, the faultline binary whose processes
+// it runs as the exporters and the controller, both with cgo as make demo builds them.
+// It returns the demo's path.
+func BuildDemo(t TB) string {
 	t.Helper()
-	return buildFaultline(t, "1")
+	dir := t.TempDir()
+	buildCommand(t, dir, "faultline", "1")
+	return buildCommand(t, dir, "faultline-demo", "1")
 }
 
-func buildFaultline(t TB, cgo string) string {
+// buildCommand builds ./cmd/<name> of this checkout into dir.
+func buildCommand(t TB, dir, name, cgo string) string {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "faultline")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/faultline")
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build faultline: %v\n%s", err, out)
+		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
 	return bin
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 // PrometheusOptions configures the test Prometheus.
@@ -151,17 +153,13 @@ func (e *Env) AddScrapeTarget(t TB, targets ...ScrapeTarget) {
 		t.Fatalf("testenv: prometheus reload: %s: %s", resp.Status, body)
 	}
 	// The scrape manager applies new target sets at most every 5 s.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.NoError(t, 30*time.Second, "prometheus to pick up the new targets", func() error {
 		missing, err := missingTargets(st.url, targets)
-		if err == nil && len(missing) == 0 {
-			return
+		if err == nil && len(missing) > 0 {
+			err = fmt.Errorf("missing %v", missing)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testenv: prometheus did not pick up targets %v (err %v)", missing, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 func missingTargets(base string, want []ScrapeTarget) ([]string, error) {

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -113,22 +114,18 @@ func TestSmokeControllerManagerBindsPVC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pvc, err := cs.CoreV1().PersistentVolumeClaims("default").Get(ctx, "probe-scratch", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+	var pvc *corev1.PersistentVolumeClaim
+	eventually.NoError(t, 30*time.Second, "the claim bound", func() error {
+		if pvc, err = cs.CoreV1().PersistentVolumeClaims("default").Get(ctx, "probe-scratch", metav1.GetOptions{}); err != nil {
+			return err
 		}
-		if pvc.Status.Phase == corev1.ClaimBound {
-			if pvc.Spec.VolumeName != "pv-1" {
-				t.Fatalf("claim bound to %q, want pv-1", pvc.Spec.VolumeName)
-			}
-			return
+		if pvc.Status.Phase != corev1.ClaimBound {
+			return fmt.Errorf("phase %s", pvc.Status.Phase)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("claim not bound: phase %s", pvc.Status.Phase)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if pvc.Spec.VolumeName != "pv-1" {
+		t.Fatalf("claim bound to %q, want pv-1", pvc.Spec.VolumeName)
 	}
 }
 
@@ -165,17 +162,10 @@ func TestSmokeRBACRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The RBAC authorizer sees new bindings through an informer: allow it a moment.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, err = asSA.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			break
-		}
-		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
-			t.Fatalf("list configmaps after RoleBinding: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.NoError(t, 15*time.Second, "list configmaps allowed after the RoleBinding", func() error {
+		_, err := asSA.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		return err
+	})
 	// Still nothing beyond the Role.
 	if _, err := asSA.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("list secrets: err = %v, want Forbidden", err)
@@ -241,25 +231,23 @@ func queryRange(lokiURL, query string, start, end time.Time) ([]lokiStream, erro
 // waitForLine polls Loki until query returns a line containing want, and returns its stream.
 func waitForLine(t *testing.T, lokiURL, query, want string, start time.Time, timeout time.Duration) lokiStream {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last []lokiStream
-	var err error
-	for {
-		last, err = queryRange(lokiURL, query, start.Add(-time.Minute), time.Now().Add(time.Minute))
-		if err == nil {
-			for _, s := range last {
-				for _, v := range s.Values {
-					if strings.Contains(v[1], want) {
-						return s
-					}
+	var found lokiStream
+	eventually.NoError(t, timeout, fmt.Sprintf("a line containing %q from %s", want, query), func() error {
+		streams, err := queryRange(lokiURL, query, start.Add(-time.Minute), time.Now().Add(time.Minute))
+		if err != nil {
+			return err
+		}
+		for _, s := range streams {
+			for _, v := range s.Values {
+				if strings.Contains(v[1], want) {
+					found = s
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("query %s: no line containing %q after %s (err %v, result %+v)", query, want, timeout, err, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("result %+v", streams)
+	})
+	return found
 }
 
 // hasLabels checks that got contains want; Loki 3 adds labels of its own
@@ -416,17 +404,13 @@ func TestSmokePrometheusScrape(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 
 	env.AddScrapeTarget(t, testenv.ScrapeTarget{Job: "smoke", Address: ln.Addr().String()})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.NoError(t, 20*time.Second, "the metric scraped", func() error {
 		v, err := promQuery(env.PrometheusURL(), `faultline_testenv_smoke_total{job="smoke"}`)
-		if err == nil && v == "3" {
-			return
+		if err == nil && v != "3" {
+			err = fmt.Errorf("value %q, want 3", v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metric not scraped: value %q, err %v", v, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // promQuery runs an instant query and returns the value of its first sample.

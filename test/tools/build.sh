@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (or installs) the pinned real components into a cache outside the checkout.
 #
-#   test/tools/build.sh [all|kubernetes|kube-controller-manager|etcd|loki|otelcol|helm|debian|path]...
+#   test/tools/build.sh [all|kubernetes|kube-controller-manager|etcd|loki|otelcol|helm|kwok|debian|path]...
 #
 # Cache: $FAULTLINE_TOOLS_DIR, default ${XDG_CACHE_HOME:-$HOME/.cache}/faultline/tools.
 # Each component lands in <cache>/<name>-<version>/ and is built only when missing, so a
@@ -143,6 +143,16 @@ build_helm() {
   touch "$out/.complete"
 }
 
+build_kwok() {
+  local out="$CACHE/kwok-$KWOK_VERSION"
+  have "$out" && return 0
+  log "building kwok v$KWOK_VERSION"
+  mkdir -p "$out"
+  GOBIN="$out" go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+  "$out/kwok" --version >&2
+  touch "$out/.complete"
+}
+
 install_debian() {
   local missing=() pkg cmd
   for pkg in $DEBIAN_PACKAGES; do
@@ -157,7 +167,7 @@ install_debian() {
 }
 
 print_path() {
-  echo "$CACHE/kubernetes-$KUBERNETES_VERSION:$CACHE/kube-controller-manager-$KUBERNETES_VERSION:$CACHE/etcd-$ETCD_VERSION:$CACHE/loki-$LOKI_VERSION:$CACHE/otelcol-$OTELCOL_VERSION:$CACHE/helm-$HELM_VERSION"
+  echo "$CACHE/kubernetes-$KUBERNETES_VERSION:$CACHE/kube-controller-manager-$KUBERNETES_VERSION:$CACHE/etcd-$ETCD_VERSION:$CACHE/loki-$LOKI_VERSION:$CACHE/otelcol-$OTELCOL_VERSION:$CACHE/helm-$HELM_VERSION:$CACHE/kwok-$KWOK_VERSION"
 }
 
 [ $# -eq 0 ] && set -- all
@@ -168,8 +178,8 @@ if [ "$*" != path ]; then
 fi
 for what in "$@"; do
   case $what in
-    all) install_debian; build_otelcol; build_etcd; build_helm; build_kubernetes; build_kube_controller_manager; build_loki ;;
-    kubernetes|etcd|loki|otelcol|helm) "build_$what" ;;
+    all) install_debian; build_otelcol; build_etcd; build_helm; build_kubernetes; build_kube_controller_manager; build_loki; build_kwok ;;
+    kubernetes|etcd|loki|otelcol|helm|kwok) "build_$what" ;;
     kube-controller-manager) build_kube_controller_manager ;;
     debian) install_debian ;;
     path) print_path ;;

@@ -1,0 +1,143 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/faultline-dev/faultline/dmesg-exporter/kmsg"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// agents starts one probe agent per node, as the agent's ServiceAccount, and returns
+// their URLs by node.
+func (d *demo) agents(ctx context.Context, token string) map[string]string {
+	client, err := kubernetes.NewForConfig(d.env.RESTConfigForToken(token))
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	commands := map[string]string{"ping": testenv.Binary(d.tb, "ping"), "iperf3": testenv.Binary(d.tb, "iperf3")}
+	logw, err := os.Create(filepath.Join(d.o.Dir, "logs", "probe-agents.log"))
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	d.tb.Cleanup(func() { logw.Close() })
+	urls := map[string]string{}
+	for _, n := range d.nodes {
+		u, stop, err := startAgent(ctx, n, client, commands, logw)
+		if err != nil {
+			d.tb.Fatalf("agent %s: %v", n, err)
+		}
+		d.tb.Cleanup(stop)
+		urls[n] = u
+	}
+	d.say("        %d agents on %s … (API authenticated with TokenReview + SubjectAccessReview)", len(urls), urls[d.nodes[0]])
+	return urls
+}
+
+// exporters starts one dmesg-exporter process per node, each reading its own
+// kmsg-format file after a clean boot's lines.
+func (d *demo) exporters() {
+	for i, n := range d.nodes {
+		dir := filepath.Join(d.o.Dir, "nodes", n)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			d.tb.Fatal(err)
+		}
+		// The exporter turns kernel timestamps into wall time with the machine's boot
+		// time, as on a real node: the file's timestamps count from it too.
+		boot, err := kmsg.BootTime()
+		if err != nil {
+			d.tb.Fatal(err)
+		}
+		k, err := newKmsgFile(filepath.Join(dir, "kmsg"), boot)
+		if err != nil {
+			d.tb.Fatal(err)
+		}
+		d.kmsg[n] = k
+		bootID := filepath.Join(dir, "boot_id")
+		if err := os.WriteFile(bootID, []byte(fmt.Sprintf("6d1e0b52-0000-4000-8000-%012d\n", i)), 0o644); err != nil {
+			d.tb.Fatal(err)
+		}
+		// A node's ordinary boot: nothing here is a fault.
+		_ = k.write(6, "Linux version 6.8.0-45-generic (buildd@lcy02-amd64-115) (x86_64-linux-gnu-gcc-13) #45-Ubuntu SMP PREEMPT_DYNAMIC",
+			"nvidia: loading out-of-tree module taints kernel.",
+			"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024",
+			"mlx5_core 0000:18:00.0 ens1np0: Link up",
+			"IPv6: ADDRCONF(NETDEV_CHANGE): ens1np0: link becomes ready")
+		d.process("dmesg-exporter-"+n, d.o.Binary, "dmesg-exporter", "--node", n, "--kmsg-path", k.path, "--boot-id-path", bootID,
+			"--state-file", filepath.Join(dir, "state.json"), "--otlp-endpoint", d.env.OTLPEndpoint(),
+			"--listen", "127.0.0.1:0", "--batch-wait", "200ms")
+	}
+	d.say("        %d exporters (logs in %s)", len(d.nodes), filepath.Join(d.o.Dir, "logs"))
+}
+
+// process runs a faultline component as its own process, logging to logs/<name>.log.
+func (d *demo) process(name, bin string, args ...string) {
+	logw, err := os.Create(filepath.Join(d.o.Dir, "logs", name+".log"))
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logw, logw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		d.tb.Fatalf("%s: %v", name, err)
+	}
+	d.tb.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		logw.Close()
+	})
+}
+
+// controller starts the controller process with its ServiceAccount's kubeconfig, the
+// built-in packs plus the demo's, and the agents, and waits (up to a step's timeout)
+// until it leads.
+func (d *demo) controller(ctx context.Context, token string, agents map[string]string) {
+	packs := filepath.Join(d.o.Dir, "packs")
+	if err := os.MkdirAll(packs, 0o755); err != nil {
+		d.tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(packs, "demo.yaml"), demoPack, 0o644); err != nil {
+		d.tb.Fatal(err)
+	}
+	kubeconfig := d.kubeconfigFor(token, "faultline-controller")
+	tokenFile := filepath.Join(d.o.Dir, "controller.token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		d.tb.Fatal(err)
+	}
+	port := testenv.FreePorts(d.tb, 1)[0]
+	d.api = fmt.Sprintf("http://127.0.0.1:%d", port)
+	var pairs []string
+	for _, n := range d.nodes {
+		pairs = append(pairs, n+"="+agents[n])
+	}
+	d.process("controller", d.o.Binary, "controller", "--kubeconfig", kubeconfig, "--namespace", ns,
+		"--identity", "faultline-controller-demo", "--loki-url", d.env.LokiURL(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--packs", packs, "--budget-percent", "50", "--reconcile-interval", "2s", "--initial-lookback", "10m",
+		"--probe-agent", strings.Join(pairs, ","), "--probe-token-file", tokenFile, "--log-format", "text")
+	d.waitFor(ctx, "the controller to lead", func() (bool, string) {
+		var f struct {
+			Leader bool `json:"leader"`
+		}
+		if err := getJSON(ctx, d.api+"/api/v1/faults", &f); err != nil {
+			return false, err.Error()
+		}
+		return f.Leader, "not leading yet"
+	})
+	d.say("        controller API %s, leading; it tails Loki with LogQL built from the packs", d.api)
+}

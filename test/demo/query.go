@@ -1,0 +1,98 @@
+package demo
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/faultline-dev/faultline/test/eventually"
+)
+
+// waitFor polls cond until it holds or the step times out (a failed check, not an
+// abort: the scenario goes on and the summary says what did not hold).
+func (d *demo) waitFor(ctx context.Context, what string, cond func() (bool, string)) (time.Duration, bool, string) {
+	t0 := time.Now()
+	err := eventually.Wait(ctx, d.o.StepTimeout, func() error {
+		if ok, why := cond(); !ok {
+			return errors.New(why)
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Since(t0), false, fmt.Sprintf("gave up waiting for %s after %s: %v", what, d.o.StepTimeout, err)
+	}
+	return time.Since(t0), true, ""
+}
+
+func getJSON(ctx context.Context, u string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s: %s %s", u, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// logql runs a LogQL query over the last hour, oldest line first.
+func (d *demo) logql(ctx context.Context, query string) ([]string, error) {
+	q := url.Values{"query": {query}, "start": {strconv.FormatInt(time.Now().Add(-time.Hour).UnixNano(), 10)},
+		"end": {strconv.FormatInt(time.Now().Add(time.Minute).UnixNano(), 10)}, "limit": {"20"}, "direction": {"forward"}}
+	var resp struct {
+		Data struct {
+			Result []struct {
+				Stream map[string]string `json:"stream"`
+				Values [][2]string       `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, d.env.LokiURL()+"/loki/api/v1/query_range?"+q.Encode(), &resp); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range resp.Data.Result {
+		for _, v := range r.Values {
+			ns, _ := strconv.ParseInt(v[0], 10, 64)
+			out = append(out, fmt.Sprintf("%s {node=%q, source=%q} %s", time.Unix(0, ns).Format(time.TimeOnly), r.Stream["node"], r.Stream["source"], v[1]))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (d *demo) nodeTable(ctx context.Context) {
+	list, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		d.say("        %v", err)
+		return
+	}
+	w := bufio.NewWriter(d.out)
+	fmt.Fprintf(w, "        %-8s %-10s %s\n", "NAME", "HEALTH", "TAINTS")
+	for i := range list.Items {
+		n := &list.Items[i]
+		h := n.Labels["faultline.io/health"]
+		if h == "" {
+			h = "<none>"
+		}
+		fmt.Fprintf(w, "        %-8s %-10s %s\n", n.Name, h, taintText(n))
+	}
+	w.Flush()
+}
