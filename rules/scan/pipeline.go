@@ -91,7 +91,8 @@ func (s *Scanner) scanParallel(ctx context.Context, r io.Reader, c *consumer, wo
 	if readErr != nil {
 		return fmt.Errorf("read line %d: %w", c.lineNo+1, readErr)
 	}
-	return nil
+	// A reader stopped by a cancelled context ends the chunks early.
+	return ctx.Err()
 }
 
 // prepareChunk splits a chunk into lines and parses and matches each.
