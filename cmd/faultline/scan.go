@@ -38,8 +38,9 @@ line before it; in an input that has none at all, lines are one second apart. Wh
 dmesg seconds run back, the node rebooted: no window spans a reboot.
 
 Each host of a merged syslog is a node of its own (--node-from host); lines without
-a host belong to --node, or to a node named after the input. --node-from file makes
-each input one node, --node-from none makes everything one node.
+a host belong to --node, or, without it, are counted per input and reported with no
+node. --node-from file makes each input one node, --node-from none makes everything
+one node.
 
 --format jsonl prints one JSON object per match:
   {"file":"...","line":N,"node":"...","time":"RFC 3339, when the line has one",
@@ -112,7 +113,7 @@ Without --fail-on, 0 whenever the scan ran.`,
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or jsonl")
 	cmd.Flags().StringVar(&source, "source", "", "treat every line as this source (kernel or pod); default: guess from each line's prefix")
 	cmd.Flags().StringVar(&nodeFrom, "node-from", string(scan.NodeFromHost), "what a line's node is: host (its syslog/journal host), file (the input), none (one node)")
-	cmd.Flags().StringVar(&node, "node", "", "node of the lines that name no host; default: the input's name")
+	cmd.Flags().StringVar(&node, "node", "", "node of the lines that name no host; unset, they are counted per input and reported with no node")
 	cmd.Flags().IntVar(&year, "year", time.Now().Year(), "year of syslog dates, which name none")
 	cmd.Flags().IntVar(&workers, "workers", 0, "goroutines that parse and match lines (output keeps the input's order); 0: one per CPU but one, at most 4, and 1 below 4 CPUs")
 	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit with status 2 when a rule fires at this level: taint, event or warning")
