@@ -1,0 +1,229 @@
+// Package nodeauth is an OpenTelemetry Collector server authenticator for
+// faultline's dmesg-exporters. An exporter sends its projected ServiceAccount
+// token (audience e.g. faultline-collector) as "Authorization: Bearer <token>";
+// the authenticator asks the apiserver with a TokenReview carrying the configured
+// audiences, accepts only the configured ServiceAccounts, and takes the node from
+// the review's node claim: a token bound to a pod carries the name of the node the
+// pod runs on in user.extra["authentication.kubernetes.io/node-name"]
+// (Kubernetes 1.32, feature ServiceAccountTokenPodNodeInfo, on by default), which
+// the exporter cannot choose. Reviews are cached by the token's SHA-256 with an
+// expiry, in a bounded LRU.
+//
+// The authenticated node travels in the request's client.Info as the auth
+// attribute AttrNode; the nodeattr processor writes it into the records.
+package nodeauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/collector/client"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/extensionauth"
+	"go.uber.org/zap"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Auth attributes of an authenticated request (client.Info.Auth.GetAttribute).
+const (
+	AttrNode           = "k8s.node.name"   // the node the sender's token was issued on
+	AttrServiceAccount = "service.account" // system:serviceaccount:<namespace>:<name>
+	AttrPod            = "k8s.pod.name"    // the sender's pod, when the token names one
+)
+
+// Claims of a pod-bound token in a TokenReview's user.extra.
+const (
+	extraNodeName = "authentication.kubernetes.io/node-name"
+	extraPodName  = "authentication.kubernetes.io/pod-name"
+)
+
+// maxTokenBytes bounds the bearer token read from a request: a ServiceAccount
+// JWT is about 1 KiB; anything far larger is not one and is not sent on.
+const maxTokenBytes = 16 << 10
+
+// ErrUnauthenticated is the error of every refused request. The receiver answers
+// it with 401; the reason is logged by the collector, not told to the caller.
+var ErrUnauthenticated = errors.New("unauthenticated: a faultline exporter's ServiceAccount token is required")
+
+type identity struct {
+	node, serviceAccount, pod string
+}
+
+// review is a cached TokenReview outcome: an identity, or a refusal.
+type review struct {
+	id     identity
+	reason string // non-empty: refused
+}
+
+type authenticator struct {
+	cfg     *Config
+	allowed map[string]bool
+	log     *zap.Logger
+	cache   *cache.LRUExpireCache
+	reviews func(ctx context.Context, tr *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error)
+}
+
+var _ extensionauth.Server = (*authenticator)(nil)
+
+func newAuthenticator(cfg *Config, log *zap.Logger) (*authenticator, error) {
+	return &authenticator{cfg: cfg, allowed: cfg.usernames(), log: log, cache: cache.NewLRUExpireCache(cfg.CacheSize)}, nil
+}
+
+// Start makes the Kubernetes client (in-cluster unless a kubeconfig is set).
+func (a *authenticator) Start(context.Context, component.Host) error {
+	var (
+		rc  *rest.Config
+		err error
+	)
+	if a.cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("faultlineauth: kubernetes client config: %w", err)
+	}
+	rc.UserAgent = "faultline-collector-auth"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("faultlineauth: kubernetes client: %w", err)
+	}
+	a.reviews = func(ctx context.Context, tr *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error) {
+		return cs.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
+	}
+	return nil
+}
+
+// Shutdown has nothing to release.
+func (a *authenticator) Shutdown(context.Context) error { return nil }
+
+// Authenticate implements extensionauth.Server.
+func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]string) (context.Context, error) {
+	tok, err := bearerToken(sources)
+	if err != nil {
+		a.log.Debug("request refused", zap.Error(err))
+		return ctx, ErrUnauthenticated
+	}
+	key := sha256.Sum256([]byte(tok))
+	var r review
+	if v, ok := a.cache.Get(key); ok {
+		r = v.(review)
+	} else {
+		r, err = a.review(ctx, tok)
+		if err != nil {
+			// The apiserver did not answer: not cached, the exporter retries.
+			a.log.Warn("TokenReview failed", zap.Error(err))
+			return ctx, fmt.Errorf("%w (the token could not be reviewed now)", ErrUnauthenticated)
+		}
+		ttl := a.cfg.CacheTTL
+		if r.reason != "" {
+			ttl = a.cfg.NegativeCacheTTL
+		}
+		if ttl > 0 {
+			a.cache.Add(key, r, ttl)
+		}
+	}
+	if r.reason != "" {
+		a.log.Info("exporter refused", zap.String("reason", r.reason))
+		return ctx, ErrUnauthenticated
+	}
+	info := client.FromContext(ctx)
+	info.Auth = authData{r.id}
+	return client.NewContext(ctx, info), nil
+}
+
+// review asks the apiserver about tok. A refusal is a review with a reason; an
+// error means no answer.
+func (a *authenticator) review(ctx context.Context, tok string) (review, error) {
+	if a.reviews == nil {
+		return review{}, errors.New("not started")
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ReviewTimeout)
+	defer cancel()
+	res, err := a.reviews(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: tok, Audiences: a.cfg.Audiences},
+	})
+	if err != nil {
+		return review{}, fmt.Errorf("TokenReview: %w", err)
+	}
+	st := res.Status
+	switch {
+	case !st.Authenticated:
+		return review{reason: "token not authenticated: " + st.Error}, nil
+	case !intersects(st.Audiences, a.cfg.Audiences):
+		// The apiserver answers with the audiences the token is valid for; none of ours.
+		return review{reason: fmt.Sprintf("token audiences %v, want one of %v", st.Audiences, a.cfg.Audiences)}, nil
+	case !a.allowed[st.User.Username]:
+		return review{reason: fmt.Sprintf("%s is not an exporter ServiceAccount", st.User.Username)}, nil
+	}
+	nodes := st.User.Extra[extraNodeName]
+	if len(nodes) != 1 || nodes[0] == "" {
+		return review{reason: fmt.Sprintf("%s: the token names no node (a token bound to the exporter's pod is required)", st.User.Username)}, nil
+	}
+	id := identity{node: nodes[0], serviceAccount: st.User.Username}
+	if pods := st.User.Extra[extraPodName]; len(pods) == 1 {
+		id.pod = pods[0]
+	}
+	return review{id: id}, nil
+}
+
+// bearerToken reads "Authorization: Bearer <token>". HTTP receivers pass the
+// canonical header name, gRPC receivers the lower-case one.
+func bearerToken(sources map[string][]string) (string, error) {
+	var vals []string
+	for k, v := range sources {
+		if strings.EqualFold(k, "authorization") {
+			vals = append(vals, v...)
+		}
+	}
+	if len(vals) != 1 {
+		return "", fmt.Errorf("%d Authorization headers, want 1", len(vals))
+	}
+	scheme, tok, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", errors.New("authorization is not a bearer token")
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" || len(tok) > maxTokenBytes {
+		return "", fmt.Errorf("bearer token of %d bytes", len(tok))
+	}
+	return tok, nil
+}
+
+func intersects(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// authData is the client.AuthData of an authenticated exporter.
+type authData struct{ id identity }
+
+func (d authData) GetAttribute(name string) any {
+	switch name {
+	case AttrNode:
+		return d.id.node
+	case AttrServiceAccount:
+		return d.id.serviceAccount
+	case AttrPod:
+		return d.id.pod
+	}
+	return nil
+}
+
+func (d authData) GetAttributeNames() []string {
+	return []string{AttrNode, AttrServiceAccount, AttrPod}
+}
