@@ -35,6 +35,7 @@ func newExporterCmd() *cobra.Command {
 		podCfg     podlogs.Config
 		podLabels  string
 		kubeconfig string
+		auth       ship.Auth
 	)
 	cmd := &cobra.Command{
 		Use:   "dmesg-exporter",
@@ -58,10 +59,14 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 				}
 				cfg.Node = h
 			}
+			client, err := auth.Client()
+			if err != nil {
+				return err
+			}
 			if otlpURL != "" {
-				cfg.Sender = ship.NewOTLP(otlpURL, ship.OTLPOptions{Gzip: !gzipOff})
+				cfg.Sender = ship.NewOTLP(otlpURL, ship.OTLPOptions{Gzip: !gzipOff, Client: client})
 			} else {
-				cfg.Sender = ship.NewLoki(lokiURL, ship.LokiOptions{Tenant: tenant})
+				cfg.Sender = ship.NewLoki(lokiURL, ship.LokiOptions{Tenant: tenant, Client: client})
 			}
 			cfg.Backoff.Max = maxBackoff
 			if podRoot != "" {
@@ -109,6 +114,8 @@ nor loses lines; after a reboot the new boot's ring buffer is shipped from its s
 	f.StringVar(&otlpURL, "otlp-endpoint", "", "OTLP/HTTP base URL of a collector, e.g. http://otel-collector:4318")
 	f.StringVar(&lokiURL, "loki-url", "", "Loki base URL for direct push, e.g. http://loki:3100")
 	f.StringVar(&tenant, "loki-tenant", "", "X-Scope-OrgID for Loki")
+	f.StringVar(&auth.TokenFile, "token-file", "", "bearer token sent to the receiver, re-read as it rotates (the chart's projected ServiceAccount token with audience faultline-collector)")
+	f.StringVar(&auth.CAFile, "ca-file", "", "PEM CA certificates that verify an https:// receiver (default: the system roots)")
 	f.BoolVar(&gzipOff, "no-gzip", false, "do not gzip OTLP requests")
 	f.IntVar(&cfg.BatchSize, "batch-size", 500, "records per batch")
 	f.DurationVar(&cfg.BatchWait, "batch-wait", time.Second, "longest a record waits for its batch")
