@@ -42,6 +42,9 @@ type Options struct {
 	// Collector runs the OpenTelemetry Collector with an OTLP/HTTP receiver that
 	// exports to Loki's /otlp endpoint (implies Loki).
 	Collector bool
+	// CollectorAuth, when not nil, puts faultline's exporter authentication on the
+	// collector's receiver (implies Collector and Kubernetes): see CollectorAuth.
+	CollectorAuth *CollectorAuth
 	// Prometheus, when not nil, runs Prometheus scraping the given targets.
 	Prometheus *PrometheusOptions
 }
@@ -95,6 +98,9 @@ func Start(t TB, o Options) *Env {
 	if o.ControllerManager {
 		o.Kubernetes = true
 	}
+	if o.CollectorAuth != nil {
+		o.Collector, o.Kubernetes = true, true
+	}
 	if o.Collector {
 		o.Loki = true
 	}
@@ -141,8 +147,8 @@ func Start(t TB, o Options) *Env {
 			if err := e.startLoki(bins[Loki]); err != nil {
 				return err
 			}
-			if o.Collector {
-				return e.startCollector(bins[Collector])
+			if o.Collector && o.CollectorAuth == nil {
+				return e.startCollector(bins[Collector], nil)
 			}
 			return nil
 		})
@@ -160,6 +166,12 @@ func Start(t TB, o Options) *Env {
 	}
 	if len(msgs) > 0 {
 		t.Fatalf("testenv: start failed:\n%s", strings.Join(msgs, "\n"))
+	}
+	if o.CollectorAuth != nil {
+		// Its authenticator reviews tokens with the apiserver: started after it.
+		if err := e.startCollector(bins[Collector], o.CollectorAuth); err != nil {
+			t.Fatalf("testenv: start failed:\n%v", err)
+		}
 	}
 	e.mu.Lock()
 	var times []string
