@@ -18,9 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/test/eventually"
@@ -43,8 +41,7 @@ func TestNoForgedLines(t *testing.T) {
 	ctx := context.Background()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36) // this run's lines
 
-	exporterA := exporterPod(t, cs, "gpu-a", exporterSA)
-	token := podToken(t, cs, exporterSA, exporterA, []string{testenv.CollectorAudience})
+	token := env.PodToken(t, namespace, exporterSA, "gpu-a", []string{testenv.CollectorAudience})
 
 	// The harness apiserver (1.32) puts the pod's node into the review: the
 	// authenticator relies on it.
@@ -82,9 +79,8 @@ func TestNoForgedLines(t *testing.T) {
 	}
 
 	refused("no credentials", "")
-	refused("wrong audience", podToken(t, cs, exporterSA, exporterA, nil)) // the apiserver's own audience
-	intruder := exporterPod(t, cs, "gpu-b", "intruder")
-	refused("another ServiceAccount", podToken(t, cs, "intruder", intruder, []string{testenv.CollectorAudience}))
+	refused("wrong audience", env.PodToken(t, namespace, exporterSA, "gpu-a", nil)) // the apiserver's own audience
+	refused("another ServiceAccount", env.PodToken(t, namespace, "intruder", "gpu-b", []string{testenv.CollectorAudience}))
 	unbound, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, exporterSA, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{testenv.CollectorAudience}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -126,48 +122,6 @@ func TestNoForgedLines(t *testing.T) {
 	if n := collectorCounter(t, env.CollectorMetricsURL(), "faultline_nodeattr_relabelled_log_records"); n != 1 {
 		t.Errorf("relabelled records counted %v, want 1", n)
 	}
-}
-
-// exporterPod creates the namespace, the ServiceAccount and a pod of it
-// scheduled on node (no kubelet runs it: the token binding needs only the object).
-func exporterPod(t *testing.T, cs kubernetes.Interface, node, sa string) *corev1.Pod {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := cs.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); err != nil {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod, err := cs.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + node},
-		Spec: corev1.PodSpec{ServiceAccountName: sa, NodeName: node,
-			Containers: []corev1.Container{{Name: "exporter", Image: "faultline"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pod
-}
-
-// podToken mints a token of sa bound to pod, as the kubelet does for a projected
-// token volume (audiences nil: the apiserver's own).
-func podToken(t *testing.T, cs kubernetes.Interface, sa string, pod *corev1.Pod, audiences []string) string {
-	t.Helper()
-	exp := int64(600)
-	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: &exp,
-			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest for %s bound to %s: %v", sa, pod.Name, err)
-	}
-	return tr.Status.Token
 }
 
 type entry struct {
