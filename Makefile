@@ -98,10 +98,11 @@ manifests:
 	  "$$helm" template faultline $(CHART) --namespace faultline; } > manifests/faultline.yaml.tmp
 	mv manifests/faultline.yaml.tmp manifests/faultline.yaml
 
-## image: build the faultline and faultline-probe-agent images (tag: the chart's appVersion)
+## image: build the faultline, faultline-probe-agent and faultline-otelcol images (tag: the chart's appVersion)
 image:
 	$(DOCKER) build -f Dockerfile -t $(IMAGE_REPO)/faultline:$(IMAGE_TAG) .
 	$(DOCKER) build -f Dockerfile.probe-agent -t $(IMAGE_REPO)/faultline-probe-agent:$(IMAGE_TAG) .
+	$(DOCKER) build -f Dockerfile.collector -t $(IMAGE_REPO)/faultline-otelcol:$(IMAGE_TAG) .
 
 ## chart-lint: helm lint --strict the chart with its defaults and with every test values file
 chart-lint:

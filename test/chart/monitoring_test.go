@@ -120,11 +120,13 @@ func remarshal(t testing.TB, in, out any) {
 }
 
 // TestCollectorToLoki runs the real collector (the test build of the pinned release)
-// with the configuration the chart generates, pointed at a real Loki: the config
-// validates, and an OTLP log record sent to it the way the exporter sends one lands
-// in Loki under the node and source labels the controller's selectors use.
+// with the configuration the chart generates, pointed at a real Loki and a real
+// apiserver (its authenticator's TokenReviews): the config validates, a record
+// without the exporter's token is refused, and an OTLP log record sent the way the
+// exporter sends one, with its projected token, lands in Loki under the node and
+// source labels the controller's selectors use.
 func TestCollectorToLoki(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{Loki: true})
+	env := testenv.Start(t, testenv.Options{Kubernetes: true, Loki: true})
 	otelcol := testenv.Binary(t, "otelcol-faultline")
 	c := caseNamed(t, "defaults")
 	c.sets = []string{"loki.url=" + env.LokiURL()}
@@ -149,7 +151,10 @@ func TestCollectorToLoki(t *testing.T) {
 		t.Fatalf("the chart's collector config does not validate: %v\n%s", err, out)
 	}
 
-	// Run it on loopback: only the listen addresses change.
+	// Run it on loopback: only the listen addresses and the authenticator's
+	// apiserver (in-cluster in the chart) change.
+	lookup(cfg, "extensions", "faultlineauth").(map[string]any)["kubeconfig"] = env.Kubeconfig()
+	token := env.PodToken(t, "faultline", "faultline-dmesg-exporter", "gpu-chart-1", []string{"faultline-collector"})
 	ports := freePorts(t, 2)
 	lookup(cfg, "receivers", "otlp", "protocols", "http").(map[string]any)["endpoint"] = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	prom := lookup(cfg, "service", "telemetry", "metrics", "readers").([]any)[0]
@@ -189,9 +194,20 @@ func TestCollectorToLoki(t *testing.T) {
 		{"key":"node","value":{"stringValue":"gpu-chart-1"}},{"key":"source","value":{"stringValue":"kernel"}},
 		{"key":"k8s.node.name","value":{"stringValue":"gpu-chart-1"}}]},
 		"scopeLogs":[{"logRecords":[{"timeUnixNano":"%d","body":{"stringValue":%q}}]}]}]}`, now.UnixNano(), line)
+	post := func(token string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/v1/logs", ports[0]), strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		return http.DefaultClient.Do(req)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/logs", ports[0]), "application/json", strings.NewReader(body))
+		resp, err := post(token)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -204,6 +220,15 @@ func TestCollectorToLoki(t *testing.T) {
 			t.Fatalf("send OTLP to the collector: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	resp, err := post("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a record without the exporter's token: %s, want 401", resp.Status)
 	}
 
 	query := `{node="gpu-chart-1", source="kernel"}`
