@@ -39,15 +39,19 @@ tools:
 test: tools lint build cuda
 	$(BIN)/faultline rules test rules/packs
 	FAULTLINE_TOOLS_PATH="$$(test/tools/build.sh path)" $(GO) test -count=1 -timeout 60m $(GOTESTFLAGS) $(PKGS)
+	cd collector && $(GO) test -count=1 $(GOTESTFLAGS) ./...
 
 ## test-unit: the quick loop; integration tests say they were skipped
 test-unit:
 	$(GO) test -short -count=1 $(GOTESTFLAGS) $(PKGS)
+	cd collector && $(GO) test -short -count=1 $(GOTESTFLAGS) ./...
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'; git ls-files --others --exclude-standard '*.go'))"; \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	# faultline's collector components are a module of their own (collector/go.mod).
+	cd collector && $(GO) vet ./...
 
 ## bench: run the benchmarks (reported, never gated on time)
 bench:

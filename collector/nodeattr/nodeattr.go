@@ -103,19 +103,13 @@ func (p *nodeProcessor) process(ctx context.Context, ld plog.Logs) (plog.Logs, e
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
-		n := int64(0)
+		resForged := p.overwrite(rl.Resource().Attributes(), node, claimed)
 		sls := rl.ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			n += int64(sls.At(j).LogRecords().Len())
-		}
-		if p.overwrite(rl.Resource().Attributes(), node, claimed) {
-			forged += n
-			continue // every record of this resource was relabelled
-		}
 		for j := 0; j < sls.Len(); j++ {
 			lrs := sls.At(j).LogRecords()
 			for k := 0; k < lrs.Len(); k++ {
-				if p.fix(lrs.At(k).Attributes(), node, claimed) {
+				// Each record counts once, whether its resource or itself claimed.
+				if recForged := p.fix(lrs.At(k).Attributes(), node, claimed); resForged || recForged {
 					forged++
 				}
 			}

@@ -20,6 +20,10 @@ type Config struct {
 	ServiceAccounts []string `mapstructure:"service_accounts"`
 	// CacheTTL is how long an accepted token is trusted without a new TokenReview.
 	CacheTTL time.Duration `mapstructure:"cache_ttl"`
+	// StaleTTL is how much longer an accepted token stays accepted while the
+	// apiserver cannot be reached for a new review: a brief apiserver outage must not
+	// turn every exporter's batch into a 401 (which an exporter does not retry).
+	StaleTTL time.Duration `mapstructure:"stale_ttl"`
 	// NegativeCacheTTL is how long a refused token is refused without a new review.
 	NegativeCacheTTL time.Duration `mapstructure:"negative_cache_ttl"`
 	// CacheSize bounds the cached reviews (least recently used go first).
@@ -31,6 +35,7 @@ type Config struct {
 func createDefaultConfig() *Config {
 	return &Config{
 		CacheTTL:         time.Minute,
+		StaleTTL:         10 * time.Minute,
 		NegativeCacheTTL: 10 * time.Second,
 		CacheSize:        4096,
 		ReviewTimeout:    5 * time.Second,
@@ -56,8 +61,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("service_accounts: %q is not namespace/name", sa))
 		}
 	}
-	if c.CacheTTL < 0 || c.NegativeCacheTTL < 0 {
-		errs = append(errs, errors.New("cache_ttl and negative_cache_ttl must not be negative"))
+	if c.CacheTTL < 0 || c.StaleTTL < 0 || c.NegativeCacheTTL < 0 {
+		errs = append(errs, errors.New("cache_ttl, stale_ttl and negative_cache_ttl must not be negative"))
 	}
 	if c.CacheSize < 1 {
 		errs = append(errs, errors.New("cache_size must be at least 1"))

@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
+	"k8s.io/utils/clock"
 )
 
 // Type is the extension's name in a collector configuration.
@@ -14,6 +15,6 @@ var Type = component.MustNewType("faultlineauth")
 func NewFactory() extension.Factory {
 	return extension.NewFactory(Type, func() component.Config { return createDefaultConfig() },
 		func(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {
-			return newAuthenticator(cfg.(*Config), set.Logger)
+			return newAuthenticator(cfg.(*Config), set.Logger, clock.RealClock{}), nil
 		}, component.StabilityLevelBeta)
 }

@@ -7,7 +7,8 @@
 // pod runs on in user.extra["authentication.kubernetes.io/node-name"]
 // (Kubernetes 1.32, feature ServiceAccountTokenPodNodeInfo, on by default), which
 // the exporter cannot choose. Reviews are cached by the token's SHA-256 with an
-// expiry, in a bounded LRU.
+// expiry, in a bounded LRU; an accepted token stays accepted a while longer
+// when the apiserver cannot be reached (Config.StaleTTL).
 //
 // The authenticated node travels in the request's client.Info as the auth
 // attribute AttrNode; the nodeattr processor writes it into the records.
@@ -19,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
@@ -30,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 )
 
 // Auth attributes of an authenticated request (client.Info.Auth.GetAttribute).
@@ -59,8 +62,9 @@ type identity struct {
 
 // review is a cached TokenReview outcome: an identity, or a refusal.
 type review struct {
-	id     identity
-	reason string // non-empty: refused
+	id         identity
+	reason     string    // non-empty: refused
+	freshUntil time.Time // an accepted token is reviewed again after this
 }
 
 type authenticator struct {
@@ -68,13 +72,15 @@ type authenticator struct {
 	allowed map[string]bool
 	log     *zap.Logger
 	cache   *cache.LRUExpireCache
+	clock   clock.PassiveClock
 	reviews func(ctx context.Context, tr *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error)
 }
 
 var _ extensionauth.Server = (*authenticator)(nil)
 
-func newAuthenticator(cfg *Config, log *zap.Logger) (*authenticator, error) {
-	return &authenticator{cfg: cfg, allowed: cfg.usernames(), log: log, cache: cache.NewLRUExpireCache(cfg.CacheSize)}, nil
+func newAuthenticator(cfg *Config, log *zap.Logger, clk clock.PassiveClock) *authenticator {
+	return &authenticator{cfg: cfg, allowed: cfg.usernames(), log: log,
+		cache: cache.NewLRUExpireCacheWithClock(cfg.CacheSize, clk), clock: clk}
 }
 
 // Start makes the Kubernetes client (in-cluster unless a kubeconfig is set).
@@ -114,21 +120,23 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 	}
 	key := sha256.Sum256([]byte(tok))
 	var r review
-	if v, ok := a.cache.Get(key); ok {
+	v, cached := a.cache.Get(key)
+	if cached {
 		r = v.(review)
-	} else {
-		r, err = a.review(ctx, tok)
-		if err != nil {
-			// The apiserver did not answer: not cached, the exporter retries.
+	}
+	if !cached || (r.reason == "" && a.clock.Now().After(r.freshUntil)) {
+		nr, err := a.review(ctx, tok)
+		switch {
+		case err == nil:
+			r = nr
+			a.remember(key, r)
+		case cached:
+			// Accepted before, and the apiserver does not answer now: still accepted,
+			// until the entry's stale time runs out.
+			a.log.Warn("TokenReview failed; accepting a token reviewed before", zap.Error(err))
+		default:
 			a.log.Warn("TokenReview failed", zap.Error(err))
 			return ctx, fmt.Errorf("%w (the token could not be reviewed now)", ErrUnauthenticated)
-		}
-		ttl := a.cfg.CacheTTL
-		if r.reason != "" {
-			ttl = a.cfg.NegativeCacheTTL
-		}
-		if ttl > 0 {
-			a.cache.Add(key, r, ttl)
 		}
 	}
 	if r.reason != "" {
@@ -138,6 +146,21 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 	info := client.FromContext(ctx)
 	info.Auth = authData{r.id}
 	return client.NewContext(ctx, info), nil
+}
+
+// remember caches a review: a refusal for NegativeCacheTTL, an acceptance fresh
+// for CacheTTL and usable StaleTTL longer when the apiserver cannot answer.
+func (a *authenticator) remember(key [sha256.Size]byte, r review) {
+	if r.reason != "" {
+		if a.cfg.NegativeCacheTTL > 0 {
+			a.cache.Add(key, r, a.cfg.NegativeCacheTTL)
+		}
+		return
+	}
+	r.freshUntil = a.clock.Now().Add(a.cfg.CacheTTL)
+	if ttl := a.cfg.CacheTTL + a.cfg.StaleTTL; ttl > 0 {
+		a.cache.Add(key, r, ttl)
+	}
 }
 
 // review asks the apiserver about tok. A refusal is a review with a reason; an
