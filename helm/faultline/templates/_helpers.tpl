@@ -135,7 +135,7 @@ true
 {{- if .Values.exporter.otlpEndpoint -}}
 {{- .Values.exporter.otlpEndpoint | trimSuffix "/" -}}
 {{- else if .Values.collector.enabled -}}
-{{- printf "http://%s.%s.svc:%d" (include "faultline.collectorName" .) .Release.Namespace (int .Values.collector.port) -}}
+{{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" (ne .Values.collector.tls.existingSecret "")) (include "faultline.collectorName" .) .Release.Namespace (int .Values.collector.port) -}}
 {{- else -}}
 {{- fail "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint" -}}
 {{- end -}}
