@@ -15,6 +15,6 @@ var Type = component.MustNewType("faultlineauth")
 func NewFactory() extension.Factory {
 	return extension.NewFactory(Type, func() component.Config { return createDefaultConfig() },
 		func(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {
-			return newAuthenticator(cfg.(*Config), set.Logger, clock.RealClock{}), nil
+			return newAuthenticator(cfg.(*Config), set.TelemetrySettings, clock.RealClock{})
 		}, component.StabilityLevelBeta)
 }

@@ -25,6 +25,8 @@ import (
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/extensionauth"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,11 +62,27 @@ type identity struct {
 	node, serviceAccount, pod string
 }
 
+// Why a request was refused: the reason attribute of
+// faultline_nodeauth_refused_requests.
+const (
+	refusedNoToken         = "no_token"
+	refusedUnauthenticated = "unauthenticated"
+	refusedAudience        = "audience"
+	refusedAccount         = "service_account"
+	refusedNoNode          = "no_node"
+	refusedReviewFailed    = "review_failed"
+)
+
 // review is a cached TokenReview outcome: an identity, or a refusal.
 type review struct {
 	id         identity
-	reason     string    // non-empty: refused
+	refused    string    // non-empty: refused, one of the refused* reasons
+	reason     string    // the refusal in words, for the log
 	freshUntil time.Time // an accepted token is reviewed again after this
+}
+
+func refusal(kind, format string, args ...any) review {
+	return review{refused: kind, reason: fmt.Sprintf(format, args...)}
 }
 
 type authenticator struct {
@@ -74,13 +92,37 @@ type authenticator struct {
 	cache   *cache.LRUExpireCache
 	clock   clock.PassiveClock
 	reviews func(ctx context.Context, tr *authenticationv1.TokenReview) (*authenticationv1.TokenReview, error)
+	// refusedRequests counts every refused request by reason: a refusal is logged
+	// only at debug level, so that a flood of bad requests cannot flood the log.
+	refusedRequests metric.Int64Counter
+	staleAccepted   metric.Int64Counter
 }
 
 var _ extensionauth.Server = (*authenticator)(nil)
 
-func newAuthenticator(cfg *Config, log *zap.Logger, clk clock.PassiveClock) *authenticator {
-	return &authenticator{cfg: cfg, allowed: cfg.usernames(), log: log,
-		cache: cache.NewLRUExpireCacheWithClock(cfg.CacheSize, clk), clock: clk}
+func newAuthenticator(cfg *Config, set component.TelemetrySettings, clk clock.PassiveClock) (*authenticator, error) {
+	meter := set.MeterProvider.Meter("github.com/faultline-dev/faultline/collector/nodeauth")
+	refused, err := meter.Int64Counter("faultline_nodeauth_refused_requests",
+		metric.WithDescription("Requests refused with 401, by reason (no_token, unauthenticated, audience, service_account, no_node, review_failed)"),
+		metric.WithUnit("{requests}"))
+	if err != nil {
+		return nil, fmt.Errorf("faultlineauth: metric: %w", err)
+	}
+	stale, err := meter.Int64Counter("faultline_nodeauth_stale_accepted_requests",
+		metric.WithDescription("Requests accepted on an earlier review because the apiserver could not review the token now"),
+		metric.WithUnit("{requests}"))
+	if err != nil {
+		return nil, fmt.Errorf("faultlineauth: metric: %w", err)
+	}
+	return &authenticator{cfg: cfg, allowed: cfg.usernames(), log: set.Logger,
+		cache: cache.NewLRUExpireCacheWithClock(cfg.CacheSize, clk), clock: clk,
+		refusedRequests: refused, staleAccepted: stale}, nil
+}
+
+func (a *authenticator) refuse(ctx context.Context, kind, reason string) error {
+	a.refusedRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", kind)))
+	a.log.Debug("exporter refused", zap.String("reason", reason))
+	return ErrUnauthenticated
 }
 
 // Start makes the Kubernetes client (in-cluster unless a kubeconfig is set).
@@ -115,8 +157,7 @@ func (a *authenticator) Shutdown(context.Context) error { return nil }
 func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]string) (context.Context, error) {
 	tok, err := bearerToken(sources)
 	if err != nil {
-		a.log.Debug("request refused", zap.Error(err))
-		return ctx, ErrUnauthenticated
+		return ctx, a.refuse(ctx, refusedNoToken, err.Error())
 	}
 	key := sha256.Sum256([]byte(tok))
 	var r review
@@ -133,15 +174,16 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 		case cached:
 			// Accepted before, and the apiserver does not answer now: still accepted,
 			// until the entry's stale time runs out.
+			a.staleAccepted.Add(ctx, 1)
 			a.log.Warn("TokenReview failed; accepting a token reviewed before", zap.Error(err))
 		default:
 			a.log.Warn("TokenReview failed", zap.Error(err))
+			_ = a.refuse(ctx, refusedReviewFailed, err.Error())
 			return ctx, fmt.Errorf("%w (the token could not be reviewed now)", ErrUnauthenticated)
 		}
 	}
-	if r.reason != "" {
-		a.log.Info("exporter refused", zap.String("reason", r.reason))
-		return ctx, ErrUnauthenticated
+	if r.refused != "" {
+		return ctx, a.refuse(ctx, r.refused, r.reason)
 	}
 	info := client.FromContext(ctx)
 	info.Auth = authData{r.id}
@@ -151,7 +193,7 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 // remember caches a review: a refusal for NegativeCacheTTL, an acceptance fresh
 // for CacheTTL and usable StaleTTL longer when the apiserver cannot answer.
 func (a *authenticator) remember(key [sha256.Size]byte, r review) {
-	if r.reason != "" {
+	if r.refused != "" {
 		if a.cfg.NegativeCacheTTL > 0 {
 			a.cache.Add(key, r, a.cfg.NegativeCacheTTL)
 		}
@@ -180,16 +222,16 @@ func (a *authenticator) review(ctx context.Context, tok string) (review, error) 
 	st := res.Status
 	switch {
 	case !st.Authenticated:
-		return review{reason: "token not authenticated: " + st.Error}, nil
+		return refusal(refusedUnauthenticated, "token not authenticated: %s", st.Error), nil
 	case !intersects(st.Audiences, a.cfg.Audiences):
 		// The apiserver answers with the audiences the token is valid for; none of ours.
-		return review{reason: fmt.Sprintf("token audiences %v, want one of %v", st.Audiences, a.cfg.Audiences)}, nil
+		return refusal(refusedAudience, "token audiences %v, want one of %v", st.Audiences, a.cfg.Audiences), nil
 	case !a.allowed[st.User.Username]:
-		return review{reason: fmt.Sprintf("%s is not an exporter ServiceAccount", st.User.Username)}, nil
+		return refusal(refusedAccount, "%s is not an exporter ServiceAccount", st.User.Username), nil
 	}
 	nodes := st.User.Extra[extraNodeName]
 	if len(nodes) != 1 || nodes[0] == "" {
-		return review{reason: fmt.Sprintf("%s: the token names no node (a token bound to the exporter's pod is required)", st.User.Username)}, nil
+		return refusal(refusedNoNode, "%s: the token names no node (a token bound to the exporter's pod is required)", st.User.Username), nil
 	}
 	id := identity{node: nodes[0], serviceAccount: st.User.Username}
 	if pods := st.User.Extra[extraPodName]; len(pods) == 1 {

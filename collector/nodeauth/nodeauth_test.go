@@ -3,12 +3,15 @@ package nodeauth
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/client"
-	"go.uber.org/zap"
+	"go.opentelemetry.io/collector/component/componenttest"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -33,7 +36,35 @@ func (s *apiserver) review(_ context.Context, tr *authenticationv1.TokenReview) 
 	return &authenticationv1.TokenReview{Status: s.tokens[tr.Spec.Token]}, nil
 }
 
-func newTest(t *testing.T) (*authenticator, *apiserver, *clocktesting.FakePassiveClock) {
+type fixture struct {
+	*authenticator
+	srv     *apiserver
+	clk     *clocktesting.FakePassiveClock
+	metrics *sdkmetric.ManualReader
+}
+
+// refused returns faultline_nodeauth_refused_requests by reason.
+func (f fixture) refused(t *testing.T) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := f.metrics.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == "faultline_nodeauth_refused_requests" {
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					r, _ := dp.Attributes.Value("reason")
+					out[r.AsString()] += dp.Value
+				}
+			}
+		}
+	}
+	return out
+}
+
+func newTest(t *testing.T) fixture {
 	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Audiences = []string{"faultline-collector"}
@@ -54,9 +85,15 @@ func newTest(t *testing.T) (*authenticator, *apiserver, *clocktesting.FakePassiv
 		"bad":       {Authenticated: false, Error: "token expired"},
 	}}
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1_700_000_000, 0))
-	a := newAuthenticator(cfg, zap.NewNop(), clk)
+	reader := sdkmetric.NewManualReader()
+	set := componenttest.NewNopTelemetrySettings()
+	set.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	a, err := newAuthenticator(cfg, set, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a.reviews = srv.review
-	return a, srv, clk
+	return fixture{authenticator: a, srv: srv, clk: clk, metrics: reader}
 }
 
 func bearer(tok string) map[string][]string {
@@ -64,7 +101,7 @@ func bearer(tok string) map[string][]string {
 }
 
 func TestAuthenticate(t *testing.T) {
-	a, _, _ := newTest(t)
+	a := newTest(t)
 	ctx, err := a.Authenticate(context.Background(), bearer("good"))
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +127,10 @@ func TestAuthenticate(t *testing.T) {
 			t.Errorf("%s: %v, want ErrUnauthenticated", name, err)
 		}
 	}
+	want := map[string]int64{refusedNoToken: 5, refusedUnauthenticated: 2, refusedAudience: 1, refusedAccount: 1, refusedNoNode: 1}
+	if got := a.refused(t); !maps.Equal(got, want) {
+		t.Errorf("refused requests by reason %v, want %v", got, want)
+	}
 	// gRPC metadata keys are lower case.
 	if _, err := a.Authenticate(context.Background(), map[string][]string{"authorization": {"bearer good"}}); err != nil {
 		t.Errorf("lower-case header and scheme: %v", err)
@@ -97,7 +138,8 @@ func TestAuthenticate(t *testing.T) {
 }
 
 func TestCache(t *testing.T) {
-	a, srv, clk := newTest(t)
+	f := newTest(t)
+	a, srv, clk := f.authenticator, f.srv, f.clk
 	auth := func(tok string) error { _, err := a.Authenticate(context.Background(), bearer(tok)); return err }
 
 	for range 3 {
@@ -120,7 +162,8 @@ func TestCache(t *testing.T) {
 
 	// An accepted token outlives a brief apiserver outage (StaleTTL); a token never
 	// reviewed does not, and neither does one past its stale time.
-	a, srv, clk = newTest(t)
+	f = newTest(t)
+	a, srv, clk = f.authenticator, f.srv, f.clk
 	auth = func(tok string) error { _, err := a.Authenticate(context.Background(), bearer(tok)); return err }
 	if err := auth("good"); err != nil {
 		t.Fatal(err)
@@ -137,10 +180,16 @@ func TestCache(t *testing.T) {
 	if err := auth("good"); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("apiserver down past the stale time: %v, want refused", err)
 	}
+	if got := f.refused(t); got[refusedReviewFailed] != 2 {
+		t.Errorf("refused requests %v, want 2 review_failed", got)
+	}
 
 	// The cache is bounded.
 	a.cfg.CacheSize = 2
-	a = newAuthenticator(a.cfg, zap.NewNop(), clk)
+	a, err := newAuthenticator(a.cfg, componenttest.NewNopTelemetrySettings(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.down = false
 	a.reviews = srv.review
 	for _, tok := range []string{"t1", "t2", "t3", "t4"} {
