@@ -41,15 +41,19 @@ tools:
 test: tools lint build cuda
 	$(BIN)/faultline rules test rules/packs
 	FAULTLINE_TOOLS_PATH="$$(test/tools/build.sh path)" $(GO) test -count=1 -timeout 60m $(GOTESTFLAGS) $(PKGS)
+	cd collector && $(GO) test -count=1 $(GOTESTFLAGS) ./...
 
 ## test-unit: the quick loop; integration tests say they were skipped
 test-unit:
 	$(GO) test -short -count=1 $(GOTESTFLAGS) $(PKGS)
+	cd collector && $(GO) test -short -count=1 $(GOTESTFLAGS) ./...
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'; git ls-files --others --exclude-standard '*.go'))"; \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	# faultline's collector components are a module of their own (collector/go.mod).
+	cd collector && $(GO) vet ./...
 
 ## bench: run the benchmarks (reported, never gated on time)
 bench:
@@ -105,10 +109,11 @@ manifests:
 	  "$$helm" template faultline $(CHART) --namespace faultline; } > manifests/faultline.yaml.tmp
 	mv manifests/faultline.yaml.tmp manifests/faultline.yaml
 
-## image: build the faultline and faultline-probe-agent images (tag: the chart's appVersion)
+## image: build the faultline, faultline-probe-agent and faultline-otelcol images (tag: the chart's appVersion)
 image:
 	$(DOCKER) build -f Dockerfile -t $(IMAGE_REPO)/faultline:$(IMAGE_TAG) .
 	$(DOCKER) build -f Dockerfile.probe-agent -t $(IMAGE_REPO)/faultline-probe-agent:$(IMAGE_TAG) .
+	$(DOCKER) build -f Dockerfile.collector -t $(IMAGE_REPO)/faultline-otelcol:$(IMAGE_TAG) .
 
 ## chart-lint: helm lint --strict the chart with its defaults and with every test values file
 chart-lint:

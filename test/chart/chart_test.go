@@ -2,6 +2,7 @@ package chart
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -262,11 +263,35 @@ func TestDefaults(t *testing.T) {
 		t.Error("the NetworkPolicy has no rule for the probe API port")
 	}
 
-	// The collector: upstream contrib image, pinned like the test collector.
+	// The collector takes lines only from the exporters' projected tokens and sets
+	// the node from them (TestCollectorToLoki runs this config).
 	col := deployment(t, objs, "faultline-otel-collector")
-	colc := container(t, &col.Spec.Template.Spec, "otel-collector")
-	if want := "otel/opentelemetry-collector-contrib:" + toolVersion(t, "OTELCOL_VERSION"); colc.Image != want {
-		t.Errorf("collector image %s, want %s", colc.Image, want)
+	if sa := col.Spec.Template.Spec.ServiceAccountName; sa != "faultline-otel-collector" {
+		t.Errorf("collector ServiceAccount %q", sa)
+	}
+	ccfg := collectorConfig(t, objs, "faultline-otel-collector")
+	if got := lookup(ccfg, "receivers", "otlp", "protocols", "http", "auth", "authenticator"); got != "faultlineauth" {
+		t.Errorf("the collector's receiver authenticator is %v, want faultlineauth", got)
+	}
+	if got := lookup(ccfg, "service", "pipelines", "logs", "processors"); !reflect.DeepEqual(got, []any{"faultlinenode", "batch"}) {
+		t.Errorf("collector processors %v, want faultlinenode first", got)
+	}
+	if a, sas := lookup(ccfg, "extensions", "faultlineauth", "audiences"), lookup(ccfg, "extensions", "faultlineauth", "service_accounts"); !reflect.DeepEqual(a, []any{"faultline-collector"}) ||
+		!reflect.DeepEqual(sas, []any{"faultline/faultline-dmesg-exporter"}) {
+		t.Errorf("faultlineauth audiences %v, service accounts %v", a, sas)
+	}
+	if !hasArg(ec, "--token-file=/var/run/secrets/faultline/collector/token") {
+		t.Errorf("exporter args %v: no --token-file", ec.Args)
+	}
+	var projected bool
+	for _, v := range ex.Spec.Template.Spec.Volumes {
+		if v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].ServiceAccountToken != nil &&
+			v.Projected.Sources[0].ServiceAccountToken.Audience == "faultline-collector" {
+			projected = true
+		}
+	}
+	if !projected {
+		t.Error("the exporter has no projected token with audience faultline-collector")
 	}
 
 	// Without the Prometheus Operator's API: no monitoring objects.
@@ -698,23 +723,17 @@ func TestValuesFiles(t *testing.T) {
 		cfg := collectorConfig(t, objs, "gpu-faultline-otel-collector")
 		exp, _ := lookup(cfg, "exporters", "otlphttp/loki").(map[string]any)
 		if exp["endpoint"] != "http://loki-gateway.loki.svc.cluster.local/otlp" ||
-			lookup(exp, "headers", "X-Scope-OrgID") != "gpu-fleet" || lookup(exp, "auth", "authenticator") != "basicauth/loki" {
+			lookup(exp, "headers", "X-Scope-OrgID") != "gpu-fleet" || lookup(exp, "headers", "Authorization") != "${env:LOKI_AUTHORIZATION}" {
 			t.Errorf("collector exporter %v", exp)
-		}
-		if lookup(cfg, "extensions", "basicauth/loki", "client_auth", "username") != "faultline" ||
-			lookup(cfg, "extensions", "basicauth/loki", "client_auth", "password") != "${env:LOKI_PASSWORD}" {
-			t.Errorf("collector extensions %v", cfg["extensions"])
-		}
-		if !reflect.DeepEqual(lookup(cfg, "service", "extensions"), []any{"basicauth/loki"}) {
-			t.Errorf("service.extensions %v", lookup(cfg, "service", "extensions"))
 		}
 		col := deployment(t, objs, "gpu-faultline-otel-collector")
 		cc := container(t, &col.Spec.Template.Spec, "otel-collector")
-		if e := env(cc, "LOKI_PASSWORD"); e == nil || e.ValueFrom.SecretKeyRef.Name != "gpu-faultline-loki" {
-			t.Errorf("collector LOKI_PASSWORD %+v", e)
+		if e := env(cc, "LOKI_AUTHORIZATION"); e == nil || e.ValueFrom.SecretKeyRef.Name != "gpu-faultline-loki" || e.ValueFrom.SecretKeyRef.Key != "authorization" {
+			t.Errorf("collector LOKI_AUTHORIZATION %+v", e)
 		}
 		sec := get[corev1.Secret](t, objs, "Secret", "gpu-faultline-loki")
-		if sec.StringData["password"] != "not-a-real-password" {
+		if sec.StringData["password"] != "not-a-real-password" ||
+			sec.StringData["authorization"] != "Basic "+base64.StdEncoding.EncodeToString([]byte("faultline:not-a-real-password")) {
 			t.Errorf("Secret %v", sec.StringData)
 		}
 		ctl := deployment(t, objs, "gpu-faultline-controller")

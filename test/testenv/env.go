@@ -46,6 +46,9 @@ type Options struct {
 	// CollectorMaxRequestBody, when > 0, sets the OTLP/HTTP receiver's
 	// max_request_body_size in bytes (the collector's default is 20 MiB).
 	CollectorMaxRequestBody int
+	// CollectorAuth, when not nil, puts faultline's exporter authentication on the
+	// collector's receiver (implies Collector and Kubernetes): see CollectorAuth.
+	CollectorAuth *CollectorAuth
 	// Prometheus, when not nil, runs Prometheus scraping the given targets.
 	Prometheus *PrometheusOptions
 	// Kwok, when not nil, runs kwok against the apiserver to simulate GPU nodes with
@@ -102,6 +105,9 @@ func Start(t TB, o Options) *Env {
 	Integration(t)
 	if o.ControllerManager || o.Kwok != nil {
 		o.Kubernetes = true
+	}
+	if o.CollectorAuth != nil {
+		o.Collector, o.Kubernetes = true, true
 	}
 	if o.Collector {
 		o.Loki = true
@@ -160,8 +166,8 @@ func Start(t TB, o Options) *Env {
 			if err := e.startLoki(bins[Loki]); err != nil {
 				return err
 			}
-			if o.Collector {
-				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody)
+			if o.Collector && o.CollectorAuth == nil {
+				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody, nil)
 			}
 			return nil
 		})
@@ -179,6 +185,12 @@ func Start(t TB, o Options) *Env {
 	}
 	if len(msgs) > 0 {
 		t.Fatalf("testenv: start failed:\n%s", strings.Join(msgs, "\n"))
+	}
+	if o.CollectorAuth != nil {
+		// Its authenticator reviews tokens with the apiserver: started after it.
+		if err := e.startCollector(bins[Collector], o.CollectorMaxRequestBody, o.CollectorAuth); err != nil {
+			t.Fatalf("testenv: start failed:\n%v", err)
+		}
 	}
 	e.mu.Lock()
 	var times []string
