@@ -1,0 +1,69 @@
+package sources
+
+import (
+	"reflect"
+	"testing"
+)
+
+// A made-up driver exercising what the extractor must handle: pr_fmt, string
+// macros, adjacent literals, levels, comments, multi-line calls, function names.
+const sample = `
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+#define DEMO_PFX "demo: "
+
+/* pr_err("in a comment") */
+static int demo_probe(struct pci_dev *pdev,
+		      const struct pci_device_id *id)
+{
+	// dev_err(&pdev->dev, "commented out\n");
+	dev_err(&pdev->dev, "probe failed, err %d\n", err);
+	dev_info(&pdev->dev, "info is not error level\n");
+	printk(KERN_ERR DEMO_PFX "bad state 0x%" PRIx64 "\n", st);
+	printk(KERN_INFO DEMO_PFX "not listed\n");
+	if (x) {
+		mlx5_core_err(dev, "cmd %s(0x%x) timeout\n",
+			      name, op);
+	}
+	return 0;
+}
+
+void
+other_fn(void)
+{
+	pr_crit("a \"quoted\" word, (parens) and commas\n");
+	NV_PRINTF(LEVEL_ERROR, "GSP RM heartbeat timed out\n");
+	NV_PRINTF(LEVEL_INFO, "not an error\n");
+	dev_err(dev, fmt_variable, a);
+	xfs_alert_tag(mp, XFS_PTAG_SHUTDOWN, "Please umount the filesystem");
+}
+`
+
+func TestExtract(t *testing.T) {
+	prefix, msgs, err := Extract("drivers/demo/demo.c", []byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prefix != "demo: " {
+		t.Errorf("prefix %q, want %q (pr_fmt with KBUILD_MODNAME)", prefix, "demo: ")
+	}
+	want := []Message{
+		{Line: 10, Call: "dev_err", Level: "err", Func: "demo_probe", Format: "probe failed, err %d\n"},
+		{Line: 12, Call: "printk", Level: "err", Func: "demo_probe", Format: "demo: bad state 0x%llx\n"},
+		{Line: 15, Call: "mlx5_core_err", Level: "err", Func: "demo_probe", Format: "cmd %s(0x%x) timeout\n"},
+		{Line: 24, Call: "pr_crit", Level: "crit", Func: "other_fn", Format: "a \"quoted\" word, (parens) and commas\n"},
+		{Line: 25, Call: "NV_PRINTF", Level: "err", Func: "other_fn", Format: "GSP RM heartbeat timed out\n"},
+		{Line: 28, Call: "xfs_alert_tag", Level: "alert", Func: "other_fn", Format: "Please umount the filesystem"},
+	}
+	if !reflect.DeepEqual(msgs, want) {
+		t.Errorf("Extract:\n got %+v\nwant %+v", msgs, want)
+	}
+}
+
+func TestExtractLimits(t *testing.T) {
+	if _, _, err := Extract("big.c", make([]byte, MaxSource+1)); err == nil {
+		t.Error("a file over the size limit was read")
+	}
+	if _, _, err := Extract("x.c", []byte("void f(void) { dev_err(d, \"x\"; }")); err == nil {
+		t.Error("an unbalanced call was accepted")
+	}
+}
