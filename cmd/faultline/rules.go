@@ -45,7 +45,7 @@ string a rule lists under sources is instantiated with generated values under ea
 common log prefix (dmesg, /dev/kmsg, syslog and journal with host and localised
 months, continuation indentation, CRI) and must reach the rule with the captures it
 lists; every benignSources entry must not match any rule at warning or above.`,
-		Args:  cobra.MinimumNArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			eng, err := loadEngine(args)
 			if err != nil {

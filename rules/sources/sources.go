@@ -226,7 +226,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-
 // Refresh records, for every message, the first rule that covers it (clearing the
 // rule of messages no longer covered), so the inventory says which rule covers what.
 func Refresh(e *rules.Engine, inv *Inventory) error {
@@ -242,4 +241,3 @@ func Refresh(e *rules.Engine, inv *Inventory) error {
 	}
 	return nil
 }
-
