@@ -62,7 +62,7 @@ func Parse(format string) ([]Conv, error) {
 			return nil, fmt.Errorf("format %q: conversion at byte %d has no verb", format, start)
 		}
 		c.Verb = format[i]
-		if strings.IndexByte("diuxXocspfFeEgGaAn", c.Verb) < 0 {
+		if strings.IndexByte("diuxXocspfFeEgGaAnm", c.Verb) < 0 {
 			return nil, fmt.Errorf("format %q: unknown conversion %q at byte %d", format, format[start:i+1], start)
 		}
 		if c.Verb == 'p' {
@@ -204,6 +204,8 @@ func value(c Conv, variant, n int) string {
 		s = "0x1.8p+0"
 	case 'n':
 		s = ""
+	case 'm': // glibc: strerror(errno), no argument
+		s = pick(big, "No such device", "Connection timed out")
 	case 'p':
 		return pointer(c.Ext, big)
 	}

@@ -33,7 +33,8 @@ func init() {
 		dev_crit_ratelimited dev_alert_ratelimited pci_emerg pci_alert pci_crit pci_err
 		pci_err_ratelimited netdev_emerg netdev_alert netdev_crit netdev_err netdev_err_once
 		mlx5_core_err mlx5_core_err_rl mlx4_err ibdev_err ibdev_err_ratelimited
-		xfs_emerg xfs_alert xfs_crit xfs_err ucs_error ucs_fatal`)
+		xfs_emerg xfs_alert xfs_crit xfs_err`)
+	add(0, -1, `ucs_error ucs_fatal`)
 	add(2, -1, `xfs_alert_tag slave_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
 	add(2, 0, `NV_DEV_PRINTF sdev_printk scmd_printk shost_printk`)
@@ -131,9 +132,12 @@ func Extract(file string, src []byte) (prefix string, msgs []Message, err error)
 				k++
 			}
 			if k < len(code) && code[k] == '(' {
+				// Conditional compilation can unbalance braces, so a print call
+				// counts at any depth; a name at depth 0 may start a function.
 				if depth == 0 {
 					lastIdent = name
-				} else if pc, ok := errorCalls[name]; ok {
+				}
+				if pc, ok := errorCalls[name]; ok {
 					end := matchParen(code, k)
 					if end < 0 {
 						return "", nil, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)

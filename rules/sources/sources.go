@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -101,10 +102,12 @@ func ReadFile(p string) (*Inventory, error) {
 
 // Write stores an inventory as YAML.
 func Write(p string, inv *Inventory) error {
+	n := inventoryNode(inv)
+	quoteSpaces(n)
 	var buf strings.Builder
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(inv); err != nil {
+	if err := enc.Encode(n); err != nil {
 		return fmt.Errorf("write inventory %s: %w", p, err)
 	}
 	data := []byte(buf.String())
@@ -114,6 +117,46 @@ func Write(p string, inv *Inventory) error {
 		return fmt.Errorf("write inventory: %w", err)
 	}
 	return nil
+}
+
+// inventoryNode builds the YAML of an inventory by hand: yaml.v3 re-parses what
+// Node.Encode writes, and its block scalars cannot hold a format's leading tab.
+func inventoryNode(inv *Inventory) *yaml.Node {
+	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
+	num := func(v int) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v)} }
+	mapping := func(kv ...any) *yaml.Node {
+		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			v := kv[i+1].(*yaml.Node)
+			if v.Kind == yaml.ScalarNode && v.Tag == "!!str" && v.Value == "" {
+				continue
+			}
+			m.Content = append(m.Content, str(kv[i].(string)), v)
+		}
+		return m
+	}
+	msgs := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, m := range inv.Messages {
+		f := str(m.Format)
+		f.Style = yaml.DoubleQuotedStyle
+		msgs.Content = append(msgs.Content, mapping("line", num(m.Line), "call", str(m.Call), "level", str(m.Level),
+			"func", str(m.Func), "format", f, "rule", str(m.Rule), "ignore", str(m.Ignore)))
+	}
+	root := mapping("project", str(inv.Project), "version", str(inv.Version), "file", str(inv.File),
+		"source", str(string(inv.Source)), "prefix", str(inv.Prefix))
+	root.Content = append(root.Content, str("messages"), msgs)
+	return root
+}
+
+// quoteSpaces double-quotes scalars with tabs, newlines or edge spaces, which
+// block styles cannot carry faithfully.
+func quoteSpaces(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && (strings.ContainsAny(n.Value, "\t\n") || strings.TrimSpace(n.Value) != n.Value) {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	for _, c := range n.Content {
+		quoteSpaces(c)
+	}
 }
 
 // Lines generates the log lines of one message (a format can span several).
