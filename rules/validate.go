@@ -191,17 +191,24 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	mn := at(rn, "match")
 	re := v.regex(at(mn, "regex"), id, "match.regex", r.Match.Regex)
-	names := map[string]bool{}
+	names := map[string]bool{} // captures of both regexes, for sources
+	primary := map[string]bool{}
 	if re != nil {
 		for _, n := range re.SubexpNames() {
 			if n != "" {
-				names[n] = true
+				names[n], primary[n] = true, true
 			}
 		}
 	}
 	if c := r.Match.Companion; c != nil {
 		cn := at(mn, "companion")
-		v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex)
+		if cre := v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex); cre != nil {
+			for _, n := range cre.SubexpNames() {
+				if n != "" {
+					names[n] = true
+				}
+			}
+		}
 		v.enum(at(cn, "position"), id, "companion position", c.Position, true, "before", "after", "either")
 		if c.Within.Lines <= 0 && c.Within.Duration <= 0 {
 			v.errAt(at(cn, "within"), id, "companion needs within.lines or within.duration")
@@ -212,7 +219,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	for name, c := range r.Match.Where {
 		wn := keyNode(mn, "where", name)
-		if re != nil && !names[name] {
+		if re != nil && !primary[name] {
 			v.errAt(wn, id, "where: %q is not a named capture of match.regex", name)
 		}
 		if len(c.In) == 0 && len(c.NotIn) == 0 && c.Min == nil && c.Max == nil {
@@ -272,7 +279,7 @@ func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, 
 		values := make([]string, len(convs))
 		for name, tmpl := range s.Captures {
 			if names != nil && !names[name] {
-				v.errAt(at(sn, "captures", name), rule, "%s %d: %q is not a named capture of match.regex", field, i+1, name)
+				v.errAt(at(sn, "captures", name), rule, "%s %d: %q is not a named capture of the rule's regexes", field, i+1, name)
 			}
 			if _, err := printf.Expand(tmpl, values); err != nil {
 				v.errAt(at(sn, "captures", name), rule, "%s %d: captures %s: %v", field, i+1, name, err)

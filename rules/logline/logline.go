@@ -90,6 +90,9 @@ func Parse(raw string) Parsed {
 			p.Origin = OriginKernel
 		}
 		rest = rest[m[1]:]
+	} else if r, ok := strings.CutPrefix(rest, "kernel: "); ok {
+		// A journal or syslog line pasted without its date and host.
+		rest, p.Program, p.Origin = r, "kernel", OriginKernel
 	} else if m := isoTimeRe.FindStringIndex(rest); m != nil {
 		rest = rest[m[1]:]
 		if p.Format == FormatPlain {

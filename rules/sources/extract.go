@@ -17,8 +17,10 @@ type printCall struct {
 	level  int // index of a level argument that must name an error level; -1: none
 }
 
-// errorCalls are the printing calls the inventory lists: KERN_ERR and above.
-var errorCalls = map[string]printCall{}
+// errorCalls are the printing calls the inventory lists: KERN_ERR and above;
+// lowerCalls the warning and informational ones, listed only on request (a rule
+// may be for a warning, such as an NVMe timeout).
+var errorCalls, lowerCalls = map[string]printCall{}, map[string]printCall{}
 
 func init() {
 	add := func(format, level int, names string) {
@@ -41,6 +43,25 @@ func init() {
 	add(2, 1, `edac_mc_printk`)
 	add(2, 0, `edac_printk`)
 	add(0, -1, `WARN`)
+	lower := func(format, level int, names string) {
+		for _, n := range strings.Fields(names) {
+			lowerCalls[n] = printCall{format: format, level: level}
+		}
+	}
+	lower(0, -1, `pr_warn pr_warning pr_notice pr_info pr_warn_ratelimited pr_warn_once
+		pr_info_ratelimited pr_notice_ratelimited INFO ucs_warn ucs_diag`)
+	lower(1, -1, `dev_warn dev_notice dev_info dev_warn_ratelimited dev_warn_once pci_warn
+		pci_notice pci_info netdev_warn netdev_notice netdev_info mlx5_core_warn mlx5_core_warn_rl
+		mlx5_core_info mlx4_warn mlx4_info ibdev_warn ibdev_info ipoib_warn xfs_warn
+		xfs_notice xfs_info`)
+	lower(2, -1, `slave_warn slave_info`)
+}
+
+// lowerLevels are the level arguments below error.
+var lowerLevels = map[string]string{
+	"KERN_WARNING": "warn", "KERN_NOTICE": "notice", "KERN_INFO": "info",
+	"LEVEL_WARNING": "warn", "LEVEL_NOTICE": "notice", "LEVEL_INFO": "info",
+	"NV_DBG_WARNINGS": "warn", "NV_DBG_INFO": "info",
 }
 
 // errorLevels are the level arguments that make a call error-level.
@@ -85,10 +106,19 @@ var (
 // their format strings as printed (adjacent literals and string macros joined),
 // and returns the file's pr_fmt prefix if it has one.
 func Extract(file string, src []byte) (prefix string, msgs []Message, err error) {
+	return extract(file, src, false)
+}
+
+// ExtractAll is Extract with the warning and informational calls too.
+func ExtractAll(file string, src []byte) (prefix string, msgs []Message, err error) {
+	return extract(file, src, true)
+}
+
+func extract(file string, src []byte, all bool) (prefix string, msgs []Message, err error) {
 	if len(src) > MaxSource {
 		return "", nil, fmt.Errorf("%s: %d bytes is over the limit of %d", file, len(src), MaxSource)
 	}
-	code := stripComments(string(src))
+	code := dropIfZero(stripComments(string(src)))
 	macros := map[string]string{}
 	for k, v := range builtinMacros {
 		macros[k] = v
@@ -137,12 +167,16 @@ func Extract(file string, src []byte) (prefix string, msgs []Message, err error)
 				if depth == 0 {
 					lastIdent = name
 				}
-				if pc, ok := errorCalls[name]; ok {
+				pc, ok := errorCalls[name]
+				if !ok && all {
+					pc, ok = lowerCalls[name]
+				}
+				if ok {
 					end := matchParen(code, k)
 					if end < 0 {
 						return "", nil, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
 					}
-					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros); ok {
+					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros, all); ok {
 						m.Line, m.Func = lineOf(code, i), fn
 						msgs = append(msgs, m)
 					}
@@ -156,7 +190,7 @@ func Extract(file string, src []byte) (prefix string, msgs []Message, err error)
 	return prefix, msgs, nil
 }
 
-func callMessage(name string, pc printCall, args []string, macros map[string]string) (Message, bool) {
+func callMessage(name string, pc printCall, args []string, macros map[string]string, all bool) (Message, bool) {
 	m := Message{Call: name, Level: "err"}
 	if pc.level >= 0 {
 		if pc.level >= len(args) {
@@ -167,10 +201,20 @@ func callMessage(name string, pc printCall, args []string, macros map[string]str
 			return m, false
 		}
 		l, ok := errorLevels[lv[0]]
+		if !ok && all {
+			l, ok = lowerLevels[lv[0]]
+		}
 		if !ok {
 			return m, false
 		}
 		m.Level = l
+	} else if _, low := lowerCalls[name]; low {
+		m.Level = "warn"
+		if strings.Contains(name, "info") || name == "INFO" || name == "ucs_diag" {
+			m.Level = "info"
+		} else if strings.Contains(name, "notice") {
+			m.Level = "notice"
+		}
 	} else if strings.HasSuffix(name, "crit") || strings.Contains(name, "_crit") {
 		m.Level = "crit"
 	} else if strings.Contains(name, "alert") {
@@ -287,6 +331,37 @@ func stripComments(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// dropIfZero blanks the lines of #if 0 blocks (up to their #else or #endif),
+// keeping newlines: code that is never compiled prints nothing.
+func dropIfZero(s string) string {
+	lines := strings.Split(s, "\n")
+	depth := 0 // nesting inside a dead block; 0 when live
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		directive := ""
+		if strings.HasPrefix(t, "#") {
+			directive = strings.TrimSpace(t[1:])
+		}
+		switch {
+		case depth == 0 && (directive == "if 0" || strings.HasPrefix(directive, "if 0 ")):
+			depth = 1
+			lines[i] = ""
+		case depth > 0 && strings.HasPrefix(directive, "if"):
+			depth++
+			lines[i] = ""
+		case depth > 0 && strings.HasPrefix(directive, "endif"):
+			depth--
+			lines[i] = ""
+		case depth == 1 && (strings.HasPrefix(directive, "else") || strings.HasPrefix(directive, "elif")):
+			depth = 0
+			lines[i] = ""
+		case depth > 0:
+			lines[i] = ""
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // skipQuoted returns the index of the closing quote of the literal at i.

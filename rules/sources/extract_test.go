@@ -35,6 +35,9 @@ other_fn(void)
 	NV_PRINTF(LEVEL_INFO, "not an error\n");
 	dev_err(dev, fmt_variable, a);
 	xfs_alert_tag(mp, XFS_PTAG_SHUTDOWN, "Please umount the filesystem");
+#if 0
+	pr_err("never compiled\n");
+#endif
 }
 `
 

@@ -34,6 +34,7 @@ func run(args []string) error {
 	source := fl.String("source", "kernel", "kind of log the messages reach: kernel or pod")
 	packs := fl.String("packs", "rules/packs", "rule packs that decide coverage")
 	out := fl.String("o", "", "inventory file to write (its ignore reasons are kept)")
+	all := fl.Bool("all", false, "list warning and informational calls too (to find a rule's sources; not for the inventory)")
 	refresh := fl.String("refresh", "", "re-record the covering rules of every inventory file in this directory")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -64,7 +65,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	prefix, msgs, err := sources.Extract(*file, src)
+	extract := sources.Extract
+	if *all {
+		extract = sources.ExtractAll
+	}
+	prefix, msgs, err := extract(*file, src)
 	if err != nil {
 		return err
 	}
