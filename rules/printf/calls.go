@@ -100,10 +100,11 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return "XFS (sda1): ", nil
 	case call == "WARN" || call == "INFO" || call == "TRACE":
 		return fmt.Sprintf("gpu-node-7:%d:%d [%d] NCCL %s ", 12345+variant, 12400+variant, 3+variant, call), nil
-	case call == "ucs_error" || call == "ucs_warn" || call == "ucs_fatal" || call == "ucs_diag":
-		lvl := map[string]string{"ucs_error": "ERROR", "ucs_warn": "WARN ", "ucs_fatal": "FATAL", "ucs_diag": "DIAG "}[call]
+	case call == "ucs_error" || call == "ucs_warn" || call == "ucs_fatal" || call == "ucs_diag" || call == "ucs_log":
+		// UCS_LOG_FMT: time, [host:pid:thread], file:line, component, level.
+		lvl := map[string]string{"ucs_error": "ERROR", "ucs_log": "ERROR", "ucs_warn": "WARN", "ucs_fatal": "FATAL", "ucs_diag": "DIAG"}[call]
 		base := file[strings.LastIndexByte(file, '/')+1:]
-		return fmt.Sprintf("[1732394000.%06d] [gpu-node-7:%d:0] %16s:%-4d UCX  %s ", 123456+variant, 12345+variant, base, 1042+variant, lvl), nil
+		return fmt.Sprintf("[1732394000.%06d] [gpu-node-7:%-5d:%d] %17s:%-4d %-4s %-5s ", 123456+variant, 12345+variant, variant, base, 179+variant, "UCX", lvl), nil
 	case strings.HasPrefix(call, "edac_mc_"):
 		return "EDAC MC0: ", nil
 	case strings.HasPrefix(call, "sdev_") || strings.HasPrefix(call, "scmd_"):
