@@ -14,7 +14,7 @@ var (
 	plainCalls = words(`printk pr_emerg pr_alert pr_crit pr_err pr_warn pr_warning pr_notice pr_info
 		pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
 		pr_warn_once pr_info_once pr_notice_ratelimited pr_cont printk_ratelimited printk_once
-		panic nv_printf nvDbg_Printf portDbgPrintf ucs_log_fatal_error`)
+		nv_printf nvDbg_Printf portDbgPrintf ucs_log_fatal_error`)
 	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
 		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
 		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
@@ -78,6 +78,8 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 	switch {
 	case call == "" || plainCalls[call]:
 		return pr()
+	case call == "panic":
+		return "Kernel panic - not syncing: ", nil
 	case devCalls[call]:
 		return dev + ": ", nil
 	case netdevCalls[call]:
