@@ -58,6 +58,10 @@ func device(file string) (dev, netdev string) {
 	return "", ""
 }
 
+// DeviceCall reports whether call prints a device (dev_err, pci_err, netdev_err),
+// so that a file's dev_fmt, not its pr_fmt, comes before the format.
+func DeviceCall(call string) bool { return devCalls[call] || netdevCalls[call] }
+
 // KnownCall reports whether Prefix knows what call prints before its format.
 func KnownCall(call string) bool {
 	_, err := Prefix(call, "f", "", "x.c", 0)
@@ -65,7 +69,7 @@ func KnownCall(call string) bool {
 }
 
 // Prefix returns the text that call prints before its format, in file and function
-// fn, given the file's pr_fmt (already a literal, or a format with %s for the module).
+// fn, given the file's pr_fmt for pr_* calls or its dev_fmt for dev_* calls.
 func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 	if fn == "" {
 		fn = "rm_function"
@@ -81,9 +85,12 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 	case call == "panic":
 		return "Kernel panic - not syncing: ", nil
 	case devCalls[call]:
-		return dev + ": ", nil
+		// A file that defines dev_fmt prints it after the device (prFmt is then it).
+		p, err := pr()
+		return dev + ": " + p, err
 	case netdevCalls[call]:
-		return netdev + ": ", nil
+		p, err := pr()
+		return netdev + ": " + p, err
 	case mlx5FuncCalls[call]:
 		return fmt.Sprintf("%s: %s:%d:(pid %d): ", dev, fn, 1042+variant, 2611+variant), nil
 	case call == "mlx5_core_info" || call == "mlx5_core_info_rl":
@@ -107,6 +114,8 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		lvl := map[string]string{"ucs_error": "ERROR", "ucs_log": "ERROR", "ucs_warn": "WARN", "ucs_fatal": "FATAL", "ucs_diag": "DIAG"}[call]
 		base := file[strings.LastIndexByte(file, '/')+1:]
 		return fmt.Sprintf("[1732394000.%06d] [gpu-node-7:%-5d:%d] %17s:%-4d %-4s %-5s ", 123456+variant, 12345+variant, variant, base, 179+variant, "UCX", lvl), nil
+	case call == "edac_printk":
+		return "EDAC MC: ", nil
 	case strings.HasPrefix(call, "edac_mc_"):
 		return "EDAC MC0: ", nil
 	case strings.HasPrefix(call, "sdev_") || strings.HasPrefix(call, "scmd_"):

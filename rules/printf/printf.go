@@ -235,6 +235,9 @@ func pad(s string, c Conv) string {
 	case strings.Contains(c.Flags, "-"):
 		return s + fill
 	case strings.Contains(c.Flags, "0") && c.Verb != 's' && c.Verb != 'c':
+		if rest, ok := strings.CutPrefix(s, "0x"); ok { // %#06x: the 0x counts in the width
+			return "0x" + strings.Repeat("0", w-len(s)) + rest
+		}
 		neg := strings.HasPrefix(s, "-")
 		if neg {
 			s = s[1:]

@@ -20,6 +20,7 @@ func TestInstantiate(t *testing.T) {
 		{"%*s[%.*s]", 0, nil, "  mlx5_0[timeout]"},
 		{"%08x %-3d", 1, nil, "deadbeef -110"},
 		{"%06d", 1, nil, "-00110"},
+		{"status:%#06x", 0, nil, "status:0x001f"},
 		{"%04x:%02x:%02x.%x", 1, nil, "beef:ef:ef.deadbeef"},
 		{"ptr %p, %pfoo", 0, nil, "ptr 00000000a1b2c3d4, 00000000a1b2c3d4foo"},
 	}

@@ -80,6 +80,8 @@ var builtinMacros = map[string]string{
 	"KERN_SOH": "", "KERN_CONT": "", "KERN_EMERG": "", "KERN_ALERT": "", "KERN_CRIT": "",
 	"KERN_ERR": "", "KERN_WARNING": "", "KERN_NOTICE": "", "KERN_INFO": "", "KERN_DEBUG": "",
 	"DRV_NAME": "%s", "DRIVER_NAME": "%s",
+	"HW_ERR": "[Hardware Error]: ", "FW_BUG": "[Firmware Bug]: ", "FW_WARN": "[Firmware Warn]: ",
+	"FW_INFO": "[Firmware Info]: ",
 }
 
 // Message is one error-level print call of a source file.
@@ -99,24 +101,34 @@ type Message struct {
 var (
 	defineStrRe = regexp.MustCompile(`(?m)^\s*#\s*define\s+([A-Za-z_]\w*)\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+)$`)
 	prFmtRe     = regexp.MustCompile(`(?m)^\s*#\s*define\s+pr_fmt\(\s*fmt\s*\)\s+(.*?)\s*fmt\s*$`)
+	devFmtLitRe = regexp.MustCompile(`(?m)^\s*#\s*define\s+dev_fmt\(\s*fmt\s*\)\s+(.*?)\s*fmt\s*$`)
+	devFmtRe    = regexp.MustCompile(`(?m)^\s*#\s*define\s+dev_fmt(?:\(\s*fmt\s*\)\s+pr_fmt\(\s*fmt\s*\)|\s+pr_fmt)\s*$`)
 	stringRe    = regexp.MustCompile(`"((?:[^"\\\n]|\\.)*)"`)
 )
 
 // Extract lists the error-level print calls of one C or C++ source file, with
 // their format strings as printed (adjacent literals and string macros joined),
 // and returns the file's pr_fmt prefix if it has one.
-func Extract(file string, src []byte) (prefix string, msgs []Message, err error) {
+func Extract(file string, src []byte) (Extracted, error) {
 	return extract(file, src, false)
 }
 
 // ExtractAll is Extract with the warning and informational calls too.
-func ExtractAll(file string, src []byte) (prefix string, msgs []Message, err error) {
+func ExtractAll(file string, src []byte) (Extracted, error) {
 	return extract(file, src, true)
 }
 
-func extract(file string, src []byte, all bool) (prefix string, msgs []Message, err error) {
+// Extracted is what Extract finds in one file.
+type Extracted struct {
+	// Prefix is the file's pr_fmt; DevPrefix the same when the file also defines
+	// dev_fmt as pr_fmt (dev_err and friends print it after the device then).
+	Prefix, DevPrefix string
+	Messages          []Message
+}
+
+func extract(file string, src []byte, all bool) (x Extracted, err error) {
 	if len(src) > MaxSource {
-		return "", nil, fmt.Errorf("%s: %d bytes is over the limit of %d", file, len(src), MaxSource)
+		return x, fmt.Errorf("%s: %d bytes is over the limit of %d", file, len(src), MaxSource)
 	}
 	code := dropIfZero(stripComments(string(src)))
 	macros := map[string]string{}
@@ -129,7 +141,13 @@ func extract(file string, src []byte, all bool) (prefix string, msgs []Message, 
 		macros[m[1]] = joinLiterals(m[2])
 	}
 	if m := prFmtRe.FindStringSubmatch(code); m != nil {
-		prefix, _ = literal(m[1], macros)
+		x.Prefix, _ = literal(m[1], macros)
+		if devFmtRe.MatchString(code) {
+			x.DevPrefix = x.Prefix
+		}
+	}
+	if m := devFmtLitRe.FindStringSubmatch(code); m != nil {
+		x.DevPrefix, _ = literal(m[1], macros)
 	}
 	var depth int
 	var fn, lastIdent string
@@ -174,11 +192,11 @@ func extract(file string, src []byte, all bool) (prefix string, msgs []Message, 
 				if ok {
 					end := matchParen(code, k)
 					if end < 0 {
-						return "", nil, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
+						return x, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
 					}
 					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros, all); ok {
 						m.Line, m.Func = lineOf(code, i), fn
-						msgs = append(msgs, m)
+						x.Messages = append(x.Messages, m)
 					}
 					i = end
 					continue
@@ -187,7 +205,7 @@ func extract(file string, src []byte, all bool) (prefix string, msgs []Message, 
 			i = j - 1
 		}
 	}
-	return prefix, msgs, nil
+	return x, nil
 }
 
 func callMessage(name string, pc printCall, args []string, macros map[string]string, all bool) (Message, bool) {

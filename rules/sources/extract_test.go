@@ -9,6 +9,7 @@ import (
 // macros, adjacent literals, levels, comments, multi-line calls, function names.
 const sample = `
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+#define dev_fmt pr_fmt
 #define DEMO_PFX "demo: "
 
 /* pr_err("in a comment") */
@@ -42,20 +43,21 @@ other_fn(void)
 `
 
 func TestExtract(t *testing.T) {
-	prefix, msgs, err := Extract("drivers/demo/demo.c", []byte(sample))
+	x, err := Extract("drivers/demo/demo.c", []byte(sample))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prefix != "demo: " {
-		t.Errorf("prefix %q, want %q (pr_fmt with KBUILD_MODNAME)", prefix, "demo: ")
+	msgs := x.Messages
+	if x.Prefix != "demo: " || x.DevPrefix != "demo: " {
+		t.Errorf("prefix %q, dev prefix %q, want %q (pr_fmt with KBUILD_MODNAME, dev_fmt as pr_fmt)", x.Prefix, x.DevPrefix, "demo: ")
 	}
 	want := []Message{
-		{Line: 10, Call: "dev_err", Level: "err", Func: "demo_probe", Format: "probe failed, err %d\n"},
-		{Line: 12, Call: "printk", Level: "err", Func: "demo_probe", Format: "demo: bad state 0x%llx\n"},
-		{Line: 15, Call: "mlx5_core_err", Level: "err", Func: "demo_probe", Format: "cmd %s(0x%x) timeout\n"},
-		{Line: 24, Call: "pr_crit", Level: "crit", Func: "other_fn", Format: "a \"quoted\" word, (parens) and commas\n"},
-		{Line: 25, Call: "NV_PRINTF", Level: "err", Func: "other_fn", Format: "GSP RM heartbeat timed out\n"},
-		{Line: 28, Call: "xfs_alert_tag", Level: "alert", Func: "other_fn", Format: "Please umount the filesystem"},
+		{Line: 11, Call: "dev_err", Level: "err", Func: "demo_probe", Format: "probe failed, err %d\n"},
+		{Line: 13, Call: "printk", Level: "err", Func: "demo_probe", Format: "demo: bad state 0x%llx\n"},
+		{Line: 16, Call: "mlx5_core_err", Level: "err", Func: "demo_probe", Format: "cmd %s(0x%x) timeout\n"},
+		{Line: 25, Call: "pr_crit", Level: "crit", Func: "other_fn", Format: "a \"quoted\" word, (parens) and commas\n"},
+		{Line: 26, Call: "NV_PRINTF", Level: "err", Func: "other_fn", Format: "GSP RM heartbeat timed out\n"},
+		{Line: 29, Call: "xfs_alert_tag", Level: "alert", Func: "other_fn", Format: "Please umount the filesystem"},
 	}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Errorf("Extract:\n got %+v\nwant %+v", msgs, want)
@@ -63,10 +65,10 @@ func TestExtract(t *testing.T) {
 }
 
 func TestExtractLimits(t *testing.T) {
-	if _, _, err := Extract("big.c", make([]byte, MaxSource+1)); err == nil {
+	if _, err := Extract("big.c", make([]byte, MaxSource+1)); err == nil {
 		t.Error("a file over the size limit was read")
 	}
-	if _, _, err := Extract("x.c", []byte("void f(void) { dev_err(d, \"x\"; }")); err == nil {
+	if _, err := Extract("x.c", []byte("void f(void) { dev_err(d, \"x\"; }")); err == nil {
 		t.Error("an unbalanced call was accepted")
 	}
 }

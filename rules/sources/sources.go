@@ -30,8 +30,10 @@ type Inventory struct {
 	// Source is the kind of log the messages reach: kernel or pod.
 	Source rules.Source `yaml:"source" json:"source"`
 	// Prefix is the file's pr_fmt, printed before pr_err formats.
-	Prefix   string    `yaml:"prefix,omitempty" json:"prefix,omitempty"`
-	Messages []Message `yaml:"messages" json:"messages"`
+	Prefix string `yaml:"prefix,omitempty" json:"prefix,omitempty"`
+	// DevPrefix is the file's dev_fmt, printed after the device by dev_err formats.
+	DevPrefix string    `yaml:"devPrefix,omitempty" json:"devPrefix,omitempty"`
+	Messages  []Message `yaml:"messages" json:"messages"`
 
 	// Path is the inventory file it was read from (set by Load).
 	Path string `yaml:"-" json:"-"`
@@ -143,7 +145,7 @@ func inventoryNode(inv *Inventory) *yaml.Node {
 			"func", str(m.Func), "format", f, "rule", str(m.Rule), "ignore", str(m.Ignore)))
 	}
 	root := mapping("project", str(inv.Project), "version", str(inv.Version), "file", str(inv.File),
-		"source", str(string(inv.Source)), "prefix", str(inv.Prefix))
+		"source", str(string(inv.Source)), "prefix", str(inv.Prefix), "devPrefix", str(inv.DevPrefix))
 	root.Content = append(root.Content, str("messages"), msgs)
 	return root
 }
@@ -159,19 +161,39 @@ func quoteSpaces(n *yaml.Node) {
 	}
 }
 
-// Lines generates the log lines of one message (a format can span several).
-func Lines(inv *Inventory, m Message) ([]string, error) {
-	in, err := printf.Message(m.Call, m.Func, inv.Prefix, inv.File, m.Format, 0, nil)
+// Lines generates the log lines of one message (a format can span several), with
+// the values a rule's source entry fixes for the same format, if one does: where a
+// conversion's meaning decides the fault (an Xid code, a device name), the rule
+// that cites the format says which value it is about.
+func Lines(e *rules.Engine, inv *Inventory, m Message) ([]string, error) {
+	prefix := inv.Prefix
+	if printf.DeviceCall(m.Call) {
+		prefix = inv.DevPrefix
+	}
+	in, err := printf.Message(m.Call, m.Func, prefix, inv.File, m.Format, 0, fixedArgs(e, inv, m))
 	if err != nil {
 		return nil, fmt.Errorf("%s:%d: %w", inv.File, m.Line, err)
 	}
 	return printf.Lines(in.Text), nil
 }
 
+// fixedArgs returns the args of the first rule source entry that cites the
+// message's project, file and format.
+func fixedArgs(e *rules.Engine, inv *Inventory, m Message) map[int]string {
+	for _, r := range e.Set().Rules {
+		for _, src := range r.Sources {
+			if src.Project == inv.Project && src.File == inv.File && src.Format == m.Format && len(src.Args) > 0 {
+				return src.Args
+			}
+		}
+	}
+	return nil
+}
+
 // Classify returns the rules (pack/id, in load order) that a line generated from
 // the message matches with an action other than none: the rules that cover it.
 func Classify(e *rules.Engine, inv *Inventory, m Message) ([]string, error) {
-	lines, err := Lines(inv, m)
+	lines, err := Lines(e, inv, m)
 	if err != nil {
 		return nil, err
 	}

@@ -69,11 +69,12 @@ func run(args []string) error {
 	if *all {
 		extract = sources.ExtractAll
 	}
-	prefix, msgs, err := extract(*file, src)
+	x, err := extract(*file, src)
 	if err != nil {
 		return err
 	}
-	inv := &sources.Inventory{Project: *project, Version: *version, File: *file, Source: rules.Source(*source), Prefix: prefix, Messages: msgs}
+	inv := &sources.Inventory{Project: *project, Version: *version, File: *file, Source: rules.Source(*source),
+		Prefix: x.Prefix, DevPrefix: x.DevPrefix, Messages: x.Messages}
 	if old, err := sources.ReadFile(*out); err == nil {
 		keepIgnores(inv, old)
 	}
