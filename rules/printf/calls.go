@@ -14,7 +14,7 @@ var (
 	plainCalls = words(`printk pr_emerg pr_alert pr_crit pr_err pr_warn pr_warning pr_notice pr_info
 		pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
 		pr_warn_once pr_info_once pr_notice_ratelimited pr_cont printk_ratelimited printk_once
-		nv_printf nvDbg_Printf portDbgPrintf ucs_log_fatal_error`)
+		nv_printf nvDbg_Printf portDbgPrintf ucs_log_fatal_error fprintf`)
 	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
 		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
 		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
@@ -114,6 +114,10 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		lvl := map[string]string{"ucs_error": "ERROR", "ucs_log": "ERROR", "ucs_warn": "WARN", "ucs_fatal": "FATAL", "ucs_diag": "DIAG"}[call]
 		base := file[strings.LastIndexByte(file, '/')+1:]
 		return fmt.Sprintf("[1732394000.%06d] [gpu-node-7:%-5d:%d] %17s:%-4d %-4s %-5s ", 123456+variant, 12345+variant, variant, base, 179+variant, "UCX", lvl), nil
+	case strings.HasPrefix(call, "ata_dev_"):
+		return "ata1.00: ", nil
+	case strings.HasPrefix(call, "ata_link_") || strings.HasPrefix(call, "ata_port_"):
+		return "ata1: ", nil
 	case call == "edac_printk":
 		return "EDAC MC: ", nil
 	case strings.HasPrefix(call, "edac_mc_"):

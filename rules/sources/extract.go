@@ -38,6 +38,7 @@ func init() {
 		xfs_emerg xfs_alert xfs_crit xfs_err`)
 	add(0, -1, `ucs_error ucs_fatal`)
 	add(2, -1, `xfs_alert_tag slave_err`)
+	add(1, -1, `ata_dev_err ata_link_err ata_port_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
 	add(2, 0, `NV_DEV_PRINTF sdev_printk scmd_printk shost_printk`)
 	add(2, 1, `edac_mc_printk`)
@@ -55,6 +56,7 @@ func init() {
 		mlx5_core_info mlx4_warn mlx4_info ibdev_warn ibdev_info ipoib_warn xfs_warn
 		xfs_notice xfs_info`)
 	lower(2, -1, `slave_warn slave_info`)
+	lower(1, -1, `ata_dev_warn ata_dev_info ata_link_warn ata_link_info ata_port_warn ata_port_info fprintf`)
 }
 
 // lowerLevels are the level arguments below error.
