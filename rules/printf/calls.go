@@ -102,6 +102,10 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 	case strings.HasPrefix(call, "ibdev_"):
 		return dev + " mlx5_0: ", nil
 	case call == "NV_PRINTF" || call == "NV_PRINTF_EX" || call == "NV_ERROR_LOG":
+		// RmMsgPrefix: "NVRM: ", then the GPU instance when known, then the function.
+		if variant%2 == 1 {
+			return "NVRM: GPU0 " + fn + ": ", nil
+		}
 		return "NVRM: " + fn + ": ", nil
 	case call == "NV_DEV_PRINTF" || call == "NV_DEV_PRINTF_STATUS":
 		return "NVRM: GPU 0000:3b:00.0: ", nil
