@@ -283,7 +283,9 @@ func pointer(ext string, big bool) string {
 		return pick(big, "-EIO", "-ETIMEDOUT")
 	case "D", "d":
 		return "data.bin"
-	case "E", "x", "hC", "hD", "hN", "hn", "b", "C", "N", "t", "Gp", "GPp", "Gg", "Gv":
+	case "x": // the raw address, as %lx would print it
+		return pick(big, "00007f3a1c2b4d10", "ffff8881f2b4c000")
+	case "E", "hC", "hD", "hN", "hn", "b", "C", "N", "t", "Gp", "GPp", "Gg", "Gv":
 		return "0x1f"
 	}
 	return pick(big, "00000000a1b2c3d4", "ffff8881f2b4c000")
