@@ -162,48 +162,51 @@ func quoteSpaces(n *yaml.Node) {
 }
 
 // Lines generates the log lines of one message (a format can span several), with
-// the values a rule's source entry fixes for the same format, if one does: where a
-// conversion's meaning decides the fault (an Xid code, a device name), the rule
-// that cites the format says which value it is about.
-func Lines(e *rules.Engine, inv *Inventory, m Message) ([]string, error) {
+// fixed values for some conversions (nil: all generated).
+func Lines(inv *Inventory, m Message, fixed map[int]string) ([]string, error) {
 	prefix := inv.Prefix
 	if printf.DeviceCall(m.Call) {
 		prefix = inv.DevPrefix
 	}
-	in, err := printf.Message(m.Call, m.Func, prefix, inv.File, m.Format, 0, fixedArgs(e, inv, m))
+	in, err := printf.Message(m.Call, m.Func, prefix, inv.File, m.Format, 0, fixed)
 	if err != nil {
 		return nil, fmt.Errorf("%s:%d: %w", inv.File, m.Line, err)
 	}
 	return printf.Lines(in.Text), nil
 }
 
-// fixedArgs returns the args of the first rule source entry that cites the
-// message's project, file and format.
-func fixedArgs(e *rules.Engine, inv *Inventory, m Message) map[int]string {
+// argSets returns the value sets to generate a message with: none fixed, then the
+// args of every rule source that cites the message's project, file and format.
+// Where a conversion's meaning decides the fault (an Xid code, a device name), the
+// rules that cite the format say which values they are about.
+func argSets(e *rules.Engine, inv *Inventory, m Message) []map[int]string {
+	sets := []map[int]string{nil}
 	for _, r := range e.Set().Rules {
 		for _, src := range r.Sources {
 			if src.Project == inv.Project && src.File == inv.File && src.Format == m.Format && len(src.Args) > 0 {
-				return src.Args
+				sets = append(sets, src.Args)
 			}
 		}
 	}
-	return nil
+	return sets
 }
 
 // Classify returns the rules (pack/id, in load order) that a line generated from
 // the message matches with an action other than none: the rules that cover it.
 func Classify(e *rules.Engine, inv *Inventory, m Message) ([]string, error) {
-	lines, err := Lines(e, inv, m)
-	if err != nil {
-		return nil, err
-	}
 	seen := map[*rules.Compiled]bool{}
 	var hits []rules.Hit
-	for _, l := range lines {
-		hits = e.Match(rules.Line{Text: l, Source: inv.Source}, hits[:0])
-		for _, h := range hits {
-			if !h.Companion && h.Rule.Action != rules.ActionNone {
-				seen[h.Rule] = true
+	for _, fixed := range argSets(e, inv, m) {
+		lines, err := Lines(inv, m, fixed)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lines {
+			hits = e.Match(rules.Line{Text: l, Source: inv.Source}, hits[:0])
+			for _, h := range hits {
+				if !h.Companion && h.Rule.Action != rules.ActionNone {
+					seen[h.Rule] = true
+				}
 			}
 		}
 	}
