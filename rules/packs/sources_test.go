@@ -2,6 +2,8 @@ package packs_test
 
 import (
 	"testing"
+
+	"github.com/faultline-dev/faultline/rules/packs"
 )
 
 // awaitingSources lists the default rules that do not cite a format string yet:
@@ -61,7 +63,10 @@ var awaitingSources = map[string]bool{
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
 // the program that prints its lines, unless it is awaiting one above.
 func TestDefaultRulesCiteSources(t *testing.T) {
-	e := defaultEngine(t)
+	e, err := packs.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]bool{}
 	for _, r := range e.Set().Rules {
 		name := r.String()
