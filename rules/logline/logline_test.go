@@ -29,6 +29,7 @@ var parseCases = []struct {
 	{"2024-01-02T03:04:05.123456789+00:00 stdout P partial", FormatCRI, OriginPod, "partial"},
 	{"[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x", FormatPlain, OriginUnknown, "[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x"},
 	{"kernel: NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", FormatPlain, OriginKernel, "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."},
+	{"Mar 21 21:43:00 kernel: NVRM: GPU0 _kgspProcessRpcEvent: x", FormatSyslog, OriginKernel, "NVRM: GPU0 _kgspProcessRpcEvent: x"},
 	{"RuntimeError: CUDA error: an illegal memory access was encountered", FormatPlain, OriginUnknown, "RuntimeError: CUDA error: an illegal memory access was encountered"},
 }
 

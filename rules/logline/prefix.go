@@ -121,6 +121,11 @@ func parseSyslog(s string, p *Parsed) (int, bool) {
 	if j == i {
 		return 0, false
 	}
+	if strings.HasPrefix(s[j:], "kernel:") {
+		// "Mar 21 21:43:00 kernel: ...": a line pasted without its host. A host field is
+		// never followed by a colon, so this is the program.
+		return finishSyslog(p, "", "kernel", ts, clock, s, j+len("kernel:")), true
+	}
 	hostEnd := nonSpaceRun(s, j)
 	if hostEnd == j {
 		return 0, false

@@ -18,8 +18,10 @@ var (
 	refDmesg   = regexp.MustCompile(`^\[\s*\d+\.\d*\](?:\[\s*[TC]\d+\])?\s?|^\[(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?|^\[[^\]]{1,12} \d\d:\d\d:\d\d \d{4}\]\s?`)
 	refConsole = regexp.MustCompile(`^<\d{1,3}>`)
 	refSyslog  = regexp.MustCompile(`^(?:\S{1,12}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+(\S+)\s+(?:(?:[A-Z]+)\s+)?([^\s:\[]+)(?:\[\d+\])?:\s?`)
-	refDecode  = regexp.MustCompile(`^[a-z]+\s*:[a-z]+\s*: `)
-	refISOTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
+	// A syslog line pasted without its host: "Mar 21 21:43:00 kernel: ...".
+	refSyslogNoHost = regexp.MustCompile(`^(?:\S{1,12}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+kernel:\s?`)
+	refDecode       = regexp.MustCompile(`^[a-z]+\s*:[a-z]+\s*: `)
+	refISOTime      = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
 )
 
 func refParse(raw string) Parsed {
@@ -43,7 +45,10 @@ func refParse(raw string) Parsed {
 		rest = rest[m[1]:]
 		p.Format, p.Origin = FormatDmesg, OriginKernel
 	}
-	if m := refSyslog.FindStringSubmatchIndex(rest); m != nil {
+	if m := refSyslogNoHost.FindStringIndex(rest); m != nil {
+		p.Format, p.Program, p.Origin = FormatSyslog, "kernel", OriginKernel
+		rest = rest[m[1]:]
+	} else if m := refSyslog.FindStringSubmatchIndex(rest); m != nil {
 		prog := rest[m[4]:m[5]]
 		p.Format, p.Program, p.Host = FormatSyslog, prog, rest[m[2]:m[3]]
 		if prog == "kernel" {
