@@ -1,9 +1,6 @@
 package rules
 
-import (
-	"math"
-	"sort"
-)
+import "math"
 
 // gramFilter finds which of a set of patterns a text contains (ASCII
 // case-insensitively), overlapping ones included; on the benign majority of lines,
@@ -91,7 +88,24 @@ func newGramFilter(patterns []string) *gramFilter {
 	for i := range f.entries {
 		f.entries[i].hash = gramHash(f.entries[i].g)
 	}
-	sort.SliceStable(f.entries, func(i, j int) bool { return f.entries[i].hash < f.entries[j].hash })
+	// Group the entries by hash, in the order they were added: a counting sort, with
+	// heads as the counters.
+	for _, e := range f.entries {
+		f.heads[e.hash]++
+	}
+	var end uint32
+	for h, n := range f.heads {
+		end += n
+		f.heads[h] = end
+	}
+	grouped := make([]gramEntry, len(f.entries))
+	for i := len(f.entries) - 1; i >= 0; i-- {
+		h := f.entries[i].hash
+		f.heads[h]--
+		grouped[f.heads[h]] = f.entries[i]
+	}
+	f.entries = grouped
+	clear(f.heads[:])
 	for i := len(f.entries) - 1; i >= 0; i-- {
 		h := f.entries[i].hash
 		f.bitmap[h/64] |= 1 << (h % 64)
