@@ -143,6 +143,15 @@ func TestDateMatchesTimeDate(t *testing.T) {
 			}
 		}
 	}
+	// Year 0 (syslog dates) has a table of its own: every day, and days past a
+	// month's end, which roll over.
+	for m := 1; m <= 12; m++ {
+		for d := 1; d <= 31; d++ {
+			if got, want := date(0, m, d, 1, 2, 3, 0, 0), time.Date(0, time.Month(m), d, 1, 2, 3, 0, time.UTC); !got.Equal(want) {
+				t.Fatalf("date(0000-%02d-%02d) = %v, want %v", m, d, got, want)
+			}
+		}
+	}
 	if got := date(0, 2, 29, 0, 0, 0, 0, 0); got.Month() != time.February || got.Day() != 29 {
 		t.Errorf("year 0 is a leap year: %v", got)
 	}

@@ -415,6 +415,22 @@ func date(y, mon, d, hh, mm, ss, ns, offset int) time.Time {
 // daysFromCivil counts the days from 1970-01-01 to a date of the proleptic Gregorian
 // calendar (a day past the month's end rolls over, as time.Date does).
 func daysFromCivil(y, m, d int) int64 {
+	if y == 0 && m >= 1 && m <= 12 {
+		return year0Days[m] + int64(d-1)
+	}
+	return civilDays(y, m, d)
+}
+
+// year0Days[m] is the first day of month m of year 0: syslog dates name no year, and
+// on every line of a syslog the divisions of civilDays would be a visible cost.
+var year0Days = func() (t [13]int64) {
+	for m := 1; m <= 12; m++ {
+		t[m] = civilDays(0, m, 1)
+	}
+	return t
+}()
+
+func civilDays(y, m, d int) int64 {
 	if m <= 2 {
 		y--
 	}
