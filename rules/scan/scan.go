@@ -231,15 +231,31 @@ func (s *Scanner) prepare(b []byte, truncated bool, l *line) {
 	}
 	l.hits = s.engine.Match(rules.Line{Text: l.p.Message, Source: src}, l.hits)
 	if len(l.hits) > 0 {
-		l.text = strings.Clone(l.text)
-		l.p = logline.Parse(l.text)
-		l.msg = l.p.Message
+		text := strings.Clone(l.text)
+		l.p.Message = rebase(l.p.Message, l.text, text)
+		l.p.Program = rebase(l.p.Program, l.text, text)
+		l.p.Host = rebase(l.p.Host, l.text, text)
+		l.text, l.msg = text, l.p.Message
 		for _, h := range l.hits {
 			for k, v := range h.Captures {
 				h.Captures[k] = strings.Clone(v)
 			}
 		}
 	}
+}
+
+// rebase returns the part of clone (a copy of orig) that sub is of orig, or a copy
+// of sub when it is no part of orig: the fields of a parsed line kept past the read
+// buffer's reuse, without parsing the line again.
+func rebase(sub, orig, clone string) string {
+	if sub == "" {
+		return ""
+	}
+	off := uintptr(unsafe.Pointer(unsafe.StringData(sub))) - uintptr(unsafe.Pointer(unsafe.StringData(orig)))
+	if off > uintptr(len(orig)) || uintptr(len(sub)) > uintptr(len(orig))-off {
+		return strings.Clone(sub)
+	}
+	return clone[off : off+uintptr(len(sub))]
 }
 
 // consumer is the in-order side of a scan: streams, clocks, correlation, output.
