@@ -413,10 +413,28 @@ func anchoredAtStart(expr string) bool {
 // indexFold returns the index of the first occurrence of the lower-case literal in
 // s, folding ASCII letters of s, or -1.
 func indexFold(s, lower string) int {
-	first := lower[0]
-	for i := 0; i+len(lower) <= len(s); i++ {
-		if fold[s[i]] == first && equalFold(s[i:i+len(lower)], lower) {
-			return i
+	// A byte of the literal that is no letter is the same in s: IndexByte
+	// (vectorised) finds the places to compare.
+	k := 0
+	for k < len(lower) && 'a' <= lower[k] && lower[k] <= 'z' {
+		k++
+	}
+	if k == len(lower) {
+		for i := 0; i+len(lower) <= len(s); i++ {
+			if fold[s[i]] == lower[0] && equalFold(s[i:i+len(lower)], lower) {
+				return i
+			}
+		}
+		return -1
+	}
+	for i := k; i < len(s); i++ {
+		j := strings.IndexByte(s[i:], lower[k])
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if start := i - k; start+len(lower) <= len(s) && equalFold(s[start:start+len(lower)], lower) {
+			return start
 		}
 	}
 	return -1

@@ -108,3 +108,25 @@ func TestMatchesNearIsMatchString(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexFold: the first place of a lower-case literal in a text, ASCII letters
+// folded, for literals with and without a byte that is no letter.
+func TestIndexFold(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	alphabet := "abkKLlinUPup :.é_"
+	for _, lit := range []string{"link is up", "link", "k:", ": l", "ééa"} {
+		for n := 0; n < 20000; n++ {
+			b := make([]byte, r.Intn(30))
+			for i := range b {
+				b[i] = alphabet[r.Intn(len(alphabet))]
+			}
+			s := string(b)
+			if r.Intn(3) == 0 {
+				s += strings.ToUpper(lit)
+			}
+			if got, want := indexFold(s, lit), strings.Index(lower(s), lit); got != want {
+				t.Fatalf("indexFold(%q, %q) = %d, want %d", s, lit, got, want)
+			}
+		}
+	}
+}
