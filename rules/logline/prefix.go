@@ -104,13 +104,13 @@ func decodePrefix(s string) int {
 // (also with fractional seconds and any month spelling) or "2024-04-29T14:55:41.1+02:00
 // host prog: " — and returns its length. An optional upper-case level may stand
 // between host and program.
-func parseSyslog(s string, p *Parsed) (int, bool) {
+func parseSyslog(s string, p *Parsed, pr *Parser) (int, bool) {
 	var (
 		ts    time.Time
 		clock Clock
 		i     int
 	)
-	if n, t, ok := syslogDate(s); ok {
+	if n, t, ok := pr.syslogDate(s); ok {
 		i, ts, clock = n, t, ClockWallNoYear
 	} else if t, n, _ := parseISO(s); n > 0 {
 		i, ts, clock = n, t, ClockWall

@@ -174,6 +174,7 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 	}
 	lr := lineReader{br: bufio.NewReaderSize(r, 256<<10)}
 	var l line
+	var pr logline.Parser
 	for {
 		if c.lineNo%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -187,7 +188,7 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 		if len(b) == 0 && err != nil {
 			return nil
 		}
-		s.prepare(b, lr.truncated, &l)
+		s.prepare(&pr, b, lr.truncated, &l)
 		if err := s.consume(c, &l); err != nil {
 			return err
 		}
@@ -211,7 +212,7 @@ type line struct {
 
 // prepare parses and matches one line in place; only a line with hits is copied,
 // with its captures.
-func (s *Scanner) prepare(b []byte, truncated bool, l *line) {
+func (s *Scanner) prepare(pr *logline.Parser, b []byte, truncated bool, l *line) {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
 		b = b[:len(b)-1]
 	}
@@ -220,7 +221,7 @@ func (s *Scanner) prepare(b []byte, truncated bool, l *line) {
 	}
 	l.text = unsafe.String(unsafe.SliceData(b), len(b))
 	l.truncated = truncated
-	l.p = logline.Parse(l.text)
+	l.p = pr.Parse(l.text)
 	l.hits, l.msg = l.hits[:0], ""
 	if l.p.Continuation {
 		return
