@@ -14,22 +14,25 @@ import "math"
 // them stands for the 256 windows it can be (the text's edges read as zero bytes).
 type gramFilter struct {
 	bitmap *[1 << gramBits / 64]uint64
-	// heads[h] is 1 + the index in entries of the first window hashing to h (0: none);
-	// entries are grouped by hash. A direct table: confirming is on the hot path for
-	// windows that common words share.
-	heads   *[1 << gramBits]uint32
+	// The entries of bucket b (the top bucketBits of their window's hash) are
+	// entries[buckets[b]:buckets[b+1]]. Confirming is on the hot path for windows
+	// that common words share; a table this small stays in the CPU's cache, where
+	// one indexed by the whole hash (a MiB) did not.
+	buckets *[1<<bucketBits + 1]uint32
 	entries []gramEntry
 }
 
 // gramEntry is one pattern behind a window: the window's bytes, and where the
 // window starts in the pattern (-1: one byte before it).
 type gramEntry struct {
-	hash    uint32
 	g       uint32
 	off     int
 	lit     string // lower-case
 	pattern int32  // index in the filter's patterns
 }
+
+// bucketBits is log2 of the number of buckets the entries are grouped in.
+const bucketBits = 12
 
 // wordPenalty is added to the score of a window of four letters, edgeSpacePenalty
 // for a space at either end and spacePenalty for one inside: four letters are most
@@ -59,7 +62,7 @@ func gramHash(g uint32) uint32 { return (g * 0x9E3779B1) >> (32 - gramBits) }
 
 // newGramFilter builds the filter for lower-case patterns of at least 3 bytes.
 func newGramFilter(patterns []string) *gramFilter {
-	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), heads: new([1 << gramBits]uint32)}
+	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), buckets: new([1<<bucketBits + 1]uint32)}
 	add := func(g uint32, off, i int) {
 		f.entries = append(f.entries, gramEntry{g: g, off: off, lit: patterns[i], pattern: int32(i)})
 	}
@@ -85,32 +88,25 @@ func newGramFilter(patterns []string) *gramFilter {
 			add(window(p, off+1), off+1, i)
 		}
 	}
+	// Group the entries by bucket, in the order they were added (a counting sort).
+	bucket := func(e *gramEntry) uint32 { return gramHash(e.g) >> (gramBits - bucketBits) }
 	for i := range f.entries {
-		f.entries[i].hash = gramHash(f.entries[i].g)
+		e := &f.entries[i]
+		h := gramHash(e.g)
+		f.bitmap[h/64] |= 1 << (h % 64)
+		f.buckets[bucket(e)+1]++
 	}
-	// Group the entries by hash, in the order they were added: a counting sort, with
-	// heads as the counters.
-	for _, e := range f.entries {
-		f.heads[e.hash]++
+	for b := 1; b < len(f.buckets); b++ {
+		f.buckets[b] += f.buckets[b-1]
 	}
-	var end uint32
-	for h, n := range f.heads {
-		end += n
-		f.heads[h] = end
-	}
+	next := *f.buckets
 	grouped := make([]gramEntry, len(f.entries))
-	for i := len(f.entries) - 1; i >= 0; i-- {
-		h := f.entries[i].hash
-		f.heads[h]--
-		grouped[f.heads[h]] = f.entries[i]
+	for i := range f.entries {
+		b := bucket(&f.entries[i])
+		grouped[next[b]] = f.entries[i]
+		next[b]++
 	}
 	f.entries = grouped
-	clear(f.heads[:])
-	for i := len(f.entries) - 1; i >= 0; i-- {
-		h := f.entries[i].hash
-		f.bitmap[h/64] |= 1 << (h % 64)
-		f.heads[h] = uint32(i + 1)
-	}
 	return f
 }
 
@@ -189,12 +185,9 @@ func (f *gramFilter) find(s string, found func(pattern int32)) bool {
 // confirm checks the patterns whose window g (hashing to h) starts at s[at]; at is
 // negative near the start of the text. It calls found for each pattern present.
 func (f *gramFilter) confirm(s string, at int, g, h uint32, found func(int32)) bool {
-	k := int(f.heads[h]) - 1
-	if k < 0 {
-		return false
-	}
+	b := h >> (gramBits - bucketBits)
 	ok := false
-	for ; k < len(f.entries) && f.entries[k].hash == h; k++ {
+	for k := f.buckets[b]; k < f.buckets[b+1]; k++ {
 		e := &f.entries[k]
 		if e.g != g {
 			continue
