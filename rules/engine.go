@@ -39,10 +39,13 @@ type Engine struct {
 	// musts[i] and companionMusts[i]: literal sets rule i's regexes need, checked
 	// before running them (see requiredLiteralSets).
 	musts, companionMusts [][][]string
-	groups                map[string]int
-	group                 []int // rule index -> exclusive group number, -1 for none
-	words                 int
-	pool                  sync.Pool
+	// windowLits[i]: the lower-case literals of rule i's companion when the engine
+	// may search from just before them (see matchesNear); nil when it may not.
+	windowLits [][]string
+	groups     map[string]int
+	group      []int // rule index -> exclusive group number, -1 for none
+	words      int
+	pool       sync.Pool
 }
 
 type target struct {
@@ -80,10 +83,17 @@ func NewEngine(set *Set) *Engine {
 	}
 	e.musts = make([][][]string, len(set.Rules))
 	e.companionMusts = make([][][]string, len(set.Rules))
+	e.windowLits = make([][]string, len(set.Rules))
 	for i, r := range set.Rules {
 		e.musts[i] = without(requiredLiteralSets(r.Regex.String()), r.Literals)
 		if r.Companion != nil {
 			e.companionMusts[i] = without(requiredLiteralSets(r.Companion.Regex.String()), r.Companion.Literals)
+			if re := r.Companion.Regex; !slices.ContainsFunc(re.SubexpNames(), func(n string) bool { return n != "" }) &&
+				!anchoredAtStart(re.String()) {
+				for _, l := range r.Companion.Literals {
+					e.windowLits[i] = append(e.windowLits[i], lower(l))
+				}
+			}
 		}
 		add(r.Literals, target{rule: int32(i)})
 		if r.Companion != nil {
@@ -209,7 +219,12 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 		}
 	}
 	if companion && r.Companion != nil && holdsAll(l.Text, e.companionMusts[i]) {
-		if m := r.Companion.Regex.FindStringSubmatchIndex(l.Text); m != nil {
+		if lits := e.windowLits[i]; lits != nil {
+			// No captures to report: whether it matches is all the hit needs.
+			if matchesNear(r.Companion.Regex, l.Text, lits) {
+				dst = append(dst, Hit{Rule: r, Captures: map[string]string{}, Companion: true})
+			}
+		} else if m := r.Companion.Regex.FindStringSubmatchIndex(l.Text); m != nil {
 			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, l.Text, m), Companion: true})
 		}
 	}

@@ -108,6 +108,13 @@ var faultKernel = []string{
 
 // writeKernLog writes about size bytes of a merged syslog kern.log of four GPU nodes:
 // mostly benign lines, one fault line in about 2000. Deterministic for a seed.
+//
+// The benign templates are drawn uniformly, so lines a healthy node prints only at
+// boot or on a link event ("NIC Link is Up", "nvidia-nvswitchN: open", "NVRM: GPU at
+// PCI:...") are a thirtieth of the log each, and about one line in ten holds some
+// rule's literal; in a real kern.log pod churn (veth, cni, audit) outnumbers them by
+// far. That makes the log harder on scan than a real one, not easier; it is kept so,
+// and the ratio stays comparable between changes.
 func writeKernLog(w io.Writer, size int64, seed int64) error {
 	r := rand.New(rand.NewSource(seed))
 	bw := bufio.NewWriterSize(w, 1<<20)

@@ -72,7 +72,37 @@ type Parsed struct {
 }
 
 // Parse splits a raw line. It never fails: an unknown shape is a plain message.
-func Parse(raw string) Parsed {
+func Parse(raw string) Parsed { return parse(raw, nil) }
+
+// Parser parses lines as Parse does, remembering the last syslog date it read:
+// consecutive lines of a syslog mostly share their second, and reading the date is
+// a visible share of parsing a line. A Parser is for one goroutine.
+type Parser struct {
+	date [64]byte // the text of the last syslog date read
+	n    int      // its length; 0: none
+	ts   time.Time
+}
+
+// Parse is Parse.
+func (pr *Parser) Parse(raw string) Parsed { return parse(raw, pr) }
+
+// syslogDate is the package's syslogDate, answered from the last date when s starts
+// with its text followed by a space (so no digit of the time or fraction differs).
+func (pr *Parser) syslogDate(s string) (int, time.Time, bool) {
+	if pr == nil {
+		return syslogDate(s)
+	}
+	if n := pr.n; n > 0 && n < len(s) && isSpace(s[n]) && string(pr.date[:n]) == s[:n] {
+		return n, pr.ts, true
+	}
+	n, ts, ok := syslogDate(s)
+	if ok && n <= len(pr.date) {
+		pr.n, pr.ts = copy(pr.date[:], s[:n]), ts
+	}
+	return n, ts, ok
+}
+
+func parse(raw string, pr *Parser) Parsed {
 	line := trimNewline(raw)
 	if len(line) > 0 && line[0] == ' ' && isDict(line) {
 		return Parsed{Format: FormatDict, Origin: OriginKernel, Continuation: true}
@@ -90,7 +120,7 @@ func Parse(raw string) Parsed {
 		rest = rest[n:]
 		p.Format, p.Origin = FormatDmesg, OriginKernel
 	}
-	if n, ok := parseSyslog(rest, &p); ok {
+	if n, ok := parseSyslog(rest, &p, pr); ok {
 		rest = rest[n:]
 	} else if r, ok := strings.CutPrefix(rest, "kernel: "); ok {
 		// A journal or syslog line pasted without its date and host.

@@ -144,7 +144,50 @@ func TestDateMatchesTimeDate(t *testing.T) {
 			}
 		}
 	}
+	// Year 0 (syslog dates) has a table of its own: every day, and days past a
+	// month's end, which roll over.
+	for m := 1; m <= 12; m++ {
+		for d := 1; d <= 31; d++ {
+			if got, want := date(0, m, d, 1, 2, 3, 0, 0), time.Date(0, time.Month(m), d, 1, 2, 3, 0, time.UTC); !got.Equal(want) {
+				t.Fatalf("date(0000-%02d-%02d) = %v, want %v", m, d, got, want)
+			}
+		}
+	}
 	if got := date(0, 2, 29, 0, 0, 0, 0, 0); got.Month() != time.February || got.Day() != 29 {
 		t.Errorf("year 0 is a leap year: %v", got)
+	}
+}
+
+// TestParserIsParse: a Parser, which reuses the last syslog date it read, parses
+// every line of a sequence as Parse does: repeated dates, dates that only grow a
+// fraction or a digit, other shapes between them.
+func TestParserIsParse(t *testing.T) {
+	lines := []string{
+		"Nov 23 00:00:01 gpu-001 kernel: [1.000001] a",
+		"Nov 23 00:00:01 gpu-002 kernel: [1.000002] b",
+		"Nov 23 00:00:01.5 gpu-002 kernel: c", // same text, then a fraction
+		"Nov 23 00:00:01.52 gpu-002 kernel: d",
+		"Nov 23 00:00:01.52 gpu-003 kernel: e",
+		"Nov 23 00:00:011 gpu-003 kernel: f", // one digit more: no syslog date
+		"Nov 23 00:00:01",                    // the date alone
+		"Nov 23 00:00:01\tgpu-004 kernel: g", // a tab after it
+		"Nov 23 00:00:02 gpu-001 kernel: h",
+		"Dec 31 23:59:59 gpu-001 kernel: i",
+		"Jan  1 00:00:00 gpu-001 kernel: j",
+		"Jan  1 00:00:00 gpu-001 kernel: j",
+		"janv.  1 00:00:00 gpu-001 kernel: k",
+		"Janvier 1 00:00:00 gpu-001 kernel: l",
+	}
+	for _, c := range parseCases {
+		lines = append(lines, c.raw, lines[0])
+	}
+	var pr Parser
+	for _, raw := range lines {
+		if got, want := pr.Parse(raw), Parse(raw); got != want {
+			t.Fatalf("Parser.Parse(%q) = %+v, Parse: %+v", raw, got, want)
+		}
+	}
+	if pr.n == 0 {
+		t.Fatal("the parser remembered no date: the test does not exercise it")
 	}
 }

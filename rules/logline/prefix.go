@@ -104,13 +104,13 @@ func decodePrefix(s string) int {
 // (also with fractional seconds and any month spelling) or "2024-04-29T14:55:41.1+02:00
 // host prog: " — and returns its length. An optional upper-case level may stand
 // between host and program.
-func parseSyslog(s string, p *Parsed) (int, bool) {
+func parseSyslog(s string, p *Parsed, pr *Parser) (int, bool) {
 	var (
 		ts    time.Time
 		clock Clock
 		i     int
 	)
-	if n, t, ok := syslogDate(s); ok {
+	if n, t, ok := pr.syslogDate(s); ok {
 		i, ts, clock = n, t, ClockWallNoYear
 	} else if t, n, _ := parseISO(s); n > 0 {
 		i, ts, clock = n, t, ClockWall
@@ -420,6 +420,22 @@ func date(y, mon, d, hh, mm, ss, ns, offset int) time.Time {
 // daysFromCivil counts the days from 1970-01-01 to a date of the proleptic Gregorian
 // calendar (a day past the month's end rolls over, as time.Date does).
 func daysFromCivil(y, m, d int) int64 {
+	if y == 0 && m >= 1 && m <= 12 {
+		return year0Days[m] + int64(d-1)
+	}
+	return civilDays(y, m, d)
+}
+
+// year0Days[m] is the first day of month m of year 0: syslog dates name no year, and
+// on every line of a syslog the divisions of civilDays would be a visible cost.
+var year0Days = func() (t [13]int64) {
+	for m := 1; m <= 12; m++ {
+		t[m] = civilDays(0, m, 1)
+	}
+	return t
+}()
+
+func civilDays(y, m, d int) int64 {
 	if m <= 2 {
 		y--
 	}

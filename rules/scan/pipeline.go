@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/faultline-dev/faultline/rules/logline"
 )
 
 // chunkSize is how much of the input one worker parses and matches at a time.
@@ -63,8 +65,9 @@ func (s *Scanner) scanParallel(ctx context.Context, r io.Reader, c *consumer, wo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var pr logline.Parser // one per goroutine
 			for ch := range jobs {
-				s.prepareChunk(ch)
+				s.prepareChunk(ch, &pr)
 				close(ch.done)
 			}
 		}()
@@ -96,7 +99,7 @@ func (s *Scanner) scanParallel(ctx context.Context, r io.Reader, c *consumer, wo
 }
 
 // prepareChunk splits a chunk into lines and parses and matches each.
-func (s *Scanner) prepareChunk(ch *chunk) {
+func (s *Scanner) prepareChunk(ch *chunk, pr *logline.Parser) {
 	n := 0
 	next := func() *line {
 		if n == len(ch.lines) {
@@ -106,14 +109,14 @@ func (s *Scanner) prepareChunk(ch *chunk) {
 		return &ch.lines[n-1]
 	}
 	if ch.cut {
-		s.prepare(ch.buf, true, next())
+		s.prepare(pr, ch.buf, true, next())
 	} else {
 		for b := ch.buf; len(b) > 0; {
 			end := bytes.IndexByte(b, '\n') + 1
 			if end == 0 {
 				end = len(b)
 			}
-			s.prepare(b[:end], false, next())
+			s.prepare(pr, b[:end], false, next())
 			b = b[end:]
 		}
 	}

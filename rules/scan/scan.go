@@ -174,6 +174,7 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 	}
 	lr := lineReader{br: bufio.NewReaderSize(r, 256<<10)}
 	var l line
+	var pr logline.Parser
 	for {
 		if c.lineNo%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -187,7 +188,7 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 		if len(b) == 0 && err != nil {
 			return nil
 		}
-		s.prepare(b, lr.truncated, &l)
+		s.prepare(&pr, b, lr.truncated, &l)
 		if err := s.consume(c, &l); err != nil {
 			return err
 		}
@@ -211,7 +212,7 @@ type line struct {
 
 // prepare parses and matches one line in place; only a line with hits is copied,
 // with its captures.
-func (s *Scanner) prepare(b []byte, truncated bool, l *line) {
+func (s *Scanner) prepare(pr *logline.Parser, b []byte, truncated bool, l *line) {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
 		b = b[:len(b)-1]
 	}
@@ -220,7 +221,7 @@ func (s *Scanner) prepare(b []byte, truncated bool, l *line) {
 	}
 	l.text = unsafe.String(unsafe.SliceData(b), len(b))
 	l.truncated = truncated
-	l.p = logline.Parse(l.text)
+	l.p = pr.Parse(l.text)
 	l.hits, l.msg = l.hits[:0], ""
 	if l.p.Continuation {
 		return
@@ -231,15 +232,31 @@ func (s *Scanner) prepare(b []byte, truncated bool, l *line) {
 	}
 	l.hits = s.engine.Match(rules.Line{Text: l.p.Message, Source: src}, l.hits)
 	if len(l.hits) > 0 {
-		l.text = strings.Clone(l.text)
-		l.p = logline.Parse(l.text)
-		l.msg = l.p.Message
+		text := strings.Clone(l.text)
+		l.p.Message = rebase(l.p.Message, l.text, text)
+		l.p.Program = rebase(l.p.Program, l.text, text)
+		l.p.Host = rebase(l.p.Host, l.text, text)
+		l.text, l.msg = text, l.p.Message
 		for _, h := range l.hits {
 			for k, v := range h.Captures {
 				h.Captures[k] = strings.Clone(v)
 			}
 		}
 	}
+}
+
+// rebase returns the part of clone (a copy of orig) that sub is of orig, or a copy
+// of sub when it is no part of orig: the fields of a parsed line kept past the read
+// buffer's reuse, without parsing the line again.
+func rebase(sub, orig, clone string) string {
+	if sub == "" {
+		return ""
+	}
+	off := uintptr(unsafe.Pointer(unsafe.StringData(sub))) - uintptr(unsafe.Pointer(unsafe.StringData(orig)))
+	if off > uintptr(len(orig)) || uintptr(len(sub)) > uintptr(len(orig))-off {
+		return strings.Clone(sub)
+	}
+	return clone[off : off+uintptr(len(sub))]
 }
 
 // consumer is the in-order side of a scan: streams, clocks, correlation, output.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/faultline-dev/faultline/rules"
 )
@@ -367,4 +368,30 @@ func TestParallelScanStopsOnError(t *testing.T) {
 	if err := New(testEngine(t), Options{Workers: 3}).Scan(ctx, strings.NewReader(bigInput()), func(Match) error { return nil }); err == nil {
 		t.Error("a cancelled scan returned no error")
 	}
+}
+
+// TestRebase: the fields of a line with hits move onto the line's copy; a string
+// that is no part of the line is copied.
+func TestRebase(t *testing.T) {
+	buf := []byte("Nov 23 00:00:01 gpu-001 kernel: [1.0] eno1: Link up")
+	orig := string(buf)
+	clone := strings.Clone(orig)
+	for _, sub := range []string{orig[16:23], orig[len(orig)-8:], orig, orig[:0]} {
+		got := rebase(sub, orig, clone)
+		if got != sub {
+			t.Fatalf("rebase(%q) = %q", sub, got)
+		}
+		if sub != "" && !inside(got, clone) {
+			t.Fatalf("rebase(%q) is not part of the copy", sub)
+		}
+	}
+	other := strings.Clone("gpu-001")
+	if got := rebase(other, orig, clone); got != other || inside(got, clone) || inside(got, other) {
+		t.Fatalf("rebase of a foreign string: %q, want a copy of its own", got)
+	}
+}
+
+func inside(sub, s string) bool {
+	p, q := uintptr(unsafe.Pointer(unsafe.StringData(sub))), uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	return p >= q && p+uintptr(len(sub)) <= q+uintptr(len(s))
 }
