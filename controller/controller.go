@@ -26,6 +26,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/match"
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -277,10 +278,9 @@ func (c *Controller) savePosition(ctx context.Context, src *lokisource.Source) {
 // process runs one line through match → decide → act.
 func (c *Controller) process(ctx context.Context, stage *match.Stage, e lokisource.Entry) {
 	c.m.lines.WithLabelValues(e.Query).Inc()
-	src := rules.Source("")
-	if q := rules.Source(e.Query); q == rules.SourceKernel || q == rules.SourcePod {
-		src = q
-	}
+	// The stream says what produced the line; the query that read it only narrowed
+	// the filter.
+	src := rules.Source(e.Labels[logstream.LabelSource])
 	res := stage.Process(match.Entry{Node: e.Node, Source: src, Stream: e.Stream, Labels: e.Labels, Time: e.Time, Line: e.Line})
 	if e.Node == "" {
 		c.m.noNode.Inc()
@@ -288,7 +288,7 @@ func (c *Controller) process(ctx context.Context, stage *match.Stage, e lokisour
 	for _, o := range res.Matches {
 		c.m.matches.WithLabelValues(o.Rule.String(), string(o.Rule.Severity)).Inc()
 		c.mu.Lock()
-		c.lastMatch[e.Node+"/"+o.Rule.String()] = e.Time
+		c.lastMatch[fault.Key(e.Node, o.Rule.Pack, o.Rule.ID)] = e.Time
 		c.mu.Unlock()
 	}
 	for _, f := range res.Faults {
@@ -416,7 +416,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 				continue
 			}
 			c.mu.Lock()
-			last := c.lastMatch[nf.Node+"/"+ev.ID()]
+			last := c.lastMatch[fault.Key(nf.Node, ev.Pack, ev.Rule)]
 			c.mu.Unlock()
 			if last.Before(ev.Time) {
 				last = ev.Time
@@ -484,12 +484,7 @@ func (c *Controller) kick() {
 
 // rule finds the loaded rule of an evidence entry (nil if the packs no longer have it).
 func (c *Controller) rule(ev fault.Evidence) *rules.Compiled {
-	for _, r := range c.packs.Engine().Set().Rules {
-		if r.Pack == ev.Pack && r.ID == ev.Rule {
-			return r
-		}
-	}
-	return nil
+	return c.packs.Engine().Set().Rule(ev.Pack, ev.Rule)
 }
 
 // Untaint removes faultline's taint(s) from a node (rule "" or "*": all) — the API

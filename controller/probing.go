@@ -297,7 +297,7 @@ func judge(run probes.Run) (failed, timedOut bool, summary string) {
 // recoveryProbes starts the recovery probes of a tainted fault whose policy waits
 // only for them, at most every RecoverEvery; it returns when they last passed.
 func (c *Controller) recoveryProbes(ctx context.Context, a decide.ActiveFault, boot string, last, now time.Time) time.Time {
-	key := a.Node + "/" + a.Evidence.ID()
+	key := fault.Key(a.Node, a.Evidence.Pack, a.Evidence.Rule)
 	c.ps.mu.Lock()
 	passed, started := c.ps.passed[key], c.ps.recovering[key]
 	c.ps.mu.Unlock()

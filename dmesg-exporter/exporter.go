@@ -246,12 +246,12 @@ func (e *Exporter) readKernel(ctx context.Context) error {
 			}
 			return err
 		}
-		e.m.read.WithLabelValues("kernel").Inc()
+		e.m.read.WithLabelValues(ship.SourceKernel).Inc()
 		if rec.Facility != kmsg.FacilityKern && !e.cfg.AllFacilities {
 			continue
 		}
 		it := Item{Rec: ship.Record{
-			Time: rec.Time, Body: rec.Message, Source: "kernel", Node: e.cfg.Node,
+			Time: rec.Time, Body: rec.Message, Source: ship.SourceKernel, Node: e.cfg.Node,
 			Seq: rec.Seq, BootID: e.bootID, Level: int(rec.Level), Facility: int(rec.Facility),
 		}}
 		if rec.LastSeq > rec.Seq {
@@ -267,12 +267,12 @@ func (e *Exporter) readKernel(ctx context.Context) error {
 // acknowledged.
 func (e *Exporter) readPods(ctx context.Context) error {
 	return e.pods.RunFunc(ctx, func(ctx context.Context, en podlogs.Entry) error {
-		e.m.read.WithLabelValues("pod").Inc()
+		e.m.read.WithLabelValues(ship.SourcePod).Inc()
 		if en.Truncated {
 			e.m.dropped.WithLabelValues("truncated").Inc()
 		}
 		it := Item{
-			Rec: ship.Record{Time: en.Time, Body: en.Message, Source: "pod", Node: e.cfg.Node,
+			Rec: ship.Record{Time: en.Time, Body: en.Message, Source: ship.SourcePod, Node: e.cfg.Node,
 				Namespace: en.Namespace, Pod: en.Pod, Container: en.Container, Stream: string(en.Stream)},
 			Pod: &PodAck{Path: en.Path, Inode: en.Inode, Offset: en.Offset},
 		}
@@ -410,7 +410,7 @@ func (e *Exporter) commit(batch []Item) error {
 			pods = append(pods, *it.Pod)
 			continue
 		}
-		if it.Rec.Source == "kernel" {
+		if it.Rec.Source == ship.SourceKernel {
 			lastSeq, haveSeq = it.Rec.Seq, true
 		}
 	}

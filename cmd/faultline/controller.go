@@ -25,6 +25,7 @@ import (
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // kubeClient builds a client from --kubeconfig, $KUBECONFIG or the in-cluster config.
@@ -114,7 +115,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			}
 			cfg.Packs.Defaults = !noDefaults
 			cfg.Decide.RuleBudgets = ruleBudget
-			cfg.Selectors = lokisource.Selectors{"kernel": kernelSel, "pod": podSel}
+			cfg.Selectors = lokisource.Selectors{logstream.SourceKernel: kernelSel, logstream.SourcePod: podSel}
 			cfg.Act.Instance = cfg.Identity
 			if pw := os.Getenv("LOKI_PASSWORD"); pw != "" {
 				cfg.Loki.Password = pw
@@ -156,7 +157,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&cfg.Loki.TLS.CertFile, "loki-cert-file", "", "client certificate for Loki")
 	f.StringVar(&cfg.Loki.TLS.KeyFile, "loki-key-file", "", "client key for Loki")
 	f.BoolVar(&cfg.Loki.TLS.InsecureSkipVerify, "loki-insecure-skip-verify", false, "do not verify Loki's certificate")
-	f.StringVar(&cfg.Loki.NodeLabel, "node-label", "node", "label (or structured metadata) holding the node name")
+	f.StringVar(&cfg.Loki.NodeLabel, "node-label", logstream.LabelNode, "label (or structured metadata) holding the node name")
 	f.StringVar(&kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")
 	f.StringVar(&podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
 	f.BoolVar(&cfg.Act.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")

@@ -31,8 +31,12 @@ type Line struct {
 	Text string    `json:"text"`
 }
 
-// Key identifies a fault for idempotence: one rule on one node.
-func (f Fault) Key() string { return f.Node + "/" + f.Rule.Pack + "/" + f.Rule.ID }
+// Key identifies a fault: one rule of one pack on one node. It is the one key of
+// every per-fault map of the controller.
+func Key(node, pack, rule string) string { return node + "/" + pack + "/" + rule }
+
+// Key identifies the fault for idempotence: see the function Key.
+func (f Fault) Key() string { return Key(f.Node, f.Rule.Pack, f.Rule.ID) }
 
 // Annotation keys and label names faultline uses on Nodes.
 const (

@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // Config configures a Source. Only URL and Queries are required.
@@ -199,7 +201,7 @@ func New(cfg Config) (*Source, error) {
 		return nil, err
 	}
 	if cfg.NodeLabel == "" {
-		cfg.NodeLabel = "node"
+		cfg.NodeLabel = logstream.LabelNode
 	}
 	if cfg.PageLimit <= 0 {
 		cfg.PageLimit = 1000

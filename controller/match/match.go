@@ -80,26 +80,12 @@ func (s *Stage) Process(e Entry) Result {
 	}
 	// Forget windows nobody can complete any more, now and then.
 	if e.Time.Sub(s.lastPrune) > time.Minute {
-		s.corr.Prune(e.Time, s.horizon(eng))
+		s.corr.Prune(e.Time, max(minHorizon, eng.Set().Horizon()))
 		s.lastPrune = e.Time
 	}
 	return res
 }
 
-// horizon is the longest window or companion duration of the active rules: state
-// older than that cannot matter.
-func (s *Stage) horizon(e *rules.Engine) time.Duration {
-	h := 10 * time.Minute
-	for _, r := range e.Set().Rules {
-		if w := r.Threshold.Window.D(); w > h {
-			h = w
-		}
-		if r.Cooldown > h {
-			h = r.Cooldown
-		}
-		if r.Companion != nil && r.Companion.Duration > h {
-			h = r.Companion.Duration
-		}
-	}
-	return h
-}
+// minHorizon keeps correlation state at least this long even when every rule looks
+// back less (a reload may bring longer windows).
+const minHorizon = 10 * time.Minute
