@@ -220,7 +220,7 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	go func() { defer wg.Done(); c.saveLoop(pctx, src) }()
 	go func() { defer wg.Done(); c.reconcileLoop(pctx) }()
 	go func() { defer wg.Done(); c.scheduleLoop(pctx) }()
-	err = src.Run(pctx, from, func(e lokisource.Entry) error {
+	err = src.Run(pctx, from, func(e logstream.Line) error {
 		c.process(pctx, stage, e)
 		return nil
 	})
@@ -276,12 +276,9 @@ func (c *Controller) savePosition(ctx context.Context, src *lokisource.Source) {
 }
 
 // process runs one line through match → decide → act.
-func (c *Controller) process(ctx context.Context, stage *match.Stage, e lokisource.Entry) {
+func (c *Controller) process(ctx context.Context, stage *match.Stage, e logstream.Line) {
 	c.m.lines.WithLabelValues(e.Query).Inc()
-	// The stream says what produced the line; the query that read it only narrowed
-	// the filter.
-	src := rules.Source(e.Labels[logstream.LabelSource])
-	res := stage.Process(match.Entry{Node: e.Node, Source: src, Stream: e.Stream, Labels: e.Labels, Time: e.Time, Line: e.Line})
+	res := stage.Process(e)
 	if e.Node == "" {
 		c.m.noNode.Inc()
 	}
@@ -304,13 +301,7 @@ func (c *Controller) process(ctx context.Context, stage *match.Stage, e lokisour
 	}
 }
 
-func (c *Controller) facts() (decide.NodeFacts, error) {
-	f, err := c.actor.Facts()
-	if err != nil {
-		return decide.NodeFacts{}, err
-	}
-	return decide.NodeFacts{Eligible: f.Eligible, Tainted: f.Tainted, OptedOut: f.OptedOut}, nil
-}
+func (c *Controller) facts() (decide.NodeFacts, error) { return c.actor.Facts() }
 
 // apply carries a decision out and reports it (Event, metric, log).
 func (c *Controller) apply(ctx context.Context, d decide.Decision) {

@@ -15,6 +15,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // LabelHealth is the node label with the latest probe verdict.
@@ -255,7 +256,7 @@ func (c *Controller) confirm(ctx context.Context, f fault.Fault) {
 	}
 	if failed || timedOut {
 		// The probe verdict joins the log lines as evidence on the node.
-		f.Evidence = append(f.Evidence, fault.Line{Time: time.Now(), Text: "probe: " + summary})
+		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
 	}
 	next := c.decider.DecideProbeResult(f, failed, timedOut, facts)
 	c.log.Info("probe confirmation", "node", f.Node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut,

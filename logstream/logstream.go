@@ -6,6 +6,8 @@
 // rename is one edit that every side sees.
 package logstream
 
+import "time"
+
 // Loki stream (index) labels the exporter writes when it pushes to Loki directly.
 // With Loki's OTLP ingestion the same values arrive as structured metadata (or
 // promoted labels) under the OTLP attribute names below.
@@ -61,3 +63,23 @@ const (
 	AttrKmsgLevel    = "kmsg.level"    // int, the syslog level 0-7 the severity is derived from
 	AttrLogIOStream  = "log.iostream"  // stdout or stderr
 )
+
+// Line is one log line as the controller reads it back from Loki. The same value
+// travels from the Loki source through matching and correlation into a fault's
+// evidence; only its time and text are recorded as evidence (the JSON form).
+type Line struct {
+	Time time.Time `json:"time"`
+	Text string    `json:"text"`
+
+	// Node is the value of the node label (or metadata); "" when absent.
+	Node string `json:"-"`
+	// Source is the value of LabelSource; "" when the stream does not say.
+	Source string `json:"-"`
+	// Stream is the canonical form of the stream's index labels, {a="1", b="2"}.
+	Stream string `json:"-"`
+	// Labels are the index labels and the entry's structured metadata (an index
+	// label wins over metadata of the same name). Read-only.
+	Labels map[string]string `json:"-"`
+	// Query names the query that read the line (for metrics only).
+	Query string `json:"-"`
+}

@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 )
 
@@ -374,28 +375,16 @@ func (a *Actor) EligibleNodes() (int, error) {
 	return c, nil
 }
 
-// Facts is what the cache says about the fleet for the decide stage (fields as in
-// its NodeFacts).
-type Facts struct {
-	// Eligible counts the nodes not opted out.
-	Eligible int
-	// Tainted maps each node carrying a taint some recorded fault asks for to the
-	// pack/rule of those faults.
-	Tainted map[string][]string
-	// OptedOut holds the nodes labelled fault.LabelOptOut=true.
-	OptedOut map[string]bool
-}
-
-// Facts reads the fleet's state from the cache.
-func (a *Actor) Facts() (Facts, error) {
+// Facts reads the fleet's state for the decide stage from the cache.
+func (a *Actor) Facts() (decide.NodeFacts, error) {
 	if err := a.ready(); err != nil {
-		return Facts{}, err
+		return decide.NodeFacts{}, err
 	}
 	nodes, err := a.nodes.List(labels.Everything())
 	if err != nil {
-		return Facts{}, err
+		return decide.NodeFacts{}, err
 	}
-	f := Facts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
+	f := decide.NodeFacts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
 	for _, n := range nodes {
 		if OptedOut(n) {
 			f.OptedOut[n.Name] = true

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -68,7 +69,7 @@ func rule(pack, id, key, value string) *rules.Compiled {
 func xidFault(node string, r *rules.Compiled, at time.Time) fault.Fault {
 	line := "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 	return fault.Fault{Node: node, Rule: r, Captures: map[string]string{"xid": "79", "pci": "0000:3b:00"},
-		Count: 1, Time: at, Evidence: []fault.Line{{Time: at, Text: line}}}
+		Count: 1, Time: at, Evidence: []logstream.Line{{Time: at, Text: line}}}
 }
 
 func createNodes(t *testing.T, cs kubernetes.Interface, names ...string) {
@@ -648,7 +649,7 @@ func TestActor(t *testing.T) {
 			f := xidFault("big-1", r, t0.Add(time.Duration(i)*time.Second))
 			f.Evidence = nil
 			for j := 0; j < 40; j++ {
-				f.Evidence = append(f.Evidence, fault.Line{Time: f.Time, Text: fmt.Sprintf("line %d %s", j, strings.Repeat("x", 4000))})
+				f.Evidence = append(f.Evidence, logstream.Line{Time: f.Time, Text: fmt.Sprintf("line %d %s", j, strings.Repeat("x", 4000))})
 			}
 			if err := a.Taint(ctx, f, ""); err != nil {
 				t.Fatal(err)

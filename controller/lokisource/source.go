@@ -126,21 +126,6 @@ type Backoff struct {
 	Max     time.Duration // default 30s
 }
 
-// Entry is one log line read from Loki.
-type Entry struct {
-	// Query is the name of the query that read the line (kernel, pod, ...).
-	Query string
-	// Stream is the canonical form of the stream's index labels, {a="1", b="2"}.
-	Stream string
-	// Labels are the index labels and the entry's structured metadata (an index
-	// label wins over metadata of the same name). Read-only.
-	Labels map[string]string
-	// Node is the value of the NodeLabel label ("" if absent).
-	Node string
-	Time time.Time
-	Line string
-}
-
 // Source follows Loki queries. Its methods are safe for concurrent use.
 type Source struct {
 	cfg    Config
@@ -169,7 +154,7 @@ type queryState struct {
 type running struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
-	emit    func(Entry) error
+	emit    func(logstream.Line) error
 	wg      sync.WaitGroup
 	runners map[string]*runner
 
@@ -357,7 +342,7 @@ func (s *Source) Checkpoint() Checkpoint {
 // fails, or an error Loki cannot recover from (a query it rejects with 400 Bad
 // Request); it retries every other failure with backoff. Use StartAt(t) to begin
 // every query at t; the zero Checkpoint begins at the current time.
-func (s *Source) Run(ctx context.Context, from Checkpoint, emit func(Entry) error) error {
+func (s *Source) Run(ctx context.Context, from Checkpoint, emit func(logstream.Line) error) error {
 	s.mu.Lock()
 	if s.run != nil {
 		s.mu.Unlock()
@@ -462,7 +447,7 @@ const (
 )
 
 // follow runs catch-up and tail cycles for one query until ctx ends or a fatal error.
-func (s *Source) follow(ctx context.Context, q Query, st *queryState, emit func(Entry) error) error {
+func (s *Source) follow(ctx context.Context, q Query, st *queryState, emit func(logstream.Line) error) error {
 	log := s.log.With("query", q.Name)
 	bo := backoff{cfg: s.cfg.Backoff}
 	dropFrom := noDrop
@@ -524,7 +509,7 @@ func isClose(err error) bool {
 }
 
 // session is one catch-up, tail, catch-up, stream cycle.
-func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(Entry) error) outcome {
+func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(logstream.Line) error) outcome {
 	if err := s.catchUp(ctx, log, q, st, from, emit); err != nil {
 		return outcome{err: err}
 	}
@@ -603,7 +588,7 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 }
 
 // catchUp emits the entries from from (inclusive) to now, page by page.
-func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(Entry) error) error {
+func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(logstream.Line) error) error {
 	t0 := time.Now()
 	if s.cfg.MaxCatchUp > 0 {
 		if limit := t0.Add(-s.cfg.MaxCatchUp).UnixNano(); from < limit {
@@ -639,7 +624,7 @@ func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *que
 }
 
 // deliver emits the entries not emitted before, in order.
-func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entry, emit func(Entry) error) error {
+func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entry, emit func(logstream.Line) error) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -682,7 +667,7 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 	return nil
 }
 
-func (s *Source) toEntry(q Query, e entry) Entry {
+func (s *Source) toEntry(q Query, e entry) logstream.Line {
 	labels := e.labels
 	if len(e.meta) > 0 {
 		labels = make(map[string]string, len(e.labels)+len(e.meta))
@@ -693,7 +678,8 @@ func (s *Source) toEntry(q Query, e entry) Entry {
 			labels[k] = v
 		}
 	}
-	return Entry{Query: q.Name, Stream: e.stream, Labels: labels, Node: labels[s.cfg.NodeLabel], Time: time.Unix(0, e.ts), Line: e.line}
+	return logstream.Line{Query: q.Name, Stream: e.stream, Labels: labels, Node: labels[s.cfg.NodeLabel],
+		Source: labels[logstream.LabelSource], Time: time.Unix(0, e.ts), Text: e.line}
 }
 
 // tailReader reads tail messages from a websocket into msgs, which it closes at the

@@ -19,6 +19,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/leader"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -97,7 +98,7 @@ func TestControllerRBAC(t *testing.T) {
 			Taint: rules.Taint{Key: rules.DefaultTaintKey, Value: "xid-gpu-lost", Effect: "NoSchedule"}, Recover: rules.Recover{OnReboot: true}}
 		now := time.Now().UTC()
 		f := fault.Fault{Node: "gpu-3", Rule: r, Count: 1, Time: now,
-			Evidence: []fault.Line{{Time: now, Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}}}
+			Evidence: []logstream.Line{{Time: now, Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}}}
 		boot := must(a.BootID("gpu-3")).get(t)
 		res := must(a.TaintNode(ctx, f, boot)).get(t)
 		if len(res.Added) != 1 || !res.Condition {
