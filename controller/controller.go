@@ -24,6 +24,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/leader"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/match"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/probes"
 	"github.com/faultline-dev/faultline/logstream"
@@ -62,6 +63,10 @@ type Config struct {
 	// would stall the pipeline behind the client's rate limit.
 	EvidenceRefresh time.Duration
 
+	// Records configures the NodeFault records (retention, Grafana link); the
+	// owner is Identity.
+	Records nodefault.Options
+
 	Metrics *Metrics
 	Log     *slog.Logger
 }
@@ -75,6 +80,7 @@ type Controller struct {
 	decider *decide.Decider
 	packs   *packwatch.Watcher
 	store   *checkpoint.Store
+	records *nodefault.Store
 
 	mu        sync.Mutex
 	src       *lokisource.Source // while leading
@@ -82,7 +88,8 @@ type Controller struct {
 	leading   bool
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
 	ready     bool
-	refreshed map[string]time.Time // fault key → last evidence write for an already-tainted node
+	refreshed map[string]time.Time     // fault key → last evidence write for an already-tainted node
+	recorded  map[string]recordedPhase // fault key → phase last written to its NodeFault
 
 	dispatcher *probes.Dispatcher // nil when probes are off
 	ps         *probeState
@@ -129,7 +136,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, ps: newProbeState(), kickCh: make(chan struct{}, 1)}
+		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, ps: newProbeState(), kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	cfg.Act.DryRun = cfg.Act.DryRun || cfg.Decide.DryRun
@@ -147,6 +154,14 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: rule packs: %w", err)
 	}
 	c.store = checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName)
+	rc := cfg.Records
+	rc.Owner = cfg.Identity
+	if rc.NodeLabel == "" {
+		rc.NodeLabel = cfg.Loki.NodeLabel
+	}
+	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
+		return nil, err
+	}
 	if err := c.newDispatcher(c.life); err != nil {
 		return nil, fmt.Errorf("controller: probes: %w", err)
 	}
@@ -212,6 +227,8 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		c.src, c.leading = nil, false
 		c.mu.Unlock()
 	}()
+	// Faults the previous leader held wait here too, in their order.
+	c.resumeHeld(ctx)
 	stage := match.New(c.packs.Engine)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -309,6 +326,11 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 	kind := string(d.Kind)
 	result := "ok"
 	defer func() { c.m.decisions.WithLabelValues(kind, result).Inc() }()
+	defer func() {
+		if result == "ok" {
+			c.recordDecision(ctx, d, d.Message)
+		}
+	}()
 	switch d.Kind {
 	case decide.KindTaint, decide.KindAlreadyTainted:
 		if d.Kind == decide.KindAlreadyTainted && !c.refreshDue(f.Key()) {
@@ -423,6 +445,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 				continue
 			}
 			c.decider.Untainted(nf.Node, ev.ID())
+			c.resolved(ctx, nf.Node, []string{ev.ID()}, "recovered: "+why)
 			c.m.decisions.WithLabelValues("untaint", "ok").Inc()
 			c.log.Info("recovered", "node", nf.Node, "rule", ev.ID(), "why", why)
 		}
@@ -446,6 +469,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	for _, d := range c.decider.Release(facts) {
 		c.apply(ctx, d)
 	}
+	c.collectResolved(ctx)
 	c.updateGauges()
 }
 
@@ -489,6 +513,7 @@ func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result
 		return res, err
 	}
 	c.decider.Untainted(node)
+	c.resolved(ctx, node, res.Cleared, "untainted by request")
 	c.m.decisions.WithLabelValues("untaint", "ok").Inc()
 	c.updateGauges()
 	return res, nil

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -48,6 +49,7 @@ func newCluster(t *testing.T, nodes ...string) *cluster {
 func newClusterWith(t *testing.T, o testenv.Options, nodes ...string) *cluster {
 	t.Helper()
 	env := testenv.Start(t, o)
+	env.InstallCRD(t, v1alpha1.CRDYAML)
 	c := &cluster{t: t, env: env, cs: env.Clientset(), loki: env.LokiURL()}
 	ctx := context.Background()
 	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

@@ -15,10 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/leader"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -68,6 +70,7 @@ func (r result[T]) get(t *testing.T) T {
 // permission is needed and that what the controller must not do is denied.
 func TestControllerRBAC(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	env.InstallCRD(t, v1alpha1.CRDYAML)
 	admin := env.Clientset()
 	ctx := context.Background()
 
@@ -191,6 +194,7 @@ func TestControllerRBAC(t *testing.T) {
 		}, metav1.CreateOptions{})).get(t)
 		must(admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fx.lease}}, metav1.CreateOptions{})).get(t)
 		must(admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fx.cm}}, metav1.CreateOptions{})).get(t)
+		must(store(admin).Record(ctx, fx.node, "proof", "proof", nodefault.Change{Phase: v1alpha1.PhaseObserved})).get(t)
 
 		// With the full roles, every proof succeeds.
 		for a, p := range proofs {
