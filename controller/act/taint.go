@@ -45,13 +45,6 @@ type Result struct {
 	AnnotationError string
 }
 
-// Taint places the fault's taint (f.Rule.Taint) on node f.Node and records the
-// evidence in the annotation; see TaintNode.
-func (a *Actor) Taint(ctx context.Context, f fault.Fault, bootID string) error {
-	_, err := a.TaintNode(ctx, f, bootID)
-	return err
-}
-
 // TaintNode places the fault's taint on f.Node and records its evidence.
 //
 //   - Idempotent: an identical taint is not added again, and an unchanged
