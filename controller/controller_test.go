@@ -28,7 +28,10 @@ import (
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/leader"
 	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
+	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -96,7 +99,7 @@ type options struct {
 	identity string
 	packs    []string
 	decide   decide.Config
-	probes   controller.ProbeConfig
+	probes   trigger.Config
 }
 
 type running struct {
@@ -157,13 +160,7 @@ func (r *running) stop(t *testing.T) {
 
 func (cl *cluster) waitFor(what string, timeout time.Duration, cond func() bool) {
 	cl.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			cl.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(cl.t, timeout, what, cond)
 }
 
 func (cl *cluster) node(name string) *corev1.Node {
@@ -539,5 +536,31 @@ func TestBurstOfOneFault(t *testing.T) {
 	}
 	if took > 20*time.Second {
 		t.Errorf("a burst of %d lines took %s to read", n, took)
+	}
+}
+
+// TestDryRun: dry-run is decided in decide alone. An Xid 79 gives a FaultDryRun Event
+// and an Observed NodeFault that says what would have been done, and no Node write:
+// no taint, no evidence annotation.
+func TestDryRun(t *testing.T) {
+	cl := newCluster(t, "gpu-0", "gpu-1")
+	cl.start(options{decide: decide.Config{MaxPercent: 100, DryRun: true}})
+	cl.push("gpu-1", time.Now(), xid79)
+	cl.waitFor("FaultDryRun on gpu-1", 20*time.Second, func() bool { return len(cl.events("gpu-1", "FaultDryRun")) > 0 })
+	records, err := nodefault.New(cl.cs, nodefault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nf *v1alpha1.NodeFault
+	cl.waitFor("gpu-1's NodeFault", 10*time.Second, func() bool {
+		nf, err = records.Get(context.Background(), nodefault.Name("gpu-1", "nvidia-xid", "xid-gpu-lost"))
+		return err == nil
+	})
+	if nf.Status.Phase != v1alpha1.PhaseObserved || len(nf.Status.History) == 0 || nf.Status.History[0].Kind != "dry-run-taint" {
+		t.Errorf("NodeFault status %+v", nf.Status)
+	}
+	n := cl.node("gpu-1")
+	if cl.tainted("gpu-1") || n.Annotations[fault.AnnotationEvidence] != "" {
+		t.Errorf("dry-run wrote the node: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
 	}
 }

@@ -23,10 +23,10 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/agent/rbac"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/active-probes/pvc"
-	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -133,9 +133,9 @@ func newProbeSetup(t *testing.T) *probeSetup {
 	return s
 }
 
-func (s *probeSetup) probeConfig() controller.ProbeConfig {
+func (s *probeSetup) probeConfig() trigger.Config {
 	tok := s.token
-	return controller.ProbeConfig{AgentURLs: s.agents, Token: func() (string, error) { return tok, nil },
+	return trigger.Config{AgentURLs: s.agents, Token: func() (string, error) { return tok, nil },
 		RecoverEvery: 500 * time.Millisecond, ConfirmTimeout: time.Minute}
 }
 
@@ -168,11 +168,11 @@ spec:
 
 	cl.waitFor("gpu-a tainted after its probe failed", 60*time.Second, func() bool { return cl.tainted("gpu-a") })
 	t.Logf("AER line to taint through the probe: %s", time.Since(t0).Round(time.Millisecond))
-	cl.waitFor("gpu-b probed", 60*time.Second, func() bool { return cl.label("gpu-b", controller.LabelHealth) == controller.HealthPass })
+	cl.waitFor("gpu-b probed", 60*time.Second, func() bool { return cl.label("gpu-b", trigger.LabelHealth) == trigger.HealthPass })
 	if cl.tainted("gpu-b") {
 		t.Fatal("gpu-b tainted although its probe passed")
 	}
-	if got := cl.label("gpu-a", controller.LabelHealth); got != controller.HealthFail {
+	if got := cl.label("gpu-a", trigger.LabelHealth); got != trigger.HealthFail {
 		t.Errorf("gpu-a health label %q, want FAIL", got)
 	}
 	ev, err := fault.ParseEvidence(cl.node("gpu-a").Annotations[fault.AnnotationEvidence])
@@ -197,7 +197,7 @@ spec:
 	t1 := time.Now()
 	cl.waitFor("gpu-a untainted by its recovery probe", 60*time.Second, func() bool { return !cl.tainted("gpu-a") })
 	t.Logf("repair to untaint: %s", time.Since(t1).Round(time.Millisecond))
-	cl.waitFor("gpu-a health PASS", 10*time.Second, func() bool { return cl.label("gpu-a", controller.LabelHealth) == controller.HealthPass })
+	cl.waitFor("gpu-a health PASS", 10*time.Second, func() bool { return cl.label("gpu-a", trigger.LabelHealth) == trigger.HealthPass })
 	if n := counterWith(t, r, "faultline_controller_probe_results_total", map[string]string{"check": "pciebw", "status": "pass", "trigger": "recovery"}); n < 1 {
 		t.Errorf("no passing recovery probe counted")
 	}
@@ -266,7 +266,7 @@ func TestManualProbes(t *testing.T) {
 
 	// The pvc check runs in the controller, once per run (node "" in the run): a class
 	// with no volumes (no controller-manager here either) fails after its timeout.
-	pvcRun, err := r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
+	pvcRun, err := r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
 		Params: map[string]probe.Params{"pvc": {"storage_class": "nowhere", "timeout": "1s"}}}, probes.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +340,7 @@ func TestScheduledProbes(t *testing.T) {
 	cl := s.cl
 	pc := s.probeConfig()
 	// A round (ping ×4 at 0.2 s, to the picked peer) outlasts the 300 ms interval.
-	pc.Schedules = []controller.Schedule{{Check: "ping", Every: 300 * time.Millisecond, Params: probe.Params{"count": "4"}}}
+	pc.Schedules = []trigger.Schedule{{Check: "ping", Every: 300 * time.Millisecond, Params: probe.Params{"count": "4"}}}
 	pc.AgentURLs = map[string]string{"gpu-a": s.agents["gpu-a"], "gpu-b": s.agents["gpu-b"]}
 	r := cl.start(options{probes: pc})
 	var mu sync.Mutex
@@ -380,7 +380,7 @@ func TestScheduledProbes(t *testing.T) {
 func TestNetworkProbesBetweenAgents(t *testing.T) {
 	s := newProbeSetup(t)
 	r := s.cl.start(options{probes: s.probeConfig()})
-	run, err := r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3", "ping"},
+	run, err := r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3", "ping"},
 		Params: map[string]probe.Params{
 			"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "0.5"},
 			"ping":   {"peer_node": "gpu-b", "count": "3"},
@@ -412,7 +412,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	}
 	// No peer named (as for a rule's confirming probe): the next healthy probe node
 	// with an agent is picked (gpu-b).
-	run, err = r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"ping"},
+	run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"ping"},
 		Params: map[string]probe.Params{"ping": {"count": "2"}}}, probes.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
@@ -425,7 +425,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	}
 	// The same pair with an impossible minimum fails, and the peer's server was a
 	// one-shot: a second run gets a fresh one.
-	run, err = r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},
+	run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},
 		Params: map[string]probe.Params{"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "90000"}}}, probes.TriggerManual)
 	if err != nil {
 		t.Fatal(err)

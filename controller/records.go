@@ -80,6 +80,17 @@ type recordedPhase struct {
 	at    time.Time
 }
 
+// recordProbe notes a phase and a probe verdict on a fault's NodeFault (the probe
+// triggers call it).
+func (c *Controller) recordProbe(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict) {
+	if phase != "" {
+		c.mu.Lock()
+		c.recorded[fault.Key(node, pack, rule)] = recordedPhase{phase: phase, at: time.Now()}
+		c.mu.Unlock()
+	}
+	c.record(ctx, node, pack, rule, nodefault.Change{Phase: phase, Probe: v})
+}
+
 // resolved marks the records of node's cleared faults (pack/rule ids) Resolved.
 func (c *Controller) resolved(ctx context.Context, node string, ids []string, why string) {
 	for _, id := range ids {

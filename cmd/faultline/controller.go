@@ -136,7 +136,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
-			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Act.DryRun)
+			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Decide.DryRun)
 			releaseStartupPagesLogged(cfg.Log)
 			return c.Run(cmd.Context())
 		},
@@ -160,7 +160,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&cfg.Loki.NodeLabel, "node-label", logstream.LabelNode, "label (or structured metadata) holding the node name")
 	f.StringVar(&kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")
 	f.StringVar(&podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
-	f.BoolVar(&cfg.Act.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
+	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
 	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes")
 	f.IntVar(&cfg.Decide.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")

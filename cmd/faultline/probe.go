@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
-	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/trigger"
 )
 
 func newProbeCmd() *cobra.Command {
@@ -44,7 +44,7 @@ func newProbeCmd() *cobra.Command {
   faultline probe run --selector nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 --check nvml --wait
   faultline probe run --node gpu-1 --check dcgm --param dcgm.level=3 --force --wait`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := controller.ProbeRequest{Nodes: nodes, Selector: selector, Checks: checks, Force: force, Batch: batch}
+			req := trigger.Request{Nodes: nodes, Selector: selector, Checks: checks, Force: force, Batch: batch}
 			for _, p := range params {
 				kv, v, ok := strings.Cut(p, "=")
 				check, k, ok2 := strings.Cut(kv, ".")

@@ -56,11 +56,10 @@ const (
 // attempts over about a second, each re-reading the Node from the API.
 var DefaultBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
 
-// Options configure an Actor. The zero value acts for real, without the condition.
+// Options configure an Actor. The zero value acts without the condition. There is no
+// dry-run here: dry-run is a decision (see decide.Config.DryRun), and a decision of
+// the kind dry-run reaches no Actor method.
 type Options struct {
-	// DryRun computes what would change and reports it with FaultDryRun Events;
-	// it writes no Node.
-	DryRun bool
 	// Condition also sets the node condition fault.ConditionType: True (reason: the
 	// rule id) while faults are recorded on the node, False once they are cleared.
 	Condition bool
@@ -219,9 +218,6 @@ func (a *Actor) Shutdown() {
 	a.factory.Shutdown()
 	a.broadcaster.Shutdown()
 }
-
-// DryRun reports whether the Actor only reports what it would do.
-func (a *Actor) DryRun() bool { return a.opts.DryRun }
 
 func (a *Actor) ready() error {
 	a.mu.Lock()

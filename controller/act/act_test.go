@@ -564,41 +564,6 @@ func TestActor(t *testing.T) {
 		}
 	})
 
-	t.Run("DryRunChangesNothing", func(t *testing.T) {
-		createNodes(t, cs, "dry-1")
-		real, _ := startActor(t, env.RESTConfig(), Options{Condition: true})
-		dry, wc := startActor(t, env.RESTConfig(), Options{DryRun: true, Condition: true})
-		n0 := getNode(t, cs, "dry-1")
-		res, err := dry.TaintNode(ctx, xidFault("dry-1", xid, t0), "")
-		if err != nil || !res.DryRun || !res.Changed || len(res.Added) != 1 || !res.Condition {
-			t.Fatalf("dry-run Taint: %+v, %v", res, err)
-		}
-		if n := getNode(t, cs, "dry-1"); n.ResourceVersion != n0.ResourceVersion || wc.n.Load() != 0 {
-			t.Fatalf("dry run wrote the node")
-		}
-		evts := nodeEvents(t, cs, "dry-1", withReason(ReasonDryRun))
-		if countReason(evts, ReasonDryRun) != 1 || countReason(evts, ReasonTainted) != 0 {
-			t.Fatalf("events %+v", evts)
-		}
-		if !strings.HasPrefix(evts[0].Message, "dry run: rule nvidia-xid/xid-gpu-lost") || !strings.Contains(evts[0].Message, "would add taint faultline.io/faulty=xid-gpu-lost:NoSchedule") {
-			t.Fatalf("dry-run message %q", evts[0].Message)
-		}
-		// Dry-run untaint of a real fault: nothing removed.
-		if err := real.Taint(ctx, xidFault("dry-1", xid, t0), ""); err != nil {
-			t.Fatal(err)
-		}
-		n1 := getNode(t, cs, "dry-1")
-		waitCached(t, dry, "dry-1", n1.ResourceVersion)
-		res, err = dry.UntaintNode(ctx, "dry-1", AllRules)
-		if err != nil || len(res.Removed) != 1 || len(res.Cleared) != 1 || !res.Condition {
-			t.Fatalf("dry-run Untaint: %+v, %v", res, err)
-		}
-		if n := getNode(t, cs, "dry-1"); n.ResourceVersion != n1.ResourceVersion || wc.n.Load() != 0 {
-			t.Fatalf("dry run wrote the node")
-		}
-		nodeEvents(t, cs, "dry-1", func(e []corev1.Event) bool { return countReason(e, ReasonDryRun) >= 2 })
-	})
-
 	t.Run("NodeCondition", func(t *testing.T) {
 		createNodes(t, cs, "cond-1")
 		a, _ := startActor(t, env.RESTConfig(), Options{Condition: true})

@@ -1,21 +1,31 @@
-package controller
+// Package trigger starts the controller's probe runs, beside the line pipeline: by
+// hand (the HTTP API and `faultline probe run`), on a schedule, to confirm a rule's
+// match before a taint, and before a recovery untaint. It reports each node's results
+// (metrics, log lines, Events, the faultline.io/health label) and hands probe
+// verdicts back to the decide stage.
+package trigger
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	corelisters "k8s.io/client-go/listers/core/v1"
+
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/probes"
 	"github.com/faultline-dev/faultline/logstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // LabelHealth is the node label with the latest probe verdict.
@@ -31,10 +41,10 @@ const (
 	HealthPass    = "PASS"
 )
 
-// ProbeConfig configures the controller's probe triggers. With no agents (AgentPort 0,
+// Config configures the controller's probe triggers. With no agents (AgentPort 0,
 // no AgentURLs, no Agents), probes are off: a rule with action probe then applies its
 // onTimeout policy.
-type ProbeConfig struct {
+type Config struct {
 	// AgentPort and AgentScheme locate a node's agent on the node's InternalIP (the
 	// agents use the host network); AgentURLs fixes the URL of some nodes' agents.
 	AgentPort   int
@@ -81,12 +91,70 @@ func newProbeState() *probeState {
 		recovering: map[string]time.Time{}, passed: map[string]time.Time{}}
 }
 
-func (c *Controller) newDispatcher(ctx context.Context) error {
-	pc := c.cfg.Probes
+// Actor is what the triggers need of the act stage (*act.Actor).
+type Actor interface {
+	NodeLister() corelisters.NodeLister
+	NodeAddress(ctx context.Context, node string) (string, error)
+	Event(ctx context.Context, node string, f fault.Fault, reason, message string) error
+	SetNodeLabel(ctx context.Context, node, key, value string) (bool, error)
+}
+
+// Deps connect the triggers to the rest of the controller.
+type Deps struct {
+	Actor   Actor
+	Decider *decide.Decider
+	// Facts reads the fleet for a decision after a probe verdict.
+	Facts func() (decide.NodeFacts, error)
+	// Apply carries out a decision taken on a probe verdict.
+	Apply func(ctx context.Context, d decide.Decision)
+	// Record notes a phase (when not "") and a probe verdict (when not nil) on the
+	// NodeFault of a rule of pack on node.
+	Record func(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict)
+	// Kick asks for a reconcile now (recovery probes passed).
+	Kick func()
+	// Results counts probe results by check, status and trigger; Skipped the
+	// scheduled rounds skipped, by check.
+	Results, Skipped *prometheus.CounterVec
+	Log              *slog.Logger
+	// Life is the replica's lifetime: manual runs outlive their HTTP request.
+	Life context.Context
+}
+
+// Triggers starts probe runs and reads their results. With probes off (no agents
+// configured) it has no dispatcher: a rule that asks for probes then gets its
+// onTimeout policy, and the API answers 503.
+type Triggers struct {
+	cfg        Config
+	deps       Deps
+	log        *slog.Logger
+	dispatcher *probes.Dispatcher
+	ps         *probeState
+}
+
+// New returns the triggers of cfg; it starts nothing.
+func New(cfg Config, deps Deps) (*Triggers, error) {
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	if deps.Life == nil {
+		deps.Life = context.Background()
+	}
+	t := &Triggers{cfg: cfg, deps: deps, log: deps.Log, ps: newProbeState()}
+	if err := t.newDispatcher(deps.Life); err != nil {
+		return nil, fmt.Errorf("probes: %w", err)
+	}
+	return t, nil
+}
+
+// On reports whether probes are configured.
+func (t *Triggers) On() bool { return t.dispatcher != nil }
+
+func (t *Triggers) newDispatcher(ctx context.Context) error {
+	pc := t.cfg
 	if pc.Agents == nil && (pc.AgentPort > 0 || len(pc.AgentURLs) > 0) {
 		r := probes.AgentResolver{Static: pc.AgentURLs, Scheme: pc.AgentScheme, Port: pc.AgentPort}
 		if pc.AgentPort > 0 {
-			r.Address = c.actor.NodeAddress
+			r.Address = t.deps.Actor.NodeAddress
 		}
 		pc.Agents = r
 	}
@@ -99,31 +167,31 @@ func (c *Controller) newDispatcher(ctx context.Context) error {
 	if pc.RecoverEvery <= 0 {
 		pc.RecoverEvery = 10 * time.Minute
 	}
-	c.cfg.Probes = pc
+	t.cfg = pc
 	d, err := probes.New(probes.Config{Agents: pc.Agents, Token: pc.Token, Local: pc.Local, Batch: pc.Batch,
-		NodeTimeout: pc.NodeTimeout, Log: c.log, PickPeer: c.pickPeer,
-		OnStart: func(run *probes.Run, node string) { c.setHealth(ctx, node) },
-		OnNode:  func(run *probes.Run, nr probes.NodeRun) { c.probeDone(ctx, run, nr) }})
+		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer,
+		OnStart: func(run *probes.Run, node string) { t.setHealth(ctx, node) },
+		OnNode:  func(run *probes.Run, nr probes.NodeRun) { t.probeDone(ctx, run, nr) }})
 	if err != nil {
 		return err
 	}
-	c.dispatcher = d
+	t.dispatcher = d
 	return nil
 }
 
-// Probes returns the dispatcher (nil when probes are off).
-func (c *Controller) Probes() *probes.Dispatcher { return c.dispatcher }
+// Dispatcher returns the dispatcher (nil when probes are off).
+func (t *Triggers) Dispatcher() *probes.Dispatcher { return t.dispatcher }
 
 // probeDone reports one node's results: metrics, a log line per result, an Event
 // per run and node, and the health label.
-func (c *Controller) probeDone(ctx context.Context, run *probes.Run, nr probes.NodeRun) {
+func (t *Triggers) probeDone(ctx context.Context, run *probes.Run, nr probes.NodeRun) {
 	where := nr.Node
 	if where == probes.ClusterNode {
 		where = "cluster"
 	}
 	var parts []string
 	for _, r := range nr.Results {
-		c.m.probeResults.WithLabelValues(r.Check, string(r.Status), string(run.Trigger)).Inc()
+		t.deps.Results.WithLabelValues(r.Check, string(r.Status), string(run.Trigger)).Inc()
 		attrs := []any{"run", run.ID, "trigger", run.Trigger, "node", where, "check", r.Check, "status", r.Status,
 			"duration", r.Duration.Round(time.Millisecond).String()}
 		if r.Message != "" {
@@ -134,7 +202,7 @@ func (c *Controller) probeDone(ctx context.Context, run *probes.Run, nr probes.N
 				attrs = append(attrs, "device_"+dv.ID, string(dv.Status)+": "+dv.Message)
 			}
 		}
-		c.log.Info("probe result", attrs...)
+		t.log.Info("probe result", attrs...)
 		part := fmt.Sprintf("%s %s", r.Check, r.Status)
 		if r.Status != probe.StatusPass && r.Message != "" {
 			part += " (" + r.Message + ")"
@@ -142,18 +210,18 @@ func (c *Controller) probeDone(ctx context.Context, run *probes.Run, nr probes.N
 		parts = append(parts, part)
 	}
 	if nr.Error != "" {
-		c.m.probeResults.WithLabelValues(strings.Join(run.Checks, ","), "error", string(run.Trigger)).Inc()
-		c.log.Warn("probe run failed", "run", run.ID, "trigger", run.Trigger, "node", where, "checks", run.Checks, "err", nr.Error)
+		t.deps.Results.WithLabelValues(strings.Join(run.Checks, ","), "error", string(run.Trigger)).Inc()
+		t.log.Warn("probe run failed", "run", run.ID, "trigger", run.Trigger, "node", where, "checks", run.Checks, "err", nr.Error)
 		parts = append(parts, "error: "+nr.Error)
 	}
 	if nr.Node == probes.ClusterNode {
 		return
 	}
-	c.ps.mu.Lock()
-	m := c.ps.latest[nr.Node]
+	t.ps.mu.Lock()
+	m := t.ps.latest[nr.Node]
 	if m == nil {
 		m = map[string]probe.Status{}
-		c.ps.latest[nr.Node] = m
+		t.ps.latest[nr.Node] = m
 	}
 	for _, r := range nr.Results {
 		m[r.Check] = r.Status
@@ -163,7 +231,7 @@ func (c *Controller) probeDone(ctx context.Context, run *probes.Run, nr probes.N
 			m[ch] = probe.StatusError
 		}
 	}
-	c.ps.mu.Unlock()
+	t.ps.mu.Unlock()
 	reason := act.ReasonProbePassed
 	if nr.Status == probe.StatusFail || nr.Status == probe.StatusError {
 		reason = act.ReasonProbeFailed
@@ -173,21 +241,21 @@ func (c *Controller) probeDone(ctx context.Context, run *probes.Run, nr probes.N
 		msg += ": " + run.Reason
 	}
 	msg += "): " + strings.Join(parts, "; ")
-	if err := c.actor.Event(ctx, nr.Node, fault.Fault{}, reason, msg); err != nil {
-		c.log.Warn("event not recorded", "node", nr.Node, "reason", reason, "err", err)
+	if err := t.deps.Actor.Event(ctx, nr.Node, fault.Fault{}, reason, msg); err != nil {
+		t.log.Warn("event not recorded", "node", nr.Node, "reason", reason, "err", err)
 	}
-	c.setHealth(ctx, nr.Node)
+	t.setHealth(ctx, nr.Node)
 }
 
 // health computes a node's faultline.io/health value.
-func (c *Controller) health(node string) string {
-	if c.dispatcher != nil && c.dispatcher.Testing(node) {
+func (t *Triggers) health(node string) string {
+	if t.dispatcher != nil && t.dispatcher.Testing(node) {
 		return HealthTesting
 	}
-	c.ps.mu.Lock()
-	defer c.ps.mu.Unlock()
+	t.ps.mu.Lock()
+	defer t.ps.mu.Unlock()
 	var ss []probe.Status
-	for _, s := range c.ps.latest[node] {
+	for _, s := range t.ps.latest[node] {
 		ss = append(ss, s)
 	}
 	switch probe.Worst(ss...) {
@@ -201,46 +269,46 @@ func (c *Controller) health(node string) string {
 	return HealthPass
 }
 
-func (c *Controller) setHealth(ctx context.Context, node string) {
-	if c.cfg.Probes.NoHealthLabel {
-		return
+func (t *Triggers) setHealth(ctx context.Context, node string) {
+	if t.cfg.NoHealthLabel || t.deps.Decider.Config().DryRun {
+		return // dry-run changes no Node, labels included
 	}
-	v := c.health(node)
+	v := t.health(node)
 	if v == "" {
 		return
 	}
-	if _, err := c.actor.SetNodeLabel(ctx, node, LabelHealth, v); err != nil {
-		c.log.Warn("health label not set", "node", node, "value", v, "err", err)
+	if _, err := t.deps.Actor.SetNodeLabel(ctx, node, LabelHealth, v); err != nil {
+		t.log.Warn("health label not set", "node", node, "value", v, "err", err)
 	}
 }
 
-// confirm runs the probes a rule with action probe asks for, then decides.
-func (c *Controller) confirm(ctx context.Context, f fault.Fault) {
+// Confirm runs the probes a rule with action probe asks for, then decides.
+func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 	key := f.Key()
-	c.ps.mu.Lock()
-	if c.ps.confirming[key] {
-		c.ps.mu.Unlock()
+	t.ps.mu.Lock()
+	if t.ps.confirming[key] {
+		t.ps.mu.Unlock()
 		return
 	}
-	c.ps.confirming[key] = true
-	c.ps.mu.Unlock()
+	t.ps.confirming[key] = true
+	t.ps.mu.Unlock()
 	defer func() {
-		c.ps.mu.Lock()
-		delete(c.ps.confirming, key)
-		c.ps.mu.Unlock()
+		t.ps.mu.Lock()
+		delete(t.ps.confirming, key)
+		t.ps.mu.Unlock()
 	}()
 	failed, timedOut, summary := false, true, "probes are not configured"
-	if c.dispatcher != nil {
-		run, err := c.dispatcher.Start(ctx, probes.Request{Nodes: []string{f.Node}, Checks: f.Rule.Probe.Checks,
+	if t.dispatcher != nil {
+		run, err := t.dispatcher.Start(ctx, probes.Request{Nodes: []string{f.Node}, Checks: f.Rule.Probe.Checks,
 			Trigger: probes.TriggerRule, Reason: f.Rule.String()})
 		if err != nil {
 			summary = err.Error()
 		} else {
-			wctx, cancel := context.WithTimeout(ctx, c.cfg.Probes.ConfirmTimeout)
-			run, err = c.dispatcher.Wait(wctx, run.ID)
+			wctx, cancel := context.WithTimeout(ctx, t.cfg.ConfirmTimeout)
+			run, err = t.dispatcher.Wait(wctx, run.ID)
 			cancel()
 			if err != nil {
-				summary = fmt.Sprintf("no answer within %s", c.cfg.Probes.ConfirmTimeout)
+				summary = fmt.Sprintf("no answer within %s", t.cfg.ConfirmTimeout)
 			} else {
 				failed, timedOut, summary = judge(run)
 			}
@@ -249,21 +317,39 @@ func (c *Controller) confirm(ctx context.Context, f fault.Fault) {
 	if ctx.Err() != nil {
 		return
 	}
-	facts, err := c.facts()
+	facts, err := t.deps.Facts()
 	if err != nil {
-		c.log.Error("node facts", "err", err)
+		t.log.Error("node facts", "err", err)
 		return
 	}
 	if failed || timedOut {
 		// The probe verdict joins the log lines as evidence on the node.
 		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
 	}
-	next := c.decider.DecideProbeResult(f, failed, timedOut, facts)
-	c.log.Info("probe confirmation", "node", f.Node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut,
+	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, "", &v1alpha1.ProbeVerdict{Purpose: "confirm",
+		Checks: f.Rule.Probe.Checks, Verdict: verdict(failed, timedOut), Message: summary})
+	next := t.deps.Decider.DecideProbeResult(f, failed, timedOut, facts)
+	t.log.Info("probe confirmation", "node", f.Node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut,
 		"summary", summary, "decision", next.Kind, "message", next.Message)
 	if next.Kind != decide.KindNone {
-		c.apply(ctx, next)
+		t.deps.Apply(ctx, next)
 	}
+}
+
+func (t *Triggers) record(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict) {
+	if t.deps.Record != nil {
+		t.deps.Record(ctx, node, pack, rule, phase, v)
+	}
+}
+
+func verdict(failed, timedOut bool) string {
+	switch {
+	case failed:
+		return "failed"
+	case timedOut:
+		return "timed-out"
+	}
+	return "passed"
 }
 
 // judge reads a finished run: failed when a check failed; timedOut when nothing
@@ -295,83 +381,89 @@ func judge(run probes.Run) (failed, timedOut bool, summary string) {
 	return failed, timedOut, strings.Join(parts, "; ")
 }
 
-// recoveryProbes starts the recovery probes of a tainted fault whose policy waits
+// Recovery starts the recovery probes of a tainted fault whose policy waits
 // only for them, at most every RecoverEvery; it returns when they last passed.
-func (c *Controller) recoveryProbes(ctx context.Context, a decide.ActiveFault, boot string, last, now time.Time) time.Time {
+func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot string, last, now time.Time) time.Time {
 	key := fault.Key(a.Node, a.Evidence.Pack, a.Evidence.Rule)
-	c.ps.mu.Lock()
-	passed, started := c.ps.passed[key], c.ps.recovering[key]
-	c.ps.mu.Unlock()
-	if c.dispatcher == nil || a.Rule == nil || len(a.Rule.Recover.Probes) == 0 {
+	t.ps.mu.Lock()
+	passed, started := t.ps.passed[key], t.ps.recovering[key]
+	t.ps.mu.Unlock()
+	if t.dispatcher == nil || a.Rule == nil || len(a.Rule.Recover.Probes) == 0 {
 		return passed
 	}
 	probe := a
 	probe.ProbesPassed = now
-	if ok, _ := c.decider.Recoverable(probe, now, boot, last); !ok {
+	if ok, _ := t.deps.Decider.Recoverable(probe, now, boot, last); !ok {
 		return passed // something else (time, reboot) is still missing
 	}
-	if passed.After(last) || (!started.IsZero() && now.Sub(started) < c.cfg.Probes.RecoverEvery) {
+	if passed.After(last) || (!started.IsZero() && now.Sub(started) < t.cfg.RecoverEvery) {
 		return passed
 	}
-	c.ps.mu.Lock()
-	c.ps.recovering[key] = now
-	c.ps.mu.Unlock()
-	run, err := c.dispatcher.Start(ctx, probes.Request{Nodes: []string{a.Node}, Checks: a.Rule.Recover.Probes,
+	t.ps.mu.Lock()
+	t.ps.recovering[key] = now
+	t.ps.mu.Unlock()
+	run, err := t.dispatcher.Start(ctx, probes.Request{Nodes: []string{a.Node}, Checks: a.Rule.Recover.Probes,
 		Trigger: probes.TriggerRecovery, Reason: a.Evidence.ID()})
 	if err != nil {
-		c.log.Warn("recovery probes not started", "node", a.Node, "rule", a.Evidence.ID(), "err", err)
+		t.log.Warn("recovery probes not started", "node", a.Node, "rule", a.Evidence.ID(), "err", err)
 		return passed
 	}
+	t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, v1alpha1.PhaseRecovering, nil)
 	go func() {
-		r, err := c.dispatcher.Wait(ctx, run.ID)
+		r, err := t.dispatcher.Wait(ctx, run.ID)
 		if err != nil {
 			return
 		}
-		if failed, timedOut, summary := judge(r); failed || timedOut {
-			c.log.Info("recovery probes did not pass", "node", a.Node, "rule", a.Evidence.ID(), "summary", summary)
+		failed, timedOut, summary := judge(r)
+		v := &v1alpha1.ProbeVerdict{Purpose: "recover", Checks: a.Rule.Recover.Probes, Verdict: verdict(failed, timedOut), Message: summary}
+		if failed || timedOut {
+			t.log.Info("recovery probes did not pass", "node", a.Node, "rule", a.Evidence.ID(), "summary", summary)
+			// Still tainted: the record goes back to Tainted with the verdict.
+			t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, v1alpha1.PhaseTainted, v)
 			return
 		}
-		c.ps.mu.Lock()
-		c.ps.passed[key] = time.Now()
-		delete(c.ps.recovering, key)
-		c.ps.mu.Unlock()
-		c.log.Info("recovery probes passed", "node", a.Node, "rule", a.Evidence.ID())
-		c.kick()
+		t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, "", v)
+		t.ps.mu.Lock()
+		t.ps.passed[key] = time.Now()
+		delete(t.ps.recovering, key)
+		t.ps.mu.Unlock()
+		t.log.Info("recovery probes passed", "node", a.Node, "rule", a.Evidence.ID())
+		t.deps.Kick()
 	}()
 	return passed
 }
 
-// scheduleLoop runs each scheduled check on the selected nodes at its interval; a
+// RunSchedules runs each scheduled check on the selected nodes at its interval; a
 // run still going when the next is due is not overlapped (that tick is skipped).
-func (c *Controller) scheduleLoop(ctx context.Context) {
-	if c.dispatcher == nil || len(c.cfg.Probes.Schedules) == 0 {
+func (t *Triggers) RunSchedules(ctx context.Context) {
+	if t.dispatcher == nil || len(t.cfg.Schedules) == 0 {
 		return
 	}
 	var wg sync.WaitGroup
-	for _, s := range c.cfg.Probes.Schedules {
+	for _, s := range t.cfg.Schedules {
 		if s.Every <= 0 {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(s.Every)
-			defer t.Stop()
+			tick := time.NewTicker(s.Every)
+			defer tick.Stop()
 			var current string
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case <-t.C:
+				case <-tick.C:
 				}
 				if current != "" {
-					if r, ok := c.dispatcher.Get(current); ok && r.State != probes.StateDone {
-						c.log.Warn("scheduled probe still running; skipping this round", "check", s.Check, "run", current)
-						c.m.probeSkipped.WithLabelValues(s.Check).Inc()
+					if r, ok := t.dispatcher.Get(current); ok && r.State != probes.StateDone {
+						t.log.Warn("scheduled probe still running; skipping this round", "check", s.Check, "run", current)
+						t.deps.Skipped.WithLabelValues(s.Check).Inc()
 						continue
 					}
 				}
-				nodes, err := c.probeNodes()
+				nodes, err := t.probeNodes()
 				if err != nil || len(nodes) == 0 {
 					continue
 				}
@@ -380,9 +472,9 @@ func (c *Controller) scheduleLoop(ctx context.Context) {
 				if len(s.Params) > 0 {
 					req.Params = map[string]probe.Params{s.Check: s.Params}
 				}
-				run, err := c.dispatcher.Start(ctx, req)
+				run, err := t.dispatcher.Start(ctx, req)
 				if err != nil {
-					c.log.Warn("scheduled probe not started", "check", s.Check, "err", err)
+					t.log.Warn("scheduled probe not started", "check", s.Check, "err", err)
 					continue
 				}
 				current = run.ID
@@ -393,12 +485,12 @@ func (c *Controller) scheduleLoop(ctx context.Context) {
 }
 
 // probeNodes lists the nodes scheduled probes run on.
-func (c *Controller) probeNodes() ([]string, error) {
-	sel := c.cfg.Probes.NodeSelector
+func (t *Triggers) probeNodes() ([]string, error) {
+	sel := t.cfg.NodeSelector
 	if sel == nil {
 		sel = labels.Everything()
 	}
-	list, err := c.actor.NodeLister().List(sel)
+	list, err := t.deps.Actor.NodeLister().List(sel)
 	if err != nil {
 		return nil, err
 	}
@@ -413,22 +505,22 @@ func (c *Controller) probeNodes() ([]string, error) {
 // pickPeer chooses the peer of a network check that names none: the next probe node
 // after node (in name order) that carries no faultline taint and whose health is not
 // FAIL, so a healthy neighbour measures the suspect link.
-func (c *Controller) pickPeer(node string) (string, error) {
-	nodes, err := c.probeNodes()
+func (t *Triggers) pickPeer(node string) (string, error) {
+	nodes, err := t.probeNodes()
 	if err != nil {
 		return "", err
 	}
-	facts, err := c.facts()
+	facts, err := t.deps.Facts()
 	if err != nil {
 		return "", err
 	}
 	start := sort.SearchStrings(nodes, node)
 	for i := 1; i <= len(nodes); i++ {
 		cand := nodes[(start+i)%len(nodes)]
-		if cand == node || len(facts.Tainted[cand]) > 0 || c.health(cand) == HealthFail {
+		if cand == node || len(facts.Tainted[cand]) > 0 || t.health(cand) == HealthFail {
 			continue
 		}
-		if _, err := c.cfg.Probes.Agents.Endpoint(context.Background(), cand); err != nil {
+		if _, err := t.cfg.Agents.Endpoint(context.Background(), cand); err != nil {
 			continue
 		}
 		return cand, nil
@@ -437,12 +529,12 @@ func (c *Controller) pickPeer(node string) (string, error) {
 }
 
 // SelectNodes resolves a label selector to node names (the API's selector field).
-func (c *Controller) SelectNodes(selector string) ([]string, error) {
+func (t *Triggers) SelectNodes(selector string) ([]string, error) {
 	sel, err := labels.Parse(selector)
 	if err != nil {
 		return nil, fmt.Errorf("label selector %q: %w", selector, err)
 	}
-	list, err := c.actor.NodeLister().List(sel)
+	list, err := t.deps.Actor.NodeLister().List(sel)
 	if err != nil {
 		return nil, err
 	}
