@@ -53,10 +53,6 @@ type Agent struct {
 	log      *slog.Logger
 	requests *prometheus.CounterVec
 
-	invasiveMu sync.Mutex
-	invasive   string    // the invasive check running now ("" if none)
-	since      time.Time // when it started
-
 	serversMu sync.Mutex
 	servers   map[int]*probe.Iperf3Server
 }
@@ -175,17 +171,19 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 			invasive = append(invasive, p.name)
 		}
 	}
+	ctx := r.Context()
 	if len(invasive) > 0 {
-		release, e := a.claimInvasive(r.Context(), strings.Join(invasive, ","), req.Force)
+		claim, e := a.claimInvasive(ctx, strings.Join(invasive, ","), req.Force)
 		if e != nil {
 			return e
 		}
-		defer release()
+		defer claim.Release()
+		ctx = probe.WithClaim(ctx, claim)
 	}
 	a.log.Info("running probes", "checks", names(plan), "user", user, "force", req.Force)
 	resp := RunResponse{Node: a.cfg.Node}
 	for _, p := range plan {
-		res, err := a.cfg.Runner.Run(r.Context(), p.name, p.params)
+		res, err := a.cfg.Runner.Run(ctx, p.name, p.params)
 		if err != nil { // validated above; only a registry change could get here
 			return errorf(http.StatusBadRequest, "%v", err)
 		}
@@ -233,23 +231,15 @@ func (a *Agent) plan(req RunRequest) ([]planned, error) {
 }
 
 // claimInvasive makes the request the node's one invasive run, or says why not.
-func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (func(), *httpError) {
-	a.invasiveMu.Lock()
-	if a.invasive != "" {
-		running, since := a.invasive, a.since
-		a.invasiveMu.Unlock()
-		return nil, errorf(http.StatusConflict, "invasive probe %s has been running on %s since %s; one at a time",
-			running, a.cfg.Node, since.UTC().Format(time.RFC3339))
+func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (*probe.Claim, *httpError) {
+	// The runner holds the one invasive slot; the agent only turns a refusal into 409.
+	claim, err := a.cfg.Runner.ClaimInvasive(what)
+	if err != nil {
+		return nil, errorf(http.StatusConflict, "%v", err)
 	}
-	a.invasive, a.since = what, time.Now()
-	a.invasiveMu.Unlock()
-	release := func() {
-		a.invasiveMu.Lock()
-		a.invasive = ""
-		a.invasiveMu.Unlock()
-	}
+	release := claim.Release
 	if force {
-		return release, nil
+		return claim, nil
 	}
 	if a.cfg.GPUPods == nil {
 		release()
@@ -267,7 +257,7 @@ func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (fun
 		e.body.Pods = pods
 		return nil, e
 	}
-	return release, nil
+	return claim, nil
 }
 
 // logResult writes one line per result: the agent's log goes to Loki with every other

@@ -13,8 +13,9 @@ var ErrUnknownProbe = errors.New("unknown probe")
 
 // Runner runs registered probes for one node and records their metrics.
 //
-// Runs of the same probe are serialized, and so are runs of invasive probes (two GPU
-// stress tests at once would measure each other). A probe that does not return when its
+// Runs of the same probe are serialized. Invasive probes run one at a time: a run
+// that finds another holding the node is refused with *BusyError (see ClaimInvasive;
+// two GPU stress tests at once would measure each other). A probe that does not return when its
 // timeout expires (an NVML call stuck on a GPU that fell off the bus) is abandoned: Run
 // returns an error result and the probe's goroutine finishes in the background.
 type Runner struct {
@@ -27,7 +28,8 @@ type Runner struct {
 	probes    map[string]Probe
 	locks     map[string]*sync.Mutex
 	timeouts  map[string]time.Duration
-	invasive  sync.Mutex
+	claimedBy string // the invasive run holding the node ("" if none), see ClaimInvasive
+	claimedAt time.Time
 	lastByKey map[string]Result
 }
 
@@ -80,8 +82,9 @@ func (r *Runner) instance(s Spec) (Probe, *sync.Mutex, time.Duration) {
 }
 
 // Run runs the probe registered under name with params p. It returns an error only
-// when the request itself is wrong: ErrUnknownProbe, or a *ParamError (joined) for
-// invalid parameters; nothing is recorded then. Everything else, including a probe that
+// when the request itself is wrong or cannot run now: ErrUnknownProbe, a *ParamError
+// (joined) for invalid parameters, or a *BusyError for an invasive probe while another
+// holds the node (and ctx carries no claim of this runner); nothing is recorded then. Everything else, including a probe that
 // fails to start, times out or panics, is a Result (status error) and is recorded.
 func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error) {
 	spec, ok := r.reg.Get(name)
@@ -98,12 +101,15 @@ func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error)
 		timeout = override
 	}
 
+	if spec.IsInvasive(resolved) && !r.holds(ctx) {
+		claim, err := r.ClaimInvasive(name)
+		if err != nil {
+			return Result{}, err
+		}
+		defer claim.Release()
+	}
 	lock.Lock()
 	defer lock.Unlock()
-	if spec.IsInvasive(resolved) {
-		r.invasive.Lock()
-		defer r.invasive.Unlock()
-	}
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
