@@ -24,7 +24,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/rules"
 )
@@ -231,7 +231,7 @@ func (c *Controller) Leading() bool {
 }
 
 // Probes returns the probe dispatcher (nil when probes are off).
-func (c *Controller) Probes() *probes.Dispatcher { return c.triggers.Dispatcher() }
+func (c *Controller) Probes() *proberun.Dispatcher { return c.triggers.Dispatcher() }
 
 // Triggers returns the probe triggers (manual runs go through Start).
 func (c *Controller) Triggers() *trigger.Triggers { return c.triggers }

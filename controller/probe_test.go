@@ -25,7 +25,7 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/pvc"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -222,7 +222,7 @@ func TestManualProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run probes.Run
+	var run proberun.Run
 	if err := json.NewDecoder(resp.Body).Decode(&run); err != nil || resp.StatusCode != http.StatusAccepted || run.ID == "" {
 		t.Fatalf("POST: %d %+v %v", resp.StatusCode, run, err)
 	}
@@ -233,11 +233,11 @@ func TestManualProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		run = probes.Run{}
+		run = proberun.Run{}
 		_ = json.NewDecoder(resp.Body).Decode(&run)
-		return run.State == probes.StateDone
+		return run.State == proberun.StateDone
 	})
-	byNode := map[string]probes.NodeRun{}
+	byNode := map[string]proberun.NodeRun{}
 	for _, nr := range run.Nodes {
 		byNode[nr.Node] = nr
 	}
@@ -267,14 +267,14 @@ func TestManualProbes(t *testing.T) {
 	// The pvc check runs in the controller, once per run (node "" in the run): a class
 	// with no volumes (no controller-manager here either) fails after its timeout.
 	pvcRun, err := r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
-		Params: map[string]probe.Params{"pvc": {"storage_class": "nowhere", "timeout": "1s"}}}, probes.TriggerManual)
+		Params: map[string]probe.Params{"pvc": {"storage_class": "nowhere", "timeout": "1s"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 	pvcRun, err = r.c.Probes().Wait(wctx, pvcRun.ID)
 	wcancel()
-	if err != nil || len(pvcRun.Nodes) != 1 || pvcRun.Nodes[0].Node != probes.ClusterNode || pvcRun.Nodes[0].Status != probe.StatusFail {
+	if err != nil || len(pvcRun.Nodes) != 1 || pvcRun.Nodes[0].Node != proberun.ClusterNode || pvcRun.Nodes[0].Status != probe.StatusFail {
 		t.Errorf("pvc run: %+v %v", pvcRun, err)
 	}
 
@@ -298,7 +298,7 @@ func TestManualProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dr probes.Run
+	var dr proberun.Run
 	if err := json.NewDecoder(resp.Body).Decode(&dr); err != nil {
 		t.Fatal(err)
 	}
@@ -350,11 +350,11 @@ func TestScheduledProbes(t *testing.T) {
 		defer mu.Unlock()
 		running := 0
 		for _, run := range r.c.Probes().List() {
-			if run.Trigger != probes.TriggerSchedule {
+			if run.Trigger != proberun.TriggerSchedule {
 				continue
 			}
 			seen[run.ID] = true
-			if run.State != probes.StateDone {
+			if run.State != proberun.StateDone {
 				running++
 			}
 		}
@@ -384,7 +384,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 		Params: map[string]probe.Params{
 			"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "0.5"},
 			"ping":   {"peer_node": "gpu-b", "count": "3"},
-		}}, probes.TriggerManual)
+		}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	// No peer named (as for a rule's confirming probe): the next healthy probe node
 	// with an agent is picked (gpu-b).
 	run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"ping"},
-		Params: map[string]probe.Params{"ping": {"count": "2"}}}, probes.TriggerManual)
+		Params: map[string]probe.Params{"ping": {"count": "2"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	// The same pair with an impossible minimum fails, and the peer's server was a
 	// one-shot: a second run gets a fresh one.
 	run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},
-		Params: map[string]probe.Params{"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "90000"}}}, probes.TriggerManual)
+		Params: map[string]probe.Params{"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "90000"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}

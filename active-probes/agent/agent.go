@@ -141,7 +141,7 @@ func (a *Agent) checks(w http.ResponseWriter, r *http.Request, _ string) *httpEr
 	var out []CheckInfo
 	for _, s := range a.cfg.Runner.Registry().List() {
 		out = append(out, CheckInfo{Name: s.Name, Help: s.Help, DefaultEnabled: s.DefaultEnabled,
-			Invasive: s.Invasive, Timeout: s.Timeout(nil), Params: s.Params})
+			Invasive: s.Invasive, Peer: s.Peer, PeerServer: s.PeerServer, Timeout: s.Timeout(nil), Params: s.Params})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

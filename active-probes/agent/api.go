@@ -41,12 +41,16 @@ type RunResponse struct {
 
 // CheckInfo describes one probe the agent can run.
 type CheckInfo struct {
-	Name           string            `json:"name"`
-	Help           string            `json:"help"`
-	DefaultEnabled bool              `json:"defaultEnabled"`
-	Invasive       bool              `json:"invasive"`
-	Timeout        time.Duration     `json:"timeout"`
-	Params         []probe.ParamSpec `json:"params,omitempty"`
+	Name           string `json:"name"`
+	Help           string `json:"help"`
+	DefaultEnabled bool   `json:"defaultEnabled"`
+	Invasive       bool   `json:"invasive"`
+	// Peer: the check measures against another node (its "peer" parameter);
+	// PeerServer: that peer must first serve it through its own agent (iperf3).
+	Peer       bool              `json:"peer,omitempty"`
+	PeerServer bool              `json:"peerServer,omitempty"`
+	Timeout    time.Duration     `json:"timeout"`
+	Params     []probe.ParamSpec `json:"params,omitempty"`
 }
 
 // Iperf3ServerRequest asks the agent to start `iperf3 -s -1` for one test.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
 )
 
 // Request is the body of POST /api/v1/probes.
@@ -52,7 +52,7 @@ func (t *Triggers) Register(mux *http.ServeMux) {
 			http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		run, err := t.Start(req, probes.TriggerManual)
+		run, err := t.Start(req, proberun.TriggerManual)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -104,7 +104,7 @@ func (t *Triggers) Register(mux *http.ServeMux) {
 			}
 			req.Nodes = nodes
 		}
-		run, err := t.Start(req, probes.TriggerManual)
+		run, err := t.Start(req, proberun.TriggerManual)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -124,45 +124,45 @@ func (t *Triggers) Register(mux *http.ServeMux) {
 }
 
 // Start starts a manual run (the API and the CLI behind it).
-func (t *Triggers) Start(req Request, trigger probes.Trigger) (probes.Run, error) {
+func (t *Triggers) Start(req Request, trigger proberun.Trigger) (proberun.Run, error) {
 	if t.dispatcher == nil {
-		return probes.Run{}, fmt.Errorf("probes are not configured")
+		return proberun.Run{}, fmt.Errorf("probes are not configured")
 	}
 	nodes := req.Nodes
 	if req.Selector != "" {
 		if len(nodes) > 0 {
-			return probes.Run{}, fmt.Errorf("give nodes or a selector, not both")
+			return proberun.Run{}, fmt.Errorf("give nodes or a selector, not both")
 		}
 		var err error
 		if nodes, err = t.SelectNodes(req.Selector); err != nil {
-			return probes.Run{}, err
+			return proberun.Run{}, err
 		}
 		if len(nodes) == 0 {
-			return probes.Run{}, fmt.Errorf("no node matches %q", req.Selector)
+			return proberun.Run{}, fmt.Errorf("no node matches %q", req.Selector)
 		}
 	}
 	for _, n := range nodes {
 		if _, err := t.deps.Actor.NodeLister().Get(n); err != nil {
-			return probes.Run{}, fmt.Errorf("node %q: %w", n, err)
+			return proberun.Run{}, fmt.Errorf("node %q: %w", n, err)
 		}
 	}
 	// Manual runs belong to the replica, not to the request that started them.
 	if t.deps.Life.Err() != nil {
-		return probes.Run{}, fmt.Errorf("controller is shutting down")
+		return proberun.Run{}, fmt.Errorf("controller is shutting down")
 	}
-	return t.dispatcher.Start(t.deps.Life, probes.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force,
+	return t.dispatcher.Start(t.deps.Life, proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force,
 		Batch: req.Batch, Trigger: trigger})
 }
 
 // WriteStatusText renders a run the way Autopilot's /status answers: per node, one
 // line per check with its verdict, then the node's status.
-func WriteStatusText(w io.Writer, run probes.Run) {
+func WriteStatusText(w io.Writer, run proberun.Run) {
 	fmt.Fprintf(w, "Run %s: checks %s on %d node(s), %s\n", run.ID, strings.Join(run.Checks, ","), len(run.Nodes), run.Status)
-	nodes := append([]probes.NodeRun(nil), run.Nodes...)
+	nodes := append([]proberun.NodeRun(nil), run.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Node < nodes[j].Node })
 	for _, nr := range nodes {
 		name := nr.Node
-		if name == probes.ClusterNode {
+		if name == proberun.ClusterNode {
 			name = "(cluster)"
 		}
 		fmt.Fprintf(w, "\nNode: %s\n", name)

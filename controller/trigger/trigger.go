@@ -23,7 +23,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -51,7 +51,7 @@ type Config struct {
 	AgentScheme string
 	AgentURLs   map[string]string
 	// Agents, when set, replaces the above.
-	Agents probes.Resolver
+	Agents proberun.Resolver
 	Token  func() (string, error)
 	// Local runs the checks the controller runs itself (pvc).
 	Local *probe.Runner
@@ -65,7 +65,7 @@ type Config struct {
 	RecoverEvery   time.Duration
 	// NoHealthLabel leaves the faultline.io/health label alone.
 	NoHealthLabel bool
-	// Batch, NodeTimeout: see probes.Config.
+	// Batch, NodeTimeout: see proberun.Config.
 	Batch       int
 	NodeTimeout time.Duration
 }
@@ -127,7 +127,7 @@ type Triggers struct {
 	cfg        Config
 	deps       Deps
 	log        *slog.Logger
-	dispatcher *probes.Dispatcher
+	dispatcher *proberun.Dispatcher
 	ps         *probeState
 }
 
@@ -152,7 +152,7 @@ func (t *Triggers) On() bool { return t.dispatcher != nil }
 func (t *Triggers) newDispatcher(ctx context.Context) error {
 	pc := t.cfg
 	if pc.Agents == nil && (pc.AgentPort > 0 || len(pc.AgentURLs) > 0) {
-		r := probes.AgentResolver{Static: pc.AgentURLs, Scheme: pc.AgentScheme, Port: pc.AgentPort}
+		r := proberun.AgentResolver{Static: pc.AgentURLs, Scheme: pc.AgentScheme, Port: pc.AgentPort}
 		if pc.AgentPort > 0 {
 			r.Address = t.deps.Actor.NodeAddress
 		}
@@ -168,10 +168,10 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 		pc.RecoverEvery = 10 * time.Minute
 	}
 	t.cfg = pc
-	d, err := probes.New(probes.Config{Agents: pc.Agents, Token: pc.Token, Local: pc.Local, Batch: pc.Batch,
+	d, err := proberun.New(proberun.Config{Agents: pc.Agents, Token: pc.Token, Local: pc.Local, Batch: pc.Batch,
 		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer,
-		OnStart: func(run *probes.Run, node string) { t.setHealth(ctx, node) },
-		OnNode:  func(run *probes.Run, nr probes.NodeRun) { t.probeDone(ctx, run, nr) }})
+		OnStart: func(run *proberun.Run, node string) { t.setHealth(ctx, node) },
+		OnNode:  func(run *proberun.Run, nr proberun.NodeRun) { t.probeDone(ctx, run, nr) }})
 	if err != nil {
 		return err
 	}
@@ -180,13 +180,13 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 }
 
 // Dispatcher returns the dispatcher (nil when probes are off).
-func (t *Triggers) Dispatcher() *probes.Dispatcher { return t.dispatcher }
+func (t *Triggers) Dispatcher() *proberun.Dispatcher { return t.dispatcher }
 
 // probeDone reports one node's results: metrics, a log line per result, an Event
 // per run and node, and the health label.
-func (t *Triggers) probeDone(ctx context.Context, run *probes.Run, nr probes.NodeRun) {
+func (t *Triggers) probeDone(ctx context.Context, run *proberun.Run, nr proberun.NodeRun) {
 	where := nr.Node
-	if where == probes.ClusterNode {
+	if where == proberun.ClusterNode {
 		where = "cluster"
 	}
 	var parts []string
@@ -214,7 +214,7 @@ func (t *Triggers) probeDone(ctx context.Context, run *probes.Run, nr probes.Nod
 		t.log.Warn("probe run failed", "run", run.ID, "trigger", run.Trigger, "node", where, "checks", run.Checks, "err", nr.Error)
 		parts = append(parts, "error: "+nr.Error)
 	}
-	if nr.Node == probes.ClusterNode {
+	if nr.Node == proberun.ClusterNode {
 		return
 	}
 	t.ps.mu.Lock()
@@ -299,8 +299,8 @@ func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 	}()
 	failed, timedOut, summary := false, true, "probes are not configured"
 	if t.dispatcher != nil {
-		run, err := t.dispatcher.Start(ctx, probes.Request{Nodes: []string{f.Node}, Checks: f.Rule.Probe.Checks,
-			Trigger: probes.TriggerRule, Reason: f.Rule.String()})
+		run, err := t.dispatcher.Start(ctx, proberun.Request{Nodes: []string{f.Node}, Checks: f.Rule.Probe.Checks,
+			Trigger: proberun.TriggerRule, Reason: f.Rule.String()})
 		if err != nil {
 			summary = err.Error()
 		} else {
@@ -354,7 +354,7 @@ func verdict(failed, timedOut bool) string {
 
 // judge reads a finished run: failed when a check failed; timedOut when nothing
 // failed but a check could not reach a verdict (error, timeout, refused, agent down).
-func judge(run probes.Run) (failed, timedOut bool, summary string) {
+func judge(run proberun.Run) (failed, timedOut bool, summary string) {
 	var parts []string
 	for _, nr := range run.Nodes {
 		for _, r := range nr.Results {
@@ -402,8 +402,8 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 	t.ps.mu.Lock()
 	t.ps.recovering[key] = now
 	t.ps.mu.Unlock()
-	run, err := t.dispatcher.Start(ctx, probes.Request{Nodes: []string{a.Node}, Checks: a.Rule.Recover.Probes,
-		Trigger: probes.TriggerRecovery, Reason: a.Evidence.ID()})
+	run, err := t.dispatcher.Start(ctx, proberun.Request{Nodes: []string{a.Node}, Checks: a.Rule.Recover.Probes,
+		Trigger: proberun.TriggerRecovery, Reason: a.Evidence.ID()})
 	if err != nil {
 		t.log.Warn("recovery probes not started", "node", a.Node, "rule", a.Evidence.ID(), "err", err)
 		return passed
@@ -457,7 +457,7 @@ func (t *Triggers) RunSchedules(ctx context.Context) {
 				case <-tick.C:
 				}
 				if current != "" {
-					if r, ok := t.dispatcher.Get(current); ok && r.State != probes.StateDone {
+					if r, ok := t.dispatcher.Get(current); ok && r.State != proberun.StateDone {
 						t.log.Warn("scheduled probe still running; skipping this round", "check", s.Check, "run", current)
 						t.deps.Skipped.WithLabelValues(s.Check).Inc()
 						continue
@@ -467,7 +467,7 @@ func (t *Triggers) RunSchedules(ctx context.Context) {
 				if err != nil || len(nodes) == 0 {
 					continue
 				}
-				req := probes.Request{Nodes: nodes, Checks: []string{s.Check}, Trigger: probes.TriggerSchedule,
+				req := proberun.Request{Nodes: nodes, Checks: []string{s.Check}, Trigger: proberun.TriggerSchedule,
 					Reason: "every " + s.Every.String()}
 				if len(s.Params) > 0 {
 					req.Params = map[string]probe.Params{s.Check: s.Params}

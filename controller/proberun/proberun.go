@@ -1,12 +1,9 @@
-// Package probes is the controller's probe stage: it runs active checks on nodes
-// through their probe agents (and cluster-level checks such as pvc in the controller
-// itself), keeps a record of each run, and reports every node's results to a hook
-// that labels the node, records an Event and logs a line.
-//
-// Runs come from four triggers, all through Dispatcher.Start: by hand (the HTTP API
-// and `faultline probe run`), on a schedule, from a rule with action probe (the taint
-// waits for the result), and for recovery (a tainted node's recovery probes).
-package probes
+// Package proberun runs probe checks for the controller: on nodes through their
+// probe agents (asking each agent which checks it runs), and cluster-level checks such
+// as pvc in the controller itself. It keeps a record of each run and reports every
+// node's results to a hook (see controller/trigger, which decides when runs start:
+// by hand, on a schedule, to confirm a rule, before a recovery).
+package proberun
 
 import (
 	"context"
@@ -20,6 +17,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,6 +145,7 @@ type Dispatcher struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
+	checks  map[string]inventory // node → what its agent said it runs
 	runs    map[string]*Run
 	order   []string
 	done    map[string]chan struct{}
@@ -179,7 +178,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Dispatcher{cfg: cfg, log: cfg.Log, runs: map[string]*Run{}, done: map[string]chan struct{}{}, running: map[string]int{}}, nil
+	return &Dispatcher{cfg: cfg, log: cfg.Log, runs: map[string]*Run{}, done: map[string]chan struct{}{}, running: map[string]int{}, checks: map[string]inventory{}}, nil
 }
 
 func (d *Dispatcher) local(check string) bool {
@@ -447,13 +446,20 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 	if err != nil {
 		return nil, err
 	}
+	inv, err := d.inventory(ctx, node, c)
+	if err != nil {
+		return nil, err
+	}
 	params := map[string]probe.Params{}
 	for _, ch := range checks {
 		p := req.Params[ch].Clone()
 		if p == nil {
 			p = probe.Params{}
 		}
-		spec, _ := probe.Default().Get(ch)
+		spec, ok := inv.checks[ch]
+		if !ok {
+			return nil, fmt.Errorf("the probe agent on %s does not run %s (it runs: %s)", node, ch, strings.Join(inv.names(), ", "))
+		}
 		if spec.Peer && p["peer"] == "" && p["peer_node"] == "" && d.cfg.PickPeer != nil {
 			peer, err := d.cfg.PickPeer(node)
 			if err != nil {
@@ -497,6 +503,54 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 		return nil, err
 	}
 	return resp.Results, nil
+}
+
+// inventoryTTL is how long an agent's list of checks is trusted: an agent upgraded
+// in place (a DaemonSet rollout) is asked again within it.
+const inventoryTTL = 5 * time.Minute
+
+// maxInventories bounds the cache (one entry per node).
+const maxInventories = 100000
+
+type inventory struct {
+	checks map[string]agent.CheckInfo
+	at     time.Time
+}
+
+func (inv inventory) names() []string {
+	out := make([]string, 0, len(inv.checks))
+	for n := range inv.checks {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// inventory returns the checks the node's agent runs, asking the agent (GET
+// /api/v1/checks) at most every inventoryTTL: the agent, not the controller's own
+// registry, says what a node can run and which checks need a peer.
+func (d *Dispatcher) inventory(ctx context.Context, node string, c *agent.Client) (inventory, error) {
+	d.mu.Lock()
+	inv, ok := d.checks[node]
+	d.mu.Unlock()
+	if ok && time.Since(inv.at) < inventoryTTL {
+		return inv, nil
+	}
+	list, err := c.Checks(ctx)
+	if err != nil {
+		return inventory{}, fmt.Errorf("probe agent of %s: list of checks: %w", node, err)
+	}
+	inv = inventory{checks: make(map[string]agent.CheckInfo, len(list)), at: time.Now()}
+	for _, ci := range list {
+		inv.checks[ci.Name] = ci
+	}
+	d.mu.Lock()
+	if len(d.checks) >= maxInventories {
+		clear(d.checks)
+	}
+	d.checks[node] = inv
+	d.mu.Unlock()
+	return inv, nil
 }
 
 func hostOf(base string) (string, error) {
