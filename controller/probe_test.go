@@ -28,6 +28,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/test/testenv"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 const aerNonFatal = "pcieport 0000:80:03.0: AER: Uncorrectable (Non-Fatal) error message received from 0000:81:00.0"
@@ -188,7 +189,7 @@ spec:
 	if len(cl.events("gpu-a", "ProbeFailed")) == 0 || len(cl.events("gpu-b", "ProbePassed")) == 0 {
 		t.Error("no ProbeFailed Event on gpu-a or no ProbePassed Event on gpu-b")
 	}
-	if n := counterWith(t, r, "faultline_controller_probe_results_total", map[string]string{"check": "pciebw", "status": "fail", "trigger": "rule"}); n != 1 {
+	if n := testutil.ToFloat64(r.m.ProbeResults().WithLabelValues("pciebw", "fail", "rule")); n != 1 {
 		t.Errorf("pciebw fail results from rules: %v, want 1", n)
 	}
 
@@ -198,7 +199,7 @@ spec:
 	cl.waitFor("gpu-a untainted by its recovery probe", 60*time.Second, func() bool { return !cl.tainted("gpu-a") })
 	t.Logf("repair to untaint: %s", time.Since(t1).Round(time.Millisecond))
 	cl.waitFor("gpu-a health PASS", 10*time.Second, func() bool { return cl.label("gpu-a", trigger.LabelHealth) == trigger.HealthPass })
-	if n := counterWith(t, r, "faultline_controller_probe_results_total", map[string]string{"check": "pciebw", "status": "pass", "trigger": "recovery"}); n < 1 {
+	if n := testutil.ToFloat64(r.m.ProbeResults().WithLabelValues("pciebw", "pass", "recovery")); n < 1 {
 		t.Errorf("no passing recovery probe counted")
 	}
 }
@@ -369,7 +370,7 @@ func TestScheduledProbes(t *testing.T) {
 	if len(run.Nodes) != 4 {
 		t.Errorf("round over %d nodes, want the 4 labelled nodes", len(run.Nodes))
 	}
-	if n := counterWith(t, r, "faultline_controller_probe_runs_skipped_total", map[string]string{"check": "ping"}); n < 1 {
+	if n := testutil.ToFloat64(r.m.ProbeSkipped().WithLabelValues("ping")); n < 1 {
 		t.Errorf("no round skipped although each outlasts the interval")
 	}
 }

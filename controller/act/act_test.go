@@ -20,6 +20,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -148,20 +149,19 @@ func evidenceOf(t *testing.T, n *corev1.Node) []fault.Evidence {
 // waiting until want(events) holds.
 func nodeEvents(t *testing.T, cs kubernetes.Interface, node string, want func([]corev1.Event) bool) []corev1.Event {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	var items []corev1.Event
-	for {
+	// Returns what is there after the timeout too: callers check the events themselves.
+	deadline := time.Now().Add(15 * time.Second)
+	eventually.True(t, 16*time.Second, "events on "+node, func() bool {
 		l, err := cs.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(),
 			metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node})
 		if err != nil {
 			t.Fatal(err)
 		}
 		items = l.Items
-		if want(items) || time.Now().After(deadline) {
-			return items
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return want(items) || time.Now().After(deadline)
+	})
+	return items
 }
 
 func withReason(reason string) func([]corev1.Event) bool {
@@ -671,19 +671,15 @@ func TestActor(t *testing.T) {
 		if err := a.EventOn(cm, "Bogus", ReasonPackReloadFailed, "x"); err == nil {
 			t.Fatal("EventOn accepted a bad type")
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		eventually.NoError(t, 15*time.Second, "a PackReloadFailed event on the ConfigMap", func() error {
 			l, err := cs.CoreV1().Events("faultline").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=packs"})
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			if len(l.Items) == 1 && l.Items[0].Reason == ReasonPackReloadFailed && l.Items[0].InvolvedObject.UID == cm.UID {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no PackReloadFailed event on the ConfigMap: %+v", l.Items)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("events %+v", l.Items)
+		})
 	})
 }

@@ -2,6 +2,7 @@ package nodefault_test
 
 import (
 	"context"
+	"os/exec"
 	"reflect"
 	"strings"
 	"sync"
@@ -111,6 +112,27 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 	if len(got.Status.Evidence) != 2 || got.Status.Captures["xid"] != "79" || got.Status.BootID != "boot-1" || got.Status.Owner != "controller-0" {
 		t.Errorf("evidence, captures, boot id or owner lost: %+v", got.Status)
 	}
+
+	t.Run("Kubectl", func(t *testing.T) {
+		kubectl := func(args ...string) string {
+			t.Helper()
+			out, err := exec.Command(testenv.Binary(t, "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig()}, args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+			}
+			return string(out)
+		}
+		get := kubectl("get", "nodefaults")
+		t.Logf("kubectl get nodefaults:\n%s", get)
+		header, row, _ := strings.Cut(get, "\n")
+		if strings.Join(strings.Fields(header), " ") != "NAME NODE RULE SEVERITY PHASE COUNT LAST-SEEN AGE" ||
+			strings.Join(strings.Fields(row)[:6], " ") != "gpu-17.nvidia-xid.xid-79 gpu-17 xid-79 critical Tainted 2" {
+			t.Errorf("printer columns:\n%s", get)
+		}
+		if d := kubectl("describe", "nodefault", tainted.Name); !strings.Contains(d, "GPU has fallen off the bus") || !strings.Contains(d, "pciebw: 2 GB/s") {
+			t.Errorf("describe shows no evidence or probe verdict:\n%s", d)
+		}
+	})
 
 	t.Run("NotWritableByNode", func(t *testing.T) {
 		cfg := rest.CopyConfig(env.RESTConfig())
