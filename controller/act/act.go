@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,6 +124,13 @@ type Actor struct {
 	// so no decision rests on a cache that misses the Actor's own change.
 	written map[string]pendingWrite
 
+	// nodesGen counts changes the Node informer delivered; facts were computed at
+	// factsGen (the maps are shared read-only with the callers, see decide.NodeFacts).
+	nodesGen atomic.Uint64
+	factsMu  sync.Mutex
+	factsGen uint64
+	facts    *decide.NodeFacts
+
 	// beforeWrite, when set (by tests), runs just before each Node write.
 	beforeWrite func(node string, attempt int)
 }
@@ -167,6 +175,16 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		nodes:   ni.Lister(),
 		synced:  ni.Informer().HasSynced,
 		written: map[string]pendingWrite{},
+	}
+	// Any change of a Node makes the next Facts recompute; until then per-fault
+	// decisions reuse the last facts instead of a pass over the fleet each.
+	bump := func() { a.nodesGen.Add(1) }
+	if _, err := ni.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { bump() },
+		UpdateFunc: func(any, any) { bump() },
+		DeleteFunc: func(any) { bump() },
+	}); err != nil {
+		return nil, fmt.Errorf("act: node informer: %w", err)
 	}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})
@@ -371,11 +389,28 @@ func (a *Actor) EligibleNodes() (int, error) {
 	return c, nil
 }
 
-// Facts reads the fleet's state for the decide stage from the cache.
+// Facts reads the fleet's state for the decide stage from the cache. It walks the
+// Nodes only when one changed since the last call; otherwise it returns the same
+// facts again (whose maps callers only read).
 func (a *Actor) Facts() (decide.NodeFacts, error) {
 	if err := a.ready(); err != nil {
 		return decide.NodeFacts{}, err
 	}
+	a.factsMu.Lock()
+	defer a.factsMu.Unlock()
+	gen := a.nodesGen.Load()
+	if a.facts != nil && a.factsGen == gen {
+		return *a.facts, nil
+	}
+	f, err := a.computeFacts()
+	if err != nil {
+		return decide.NodeFacts{}, err
+	}
+	a.facts, a.factsGen = &f, gen
+	return f, nil
+}
+
+func (a *Actor) computeFacts() (decide.NodeFacts, error) {
 	nodes, err := a.nodes.List(labels.Everything())
 	if err != nil {
 		return decide.NodeFacts{}, err

@@ -562,6 +562,17 @@ func TestActor(t *testing.T) {
 		if e, err := a.EligibleNodes(); err != nil || e != len(all.Items)-1 || facts.Eligible != e {
 			t.Fatalf("EligibleNodes = %d, %v; %d nodes, one opted out", e, err, len(all.Items))
 		}
+		// No Node changed: the same facts again, without a pass over the fleet.
+		again, _ := a.Facts()
+		if reflect.ValueOf(again.OptedOut).UnsafePointer() != reflect.ValueOf(facts.OptedOut).UnsafePointer() {
+			t.Error("facts recomputed although no Node changed")
+		}
+		// A Node changes: the next facts show it.
+		updateNode(t, cs, "optout-2", func(n *corev1.Node) { n.Labels[fault.LabelOptOut] = "true" })
+		eventually.True(t, 10*time.Second, "facts with optout-2 opted out", func() bool {
+			f, err := a.Facts()
+			return err == nil && f.OptedOut["optout-2"] && f.Eligible == facts.Eligible-1
+		})
 	})
 
 	t.Run("NodeCondition", func(t *testing.T) {
