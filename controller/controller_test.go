@@ -498,9 +498,10 @@ func TestDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var nf *v1alpha1.NodeFault
-	cl.waitFor("gpu-1's NodeFault", 10*time.Second, func() bool {
+	// Created, then its status written: wait for the status.
+	cl.waitFor("gpu-1's NodeFault with its status", 10*time.Second, func() bool {
 		nf, err = records.Get(context.Background(), nodefault.Name("gpu-1", "nvidia-xid", "xid-gpu-lost"))
-		return err == nil
+		return err == nil && nf.Status.Phase != ""
 	})
 	if nf.Status.Phase != v1alpha1.PhaseObserved || len(nf.Status.History) == 0 || nf.Status.History[0].Kind != "dry-run-taint" {
 		t.Errorf("NodeFault status %+v", nf.Status)

@@ -18,10 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,8 +36,6 @@ type Config struct {
 	// GPUPods finds pods holding GPUs; nil means none can be found, and invasive probes
 	// then need force.
 	GPUPods GPUPods
-	// Iperf3Path is the iperf3 program for server requests ("" means "iperf3").
-	Iperf3Path string
 	// MaxBody bounds request bodies (default 64 KiB).
 	MaxBody int64
 	// Registerer receives the agent's request metrics (nil: none).
@@ -52,9 +48,6 @@ type Agent struct {
 	cfg      Config
 	log      *slog.Logger
 	requests *prometheus.CounterVec
-
-	serversMu sync.Mutex
-	servers   map[int]*probe.Iperf3Server
 }
 
 // New returns an agent.
@@ -68,7 +61,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node), servers: map[int]*probe.Iperf3Server{},
+	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_probe_agent_requests_total",
 			Help: "API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"})}
 	if cfg.Registerer != nil {
@@ -82,7 +75,6 @@ func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+PathChecks, a.authorized("get", PathChecks, a.checks))
 	mux.Handle("POST "+PathRun, a.authorized("create", PathRun, a.run))
-	mux.Handle("POST "+PathIperf3Server, a.authorized("create", PathIperf3Server, a.iperf3Server))
 	return mux
 }
 
@@ -282,65 +274,9 @@ func (a *Agent) logResult(res probe.Result, user string) {
 	a.log.Log(context.Background(), level, "probe result", attrs...)
 }
 
-func (a *Agent) iperf3Server(w http.ResponseWriter, r *http.Request, user string) *httpError {
-	var req Iperf3ServerRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return errorf(http.StatusBadRequest, "request body: %v", err)
-	}
-	if req.Port < 1 || req.Port > 65535 {
-		return errorf(http.StatusBadRequest, "port %d: must be 1-65535", req.Port)
-	}
-	if req.Bind != "" && net.ParseIP(req.Bind) == nil {
-		return errorf(http.StatusBadRequest, "bind %q: not an IP address", req.Bind)
-	}
-	if req.IdleTimeout <= 0 {
-		req.IdleTimeout = time.Minute
-	}
-	if req.IdleTimeout > 10*time.Minute {
-		return errorf(http.StatusBadRequest, "idleTimeout %s: at most 10m", req.IdleTimeout)
-	}
-	a.serversMu.Lock()
-	if _, busy := a.servers[req.Port]; busy {
-		a.serversMu.Unlock()
-		return errorf(http.StatusConflict, "an iperf3 server already listens on port %d", req.Port)
-	}
-	a.servers[req.Port] = nil // reserved while starting
-	a.serversMu.Unlock()
-	// The server outlives this request: it ends after one test or its idle timeout.
-	srv, err := probe.StartIperf3Server(context.WithoutCancel(r.Context()), probe.Iperf3ServerOptions{
-		Path: a.cfg.Iperf3Path, Bind: req.Bind, Port: req.Port, IdleTimeout: req.IdleTimeout})
-	if err != nil {
-		a.serversMu.Lock()
-		delete(a.servers, req.Port)
-		a.serversMu.Unlock()
-		return errorf(http.StatusInternalServerError, "start iperf3 server: %v", err)
-	}
-	a.serversMu.Lock()
-	a.servers[req.Port] = srv
-	a.serversMu.Unlock()
-	go func() {
-		<-srv.Done()
-		a.serversMu.Lock()
-		delete(a.servers, req.Port)
-		a.serversMu.Unlock()
-	}()
-	a.log.Info("iperf3 server started", "port", srv.Port, "user", user)
-	writeJSON(w, http.StatusOK, Iperf3ServerResponse{Node: a.cfg.Node, Port: srv.Port})
-	return nil
-}
-
-// Close stops iperf3 servers still waiting for a client.
-func (a *Agent) Close() {
-	a.serversMu.Lock()
-	defer a.serversMu.Unlock()
-	for _, s := range a.servers {
-		if s != nil {
-			_ = s.Close()
-		}
-	}
-}
+// Close stops what the probes left running (iperf3 servers still waiting for a
+// client).
+func (a *Agent) Close() { a.cfg.Runner.Close() }
 
 func names(plan []planned) []string {
 	out := make([]string, len(plan))

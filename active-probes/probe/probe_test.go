@@ -17,7 +17,7 @@ func TestRegistryHasEveryProbe(t *testing.T) {
 		enabled, invasive bool
 	}{
 		"nvml": {true, false}, "pciebw": {false, true}, "dgemm": {false, true},
-		"dcgm": {false, false}, "iperf3": {false, true}, "ping": {false, false},
+		"dcgm": {false, false}, "iperf3": {false, true}, "ping": {false, false}, "iperf3-server": {false, false},
 	}
 	var names []string
 	for _, s := range Default().List() {

@@ -48,9 +48,10 @@ type Spec struct {
 	// parameter; a caller that knows nodes (the controller) may name the peer node
 	// instead and let the check find its address.
 	Peer bool
-	// PeerServer marks a Peer check whose peer must serve it first (iperf3: a
-	// one-shot server on the "port" parameter, started through the peer's agent).
-	PeerServer bool
+	// PeerServer names the check the peer must run first to serve a Peer check
+	// (iperf3: Iperf3ServerCheck, a one-shot server on the "port" parameter); "" for
+	// none.
+	PeerServer string
 	// Params is the parameter schema.
 	Params Schema
 	// New builds the probe for a node.

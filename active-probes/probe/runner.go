@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 )
@@ -41,6 +42,18 @@ func NewRunner(reg *Registry, cfg Config, metrics *Metrics) *Runner {
 	return &Runner{reg: reg, cfg: cfg, metrics: metrics, now: time.Now,
 		probes: map[string]Probe{}, locks: map[string]*sync.Mutex{}, timeouts: map[string]time.Duration{},
 		lastByKey: map[string]Result{}}
+}
+
+// Close closes the probes that hold something beyond a run (the iperf3-server
+// probe's servers waiting for a client).
+func (r *Runner) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.probes {
+		if c, ok := p.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
 }
 
 // Registry returns the runner's registry.

@@ -481,15 +481,16 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 				return nil, err
 			}
 			p["peer"] = host
-			if spec.PeerServer {
+			if spec.PeerServer != "" {
 				port := d.cfg.Iperf3Port
 				if v := p["port"]; v != "" {
 					if port, err = strconv.Atoi(v); err != nil {
 						return nil, fmt.Errorf("%s: port %q: %w", ch, v, err)
 					}
 				}
-				if _, err := pc.StartIperf3Server(ctx, agent.Iperf3ServerRequest{Port: port, IdleTimeout: 5 * time.Minute}); err != nil {
-					return nil, fmt.Errorf("%s server on %s: %w", ch, peer, err)
+				// The peer serves through its agent's own check (iperf3-server).
+				if err := serve(ctx, pc, spec.PeerServer, probe.Params{"port": strconv.Itoa(port), "idle_timeout": "5m"}); err != nil {
+					return nil, fmt.Errorf("%s: %s on %s: %w", ch, spec.PeerServer, peer, err)
 				}
 				p["port"] = strconv.Itoa(port)
 			}
@@ -551,6 +552,18 @@ func (d *Dispatcher) inventory(ctx context.Context, node string, c *agent.Client
 	d.checks[node] = inv
 	d.mu.Unlock()
 	return inv, nil
+}
+
+// serve runs check (a peer server) on the agent of c and says whether it is serving.
+func serve(ctx context.Context, c *agent.Client, check string, p probe.Params) error {
+	resp, err := c.Run(ctx, agent.RunRequest{Checks: []string{check}, Params: map[string]probe.Params{check: p}})
+	if err != nil {
+		return err
+	}
+	if len(resp.Results) != 1 || resp.Results[0].Status != probe.StatusPass {
+		return fmt.Errorf("not serving: %+v", resp.Results)
+	}
+	return nil
 }
 
 func hostOf(base string) (string, error) {
