@@ -210,9 +210,8 @@ func TestManualProbes(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
 	pc := s.probeConfig()
-	local := probe.NewRegistry()
-	local.MustRegister(pvc.Spec(cl.cs, ns))
-	pc.Local = probe.NewRunner(local, probe.Config{}, nil)
+	pc.Registry = probe.Default().With(pvc.Spec(cl.cs, ns))
+	pc.Local = probe.NewRunner(pc.Registry, probe.Config{}, nil)
 	r := cl.start(options{probes: pc})
 	srv := httptest.NewServer(r.c.Handler())
 	t.Cleanup(srv.Close)

@@ -132,6 +132,9 @@ func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
 func (a *Agent) checks(w http.ResponseWriter, r *http.Request, _ string) *httpError {
 	var out []CheckInfo
 	for _, s := range a.cfg.Runner.Registry().List() {
+		if s.RunsOn != probe.OnNode {
+			continue // not for an agent to run
+		}
 		out = append(out, CheckInfo{Name: s.Name, Help: s.Help, DefaultEnabled: s.DefaultEnabled,
 			Invasive: s.Invasive, Peer: s.Peer, PeerServer: s.PeerServer, Timeout: s.Timeout(nil), Params: s.Params})
 	}
@@ -208,6 +211,10 @@ func (a *Agent) plan(req RunRequest) ([]planned, error) {
 		}
 		seen[name] = true
 		spec, ok := reg.Get(name)
+		if ok && spec.RunsOn != probe.OnNode {
+			errs = append(errs, fmt.Errorf("check %s runs in the controller, not on a node", name))
+			continue
+		}
 		if !ok {
 			errs = append(errs, fmt.Errorf("%w %q (this agent runs: %s)", probe.ErrUnknownProbe, name, strings.Join(specNames(reg), ", ")))
 			continue

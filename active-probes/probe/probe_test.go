@@ -56,6 +56,27 @@ func TestRegistryHasEveryProbe(t *testing.T) {
 	}
 }
 
+func TestRegistryWith(t *testing.T) {
+	ctl := Spec{Name: "cluster-check", Help: "runs in the controller", RunsOn: OnController,
+		New: func(Config) Probe { return funcProbe{name: "cluster-check"} }}
+	r := Default().With(ctl)
+	if s, ok := r.Get("cluster-check"); !ok || s.RunsOn != OnController {
+		t.Errorf("With: %+v %v", s, ok)
+	}
+	if s, ok := r.Get("nvml"); !ok || s.RunsOn != OnNode {
+		t.Errorf("With lost the node probes: %+v %v", s, ok)
+	}
+	if _, ok := Default().Get("cluster-check"); ok {
+		t.Error("With changed the default registry")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("With accepted a duplicate")
+		}
+	}()
+	r.With(ctl)
+}
+
 func TestRegisterRejectsBadSpecs(t *testing.T) {
 	r := NewRegistry()
 	ok := Spec{Name: "x", New: func(Config) Probe { return nil }}

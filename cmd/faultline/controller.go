@@ -108,10 +108,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			if pf.pvc {
-				// The cluster-level checks the controller runs itself.
-				local := probe.NewRegistry()
-				local.MustRegister(pvc.Spec(client, cfg.Namespace))
-				cfg.Probes.Local = probe.NewRunner(local, probe.Config{}, probe.NewMetrics(reg))
+				// One registry: the node checks and those the controller runs itself.
+				cfg.Probes.Registry = probe.Default().With(pvc.Spec(client, cfg.Namespace))
+				cfg.Probes.Local = probe.NewRunner(cfg.Probes.Registry, probe.Config{}, probe.NewMetrics(reg))
 			}
 			cfg.Packs.Defaults = !noDefaults
 			cfg.Decide.RuleBudgets = ruleBudget

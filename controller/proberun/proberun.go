@@ -116,11 +116,13 @@ type Config struct {
 	// ServiceAccount token).
 	Token func() (string, error)
 	HTTP  *http.Client
-	// Local runs the checks the controller runs itself (pvc); nil: none.
+	// Registry is the one list of checks, each saying where it runs (Spec.RunsOn):
+	// on the nodes, through their agents (which are asked what they actually run),
+	// or in the controller (default: the probe package's registry, node checks only).
+	Registry *probe.Registry
+	// Local runs the checks that run in the controller (RunsOn OnController, pvc);
+	// nil: such checks are refused.
 	Local *probe.Runner
-	// Known reports whether a check exists on the agents (default: the probe
-	// package's registry), so a request naming an unknown check is refused up front.
-	Known func(check string) bool
 	// Batch is the default number of nodes probed at once (default 10).
 	Batch int
 	// NodeTimeout bounds one node's part of a run (default 30m: dcgm level 3 is long).
@@ -172,8 +174,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{}
 	}
-	if cfg.Known == nil {
-		cfg.Known = func(c string) bool { _, ok := probe.Default().Get(c); return ok }
+	if cfg.Registry == nil {
+		cfg.Registry = probe.Default()
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -181,12 +183,10 @@ func New(cfg Config) (*Dispatcher, error) {
 	return &Dispatcher{cfg: cfg, log: cfg.Log, runs: map[string]*Run{}, done: map[string]chan struct{}{}, running: map[string]int{}, checks: map[string]inventory{}}, nil
 }
 
+// local reports whether check runs in the controller.
 func (d *Dispatcher) local(check string) bool {
-	if d.cfg.Local == nil {
-		return false
-	}
-	_, ok := d.cfg.Local.Registry().Get(check)
-	return ok
+	spec, ok := d.cfg.Registry.Get(check)
+	return ok && spec.RunsOn == probe.OnController
 }
 
 // Validate checks a request without running it.
@@ -201,26 +201,27 @@ func (d *Dispatcher) Validate(req Request) error {
 			return fmt.Errorf("check %q named twice", c)
 		}
 		seen[c] = true
+		spec, ok := d.cfg.Registry.Get(c)
 		switch {
-		case d.local(c):
-			spec, _ := d.cfg.Local.Registry().Get(c)
+		case !ok:
+			return fmt.Errorf("unknown check %q", c)
+		case spec.RunsOn == probe.OnController:
+			if d.cfg.Local == nil {
+				return fmt.Errorf("check %s runs in the controller, which has no runner for it", c)
+			}
 			if _, err := spec.Params.Resolve(req.Params[c]); err != nil {
 				return fmt.Errorf("check %s: %w", c, err)
 			}
-		case d.cfg.Known(c):
-			remote = true
-			if spec, ok := probe.Default().Get(c); ok {
-				p := req.Params[c].Clone()
-				if p["peer_node"] != "" || (spec.Peer && p["peer"] == "" && d.cfg.PickPeer != nil) {
-					delete(p, "peer_node")
-					p["peer"] = "127.0.0.1" // stands for the peer's address, resolved when run
-				}
-				if _, err := spec.Params.Resolve(p); err != nil {
-					return fmt.Errorf("check %s: %w", c, err)
-				}
-			}
 		default:
-			return fmt.Errorf("unknown check %q", c)
+			remote = true
+			p := req.Params[c].Clone()
+			if p["peer_node"] != "" || (spec.Peer && p["peer"] == "" && d.cfg.PickPeer != nil) {
+				delete(p, "peer_node")
+				p["peer"] = "127.0.0.1" // stands for the peer's address, resolved when run
+			}
+			if _, err := spec.Params.Resolve(p); err != nil {
+				return fmt.Errorf("check %s: %w", c, err)
+			}
 		}
 	}
 	for c := range req.Params {

@@ -53,8 +53,10 @@ type Config struct {
 	// Agents, when set, replaces the above.
 	Agents proberun.Resolver
 	Token  func() (string, error)
-	// Local runs the checks the controller runs itself (pvc).
-	Local *probe.Runner
+	// Registry lists every check and where it runs (default: the node checks);
+	// Local runs those that run in the controller (pvc).
+	Registry *probe.Registry
+	Local    *probe.Runner
 	// Schedules: checks run on every selected node at an interval, never overlapping.
 	Schedules []Schedule
 	// NodeSelector picks the nodes scheduled probes run on (empty: all).
@@ -168,7 +170,7 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 		pc.RecoverEvery = 10 * time.Minute
 	}
 	t.cfg = pc
-	d, err := proberun.New(proberun.Config{Agents: pc.Agents, Token: pc.Token, Local: pc.Local, Batch: pc.Batch,
+	d, err := proberun.New(proberun.Config{Agents: pc.Agents, Token: pc.Token, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
 		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer,
 		OnStart: func(run *proberun.Run, node string) { t.setHealth(ctx, node) },
 		OnNode:  func(run *proberun.Run, nr proberun.NodeRun) { t.probeDone(ctx, run, nr) }})
