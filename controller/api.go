@@ -77,7 +77,7 @@ func (c *Controller) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, res)
 	})
-	c.probeHandlers(mux)
+	c.triggers.Register(mux)
 	return mux
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // APIVersion and Kind identify a rule pack document.
@@ -185,8 +187,8 @@ type Source string
 
 // Sources.
 const (
-	SourceKernel Source = "kernel"
-	SourcePod    Source = "pod"
+	SourceKernel Source = logstream.SourceKernel
+	SourcePod    Source = logstream.SourcePod
 	SourceAny    Source = "any"
 )
 

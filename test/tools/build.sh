@@ -165,6 +165,15 @@ build_kwok() {
   touch "$out/.complete"
 }
 
+build_controller_gen() {
+  local out="$CACHE/controller-gen-$CONTROLLER_TOOLS_VERSION"
+  have "$out" && return 0
+  log "building controller-gen v$CONTROLLER_TOOLS_VERSION"
+  mkdir -p "$out"
+  GOBIN="$out" go install -trimpath -ldflags='-s -w' "sigs.k8s.io/controller-tools/cmd/controller-gen@v$CONTROLLER_TOOLS_VERSION"
+  touch "$out/.complete"
+}
+
 install_debian() {
   local missing=() pkg cmd
   for pkg in $DEBIAN_PACKAGES; do
@@ -179,7 +188,7 @@ install_debian() {
 }
 
 print_path() {
-  echo "$CACHE/kubernetes-$KUBERNETES_VERSION:$CACHE/kube-controller-manager-$KUBERNETES_VERSION:$CACHE/etcd-$ETCD_VERSION:$CACHE/loki-$LOKI_VERSION:$CACHE/$OTELCOL_DIR:$CACHE/helm-$HELM_VERSION:$CACHE/kwok-$KWOK_VERSION"
+  echo "$CACHE/kubernetes-$KUBERNETES_VERSION:$CACHE/kube-controller-manager-$KUBERNETES_VERSION:$CACHE/etcd-$ETCD_VERSION:$CACHE/loki-$LOKI_VERSION:$CACHE/$OTELCOL_DIR:$CACHE/helm-$HELM_VERSION:$CACHE/kwok-$KWOK_VERSION:$CACHE/controller-gen-$CONTROLLER_TOOLS_VERSION"
 }
 
 [ $# -eq 0 ] && set -- all
@@ -190,9 +199,10 @@ if [ "$*" != path ]; then
 fi
 for what in "$@"; do
   case $what in
-    all) install_debian; build_otelcol; build_etcd; build_helm; build_kubernetes; build_kube_controller_manager; build_loki; build_kwok ;;
+    all) install_debian; build_otelcol; build_etcd; build_helm; build_controller_gen; build_kubernetes; build_kube_controller_manager; build_loki; build_kwok ;;
     kubernetes|etcd|loki|otelcol|helm|kwok) "build_$what" ;;
     kube-controller-manager) build_kube_controller_manager ;;
+    controller-gen) build_controller_gen ;;
     debian) install_debian ;;
     path) print_path ;;
     *) echo "unknown component: $what" >&2; exit 2 ;;
