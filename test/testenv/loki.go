@@ -3,10 +3,12 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -75,7 +77,7 @@ limits_config:
       attributes_config:
         - action: index_label
           attributes: [%[4]s]
-query_range:
+%[5]squery_range:
   results_cache:
     cache:
       embedded_cache:
@@ -85,7 +87,7 @@ analytics:
   reporting_enabled: false
 `
 
-func (e *Env) startLoki(bin string) error {
+func (e *Env) startLoki(bin string, limits map[string]string) error {
 	dir := filepath.Join(e.dir, "loki")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -99,12 +101,17 @@ func (e *Env) startLoki(bin string) error {
 		}
 		attrs += fmt.Sprintf("%q", a)
 	}
+	names := slices.Sorted(maps.Keys(limits))
+	extra := ""
+	for _, n := range names {
+		extra += fmt.Sprintf("  %s: %s\n", n, limits[n])
+	}
 	err := e.launch(Loki, func() (procSpec, error) {
 		ports, err := freePorts(2)
 		if err != nil {
 			return procSpec{}, err
 		}
-		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, lokiConfig, ports[0], ports[1], dir, attrs), 0o644); err != nil {
+		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, lokiConfig, ports[0], ports[1], dir, attrs, extra), 0o644); err != nil {
 			return procSpec{}, err
 		}
 		ls.url = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
