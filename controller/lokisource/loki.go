@@ -47,6 +47,16 @@ func (e *statusError) Error() string {
 	return fmt.Sprintf("loki %s: %s: %s", e.op, e.status, strings.TrimSpace(e.body))
 }
 
+// errTooLarge marks an answer over Config.MaxResponseBytes.
+var errTooLarge = errors.New("response size limit exceeded")
+
+// isQueryTooLong reports whether Loki refused a range longer than its
+// max_query_length.
+func isQueryTooLong(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.permanent() && strings.Contains(se.body, "query time range exceeds the limit")
+}
+
 // permanent reports whether retrying cannot help: the query itself is wrong.
 func (e *statusError) permanent() bool { return e.code == http.StatusBadRequest }
 
@@ -248,7 +258,11 @@ func (s *Source) queryRange(ctx context.Context, query string, start, end int64,
 			Result     []wireStream `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, s.cfg.MaxResponseBytes)).Decode(&r); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, fmt.Errorf("loki query_range: %w (%d bytes)", errTooLarge, mb.Limit)
+		}
 		return nil, fmt.Errorf("loki query_range: decode: %w", err)
 	}
 	if r.Status != "success" {
