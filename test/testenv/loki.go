@@ -1,8 +1,10 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -11,6 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/golang/snappy"
+	"github.com/grafana/loki/pkg/push"
 )
 
 // LokiIndexLabels are the OTLP resource attributes the test Loki promotes to index
@@ -157,4 +162,23 @@ func (e *Env) LokiURL() string {
 		panic("testenv: Loki was not started (set Options.Loki)")
 	}
 	return e.loki.url
+}
+
+// PushLoki pushes streams to the Loki at base (its base URL) with the native push
+// API (protobuf, snappy); Loki's refusal comes back as an error with its answer.
+func PushLoki(base string, streams []push.Stream) error {
+	b, err := (&push.PushRequest{Streams: streams}).Marshal()
+	if err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	resp, err := http.Post(base+"/loki/api/v1/push", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, b)))
+	if err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("push: %s: %s", resp.Status, body)
+	}
+	return nil
 }
