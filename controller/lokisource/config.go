@@ -60,6 +60,11 @@ type Config struct {
 	// default 16 MiB. A page over it is asked again with half the entries; a tail
 	// message over it ends the tail, and the catch-up that follows reads its lines.
 	MaxResponseBytes int64
+	// CreationGracePeriod is Loki's creation_grace_period: how far ahead of its
+	// clock Loki accepts a line. Reads reach that far into the future, because
+	// Loki's tail holds a line until its timestamp has passed: a node clock that
+	// leads would otherwise delay its lines by as much; default 10m, Loki's default.
+	CreationGracePeriod time.Duration
 	// ClockTolerance: a line the tail delivers (so it reached Loki just now) with a
 	// timestamp more than this before the controller's clock is dated when it
 	// arrived, and no line is dated after the controller's clock, so a node clock

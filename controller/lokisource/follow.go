@@ -106,12 +106,23 @@ func isClose(err error) bool {
 
 // session is one catch-up, tail, catch-up, stream cycle.
 func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(logstream.Line) error) outcome {
+	st.mu.Lock()
+	known := st.good == q.LogQL
+	st.mu.Unlock()
+	if !known {
+		if err := s.checkQuery(ctx, q.LogQL); err != nil {
+			return outcome{err: err}
+		}
+	}
 	if err := s.catchUp(ctx, log, q, st, from, emit); err != nil {
 		return outcome{err: err}
 	}
 	s.accepted(q, st)
 	st.mu.Lock()
-	tailStart := st.win.maxTs
+	// The tail replays from its start; the catch-up below covers everything older
+	// than the last Overlap, and a start further back could exceed Loki's
+	// max_query_length (an idle query's newest line can be days old).
+	tailStart := max(st.win.maxTs, time.Now().Add(-s.cfg.Overlap).UnixNano())
 	again := st.win.resumeFrom(s.cfg.Overlap)
 	st.mu.Unlock()
 
@@ -184,8 +195,8 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 	}
 }
 
-// catchUp emits the entries from from (inclusive) to now: in windows no longer
-// than MaxQueryLength, each read page by page.
+// catchUp emits the entries from from (inclusive) to now plus CreationGracePeriod:
+// in windows no longer than MaxQueryLength, each read page by page.
 func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(logstream.Line) error) error {
 	t0 := time.Now()
 	if s.cfg.MaxCatchUp > 0 {
@@ -194,7 +205,9 @@ func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *que
 			from = limit
 		}
 	}
-	end := t0.UnixNano() + 1 // query_range's end is exclusive
+	// Into the future as far as Loki accepts lines (a leading node clock); +1:
+	// query_range's end is exclusive.
+	end := t0.UnixNano() + int64(s.cfg.CreationGracePeriod) + 1
 	span := int64(s.cfg.MaxQueryLength)
 	limit := s.cfg.PageLimit
 	start := from

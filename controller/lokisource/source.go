@@ -144,6 +144,9 @@ func New(cfg Config) (*Source, error) {
 	if cfg.MaxResponseBytes <= 0 {
 		cfg.MaxResponseBytes = 16 << 20
 	}
+	if cfg.CreationGracePeriod <= 0 {
+		cfg.CreationGracePeriod = 10 * time.Minute
+	}
 	if cfg.ClockTolerance <= 0 {
 		cfg.ClockTolerance = time.Minute
 	}
