@@ -73,9 +73,11 @@ func (s *Source) accepted(q Query, st *queryState) {
 	r, ok := s.refused[q.Name]
 	if ok && r.logql == q.LogQL {
 		delete(s.refused, q.Name)
+		ok = false
 	}
 	s.mu.Unlock()
-	if ok && r.logql == q.LogQL {
+	if !ok {
+		// Also resets a gauge a previous Source (an earlier leadership) left set.
 		s.m.Refused(q.Name, false)
 	}
 }
