@@ -5,8 +5,10 @@
 // BuildQueries or EngineQueries) runs a cycle:
 //
 //  1. catch up with query_range (direction=forward), from the query's position to
-//     now, page by page: each next page starts at the last entry's timestamp
-//     (inclusive), until a page comes back with fewer than PageLimit entries;
+//     now plus CreationGracePeriod, in windows no longer than MaxQueryLength, each
+//     page by page: each next page starts at the last entry's timestamp
+//     (inclusive), until a page comes back with fewer than PageLimit entries (a
+//     page over MaxResponseBytes is asked again with half the entries);
 //  2. open the tail websocket, starting at the newest entry read;
 //  3. once Loki has registered the tail (its first ping or message), catch up once
 //     more from the position minus Overlap, which covers whatever arrived between
@@ -20,6 +22,11 @@
 // each entry is emitted once. Entries are emitted in the order they are read (time
 // order within a catch-up page; tail order otherwise), calls to emit are serialized
 // across queries, and a query's position advances only after emit returned.
+//
+// A query Loki refuses (400) is reported by Health and the metrics and runs its last
+// accepted LogQL instead; lines are dated by the controller's clock when their node's
+// clock leads, or lags on a line the tail just delivered (ClockTolerance); with
+// Config.BootID, lines of an earlier boot of their node are skipped.
 //
 // Checkpoint returns the positions to persist; Run resumes from them. A position
 // lists the entries emitted in its last Overlap of entry time, so a restarted Source
