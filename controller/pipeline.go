@@ -59,6 +59,7 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	lc := c.cfg.Loki
 	lc.Queries = lokisource.EngineQueries(c.cfg.Selectors, c.packs.Engine())
 	lc.Metrics = c.m.loki
+	lc.BootID = c.currentBootID
 	if lc.Logger == nil {
 		lc.Logger = c.log
 	}

@@ -36,7 +36,9 @@ type Config struct {
 	Backoff Backoff
 
 	// Overlap is how far back (in entry time) a query re-reads after a reconnect or
-	// a restart, to pick up lines that reached Loki late; default 30s.
+	// a restart, to pick up lines that reached Loki late; default 30s. Lines that
+	// reach Loki later than this (an exporter's backlog, a node clock running
+	// behind) are read only by the tail, so raise it when nodes' clocks lag.
 	Overlap time.Duration
 	// DedupeWindow is how long (in entry time) a query remembers the entries it
 	// emitted; default 10m, at least 2*Overlap.
@@ -51,6 +53,29 @@ type Config struct {
 	MaxCatchUp time.Duration
 	// QueryTimeout bounds one query_range request; default 1m.
 	QueryTimeout time.Duration
+	// MaxQueryLength is Loki's max_query_length (limits_config): a catch-up asks
+	// for windows no longer than this; default 721h, Loki's default.
+	MaxQueryLength time.Duration
+	// MaxResponseBytes bounds one query_range response body and one tail message;
+	// default 16 MiB. A page over it is asked again with half the entries; a tail
+	// message over it ends the tail, and the catch-up that follows reads its lines.
+	MaxResponseBytes int64
+	// CreationGracePeriod is Loki's creation_grace_period: how far ahead of its
+	// clock Loki accepts a line. Reads reach that far into the future, because
+	// Loki's tail holds a line until its timestamp has passed: a node clock that
+	// leads would otherwise delay its lines by as much; default 10m, Loki's default.
+	CreationGracePeriod time.Duration
+	// ClockTolerance: a line the tail delivers (so it reached Loki just now) with a
+	// timestamp more than this before the controller's clock is dated when it
+	// arrived, and no line is dated after the controller's clock, so a node clock
+	// that lags or leads moves no fault's time; default 1m.
+	ClockTolerance time.Duration
+	// BootID, when set, returns the node's current boot ID (the Node's
+	// status.nodeInfo.bootID, "" when unknown). A line carrying another boot ID
+	// (logstream.MetaBootID) older than the moment the current boot ID was first
+	// seen comes from an earlier boot: it is skipped and counted, so a long
+	// catch-up cannot fault a node again for what happened before its reboot.
+	BootID func(node string) string
 	// PollInterval: while tailing, the query is also read with query_range this
 	// often (from the position, deduplicated), because Loki's tail can stop
 	// delivering a busy stream without reporting dropped entries; default 2s.

@@ -38,8 +38,7 @@ const (
 )
 
 // follow runs catch-up and tail cycles for one query until ctx ends or a fatal error.
-func (s *Source) follow(ctx context.Context, q Query, st *queryState, emit func(logstream.Line) error) error {
-	log := s.log.With("query", q.Name)
+func (s *Source) follow(ctx context.Context, log *slog.Logger, q Query, st *queryState, emit func(logstream.Line) error) error {
 	bo := backoff{cfg: s.cfg.Backoff}
 	dropFrom := noDrop
 	for ctx.Err() == nil {
@@ -60,7 +59,7 @@ func (s *Source) follow(ctx context.Context, q Query, st *queryState, emit func(
 			return ee.err
 		}
 		if isPermanent(o.err) {
-			return fmt.Errorf("lokisource: query %q: %w", q.Name, o.err)
+			return &refusedError{err: o.err}
 		}
 		if o.ready >= healthyTail || o.dropped {
 			bo.reset()
@@ -71,6 +70,12 @@ func (s *Source) follow(ctx context.Context, q Query, st *queryState, emit func(
 		case o.dropped:
 			reason = "dropped"
 			dropFrom = o.dropFrom
+		case errors.Is(o.err, websocket.ErrReadLimit):
+			// The message was not read, so the position is before its lines: the
+			// next catch-up reads them in pages that fit.
+			reason = "read_limit"
+			s.m.ReadLimit(q.Name, "tail")
+			log.Warn("a tail message exceeds the size limit; catching up with query_range", "limit_bytes", s.cfg.MaxResponseBytes)
 		case isClose(o.err):
 			reason = "closed"
 			wait = bo.next()
@@ -101,11 +106,23 @@ func isClose(err error) bool {
 
 // session is one catch-up, tail, catch-up, stream cycle.
 func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(logstream.Line) error) outcome {
+	st.mu.Lock()
+	known := st.good == q.LogQL
+	st.mu.Unlock()
+	if !known {
+		if err := s.checkQuery(ctx, q.LogQL); err != nil {
+			return outcome{err: err}
+		}
+	}
 	if err := s.catchUp(ctx, log, q, st, from, emit); err != nil {
 		return outcome{err: err}
 	}
+	s.accepted(q, st)
 	st.mu.Lock()
-	tailStart := st.win.maxTs
+	// The tail replays from its start; the catch-up below covers everything older
+	// than the last Overlap, and a start further back could exceed Loki's
+	// max_query_length (an idle query's newest line can be days old).
+	tailStart := max(st.win.maxTs, time.Now().Add(-s.cfg.Overlap).UnixNano())
 	again := st.win.resumeFrom(s.cfg.Overlap)
 	st.mu.Unlock()
 
@@ -123,7 +140,7 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 		}
 		return outcome{err: fmt.Errorf("loki tail: %w", err)}
 	}
-	t := newTailReader(conn, s.cfg.TailIdleTimeout)
+	t := newTailReader(conn, s.cfg.TailIdleTimeout, s.cfg.MaxResponseBytes)
 	defer t.close()
 	stop := context.AfterFunc(ctx, t.close)
 	defer stop()
@@ -160,7 +177,7 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 			if !ok {
 				return outcome{err: t.err, ready: time.Since(up)}
 			}
-			if err := s.deliver(ctx, q, st, flatten(m.Streams), emit); err != nil {
+			if err := s.deliver(ctx, q, st, flatten(m.Streams), true, emit); err != nil {
 				return outcome{err: err, ready: time.Since(up)}
 			}
 			if len(m.Dropped) > 0 {
@@ -178,7 +195,8 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 	}
 }
 
-// catchUp emits the entries from from (inclusive) to now, page by page.
+// catchUp emits the entries from from (inclusive) to now plus CreationGracePeriod:
+// in windows no longer than MaxQueryLength, each read page by page.
 func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(logstream.Line) error) error {
 	t0 := time.Now()
 	if s.cfg.MaxCatchUp > 0 {
@@ -187,25 +205,47 @@ func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *que
 			from = limit
 		}
 	}
-	end := t0.UnixNano() + 1 // query_range's end is exclusive
+	// Into the future as far as Loki accepts lines (a leading node clock); +1:
+	// query_range's end is exclusive.
+	end := t0.UnixNano() + int64(s.cfg.CreationGracePeriod) + 1
+	span := int64(s.cfg.MaxQueryLength)
+	limit := s.cfg.PageLimit
 	start := from
 	pages, n := 0, 0
-	for {
-		es, err := s.queryRange(ctx, q.LogQL, start, end, s.cfg.PageLimit)
-		if err != nil {
+	for start < end {
+		wend := min(end, start+span)
+		es, err := s.queryRange(ctx, q.LogQL, start, wend, limit)
+		switch {
+		case errors.Is(err, errTooLarge) && limit > 1:
+			// Big lines: the same stretch again in smaller pages (for the rest of
+			// this catch-up).
+			s.m.ReadLimit(q.Name, "response")
+			limit = max(1, limit/2)
+			log.Warn("Loki's answer exceeds the response size limit; asking for smaller pages", "limit_bytes", s.cfg.MaxResponseBytes, "page_limit", limit)
+			continue
+		case isQueryTooLong(err) && span > int64(time.Minute):
+			// Loki's max_query_length is shorter than configured.
+			span /= 2
+			log.Warn("Loki refused the time range; asking for shorter windows", "window", time.Duration(span), "err", err)
+			continue
+		case errors.Is(err, errTooLarge):
+			s.m.ReadLimit(q.Name, "response")
+			return fmt.Errorf("one entry at %s exceeds the response size limit of %d bytes: %w", unixTime(start), s.cfg.MaxResponseBytes, err)
+		case err != nil:
 			return err
 		}
 		pages++
 		n += len(es)
-		if err := s.deliver(ctx, q, st, es, emit); err != nil {
+		if err := s.deliver(ctx, q, st, es, false, emit); err != nil {
 			return err
 		}
-		if len(es) < s.cfg.PageLimit {
-			break
+		if len(es) < limit {
+			start = wend // this window is done
+			continue
 		}
 		last := es[len(es)-1].ts
 		if last <= start {
-			log.Warn("a whole page shares one timestamp; skipping the rest of that timestamp", "timestamp", unixTime(last), "limit", s.cfg.PageLimit)
+			log.Warn("a whole page shares one timestamp; skipping the rest of that timestamp", "timestamp", unixTime(last), "limit", limit)
 			last = start + 1
 		}
 		start = last
@@ -215,11 +255,11 @@ func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *que
 }
 
 // deliver emits the entries not emitted before, in order.
-func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entry, emit func(logstream.Line) error) error {
+func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entry, live bool, emit func(logstream.Line) error) error {
 	if len(es) == 0 {
 		return nil
 	}
-	emitted, dups := 0, 0
+	emitted, dups, ahead, behind, earlier := 0, 0, 0, 0, 0
 	defer func() {
 		if emitted > 0 {
 			s.m.Lines(q.Name, emitted)
@@ -230,6 +270,16 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 		}
 		if dups > 0 {
 			s.m.Duplicates(q.Name, dups)
+		}
+		if ahead > 0 {
+			s.m.ClockClamped(q.Name, "ahead", ahead)
+		}
+		if behind > 0 {
+			s.m.ClockClamped(q.Name, "behind", behind)
+		}
+		if earlier > 0 {
+			s.m.EarlierBoot(q.Name, earlier)
+			s.log.Info("skipped lines from an earlier boot of their node", "query", q.Name, "lines", earlier)
 		}
 	}()
 	for _, e := range es {
@@ -244,21 +294,40 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 			dups++
 			continue
 		}
-		s.emitMu.Lock()
-		err := emit(s.toEntry(q, e))
-		s.emitMu.Unlock()
-		if err != nil {
-			return &emitError{err: err}
+		now := time.Now()
+		// A line is dated by its node's clock; the controller's clock bounds it, so
+		// a node clock ahead cannot make evidence from the future and one behind
+		// cannot make a line the tail just delivered look old (and a fault end early).
+		at := e.ts
+		switch {
+		case at > now.UnixNano():
+			at = now.UnixNano()
+			ahead++
+		case live && now.UnixNano()-at > int64(s.cfg.ClockTolerance):
+			at = now.UnixNano()
+			behind++
+		}
+		line := s.toEntry(q, e, at)
+		if s.boots.earlier(line.Node, line.Labels[logstream.MetaBootID], line.Time, now) {
+			earlier++
+		} else {
+			s.emitMu.Lock()
+			err := emit(line)
+			s.emitMu.Unlock()
+			if err != nil {
+				return &emitError{err: err}
+			}
+			emitted++
 		}
 		st.mu.Lock()
-		st.win.add(k, e.ts, time.Now().UnixNano())
+		st.win.add(k, e.ts, now.UnixNano())
 		st.mu.Unlock()
-		emitted++
 	}
 	return nil
 }
 
-func (s *Source) toEntry(q Query, e entry) logstream.Line {
+// toEntry converts e, dated at (Unix ns).
+func (s *Source) toEntry(q Query, e entry, at int64) logstream.Line {
 	labels := e.labels
 	if len(e.meta) > 0 {
 		labels = make(map[string]string, len(e.labels)+len(e.meta))
@@ -270,5 +339,5 @@ func (s *Source) toEntry(q Query, e entry) logstream.Line {
 		}
 	}
 	return logstream.Line{Query: q.Name, Stream: e.stream, Labels: labels, Node: labels[s.cfg.NodeLabel],
-		Source: labels[logstream.LabelSource], Time: time.Unix(0, e.ts), Text: e.line}
+		Source: labels[logstream.LabelSource], Time: time.Unix(0, at), Text: e.line}
 }

@@ -5,8 +5,10 @@
 // BuildQueries or EngineQueries) runs a cycle:
 //
 //  1. catch up with query_range (direction=forward), from the query's position to
-//     now, page by page: each next page starts at the last entry's timestamp
-//     (inclusive), until a page comes back with fewer than PageLimit entries;
+//     now plus CreationGracePeriod, in windows no longer than MaxQueryLength, each
+//     page by page: each next page starts at the last entry's timestamp
+//     (inclusive), until a page comes back with fewer than PageLimit entries (a
+//     page over MaxResponseBytes is asked again with half the entries);
 //  2. open the tail websocket, starting at the newest entry read;
 //  3. once Loki has registered the tail (its first ping or message), catch up once
 //     more from the position minus Overlap, which covers whatever arrived between
@@ -20,6 +22,11 @@
 // each entry is emitted once. Entries are emitted in the order they are read (time
 // order within a catch-up page; tail order otherwise), calls to emit are serialized
 // across queries, and a query's position advances only after emit returned.
+//
+// A query Loki refuses (400) is reported by Health and the metrics and runs its last
+// accepted LogQL instead; lines are dated by the controller's clock when their node's
+// clock leads, or lags on a line the tail just delivered (ClockTolerance); with
+// Config.BootID, lines of an earlier boot of their node are skipped.
 //
 // Checkpoint returns the positions to persist; Run resumes from them. A position
 // lists the entries emitted in its last Overlap of entry time, so a restarted Source
@@ -52,6 +59,7 @@ type Source struct {
 	dialer *websocket.Dialer
 	log    *slog.Logger
 	m      Metrics
+	boots  *bootTracker // nil without Config.BootID
 
 	emitMu sync.Mutex // serializes emit across queries
 
@@ -60,13 +68,15 @@ type Source struct {
 	states  map[string]*queryState
 	start   int64 // Unix ns where a query without a position starts
 	run     *running
+	refused map[string]refusal // by query name
 }
 
 // queryState is one query's read position and dedupe window; it outlives the
 // goroutine following the query (SetQueries may restart that with a new filter).
 type queryState struct {
-	mu  sync.Mutex
-	win *window
+	mu   sync.Mutex
+	win  *window
+	good string // the last LogQL Loki accepted
 }
 
 type running struct {
@@ -135,6 +145,18 @@ func New(cfg Config) (*Source, error) {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = time.Minute
 	}
+	if cfg.MaxQueryLength <= 0 {
+		cfg.MaxQueryLength = 721 * time.Hour
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = 16 << 20
+	}
+	if cfg.CreationGracePeriod <= 0 {
+		cfg.CreationGracePeriod = 10 * time.Minute
+	}
+	if cfg.ClockTolerance <= 0 {
+		cfg.ClockTolerance = time.Minute
+	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 2 * time.Second
 	}
@@ -164,8 +186,10 @@ func New(cfg Config) (*Source, error) {
 		},
 		log:     cfg.Logger.With("component", "lokisource"),
 		m:       cfg.Metrics,
+		boots:   newBootTracker(cfg.BootID),
 		queries: slices.Clone(cfg.Queries),
 		states:  map[string]*queryState{},
+		refused: map[string]refusal{},
 	}
 	return s, nil
 }
@@ -215,6 +239,7 @@ func (s *Source) SetQueries(qs []Query) error {
 			rn.cancel()
 			delete(r.runners, name)
 			delete(s.states, name)
+			s.clearRefusalLocked(name)
 			s.log.Info("query removed", "query", name)
 		}
 	}
@@ -226,6 +251,7 @@ func (s *Source) SetQueries(qs []Query) error {
 			s.startRunnerLocked(r, q, nil)
 		case rn.q.LogQL != q.LogQL:
 			s.log.Info("query changed", "query", q.Name, "logql", q.LogQL)
+			s.clearRefusalLocked(q.Name)
 			rn.cancel()
 			s.startRunnerLocked(r, q, rn)
 		}
@@ -256,10 +282,12 @@ func (s *Source) Checkpoint() Checkpoint {
 }
 
 // Run follows the queries from the checkpoint from and calls emit with each new
-// entry, never concurrently. It returns nil when ctx ends, the error of emit if emit
-// fails, or an error Loki cannot recover from (a query it rejects with 400 Bad
-// Request); it retries every other failure with backoff. Use StartAt(t) to begin
-// every query at t; the zero Checkpoint begins at the current time.
+// entry, never concurrently. It returns nil when ctx ends, or the error of emit if
+// emit fails; it retries every failure of Loki with backoff, except a query Loki
+// refuses (400 Bad Request): that query runs its last accepted LogQL instead, or
+// stops when it has none, and Health reports it until SetQueries changes it. Use
+// StartAt(t) to begin every query at t; the zero Checkpoint begins at the current
+// time.
 func (s *Source) Run(ctx context.Context, from Checkpoint, emit func(logstream.Line) error) error {
 	s.mu.Lock()
 	if s.run != nil {
@@ -285,6 +313,7 @@ func (s *Source) Run(ctx context.Context, from Checkpoint, emit func(logstream.L
 		states[q.Name] = st
 	}
 	s.states = states
+	clear(s.refused)
 	rctx, cancel := context.WithCancel(ctx)
 	r := &running{ctx: rctx, cancel: cancel, emit: emit, runners: map[string]*runner{}}
 	s.run = r
@@ -335,8 +364,22 @@ func (s *Source) startRunnerLocked(r *running, q Query, prev *runner) {
 		if prev != nil {
 			<-prev.done
 		}
-		if err := s.follow(ctx, q, st, r.emit); err != nil && ctx.Err() == nil {
-			r.fail(err)
+		log := s.log.With("query", q.Name)
+		for {
+			err := s.follow(ctx, log, q, st, r.emit)
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			var re *refusedError
+			if !errors.As(err, &re) {
+				r.fail(err)
+				return
+			}
+			good := s.refuse(log, q, st, re.err)
+			if good == "" {
+				return
+			}
+			q.LogQL = good
 		}
 	}()
 }

@@ -25,7 +25,9 @@ type tailReader struct {
 	closeOnce sync.Once
 }
 
-func newTailReader(conn *websocket.Conn, idle time.Duration) *tailReader {
+// newTailReader reads conn; a message over maxBytes ends it with websocket.ErrReadLimit.
+func newTailReader(conn *websocket.Conn, idle time.Duration, maxBytes int64) *tailReader {
+	conn.SetReadLimit(maxBytes)
 	t := &tailReader{conn: conn, idle: idle, msgs: make(chan tailMessage, 16),
 		ready: make(chan struct{}), done: make(chan struct{}), quit: make(chan struct{})}
 	conn.SetPingHandler(func(data string) error {

@@ -40,6 +40,9 @@ type Options struct {
 	Controllers []string
 	// Loki runs a single-binary Grafana Loki.
 	Loki bool
+	// LokiLimits adds settings to Loki's limits_config (name: YAML value), for
+	// example {"max_query_length": "1h"} to test a client against a limit.
+	LokiLimits map[string]string
 	// Collector runs the OpenTelemetry Collector with an OTLP/HTTP receiver that
 	// exports to Loki's /otlp endpoint (implies Loki).
 	Collector bool
@@ -163,7 +166,7 @@ func Start(t TB, o Options) *Env {
 	}
 	if o.Loki {
 		run(func() error {
-			if err := e.startLoki(bins[Loki]); err != nil {
+			if err := e.startLoki(bins[Loki], o.LokiLimits); err != nil {
 				return err
 			}
 			if o.Collector && o.CollectorAuth == nil {
