@@ -30,8 +30,6 @@ var awaitingSources = map[string]bool{
 	"pcie-aer/aer-error-detail":                true,
 	"pcie-aer/dpc-detail":                      true,
 	"pcie-aer/pcie-bandwidth-insufficient-nic": true,
-	"pcie-aer/pcie-link-retrain":               true,
-	"pcie-aer/pciehp-link-down":                true,
 	"network/ib-port-down":                     true,
 	"network/link-flap":                        true,
 	"network/ib-completion-error":              true,
