@@ -41,7 +41,6 @@ var awaitingSources = map[string]bool{
 	"kernel/edac-mce-context":                  true,
 	"kernel/ghes-header":                       true,
 	"kernel/ghes-context":                      true,
-	"kernel/kernel-bug":                        true,
 	"kernel/kernel-report-context":             true,
 	"training-pods/nccl-watchdog-timeout":      true,
 	"training-pods/nccl-comm-aborted":          true,
