@@ -28,7 +28,7 @@ func init() {
 			errorCalls[n] = printCall{format: format, level: level}
 		}
 	}
-	add(0, -1, `pr_emerg pr_alert pr_crit pr_err pr_err_ratelimited pr_crit_ratelimited
+	add(0, -1, `pr_emerg pr_alert pr_crit pr_err pr_emerg_ratelimited pr_err_ratelimited pr_crit_ratelimited
 		pr_alert_ratelimited pr_err_once pr_crit_once panic`)
 	add(0, 0, `printk printk_ratelimited printk_once printk_deferred`)
 	add(1, -1, `dev_emerg dev_alert dev_crit dev_err dev_err_ratelimited dev_err_once
