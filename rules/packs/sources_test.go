@@ -37,7 +37,6 @@ var awaitingSources = map[string]bool{
 	"storage/scsi-error-detail":                true,
 	"kernel/edac-deferred":                     true,
 	"kernel/edac-mce-context":                  true,
-	"kernel/kernel-report-context":             true,
 	"training-pods/nccl-watchdog-timeout":      true,
 	"training-pods/nccl-comm-aborted":          true,
 	"training-pods/nccl-watchdog-terminated":   true,
