@@ -49,7 +49,6 @@ var awaitingSources = map[string]bool{
 	"training-pods/nccl-error":                 true,
 	"training-pods/nccl-warn-config":           true,
 	"training-pods/torch-distributed-error":    true,
-	"training-pods/nccl-error-trace":           true,
 }
 
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
