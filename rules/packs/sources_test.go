@@ -18,8 +18,6 @@ var awaitingSources = map[string]bool{
 	"nvidia-driver/gsp-rpc-timeout":            true,
 	"nvidia-driver/gsp-crash-detail":           true,
 	"nvidia-driver/gpu-reset-required":         true,
-	"nvidia-driver/rc-watchdog":                true,
-	"nvidia-driver/driver-assertion":           true,
 	"nvidia-driver/sxid-non-fatal":             true,
 	"nvidia-driver/fabric-manager-down":        true,
 	"nvidia-driver/fabric-manager-exit":        true,
