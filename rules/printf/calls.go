@@ -12,7 +12,7 @@ import (
 // with the prefix that call prints.
 var (
 	plainCalls = words(`printk pr_emerg pr_alert pr_crit pr_err pr_warn pr_warning pr_notice pr_info
-		pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
+		pr_emerg_ratelimited pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
 		pr_warn_once pr_info_once pr_notice_ratelimited pr_cont printk_ratelimited printk_once
 		nv_printf nvDbg_Printf portDbgPrintf ucs_log_fatal_error fprintf`)
 	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info

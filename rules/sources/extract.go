@@ -28,7 +28,7 @@ func init() {
 			errorCalls[n] = printCall{format: format, level: level}
 		}
 	}
-	add(0, -1, `pr_emerg pr_alert pr_crit pr_err pr_err_ratelimited pr_crit_ratelimited
+	add(0, -1, `pr_emerg pr_alert pr_crit pr_err pr_emerg_ratelimited pr_err_ratelimited pr_crit_ratelimited
 		pr_alert_ratelimited pr_err_once pr_crit_once panic`)
 	add(0, 0, `printk printk_ratelimited printk_once printk_deferred`)
 	add(1, -1, `dev_emerg dev_alert dev_crit dev_err dev_err_ratelimited dev_err_once
@@ -101,11 +101,12 @@ type Message struct {
 }
 
 var (
-	defineStrRe = regexp.MustCompile(`(?m)^\s*#\s*define\s+([A-Za-z_]\w*)\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+)$`)
-	prFmtRe     = regexp.MustCompile(`(?m)^\s*#\s*define\s+pr_fmt\(\s*fmt\s*\)\s+(.*?)\s*fmt\s*$`)
-	devFmtLitRe = regexp.MustCompile(`(?m)^\s*#\s*define\s+dev_fmt\(\s*fmt\s*\)\s+(.*?)\s*fmt\s*$`)
-	devFmtRe    = regexp.MustCompile(`(?m)^\s*#\s*define\s+dev_fmt(?:\(\s*fmt\s*\)\s+pr_fmt\(\s*fmt\s*\)|\s+pr_fmt)\s*$`)
-	stringRe    = regexp.MustCompile(`"((?:[^"\\\n]|\\.)*)"`)
+	defineHeadRe = regexp.MustCompile(`^#\s*define\s+([A-Za-z_]\w*)(?:\([^)\n]*\))?`)
+	defineStrRe  = regexp.MustCompile(`(?m)^\s*#\s*define\s+([A-Za-z_]\w*)\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+)$`)
+	prFmtRe      = regexp.MustCompile(`(?m)^\s*#\s*define\s+pr_fmt\(\s*fmt\s*\)\s+(.*?)\s*fmt\s*$`)
+	devFmtLitRe  = regexp.MustCompile(`(?m)^\s*#\s*define\s+dev_fmt\(\s*fmt\s*\)\s+(.*?)\s*fmt\s*$`)
+	devFmtRe     = regexp.MustCompile(`(?m)^\s*#\s*define\s+dev_fmt(?:\(\s*fmt\s*\)\s+pr_fmt\(\s*fmt\s*\)|\s+pr_fmt)\s*$`)
+	stringRe     = regexp.MustCompile(`"((?:[^"\\\n]|\\.)*)"`)
 )
 
 // Extract lists the error-level print calls of one C or C++ source file, with
@@ -168,6 +169,13 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 				depth--
 			}
 		case c == '#' && atLineStart(code, i):
+			// A macro body is scanned like code (headers print from macros such as
+			// NCCL's CUDACHECK); its messages are attributed to the macro.
+			if m := defineHeadRe.FindStringSubmatch(code[i:]); m != nil {
+				lastIdent, fn = m[1], m[1]
+				i += len(m[0]) - 1
+				continue
+			}
 			for i < len(code) && (code[i] != '\n' || code[i-1] == '\\') {
 				i++
 			}

@@ -6,7 +6,8 @@ import (
 )
 
 // A made-up driver exercising what the extractor must handle: pr_fmt, string
-// macros, adjacent literals, levels, comments, multi-line calls, function names.
+// macros, adjacent literals, levels, comments, multi-line calls, function names,
+// calls in macro bodies.
 const sample = `
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 #define dev_fmt pr_fmt
@@ -40,6 +41,15 @@ other_fn(void)
 	pr_err("never compiled\n");
 #endif
 }
+
+#define DEMOCHECK(cmd) do {				\
+	int err = cmd;					\
+	if (err) {					\
+		pr_err("demo check failed: %d\n", err);	\
+		return err;				\
+	}						\
+} while (0)
+#define DEMO_LOUD(x) pr_info("not listed either\n")
 `
 
 func TestExtract(t *testing.T) {
@@ -58,6 +68,7 @@ func TestExtract(t *testing.T) {
 		{Line: 25, Call: "pr_crit", Level: "crit", Func: "other_fn", Format: "a \"quoted\" word, (parens) and commas\n"},
 		{Line: 26, Call: "NV_PRINTF", Level: "err", Func: "other_fn", Format: "GSP RM heartbeat timed out\n"},
 		{Line: 29, Call: "xfs_alert_tag", Level: "alert", Func: "other_fn", Format: "Please umount the filesystem"},
+		{Line: 38, Call: "pr_err", Level: "err", Func: "DEMOCHECK", Format: "demo check failed: %d\n"},
 	}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Errorf("Extract:\n got %+v\nwant %+v", msgs, want)
