@@ -2,8 +2,10 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 
 	"github.com/faultline-dev/faultline/rules/printf"
 
@@ -271,13 +273,15 @@ func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, 
 		if _, err := printf.Parse(s.Prefix); err != nil {
 			v.errAt(at(sn, "prefix"), rule, "%s %d: prefix: %v", field, i+1, err)
 		}
-		for k := range s.Args {
+		// Sorted: errors come out in the same order on every load.
+		for _, k := range slices.Sorted(maps.Keys(s.Args)) {
 			if k < 1 || k > len(convs) {
 				v.errAt(at(sn, "args"), rule, "%s %d: args: conversion %d, the format has %d", field, i+1, k, len(convs))
 			}
 		}
 		values := make([]string, len(convs))
-		for name, tmpl := range s.Captures {
+		for _, name := range slices.Sorted(maps.Keys(s.Captures)) {
+			tmpl := s.Captures[name]
 			if names != nil && !names[name] {
 				v.errAt(at(sn, "captures", name), rule, "%s %d: %q is not a named capture of the rule's regexes", field, i+1, name)
 			}

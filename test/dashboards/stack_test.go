@@ -26,6 +26,7 @@ import (
 	"github.com/faultline-dev/faultline/dmesg-exporter/kmsg"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packs"
+	"github.com/faultline-dev/faultline/rules/scan"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -126,7 +127,11 @@ func buildLogs(t *testing.T, corpus []corpusLine) (first, second logData) {
 		case l.Label == "nccl_error_trace":
 			d.podNoise = append(d.podNoise, l.Message)
 		case strings.HasPrefix(l.Label, "nccl_"), strings.HasPrefix(l.Label, "cuda_"), strings.HasPrefix(l.Label, "dist_"):
-			d.podFaults = append(d.podFaults, l.Message)
+			// Only the lines the pod pack acts on: the corpus keeps whole printed
+			// groups (tracebacks, NCCL trace lines) under their event's label.
+			if podPackActs(t, l.Message) {
+				d.podFaults = append(d.podFaults, l.Message)
+			}
 		}
 	}
 	for _, r := range networkRules(t) {
@@ -164,6 +169,25 @@ func buildLogs(t *testing.T, corpus []corpusLine) (first, second logData) {
 }
 
 // networkRules returns the network pack's rules as the controller loads them.
+// podPackActs reports whether the default packs match a training-pod line at warning
+// or above.
+func podPackActs(t *testing.T, line string) bool {
+	t.Helper()
+	e, err := packs.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := false
+	err = scan.New(e, scan.Options{}).Scan(context.Background(), strings.NewReader(line+"\n"), func(m scan.Match) error {
+		acts = acts || m.Severity.Rank() >= rules.SeverityWarning.Rank()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acts
+}
+
 func networkRules(t *testing.T) []rules.Rule {
 	t.Helper()
 	ps, err := packs.Load()
