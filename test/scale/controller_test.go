@@ -1,0 +1,145 @@
+package scale_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// controllerProc is the faultline controller binary running as its own process, so
+// that its memory is its own.
+type controllerProc struct {
+	cmd    *exec.Cmd
+	addr   string // /metrics
+	stderr *syncBuffer
+	peak   atomic.Int64 // highest RSS sampled, bytes
+	stop   chan struct{}
+	done   sync.WaitGroup
+}
+
+// startController runs `faultline controller` with default flags except those a test
+// environment needs and extra, waits until it leads, and samples its RSS every 100 ms
+// until the test ends.
+func startController(t *testing.T, env *testenv.Env, namespace string, extra ...string) *controllerProc {
+	t.Helper()
+	bin := testenv.BuildFaultline(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	args := append([]string{"controller", "--kubeconfig", env.Kubeconfig(), "--loki-url", env.LokiURL(),
+		"--namespace", namespace, "--identity", "scale", "--listen", addr, "--initial-lookback", "1m",
+		"--log-format", "text"}, extra...)
+	c := &controllerProc{cmd: exec.Command(bin, args...), addr: addr, stderr: &syncBuffer{}, stop: make(chan struct{})}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.cmd.Stderr = c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start controller: %v", err)
+	}
+	t.Cleanup(func() {
+		close(c.stop)
+		c.done.Wait()
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+		if t.Failed() {
+			t.Logf("controller log ends:\n%s", tail(c.stderr.String(), 30))
+		}
+	})
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if rss := testenv.RSS(c.cmd.Process.Pid); rss > c.peak.Load() {
+				c.peak.Store(rss)
+			}
+			select {
+			case <-c.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	eventually.True(t, 2*time.Minute, "the controller leads", func() bool {
+		return strings.Contains(c.stderr.String(), "leading")
+	})
+	return c
+}
+
+func (c *controllerProc) rss() int64 { return testenv.RSS(c.cmd.Process.Pid) }
+
+// metric sums the samples of a counter or gauge on the controller's /metrics whose
+// labels include match.
+func (c *controllerProc) metric(name string, match map[string]string) (float64, error) {
+	resp, err := http.Get("http://" + c.addr + "/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("scrape controller: %w", err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("parse controller metrics: %w", err)
+	}
+	total := 0.0
+	for _, m := range fams[name].GetMetric() {
+		labels := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && labels[k] == v
+		}
+		if ok {
+			total += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return total, nil
+}
+
+// syncBuffer is a bytes.Buffer the process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func mib(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
