@@ -116,6 +116,19 @@ func (c *controllerProc) metric(name string, match map[string]string) (float64, 
 	return total, nil
 }
 
+// logLag logs how far the controller's reading of Loki is behind, to tell its own
+// delays from Loki's in a slow run.
+func (c *controllerProc) logLag(t *testing.T, when string) {
+	t.Helper()
+	lag, err := c.metric("faultline_loki_lag_seconds", nil)
+	if err != nil {
+		t.Logf("%s: %v", when, err)
+		return
+	}
+	read, _ := c.metric("faultline_loki_lines_total", nil)
+	t.Logf("%s: controller read %.0f candidate lines, reading lag %.1f s (summed over queries)", when, read, lag)
+}
+
 // syncBuffer is a bytes.Buffer the process writes while the test reads it.
 type syncBuffer struct {
 	mu sync.Mutex

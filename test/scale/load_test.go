@@ -111,9 +111,11 @@ func (p *pusher) background(ctx context.Context, nodes, candNodes []string, cand
 		now := time.Now()
 		var streams []push.Stream
 		for i := 0; i < candRate/ticks && len(candNodes) > 0; i++ {
-			line := fmt.Sprintf(aerLine, cand%8)
-			if cand%2 == 1 {
-				line = fmt.Sprintf(linkUpLine, cand%4)
+			// One in four is an AER line: spread over the fleet, no node reaches the
+			// storm rule's 50 in 10 minutes within a run.
+			line := fmt.Sprintf(linkUpLine, cand%4)
+			if cand%4 == 0 {
+				line = fmt.Sprintf(aerLine, cand%8)
 			}
 			streams = append(streams, kernelStream(candNodes[cand%len(candNodes)], now.Add(time.Duration(i)), line))
 			cand++

@@ -42,11 +42,11 @@ func TestScale(t *testing.T) {
 	t0 := time.Now()
 	nodes := env.AddKwokNodes(t, cfg.nodes)
 	t.Logf("%d kwok nodes created in %s", cfg.nodes, time.Since(t0).Round(time.Millisecond))
-	// Candidate lines come from the first nodes; latency samples and the burst use
-	// nodes that send nothing else but benign lines.
-	candNodes := nodes[:cfg.candNodes]
+	// Latency samples and the burst use the last nodes, which send nothing else but
+	// benign lines; candidate lines come from all the others.
 	sampleNodes := nodes[cfg.nodes-cfg.samples:]
 	burstNodes := nodes[cfg.nodes-cfg.samples-cfg.burst : cfg.nodes-cfg.samples]
+	candNodes := nodes[:cfg.nodes-cfg.samples-cfg.burst]
 
 	watch, err := watchTaints(ctx, cs)
 	if err != nil {
@@ -102,6 +102,8 @@ func TestScale(t *testing.T) {
 		latencies = append(latencies, seen.Sub(at))
 	}
 
+	ctrl.logLag(t, "after the latency samples")
+
 	// The burst: one push, every node a stream of its own.
 	var streams []push.Stream
 	burstAt := time.Now()
@@ -137,6 +139,7 @@ func TestScale(t *testing.T) {
 			last = at
 		}
 	}
+	ctrl.logLag(t, "after the burst")
 	stopBackground()
 	<-bgDone
 	peak := max(ctrl.peak.Load(), ctrl.rss())
