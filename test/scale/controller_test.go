@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ type controllerProc struct {
 	addr   string // /metrics
 	stderr *syncBuffer
 	peak   atomic.Int64 // highest RSS sampled, bytes
+	start  time.Time
 	stop   chan struct{}
 	done   sync.WaitGroup
 }
@@ -53,6 +55,7 @@ func startController(t *testing.T, env *testenv.Env, namespace string, extra ...
 	if err := c.cmd.Start(); err != nil {
 		t.Fatalf("start controller: %v", err)
 	}
+	c.start = time.Now()
 	t.Cleanup(func() {
 		close(c.stop)
 		c.done.Wait()
@@ -114,6 +117,47 @@ func (c *controllerProc) metric(name string, match map[string]string) (float64, 
 		}
 	}
 	return total, nil
+}
+
+// cpu returns the CPU time the controller used (user and system) and the wall time
+// since it started.
+func (c *controllerProc) cpu() (used, wall time.Duration) {
+	wall = time.Since(c.start)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, wall
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces:
+	// utime and stime are the 12th and 13th, in clock ticks (USER_HZ, 100 on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, wall
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond, wall
+}
+
+// progress returns a check that fails once the controller has read no line from Loki
+// for longer than stall while the background keeps sending: a reader that stopped,
+// told apart from one that is slow.
+func (c *controllerProc) progress(stall time.Duration) func() error {
+	last, at := -1.0, time.Now()
+	return func() error {
+		read, err := c.metric("faultline_loki_lines_total", nil)
+		if err != nil {
+			return nil // a scrape that failed says nothing about reading
+		}
+		if read != last {
+			last, at = read, time.Now()
+			return nil
+		}
+		if time.Since(at) > stall {
+			return fmt.Errorf("the controller read no line from Loki for %s (%.0f lines read); its log ends:\n%s",
+				stall, read, tail(c.stderr.String(), 30))
+		}
+		return nil
+	}
 }
 
 // logLag logs how far the controller's reading of Loki is behind, to tell its own
