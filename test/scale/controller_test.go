@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -31,7 +32,11 @@ type controllerProc struct {
 	peak   atomic.Int64 // highest RSS sampled, bytes
 	start  time.Time
 	stop   chan struct{}
-	done   sync.WaitGroup
+
+	mu      sync.Mutex
+	fams    map[string]*dto.MetricFamily // last scrape
+	scraped time.Time
+	done    sync.WaitGroup
 }
 
 // startController runs `faultline controller` with default flags except those a test
@@ -89,18 +94,16 @@ func startController(t *testing.T, env *testenv.Env, namespace string, extra ...
 
 func (c *controllerProc) rss() int64 { return testenv.RSS(c.cmd.Process.Pid) }
 
+// scrapeEvery bounds how often the test scrapes the controller, so that polling does
+// not add to the load it measures; metric values are at most this old.
+const scrapeEvery = 250 * time.Millisecond
+
 // metric sums the samples of a counter or gauge on the controller's /metrics whose
 // labels include match.
 func (c *controllerProc) metric(name string, match map[string]string) (float64, error) {
-	resp, err := http.Get("http://" + c.addr + "/metrics")
+	fams, err := c.scrape()
 	if err != nil {
-		return 0, fmt.Errorf("scrape controller: %w", err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0, fmt.Errorf("parse controller metrics: %w", err)
+		return 0, err
 	}
 	total := 0.0
 	for _, m := range fams[name].GetMetric() {
@@ -171,6 +174,26 @@ func (c *controllerProc) logLag(t *testing.T, when string) {
 	}
 	read, _ := c.metric("faultline_loki_lines_total", nil)
 	t.Logf("%s: controller read %.0f candidate lines, reading lag %.1f s (summed over queries)", when, read, lag)
+}
+
+func (c *controllerProc) scrape() (map[string]*dto.MetricFamily, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fams != nil && time.Since(c.scraped) < scrapeEvery {
+		return c.fams, nil
+	}
+	resp, err := http.Get("http://" + c.addr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scrape controller: %w", err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse controller metrics: %w", err)
+	}
+	c.fams, c.scraped = fams, time.Now()
+	return fams, nil
 }
 
 // syncBuffer is a bytes.Buffer the process writes while the test reads it.
