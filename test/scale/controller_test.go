@@ -141,9 +141,10 @@ func (c *controllerProc) cpu() (used, wall time.Duration) {
 	return time.Duration(ut+st) * 10 * time.Millisecond, wall
 }
 
-// progress returns a check that fails once the controller has read no line from Loki
-// for longer than stall while the background keeps sending: a reader that stopped,
-// told apart from one that is slow.
+// progress returns a check that fails once the controller has neither read a line
+// from Loki nor made a decision for longer than stall while the background keeps
+// sending: a reader that stopped, told apart from a slow one and from one busy with
+// the decisions of a burst (lines wait while their decisions are carried out).
 func (c *controllerProc) progress(stall time.Duration) func() error {
 	last, at := -1.0, time.Now()
 	return func() error {
@@ -151,12 +152,16 @@ func (c *controllerProc) progress(stall time.Duration) func() error {
 		if err != nil {
 			return nil // a scrape that failed says nothing about reading
 		}
-		if read != last {
-			last, at = read, time.Now()
+		decided, err := c.metric("faultline_controller_decisions_total", nil)
+		if err != nil {
+			return nil
+		}
+		if read+decided != last {
+			last, at = read+decided, time.Now()
 			return nil
 		}
 		if time.Since(at) > stall {
-			return fmt.Errorf("the controller read no line from Loki for %s (%.0f lines read); its log ends:\n%s",
+			return fmt.Errorf("the controller read no line from Loki and decided nothing for %s (%.0f lines read); its log ends:\n%s",
 				stall, read, tail(c.stderr.String(), 30))
 		}
 		return nil
