@@ -36,6 +36,7 @@ type HeldView struct {
 //	GET  /readyz                           the Node cache is synced
 //	GET  /api/v1/faults                    active faults per node, held faults, storms, budget
 //	POST /api/v1/nodes/{node}/untaint      remove faultline's taints (?rule=pack/id for one)
+//	GET  /api/v1/loki/health               503 while Loki refuses a query
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -77,7 +78,8 @@ func (c *Controller) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, res)
 	})
-	c.probeHandlers(mux)
+	c.triggers.Register(mux)
+	c.lokiHandlers(mux)
 	return mux
 }
 

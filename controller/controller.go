@@ -1,12 +1,12 @@
-// Package controller wires the controller's stages: Loki source → match and
-// correlate → decide (budget, storm hold, dry-run) → act (taint, evidence, Events),
-// plus recovery, pack hot-reload, the read checkpoint, leader election and the HTTP
-// API. Each stage lives in its own package; this one only connects them.
+// Package controller assembles the faultline controller: the pipeline of stages
+// (pipeline.go lists them in order: Loki source → match and correlate → decide →
+// act), the probe triggers beside it, reconcile, the read position, pack hot reload,
+// leader election and the HTTP API. Each stage lives in its own package; this one
+// only connects them.
 package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,12 +20,12 @@ import (
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/decide"
-	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/leader"
 	"github.com/faultline-dev/faultline/controller/lokisource"
-	"github.com/faultline-dev/faultline/controller/match"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -47,7 +47,7 @@ type Config struct {
 
 	Decide decide.Config
 	Act    act.Options
-	Probes ProbeConfig
+	Probes trigger.Config
 
 	// CheckpointEvery: how often the leader saves its read position (default 2s).
 	CheckpointEvery time.Duration
@@ -60,6 +60,10 @@ type Config struct {
 	// the same fault must not turn into one Node write (and Event) per line, which
 	// would stall the pipeline behind the client's rate limit.
 	EvidenceRefresh time.Duration
+
+	// Records configures the NodeFault records (retention, Grafana link); the
+	// owner is Identity.
+	Records nodefault.Options
 
 	Metrics *Metrics
 	Log     *slog.Logger
@@ -74,6 +78,7 @@ type Controller struct {
 	decider *decide.Decider
 	packs   *packwatch.Watcher
 	store   *checkpoint.Store
+	records *nodefault.Store
 
 	mu        sync.Mutex
 	src       *lokisource.Source // while leading
@@ -81,11 +86,11 @@ type Controller struct {
 	leading   bool
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
 	ready     bool
-	refreshed map[string]time.Time // fault key → last evidence write for an already-tainted node
+	refreshed map[string]time.Time     // fault key → last evidence write for an already-tainted node
+	recorded  map[string]recordedPhase // fault key → phase last written to its NodeFault
 
-	dispatcher *probes.Dispatcher // nil when probes are off
-	ps         *probeState
-	kickCh     chan struct{} // asks for a reconcile now
+	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
+	kickCh   chan struct{}     // asks for a reconcile now
 	// life is the replica's lifetime: manual probe runs outlive their HTTP request.
 	life     context.Context
 	lifeStop context.CancelFunc
@@ -128,11 +133,9 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, ps: newProbeState(), kickCh: make(chan struct{}, 1)}
+		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
-	cfg.Act.DryRun = cfg.Act.DryRun || cfg.Decide.DryRun
-	cfg.Decide.DryRun = cfg.Act.DryRun
 	if c.actor, err = act.New(cfg.Client, cfg.Act); err != nil {
 		return nil, err
 	}
@@ -146,8 +149,19 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: rule packs: %w", err)
 	}
 	c.store = checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName)
-	if err := c.newDispatcher(c.life); err != nil {
-		return nil, fmt.Errorf("controller: probes: %w", err)
+	rc := cfg.Records
+	rc.Owner = cfg.Identity
+	if rc.NodeLabel == "" {
+		rc.NodeLabel = cfg.Loki.NodeLabel
+	}
+	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
+		return nil, err
+	}
+	c.triggers, err = trigger.New(cfg.Probes, trigger.Deps{Actor: c.actor, Decider: c.decider, Facts: c.facts,
+		Apply: c.apply, Record: c.recordProbe, Kick: c.kick, Results: c.m.probeResults, Skipped: c.m.probeSkipped,
+		Log: c.log, Life: c.life})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
 	}
 	return c, nil
 }
@@ -170,358 +184,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	ec.Client, ec.Namespace, ec.Name, ec.Identity = c.cfg.Client, c.cfg.Namespace, c.cfg.LeaseName, c.cfg.Identity
 	ec.OnNewLeader = func(id string) { c.log.Info("leader", "identity", id, "self", id == c.cfg.Identity) }
 	return leader.Run(ctx, ec, c.lead)
-}
-
-// lead runs the pipeline while this replica holds the lease.
-func (c *Controller) lead(ctx context.Context) {
-	c.m.leader.Set(1)
-	defer c.m.leader.Set(0)
-	c.log.Info("leading: reading Loki")
-	for ctx.Err() == nil {
-		if err := c.pipeline(ctx); err != nil && ctx.Err() == nil {
-			c.log.Error("pipeline stopped, restarting", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(2 * time.Second):
-			}
-		}
-	}
-}
-
-func (c *Controller) pipeline(ctx context.Context) error {
-	from, err := c.loadPosition(ctx)
-	if err != nil {
-		return err
-	}
-	lc := c.cfg.Loki
-	lc.Queries = lokisource.EngineQueries(c.cfg.Selectors, c.packs.Engine())
-	lc.Metrics = c.m.loki
-	if lc.Logger == nil {
-		lc.Logger = c.log
-	}
-	src, err := lokisource.New(lc)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.src, c.leading = src, true
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.src, c.leading = nil, false
-		c.mu.Unlock()
-	}()
-	stage := match.New(c.packs.Engine)
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); c.saveLoop(pctx, src) }()
-	go func() { defer wg.Done(); c.reconcileLoop(pctx) }()
-	go func() { defer wg.Done(); c.scheduleLoop(pctx) }()
-	err = src.Run(pctx, from, func(e lokisource.Entry) error {
-		c.process(pctx, stage, e)
-		return nil
-	})
-	cancel()
-	wg.Wait()
-	// Save the final position so the next leader starts exactly here.
-	c.savePosition(context.WithoutCancel(ctx), src)
-	return err
-}
-
-func (c *Controller) loadPosition(ctx context.Context) (lokisource.Checkpoint, error) {
-	raw, err := c.store.LoadState(ctx)
-	if err != nil {
-		return lokisource.Checkpoint{}, err
-	}
-	if raw == nil {
-		start := time.Now().Add(-c.cfg.InitialLookback)
-		c.log.Info("no saved position: starting from the lookback", "start", start)
-		return lokisource.StartAt(start), nil
-	}
-	var cp lokisource.Checkpoint
-	if err := json.Unmarshal(raw, &cp); err != nil {
-		return lokisource.Checkpoint{}, fmt.Errorf("checkpoint: %w", err)
-	}
-	c.log.Info("resuming from the saved position", "position", cp.Min())
-	return cp, nil
-}
-
-func (c *Controller) saveLoop(ctx context.Context, src *lokisource.Source) {
-	t := time.NewTicker(c.cfg.CheckpointEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.savePosition(ctx, src)
-		}
-	}
-}
-
-func (c *Controller) savePosition(ctx context.Context, src *lokisource.Source) {
-	cp := src.Checkpoint()
-	raw, err := json.Marshal(cp)
-	if err != nil {
-		c.log.Error("checkpoint", "err", err)
-		return
-	}
-	if err := c.store.SaveState(ctx, raw, cp.Min()); err != nil {
-		c.log.Warn("checkpoint not saved, will retry", "err", err)
-		c.m.checkpointErrors.Inc()
-	}
-}
-
-// process runs one line through match → decide → act.
-func (c *Controller) process(ctx context.Context, stage *match.Stage, e lokisource.Entry) {
-	c.m.lines.WithLabelValues(e.Query).Inc()
-	src := rules.Source("")
-	if q := rules.Source(e.Query); q == rules.SourceKernel || q == rules.SourcePod {
-		src = q
-	}
-	res := stage.Process(match.Entry{Node: e.Node, Source: src, Stream: e.Stream, Labels: e.Labels, Time: e.Time, Line: e.Line})
-	if e.Node == "" {
-		c.m.noNode.Inc()
-	}
-	for _, o := range res.Matches {
-		c.m.matches.WithLabelValues(o.Rule.String(), string(o.Rule.Severity)).Inc()
-		c.mu.Lock()
-		c.lastMatch[e.Node+"/"+o.Rule.String()] = e.Time
-		c.mu.Unlock()
-	}
-	for _, f := range res.Faults {
-		if f.Rule.Action == rules.ActionNone {
-			continue // evidence-only rules (context lines) need no decision
-		}
-		facts, err := c.facts()
-		if err != nil {
-			c.log.Error("node facts", "err", err)
-			continue
-		}
-		c.apply(ctx, c.decider.Decide(f, facts))
-	}
-}
-
-func (c *Controller) facts() (decide.NodeFacts, error) {
-	f, err := c.actor.Facts()
-	if err != nil {
-		return decide.NodeFacts{}, err
-	}
-	return decide.NodeFacts{Eligible: f.Eligible, Tainted: f.Tainted, OptedOut: f.OptedOut}, nil
-}
-
-// apply carries a decision out and reports it (Event, metric, log).
-func (c *Controller) apply(ctx context.Context, d decide.Decision) {
-	f := d.Fault
-	kind := string(d.Kind)
-	result := "ok"
-	defer func() { c.m.decisions.WithLabelValues(kind, result).Inc() }()
-	switch d.Kind {
-	case decide.KindTaint, decide.KindAlreadyTainted:
-		if d.Kind == decide.KindAlreadyTainted && !c.refreshDue(f.Key()) {
-			result = "recent"
-			return
-		}
-		boot, _ := c.actor.BootID(f.Node)
-		res, err := c.actor.TaintNode(ctx, f, boot)
-		if err != nil {
-			result = "error"
-			if errors.Is(err, act.ErrOptedOut) {
-				result = "opted-out"
-			}
-			c.decider.NotApplied(f)
-			c.log.Warn("taint not applied", "node", f.Node, "rule", f.Rule.String(), "err", err)
-			return
-		}
-		// The actor records the FaultTainted Event with the evidence.
-		c.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
-	case decide.KindEvent:
-		c.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, lastLine(f)))
-	case decide.KindProbe:
-		// The taint waits for the probes; the line stream does not.
-		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, lastLine(f))
-		if c.dispatcher == nil {
-			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
-				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
-		}
-		c.event(ctx, f, act.ReasonEvent, msg)
-		go c.confirm(ctx, f)
-	case decide.KindHold:
-		reason := act.ReasonHeld
-		if d.Reason == decide.ReasonStorm {
-			reason = act.ReasonStormHold
-		}
-		kind = "hold-" + string(d.Reason)
-		c.event(ctx, f, reason, fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message))
-		c.log.Warn("fault held", "node", f.Node, "rule", f.Rule.String(), "reason", d.Reason, "message", d.Message)
-	case decide.KindDryRun:
-		kind = "dry-run-" + string(d.Of)
-		c.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))
-	case decide.KindNone:
-	}
-	// Gauges need a pass over every Node: refresh them when a taint or a hold
-	// changed them, not on every Event (Reconcile refreshes them periodically too).
-	if d.Kind == decide.KindTaint || d.Kind == decide.KindHold {
-		c.updateGauges()
-	}
-}
-
-func (c *Controller) event(ctx context.Context, f fault.Fault, reason, msg string) {
-	if err := c.actor.Event(ctx, f.Node, f, reason, msg); err != nil {
-		c.log.Warn("event not recorded", "node", f.Node, "reason", reason, "err", err)
-	}
-}
-
-func lastLine(f fault.Fault) string {
-	if len(f.Evidence) == 0 {
-		return ""
-	}
-	l := f.Evidence[len(f.Evidence)-1].Text
-	if len(l) > 300 {
-		l = l[:300] + "…"
-	}
-	return fmt.Sprintf("%d match(es), last: %q", f.Count, l)
-}
-
-func (c *Controller) reconcileLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.ReconcileEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.Reconcile(ctx)
-		case <-c.kickCh:
-			c.Reconcile(ctx)
-		}
-	}
-}
-
-// Reconcile clears faults whose recovery policy allows it, notices taints removed by
-// hand, and applies held faults there is now room for.
-func (c *Controller) Reconcile(ctx context.Context) {
-	active, err := c.actor.ListActive()
-	if err != nil {
-		c.log.Warn("reconcile", "err", err)
-		return
-	}
-	now := time.Now()
-	for _, nf := range active {
-		boot, _ := c.actor.BootID(nf.Node)
-		for _, ev := range nf.Faults {
-			if !ev.TaintPlaced {
-				continue
-			}
-			c.mu.Lock()
-			last := c.lastMatch[nf.Node+"/"+ev.ID()]
-			c.mu.Unlock()
-			if last.Before(ev.Time) {
-				last = ev.Time
-			}
-			af := decide.ActiveFault{Node: nf.Node, Rule: c.rule(ev), Evidence: ev}
-			af.ProbesPassed = c.recoveryProbes(ctx, af, boot, last, now)
-			ok, why := c.decider.Recoverable(af, now, boot, last)
-			if !ok {
-				continue
-			}
-			if _, err := c.actor.UntaintNode(ctx, nf.Node, ev.ID()); err != nil {
-				c.log.Warn("recovery untaint failed", "node", nf.Node, "rule", ev.ID(), "err", err)
-				continue
-			}
-			c.decider.Untainted(nf.Node, ev.ID())
-			c.m.decisions.WithLabelValues("untaint", "ok").Inc()
-			c.log.Info("recovered", "node", nf.Node, "rule", ev.ID(), "why", why)
-		}
-	}
-	facts, err := c.facts()
-	if err != nil {
-		return
-	}
-	// Taints removed by hand (faultline untaint, kubectl) free their budget now.
-	c.mu.Lock()
-	for node := range c.tainted {
-		if len(facts.Tainted[node]) == 0 {
-			c.decider.Untainted(node)
-		}
-	}
-	c.tainted = map[string]bool{}
-	for node := range facts.Tainted {
-		c.tainted[node] = true
-	}
-	c.mu.Unlock()
-	for _, d := range c.decider.Release(facts) {
-		c.apply(ctx, d)
-	}
-	c.updateGauges()
-}
-
-// refreshDue says whether the evidence of an already-tainted fault may be written
-// now, and notes the write.
-func (c *Controller) refreshDue(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	if last, ok := c.refreshed[key]; ok && now.Sub(last) < c.cfg.EvidenceRefresh {
-		return false
-	}
-	if len(c.refreshed) > 100000 {
-		c.refreshed = map[string]time.Time{}
-	}
-	c.refreshed[key] = now
-	return true
-}
-
-// kick asks the reconcile loop for a pass now (recovery probes passed).
-func (c *Controller) kick() {
-	select {
-	case c.kickCh <- struct{}{}:
-	default:
-	}
-}
-
-// rule finds the loaded rule of an evidence entry (nil if the packs no longer have it).
-func (c *Controller) rule(ev fault.Evidence) *rules.Compiled {
-	for _, r := range c.packs.Engine().Set().Rules {
-		if r.Pack == ev.Pack && r.ID == ev.Rule {
-			return r
-		}
-	}
-	return nil
-}
-
-// Untaint removes faultline's taint(s) from a node (rule "" or "*": all) — the API
-// and `faultline untaint` behind it.
-func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result, error) {
-	if rule == "" {
-		rule = act.AllRules
-	}
-	res, err := c.actor.UntaintNode(ctx, node, rule)
-	if err != nil {
-		return res, err
-	}
-	c.decider.Untainted(node)
-	c.m.decisions.WithLabelValues("untaint", "ok").Inc()
-	c.updateGauges()
-	return res, nil
-}
-
-func (c *Controller) updateGauges() {
-	facts, err := c.facts()
-	if err != nil {
-		return
-	}
-	c.m.taintedNodes.Set(float64(len(facts.Tainted)))
-	c.m.budgetLeft.Set(float64(c.decider.BudgetLeft(facts)))
-	held := map[string]int{}
-	for _, h := range c.decider.Held() {
-		held[string(h.Reason)]++
-	}
-	for _, r := range []decide.HoldReason{decide.ReasonBudget, decide.ReasonRuleBudget, decide.ReasonStorm, decide.ReasonOptedOut} {
-		c.m.held.WithLabelValues(string(r)).Set(float64(held[string(r)]))
-	}
 }
 
 func (c *Controller) onReload(e *rules.Engine) {
@@ -567,3 +229,9 @@ func (c *Controller) Leading() bool {
 	defer c.mu.Unlock()
 	return c.leading
 }
+
+// Probes returns the probe dispatcher (nil when probes are off).
+func (c *Controller) Probes() *proberun.Dispatcher { return c.triggers.Dispatcher() }
+
+// Triggers returns the probe triggers (manual runs go through Start).
+func (c *Controller) Triggers() *trigger.Triggers { return c.triggers }

@@ -17,17 +17,23 @@ import (
 	"github.com/golang/snappy"
 	"github.com/grafana/loki/pkg/push"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/leader"
 	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
+	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -48,6 +54,7 @@ func newCluster(t *testing.T, nodes ...string) *cluster {
 func newClusterWith(t *testing.T, o testenv.Options, nodes ...string) *cluster {
 	t.Helper()
 	env := testenv.Start(t, o)
+	env.InstallCRD(t, v1alpha1.CRDYAML)
 	c := &cluster{t: t, env: env, cs: env.Clientset(), loki: env.LokiURL()}
 	ctx := context.Background()
 	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -94,23 +101,33 @@ type options struct {
 	identity string
 	packs    []string
 	decide   decide.Config
-	probes   controller.ProbeConfig
+	probes   trigger.Config
 }
 
 type running struct {
 	c      *controller.Controller
 	cancel context.CancelFunc
 	done   chan error
-	reg    *prometheus.Registry
+	id     string
+	m      *controller.Metrics // read with prometheus testutil
 	once   sync.Once
 }
 
+// start starts a replica and waits until it leads.
 func (cl *cluster) start(o options) *running {
+	cl.t.Helper()
+	r := cl.launch(o)
+	cl.waitFor("leader "+r.id, 20*time.Second, func() bool { return r.c.Leading() })
+	return r
+}
+
+// launch builds and runs a replica.
+func (cl *cluster) launch(o options) *running {
 	cl.t.Helper()
 	if o.identity == "" {
 		o.identity = "replica-a"
 	}
-	reg := prometheus.NewRegistry()
+	m := controller.NewMetrics(prometheus.NewRegistry())
 	logw := io.Discard
 	if os.Getenv("FAULTLINE_TEST_VERBOSE") != "" {
 		logw = os.Stderr
@@ -121,17 +138,16 @@ func (cl *cluster) start(o options) *running {
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
 		Decide:   o.decide, Probes: o.probes, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
-		InitialLookback: time.Hour, Metrics: controller.NewMetrics(reg),
+		InitialLookback: time.Hour, Metrics: m,
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})
 	if err != nil {
 		cl.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{c: c, cancel: cancel, done: make(chan error, 1), reg: reg}
+	r := &running{c: c, id: o.identity, m: m, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()
 	cl.t.Cleanup(func() { r.stop(cl.t) })
-	cl.waitFor("leader "+o.identity, 20*time.Second, func() bool { return c.Leading() })
 	return r
 }
 
@@ -155,13 +171,7 @@ func (r *running) stop(t *testing.T) {
 
 func (cl *cluster) waitFor(what string, timeout time.Duration, cond func() bool) {
 	cl.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			cl.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(cl.t, timeout, what, cond)
 }
 
 func (cl *cluster) node(name string) *corev1.Node {
@@ -280,7 +290,7 @@ func TestBudget(t *testing.T) {
 		}
 		return c
 	}
-	held := func() float64 { return gauge(t, r.reg, "faultline_controller_held_faults", "reason", "budget") }
+	held := func() float64 { return testutil.ToFloat64(r.m.Held().WithLabelValues("budget")) }
 	cl.waitFor("18 held", 30*time.Second, func() bool { return held() == 18 })
 	time.Sleep(time.Second)
 	if got := count(); got != 2 {
@@ -360,24 +370,9 @@ func TestFailoverNoMissNoDuplicate(t *testing.T) {
 // start2 starts a standby replica (it does not wait to lead).
 func (cl *cluster) start2(o options) *running {
 	cl.t.Helper()
-	reg := prometheus.NewRegistry()
-	c, err := controller.New(controller.Config{
-		Client: cl.cs, Namespace: ns, Identity: o.identity,
-		Election: leader.Config{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
-		Packs:    packsConfig(o.packs),
-		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
-		Decide:   o.decide, Probes: o.probes, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
-		InitialLookback: time.Hour, Metrics: controller.NewMetrics(reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		cl.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{c: c, cancel: cancel, done: make(chan error, 1), reg: reg}
-	go func() { r.done <- c.Run(ctx) }()
-	cl.t.Cleanup(func() { r.stop(cl.t) })
+	r := cl.launch(o)
 	time.Sleep(500 * time.Millisecond)
-	if c.Leading() {
+	if r.c.Leading() {
 		cl.t.Fatal("standby leads while the leader runs")
 	}
 	return r
@@ -424,14 +419,14 @@ spec:
 	r := cl.start(options{packs: []string{dir}, decide: decide.Config{MaxPercent: 50}})
 	write("site fault (")
 	cl.waitFor("reload error counted", 10*time.Second, func() bool {
-		return counter(t, r.reg, "faultline_controller_pack_reload_errors_total") >= 1
+		return testutil.ToFloat64(r.m.ReloadErrors()) >= 1
 	})
 	cl.waitFor("PackReloadFailed event", 10*time.Second, func() bool { return len(cl.events("replica-a", "PackReloadFailed")) > 0 })
 	cl.push("n1", time.Now(), "site fault alpha on n1")
 	cl.waitFor("old rule still taints", 20*time.Second, func() bool { return cl.tainted("n1") })
 	write("site fault beta")
 	cl.waitFor("good edit loaded", 10*time.Second, func() bool {
-		return counter(t, r.reg, "faultline_controller_pack_reloads_total") >= 2
+		return testutil.ToFloat64(r.m.Reloads()) >= 2
 	})
 	cl.push("n2", time.Now(), "site fault beta on n2")
 	cl.waitFor("new rule taints", 20*time.Second, func() bool { return cl.tainted("n2") })
@@ -451,64 +446,14 @@ func TestDetectionLatency(t *testing.T) {
 	for _, node := range nodes {
 		t0 := time.Now()
 		cl.push(node, t0, xid79)
-		// Poll the node: a 10 ms resolution is enough against a 2 s target.
-		for !cl.tainted(node) {
-			if time.Since(t0) > 15*time.Second {
-				t.Fatalf("%s not tainted within 15s", node)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// Polled every eventually.Interval (20 ms): enough against a 2 s target.
+		cl.waitFor(node+" tainted", 15*time.Second, func() bool { return cl.tainted(node) })
 		lat = append(lat, time.Since(t0))
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
 	t.Logf("detection latency, line pushed into Loki → taint on the Node, %d events: p50 %s, p99 %s, max %s",
 		len(lat), p50.Round(time.Millisecond), p99.Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
-}
-
-// sample sums the gauge and counter samples of a metric whose labels include
-// labels (nil: every sample).
-func sample(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			total += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
-	return total
-}
-
-func gauge(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	return sample(t, reg, name, map[string]string{label: value})
-}
-
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	return sample(t, reg, name, nil)
-}
-
-func counterWith(t *testing.T, r *running, name string, labels map[string]string) float64 {
-	t.Helper()
-	return sample(t, r.reg, name, labels)
 }
 
 // A burst of the same fault on one node is read at once: after the taint, the
@@ -524,18 +469,45 @@ func TestBurstOfOneFault(t *testing.T) {
 	}
 	t0 := time.Now()
 	cl.push("gpu-3", t0, lines...)
-	cl.waitFor("all lines read", 60*time.Second, func() bool { return counter(t, r.reg, "faultline_controller_lines_total") >= n })
+	cl.waitFor("all lines read", 60*time.Second, func() bool { return testutil.ToFloat64(r.m.LinesRead().WithLabelValues(logstream.SourceKernel)) >= n })
 	took := time.Since(t0)
 	t.Logf("%d lines of one fault read and decided in %s", n, took.Round(time.Millisecond))
 	if !cl.tainted("gpu-3") {
 		t.Fatal("gpu-3 not tainted")
 	}
-	writes := counterWith(t, r, "faultline_controller_decisions_total", map[string]string{"action": "taint", "result": "ok"}) +
-		counterWith(t, r, "faultline_controller_decisions_total", map[string]string{"action": "already-tainted", "result": "ok"})
+	writes := testutil.ToFloat64(r.m.Decisions().WithLabelValues("taint", "ok")) +
+		testutil.ToFloat64(r.m.Decisions().WithLabelValues("already-tainted", "ok"))
 	if writes > 2 {
 		t.Errorf("%v Node writes for one fault's burst, want the taint (and at most one refresh)", writes)
 	}
 	if took > 20*time.Second {
 		t.Errorf("a burst of %d lines took %s to read", n, took)
+	}
+}
+
+// TestDryRun: dry-run is decided in decide alone. An Xid 79 gives a FaultDryRun Event
+// and an Observed NodeFault that says what would have been done, and no Node write:
+// no taint, no evidence annotation.
+func TestDryRun(t *testing.T) {
+	cl := newCluster(t, "gpu-0", "gpu-1")
+	cl.start(options{decide: decide.Config{MaxPercent: 100, DryRun: true}})
+	cl.push("gpu-1", time.Now(), xid79)
+	cl.waitFor("FaultDryRun on gpu-1", 20*time.Second, func() bool { return len(cl.events("gpu-1", "FaultDryRun")) > 0 })
+	records, err := nodefault.New(cl.cs, nodefault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nf *v1alpha1.NodeFault
+	// Created, then its status written: wait for the status.
+	cl.waitFor("gpu-1's NodeFault with its status", 10*time.Second, func() bool {
+		nf, err = records.Get(context.Background(), nodefault.Name("gpu-1", "nvidia-xid", "xid-gpu-lost"))
+		return err == nil && nf.Status.Phase != ""
+	})
+	if nf.Status.Phase != v1alpha1.PhaseObserved || len(nf.Status.History) == 0 || nf.Status.History[0].Kind != "dry-run-taint" {
+		t.Errorf("NodeFault status %+v", nf.Status)
+	}
+	n := cl.node("gpu-1")
+	if cl.tainted("gpu-1") || n.Annotations[fault.AnnotationEvidence] != "" {
+		t.Errorf("dry-run wrote the node: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
 	}
 }

@@ -1,14 +1,37 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
+
+// xid79Rule is the rule of the default packs that xid79 fires.
+const xid79Rule = "xid-gpu-lost"
+
+// startReplica runs the controller binary as replica id, with extra flags.
+func startReplica(t *testing.T, cl *cluster, bin, id string, extra ...string) *exec.Cmd {
+	t.Helper()
+	args := append([]string{"controller", "--kubeconfig", cl.env.Kubeconfig(), "--loki-url", cl.loki,
+		"--namespace", ns, "--identity", id, "--listen", freeAddr(t), "--no-storm-hold",
+		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms", "--initial-lookback", "5m"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
 
 // TestKillLeaderMidStream: the leading controller process is killed with SIGKILL (no
 // chance to save its last position) while lines keep arriving; a second process takes
@@ -23,17 +46,7 @@ func TestKillLeaderMidStream(t *testing.T) {
 	}
 	cl := newCluster(t, nodes...)
 	bin := testenv.BuildFaultline(t)
-	run := func(id string) *exec.Cmd {
-		cmd := exec.Command(bin, "controller", "--kubeconfig", cl.env.Kubeconfig(), "--loki-url", cl.loki,
-			"--namespace", ns, "--identity", id, "--listen", freeAddr(t), "--budget-percent", "100", "--no-storm-hold",
-			"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms", "--initial-lookback", "5m")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
+	run := func(id string) *exec.Cmd { return startReplica(t, cl, bin, id, "--budget-percent", "100") }
 	a := run("replica-a")
 	allTainted := func(ns []string) func() bool {
 		return func() bool {
@@ -60,6 +73,11 @@ func TestKillLeaderMidStream(t *testing.T) {
 	}
 	run("replica-b")
 	cl.waitFor("all sixteen tainted", 60*time.Second, allTainted(nodes))
+	ctx := context.Background()
+	records, err := nodefault.New(cl.cs, nodefault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(2 * time.Second)
 	lost := 0
 	for _, n := range nodes {
@@ -76,6 +94,65 @@ func TestKillLeaderMidStream(t *testing.T) {
 		if cl.node(n).Annotations["faultline.io/evidence"] == "" {
 			t.Errorf("%s: tainted without evidence", n)
 		}
+		// The record outlives the replica that wrote it.
+		nf, err := records.Get(ctx, nodefault.Name(n, "nvidia-xid", xid79Rule))
+		if err != nil {
+			t.Errorf("%s: NodeFault: %v", n, err)
+			continue
+		}
+		if nf.Status.Phase != v1alpha1.PhaseTainted || len(nf.Status.Evidence) == 0 ||
+			(nf.Status.Owner != "replica-a" && nf.Status.Owner != "replica-b") {
+			t.Errorf("%s: NodeFault status %+v", n, nf.Status)
+		}
 	}
 	t.Logf("%d of %d nodes tainted once each; Events of %d decisions lost with the killed process", len(nodes), len(nodes), lost)
+}
+
+// TestHeldFaultSurvivesLeaderKill: with a budget of one node, the second faulty node
+// is held, and its NodeFault says so. The leader is killed; the next leader resumes
+// the held fault from the record, and taints the node as soon as the budget frees
+// (the first node's taint removed by hand) without any new line about it.
+func TestHeldFaultSurvivesLeaderKill(t *testing.T) {
+	cl := newCluster(t, "gpu-a", "gpu-b", "gpu-c")
+	bin := testenv.BuildFaultline(t)
+	ctx := context.Background()
+	records, err := nodefault.New(cl.cs, nodefault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	phase := func(node string) v1alpha1.Phase {
+		nf, err := records.Get(ctx, nodefault.Name(node, "nvidia-xid", xid79Rule))
+		if err != nil {
+			return ""
+		}
+		return nf.Status.Phase
+	}
+	a := startReplica(t, cl, bin, "replica-a", "--budget-max", "1", "--budget-percent", "100")
+	cl.push("gpu-a", time.Now(), xid79)
+	cl.waitFor("gpu-a tainted", 30*time.Second, func() bool { return cl.tainted("gpu-a") })
+	cl.push("gpu-b", time.Now(), xid79)
+	cl.waitFor("gpu-b held in its NodeFault", 30*time.Second, func() bool { return phase("gpu-b") == v1alpha1.PhaseHeld })
+	time.Sleep(3 * time.Second) // the saved read position passes gpu-b's line
+	_ = a.Process.Kill()
+	_ = a.Wait()
+
+	startReplica(t, cl, bin, "replica-b", "--budget-max", "1", "--budget-percent", "100", "--reconcile-interval", "500ms")
+	// Free the budget by hand: remove gpu-a's taint.
+	n := cl.node("gpu-a")
+	n.Spec.Taints = nil
+	if _, err := cl.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitFor("gpu-b tainted by the new leader", 60*time.Second, func() bool { return cl.tainted("gpu-b") })
+	cl.waitFor("gpu-b's NodeFault Tainted", 20*time.Second, func() bool { return phase("gpu-b") == v1alpha1.PhaseTainted })
+	nf, err := records.Get(ctx, nodefault.Name("gpu-b", "nvidia-xid", xid79Rule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nf.Status.Owner != "replica-b" || len(nf.Status.History) < 2 || nf.Status.History[0].Kind != "hold" {
+		t.Errorf("gpu-b's record after the takeover: owner %q, history %+v", nf.Status.Owner, nf.Status.History)
+	}
+	if cl.tainted("gpu-c") {
+		t.Error("gpu-c tainted without a fault")
+	}
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	reloads          prometheus.Counter
 	reloadErrors     prometheus.Counter
 	checkpointErrors prometheus.Counter
+	recordErrors     prometheus.Counter
 	leader           prometheus.Gauge
 	probeResults     *prometheus.CounterVec
 	probeSkipped     *prometheus.CounterVec
@@ -50,6 +51,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Rule pack reloads rejected; the last good set stayed active."}),
 		checkpointErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_checkpoint_errors_total",
 			Help: "Failed saves of the read position."}),
+		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_nodefault_errors_total",
+			Help: "Failed writes of NodeFault records (the decision itself was carried out)."}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_leader",
 			Help: "1 while this replica leads."}),
 		probeResults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_results_total",
@@ -61,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.noNode, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.held,
-			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.leader, m.probeResults, m.probeSkipped)
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped)
 	}
 	return m
 }

@@ -23,11 +23,12 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/agent/rbac"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/active-probes/pvc"
-	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/test/testenv"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 const aerNonFatal = "pcieport 0000:80:03.0: AER: Uncorrectable (Non-Fatal) error message received from 0000:81:00.0"
@@ -133,9 +134,9 @@ func newProbeSetup(t *testing.T) *probeSetup {
 	return s
 }
 
-func (s *probeSetup) probeConfig() controller.ProbeConfig {
+func (s *probeSetup) probeConfig() trigger.Config {
 	tok := s.token
-	return controller.ProbeConfig{AgentURLs: s.agents, Token: func() (string, error) { return tok, nil },
+	return trigger.Config{AgentURLs: s.agents, Token: func() (string, error) { return tok, nil },
 		RecoverEvery: 500 * time.Millisecond, ConfirmTimeout: time.Minute}
 }
 
@@ -168,11 +169,11 @@ spec:
 
 	cl.waitFor("gpu-a tainted after its probe failed", 60*time.Second, func() bool { return cl.tainted("gpu-a") })
 	t.Logf("AER line to taint through the probe: %s", time.Since(t0).Round(time.Millisecond))
-	cl.waitFor("gpu-b probed", 60*time.Second, func() bool { return cl.label("gpu-b", controller.LabelHealth) == controller.HealthPass })
+	cl.waitFor("gpu-b probed", 60*time.Second, func() bool { return cl.label("gpu-b", trigger.LabelHealth) == trigger.HealthPass })
 	if cl.tainted("gpu-b") {
 		t.Fatal("gpu-b tainted although its probe passed")
 	}
-	if got := cl.label("gpu-a", controller.LabelHealth); got != controller.HealthFail {
+	if got := cl.label("gpu-a", trigger.LabelHealth); got != trigger.HealthFail {
 		t.Errorf("gpu-a health label %q, want FAIL", got)
 	}
 	ev, err := fault.ParseEvidence(cl.node("gpu-a").Annotations[fault.AnnotationEvidence])
@@ -188,7 +189,7 @@ spec:
 	if len(cl.events("gpu-a", "ProbeFailed")) == 0 || len(cl.events("gpu-b", "ProbePassed")) == 0 {
 		t.Error("no ProbeFailed Event on gpu-a or no ProbePassed Event on gpu-b")
 	}
-	if n := counterWith(t, r, "faultline_controller_probe_results_total", map[string]string{"check": "pciebw", "status": "fail", "trigger": "rule"}); n != 1 {
+	if n := testutil.ToFloat64(r.m.ProbeResults().WithLabelValues("pciebw", "fail", "rule")); n != 1 {
 		t.Errorf("pciebw fail results from rules: %v, want 1", n)
 	}
 
@@ -197,8 +198,8 @@ spec:
 	t1 := time.Now()
 	cl.waitFor("gpu-a untainted by its recovery probe", 60*time.Second, func() bool { return !cl.tainted("gpu-a") })
 	t.Logf("repair to untaint: %s", time.Since(t1).Round(time.Millisecond))
-	cl.waitFor("gpu-a health PASS", 10*time.Second, func() bool { return cl.label("gpu-a", controller.LabelHealth) == controller.HealthPass })
-	if n := counterWith(t, r, "faultline_controller_probe_results_total", map[string]string{"check": "pciebw", "status": "pass", "trigger": "recovery"}); n < 1 {
+	cl.waitFor("gpu-a health PASS", 10*time.Second, func() bool { return cl.label("gpu-a", trigger.LabelHealth) == trigger.HealthPass })
+	if n := testutil.ToFloat64(r.m.ProbeResults().WithLabelValues("pciebw", "pass", "recovery")); n < 1 {
 		t.Errorf("no passing recovery probe counted")
 	}
 }
@@ -209,9 +210,8 @@ func TestManualProbes(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
 	pc := s.probeConfig()
-	local := probe.NewRegistry()
-	local.MustRegister(pvc.Spec(cl.cs, ns))
-	pc.Local = probe.NewRunner(local, probe.Config{}, nil)
+	pc.Registry = probe.Default().With(pvc.Spec(cl.cs, ns))
+	pc.Local = probe.NewRunner(pc.Registry, probe.Config{}, nil)
 	r := cl.start(options{probes: pc})
 	srv := httptest.NewServer(r.c.Handler())
 	t.Cleanup(srv.Close)
@@ -222,7 +222,7 @@ func TestManualProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run probes.Run
+	var run proberun.Run
 	if err := json.NewDecoder(resp.Body).Decode(&run); err != nil || resp.StatusCode != http.StatusAccepted || run.ID == "" {
 		t.Fatalf("POST: %d %+v %v", resp.StatusCode, run, err)
 	}
@@ -233,11 +233,11 @@ func TestManualProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		run = probes.Run{}
+		run = proberun.Run{}
 		_ = json.NewDecoder(resp.Body).Decode(&run)
-		return run.State == probes.StateDone
+		return run.State == proberun.StateDone
 	})
-	byNode := map[string]probes.NodeRun{}
+	byNode := map[string]proberun.NodeRun{}
 	for _, nr := range run.Nodes {
 		byNode[nr.Node] = nr
 	}
@@ -266,15 +266,15 @@ func TestManualProbes(t *testing.T) {
 
 	// The pvc check runs in the controller, once per run (node "" in the run): a class
 	// with no volumes (no controller-manager here either) fails after its timeout.
-	pvcRun, err := r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
-		Params: map[string]probe.Params{"pvc": {"storage_class": "nowhere", "timeout": "1s"}}}, probes.TriggerManual)
+	pvcRun, err := r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
+		Params: map[string]probe.Params{"pvc": {"storage_class": "nowhere", "timeout": "1s"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 	pvcRun, err = r.c.Probes().Wait(wctx, pvcRun.ID)
 	wcancel()
-	if err != nil || len(pvcRun.Nodes) != 1 || pvcRun.Nodes[0].Node != probes.ClusterNode || pvcRun.Nodes[0].Status != probe.StatusFail {
+	if err != nil || len(pvcRun.Nodes) != 1 || pvcRun.Nodes[0].Node != proberun.ClusterNode || pvcRun.Nodes[0].Status != probe.StatusFail {
 		t.Errorf("pvc run: %+v %v", pvcRun, err)
 	}
 
@@ -298,7 +298,7 @@ func TestManualProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dr probes.Run
+	var dr proberun.Run
 	if err := json.NewDecoder(resp.Body).Decode(&dr); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestScheduledProbes(t *testing.T) {
 	cl := s.cl
 	pc := s.probeConfig()
 	// A round (ping ×4 at 0.2 s, to the picked peer) outlasts the 300 ms interval.
-	pc.Schedules = []controller.Schedule{{Check: "ping", Every: 300 * time.Millisecond, Params: probe.Params{"count": "4"}}}
+	pc.Schedules = []trigger.Schedule{{Check: "ping", Every: 300 * time.Millisecond, Params: probe.Params{"count": "4"}}}
 	pc.AgentURLs = map[string]string{"gpu-a": s.agents["gpu-a"], "gpu-b": s.agents["gpu-b"]}
 	r := cl.start(options{probes: pc})
 	var mu sync.Mutex
@@ -350,11 +350,11 @@ func TestScheduledProbes(t *testing.T) {
 		defer mu.Unlock()
 		running := 0
 		for _, run := range r.c.Probes().List() {
-			if run.Trigger != probes.TriggerSchedule {
+			if run.Trigger != proberun.TriggerSchedule {
 				continue
 			}
 			seen[run.ID] = true
-			if run.State != probes.StateDone {
+			if run.State != proberun.StateDone {
 				running++
 			}
 		}
@@ -369,7 +369,7 @@ func TestScheduledProbes(t *testing.T) {
 	if len(run.Nodes) != 4 {
 		t.Errorf("round over %d nodes, want the 4 labelled nodes", len(run.Nodes))
 	}
-	if n := counterWith(t, r, "faultline_controller_probe_runs_skipped_total", map[string]string{"check": "ping"}); n < 1 {
+	if n := testutil.ToFloat64(r.m.ProbeSkipped().WithLabelValues("ping")); n < 1 {
 		t.Errorf("no round skipped although each outlasts the interval")
 	}
 }
@@ -380,11 +380,11 @@ func TestScheduledProbes(t *testing.T) {
 func TestNetworkProbesBetweenAgents(t *testing.T) {
 	s := newProbeSetup(t)
 	r := s.cl.start(options{probes: s.probeConfig()})
-	run, err := r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3", "ping"},
+	run, err := r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3", "ping"},
 		Params: map[string]probe.Params{
 			"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "0.5"},
 			"ping":   {"peer_node": "gpu-b", "count": "3"},
-		}}, probes.TriggerManual)
+		}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,8 +412,8 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	}
 	// No peer named (as for a rule's confirming probe): the next healthy probe node
 	// with an agent is picked (gpu-b).
-	run, err = r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"ping"},
-		Params: map[string]probe.Params{"ping": {"count": "2"}}}, probes.TriggerManual)
+	run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"ping"},
+		Params: map[string]probe.Params{"ping": {"count": "2"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,8 +425,8 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	}
 	// The same pair with an impossible minimum fails, and the peer's server was a
 	// one-shot: a second run gets a fresh one.
-	run, err = r.c.StartProbes(controller.ProbeRequest{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},
-		Params: map[string]probe.Params{"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "90000"}}}, probes.TriggerManual)
+	run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},
+		Params: map[string]probe.Params{"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "90000"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}

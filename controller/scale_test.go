@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -76,13 +77,7 @@ func TestControllerRSSAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "leading") {
-		if time.Now().After(deadline) {
-			t.Fatalf("controller did not lead:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "the controller leads", func() bool { return strings.Contains(stderr.String(), "leading") })
 	idle := testenv.RSS(cmd.Process.Pid)
 
 	// 2,000 candidate lines per second, in 10 pushes of 200, spread over 2,000 nodes:

@@ -27,6 +27,9 @@ type Compiled struct {
 	Cooldown    time.Duration
 	Recover     Recover
 	Tests       []RuleTest
+	// Sources and BenignSources are the rule's provenance (see SourceRef).
+	Sources       []SourceRef
+	BenignSources []SourceRef
 
 	Regex     *regexp.Regexp
 	Companion *CompiledCompanion
@@ -160,6 +163,12 @@ func patch(dst *Rule, p Rule) {
 	if p.Tests != nil {
 		dst.Tests = p.Tests
 	}
+	if p.Sources != nil {
+		dst.Sources = p.Sources
+	}
+	if p.BenignSources != nil {
+		dst.BenignSources = p.BenignSources
+	}
 }
 
 func applyDefaults(r Rule, d Defaults) Rule {
@@ -197,7 +206,7 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 	c := &Compiled{
 		ID: r.ID, Pack: p.Metadata.Name, File: p.File, Line: r.Line, Description: r.Description,
 		Source: r.Source, Severity: r.Severity, Action: r.Action, Exclusive: r.Exclusive,
-		Cooldown: r.Cooldown.D(), Tests: r.Tests,
+		Cooldown: r.Cooldown.D(), Tests: r.Tests, Sources: r.Sources, BenignSources: r.BenignSources,
 	}
 	if c.Source == "" {
 		c.Source = SourceAny

@@ -1,10 +1,9 @@
 package rules
 
 import (
+	"slices"
+	"sort"
 	"sync"
-	"unsafe"
-
-	ahocorasick "github.com/petar-dambovaliev/aho-corasick"
 )
 
 // Line is one log line to match.
@@ -25,22 +24,28 @@ type Hit struct {
 }
 
 // Engine matches lines against a compiled Set. Most lines of a fleet are benign, so
-// it first scans each line once for every rule's required literals (Aho-Corasick,
-// ASCII case-insensitive) and runs the regexes of the candidate rules only. The
-// result is the same as running every regex on every line (see MatchNaive).
-// An Engine is safe for concurrent use.
+// it first scans each line once for every rule's required literals (ASCII
+// case-insensitive, see gramFilter) and runs the regexes of the candidate rules
+// only. The result is the same as running every regex on every line (see
+// MatchNaive). An Engine is safe for concurrent use.
 type Engine struct {
 	set      *Set
-	ac       ahocorasick.AhoCorasick
+	pre      *gramFilter
 	patterns []string
-	// targets[i] lists, for AC pattern i, the rules it makes candidates of.
+	// targets[i] lists, for pattern i, the rules it makes candidates of.
 	targets [][]target
 	// always lists targets without usable literals: checked on every line.
 	always []target
-	groups map[string]int
-	group  []int // rule index -> exclusive group number, -1 for none
-	words  int
-	pool   sync.Pool
+	// musts[i] and companionMusts[i]: literal sets rule i's regexes need, checked
+	// before running them (see requiredLiteralSets).
+	musts, companionMusts [][][]string
+	// windowLits[i]: the lower-case literals of rule i's companion when the engine
+	// may search from just before them (see matchesNear); nil when it may not.
+	windowLits [][]string
+	groups     map[string]int
+	group      []int // rule index -> exclusive group number, -1 for none
+	words      int
+	pool       sync.Pool
 }
 
 type target struct {
@@ -76,7 +81,20 @@ func NewEngine(set *Set) *Engine {
 			e.targets[i] = append(e.targets[i], t)
 		}
 	}
+	e.musts = make([][][]string, len(set.Rules))
+	e.companionMusts = make([][][]string, len(set.Rules))
+	e.windowLits = make([][]string, len(set.Rules))
 	for i, r := range set.Rules {
+		e.musts[i] = without(requiredLiteralSets(r.Regex.String()), r.Literals)
+		if r.Companion != nil {
+			e.companionMusts[i] = without(requiredLiteralSets(r.Companion.Regex.String()), r.Companion.Literals)
+			if re := r.Companion.Regex; !slices.ContainsFunc(re.SubexpNames(), func(n string) bool { return n != "" }) &&
+				!anchoredAtStart(re.String()) {
+				for _, l := range r.Companion.Literals {
+					e.windowLits[i] = append(e.windowLits[i], lower(l))
+				}
+			}
+		}
 		add(r.Literals, target{rule: int32(i)})
 		if r.Companion != nil {
 			add(r.Companion.Literals, target{rule: int32(i), companion: true})
@@ -91,12 +109,7 @@ func NewEngine(set *Set) *Engine {
 			e.group[i] = g
 		}
 	}
-	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
-		AsciiCaseInsensitive: true,
-		MatchKind:            ahocorasick.StandardMatch,
-		DFA:                  true,
-	})
-	e.ac = b.Build(e.patterns)
+	e.pre = newGramFilter(e.patterns)
 	e.words = (len(set.Rules) + 63) / 64
 	e.pool.New = func() any {
 		return &scratch{
@@ -108,6 +121,22 @@ func NewEngine(set *Set) *Engine {
 	return e
 }
 
+// without drops the set the prefilter already found on every candidate line.
+func without(sets [][]string, lits []string) [][]string {
+	low := make([]string, len(lits))
+	for i, l := range lits {
+		low[i] = lower(l)
+	}
+	sort.Strings(low)
+	out := sets[:0]
+	for _, set := range sets {
+		if !slices.Equal(set, low) {
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
 // Set returns the compiled rules the engine matches.
 func (e *Engine) Set() *Set { return e.set }
 
@@ -117,27 +146,31 @@ func (e *Engine) Patterns() ([]string, bool) { return e.patterns, len(e.always) 
 
 // Match appends to dst the hits of line l and returns the extended slice.
 func (e *Engine) Match(l Line, dst []Hit) []Hit {
-	s := e.pool.Get().(*scratch)
-	defer e.pool.Put(s)
-	found := false
-	for _, t := range e.always {
-		s.mark(t)
-		found = true
-	}
-	if len(e.patterns) > 0 && len(l.Text) >= minLiteralLen {
-		// The iterator only reads the bytes, so view the string without copying.
-		b := unsafe.Slice(unsafe.StringData(l.Text), len(l.Text))
-		it := e.ac.IterOverlappingByte(b)
-		for m := it.Next(); m != nil; m = it.Next() {
-			for _, t := range e.targets[m.Pattern()] {
-				s.mark(t)
-			}
-			found = true
-		}
-	}
-	if !found {
+	if len(e.always) == 0 && len(l.Text) < minLiteralLen {
 		return dst
 	}
+	// Benign lines take no scratch from the pool: it is fetched at the first mark.
+	var s *scratch
+	mark := func(t target) {
+		if s == nil {
+			s = e.pool.Get().(*scratch)
+		}
+		s.mark(t)
+	}
+	for _, t := range e.always {
+		mark(t)
+	}
+	if len(e.patterns) > 0 && len(l.Text) >= minLiteralLen {
+		e.pre.find(l.Text, func(p int32) {
+			for _, t := range e.targets[p] {
+				mark(t)
+			}
+		})
+	}
+	if s == nil {
+		return dst
+	}
+	defer e.pool.Put(s)
 	for w := 0; w < e.words; w++ {
 		p, c := s.primary[w], s.companion[w]
 		if p == 0 && c == 0 {
@@ -176,7 +209,7 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 	}
 	if primary {
 		g := e.group[i]
-		if g < 0 || !groupDone[g] {
+		if (g < 0 || !groupDone[g]) && holdsAll(l.Text, e.musts[i]) {
 			if caps, ok := r.matchPrimary(l.Text); ok {
 				dst = append(dst, Hit{Rule: r, Captures: caps})
 				if g >= 0 {
@@ -185,9 +218,14 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 			}
 		}
 	}
-	if companion && r.Companion != nil {
-		if m := r.Companion.Regex.FindStringSubmatch(l.Text); m != nil {
-			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, m), Companion: true})
+	if companion && r.Companion != nil && holdsAll(l.Text, e.companionMusts[i]) {
+		if lits := e.windowLits[i]; lits != nil {
+			// No captures to report: whether it matches is all the hit needs.
+			if matchesNear(r.Companion.Regex, l.Text, lits) {
+				dst = append(dst, Hit{Rule: r, Captures: map[string]string{}, Companion: true})
+			}
+		} else if m := r.Companion.Regex.FindStringSubmatchIndex(l.Text); m != nil {
+			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, l.Text, m), Companion: true})
 		}
 	}
 	return dst
@@ -231,11 +269,12 @@ func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
 	return caps, true
 }
 
-func captures(re interface{ SubexpNames() []string }, m []string) map[string]string {
+// captures returns the named groups that took part in the match m of text.
+func captures(re interface{ SubexpNames() []string }, text string, m []int) map[string]string {
 	caps := map[string]string{}
 	for i, n := range re.SubexpNames() {
-		if n != "" && m[i] != "" {
-			caps[n] = m[i]
+		if n != "" && m[2*i] >= 0 && m[2*i+1] > m[2*i] {
+			caps[n] = text[m[2*i]:m[2*i+1]]
 		}
 	}
 	return caps

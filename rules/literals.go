@@ -1,7 +1,10 @@
 package rules
 
 import (
+	"regexp"
 	"regexp/syntax"
+	"slices"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -271,4 +274,168 @@ func dedupe(set []string) []string {
 		}
 	}
 	return out
+}
+
+// maxSets and maxSetSize bound the extra literal checks a rule gets before its regex.
+const (
+	maxSets    = 4
+	maxSetSize = 8
+)
+
+// requiredLiteralSets returns sets of lower-case literals such that every match of
+// expr contains one literal of each set: the pieces of a concatenation are each
+// required, where requiredLiterals keeps only the best. Checking them is much
+// cheaper than running a regex that fails, as most do on a candidate line.
+func requiredLiteralSets(expr string) [][]string {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	var out [][]string
+	seen := map[string]bool{}
+	for _, set := range requiredSets(re.Simplify()) {
+		if len(set) > maxSetSize || len(out) == maxSets {
+			continue
+		}
+		set = dedupe(set)
+		for i, l := range set {
+			set[i] = strings.ToLower(l)
+		}
+		sort.Strings(set)
+		if k := strings.Join(set, "\x00"); !seen[k] {
+			seen[k] = true
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
+func requiredSets(re *syntax.Regexp) [][]string {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredSets(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredSets(re.Sub[0])
+		}
+		return nil
+	case syntax.OpConcat:
+		var out [][]string
+		if r := analyze(re).required; usable(r) {
+			out = append(out, r)
+		}
+		for _, sub := range re.Sub {
+			out = append(out, requiredSets(sub)...)
+		}
+		return out
+	}
+	if r := analyze(re).required; usable(r) {
+		return [][]string{r}
+	}
+	return nil
+}
+
+// holdsAll reports whether text contains a literal of every set, ASCII
+// case-insensitively.
+func holdsAll(text string, sets [][]string) bool {
+	for _, set := range sets {
+		found := false
+		for _, l := range set {
+			if containsFold(text, l) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// containsFold reports whether s contains the lower-case literal, folding ASCII
+// letters of s.
+func containsFold(s, lower string) bool { return indexFold(s, lower) >= 0 }
+
+// windowBack is how far before the first required literal matchesNear starts its
+// first search: far enough for the word or two a pattern names before its literal
+// ("eno1 NIC Link is Up").
+const windowBack = 16
+
+// matchesNear reports whether re matches text, as re.MatchString does, for a regex
+// without start anchors. Go's regexp tries every start position up to the leftmost
+// match, which on a long line costs more than the match itself; the match holds one
+// of the lower-case literals lits, so a search from a little before the first one
+// usually finds it. That search starts after an ASCII byte that is no word
+// character, where \b and \B read as at the text's start; a match it finds is a
+// match of the whole text. When it finds none, the whole text is searched.
+func matchesNear(re *regexp.Regexp, text string, lits []string) bool {
+	p := -1
+	for _, l := range lits {
+		if j := indexFold(text, l); j >= 0 && (p < 0 || j < p) {
+			p = j
+		}
+	}
+	for a := max(1, p-windowBack); a <= p; a++ {
+		if c := text[a-1]; c < utf8.RuneSelf && !isWordByte(c) {
+			if re.MatchString(text[a:]) {
+				return true
+			}
+			break
+		}
+	}
+	return re.MatchString(text)
+}
+
+// isWordByte reports whether c is a word character of \b: an ASCII letter, digit
+// or underscore.
+func isWordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// anchoredAtStart reports whether expr holds ^ or \A, which match at the text's
+// start but not in its middle (or does not parse).
+func anchoredAtStart(expr string) bool {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return true
+	}
+	var walk func(*syntax.Regexp) bool
+	walk = func(re *syntax.Regexp) bool {
+		if re.Op == syntax.OpBeginLine || re.Op == syntax.OpBeginText {
+			return true
+		}
+		return slices.ContainsFunc(re.Sub, walk)
+	}
+	return walk(re)
+}
+
+// indexFold returns the index of the first occurrence of the lower-case literal in
+// s, folding ASCII letters of s, or -1.
+func indexFold(s, lower string) int {
+	// A byte of the literal that is no letter is the same in s: IndexByte
+	// (vectorised) finds the places to compare.
+	k := 0
+	for k < len(lower) && 'a' <= lower[k] && lower[k] <= 'z' {
+		k++
+	}
+	if k == len(lower) {
+		for i := 0; i+len(lower) <= len(s); i++ {
+			if fold[s[i]] == lower[0] && equalFold(s[i:i+len(lower)], lower) {
+				return i
+			}
+		}
+		return -1
+	}
+	for i := k; i < len(s); i++ {
+		j := strings.IndexByte(s[i:], lower[k])
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if start := i - k; start+len(lower) <= len(s) && equalFold(s[start:start+len(lower)], lower) {
+			return start
+		}
+	}
+	return -1
 }

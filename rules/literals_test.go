@@ -1,7 +1,10 @@
 package rules
 
 import (
+	"math/rand"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +28,105 @@ func TestRequiredLiterals(t *testing.T) {
 	for _, c := range cases {
 		if got := requiredLiterals(c.expr); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: got %q, want %q", c.expr, got, c.want)
+		}
+	}
+}
+
+func TestRequiredLiteralSets(t *testing.T) {
+	cases := []struct {
+		expr string
+		want [][]string
+	}{
+		// Every piece of a concatenation is required, each with its alternatives.
+		{`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`, [][]string{{" occurred at", "reported by libos"}, {"nvrm:"}}},
+		{`nvidia-nvswitch(?P<switch>\d+): SXid \(PCI:`, [][]string{{"nvidia-nvswitch"}, {": sxid (pci:"}}},
+		{`(?:abc|de)x`, [][]string{{"abcx", "dex"}}}, // "de" alone is too short, joined it is not
+		{`(?:foo)?bar\d+`, [][]string{{"bar"}}},      // optional pieces require nothing
+	}
+	for _, c := range cases {
+		if got := requiredLiteralSets(c.expr); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %q, want %q", c.expr, got, c.want)
+		}
+	}
+	if !holdsAll("x NVRM: ... Xid 5 OCCURRED AT y", requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)) {
+		t.Error("holdsAll: the sets are in the line, folded")
+	}
+	if holdsAll("NVRM: GPU at PCI:0000:3b:00", requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)) {
+		t.Error("holdsAll: the second set is not in the line")
+	}
+}
+
+// TestMatchesNearIsMatchString: searching from just before the first literal answers
+// as a search of the whole line does, for the regexes it is used on (no named
+// groups, no start anchors) and at word edges, where \b must read the same.
+func TestMatchesNearIsMatchString(t *testing.T) {
+	exprs := []string{
+		`(?:[\w.@-]+(?:: (?:NIC )?| NIC )(?:[Ll]ink [Uu]p|[Ll]ink is [Uu]p)\b|Port: ?\d+ Link ACTIVE)`,
+		`\blink\b`,          // \b at the search's start
+		`\Bink up`,          // \B there
+		`[a-z]+\d* link up`, // a match that starts far before its literal
+		`x{20,}link up`,
+		`(?i)link up$`,
+	}
+	r := rand.New(rand.NewSource(5))
+	pieces := []string{"Link up", "link UP", "LINK IS UP", " ", ": ", "NIC ", "eno1", "Port: 3 Link ACTIVE",
+		"xxxxxxxxxxxxxxxxxxxxxxxx", "é", ".", "_", "-", "0000:3b:00.0", "igb", "\t", "up"}
+	matched := 0
+	for _, expr := range exprs {
+		re := regexp.MustCompile(expr)
+		if anchoredAtStart(expr) {
+			t.Fatalf("%s: no start anchor", expr)
+		}
+		lits := requiredLiterals(expr)
+		if lits == nil {
+			t.Fatalf("%s: no literals", expr)
+		}
+		for i := range lits {
+			lits[i] = lower(lits[i])
+		}
+		for n := 0; n < 20000; n++ {
+			var sb strings.Builder
+			for k := r.Intn(12); k > 0; k-- {
+				sb.WriteString(pieces[r.Intn(len(pieces))])
+			}
+			s := sb.String()
+			want := re.MatchString(s)
+			if got := matchesNear(re, s, lits); got != want {
+				t.Fatalf("matchesNear(%s, %q) = %v, MatchString says %v", expr, s, got, want)
+			}
+			if want {
+				matched++
+			}
+		}
+	}
+	if matched < 1000 {
+		t.Fatalf("only %d texts matched: the test does not exercise the search", matched)
+	}
+	for expr, want := range map[string]bool{`^link up`: true, `(?m)^up`: true, `\Alink`: true, `a\b^?link`: true, `link up\b`: false} {
+		if got := anchoredAtStart(expr); got != want {
+			t.Errorf("anchoredAtStart(%s) = %v, want %v", expr, got, want)
+		}
+	}
+}
+
+// TestIndexFold: the first place of a lower-case literal in a text, ASCII letters
+// folded, for literals with and without a byte that is no letter.
+func TestIndexFold(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	alphabet := "abkKLlinUPup :.é_"
+	for _, lit := range []string{"link is up", "link", "k:", ": l", "ééa"} {
+		for n := 0; n < 20000; n++ {
+			b := make([]byte, r.Intn(30))
+			for i := range b {
+				b[i] = alphabet[r.Intn(len(alphabet))]
+			}
+			s := string(b)
+			if r.Intn(3) == 0 {
+				s += strings.ToUpper(lit)
+			}
+			if got, want := indexFold(s, lit), strings.Index(lower(s), lit); got != want {
+				t.Fatalf("indexFold(%q, %q) = %d, want %d", s, lit, got, want)
+			}
 		}
 	}
 }

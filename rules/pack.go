@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // APIVersion and Kind identify a rule pack document.
@@ -71,6 +73,10 @@ type Rule struct {
 	Cooldown  Duration   `yaml:"cooldown"`
 	Recover   *Recover   `yaml:"recover"`
 	Tests     []RuleTest `yaml:"tests"`
+	// Sources are the format strings, in the programs that print them, whose lines
+	// the rule catches; BenignSources are format strings it must not catch.
+	Sources       []SourceRef `yaml:"sources"`
+	BenignSources []SourceRef `yaml:"benignSources"`
 
 	// Line is where the rule starts in its file (set by the loader).
 	Line int `yaml:"-"`
@@ -144,6 +150,30 @@ type RuleTest struct {
 	Expect Expect            `yaml:"expect"`
 }
 
+// SourceRef is the provenance of a rule: one format string of a program (a printk
+// call of a kernel driver, an NV_PRINTF of the GPU driver, a WARN of NCCL) that
+// prints the lines the rule is for. `faultline rules test` instantiates it with
+// generated values under every common log prefix and checks the rule.
+type SourceRef struct {
+	Project string `yaml:"project"` // torvalds/linux, NVIDIA/open-gpu-kernel-modules, ...
+	Version string `yaml:"version"` // release tag or commit
+	File    string `yaml:"file"`    // path in the project
+	// Call is the printing function or macro (dev_err, mlx5_core_err, NV_PRINTF, ...):
+	// it decides the prefix the program adds before the format (see printf.Calls).
+	Call string `yaml:"call"`
+	// Func is the enclosing C function, for calls that print its name.
+	Func string `yaml:"func"`
+	// Prefix is the file's pr_fmt, when it has one ("mce: ").
+	Prefix string `yaml:"prefix"`
+	Format string `yaml:"format"`
+	// Args fixes the value of conversion n (1-based) where the meaning depends on
+	// it (the Xid code of an Xid format).
+	Args map[int]string `yaml:"args"`
+	// Captures are what the rule must capture from a generated line: templates over
+	// the values of the format's conversions ($1, $2, ...).
+	Captures map[string]string `yaml:"captures"`
+}
+
 // Expect is the outcome an inline test checks on its last line.
 type Expect struct {
 	Match    *bool             `yaml:"match"` // default true
@@ -157,8 +187,8 @@ type Source string
 
 // Sources.
 const (
-	SourceKernel Source = "kernel"
-	SourcePod    Source = "pod"
+	SourceKernel Source = logstream.SourceKernel
+	SourcePod    Source = logstream.SourcePod
 	SourceAny    Source = "any"
 )
 

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"regexp/syntax"
 
+	"github.com/faultline-dev/faultline/rules/printf"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -189,17 +191,24 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	mn := at(rn, "match")
 	re := v.regex(at(mn, "regex"), id, "match.regex", r.Match.Regex)
-	names := map[string]bool{}
+	names := map[string]bool{} // captures of both regexes, for sources
+	primary := map[string]bool{}
 	if re != nil {
 		for _, n := range re.SubexpNames() {
 			if n != "" {
-				names[n] = true
+				names[n], primary[n] = true, true
 			}
 		}
 	}
 	if c := r.Match.Companion; c != nil {
 		cn := at(mn, "companion")
-		v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex)
+		if cre := v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex); cre != nil {
+			for _, n := range cre.SubexpNames() {
+				if n != "" {
+					names[n] = true
+				}
+			}
+		}
 		v.enum(at(cn, "position"), id, "companion position", c.Position, true, "before", "after", "either")
 		if c.Within.Lines <= 0 && c.Within.Duration <= 0 {
 			v.errAt(at(cn, "within"), id, "companion needs within.lines or within.duration")
@@ -210,7 +219,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	for name, c := range r.Match.Where {
 		wn := keyNode(mn, "where", name)
-		if re != nil && !names[name] {
+		if re != nil && !primary[name] {
 			v.errAt(wn, id, "where: %q is not a named capture of match.regex", name)
 		}
 		if len(c.In) == 0 && len(c.NotIn) == 0 && c.Min == nil && c.Max == nil {
@@ -220,6 +229,8 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 			v.errAt(wn, id, "where %s: min is greater than max", name)
 		}
 	}
+	v.sources(at(rn, "sources"), id, "sources", r.Sources, names)
+	v.sources(at(rn, "benignSources"), id, "benignSources", r.BenignSources, nil)
 	tsn := at(rn, "tests")
 	for i, t := range r.Tests {
 		tn := tsn
@@ -232,5 +243,47 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 		v.enum(at(tn, "source"), id, "test source", string(t.Source), true, "kernel", "pod")
 		v.enum(at(tn, "expect", "action"), id, "expected action", string(t.Expect.Action), true, "taint", "event", "probe", "none")
 		v.enum(at(tn, "expect", "severity"), id, "expected severity", string(t.Expect.Severity), true, "critical", "warning", "info")
+	}
+}
+
+// sources checks provenance entries: where the format comes from, that it parses,
+// that its call is one whose prefix is known, and that fixed arguments and capture
+// templates name conversions the format has (and captures the rule's regex has).
+func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, names map[string]bool) {
+	for i, s := range refs {
+		sn := n
+		if n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
+			sn = n.Content[i]
+		}
+		for _, f := range []struct{ key, val string }{{"project", s.Project}, {"version", s.Version}, {"file", s.File}, {"format", s.Format}} {
+			if f.val == "" {
+				v.errAt(sn, rule, "%s %d: %s is not set", field, i+1, f.key)
+			}
+		}
+		if s.Call != "" && !printf.KnownCall(s.Call) {
+			v.errAt(at(sn, "call"), rule, "%s %d: unknown printing call %q (see docs/rules.md)", field, i+1, s.Call)
+		}
+		convs, err := printf.Parse(s.Format)
+		if err != nil {
+			v.errAt(at(sn, "format"), rule, "%s %d: %v", field, i+1, err)
+			continue
+		}
+		if _, err := printf.Parse(s.Prefix); err != nil {
+			v.errAt(at(sn, "prefix"), rule, "%s %d: prefix: %v", field, i+1, err)
+		}
+		for k := range s.Args {
+			if k < 1 || k > len(convs) {
+				v.errAt(at(sn, "args"), rule, "%s %d: args: conversion %d, the format has %d", field, i+1, k, len(convs))
+			}
+		}
+		values := make([]string, len(convs))
+		for name, tmpl := range s.Captures {
+			if names != nil && !names[name] {
+				v.errAt(at(sn, "captures", name), rule, "%s %d: %q is not a named capture of the rule's regexes", field, i+1, name)
+			}
+			if _, err := printf.Expand(tmpl, values); err != nil {
+				v.errAt(at(sn, "captures", name), rule, "%s %d: captures %s: %v", field, i+1, name, err)
+			}
+		}
 	}
 }

@@ -18,10 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,8 +36,6 @@ type Config struct {
 	// GPUPods finds pods holding GPUs; nil means none can be found, and invasive probes
 	// then need force.
 	GPUPods GPUPods
-	// Iperf3Path is the iperf3 program for server requests ("" means "iperf3").
-	Iperf3Path string
 	// MaxBody bounds request bodies (default 64 KiB).
 	MaxBody int64
 	// Registerer receives the agent's request metrics (nil: none).
@@ -52,13 +48,6 @@ type Agent struct {
 	cfg      Config
 	log      *slog.Logger
 	requests *prometheus.CounterVec
-
-	invasiveMu sync.Mutex
-	invasive   string    // the invasive check running now ("" if none)
-	since      time.Time // when it started
-
-	serversMu sync.Mutex
-	servers   map[int]*probe.Iperf3Server
 }
 
 // New returns an agent.
@@ -72,7 +61,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node), servers: map[int]*probe.Iperf3Server{},
+	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_probe_agent_requests_total",
 			Help: "API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"})}
 	if cfg.Registerer != nil {
@@ -86,7 +75,6 @@ func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+PathChecks, a.authorized("get", PathChecks, a.checks))
 	mux.Handle("POST "+PathRun, a.authorized("create", PathRun, a.run))
-	mux.Handle("POST "+PathIperf3Server, a.authorized("create", PathIperf3Server, a.iperf3Server))
 	return mux
 }
 
@@ -144,8 +132,11 @@ func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
 func (a *Agent) checks(w http.ResponseWriter, r *http.Request, _ string) *httpError {
 	var out []CheckInfo
 	for _, s := range a.cfg.Runner.Registry().List() {
+		if s.RunsOn != probe.OnNode {
+			continue // not for an agent to run
+		}
 		out = append(out, CheckInfo{Name: s.Name, Help: s.Help, DefaultEnabled: s.DefaultEnabled,
-			Invasive: s.Invasive, Timeout: s.Timeout(nil), Params: s.Params})
+			Invasive: s.Invasive, Peer: s.Peer, PeerServer: s.PeerServer, Timeout: s.Timeout(nil), Params: s.Params})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -175,17 +166,19 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 			invasive = append(invasive, p.name)
 		}
 	}
+	ctx := r.Context()
 	if len(invasive) > 0 {
-		release, e := a.claimInvasive(r.Context(), strings.Join(invasive, ","), req.Force)
+		claim, e := a.claimInvasive(ctx, strings.Join(invasive, ","), req.Force)
 		if e != nil {
 			return e
 		}
-		defer release()
+		defer claim.Release()
+		ctx = probe.WithClaim(ctx, claim)
 	}
 	a.log.Info("running probes", "checks", names(plan), "user", user, "force", req.Force)
 	resp := RunResponse{Node: a.cfg.Node}
 	for _, p := range plan {
-		res, err := a.cfg.Runner.Run(r.Context(), p.name, p.params)
+		res, err := a.cfg.Runner.Run(ctx, p.name, p.params)
 		if err != nil { // validated above; only a registry change could get here
 			return errorf(http.StatusBadRequest, "%v", err)
 		}
@@ -218,6 +211,10 @@ func (a *Agent) plan(req RunRequest) ([]planned, error) {
 		}
 		seen[name] = true
 		spec, ok := reg.Get(name)
+		if ok && spec.RunsOn != probe.OnNode {
+			errs = append(errs, fmt.Errorf("check %s runs in the controller, not on a node", name))
+			continue
+		}
 		if !ok {
 			errs = append(errs, fmt.Errorf("%w %q (this agent runs: %s)", probe.ErrUnknownProbe, name, strings.Join(specNames(reg), ", ")))
 			continue
@@ -233,23 +230,15 @@ func (a *Agent) plan(req RunRequest) ([]planned, error) {
 }
 
 // claimInvasive makes the request the node's one invasive run, or says why not.
-func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (func(), *httpError) {
-	a.invasiveMu.Lock()
-	if a.invasive != "" {
-		running, since := a.invasive, a.since
-		a.invasiveMu.Unlock()
-		return nil, errorf(http.StatusConflict, "invasive probe %s has been running on %s since %s; one at a time",
-			running, a.cfg.Node, since.UTC().Format(time.RFC3339))
+func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (*probe.Claim, *httpError) {
+	// The runner holds the one invasive slot; the agent only turns a refusal into 409.
+	claim, err := a.cfg.Runner.ClaimInvasive(what)
+	if err != nil {
+		return nil, errorf(http.StatusConflict, "%v", err)
 	}
-	a.invasive, a.since = what, time.Now()
-	a.invasiveMu.Unlock()
-	release := func() {
-		a.invasiveMu.Lock()
-		a.invasive = ""
-		a.invasiveMu.Unlock()
-	}
+	release := claim.Release
 	if force {
-		return release, nil
+		return claim, nil
 	}
 	if a.cfg.GPUPods == nil {
 		release()
@@ -267,7 +256,7 @@ func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (fun
 		e.body.Pods = pods
 		return nil, e
 	}
-	return release, nil
+	return claim, nil
 }
 
 // logResult writes one line per result: the agent's log goes to Loki with every other
@@ -292,65 +281,9 @@ func (a *Agent) logResult(res probe.Result, user string) {
 	a.log.Log(context.Background(), level, "probe result", attrs...)
 }
 
-func (a *Agent) iperf3Server(w http.ResponseWriter, r *http.Request, user string) *httpError {
-	var req Iperf3ServerRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return errorf(http.StatusBadRequest, "request body: %v", err)
-	}
-	if req.Port < 1 || req.Port > 65535 {
-		return errorf(http.StatusBadRequest, "port %d: must be 1-65535", req.Port)
-	}
-	if req.Bind != "" && net.ParseIP(req.Bind) == nil {
-		return errorf(http.StatusBadRequest, "bind %q: not an IP address", req.Bind)
-	}
-	if req.IdleTimeout <= 0 {
-		req.IdleTimeout = time.Minute
-	}
-	if req.IdleTimeout > 10*time.Minute {
-		return errorf(http.StatusBadRequest, "idleTimeout %s: at most 10m", req.IdleTimeout)
-	}
-	a.serversMu.Lock()
-	if _, busy := a.servers[req.Port]; busy {
-		a.serversMu.Unlock()
-		return errorf(http.StatusConflict, "an iperf3 server already listens on port %d", req.Port)
-	}
-	a.servers[req.Port] = nil // reserved while starting
-	a.serversMu.Unlock()
-	// The server outlives this request: it ends after one test or its idle timeout.
-	srv, err := probe.StartIperf3Server(context.WithoutCancel(r.Context()), probe.Iperf3ServerOptions{
-		Path: a.cfg.Iperf3Path, Bind: req.Bind, Port: req.Port, IdleTimeout: req.IdleTimeout})
-	if err != nil {
-		a.serversMu.Lock()
-		delete(a.servers, req.Port)
-		a.serversMu.Unlock()
-		return errorf(http.StatusInternalServerError, "start iperf3 server: %v", err)
-	}
-	a.serversMu.Lock()
-	a.servers[req.Port] = srv
-	a.serversMu.Unlock()
-	go func() {
-		<-srv.Done()
-		a.serversMu.Lock()
-		delete(a.servers, req.Port)
-		a.serversMu.Unlock()
-	}()
-	a.log.Info("iperf3 server started", "port", srv.Port, "user", user)
-	writeJSON(w, http.StatusOK, Iperf3ServerResponse{Node: a.cfg.Node, Port: srv.Port})
-	return nil
-}
-
-// Close stops iperf3 servers still waiting for a client.
-func (a *Agent) Close() {
-	a.serversMu.Lock()
-	defer a.serversMu.Unlock()
-	for _, s := range a.servers {
-		if s != nil {
-			_ = s.Close()
-		}
-	}
-}
+// Close stops what the probes left running (iperf3 servers still waiting for a
+// client).
+func (a *Agent) Close() { a.cfg.Runner.Close() }
 
 func names(plan []planned) []string {
 	out := make([]string, len(plan))

@@ -36,8 +36,9 @@ func (f *funcProbe) Run(ctx context.Context, p probe.Params) (probe.Result, erro
 	return f.run(ctx, p)
 }
 
-// testRegistry: "quick" (non-invasive, passes, reports its gbps parameter) and
-// "stress" (invasive, runs until the test closes release).
+// testRegistry: "quick" (non-invasive, passes, reports its gbps parameter),
+// "stress" (invasive, runs until the test closes release) and "cluster" (a check that
+// runs in the controller, which an agent neither lists nor runs).
 func testRegistry(t *testing.T, runs *atomic.Int32, release <-chan struct{}) *probe.Registry {
 	reg := probe.NewRegistry()
 	reg.MustRegister(probe.Spec{Name: "quick", Help: "quick check", DefaultEnabled: true,
@@ -48,6 +49,13 @@ func testRegistry(t *testing.T, runs *atomic.Int32, release <-chan struct{}) *pr
 				d := probe.DeviceResult{ID: "0", Status: probe.StatusPass}
 				d.SetValue("h2d_gbps", p.Float("gbps"))
 				return probe.Result{Devices: []probe.DeviceResult{d}}, nil
+			}}
+		}})
+	reg.MustRegister(probe.Spec{Name: "cluster", Help: "cluster check", RunsOn: probe.OnController,
+		New: func(probe.Config) probe.Probe {
+			return &funcProbe{name: "cluster", run: func(context.Context, probe.Params) (probe.Result, error) {
+				runs.Add(1)
+				return probe.Result{Status: probe.StatusPass}, nil
 			}}
 		}})
 	reg.MustRegister(probe.Spec{Name: "stress", Help: "stress test", Invasive: true, DefaultTimeout: time.Minute,
@@ -270,6 +278,7 @@ func TestValidation(t *testing.T) {
 		{"unknown param", agent.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"quick": {"cmd": "x"}}}, `unknown parameter`},
 		{"params of another check", agent.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"stress": {}}}, `not among the checks`},
 		{"twice", agent.RunRequest{Checks: []string{"quick", "quick"}}, `named twice`},
+		{"a controller check", agent.RunRequest{Checks: []string{"cluster"}}, `runs in the controller`},
 	} {
 		_, err := c.Run(ctx, tc.req)
 		ae := wantCode(t, tc.name, err, http.StatusBadRequest)

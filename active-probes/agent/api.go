@@ -12,12 +12,10 @@ import (
 //
 //	GET  /api/v1/checks           the probes this agent runs, with their parameters
 //	POST /api/v1/run              run checks now and return their results (RunRequest → RunResponse)
-//	POST /api/v1/iperf3/server    start a one-shot iperf3 server for a peer's client (Iperf3ServerRequest)
 //	GET  /healthz, GET /metrics   unauthenticated
 const (
-	PathChecks       = "/api/v1/checks"
-	PathRun          = "/api/v1/run"
-	PathIperf3Server = "/api/v1/iperf3/server"
+	PathChecks = "/api/v1/checks"
+	PathRun    = "/api/v1/run"
 
 	// DefaultPort is where the agent listens in the chart (host network).
 	DefaultPort = 9402
@@ -41,26 +39,17 @@ type RunResponse struct {
 
 // CheckInfo describes one probe the agent can run.
 type CheckInfo struct {
-	Name           string            `json:"name"`
-	Help           string            `json:"help"`
-	DefaultEnabled bool              `json:"defaultEnabled"`
-	Invasive       bool              `json:"invasive"`
-	Timeout        time.Duration     `json:"timeout"`
-	Params         []probe.ParamSpec `json:"params,omitempty"`
-}
-
-// Iperf3ServerRequest asks the agent to start `iperf3 -s -1` for one test.
-type Iperf3ServerRequest struct {
-	Port int    `json:"port"`
-	Bind string `json:"bind,omitempty"`
-	// IdleTimeout ends the server if no client came (default 60s, at most 10m).
-	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
-}
-
-// Iperf3ServerResponse says where the server listens.
-type Iperf3ServerResponse struct {
-	Node string `json:"node"`
-	Port int    `json:"port"`
+	Name           string `json:"name"`
+	Help           string `json:"help"`
+	DefaultEnabled bool   `json:"defaultEnabled"`
+	Invasive       bool   `json:"invasive"`
+	// Peer: the check measures against another node (its "peer" parameter);
+	// PeerServer names the check the peer's agent must run first to serve it
+	// (iperf3: iperf3-server).
+	Peer       bool              `json:"peer,omitempty"`
+	PeerServer string            `json:"peerServer,omitempty"`
+	Timeout    time.Duration     `json:"timeout"`
+	Params     []probe.ParamSpec `json:"params,omitempty"`
 }
 
 // ErrorResponse is the body of every non-2xx answer.

@@ -39,12 +39,6 @@ func (c *Client) Run(ctx context.Context, req RunRequest) (RunResponse, error) {
 	return out, c.do(ctx, http.MethodPost, PathRun, req, &out)
 }
 
-// StartIperf3Server starts a one-shot iperf3 server on the agent's node.
-func (c *Client) StartIperf3Server(ctx context.Context, req Iperf3ServerRequest) (Iperf3ServerResponse, error) {
-	var out Iperf3ServerResponse
-	return out, c.do(ctx, http.MethodPost, PathIperf3Server, req, &out)
-}
-
 // Checks lists the probes the agent runs.
 func (c *Client) Checks(ctx context.Context) ([]CheckInfo, error) {
 	var out []CheckInfo

@@ -23,7 +23,7 @@ func init() {
 			return time.Duration(p.Int("seconds"))*time.Second + 30*time.Second
 		},
 		Peer:       true,
-		PeerServer: true,
+		PeerServer: Iperf3ServerCheck,
 		Params:     iperf3Params,
 		New:        func(c Config) Probe { return &Iperf3{Path: c.Command("iperf3")} },
 	})

@@ -205,3 +205,85 @@ func listenInodes(path string, port int) ([]string, error) {
 	}
 	return out, sc.Err()
 }
+
+// Iperf3ServerCheck is the probe a peer runs before an iperf3 client measures
+// against it (Spec.PeerServer names it).
+const Iperf3ServerCheck = "iperf3-server"
+
+// The iperf3-server probe starts a one-shot server (StartIperf3Server) and answers
+// as soon as it listens; the server outlives the run, serves one test and exits, or
+// ends at its idle timeout. It is a probe like the others so that an agent runs it
+// through the same API, authorization and runner, and lists it among its checks.
+func init() {
+	Register(Spec{
+		Name:           Iperf3ServerCheck,
+		Help:           "start a one-shot iperf3 server for a peer's iperf3 check (answers once it listens)",
+		DefaultTimeout: 30 * time.Second,
+		Params:         iperf3ServerParams,
+		New: func(c Config) Probe {
+			return &iperf3ServerProbe{path: c.Command("iperf3"), servers: map[int]*Iperf3Server{}}
+		},
+	})
+}
+
+var iperf3ServerParams = Schema{
+	{Name: "port", Type: TypePort, Default: "5201", Help: "port to listen on"},
+	{Name: "bind", Type: TypeIP, Help: "address to listen on (default: all)"},
+	{Name: "idle_timeout", Type: TypeDuration, Default: "60s", Min: 1, Max: 600, Help: "end the server if no client came within this time"},
+}
+
+// iperf3ServerProbe keeps the servers it started, one per port, until they end.
+type iperf3ServerProbe struct {
+	path    string
+	mu      sync.Mutex
+	servers map[int]*Iperf3Server // nil value: reserved while starting
+}
+
+func (*iperf3ServerProbe) Name() string { return Iperf3ServerCheck }
+
+func (s *iperf3ServerProbe) Run(ctx context.Context, p Params) (Result, error) {
+	p, err := iperf3ServerParams.Resolve(p)
+	if err != nil {
+		return Result{}, err
+	}
+	port := p.Int("port")
+	s.mu.Lock()
+	if _, busy := s.servers[port]; busy {
+		s.mu.Unlock()
+		return Result{}, fmt.Errorf("an iperf3 server already listens on port %d", port)
+	}
+	s.servers[port] = nil
+	s.mu.Unlock()
+	// The server outlives this run: it ends after one test or its idle timeout.
+	srv, err := StartIperf3Server(context.WithoutCancel(ctx), Iperf3ServerOptions{
+		Path: s.path, Bind: p.String("bind"), Port: port, IdleTimeout: p.Duration("idle_timeout")})
+	if err != nil {
+		s.mu.Lock()
+		delete(s.servers, port)
+		s.mu.Unlock()
+		return Result{}, err
+	}
+	s.mu.Lock()
+	s.servers[port] = srv
+	s.mu.Unlock()
+	go func() {
+		<-srv.Done()
+		s.mu.Lock()
+		delete(s.servers, port)
+		s.mu.Unlock()
+	}()
+	return Result{Status: StatusPass, Message: fmt.Sprintf("iperf3 server listening on port %d", port),
+		Values: map[string]float64{"port": float64(port)}}, nil
+}
+
+// Close stops the servers still waiting for a client.
+func (s *iperf3ServerProbe) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, srv := range s.servers {
+		if srv != nil {
+			_ = srv.Close()
+		}
+	}
+	return nil
+}

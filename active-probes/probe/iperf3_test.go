@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -144,4 +145,49 @@ func TestIperf3ServerErrors(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("server still running after Close")
 	}
+}
+
+// The iperf3-server check through a Runner, as an agent runs it for a peer: it answers
+// once the server listens, refuses a second server on the same port, serves the
+// client's one test, and the runner's Close stops a server no client came to.
+func TestIperf3ServerCheck(t *testing.T) {
+	bin := testenv.Binary(t, "iperf3")
+	r := NewRunner(nil, Config{Node: "peer-1", Commands: map[string]string{"iperf3": bin}}, nil)
+	ctx := context.Background()
+	port := strconv.Itoa(freePort(t))
+	res, err := r.Run(ctx, Iperf3ServerCheck, Params{"port": port, "bind": "127.0.0.1", "idle_timeout": "30s"})
+	if err != nil || res.Status != StatusPass || res.Values["port"] != float64(mustAtoi(t, port)) {
+		t.Fatalf("iperf3-server: %+v, %v", res, err)
+	}
+	if res, _ := r.Run(ctx, Iperf3ServerCheck, Params{"port": port, "bind": "127.0.0.1"}); res.Status != StatusError ||
+		!strings.Contains(res.Message, "already listens") {
+		t.Errorf("second server on the port: %+v", res)
+	}
+	client, err := r.Run(ctx, "iperf3", Params{"peer": "127.0.0.1", "port": port, "seconds": "1", "min_gbps": "0.1"})
+	if err != nil || client.Status != StatusPass {
+		t.Errorf("client against the check's server: %+v, %v", client, err)
+	}
+	// Once the test is served the port is free for the next server; Close stops it.
+	eventually.True(t, 5*time.Second, "a new server on the port after the test", func() bool {
+		again, _ := r.Run(ctx, Iperf3ServerCheck, Params{"port": port, "bind": "127.0.0.1"})
+		return again.Status == StatusPass
+	})
+	r.Close()
+	eventually.True(t, 5*time.Second, "the server gone after the runner's Close", func() bool {
+		// Listening, unlike connecting, does not use up a one-shot server's test.
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			l.Close()
+		}
+		return err == nil
+	})
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

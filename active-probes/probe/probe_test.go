@@ -17,7 +17,7 @@ func TestRegistryHasEveryProbe(t *testing.T) {
 		enabled, invasive bool
 	}{
 		"nvml": {true, false}, "pciebw": {false, true}, "dgemm": {false, true},
-		"dcgm": {false, false}, "iperf3": {false, true}, "ping": {false, false},
+		"dcgm": {false, false}, "iperf3": {false, true}, "ping": {false, false}, "iperf3-server": {false, false},
 	}
 	var names []string
 	for _, s := range Default().List() {
@@ -54,6 +54,27 @@ func TestRegistryHasEveryProbe(t *testing.T) {
 	if got := Default().DefaultEnabled(); strings.Join(got, ",") != "nvml" {
 		t.Errorf("default-enabled: %v", got)
 	}
+}
+
+func TestRegistryWith(t *testing.T) {
+	ctl := Spec{Name: "cluster-check", Help: "runs in the controller", RunsOn: OnController,
+		New: func(Config) Probe { return funcProbe{name: "cluster-check"} }}
+	r := Default().With(ctl)
+	if s, ok := r.Get("cluster-check"); !ok || s.RunsOn != OnController {
+		t.Errorf("With: %+v %v", s, ok)
+	}
+	if s, ok := r.Get("nvml"); !ok || s.RunsOn != OnNode {
+		t.Errorf("With lost the node probes: %+v %v", s, ok)
+	}
+	if _, ok := Default().Get("cluster-check"); ok {
+		t.Error("With changed the default registry")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("With accepted a duplicate")
+		}
+	}()
+	r.With(ctl)
 }
 
 func TestRegisterRejectsBadSpecs(t *testing.T) {
@@ -334,36 +355,49 @@ func TestRunnerRefusesBadRequests(t *testing.T) {
 	}
 }
 
-func TestRunnerSerializesInvasiveProbes(t *testing.T) {
-	var running, overlap atomic.Int32
-	mk := func(name string) funcProbe {
-		return funcProbe{name: name, run: func(ctx context.Context, p Params) (Result, error) {
-			if running.Add(1) > 1 {
-				overlap.Add(1)
-			}
-			time.Sleep(50 * time.Millisecond)
-			running.Add(-1)
+func TestRunnerRefusesASecondInvasiveProbe(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	reg := NewRegistry()
+	reg.MustRegister(Spec{Name: "stress", Invasive: true, New: func(Config) Probe {
+		return funcProbe{name: "stress", run: func(ctx context.Context, p Params) (Result, error) {
+			close(started)
+			<-release
 			return Result{Status: StatusPass}, nil
 		}}
+	}})
+	reg.MustRegister(Spec{Name: "other", Invasive: true, New: func(Config) Probe {
+		return funcProbe{name: "other", run: func(ctx context.Context, p Params) (Result, error) { return Result{Status: StatusPass}, nil }}
+	}})
+	r := NewRunner(reg, Config{Node: "n1"}, nil)
+	done := make(chan error, 1)
+	go func() { _, err := r.Run(context.Background(), "stress", nil); done <- err }()
+	<-started
+	var busy *BusyError
+	if _, err := r.Run(context.Background(), "other", nil); !errors.As(err, &busy) || busy.Running != "stress" || busy.Node != "n1" {
+		t.Errorf("second invasive run: %v, want *BusyError naming stress", err)
 	}
-	reg := NewRegistry()
-	for _, n := range []string{"a", "b"} {
-		pr := mk(n)
-		reg.MustRegister(Spec{Name: n, Invasive: true, New: func(Config) Probe { return pr }})
+	if _, err := r.ClaimInvasive("by hand"); !errors.As(err, &busy) {
+		t.Errorf("claim while stress runs: %v, want *BusyError", err)
 	}
-	r := NewRunner(reg, Config{}, nil)
-	done := make(chan struct{})
-	for _, n := range []string{"a", "b", "a", "b"} {
-		go func() {
-			r.Run(context.Background(), n, nil)
-			done <- struct{}{}
-		}()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
-	for i := 0; i < 4; i++ {
-		<-done
+	// Free again: a claim covers the runs made under it, and no one else's.
+	c, err := r.ClaimInvasive("batch")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if overlap.Load() != 0 {
-		t.Errorf("invasive probes overlapped %d times", overlap.Load())
+	if res, err := r.Run(WithClaim(context.Background(), c), "other", nil); err != nil || res.Status != StatusPass {
+		t.Errorf("run under the claim: %+v, %v", res, err)
+	}
+	if _, err := r.Run(context.Background(), "other", nil); !errors.As(err, &busy) || busy.Running != "batch" {
+		t.Errorf("run beside the claim: %v, want *BusyError naming batch", err)
+	}
+	c.Release()
+	c.Release()
+	if _, err := r.Run(context.Background(), "other", nil); err != nil {
+		t.Errorf("after release: %v", err)
 	}
 }
 

@@ -30,10 +30,23 @@ func (c Config) Command(name string) string {
 	return name
 }
 
+// Where says where a probe runs.
+type Where string
+
+// Where a probe runs.
+const (
+	// OnNode: on the node it examines, run by the node's probe agent (the default).
+	OnNode Where = ""
+	// OnController: in the controller, for the cluster as a whole (pvc).
+	OnController Where = "controller"
+)
+
 // Spec is a probe's registration: its metadata, parameter schema and constructor.
 type Spec struct {
 	Name string
 	Help string
+	// RunsOn says where the probe runs: OnNode (by the node's agent) or OnController.
+	RunsOn Where
 	// DefaultEnabled probes run when no check is named (the node's routine checks).
 	DefaultEnabled bool
 	// DefaultTimeout bounds one run (TimeoutFor, when set, decides per parameters).
@@ -48,9 +61,10 @@ type Spec struct {
 	// parameter; a caller that knows nodes (the controller) may name the peer node
 	// instead and let the check find its address.
 	Peer bool
-	// PeerServer marks a Peer check whose peer must serve it first (iperf3: a
-	// one-shot server on the "port" parameter, started through the peer's agent).
-	PeerServer bool
+	// PeerServer names the check the peer must run first to serve a Peer check
+	// (iperf3: Iperf3ServerCheck, a one-shot server on the "port" parameter); "" for
+	// none.
+	PeerServer string
 	// Params is the parameter schema.
 	Params Schema
 	// New builds the probe for a node.
@@ -129,6 +143,20 @@ func (r *Registry) Register(s Spec) error {
 	}
 	r.specs[s.Name] = s
 	return nil
+}
+
+// With returns a new registry holding r's specs and extra (the controller's
+// registry: the node probes plus the checks it runs itself). It panics on a duplicate
+// or invalid extra spec, as MustRegister.
+func (r *Registry) With(extra ...Spec) *Registry {
+	out := NewRegistry()
+	for _, s := range r.List() {
+		out.MustRegister(s)
+	}
+	for _, s := range extra {
+		out.MustRegister(s)
+	}
+	return out
 }
 
 // Get returns the spec of a probe.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 )
@@ -13,8 +14,9 @@ var ErrUnknownProbe = errors.New("unknown probe")
 
 // Runner runs registered probes for one node and records their metrics.
 //
-// Runs of the same probe are serialized, and so are runs of invasive probes (two GPU
-// stress tests at once would measure each other). A probe that does not return when its
+// Runs of the same probe are serialized. Invasive probes run one at a time: a run
+// that finds another holding the node is refused with *BusyError (see ClaimInvasive;
+// two GPU stress tests at once would measure each other). A probe that does not return when its
 // timeout expires (an NVML call stuck on a GPU that fell off the bus) is abandoned: Run
 // returns an error result and the probe's goroutine finishes in the background.
 type Runner struct {
@@ -23,11 +25,12 @@ type Runner struct {
 	metrics *Metrics
 	now     func() time.Time
 
-	mu       sync.Mutex
-	probes   map[string]Probe
-	locks    map[string]*sync.Mutex
-	timeouts map[string]time.Duration
-	invasive sync.Mutex
+	mu        sync.Mutex
+	probes    map[string]Probe
+	locks     map[string]*sync.Mutex
+	timeouts  map[string]time.Duration
+	claimedBy string // the invasive run holding the node ("" if none), see ClaimInvasive
+	claimedAt time.Time
 }
 
 // NewRunner returns a runner for the probes in reg (Default() if nil); metrics may be nil.
@@ -37,6 +40,18 @@ func NewRunner(reg *Registry, cfg Config, metrics *Metrics) *Runner {
 	}
 	return &Runner{reg: reg, cfg: cfg, metrics: metrics, now: time.Now,
 		probes: map[string]Probe{}, locks: map[string]*sync.Mutex{}, timeouts: map[string]time.Duration{}}
+}
+
+// Close closes the probes that hold something beyond a run (the iperf3-server
+// probe's servers waiting for a client).
+func (r *Runner) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.probes {
+		if c, ok := p.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
 }
 
 // Registry returns the runner's registry.
@@ -70,8 +85,9 @@ func (r *Runner) instance(s Spec) (Probe, *sync.Mutex, time.Duration) {
 }
 
 // Run runs the probe registered under name with params p. It returns an error only
-// when the request itself is wrong: ErrUnknownProbe, or a *ParamError (joined) for
-// invalid parameters; nothing is recorded then. Everything else, including a probe that
+// when the request itself is wrong or cannot run now: ErrUnknownProbe, a *ParamError
+// (joined) for invalid parameters, or a *BusyError for an invasive probe while another
+// holds the node (and ctx carries no claim of this runner); nothing is recorded then. Everything else, including a probe that
 // fails to start, times out or panics, is a Result (status error) and is recorded.
 func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error) {
 	spec, ok := r.reg.Get(name)
@@ -88,12 +104,15 @@ func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error)
 		timeout = override
 	}
 
+	if spec.IsInvasive(resolved) && !r.holds(ctx) {
+		claim, err := r.ClaimInvasive(name)
+		if err != nil {
+			return Result{}, err
+		}
+		defer claim.Release()
+	}
 	lock.Lock()
 	defer lock.Unlock()
-	if spec.IsInvasive(resolved) {
-		r.invasive.Lock()
-		defer r.invasive.Unlock()
-	}
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -46,8 +46,9 @@ const SweepAge = 30 * time.Minute
 // one). The probe is neither default-enabled nor invasive.
 func Spec(client kubernetes.Interface, namespace string) probe.Spec {
 	return probe.Spec{
-		Name: Name,
-		Help: "create a PVC of a storage class, wait until Bound, delete it",
+		Name:   Name,
+		Help:   "create a PVC of a storage class, wait until Bound, delete it",
+		RunsOn: probe.OnController,
 		TimeoutFor: func(p probe.Params) time.Duration {
 			return p.Duration("timeout") + 45*time.Second // binding, then deletion and cleanup
 		},

@@ -25,6 +25,7 @@ import (
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // kubeClient builds a client from --kubeconfig, $KUBECONFIG or the in-cluster config.
@@ -107,14 +108,13 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			if pf.pvc {
-				// The cluster-level checks the controller runs itself.
-				local := probe.NewRegistry()
-				local.MustRegister(pvc.Spec(client, cfg.Namespace))
-				cfg.Probes.Local = probe.NewRunner(local, probe.Config{}, probe.NewMetrics(reg))
+				// One registry: the node checks and those the controller runs itself.
+				cfg.Probes.Registry = probe.Default().With(pvc.Spec(client, cfg.Namespace))
+				cfg.Probes.Local = probe.NewRunner(cfg.Probes.Registry, probe.Config{}, probe.NewMetrics(reg))
 			}
 			cfg.Packs.Defaults = !noDefaults
 			cfg.Decide.RuleBudgets = ruleBudget
-			cfg.Selectors = lokisource.Selectors{"kernel": kernelSel, "pod": podSel}
+			cfg.Selectors = lokisource.Selectors{logstream.SourceKernel: kernelSel, logstream.SourcePod: podSel}
 			cfg.Act.Instance = cfg.Identity
 			if pw := os.Getenv("LOKI_PASSWORD"); pw != "" {
 				cfg.Loki.Password = pw
@@ -135,7 +135,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
-			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Act.DryRun)
+			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Decide.DryRun)
 			return c.Run(cmd.Context())
 		},
 	}
@@ -155,10 +155,15 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&cfg.Loki.TLS.CertFile, "loki-cert-file", "", "client certificate for Loki")
 	f.StringVar(&cfg.Loki.TLS.KeyFile, "loki-key-file", "", "client key for Loki")
 	f.BoolVar(&cfg.Loki.TLS.InsecureSkipVerify, "loki-insecure-skip-verify", false, "do not verify Loki's certificate")
-	f.StringVar(&cfg.Loki.NodeLabel, "node-label", "node", "label (or structured metadata) holding the node name")
+	f.DurationVar(&cfg.Loki.Overlap, "loki-overlap", 30*time.Second, "how far back a query re-reads after a reconnect or restart, for lines that reach Loki late (raise it when node clocks lag)")
+	f.DurationVar(&cfg.Loki.MaxQueryLength, "loki-max-query-length", 721*time.Hour, "Loki's max_query_length: catch-ups ask for windows no longer than this")
+	f.DurationVar(&cfg.Loki.CreationGracePeriod, "loki-creation-grace-period", 10*time.Minute, "Loki's creation_grace_period: reads reach this far into the future, for nodes whose clock leads")
+	f.Int64Var(&cfg.Loki.MaxResponseBytes, "loki-max-response-bytes", 16<<20, "largest query_range answer or tail message read; a larger page is asked again in smaller pages")
+	f.DurationVar(&cfg.Loki.ClockTolerance, "loki-clock-tolerance", time.Minute, "a tailed line older than this is dated when it arrived; no line is dated after the controller's clock")
+	f.StringVar(&cfg.Loki.NodeLabel, "node-label", logstream.LabelNode, "label (or structured metadata) holding the node name")
 	f.StringVar(&kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")
 	f.StringVar(&podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
-	f.BoolVar(&cfg.Act.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
+	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
 	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes")
 	f.IntVar(&cfg.Decide.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")
@@ -168,6 +173,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.BoolVar(&cfg.Decide.DisableStorm, "no-storm-hold", false, "disable the storm hold")
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")
 	f.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", 10*time.Second, "how often recoveries and held faults are checked")
+	f.DurationVar(&cfg.Records.Retention, "nodefault-retention", 7*24*time.Hour, "how long a Resolved NodeFault is kept before it is deleted")
+	f.StringVar(&cfg.Records.GrafanaURL, "grafana-url", "", "Grafana base URL: each NodeFault links to its lines in Explore")
+	f.StringVar(&cfg.Records.Datasource, "grafana-datasource", "loki", "uid of the Loki datasource in Grafana, for the NodeFault links")
 	f.DurationVar(&cfg.Election.LeaseDuration, "lease-duration", 15*time.Second, "leader lease duration")
 	f.DurationVar(&cfg.Election.RenewDeadline, "renew-deadline", 10*time.Second, "leader renew deadline")
 	f.DurationVar(&cfg.Election.RetryPeriod, "retry-period", 2*time.Second, "leader election retry period")

@@ -35,6 +35,7 @@ func newExporterCmd() *cobra.Command {
 		podCfg     podlogs.Config
 		podLabels  string
 		kubeconfig string
+		auth       ship.Auth
 	)
 	cmd := &cobra.Command{
 		Use:   "dmesg-exporter",
@@ -61,10 +62,14 @@ and a single line cut; any other refusal is retried while /healthz fails.`,
 				}
 				cfg.Node = h
 			}
+			client, err := auth.Client()
+			if err != nil {
+				return err
+			}
 			if otlpURL != "" {
-				cfg.Sender = ship.NewOTLP(otlpURL, ship.OTLPOptions{Gzip: !gzipOff})
+				cfg.Sender = ship.NewOTLP(otlpURL, ship.OTLPOptions{Gzip: !gzipOff, Client: client})
 			} else {
-				cfg.Sender = ship.NewLoki(lokiURL, ship.LokiOptions{Tenant: tenant})
+				cfg.Sender = ship.NewLoki(lokiURL, ship.LokiOptions{Tenant: tenant, Client: client})
 			}
 			cfg.Backoff.Max = maxBackoff
 			if podRoot != "" {
@@ -114,6 +119,8 @@ and a single line cut; any other refusal is retried while /healthz fails.`,
 	f.StringVar(&otlpURL, "otlp-endpoint", "", "OTLP/HTTP base URL of a collector, e.g. http://otel-collector:4318")
 	f.StringVar(&lokiURL, "loki-url", "", "Loki base URL for direct push, e.g. http://loki:3100")
 	f.StringVar(&tenant, "loki-tenant", "", "X-Scope-OrgID for Loki")
+	f.StringVar(&auth.TokenFile, "token-file", "", "bearer token sent to the receiver, re-read as it rotates (the chart's projected ServiceAccount token with audience faultline-collector)")
+	f.StringVar(&auth.CAFile, "ca-file", "", "PEM CA certificates that verify an https:// receiver (default: the system roots)")
 	f.BoolVar(&gzipOff, "no-gzip", false, "do not gzip OTLP requests")
 	f.IntVar(&cfg.BatchSize, "batch-size", 500, "most records per batch")
 	f.IntVar(&cfg.BatchBytes, "batch-bytes", exporter.DefaultBatchBytes, "most bytes per batch before compression; keep it under the receiver's request limit (a 413 splits the batch)")

@@ -32,7 +32,7 @@ func TestScanJSONL(t *testing.T) {
 		"[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
 		"Jul 06 20:02:59 gaming kernel: NVRM: Xid (PCI:0000:01:00): 13, pid=1773, name=x, Graphics Exception",
 	}, "\n")
-	out, err := run(t, input, "scan", "--format", "jsonl")
+	out, err := run(t, input, "scan", "--format", "jsonl", "--year", "2025")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,11 @@ func TestScanJSONL(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		if want := []string{"action", "captures", "line", "pack", "rule", "severity", "text"}; !reflect.DeepEqual(keys, want) {
+		want := []string{"action", "captures", "file", "line", "node", "pack", "rule", "severity", "text"}
+		if _, ok := m["time"]; ok { // only lines with a calendar time have one
+			want = []string{"action", "captures", "file", "line", "node", "pack", "rule", "severity", "text", "time"}
+		}
+		if !reflect.DeepEqual(keys, want) {
 			t.Fatalf("fields %v, want %v", keys, want)
 		}
 		objs = append(objs, m)
@@ -66,6 +70,13 @@ func TestScanJSONL(t *testing.T) {
 	if b["line"].(float64) != 3 || b["action"] != "event" || b["captures"].(map[string]any)["xid"] != "13" {
 		t.Errorf("second match = %v", b)
 	}
+	// The dmesg line names no host and has no calendar time; the syslog line has both.
+	if a["node"] != "" || a["file"] != "-" || a["time"] != nil {
+		t.Errorf("first match node/file/time = %v/%v/%v", a["node"], a["file"], a["time"])
+	}
+	if b["node"] != "gaming" || b["time"] != "2025-07-06T20:02:59Z" {
+		t.Errorf("second match node/time = %v/%v", b["node"], b["time"])
+	}
 }
 
 func TestScanTextAndErrors(t *testing.T) {
@@ -77,7 +88,7 @@ func TestScanTextAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"LINE", "nvidia-xid/xid-gpu-reset-required", "scanned 1 lines; 1 rules matched", "MATCHES"} {
+	for _, want := range []string{"LINE", "nvidia-xid/xid-gpu-reset-required", "scanned 1 lines (1 without a time of their own); 1 rules matched", "MATCHES"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
 		}
@@ -127,5 +138,45 @@ spec:
 	out, err = run(t, "", "rules", "lint", "../../rules/packs")
 	if err != nil || !strings.Contains(out, "rules enabled") {
 		t.Errorf("lint: %v\n%s", err, out)
+	}
+}
+
+// TestScanFailOnExitCodes: the exit status a prolog or epilogue reads.
+func TestScanFailOnExitCodes(t *testing.T) {
+	xid79 := "[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+	xid13 := "Jul 06 20:02:59 gaming kernel: NVRM: Xid (PCI:0000:01:00): 13, pid=1773, name=x, Graphics Exception\n"
+	quiet := "[  120.1] usb 1-1: new high-speed USB device number 2 using xhci_hcd\n"
+	cases := []struct {
+		input, failOn string
+		want          int
+	}{
+		{xid79, "taint", 2},
+		{xid13, "taint", 0},
+		{xid13, "event", 2},
+		{xid13, "warning", 2}, // application Xid: a warning event
+		{quiet, "warning", 0},
+		{xid79, "", 0},
+	}
+	for _, c := range cases {
+		args := []string{"scan", "--format", "jsonl"}
+		if c.failOn != "" {
+			args = append(args, "--fail-on", c.failOn)
+		}
+		_, err := run(t, c.input, args...)
+		code := 0
+		var ee exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		} else if err != nil {
+			t.Fatalf("%s: %v", c.failOn, err)
+		}
+		if code != c.want {
+			t.Errorf("--fail-on %q on %q: exit %d, want %d", c.failOn, c.input, code, c.want)
+		}
+	}
+	for _, bad := range [][]string{{"--fail-on", "always"}, {"--node-from", "ip"}} {
+		if _, err := run(t, "", append([]string{"scan"}, bad...)...); err == nil || errors.As(err, new(exitError)) {
+			t.Errorf("scan %v: err = %v, want a usage error (exit 1)", bad, err)
+		}
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
-	"github.com/faultline-dev/faultline/controller"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/controller/trigger"
 )
 
 func newProbeCmd() *cobra.Command {
@@ -44,7 +44,7 @@ func newProbeCmd() *cobra.Command {
   faultline probe run --selector nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 --check nvml --wait
   faultline probe run --node gpu-1 --check dcgm --param dcgm.level=3 --force --wait`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := controller.ProbeRequest{Nodes: nodes, Selector: selector, Checks: checks, Force: force, Batch: batch}
+			req := trigger.Request{Nodes: nodes, Selector: selector, Checks: checks, Force: force, Batch: batch}
 			for _, p := range params {
 				kv, v, ok := strings.Cut(p, "=")
 				check, k, ok2 := strings.Cut(kv, ".")
@@ -60,7 +60,7 @@ func newProbeCmd() *cobra.Command {
 				req.Params[check][k] = v
 			}
 			body, _ := json.Marshal(req)
-			var r probes.Run
+			var r proberun.Run
 			if err := callAPI(cmd.Context(), http.MethodPost, api+"/api/v1/probes", body, &r); err != nil {
 				return err
 			}
@@ -93,7 +93,7 @@ func newProbeCmd() *cobra.Command {
 		Short: "Show a run (--wait to follow it to the end)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r probes.Run
+			var r proberun.Run
 			if err := callAPI(cmd.Context(), http.MethodGet, api+"/api/v1/probes/"+args[0], nil, &r); err != nil {
 				return err
 			}
@@ -115,7 +115,7 @@ func newProbeCmd() *cobra.Command {
 		Use:   "list",
 		Short: "List the runs the controller remembers, newest first",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var runs []probes.Run
+			var runs []proberun.Run
 			if err := callAPI(cmd.Context(), http.MethodGet, api+"/api/v1/probes", nil, &runs); err != nil {
 				return err
 			}
@@ -133,12 +133,12 @@ func newProbeCmd() *cobra.Command {
 }
 
 // waitRun polls a run until it is done, printing progress to errw, then the table.
-func waitRun(ctx context.Context, api string, r probes.Run, timeout time.Duration, output string, out, errw io.Writer) error {
+func waitRun(ctx context.Context, api string, r proberun.Run, timeout time.Duration, output string, out, errw io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	last := ""
-	for r.State != probes.StateDone {
+	for r.State != proberun.StateDone {
 		line := fmt.Sprintf("run %s: %d/%d node(s) done, %s elapsed", r.ID, r.Done(), len(r.Nodes), time.Since(start).Round(time.Second))
 		if line != last {
 			fmt.Fprintln(errw, line)
@@ -164,20 +164,20 @@ func waitRun(ctx context.Context, api string, r probes.Run, timeout time.Duratio
 }
 
 // runExit: 0 when nothing failed, 2 when a check failed or could not run.
-func runExit(r probes.Run) error {
-	if r.State == probes.StateDone && (r.Status == probe.StatusFail || r.Status == probe.StatusError) {
+func runExit(r proberun.Run) error {
+	if r.State == proberun.StateDone && (r.Status == probe.StatusFail || r.Status == probe.StatusError) {
 		return exitError{code: 2}
 	}
 	return nil
 }
 
-func printRun(w io.Writer, r probes.Run) {
+func printRun(w io.Writer, r proberun.Run) {
 	fmt.Fprintf(w, "run %s (%s) %s: %s\n", r.ID, r.Trigger, r.State, r.Status)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCHECK\tSTATUS\tDURATION\tVALUES\tMESSAGE")
 	for _, nr := range r.Nodes {
 		name := nr.Node
-		if name == probes.ClusterNode {
+		if name == proberun.ClusterNode {
 			name = "(cluster)"
 		}
 		if len(nr.Results) == 0 {

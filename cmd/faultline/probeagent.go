@@ -27,7 +27,7 @@ func newProbeAgentCmd() *cobra.Command {
 		Use:   "probe-agent",
 		Short: "Run active probes on this node when the controller or an admin asks (HTTP API)",
 		Long: `Serves the probe API of one node (see docs/probes.md): GET /api/v1/checks,
-POST /api/v1/run, POST /api/v1/iperf3/server, plus /metrics and /healthz.
+POST /api/v1/run (the iperf3-server check serves a peer), plus /metrics and /healthz.
 Every API request must carry a bearer token; the agent checks it with a TokenReview
 and authorizes the caller with a SubjectAccessReview (verb create on probes.faultline.io,
 resource name = this node). One invasive probe runs at a time, and invasive probes
@@ -67,9 +67,8 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 				runner.SetTimeout(name, d)
 			}
 			ag, err := agent.New(agent.Config{Node: cfg.Node, Runner: runner, Registerer: reg, Log: log,
-				Auth:       &agent.KubeAuthorizer{Client: client, Node: cfg.Node},
-				GPUPods:    agent.KubeGPUPods(client, cfg.Node),
-				Iperf3Path: cfg.Command("iperf3")})
+				Auth:    &agent.KubeAuthorizer{Client: client, Node: cfg.Node},
+				GPUPods: agent.KubeGPUPods(client, cfg.Node)})
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
-	"github.com/faultline-dev/faultline/controller"
+	"github.com/faultline-dev/faultline/controller/trigger"
 )
 
 // inClusterTokenFile is where Kubernetes mounts a pod's ServiceAccount token.
@@ -48,15 +48,15 @@ func (p *probeFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&p.pvc, "pvc-probe", true, "offer the pvc check (claims in --namespace; needs the Role faultline-pvc-probe there)")
 }
 
-func (p *probeFlags) config(rc *rest.Config) (controller.ProbeConfig, error) {
+func (p *probeFlags) config(rc *rest.Config) (trigger.Config, error) {
 	if p.port == 0 && len(p.static) == 0 {
-		return controller.ProbeConfig{}, nil
+		return trigger.Config{}, nil
 	}
 	sel, err := labels.Parse(p.nodeSelector)
 	if err != nil {
-		return controller.ProbeConfig{}, fmt.Errorf("--probe-node-selector: %w", err)
+		return trigger.Config{}, fmt.Errorf("--probe-node-selector: %w", err)
 	}
-	pc := controller.ProbeConfig{NodeSelector: sel, ConfirmTimeout: p.confirmTimeout, RecoverEvery: p.recoverEvery,
+	pc := trigger.Config{NodeSelector: sel, ConfirmTimeout: p.confirmTimeout, RecoverEvery: p.recoverEvery,
 		NoHealthLabel: p.noHealthLabel, Batch: p.batch}
 	pc.Token, err = tokenSource(p.tokenFile, rc)
 	if err != nil {
@@ -85,7 +85,7 @@ func (p *probeFlags) config(rc *rest.Config) (controller.ProbeConfig, error) {
 			return pc, fmt.Errorf("--probe-schedule %s=%s: want a duration of at least 1m, or 0", name, scheds[name])
 		}
 		if d > 0 {
-			pc.Schedules = append(pc.Schedules, controller.Schedule{Check: name, Every: d})
+			pc.Schedules = append(pc.Schedules, trigger.Schedule{Check: name, Every: d})
 		}
 	}
 	pc.AgentPort, pc.AgentScheme, pc.AgentURLs = p.port, p.scheme, p.static

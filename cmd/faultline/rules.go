@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packtest"
+	"github.com/faultline-dev/faultline/rules/sources"
 )
 
 func newRulesCmd() *cobra.Command {
@@ -36,15 +39,20 @@ func newRulesCmd() *cobra.Command {
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "test DIR|FILE...",
-		Short: "Run the inline tests of rule packs",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Run the inline tests of rule packs and the generated-line tests of their sources",
+		Long: `Run the inline tests of rule packs, then the generated-line tests: every format
+string a rule lists under sources is instantiated with generated values under each
+common log prefix (dmesg, /dev/kmsg, syslog and journal with host and localised
+months, continuation indentation, CRI) and must reach the rule with the captures it
+lists; every benignSources entry must not match any rule at warning or above.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			eng, err := loadEngine(args)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			results := packtest.Run(eng)
+			results := append(packtest.Run(eng), packtest.RunSources(eng)...)
 			failed := 0
 			for _, r := range results {
 				if !r.OK() {
@@ -54,7 +62,7 @@ func newRulesCmd() *cobra.Command {
 			}
 			fmt.Fprintf(out, "%d passed, %d failed\n", len(results)-failed, failed)
 			if len(results) == 0 {
-				return fmt.Errorf("no inline tests found")
+				return fmt.Errorf("no inline or source tests found")
 			}
 			if failed > 0 {
 				return exitError{code: 1}
@@ -62,5 +70,73 @@ func newRulesCmd() *cobra.Command {
 			return nil
 		},
 	})
+	cmd.AddCommand(newRulesCoverageCmd())
+	return cmd
+}
+
+func newRulesCoverageCmd() *cobra.Command {
+	var packDirs []string
+	var inventory, format string
+	cmd := &cobra.Command{
+		Use:   "coverage",
+		Short: "How much of the source inventory the packs cover: per source file, messages, covered, ignored, unaccounted",
+		Long: `Reads the source inventory (rules/sources/inventory: the error-level messages of
+every source file the packs rely on) and matches a line generated from each message's
+format string against the packs. A message is covered when a rule with an action
+other than none matches it, ignored when the inventory gives a reason, unaccounted
+otherwise. Exits 1 when a message is unaccounted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format must be text or json, not %q", format)
+			}
+			eng, err := loadEngine(packDirs)
+			if err != nil {
+				return err
+			}
+			invs, err := sources.Load(inventory)
+			if err != nil {
+				return err
+			}
+			rep, err := sources.Coverage(eng, invs)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if format == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "source\tmessages\tcovered\tignored\tunaccounted\t")
+				for _, s := range rep.Sources {
+					fmt.Fprintf(tw, "%s@%s:%s\t%d\t%d\t%d\t%d\t\n", s.Project, s.Version, s.File, s.Messages, s.Covered, s.Ignored, s.Unaccounted)
+				}
+				t := rep.Total
+				fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t\n", t.Messages, t.Covered, t.Ignored, t.Unaccounted)
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				for _, s := range rep.Sources {
+					for _, m := range s.UnaccountedMessages {
+						fmt.Fprintf(out, "unaccounted: %s:%d %s(%q)\n", s.File, m.Line, m.Call, m.Format)
+					}
+					for _, st := range s.Stale {
+						fmt.Fprintf(out, "stale rule: %s %s\n", s.File, st)
+					}
+				}
+			}
+			if rep.Total.Unaccounted > 0 {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&packDirs, "packs", nil, "rule pack files or directories (default: the built-in packs)")
+	cmd.Flags().StringVar(&inventory, "inventory", "rules/sources/inventory", "directory of the source inventory")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	return cmd
 }

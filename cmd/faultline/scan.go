@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,22 +17,46 @@ func newScanCmd() *cobra.Command {
 		packDirs []string
 		format   string
 		source   string
+		nodeFrom string
+		node     string
+		year     int
+		failOn   string
+		workers  int
 	)
 	cmd := &cobra.Command{
-		Use:   "scan [--packs DIR]... [--format text|jsonl] [FILE|-]...",
+		Use:   "scan [--packs DIR]... [--format text|jsonl] [--fail-on taint|event|warning] [FILE|-]...",
 		Short: "Run rule packs over log files (dmesg, /dev/kmsg records, syslog, journal, CRI pod logs)",
 		Long: `Reads log lines as they come in the wild and reports the lines that match a rule.
 With no FILE, or with -, reads standard input. Without --packs the default packs
-built into the binary are used. Each input is treated as one node's stream, so
-thresholds ("3 link-downs in 10m") and multi-line groups apply; lines are taken to be
-one second apart, since files carry no reliable clock.
+built into the binary are used.
+
+Thresholds ("3 link-downs in 10m") and multi-line groups count per node, over the
+line's own time: dmesg seconds since boot, dmesg -T dates, syslog and journal dates
+(any month spelling; the year from --year), RFC 3339 and CRI times, an ISO time at
+the start of an application log line. A line without a time shares the time of the
+line before it; in an input that has none at all, lines are one second apart. When
+dmesg seconds run back, the node rebooted: no window spans a reboot.
+
+Each host of a merged syslog is a node of its own (--node-from host); lines without
+a host belong to --node, or, without it, are counted per input and reported with no
+node. --node-from file makes each input one node, --node-from none makes everything
+one node.
 
 --format jsonl prints one JSON object per match:
-  {"line":N,"pack":"...","rule":"...","severity":"...","action":"taint|event|probe|none",
+  {"file":"...","line":N,"node":"...","time":"RFC 3339, when the line has one",
+   "pack":"...","rule":"...","severity":"...","action":"taint|event|probe|none",
    "captures":{...},"text":"..."}
 where action is what faultline would do at that line (none while a threshold is not
-yet reached). Exit status is 0 when the scan ran, whatever it found.`,
+yet reached). Text output escapes control characters.
+
+Exit status: 0 when the scan ran and nothing reached --fail-on; 2 when a rule fired
+at the --fail-on level (taint: a taint rule fired; event: a taint, probe or event
+rule fired; warning: a rule of severity warning or critical fired); 1 on an error.
+Without --fail-on, 0 whenever the scan ran.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if workers < 0 || workers > 256 {
+				return fmt.Errorf("--workers must be between 0 and 256, not %d", workers)
+			}
 			if format != "text" && format != "jsonl" {
 				return fmt.Errorf("--format must be text or jsonl, not %q", format)
 			}
@@ -39,6 +64,15 @@ yet reached). Exit status is 0 when the scan ran, whatever it found.`,
 			case "", rules.SourceKernel, rules.SourcePod:
 			default:
 				return fmt.Errorf("--source must be kernel or pod, not %q", source)
+			}
+			switch scan.NodeFrom(nodeFrom) {
+			case scan.NodeFromHost, scan.NodeFromFile, scan.NodeFromNone:
+			default:
+				return fmt.Errorf("--node-from must be host, file or none, not %q", nodeFrom)
+			}
+			fail, err := scan.ParseFailOn(failOn)
+			if err != nil {
+				return err
 			}
 			eng, err := loadEngine(packDirs)
 			if err != nil {
@@ -53,28 +87,24 @@ yet reached). Exit status is 0 when the scan ran, whatever it found.`,
 			if format == "jsonl" {
 				emit = scan.JSONLWriter(out)
 			} else {
-				emit, flush = scan.TextWriter(out)
+				emit, flush = scan.TextWriter(out, len(args) > 1)
 			}
-			sc := scan.New(eng, scan.Options{Source: rules.Source(source)})
+			sc := scan.New(eng, scan.Options{Source: rules.Source(source), NodeFrom: scan.NodeFrom(nodeFrom), Node: node, Year: year, Workers: workers})
 			for _, name := range args {
-				var r io.Reader = cmd.InOrStdin()
-				if name != "-" {
-					f, err := os.Open(name)
-					if err != nil {
-						return fmt.Errorf("scan: %w", err)
-					}
-					defer f.Close()
-					r = f
-				}
-				if err := sc.Scan(cmd.Context(), r, emit); err != nil {
-					return fmt.Errorf("scan %s: %w", name, err)
+				if err := scanInput(cmd, sc, name, emit); err != nil {
+					return err
 				}
 			}
 			if err := flush(); err != nil {
 				return err
 			}
 			if format == "text" {
-				return sc.WriteSummary(out)
+				if err := sc.WriteSummary(out); err != nil {
+					return err
+				}
+			}
+			if sc.Failed(fail) {
+				return exitError{code: 2}
 			}
 			return nil
 		},
@@ -82,5 +112,31 @@ yet reached). Exit status is 0 when the scan ran, whatever it found.`,
 	cmd.Flags().StringArrayVar(&packDirs, "packs", nil, "rule pack directory or file (repeatable; later packs override earlier rules by id); default: the built-in packs")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or jsonl")
 	cmd.Flags().StringVar(&source, "source", "", "treat every line as this source (kernel or pod); default: guess from each line's prefix")
+	cmd.Flags().StringVar(&nodeFrom, "node-from", string(scan.NodeFromHost), "what a line's node is: host (its syslog/journal host), file (the input), none (one node)")
+	cmd.Flags().StringVar(&node, "node", "", "node of the lines that name no host; unset, they are counted per input and reported with no node")
+	cmd.Flags().IntVar(&year, "year", time.Now().Year(), "year of syslog dates, which name none")
+	cmd.Flags().IntVar(&workers, "workers", 0, "goroutines that parse and match lines (output keeps the input's order); 0: one per CPU but one, at most 4, and 1 below 4 CPUs")
+	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit with status 2 when a rule fires at this level: taint, event or warning")
 	return cmd
+}
+
+// stdin names standard input "-" for the scanner.
+type stdin struct{ io.Reader }
+
+func (stdin) Name() string { return "-" }
+
+func scanInput(cmd *cobra.Command, sc *scan.Scanner, name string, emit func(scan.Match) error) error {
+	var r io.Reader = stdin{cmd.InOrStdin()}
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("scan: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	if err := sc.Scan(cmd.Context(), r, emit); err != nil {
+		return fmt.Errorf("scan %s: %w", name, err)
+	}
+	return nil
 }

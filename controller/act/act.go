@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 )
 
@@ -55,11 +57,10 @@ const (
 // attempts over about a second, each re-reading the Node from the API.
 var DefaultBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
 
-// Options configure an Actor. The zero value acts for real, without the condition.
+// Options configure an Actor. The zero value acts without the condition. There is no
+// dry-run here: dry-run is a decision (see decide.Config.DryRun), and a decision of
+// the kind dry-run reaches no Actor method.
 type Options struct {
-	// DryRun computes what would change and reports it with FaultDryRun Events;
-	// it writes no Node.
-	DryRun bool
 	// Condition also sets the node condition fault.ConditionType: True (reason: the
 	// rule id) while faults are recorded on the node, False once they are cleared.
 	Condition bool
@@ -123,6 +124,13 @@ type Actor struct {
 	// so no decision rests on a cache that misses the Actor's own change.
 	written map[string]pendingWrite
 
+	// nodesGen counts changes the Node informer delivered; facts were computed at
+	// factsGen (the maps are shared read-only with the callers, see decide.NodeFacts).
+	nodesGen atomic.Uint64
+	factsMu  sync.Mutex
+	factsGen uint64
+	facts    *decide.NodeFacts
+
 	// beforeWrite, when set (by tests), runs just before each Node write.
 	beforeWrite func(node string, attempt int)
 }
@@ -167,6 +175,16 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		nodes:   ni.Lister(),
 		synced:  ni.Informer().HasSynced,
 		written: map[string]pendingWrite{},
+	}
+	// Any change of a Node makes the next Facts recompute; until then per-fault
+	// decisions reuse the last facts instead of a pass over the fleet each.
+	bump := func() { a.nodesGen.Add(1) }
+	if _, err := ni.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { bump() },
+		UpdateFunc: func(any, any) { bump() },
+		DeleteFunc: func(any) { bump() },
+	}); err != nil {
+		return nil, fmt.Errorf("act: node informer: %w", err)
 	}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})
@@ -218,9 +236,6 @@ func (a *Actor) Shutdown() {
 	a.factory.Shutdown()
 	a.broadcaster.Shutdown()
 }
-
-// DryRun reports whether the Actor only reports what it would do.
-func (a *Actor) DryRun() bool { return a.opts.DryRun }
 
 func (a *Actor) ready() error {
 	a.mu.Lock()
@@ -374,28 +389,33 @@ func (a *Actor) EligibleNodes() (int, error) {
 	return c, nil
 }
 
-// Facts is what the cache says about the fleet for the decide stage (fields as in
-// its NodeFacts).
-type Facts struct {
-	// Eligible counts the nodes not opted out.
-	Eligible int
-	// Tainted maps each node carrying a taint some recorded fault asks for to the
-	// pack/rule of those faults.
-	Tainted map[string][]string
-	// OptedOut holds the nodes labelled fault.LabelOptOut=true.
-	OptedOut map[string]bool
+// Facts reads the fleet's state for the decide stage from the cache. It walks the
+// Nodes only when one changed since the last call; otherwise it returns the same
+// facts again (whose maps callers only read).
+func (a *Actor) Facts() (decide.NodeFacts, error) {
+	if err := a.ready(); err != nil {
+		return decide.NodeFacts{}, err
+	}
+	a.factsMu.Lock()
+	defer a.factsMu.Unlock()
+	gen := a.nodesGen.Load()
+	if a.facts != nil && a.factsGen == gen {
+		return *a.facts, nil
+	}
+	f, err := a.computeFacts()
+	if err != nil {
+		return decide.NodeFacts{}, err
+	}
+	a.facts, a.factsGen = &f, gen
+	return f, nil
 }
 
-// Facts reads the fleet's state from the cache.
-func (a *Actor) Facts() (Facts, error) {
-	if err := a.ready(); err != nil {
-		return Facts{}, err
-	}
+func (a *Actor) computeFacts() (decide.NodeFacts, error) {
 	nodes, err := a.nodes.List(labels.Everything())
 	if err != nil {
-		return Facts{}, err
+		return decide.NodeFacts{}, err
 	}
-	f := Facts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
+	f := decide.NodeFacts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
 	for _, n := range nodes {
 		if OptedOut(n) {
 			f.OptedOut[n.Name] = true

@@ -18,7 +18,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -68,7 +70,7 @@ func rule(pack, id, key, value string) *rules.Compiled {
 func xidFault(node string, r *rules.Compiled, at time.Time) fault.Fault {
 	line := "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 	return fault.Fault{Node: node, Rule: r, Captures: map[string]string{"xid": "79", "pci": "0000:3b:00"},
-		Count: 1, Time: at, Evidence: []fault.Line{{Time: at, Text: line}}}
+		Count: 1, Time: at, Evidence: []logstream.Line{{Time: at, Text: line}}}
 }
 
 func createNodes(t *testing.T, cs kubernetes.Interface, names ...string) {
@@ -147,20 +149,19 @@ func evidenceOf(t *testing.T, n *corev1.Node) []fault.Evidence {
 // waiting until want(events) holds.
 func nodeEvents(t *testing.T, cs kubernetes.Interface, node string, want func([]corev1.Event) bool) []corev1.Event {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	var items []corev1.Event
-	for {
+	// Returns what is there after the timeout too: callers check the events themselves.
+	deadline := time.Now().Add(15 * time.Second)
+	eventually.True(t, 16*time.Second, "events on "+node, func() bool {
 		l, err := cs.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(),
 			metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node})
 		if err != nil {
 			t.Fatal(err)
 		}
 		items = l.Items
-		if want(items) || time.Now().After(deadline) {
-			return items
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return want(items) || time.Now().After(deadline)
+	})
+	return items
 }
 
 func withReason(reason string) func([]corev1.Event) bool {
@@ -561,41 +562,17 @@ func TestActor(t *testing.T) {
 		if e, err := a.EligibleNodes(); err != nil || e != len(all.Items)-1 || facts.Eligible != e {
 			t.Fatalf("EligibleNodes = %d, %v; %d nodes, one opted out", e, err, len(all.Items))
 		}
-	})
-
-	t.Run("DryRunChangesNothing", func(t *testing.T) {
-		createNodes(t, cs, "dry-1")
-		real, _ := startActor(t, env.RESTConfig(), Options{Condition: true})
-		dry, wc := startActor(t, env.RESTConfig(), Options{DryRun: true, Condition: true})
-		n0 := getNode(t, cs, "dry-1")
-		res, err := dry.TaintNode(ctx, xidFault("dry-1", xid, t0), "")
-		if err != nil || !res.DryRun || !res.Changed || len(res.Added) != 1 || !res.Condition {
-			t.Fatalf("dry-run Taint: %+v, %v", res, err)
+		// No Node changed: the same facts again, without a pass over the fleet.
+		again, _ := a.Facts()
+		if reflect.ValueOf(again.OptedOut).UnsafePointer() != reflect.ValueOf(facts.OptedOut).UnsafePointer() {
+			t.Error("facts recomputed although no Node changed")
 		}
-		if n := getNode(t, cs, "dry-1"); n.ResourceVersion != n0.ResourceVersion || wc.n.Load() != 0 {
-			t.Fatalf("dry run wrote the node")
-		}
-		evts := nodeEvents(t, cs, "dry-1", withReason(ReasonDryRun))
-		if countReason(evts, ReasonDryRun) != 1 || countReason(evts, ReasonTainted) != 0 {
-			t.Fatalf("events %+v", evts)
-		}
-		if !strings.HasPrefix(evts[0].Message, "dry run: rule nvidia-xid/xid-gpu-lost") || !strings.Contains(evts[0].Message, "would add taint faultline.io/faulty=xid-gpu-lost:NoSchedule") {
-			t.Fatalf("dry-run message %q", evts[0].Message)
-		}
-		// Dry-run untaint of a real fault: nothing removed.
-		if err := real.Taint(ctx, xidFault("dry-1", xid, t0), ""); err != nil {
-			t.Fatal(err)
-		}
-		n1 := getNode(t, cs, "dry-1")
-		waitCached(t, dry, "dry-1", n1.ResourceVersion)
-		res, err = dry.UntaintNode(ctx, "dry-1", AllRules)
-		if err != nil || len(res.Removed) != 1 || len(res.Cleared) != 1 || !res.Condition {
-			t.Fatalf("dry-run Untaint: %+v, %v", res, err)
-		}
-		if n := getNode(t, cs, "dry-1"); n.ResourceVersion != n1.ResourceVersion || wc.n.Load() != 0 {
-			t.Fatalf("dry run wrote the node")
-		}
-		nodeEvents(t, cs, "dry-1", func(e []corev1.Event) bool { return countReason(e, ReasonDryRun) >= 2 })
+		// A Node changes: the next facts show it.
+		updateNode(t, cs, "optout-2", func(n *corev1.Node) { n.Labels[fault.LabelOptOut] = "true" })
+		eventually.True(t, 10*time.Second, "facts with optout-2 opted out", func() bool {
+			f, err := a.Facts()
+			return err == nil && f.OptedOut["optout-2"] && f.Eligible == facts.Eligible-1
+		})
 	})
 
 	t.Run("NodeCondition", func(t *testing.T) {
@@ -648,7 +625,7 @@ func TestActor(t *testing.T) {
 			f := xidFault("big-1", r, t0.Add(time.Duration(i)*time.Second))
 			f.Evidence = nil
 			for j := 0; j < 40; j++ {
-				f.Evidence = append(f.Evidence, fault.Line{Time: f.Time, Text: fmt.Sprintf("line %d %s", j, strings.Repeat("x", 4000))})
+				f.Evidence = append(f.Evidence, logstream.Line{Time: f.Time, Text: fmt.Sprintf("line %d %s", j, strings.Repeat("x", 4000))})
 			}
 			if err := a.Taint(ctx, f, ""); err != nil {
 				t.Fatal(err)
@@ -705,19 +682,15 @@ func TestActor(t *testing.T) {
 		if err := a.EventOn(cm, "Bogus", ReasonPackReloadFailed, "x"); err == nil {
 			t.Fatal("EventOn accepted a bad type")
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		eventually.NoError(t, 15*time.Second, "a PackReloadFailed event on the ConfigMap", func() error {
 			l, err := cs.CoreV1().Events("faultline").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=packs"})
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			if len(l.Items) == 1 && l.Items[0].Reason == ReasonPackReloadFailed && l.Items[0].InvolvedObject.UID == cm.UID {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no PackReloadFailed event on the ConfigMap: %+v", l.Items)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("events %+v", l.Items)
+		})
 	})
 }

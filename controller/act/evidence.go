@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // limits bound the evidence annotation.
@@ -41,9 +42,9 @@ func trimEntry(e fault.Evidence, l limits) fault.Evidence {
 	if len(lines) > l.maxLines {
 		lines = lines[len(lines)-l.maxLines:]
 	}
-	e.Lines = make([]fault.Line, len(lines))
+	e.Lines = make([]logstream.Line, len(lines))
 	for i, ln := range lines {
-		e.Lines[i] = fault.Line{Time: ln.Time, Text: truncate(ln.Text, l.maxLineBytes)}
+		e.Lines[i] = logstream.Line{Time: ln.Time, Text: truncate(ln.Text, l.maxLineBytes)}
 	}
 	if len(e.Captures) > 0 {
 		c := make(map[string]string, len(e.Captures))

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 func TestTruncateKeepsUTF8(t *testing.T) {
@@ -55,7 +56,7 @@ func evidenceEntry(i, lines, lineLen int, placed bool) fault.Evidence {
 		Count:    lines, Time: time.Unix(1700000000+int64(i), 0).UTC(), Recover: "manual",
 	}
 	for j := 0; j < lines; j++ {
-		e.Lines = append(e.Lines, fault.Line{Time: e.Time, Text: fmt.Sprintf("%d:%d <unknown> %s", i, j, strings.Repeat("x", lineLen))})
+		e.Lines = append(e.Lines, logstream.Line{Time: e.Time, Text: fmt.Sprintf("%d:%d <unknown> %s", i, j, strings.Repeat("x", lineLen))})
 	}
 	return e
 }

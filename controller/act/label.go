@@ -28,9 +28,6 @@ func (a *Actor) SetNodeLabel(ctx context.Context, node, key, value string) (chan
 			return nil
 		}
 		changed = true
-		if a.opts.DryRun {
-			return nil
-		}
 		if value == "" {
 			delete(n.Labels, key)
 		} else {

@@ -18,14 +18,12 @@ import (
 // AllRules, given to Untaint as the rule, clears every fault of the node.
 const AllRules = "*"
 
-// Result tells what Taint or Untaint did (or, in dry-run mode, would have done).
+// Result tells what TaintNode or UntaintNode did.
 type Result struct {
 	Node string
 	// Rule is the fault's pack/rule (Taint) or the rule argument (Untaint).
 	Rule string
-	// DryRun: nothing was written.
-	DryRun bool
-	// Changed: the Node was (or would be) updated.
+	// Changed: the Node was updated.
 	Changed bool
 	// Added and Removed list the taints faultline added or removed, as key=value:effect.
 	Added, Removed []string
@@ -36,20 +34,13 @@ type Result struct {
 	NewFault bool
 	// Cleared lists the pack/rule of the entries Untaint removed.
 	Cleared []string
-	// Condition: the node condition was (or would be) changed.
+	// Condition: the node condition was changed.
 	Condition bool
 	// Attempts counts the writes tried (more than 1 after conflicts).
 	Attempts int
 	// AnnotationError is set when the previous evidence annotation did not parse and
 	// was replaced.
 	AnnotationError string
-}
-
-// Taint places the fault's taint (f.Rule.Taint) on node f.Node and records the
-// evidence in the annotation; see TaintNode.
-func (a *Actor) Taint(ctx context.Context, f fault.Fault, bootID string) error {
-	_, err := a.TaintNode(ctx, f, bootID)
-	return err
 }
 
 // TaintNode places the fault's taint on f.Node and records its evidence.
@@ -61,7 +52,6 @@ func (a *Actor) Taint(ctx context.Context, f fault.Fault, bootID string) error {
 //   - A node labelled fault.LabelOptOut=true is not changed; the error matches
 //     ErrOptedOut (an *OptedOutError) and a FaultOptedOut Event is recorded.
 //   - A conflicting write is retried with the Node read again from the API.
-//   - In dry-run mode nothing is written and a FaultDryRun Event says what would be.
 //
 // A FaultTainted Event is recorded when a taint was added or the fault is new on
 // the node; evidence refreshes of a recorded fault are silent.
@@ -83,7 +73,7 @@ func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Re
 		desc []fault.Evidence
 	)
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
-		res = Result{Node: f.Node, Rule: id, DryRun: a.opts.DryRun, Attempts: res.Attempts + 1}
+		res = Result{Node: f.Node, Rule: id, Attempts: res.Attempts + 1}
 		n, err := a.readNode(ctx, f.Node, res.Attempts > 1)
 		if err != nil {
 			return err
@@ -126,7 +116,7 @@ func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Re
 				}
 			}
 		}
-		if !p.changed || a.opts.DryRun {
+		if !p.changed {
 			return nil
 		}
 		if a.beforeWrite != nil {
@@ -157,30 +147,15 @@ func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Re
 			return res, fmt.Errorf("node %s: condition %s: %w", f.Node, fault.ConditionType, err)
 		}
 	}
-	if a.opts.DryRun {
-		if res.Changed || res.Condition {
-			a.eventOnNode(last, id, string(f.Rule.Severity), ReasonDryRun, describeTaint(res, ev))
-		}
-		return res, nil
-	}
 	if len(res.Added) > 0 || (res.NewFault && res.Changed) {
 		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, describeTaint(res, ev))
 	}
 	return res, nil
 }
 
-// describeTaint says what TaintNode did, or would do in dry-run mode.
+// describeTaint says what TaintNode did.
 func describeTaint(res Result, ev fault.Evidence) string {
-	verb := func(did, would string) string {
-		if res.DryRun {
-			return would
-		}
-		return did
-	}
 	var b strings.Builder
-	if res.DryRun {
-		b.WriteString("dry run: ")
-	}
 	fmt.Fprintf(&b, "rule %s (%s, %d match", ev.ID(), ev.Severity, ev.Count)
 	if ev.Count != 1 {
 		b.WriteString("es")
@@ -188,17 +163,17 @@ func describeTaint(res Result, ev fault.Evidence) string {
 	b.WriteString("): ")
 	switch {
 	case len(res.Added) > 0:
-		fmt.Fprintf(&b, "%s taint %s", verb("added", "would add"), strings.Join(res.Added, ", "))
+		fmt.Fprintf(&b, "added taint %s", strings.Join(res.Added, ", "))
 	case res.Existing != "":
 		fmt.Fprintf(&b, "taint %s already present, kept as it is", res.Existing)
 	default:
 		fmt.Fprintf(&b, "taint %s already present", ev.Taint)
 	}
 	if res.Changed {
-		fmt.Fprintf(&b, "; %s evidence in %s", verb("recorded", "would record"), fault.AnnotationEvidence)
+		fmt.Fprintf(&b, "; recorded evidence in %s", fault.AnnotationEvidence)
 	}
 	if res.Condition {
-		fmt.Fprintf(&b, "; %s condition %s", verb("set", "would set"), fault.ConditionType)
+		fmt.Fprintf(&b, "; set condition %s", fault.ConditionType)
 	}
 	if n := len(ev.Lines); n > 0 {
 		fmt.Fprintf(&b, "; last line: %s", ev.Lines[n-1].Text)
@@ -217,7 +192,7 @@ func (a *Actor) Untaint(ctx context.Context, node, rule string) error {
 // faultline placed for them. A taint that another remaining fault also asks for
 // stays (it then names that fault's value); taints faultline did not place are never
 // removed. A node without a matching fault is left alone (Result.Cleared is empty).
-// A FaultUntainted Event (FaultDryRun in dry-run mode) reports what was cleared.
+// A FaultUntainted Event reports what was cleared.
 func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, error) {
 	if rule == "" {
 		return Result{}, errors.New("act: untaint: no rule (use AllRules to clear every fault)")
@@ -234,7 +209,7 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 		desc []fault.Evidence
 	)
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
-		res = Result{Node: node, Rule: rule, DryRun: a.opts.DryRun, Attempts: res.Attempts + 1}
+		res = Result{Node: node, Rule: rule, Attempts: res.Attempts + 1}
 		n, err := a.readNode(ctx, node, res.Attempts > 1)
 		if err != nil {
 			return err
@@ -260,7 +235,7 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 		p := a.plan(n, old, entries, "")
 		desc = p.entries
 		res.Added, res.Removed, res.Changed = p.added, p.removed, p.changed
-		if !p.changed || a.opts.DryRun {
+		if !p.changed {
 			return nil
 		}
 		if a.beforeWrite != nil {
@@ -287,39 +262,26 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 	if len(res.Cleared) == 0 && !res.Condition {
 		return res, nil
 	}
-	reason := ReasonUntainted
-	if a.opts.DryRun {
-		reason = ReasonDryRun
-	}
-	a.eventOnNode(last, strings.Join(res.Cleared, ","), "", reason, describeUntaint(res))
+	a.eventOnNode(last, strings.Join(res.Cleared, ","), "", ReasonUntainted, describeUntaint(res))
 	return res, nil
 }
 
-// describeUntaint says what UntaintNode did, or would do in dry-run mode.
+// describeUntaint says what UntaintNode did.
 func describeUntaint(res Result) string {
-	verb := func(did, would string) string {
-		if res.DryRun {
-			return would
-		}
-		return did
-	}
 	var b strings.Builder
-	if res.DryRun {
-		b.WriteString("dry run: ")
-	}
 	if len(res.Cleared) > 0 {
-		fmt.Fprintf(&b, "%s %s", verb("cleared", "would clear"), strings.Join(res.Cleared, ", "))
+		fmt.Fprintf(&b, "cleared %s", strings.Join(res.Cleared, ", "))
 	} else {
 		b.WriteString("no fault recorded")
 	}
 	if len(res.Removed) > 0 {
-		fmt.Fprintf(&b, "; %s taint %s", verb("removed", "would remove"), strings.Join(res.Removed, ", "))
+		fmt.Fprintf(&b, "; removed taint %s", strings.Join(res.Removed, ", "))
 	}
 	if len(res.Added) > 0 { // a shared taint now names a remaining fault
-		fmt.Fprintf(&b, "; taint %s %s", verb("now", "would become"), strings.Join(res.Added, ", "))
+		fmt.Fprintf(&b, "; taint now %s", strings.Join(res.Added, ", "))
 	}
 	if res.Condition {
-		fmt.Fprintf(&b, "; %s condition %s", verb("updated", "would update"), fault.ConditionType)
+		fmt.Fprintf(&b, "; updated condition %s", fault.ConditionType)
 	}
 	return b.String()
 }
@@ -504,9 +466,6 @@ func (a *Actor) syncCondition(ctx context.Context, n *corev1.Node, entries []fau
 	}
 	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message {
 		return false, nil
-	}
-	if a.opts.DryRun {
-		return true, nil
 	}
 	now := metav1.NewTime(a.opts.Now())
 	want.LastHeartbeatTime = now

@@ -10,6 +10,7 @@ import (
 
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -50,7 +51,7 @@ func node(i int) string { return fmt.Sprintf("gpu-%02d", i) }
 
 func flt(n string, r *rules.Compiled) fault.Fault {
 	return fault.Fault{Node: n, Rule: r, Count: 1, Time: t0,
-		Evidence: []fault.Line{{Time: t0, Text: "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."}}}
+		Evidence: []logstream.Line{{Time: t0, Text: "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."}}}
 }
 
 func newDecider(t *testing.T, cfg decide.Config, clk *clock) *decide.Decider {
@@ -390,7 +391,7 @@ func TestHeldQueueDedupAndBound(t *testing.T) {
 	d.Decide(f, facts)
 	clk.Add(time.Minute)
 	f2 := f
-	f2.Count, f2.Evidence = 7, []fault.Line{{Time: clk.Now(), Text: "latest"}}
+	f2.Count, f2.Evidence = 7, []logstream.Line{{Time: clk.Now(), Text: "latest"}}
 	d.Decide(f2, facts)
 	held := d.Held()
 	if len(held) != 1 || held[0].Hits != 2 || held[0].Fault.Count != 7 || held[0].Fault.Evidence[0].Text != "latest" ||

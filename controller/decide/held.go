@@ -124,3 +124,27 @@ func (d *Decider) Forget(key string) bool {
 	d.st.heldForgotten++
 	return true
 }
+
+// Restore puts a fault held by a previous leader back into the held queue, with the
+// time it was first held, so a leader change neither loses nor re-orders held
+// faults. A fault already held is left as it is.
+func (d *Decider) Restore(h HeldFault) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := h.Fault.Key()
+	if d.held.get(key) != nil {
+		return
+	}
+	if len(d.held.entries) >= d.cfg.MaxHeld {
+		d.evict()
+	}
+	e := &heldEntry{key: key, fault: h.Fault, reason: h.Reason, message: h.Message,
+		since: h.Since, updated: h.Updated, hits: max(h.Hits, 1), probeFailed: h.ProbeFailed}
+	// Keep the queue in first-held order: releases go oldest first.
+	i := slices.IndexFunc(d.held.entries, func(x *heldEntry) bool { return x.since.After(e.since) })
+	if i < 0 {
+		i = len(d.held.entries)
+	}
+	d.held.entries = slices.Insert(d.held.entries, i, e)
+	d.held.byKey[key] = e
+}

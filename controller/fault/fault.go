@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -20,19 +21,17 @@ type Fault struct {
 	// Count is the number of matches in the rule's window when it fired.
 	Count int
 	// Evidence holds the log lines behind the firing, oldest first.
-	Evidence []Line
+	Evidence []logstream.Line
 	// Time is the time of the line that fired the rule.
 	Time time.Time
 }
 
-// Line is one log line of evidence.
-type Line struct {
-	Time time.Time `json:"time"`
-	Text string    `json:"text"`
-}
+// Key identifies a fault: one rule of one pack on one node. It is the one key of
+// every per-fault map of the controller.
+func Key(node, pack, rule string) string { return node + "/" + pack + "/" + rule }
 
-// Key identifies a fault for idempotence: one rule on one node.
-func (f Fault) Key() string { return f.Node + "/" + f.Rule.Pack + "/" + f.Rule.ID }
+// Key identifies the fault for idempotence: see the function Key.
+func (f Fault) Key() string { return Key(f.Node, f.Rule.Pack, f.Rule.ID) }
 
 // Annotation keys and label names faultline uses on Nodes.
 const (
@@ -54,7 +53,7 @@ type Evidence struct {
 	Captures map[string]string `json:"captures,omitempty"`
 	Count    int               `json:"count"`
 	Time     time.Time         `json:"time"`
-	Lines    []Line            `json:"lines"`
+	Lines    []logstream.Line  `json:"lines"`
 	// Recover is the rule's recovery policy, as text ("manual", "after 24h", ...).
 	Recover string `json:"recover"`
 	// BootID is the node's boot id when the fault was recorded (for recover: reboot).

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // Loki's HTTP API, as used here:
@@ -47,13 +49,29 @@ func (e *statusError) Error() string {
 	return fmt.Sprintf("loki %s: %s: %s", e.op, e.status, strings.TrimSpace(e.body))
 }
 
+// errTooLarge marks an answer over Config.MaxResponseBytes.
+var errTooLarge = errors.New("response size limit exceeded")
+
+// isQueryTooLong reports whether Loki refused a range longer than its
+// max_query_length.
+func isQueryTooLong(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.permanent() && strings.Contains(se.body, "query time range exceeds the limit")
+}
+
 // permanent reports whether retrying cannot help: the query itself is wrong.
 func (e *statusError) permanent() bool { return e.code == http.StatusBadRequest }
 
-// isPermanent reports whether err says the request can never succeed.
+// isPermanent reports whether err says the request can never succeed: a 400, or a
+// tail Loki closed because its querier answered 400 (the websocket was already
+// open, so Loki reports it in the close frame).
 func isPermanent(err error) bool {
 	var se *statusError
-	return errors.As(err, &se) && se.permanent()
+	if errors.As(err, &se) {
+		return se.permanent()
+	}
+	var ce *websocket.CloseError
+	return errors.As(err, &ce) && ce.Code == websocket.CloseInternalServerErr && strings.Contains(ce.Text, "Code(400)")
 }
 
 // tlsConfig builds the client TLS settings.
@@ -211,36 +229,13 @@ func canonicalLabels(l map[string]string) string {
 
 // queryRange reads one page, forward from start (inclusive) to end (exclusive).
 func (s *Source) queryRange(ctx context.Context, query string, start, end int64, limit int) ([]entry, error) {
-	// POST with a form body: the line filter of many rule packs is kilobytes long,
-	// more than some proxies accept in a URL.
-	form := url.Values{
-		"query":     {query},
-		"start":     {strconv.FormatInt(start, 10)},
-		"end":       {strconv.FormatInt(end, 10)},
-		"limit":     {strconv.Itoa(limit)},
-		"direction": {"forward"},
-	}.Encode()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base.JoinPath(queryRangePath).String(), strings.NewReader(form))
-	if err != nil {
-		return nil, err
-	}
-	h, err := s.header()
-	if err != nil {
-		return nil, err
-	}
-	req.Header = h
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := s.http.Do(req)
+	resp, err := s.postQueryRange(ctx, query, start, end, limit, true)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, &statusError{op: "query_range", code: resp.StatusCode, status: resp.Status, body: string(body)}
-	}
 	var r struct {
 		Status string `json:"status"`
 		Data   struct {
@@ -248,7 +243,11 @@ func (s *Source) queryRange(ctx context.Context, query string, start, end int64,
 			Result     []wireStream `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, s.cfg.MaxResponseBytes)).Decode(&r); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, fmt.Errorf("loki query_range: %w (%d bytes)", errTooLarge, mb.Limit)
+		}
 		return nil, fmt.Errorf("loki query_range: decode: %w", err)
 	}
 	if r.Status != "success" {
@@ -273,6 +272,57 @@ func (s *Source) queryRange(ctx context.Context, query string, start, end int64,
 		return strings.Compare(a.line, b.line)
 	})
 	return es, nil
+}
+
+// checkQuery asks Loki whether it accepts query, without the encoding flags: with
+// them, Loki answers a query it cannot parse with an empty success.
+func (s *Source) checkQuery(ctx context.Context, query string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
+	now := time.Now().UnixNano()
+	resp, err := s.postQueryRange(ctx, query, now-int64(time.Second), now, 1, false)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// postQueryRange sends a query_range request and returns the response of a 200;
+// any other status is a statusError.
+func (s *Source) postQueryRange(ctx context.Context, query string, start, end int64, limit int, categorized bool) (*http.Response, error) {
+	// POST with a form body: the line filter of many rule packs is kilobytes long,
+	// more than some proxies accept in a URL.
+	form := url.Values{
+		"query":     {query},
+		"start":     {strconv.FormatInt(start, 10)},
+		"end":       {strconv.FormatInt(end, 10)},
+		"limit":     {strconv.Itoa(limit)},
+		"direction": {"forward"},
+	}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base.JoinPath(queryRangePath).String(), strings.NewReader(form))
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.header()
+	if err != nil {
+		return nil, err
+	}
+	if !categorized {
+		h.Del(encodingHeader)
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return nil, &statusError{op: "query_range", code: resp.StatusCode, status: resp.Status, body: string(body)}
+	}
+	return resp, nil
 }
 
 // tailURL is the websocket address of the tail endpoint.

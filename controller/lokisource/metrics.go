@@ -18,26 +18,46 @@ type Metrics interface {
 	// makes the query catch up with query_range).
 	DroppedEntries(query string, n int)
 	// Reconnect counts a new catch-up and tail cycle after the previous one ended;
-	// reason is "error" (Loki unreachable or failing), "closed" (Loki ended the tail)
-	// or "dropped" (the tail dropped entries).
+	// reason is "error" (Loki unreachable or failing), "closed" (Loki ended the tail),
+	// "dropped" (the tail dropped entries) or "read_limit" (a tail message over
+	// MaxResponseBytes).
 	Reconnect(query, reason string)
 	// Lag reports the wall clock minus the timestamp of the newest entry emitted.
 	Lag(query string, d time.Duration)
+	// ReadLimit counts answers over MaxResponseBytes; reader is "response"
+	// (query_range, asked again in smaller pages) or "tail" (a tail message).
+	ReadLimit(query, reader string)
+	// Refused reports whether Loki refuses the query's current LogQL (400).
+	Refused(query string, refused bool)
+	// ClockClamped counts lines dated by the controller's clock instead of their
+	// timestamp; direction is "ahead" (from the future) or "behind" (from the tail,
+	// older than ClockTolerance).
+	ClockClamped(query, direction string, n int)
+	// EarlierBoot counts lines skipped because they come from an earlier boot of
+	// their node than its current one.
+	EarlierBoot(query string, n int)
 }
 
 type nopMetrics struct{}
 
-func (nopMetrics) Lines(string, int)          {}
-func (nopMetrics) Duplicates(string, int)     {}
-func (nopMetrics) DroppedEntries(string, int) {}
-func (nopMetrics) Reconnect(string, string)   {}
-func (nopMetrics) Lag(string, time.Duration)  {}
+func (nopMetrics) Lines(string, int)                {}
+func (nopMetrics) Duplicates(string, int)           {}
+func (nopMetrics) DroppedEntries(string, int)       {}
+func (nopMetrics) Reconnect(string, string)         {}
+func (nopMetrics) Lag(string, time.Duration)        {}
+func (nopMetrics) ReadLimit(string, string)         {}
+func (nopMetrics) Refused(string, bool)             {}
+func (nopMetrics) ClockClamped(string, string, int) {}
+func (nopMetrics) EarlierBoot(string, int)          {}
 
 // PrometheusMetrics implements Metrics with Prometheus collectors.
 type PrometheusMetrics struct {
 	lines, duplicates, dropped *prometheus.CounterVec
 	reconnects                 *prometheus.CounterVec
 	lag                        *prometheus.GaugeVec
+	readLimit, refusals        *prometheus.CounterVec
+	refused                    *prometheus.GaugeVec
+	clamped, earlierBoot       *prometheus.CounterVec
 }
 
 // NewPrometheusMetrics creates the collectors and registers them with reg (if not nil).
@@ -53,14 +73,29 @@ func NewPrometheusMetrics(reg prometheus.Registerer) *PrometheusMetrics {
 			Name: "faultline_loki_tail_dropped_entries_total", Help: "Entries Loki's tail reported as dropped (then read with query_range), by query.",
 		}, []string{"query"}),
 		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_reconnects_total", Help: "Catch-up and tail cycles restarted, by query and reason (error, closed, dropped).",
+			Name: "faultline_loki_reconnects_total", Help: "Catch-up and tail cycles restarted, by query and reason (error, closed, dropped, read_limit).",
 		}, []string{"query", "reason"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "faultline_loki_lag_seconds", Help: "Wall clock minus the timestamp of the newest line emitted, by query.",
 		}, []string{"query"}),
+		readLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_loki_read_limit_total", Help: "Loki answers over the response size limit, by query and reader (response: asked again in smaller pages; tail: the tail restarts).",
+		}, []string{"query", "reader"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_loki_query_refusals_total", Help: "Queries Loki refused (400 Bad Request), by query.",
+		}, []string{"query"}),
+		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_loki_query_refused", Help: "1 while Loki refuses the query's current LogQL (the last accepted one runs instead, if any), by query.",
+		}, []string{"query"}),
+		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_loki_clock_clamped_lines_total", Help: "Lines dated by the controller's clock because their timestamp was ahead of it or (tail) too far behind, by query and direction.",
+		}, []string{"query", "direction"}),
+		earlierBoot: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_loki_earlier_boot_lines_total", Help: "Lines skipped because they come from an earlier boot of their node than the current one, by query.",
+		}, []string{"query"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.duplicates, m.dropped, m.reconnects, m.lag)
+		reg.MustRegister(m.lines, m.duplicates, m.dropped, m.reconnects, m.lag, m.readLimit, m.refusals, m.refused, m.clamped, m.earlierBoot)
 	}
 	return m
 }
@@ -85,3 +120,26 @@ func (m *PrometheusMetrics) Reconnect(q, reason string) {
 
 // Lag implements Metrics.
 func (m *PrometheusMetrics) Lag(q string, d time.Duration) { m.lag.WithLabelValues(q).Set(d.Seconds()) }
+
+// ReadLimit implements Metrics.
+func (m *PrometheusMetrics) ReadLimit(q, reader string) { m.readLimit.WithLabelValues(q, reader).Inc() }
+
+// Refused implements Metrics.
+func (m *PrometheusMetrics) Refused(q string, refused bool) {
+	if refused {
+		m.refusals.WithLabelValues(q).Inc()
+		m.refused.WithLabelValues(q).Set(1)
+		return
+	}
+	m.refused.WithLabelValues(q).Set(0)
+}
+
+// ClockClamped implements Metrics.
+func (m *PrometheusMetrics) ClockClamped(q, direction string, n int) {
+	m.clamped.WithLabelValues(q, direction).Add(float64(n))
+}
+
+// EarlierBoot implements Metrics.
+func (m *PrometheusMetrics) EarlierBoot(q string, n int) {
+	m.earlierBoot.WithLabelValues(q).Add(float64(n))
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -21,9 +22,14 @@ type Selectors map[string]string
 // it pushes to Loki directly.
 func DefaultSelectors() Selectors {
 	return Selectors{
-		string(rules.SourceKernel): `{source="kernel"}`,
-		string(rules.SourcePod):    `{source="pod"}`,
+		logstream.SourceKernel: selector(logstream.SourceKernel),
+		logstream.SourcePod:    selector(logstream.SourcePod),
 	}
+}
+
+// selector is the stream selector of one source: {source="kernel"}.
+func selector(source string) string {
+	return "{" + logstream.LabelSource + "=" + strconv.Quote(source) + "}"
 }
 
 // Query is one LogQL log query the Source follows. Its Name identifies its position
@@ -53,7 +59,8 @@ func BuildQueries(sel Selectors, literals []string, allLiterals bool) []Query {
 // EngineQueries builds the queries for the rules of an engine. A selector named after a
 // rule source (kernel, pod) is filtered with the literals of the rules that read that
 // source (and of rules of any source); other selectors get every rule's literals.
-// Matching the entries of such a query, set rules.Line.Source to the query's name.
+// The name only narrows the filter: an entry's source is read from its stream's
+// logstream.LabelSource label.
 func EngineQueries(sel Selectors, e *rules.Engine) []Query {
 	all, allOK := e.Patterns()
 	names := make([]string, 0, len(sel))
@@ -64,39 +71,12 @@ func EngineQueries(sel Selectors, e *rules.Engine) []Query {
 	qs := make([]Query, 0, len(names))
 	for _, n := range names {
 		lits, ok := all, allOK
-		if src := rules.Source(n); src == rules.SourceKernel || src == rules.SourcePod {
-			lits, ok = SourceLiterals(e.Set(), src)
+		if logstream.IsSource(n) {
+			lits, ok = e.Set().Literals(rules.Source(n))
 		}
 		qs = append(qs, Query{Name: n, LogQL: strings.TrimSpace(sel[n]) + LineFilter(lits, ok)})
 	}
 	return qs
-}
-
-// SourceLiterals returns the lower-cased literals of the rules (and their companion
-// regexes) that read source, including rules of any source, and whether every such
-// regex has literals. Like rules.Engine.Patterns, but for one source.
-func SourceLiterals(set *rules.Set, source rules.Source) ([]string, bool) {
-	var lits []string
-	all := true
-	add := func(l []string) {
-		if l == nil {
-			all = false
-			return
-		}
-		for _, s := range l {
-			lits = append(lits, asciiLower(s))
-		}
-	}
-	for _, r := range set.Rules {
-		if r.Source != source && r.Source != rules.SourceAny && r.Source != "" {
-			continue
-		}
-		add(r.Literals)
-		if r.Companion != nil {
-			add(r.Companion.Literals)
-		}
-	}
-	return lits, all
 }
 
 // LineFilter returns the LogQL line filter (with a leading space) that keeps the lines

@@ -153,7 +153,7 @@ func TestEngineQueriesPerSource(t *testing.T) {
 	}
 	// Every rule's test lines of a source pass that source's filter.
 	for _, q := range qs[1:] {
-		lits, ok := SourceLiterals(set, rules.Source(q.Name))
+		lits, ok := set.Literals(rules.Source(q.Name))
 		if !ok {
 			if strings.Contains(q.LogQL, "|~") {
 				t.Errorf("%s: a rule without literals, yet a filter", q.Name)
@@ -182,14 +182,14 @@ func TestEngineQueriesPerSource(t *testing.T) {
 		}
 	}
 	// Pod rules' literals stay out of the kernel query when they are kernel-only.
-	kernelLits, _ := SourceLiterals(set, rules.SourceKernel)
-	podLits, _ := SourceLiterals(set, rules.SourcePod)
+	kernelLits, _ := set.Literals(rules.SourceKernel)
+	podLits, _ := set.Literals(rules.SourcePod)
 	if slices.Equal(minimalLiterals(kernelLits), minimalLiterals(podLits)) {
 		t.Errorf("kernel and pod filters are the same: per-source literals not applied")
 	}
 }
 
-func TestSourceLiteralsWithoutLiterals(t *testing.T) {
+func TestSetLiteralsWithoutLiterals(t *testing.T) {
 	ps, err := rules.ParseFile("x.yaml", []byte(`apiVersion: faultline.io/v1
 kind: RulePack
 metadata: {name: x}
@@ -213,12 +213,12 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, kok := SourceLiterals(set, rules.SourceKernel)
+	k, kok := set.Literals(rules.SourceKernel)
 	slices.Sort(k)
 	if !kok || !slices.Equal(k, []string{"nvrm: xid", "out of memory"}) {
 		t.Errorf("kernel literals %q %v", k, kok)
 	}
-	if _, pok := SourceLiterals(set, rules.SourcePod); pok {
+	if _, pok := set.Literals(rules.SourcePod); pok {
 		t.Errorf("pod: a rule without literals, yet all literals")
 	}
 	qs := EngineQueries(DefaultSelectors(), rules.NewEngine(set))

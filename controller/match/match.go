@@ -7,19 +7,10 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/correlate"
 )
-
-// Entry is one log line with its stream's identity.
-type Entry struct {
-	Node   string
-	Source rules.Source // kernel or pod; empty when the stream does not say
-	Stream string       // the stream's canonical label set
-	Labels map[string]string
-	Time   time.Time
-	Line   string
-}
 
 // Stats count what the stage saw.
 type Stats struct {
@@ -54,15 +45,15 @@ func New(engine func() *rules.Engine) *Stage {
 }
 
 // Process handles one line.
-func (s *Stage) Process(e Entry) Result {
+func (s *Stage) Process(e logstream.Line) Result {
 	s.Stats.Lines++
 	if e.Node == "" {
 		s.Stats.NoNode++
 		return Result{}
 	}
 	eng := s.engine()
-	s.hits = eng.Match(rules.Line{Text: e.Line, Source: e.Source, Labels: e.Labels}, s.hits[:0])
-	s.outs = s.corr.Observe(correlate.Key{Node: e.Node, Stream: e.Stream}, e.Time, e.Line, s.hits, s.outs[:0])
+	s.hits = eng.Match(rules.Line{Text: e.Text, Source: rules.Source(e.Source), Labels: e.Labels}, s.hits[:0])
+	s.outs = s.corr.Observe(correlate.Key{Node: e.Node, Stream: e.Stream}, e.Time, e.Text, s.hits, s.outs[:0])
 	var res Result
 	if len(s.outs) > 0 {
 		res.Matches = append([]correlate.Outcome(nil), s.outs...)
@@ -72,34 +63,17 @@ func (s *Stage) Process(e Entry) Result {
 		if !o.Fired {
 			continue
 		}
-		f := fault.Fault{Node: e.Node, Rule: o.Rule, Captures: o.Captures, Count: o.Count, Time: e.Time}
-		for _, ev := range o.Evidence {
-			f.Evidence = append(f.Evidence, fault.Line{Time: ev.Time, Text: ev.Text})
-		}
-		res.Faults = append(res.Faults, f)
+		res.Faults = append(res.Faults, fault.Fault{Node: e.Node, Rule: o.Rule, Captures: o.Captures, Count: o.Count,
+			Time: e.Time, Evidence: o.Evidence})
 	}
 	// Forget windows nobody can complete any more, now and then.
 	if e.Time.Sub(s.lastPrune) > time.Minute {
-		s.corr.Prune(e.Time, s.horizon(eng))
+		s.corr.Prune(e.Time, max(minHorizon, eng.Set().Horizon()))
 		s.lastPrune = e.Time
 	}
 	return res
 }
 
-// horizon is the longest window or companion duration of the active rules: state
-// older than that cannot matter.
-func (s *Stage) horizon(e *rules.Engine) time.Duration {
-	h := 10 * time.Minute
-	for _, r := range e.Set().Rules {
-		if w := r.Threshold.Window.D(); w > h {
-			h = w
-		}
-		if r.Cooldown > h {
-			h = r.Cooldown
-		}
-		if r.Companion != nil && r.Companion.Duration > h {
-			h = r.Companion.Duration
-		}
-	}
-	return h
-}
+// minHorizon keeps correlation state at least this long even when every rule looks
+// back less (a reload may bring longer windows).
+const minHorizon = 10 * time.Minute

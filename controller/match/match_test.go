@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -41,7 +42,7 @@ func TestProcess(t *testing.T) {
 	s := New(func() *rules.Engine { return e })
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	line := func(node, text string, at time.Duration) Result {
-		return s.Process(Entry{Node: node, Source: rules.SourceKernel, Stream: `{node="` + node + `"}`, Time: t0.Add(at), Line: text})
+		return s.Process(logstream.Line{Node: node, Source: logstream.SourceKernel, Stream: `{node="` + node + `"}`, Time: t0.Add(at), Text: text})
 	}
 	r := line("gpu-3", "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", 0)
 	if len(r.Faults) != 1 || r.Faults[0].Node != "gpu-3" || r.Faults[0].Captures["xid"] != "79" || len(r.Faults[0].Evidence) != 1 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // atom is one permission: a verb on a resource of an API group.
@@ -63,6 +67,7 @@ type fixture struct {
 	event string // an Event in "default" on node
 	lease string // a Lease in ns
 	cm    string // a ConfigMap in ns
+	nf    string // a NodeFault (pack "proof", rule "proof" on node)
 	seq   atomic.Int64
 }
 
@@ -124,6 +129,32 @@ var proofs = map[atom]proof{
 		_, err := sa.CoreV1().Events(metav1.NamespaceDefault).Patch(ctx, f.event, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	}},
+	{"faultline.io", "nodefaults", "get"}: {"a record is read before it is updated", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := store(sa).Get(ctx, nodefault.Name(f.node, "proof", "proof"))
+		return err
+	}},
+	{"faultline.io", "nodefaults", "list"}: {"a new leader resumes held faults; resolved ones are collected", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := store(sa).List(ctx)
+		return err
+	}},
+	{"faultline.io", "nodefaults", "create"}: {"a fault's record is opened", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := store(sa).Record(ctx, f.node, "proof", fmt.Sprint("new-", f.next()), nodefault.Change{Phase: v1alpha1.PhaseObserved})
+		return err
+	}},
+	{"faultline.io", "nodefaults/status", "update"}: {"a record's status follows the fault", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := store(sa).Record(ctx, f.node, "proof", "proof", nodefault.Change{Decision: fmt.Sprint("proof-", f.next())})
+		return err
+	}},
+	{"faultline.io", "nodefaults", "delete"}: {"a resolved record is collected after its retention", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		// Resolved (as admin) a year ago, by the clock of the collecting store.
+		rule := fmt.Sprint("old-", f.next())
+		if _, err := store(f.admin).Record(ctx, f.node, "proof", rule, nodefault.Change{Phase: v1alpha1.PhaseResolved}); err != nil {
+			return fmt.Errorf("admin: %w", err)
+		}
+		st, _ := nodefault.New(sa, nodefault.Options{Retention: time.Hour, Now: func() time.Time { return time.Now().Add(365 * 24 * time.Hour) }})
+		_, err := st.Collect(ctx)
+		return err
+	}},
 	{"coordination.k8s.io", "leases", "get"}: {"leader election reads the Lease", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoordinationV1().Leases(f.ns).Get(ctx, f.lease, metav1.GetOptions{})
 		return err
@@ -161,6 +192,14 @@ var proofs = map[atom]proof{
 		_, err = sa.CoreV1().ConfigMaps(f.ns).Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	}},
+}
+
+func store(c kubernetes.Interface) *nodefault.Store {
+	s, err := nodefault.New(c, nodefault.Options{Owner: "faultline-controller-0"})
+	if err != nil {
+		panic(err) // only for a nil client
+	}
+	return s
 }
 
 // TestEveryPermissionHasAProof needs no apiserver: the files parse, stay within

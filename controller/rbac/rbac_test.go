@@ -15,11 +15,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/leader"
+	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
+	polling "github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -32,17 +36,7 @@ const (
 // through its informers, within milliseconds but not at once).
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	polling.NoError(t, 15*time.Second, what, f)
 }
 
 // result carries a call's value and error to get, which fails the test on an error:
@@ -67,6 +61,7 @@ func (r result[T]) get(t *testing.T) T {
 // permission is needed and that what the controller must not do is denied.
 func TestControllerRBAC(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	env.InstallCRD(t, v1alpha1.CRDYAML)
 	admin := env.Clientset()
 	ctx := context.Background()
 
@@ -97,7 +92,7 @@ func TestControllerRBAC(t *testing.T) {
 			Taint: rules.Taint{Key: rules.DefaultTaintKey, Value: "xid-gpu-lost", Effect: "NoSchedule"}, Recover: rules.Recover{OnReboot: true}}
 		now := time.Now().UTC()
 		f := fault.Fault{Node: "gpu-3", Rule: r, Count: 1, Time: now,
-			Evidence: []fault.Line{{Time: now, Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}}}
+			Evidence: []logstream.Line{{Time: now, Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}}}
 		boot := must(a.BootID("gpu-3")).get(t)
 		res := must(a.TaintNode(ctx, f, boot)).get(t)
 		if len(res.Added) != 1 || !res.Condition {
@@ -190,6 +185,7 @@ func TestControllerRBAC(t *testing.T) {
 		}, metav1.CreateOptions{})).get(t)
 		must(admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fx.lease}}, metav1.CreateOptions{})).get(t)
 		must(admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fx.cm}}, metav1.CreateOptions{})).get(t)
+		must(store(admin).Record(ctx, fx.node, "proof", "proof", nodefault.Change{Phase: v1alpha1.PhaseObserved})).get(t)
 
 		// With the full roles, every proof succeeds.
 		for a, p := range proofs {

@@ -12,24 +12,26 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/grafana/loki/pkg/push"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // Loki stream labels.
 const (
-	LabelNode      = "node"
-	LabelSource    = "source"
-	LabelNamespace = "namespace"
-	LabelPod       = "pod"
-	LabelContainer = "container"
+	LabelNode      = logstream.LabelNode
+	LabelSource    = logstream.LabelSource
+	LabelNamespace = logstream.LabelNamespace
+	LabelPod       = logstream.LabelPod
+	LabelContainer = logstream.LabelContainer
 )
 
 // Loki structured metadata of an entry.
 const (
-	MetaSeq      = "seq"      // kernel: the kmsg sequence number, decimal
-	MetaBootID   = "boot_id"  // kernel
-	MetaLevel    = "level"    // kernel: the syslog level's name, as dmesg prints it (emerg .. debug)
-	MetaFacility = "facility" // kernel: the syslog facility number, decimal
-	MetaStream   = "stream"   // pod: stdout or stderr
+	MetaSeq      = logstream.MetaSeq
+	MetaBootID   = logstream.MetaBootID
+	MetaLevel    = logstream.MetaLevel
+	MetaFacility = logstream.MetaFacility
+	MetaStream   = logstream.MetaStream
 )
 
 // LokiOptions configures the Loki push sender.

@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // ScopeName is the instrumentation scope of every log record the OTLP sender builds.
@@ -21,23 +23,23 @@ const ScopeName = "faultline/dmesg-exporter"
 
 // OTLP resource attributes.
 const (
-	AttrK8sNodeName      = "k8s.node.name"
-	AttrHostName         = "host.name"
-	AttrNode             = "node" // same as k8s.node.name, for Loki configs that promote "node"
-	AttrK8sNamespaceName = "k8s.namespace.name"
-	AttrK8sPodName       = "k8s.pod.name"
-	AttrK8sContainerName = "k8s.container.name"
+	AttrK8sNodeName      = logstream.AttrK8sNodeName
+	AttrHostName         = logstream.AttrHostName
+	AttrNode             = logstream.AttrNode
+	AttrK8sNamespaceName = logstream.AttrK8sNamespaceName
+	AttrK8sPodName       = logstream.AttrK8sPodName
+	AttrK8sContainerName = logstream.AttrK8sContainerName
 )
 
 // OTLP log record attributes.
 const (
-	AttrLogSource    = "log.source" // kernel or pod
-	AttrSource       = "source"     // resource attribute: kernel or pod
-	AttrKmsgSeq      = "kmsg.seq"   // int
-	AttrBootID       = "boot.id"
-	AttrKmsgFacility = "kmsg.facility" // int
-	AttrKmsgLevel    = "kmsg.level"    // int, the syslog level 0-7 the severity is derived from
-	AttrLogIOStream  = "log.iostream"  // stdout or stderr
+	AttrLogSource    = logstream.AttrLogSource
+	AttrSource       = logstream.AttrSource // resource attribute
+	AttrKmsgSeq      = logstream.AttrKmsgSeq
+	AttrBootID       = logstream.AttrBootID
+	AttrKmsgFacility = logstream.AttrKmsgFacility
+	AttrKmsgLevel    = logstream.AttrKmsgLevel
+	AttrLogIOStream  = logstream.AttrLogIOStream
 )
 
 // OTLPOptions configures the OTLP/HTTP sender.

@@ -25,12 +25,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // Sources of a Record.
 const (
-	SourceKernel = "kernel"
-	SourcePod    = "pod"
+	SourceKernel = logstream.SourceKernel
+	SourcePod    = logstream.SourcePod
 )
 
 // Record is one log line to ship.

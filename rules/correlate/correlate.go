@@ -9,17 +9,12 @@ package correlate
 import (
 	"time"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
 // maxPending bounds the unmatched primaries/companions kept per stream and rule.
 const maxPending = 32
-
-// Evidence is one line that contributed to an outcome.
-type Evidence struct {
-	Time time.Time `json:"time"`
-	Text string    `json:"text"`
-}
 
 // Outcome is what one rule did with the current line.
 type Outcome struct {
@@ -32,7 +27,7 @@ type Outcome struct {
 	Count int
 	// Evidence holds the lines behind the outcome (the window's lines for a
 	// threshold, both lines of a multi-line group), oldest first.
-	Evidence []Evidence
+	Evidence []logstream.Line
 }
 
 // Action is the action this outcome takes now: the rule's action when fired, else none.
@@ -63,7 +58,7 @@ type countKey struct {
 }
 
 type counter struct {
-	window        []Evidence
+	window        []logstream.Line
 	cooldownUntil time.Time
 }
 
@@ -79,7 +74,7 @@ type pending struct {
 
 type partial struct {
 	lineNo   int64
-	ev       Evidence
+	ev       logstream.Line
 	captures map[string]string
 }
 
@@ -100,12 +95,32 @@ func (c *Correlator) Observe(k Key, t time.Time, text string, hits []rules.Hit, 
 		c.streams[k] = st
 	}
 	st.lineNo++
-	ev := Evidence{Time: t, Text: text}
+	return c.observe(k, st, t, text, hits, dst)
+}
+
+// ObserveLine is Observe for a caller that numbers each stream's lines itself (one
+// more for every line of the stream, hits or not): it needs calling only for lines
+// with hits, which spares a look-up per line when whole files are read.
+func (c *Correlator) ObserveLine(k Key, lineNo int64, t time.Time, text string, hits []rules.Hit, dst []Outcome) []Outcome {
+	if len(hits) == 0 {
+		return dst
+	}
+	st := c.streams[k]
+	if st == nil {
+		st = &stream{pending: map[string]*pending{}}
+		c.streams[k] = st
+	}
+	st.lineNo = lineNo
+	return c.observe(k, st, t, text, hits, dst)
+}
+
+func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits []rules.Hit, dst []Outcome) []Outcome {
+	ev := logstream.Line{Time: t, Text: text}
 	for _, h := range hits {
 		r := h.Rule
 		if r.Companion == nil {
 			if !h.Companion {
-				dst = append(dst, c.count(k.Node, r, h.Captures, []Evidence{ev}))
+				dst = append(dst, c.count(k.Node, r, h.Captures, []logstream.Line{ev}))
 			}
 			continue
 		}
@@ -122,7 +137,7 @@ func (c *Correlator) Observe(k Key, t time.Time, text string, hits []rules.Hit, 
 				if i := closest(p.primaries, cur, cp); i >= 0 {
 					prim := p.primaries[i]
 					p.primaries = remove(p.primaries, i)
-					dst = append(dst, c.count(k.Node, r, merge(prim.captures, h.Captures), []Evidence{prim.ev, ev}))
+					dst = append(dst, c.count(k.Node, r, merge(prim.captures, h.Captures), []logstream.Line{prim.ev, ev}))
 					continue
 				}
 			}
@@ -133,7 +148,7 @@ func (c *Correlator) Observe(k Key, t time.Time, text string, hits []rules.Hit, 
 			if i := closest(p.companions, cur, cp); i >= 0 {
 				comp := p.companions[i]
 				p.companions = remove(p.companions, i)
-				dst = append(dst, c.count(k.Node, r, merge(comp.captures, h.Captures), []Evidence{comp.ev, ev}))
+				dst = append(dst, c.count(k.Node, r, merge(comp.captures, h.Captures), []logstream.Line{comp.ev, ev}))
 				continue
 			}
 		}
@@ -190,7 +205,7 @@ func merge(companion, primary map[string]string) map[string]string {
 }
 
 // count applies the rule's threshold and cooldown to one complete match.
-func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]string, ev []Evidence) Outcome {
+func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]string, ev []logstream.Line) Outcome {
 	t := ev[len(ev)-1].Time
 	o := Outcome{Rule: r, Captures: caps}
 	if r.Threshold.Count <= 1 && r.Cooldown <= 0 {
@@ -220,7 +235,7 @@ func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]strin
 		ct.window = append(ct.window[:0], ct.window[len(ct.window)-need:]...)
 	}
 	o.Count = len(ct.window) / len(ev)
-	o.Evidence = append([]Evidence(nil), ct.window...)
+	o.Evidence = append([]logstream.Line(nil), ct.window...)
 	if o.Count >= r.Threshold.Count && !t.Before(ct.cooldownUntil) {
 		o.Fired = true
 		ct.window = ct.window[:0]

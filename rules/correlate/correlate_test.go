@@ -1,6 +1,7 @@
 package correlate_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -115,4 +116,35 @@ func TestCompanionGroup(t *testing.T) {
 		t.Fatalf("group beyond the time window fired: %+v", o)
 	}
 	c.Prune(base.Add(time.Hour), time.Minute)
+}
+
+// TestObserveLineIsObserve: a caller numbering the lines itself and calling only
+// for lines with hits gets what calling Observe on every line gets, distances in
+// lines included.
+func TestObserveLineIsObserve(t *testing.T) {
+	e := engine(t, pack)
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	lines := []string{"noise", "The GPU 0000:3b:00.0", "noise", "fallen off the bus", "The GPU 0000:5e:00.0",
+		"noise", "noise", "fallen off the bus", "eth0: Link down", "The GPU 0000:86:00.0", "noise", "fallen off the bus",
+		"eth0: Link down", "eth0: Link down"}
+	every, only := correlate.New(), correlate.New()
+	k := correlate.Key{Node: "n", Stream: "s"}
+	fired := 0
+	for i, l := range lines {
+		at := base.Add(time.Duration(i) * time.Second)
+		hits := e.Match(rules.Line{Text: l}, nil)
+		a := every.Observe(k, at, l, hits, nil)
+		b := only.ObserveLine(k, int64(i+1), at, l, hits, nil)
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("line %d: Observe %+v, ObserveLine %+v", i, a, b)
+		}
+		for _, o := range a {
+			if o.Fired {
+				fired++
+			}
+		}
+	}
+	if fired != 3 { // two groups within 2 lines, one flap
+		t.Errorf("%d firings, want 3", fired)
+	}
 }

@@ -1,11 +1,15 @@
 // Package logline recognises the shapes log lines take in the wild — raw dmesg,
 // /dev/kmsg records, syslog and journal prefixes, CRI pod-log lines — and splits
-// off the prefix so rules see the message the kernel or the program printed.
+// off the prefix so rules see the message the kernel or the program printed. It
+// also reads the line's own time and host from the prefix, when it has them.
+//
+// Recognition is hand-written byte scanning, not regular expressions: `faultline
+// scan` runs it on every line of whole log archives.
 package logline
 
 import (
-	"regexp"
 	"strings"
+	"time"
 )
 
 // Format is the recognised outer shape of a line.
@@ -31,6 +35,24 @@ const (
 	OriginPod     Origin = "pod"
 )
 
+// Clock tells what the line's own time is.
+type Clock uint8
+
+// Clocks.
+const (
+	// ClockNone: the line carries no time.
+	ClockNone Clock = iota
+	// ClockBoot: Uptime holds the time since boot (raw dmesg seconds, /dev/kmsg
+	// microseconds); it restarts at every boot.
+	ClockBoot
+	// ClockWall: Time holds a calendar time. Times written without a zone (dmesg -T,
+	// syslog) are read as UTC: only their differences matter.
+	ClockWall
+	// ClockWallNoYear: Time holds a syslog calendar time that names no year; its
+	// year is 0 and the reader supplies one.
+	ClockWallNoYear
+)
+
 // Parsed is a line split into its prefix and message.
 type Parsed struct {
 	Format  Format
@@ -38,77 +60,108 @@ type Parsed struct {
 	Message string
 	// Program is the syslog tag (kernel, systemd, nv-fabricmanager...), if any.
 	Program string
+	// Host is the host field of a syslog or journal prefix, if any.
+	Host string
+	// Clock says which of Time and Uptime holds the line's own time.
+	Clock  Clock
+	Time   time.Time
+	Uptime time.Duration
 	// Continuation is set for /dev/kmsg dictionary lines (" SUBSYSTEM=pci"): they
 	// describe the previous record and carry no message of their own.
 	Continuation bool
 }
 
-var (
-	kmsgRe = regexp.MustCompile(`^(\d{1,4}),(\d+),(\d+),([-+c])(?:,[^;]*)?;`)
-	// CRI: RFC 3339 timestamp, stream, tag (P, F, or F:extra), message.
-	criRe = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [PF](?::\S*)? ?`)
-	// dmesg bracket prefixes: monotonic seconds, optional caller id ([  T291]), or a ctime date.
-	dmesgRe = regexp.MustCompile(`^\[\s*\d+\.\d*\](?:\[\s*[TC]\d+\])?\s?|^\[(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?|^\[[^\]]{1,12} \d\d:\d\d:\d\d \d{4}\]\s?`)
-	// Console level prefix as printed by some dmesg front ends: <4>[  201.6] ...
-	consoleLevelRe = regexp.MustCompile(`^<\d{1,3}>`)
-	// syslog: "Oct 30 09:49:36 host prog[123]: " (also with fractional seconds and
-	// any month spelling), ISO timestamps "2024-04-29T14:55:41.1+02:00 host prog: ".
-	syslogRe = regexp.MustCompile(`^(?:\S{1,12}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+(\S+)\s+(?:(?:[A-Z]+)\s+)?([^\s:\[]+)(?:\[\d+\])?:\s?`)
-	// dmesg --decode (-x): "kern  :warn  : " before the time.
-	decodeRe = regexp.MustCompile(`^[a-z]+\s*:[a-z]+\s*: `)
-	// dmesg --time-format iso: "2025-01-21T04:41:44,283575+00:00 " with no host.
-	isoTimeRe = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
-)
-
 // Parse splits a raw line. It never fails: an unknown shape is a plain message.
-func Parse(raw string) Parsed {
-	line := strings.TrimRight(raw, "\r\n")
-	if strings.HasPrefix(line, " ") && isDict(line) {
-		return Parsed{Format: FormatDict, Origin: OriginKernel, Message: "", Continuation: true}
+func Parse(raw string) Parsed { return parse(raw, nil) }
+
+// Parser parses lines as Parse does, remembering the last syslog date it read:
+// consecutive lines of a syslog mostly share their second, and reading the date is
+// a visible share of parsing a line. A Parser is for one goroutine.
+type Parser struct {
+	date [64]byte // the text of the last syslog date read
+	n    int      // its length; 0: none
+	ts   time.Time
+}
+
+// Parse is Parse.
+func (pr *Parser) Parse(raw string) Parsed { return parse(raw, pr) }
+
+// syslogDate is the package's syslogDate, answered from the last date when s starts
+// with its text followed by a space (so no digit of the time or fraction differs).
+func (pr *Parser) syslogDate(s string) (int, time.Time, bool) {
+	if pr == nil {
+		return syslogDate(s)
 	}
-	if m := kmsgRe.FindStringSubmatchIndex(line); m != nil {
-		p := Parsed{Format: FormatKmsg, Message: line[m[1]:]}
-		// Facility 0 is the kernel; higher facilities were written by user space.
-		if prio := line[m[2]:m[3]]; len(prio) == 1 || atoi(prio) < 8 {
-			p.Origin = OriginKernel
-		}
+	if n := pr.n; n > 0 && n < len(s) && isSpace(s[n]) && string(pr.date[:n]) == s[:n] {
+		return n, pr.ts, true
+	}
+	n, ts, ok := syslogDate(s)
+	if ok && n <= len(pr.date) {
+		pr.n, pr.ts = copy(pr.date[:], s[:n]), ts
+	}
+	return n, ts, ok
+}
+
+func parse(raw string, pr *Parser) Parsed {
+	line := trimNewline(raw)
+	if len(line) > 0 && line[0] == ' ' && isDict(line) {
+		return Parsed{Format: FormatDict, Origin: OriginKernel, Continuation: true}
+	}
+	if p, ok := parseKmsg(line); ok {
 		return p
 	}
-	if m := criRe.FindStringIndex(line); m != nil {
-		return Parsed{Format: FormatCRI, Origin: OriginPod, Message: line[m[1]:]}
+	if p, ok := parseCRI(line); ok {
+		return p
 	}
 	p := Parsed{Format: FormatPlain, Message: line}
 	rest := line
-	if m := decodeRe.FindStringIndex(rest); m != nil {
-		rest = rest[m[1]:]
+	if n := decodePrefix(rest); n > 0 {
+		// dmesg --decode (-x): "kern  :warn  : " before the time.
+		rest = rest[n:]
 		p.Format, p.Origin = FormatDmesg, OriginKernel
 	}
-	if m := syslogRe.FindStringSubmatchIndex(rest); m != nil {
-		prog := rest[m[4]:m[5]]
-		p.Format, p.Program = FormatSyslog, prog
-		if prog == "kernel" {
-			p.Origin = OriginKernel
-		}
-		rest = rest[m[1]:]
-	} else if m := isoTimeRe.FindStringIndex(rest); m != nil {
-		rest = rest[m[1]:]
+	if n, ok := parseSyslog(rest, &p, pr); ok {
+		rest = rest[n:]
+	} else if r, ok := strings.CutPrefix(rest, "kernel: "); ok {
+		// A journal or syslog line pasted without its date and host.
+		rest, p.Program, p.Origin = r, "kernel", OriginKernel
+	} else if ts, n, f := parseISO(rest); n > 0 && !f.spaceSep && f.zone && n < len(rest) && isSpace(rest[n]) {
+		// dmesg --time-format iso: "2025-01-21T04:41:44,283575+00:00 " and no host.
+		rest = rest[n+1:]
 		if p.Format == FormatPlain {
 			p.Format = FormatDmesg
 		}
 		p.Origin = OriginKernel
+		if !ts.IsZero() {
+			p.Clock, p.Time = ClockWall, ts
+		}
 	}
-	if m := consoleLevelRe.FindStringIndex(rest); m != nil && strings.HasPrefix(rest[m[1]:], "[") {
-		rest = rest[m[1]:]
+	if n := consoleLevel(rest); n > 0 && n < len(rest) && rest[n] == '[' {
+		rest = rest[n:]
 	}
-	if m := dmesgRe.FindStringIndex(rest); m != nil {
-		rest = rest[m[1]:]
+	if n, ok := parseDmesgBracket(rest, &p); ok {
+		rest = rest[n:]
 		if p.Format == FormatPlain {
 			p.Format = FormatDmesg
 		}
 		p.Origin = OriginKernel
 	}
 	p.Message = rest
+	if p.Clock == ClockNone {
+		// Application logs: an ISO date and time near the start of the message.
+		if ts, ok := findISO(rest); ok {
+			p.Clock, p.Time = ClockWall, ts
+		}
+	}
 	return p
+}
+
+// trimNewline drops trailing line ends (strings.TrimRight, without its set).
+func trimNewline(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // isDict reports whether a line is a kmsg dictionary line: " KEY=value" with an
@@ -119,21 +172,11 @@ func isDict(line string) bool {
 	if eq <= 0 {
 		return false
 	}
-	for _, c := range rest[:eq] {
+	for i := 0; i < eq; i++ {
+		c := rest[i]
 		if (c < 'A' || c > 'Z') && c != '_' && (c < '0' || c > '9') {
 			return false
 		}
 	}
 	return true
-}
-
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-		if n > 1<<20 {
-			return n
-		}
-	}
-	return n
 }

@@ -1,36 +1,96 @@
 package logline
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
+
+var parseCases = []struct {
+	raw    string
+	format Format
+	origin Origin
+	msg    string
+}{
+	{"[  903.609564] NVRM: RmInitAdapter failed!", FormatDmesg, OriginKernel, "NVRM: RmInitAdapter failed!"},
+	{"[   36.764462][  T291] pcieport 0000:00:00.0: AER: x", FormatDmesg, OriginKernel, "pcieport 0000:00:00.0: AER: x"},
+	{"[Tue Feb 14 18:48:25 2023] mlx5_core 0000:02:00.0 ens2f0np0: Link down", FormatDmesg, OriginKernel, "mlx5_core 0000:02:00.0 ens2f0np0: Link down"},
+	{"<4>[  201.670809] Oops: 0002 [#1] SMP", FormatDmesg, OriginKernel, "Oops: 0002 [#1] SMP"},
+	{"6,3973,227996636,-;nvidia-peermem nv_get_p2p_free_callback:127 ERROR", FormatKmsg, OriginKernel, "nvidia-peermem nv_get_p2p_free_callback:127 ERROR"},
+	{"4,120,5000,c,caller=T12;NVRM: Xid (PCI:0000:01:00): 13, x", FormatKmsg, OriginKernel, "NVRM: Xid (PCI:0000:01:00): 13, x"},
+	{"14,1,2,-;systemd[1]: hello", FormatKmsg, OriginUnknown, "systemd[1]: hello"},
+	{" SUBSYSTEM=pci", FormatDict, OriginKernel, ""},
+	{"Oct 30 09:49:36 pc kernel: NVRM: GPU 0000:03:00.0: GPU has fallen off the bus.", FormatSyslog, OriginKernel, "NVRM: GPU 0000:03:00.0: GPU has fallen off the bus."},
+	{"May 11 10:54:31 localhost kernel: [26825.855448] INFO: task x:1 blocked", FormatSyslog, OriginKernel, "INFO: task x:1 blocked"},
+	{"Sep 18 03:19:01 ubuntu2404 systemd[1]: nvidia-fabricmanager.service: Failed", FormatSyslog, OriginUnknown, "nvidia-fabricmanager.service: Failed"},
+	{"Nov 23 10:00:00 gpu-7 WARN kernel: x", FormatSyslog, OriginKernel, "x"},
+	{"2024-04-29T14:55:41,678628+02:00 pool invoked oom-killer: gfp_mask=0x6200ca", FormatDmesg, OriginKernel, "pool invoked oom-killer: gfp_mask=0x6200ca"},
+	{"kern  :warn  : 2025-01-21T04:41:44,283575+00:00 NVRM: Xid (PCI:0000:38:00): 13, x", FormatDmesg, OriginKernel, "NVRM: Xid (PCI:0000:38:00): 13, x"},
+	{"2024-01-02T03:04:05.123456789Z stderr F NCCL WARN x", FormatCRI, OriginPod, "NCCL WARN x"},
+	{"2024-01-02T03:04:05.123456789+00:00 stdout P partial", FormatCRI, OriginPod, "partial"},
+	{"[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x", FormatPlain, OriginUnknown, "[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x"},
+	{"kernel: NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", FormatPlain, OriginKernel, "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."},
+	{"Mar 21 21:43:00 kernel: NVRM: GPU0 _kgspProcessRpcEvent: x", FormatSyslog, OriginKernel, "NVRM: GPU0 _kgspProcessRpcEvent: x"},
+	{"RuntimeError: CUDA error: an illegal memory access was encountered", FormatPlain, OriginUnknown, "RuntimeError: CUDA error: an illegal memory access was encountered"},
+}
 
 func TestParse(t *testing.T) {
-	cases := []struct {
-		raw    string
-		format Format
-		origin Origin
-		msg    string
-	}{
-		{"[  903.609564] NVRM: RmInitAdapter failed!", FormatDmesg, OriginKernel, "NVRM: RmInitAdapter failed!"},
-		{"[   36.764462][  T291] pcieport 0000:00:00.0: AER: x", FormatDmesg, OriginKernel, "pcieport 0000:00:00.0: AER: x"},
-		{"[Tue Feb 14 18:48:25 2023] mlx5_core 0000:02:00.0 ens2f0np0: Link down", FormatDmesg, OriginKernel, "mlx5_core 0000:02:00.0 ens2f0np0: Link down"},
-		{"<4>[  201.670809] Oops: 0002 [#1] SMP", FormatDmesg, OriginKernel, "Oops: 0002 [#1] SMP"},
-		{"6,3973,227996636,-;nvidia-peermem nv_get_p2p_free_callback:127 ERROR", FormatKmsg, OriginKernel, "nvidia-peermem nv_get_p2p_free_callback:127 ERROR"},
-		{"4,120,5000,c,caller=T12;NVRM: Xid (PCI:0000:01:00): 13, x", FormatKmsg, OriginKernel, "NVRM: Xid (PCI:0000:01:00): 13, x"},
-		{"14,1,2,-;systemd[1]: hello", FormatKmsg, OriginUnknown, "systemd[1]: hello"},
-		{" SUBSYSTEM=pci", FormatDict, OriginKernel, ""},
-		{"Oct 30 09:49:36 pc kernel: NVRM: GPU 0000:03:00.0: GPU has fallen off the bus.", FormatSyslog, OriginKernel, "NVRM: GPU 0000:03:00.0: GPU has fallen off the bus."},
-		{"May 11 10:54:31 localhost kernel: [26825.855448] INFO: task x:1 blocked", FormatSyslog, OriginKernel, "INFO: task x:1 blocked"},
-		{"Sep 18 03:19:01 ubuntu2404 systemd[1]: nvidia-fabricmanager.service: Failed", FormatSyslog, OriginUnknown, "nvidia-fabricmanager.service: Failed"},
-		{"2024-04-29T14:55:41,678628+02:00 pool invoked oom-killer: gfp_mask=0x6200ca", FormatDmesg, OriginKernel, "pool invoked oom-killer: gfp_mask=0x6200ca"},
-		{"kern  :warn  : 2025-01-21T04:41:44,283575+00:00 NVRM: Xid (PCI:0000:38:00): 13, x", FormatDmesg, OriginKernel, "NVRM: Xid (PCI:0000:38:00): 13, x"},
-		{"2024-01-02T03:04:05.123456789Z stderr F NCCL WARN x", FormatCRI, OriginPod, "NCCL WARN x"},
-		{"2024-01-02T03:04:05.123456789+00:00 stdout P partial", FormatCRI, OriginPod, "partial"},
-		{"[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x", FormatPlain, OriginUnknown, "[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x"},
-		{"RuntimeError: CUDA error: an illegal memory access was encountered", FormatPlain, OriginUnknown, "RuntimeError: CUDA error: an illegal memory access was encountered"},
-	}
-	for _, c := range cases {
+	for _, c := range parseCases {
 		p := Parse(c.raw)
 		if p.Format != c.format || p.Origin != c.origin || p.Message != c.msg {
 			t.Errorf("Parse(%q) = %+v, want format %s origin %q message %q", c.raw, p, c.format, c.origin, c.msg)
+		}
+	}
+}
+
+func utc(y int, m time.Month, d, hh, mm, ss, ns int) time.Time {
+	return time.Date(y, m, d, hh, mm, ss, ns, time.UTC)
+}
+
+// timeCases: the line's own time and host under every supported prefix.
+var timeCases = []struct {
+	name   string
+	raw    string
+	clock  Clock
+	time   time.Time
+	uptime time.Duration
+	host   string
+	msg    string
+}{
+	{"raw dmesg", "[  123.456789] eth0: Link down", ClockBoot, time.Time{}, 123456789 * time.Microsecond, "", "eth0: Link down"},
+	{"raw dmesg, empty fraction", "[  999.] INFO: task x", ClockBoot, time.Time{}, 999 * time.Second, "", "INFO: task x"},
+	{"dmesg with caller id", "[   36.764462][  T291] x", ClockBoot, time.Time{}, 36764462 * time.Microsecond, "", "x"},
+	{"console level and dmesg", "<4>[  201.670809] Oops", ClockBoot, time.Time{}, 201670809 * time.Microsecond, "", "Oops"},
+	{"dmesg -T", "[Mon Nov 23 10:00:00 2026] eth0: Link down", ClockWall, utc(2026, 11, 23, 10, 0, 0, 0), 0, "", "eth0: Link down"},
+	{"dmesg -T, day padded", "[Thu Nov  5 10:00:00 2026] x", ClockWall, utc(2026, 11, 5, 10, 0, 0, 0), 0, "", "x"},
+	{"dmesg -T, German", "[Di Okt 14 18:48:25 2025] x", ClockWall, utc(2025, 10, 14, 18, 48, 25, 0), 0, "", "x"},
+	{"dmesg -T, French", "[mar. déc.  3 10:00:00 2026] x", ClockWall, utc(2026, 12, 3, 10, 0, 0, 0), 0, "", "x"},
+	{"syslog short", "Nov 23 10:00:00 gpu-7 kernel: eth0: Link down", ClockWallNoYear, utc(0, 11, 23, 10, 0, 0, 0), 0, "gpu-7", "eth0: Link down"},
+	{"syslog short, day padded", "Nov  3 10:00:00 gpu-7 kernel: x", ClockWallNoYear, utc(0, 11, 3, 10, 0, 0, 0), 0, "gpu-7", "x"},
+	{"syslog, German Okt", "Okt 23 10:00:00 gpu-7 kernel: x", ClockWallNoYear, utc(0, 10, 23, 10, 0, 0, 0), 0, "gpu-7", "x"},
+	{"syslog, German Mär", "Mär  3 10:00:00 gpu-7 kernel: x", ClockWallNoYear, utc(0, 3, 3, 10, 0, 0, 0), 0, "gpu-7", "x"},
+	{"syslog, French déc.", "déc. 23 10:00:00 gpu-7 kernel: x", ClockWallNoYear, utc(0, 12, 23, 10, 0, 0, 0), 0, "gpu-7", "x"},
+	{"syslog, Spanish", "dic 23 10:00:00 gpu-7 kernel: x", ClockWallNoYear, utc(0, 12, 23, 10, 0, 0, 0), 0, "gpu-7", "x"},
+	{"syslog, unknown month: no time", "Foo 23 10:00:00 gpu-7 kernel: x", ClockNone, time.Time{}, 0, "gpu-7", "x"},
+	{"syslog wins over the dmesg time inside", "May 11 10:54:31 gpu-7 kernel: [26825.855448] x", ClockWallNoYear, utc(0, 5, 11, 10, 54, 31, 0), 0, "gpu-7", "x"},
+	{"journal short-precise", "Nov 23 10:00:00.123456 gpu-7 kernel: x", ClockWallNoYear, utc(0, 11, 23, 10, 0, 0, 123456000), 0, "gpu-7", "x"},
+	{"journal short-iso-precise / RFC 3339", "2026-11-23T10:00:00.123456+01:00 gpu-7 kernel: x", ClockWall, utc(2026, 11, 23, 9, 0, 0, 123456000), 0, "gpu-7", "x"},
+	{"journal short-iso", "2026-11-23T10:00:00+0100 gpu-7 kernel: x", ClockWall, utc(2026, 11, 23, 9, 0, 0, 0), 0, "gpu-7", "x"},
+	{"RFC 3339 UTC", "2026-11-23T10:00:00Z gpu-7 kernel: x", ClockWall, utc(2026, 11, 23, 10, 0, 0, 0), 0, "gpu-7", "x"},
+	{"dmesg --time-format iso", "2026-11-23T10:00:00,283575-02:00 NVRM: x", ClockWall, utc(2026, 11, 23, 12, 0, 0, 283575000), 0, "", "NVRM: x"},
+	{"kmsg record", "6,3964,206764307,-;NVRM: x", ClockBoot, time.Time{}, 206764307 * time.Microsecond, "", "NVRM: x"},
+	{"CRI pod log", "2026-11-23T10:00:00.5Z stderr F NCCL WARN x", ClockWall, utc(2026, 11, 23, 10, 0, 0, 500000000), 0, "", "NCCL WARN x"},
+	{"application ISO", "2026-11-23 10:00:00,250 - trainer - INFO - Saving", ClockWall, utc(2026, 11, 23, 10, 0, 0, 250000000), 0, "", "2026-11-23 10:00:00,250 - trainer - INFO - Saving"},
+	{"application ISO after a level", "INFO 2026-11-23T10:00:00Z rank 3 x", ClockWall, utc(2026, 11, 23, 10, 0, 0, 0), 0, "", "INFO 2026-11-23T10:00:00Z rank 3 x"},
+	{"no time", "RuntimeError: CUDA error", ClockNone, time.Time{}, 0, "", "RuntimeError: CUDA error"},
+	{"impossible date: no time", "2026-13-45T10:00:00Z gpu-7 kernel: x", ClockNone, time.Time{}, 0, "gpu-7", "x"},
+}
+
+func TestParseTime(t *testing.T) {
+	for _, c := range timeCases {
+		p := Parse(c.raw)
+		if p.Clock != c.clock || !p.Time.Equal(c.time) || p.Uptime != c.uptime || p.Host != c.host || p.Message != c.msg {
+			t.Errorf("%s: Parse(%q) = clock %d time %v uptime %v host %q message %q; want clock %d time %v uptime %v host %q message %q",
+				c.name, c.raw, p.Clock, p.Time, p.Uptime, p.Host, p.Message, c.clock, c.time, c.uptime, c.host, c.msg)
 		}
 	}
 }
@@ -57,4 +117,77 @@ func trimmed(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+func BenchmarkParse(b *testing.B) {
+	lines := []string{
+		"Nov 23 10:00:00 gpu-001 kernel: [1000.081000] cni0: port 3(veth4aa2) entered blocking state",
+		"[  903.609564] NVRM: RmInitAdapter failed!",
+		"2026-11-23T10:00:00.123456+01:00 gpu-7 kernel: x",
+		"6,3964,206764307,-;NVRM: x",
+	}
+	for i := 0; i < b.N; i++ {
+		_ = Parse(lines[i%len(lines)])
+	}
+}
+
+// TestDateMatchesTimeDate: the day counting agrees with time.Date over four
+// centuries either side of the epoch, leap days and year 0 included.
+func TestDateMatchesTimeDate(t *testing.T) {
+	for y := -400; y <= 2400; y += 7 {
+		for m := 1; m <= 12; m++ {
+			for _, d := range []int{1, 15, 28, 29, 31} {
+				want := time.Date(y, time.Month(m), d, 13, 14, 15, 16, time.UTC).Add(-3600 * time.Second)
+				if got := date(y, m, d, 13, 14, 15, 16, 3600); !got.Equal(want) {
+					t.Fatalf("date(%d-%02d-%02d) = %v, want %v", y, m, d, got, want)
+				}
+			}
+		}
+	}
+	// Year 0 (syslog dates) has a table of its own: every day, and days past a
+	// month's end, which roll over.
+	for m := 1; m <= 12; m++ {
+		for d := 1; d <= 31; d++ {
+			if got, want := date(0, m, d, 1, 2, 3, 0, 0), time.Date(0, time.Month(m), d, 1, 2, 3, 0, time.UTC); !got.Equal(want) {
+				t.Fatalf("date(0000-%02d-%02d) = %v, want %v", m, d, got, want)
+			}
+		}
+	}
+	if got := date(0, 2, 29, 0, 0, 0, 0, 0); got.Month() != time.February || got.Day() != 29 {
+		t.Errorf("year 0 is a leap year: %v", got)
+	}
+}
+
+// TestParserIsParse: a Parser, which reuses the last syslog date it read, parses
+// every line of a sequence as Parse does: repeated dates, dates that only grow a
+// fraction or a digit, other shapes between them.
+func TestParserIsParse(t *testing.T) {
+	lines := []string{
+		"Nov 23 00:00:01 gpu-001 kernel: [1.000001] a",
+		"Nov 23 00:00:01 gpu-002 kernel: [1.000002] b",
+		"Nov 23 00:00:01.5 gpu-002 kernel: c", // same text, then a fraction
+		"Nov 23 00:00:01.52 gpu-002 kernel: d",
+		"Nov 23 00:00:01.52 gpu-003 kernel: e",
+		"Nov 23 00:00:011 gpu-003 kernel: f", // one digit more: no syslog date
+		"Nov 23 00:00:01",                    // the date alone
+		"Nov 23 00:00:01\tgpu-004 kernel: g", // a tab after it
+		"Nov 23 00:00:02 gpu-001 kernel: h",
+		"Dec 31 23:59:59 gpu-001 kernel: i",
+		"Jan  1 00:00:00 gpu-001 kernel: j",
+		"Jan  1 00:00:00 gpu-001 kernel: j",
+		"janv.  1 00:00:00 gpu-001 kernel: k",
+		"Janvier 1 00:00:00 gpu-001 kernel: l",
+	}
+	for _, c := range parseCases {
+		lines = append(lines, c.raw, lines[0])
+	}
+	var pr Parser
+	for _, raw := range lines {
+		if got, want := pr.Parse(raw), Parse(raw); got != want {
+			t.Fatalf("Parser.Parse(%q) = %+v, Parse: %+v", raw, got, want)
+		}
+	}
+	if pr.n == 0 {
+		t.Fatal("the parser remembered no date: the test does not exercise it")
+	}
 }

@@ -16,7 +16,8 @@ import (
 // Result is the outcome of one inline test.
 type Result struct {
 	Rule     *rules.Compiled
-	Index    int // 1-based test number within the rule
+	Index    int    // 1-based test number within the rule
+	Case     string // what a generated test checked; empty for an inline test
 	Failures []string
 }
 
@@ -28,7 +29,11 @@ func (r Result) String() string {
 	if !r.OK() {
 		status = "FAIL"
 	}
-	s := fmt.Sprintf("%s %s test %d (%s:%d)", status, r.Rule, r.Index, r.Rule.File, r.Rule.Line)
+	name := fmt.Sprintf("test %d", r.Index)
+	if r.Case != "" {
+		name = r.Case
+	}
+	s := fmt.Sprintf("%s %s %s (%s:%d)", status, r.Rule, name, r.Rule.File, r.Rule.Line)
 	for _, f := range r.Failures {
 		s += "\n    " + f
 	}

@@ -1,19 +1,20 @@
 // Package scan runs rule packs over log files, without a cluster: the engine of
-// `faultline scan`. Each input is one stream of one node, so thresholds and
-// multi-line groups behave as they do in the controller.
+// `faultline scan`. Windows use each line's own time when its prefix has one, and
+// each host of a merged syslog is a node of its own, so thresholds and multi-line
+// groups behave as they do in the controller.
 package scan
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"runtime"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unsafe"
 
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/correlate"
@@ -23,9 +24,17 @@ import (
 // MaxLineBytes caps one input line; the rest of a longer line is skipped and counted.
 const MaxLineBytes = 1 << 20
 
+// MaxStreams caps the streams (input and node pairs) a scan keeps state for; lines
+// of further hosts are counted with their input's hostless lines, and counted.
+const MaxStreams = 100_000
+
 // Match is one reported match, the JSON object of `--format jsonl`.
 type Match struct {
-	Line     int               `json:"line"`
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Node string `json:"node"`
+	// Time is the line's own calendar time (RFC 3339), when its prefix has one.
+	Time     string            `json:"time,omitempty"`
 	Pack     string            `json:"pack"`
 	Rule     string            `json:"rule"`
 	Severity rules.Severity    `json:"severity"`
@@ -34,18 +43,50 @@ type Match struct {
 	Text     string            `json:"text"`
 }
 
+// NodeFrom says what a line's node is.
+type NodeFrom string
+
+// Ways to name a line's node.
+const (
+	// NodeFromHost: the host of the line's syslog or journal prefix; lines without
+	// one belong to the default node. Each host of a merged syslog is its own stream.
+	NodeFromHost NodeFrom = "host"
+	// NodeFromFile: every line of an input belongs to one node named after the input.
+	NodeFromFile NodeFrom = "file"
+	// NodeFromNone: every line of every input belongs to the default node.
+	NodeFromNone NodeFrom = "none"
+)
+
 // Options tune a scan.
 type Options struct {
 	// Source forces every line's source (kernel or pod); empty guesses from the
 	// line's prefix and lets rules of every source apply when it cannot tell.
 	Source rules.Source
+	// NodeFrom names each line's node; empty means NodeFromHost.
+	NodeFrom NodeFrom
+	// Node names the lines without a host. Unset, they are counted per input and
+	// reported with an empty node.
+	Node string
+	// Year is the year of syslog dates, which name none (a date earlier than the
+	// one before it by more than half a year starts the next year).
+	Year int
+	// Workers parse and match lines in parallel; 0 means DefaultWorkers, 1 reads
+	// and matches on the calling goroutine.
+	Workers int
 }
 
 // Stats summarise a scan.
 type Stats struct {
 	Lines     int
 	Truncated int
-	PerRule   map[*rules.Compiled]*RuleStats
+	// Untimed counts lines that carry no time of their own; in a stream that never
+	// had one, lines are taken to be one second apart.
+	Untimed int
+	// Merged counts lines whose host found no room under MaxStreams.
+	Merged  int
+	PerRule map[*rules.Compiled]*RuleStats
+	// Fired counts the firings at each level of --fail-on.
+	Fired map[FailOn]int
 }
 
 // RuleStats counts one rule's matches and firings.
@@ -54,182 +95,302 @@ type RuleStats struct {
 	Fired   int
 }
 
-// Scanner scans inputs with one engine.
+// Scanner scans inputs with one engine; thresholds and multi-line groups span its
+// inputs (rotated files of one host), per node.
 type Scanner struct {
-	engine *rules.Engine
-	opts   Options
-	Stats  Stats
+	engine    *rules.Engine
+	opts      Options
+	corr      *correlate.Correlator
+	streams   map[streamKey]*stream
+	recent    [8]*stream
+	rebootGap time.Duration
+	Stats     Stats
 }
+
+// streamKey identifies a stream: the input and the node's identity.
+type streamKey struct{ input, node string }
 
 // New returns a Scanner.
 func New(e *rules.Engine, o Options) *Scanner {
-	return &Scanner{engine: e, opts: o, Stats: Stats{PerRule: map[*rules.Compiled]*RuleStats{}}}
+	if o.NodeFrom == "" {
+		o.NodeFrom = NodeFromHost
+	}
+	return &Scanner{
+		engine:    e,
+		opts:      o,
+		corr:      correlate.New(),
+		streams:   map[streamKey]*stream{},
+		rebootGap: rebootGap(e.Set()),
+		Stats:     Stats{PerRule: map[*rules.Compiled]*RuleStats{}, Fired: map[FailOn]int{}},
+	}
 }
 
-// Scan reads r line by line and calls emit for every match, in input order.
+// DefaultWorkers is the number of goroutines that parse and match lines: with
+// fewer than four CPUs one, since handing chunks between goroutines costs more CPU
+// than it saves when no core is idle; else one per CPU but one, at most four (the
+// in-order side is then what limits).
+func DefaultWorkers() int {
+	n := runtime.GOMAXPROCS(0)
+	if n < 4 {
+		return 1
+	}
+	return min(n-1, 4)
+}
+
+// rebootGap is the time put between two boots of a node in a log with seconds since
+// boot: longer than any rule's window, so no window spans a reboot.
+func rebootGap(set *rules.Set) time.Duration {
+	gap := time.Hour
+	for _, r := range set.Rules {
+		gap = max(gap, r.Threshold.Window.D()+time.Minute)
+		if r.Companion != nil {
+			gap = max(gap, r.Companion.Duration+time.Minute)
+		}
+	}
+	return gap
+}
+
+// Scan reads r line by line and calls emit for every match, in input order. The
+// input's name is r's Name() (an *os.File's path), or "-". Lines are parsed and
+// matched on Options.Workers goroutines; windows, streams and output follow the
+// input's order.
 func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	corr := correlate.New()
-	key := correlate.Key{Stream: "input"}
-	var hits []rules.Hit
-	var outs []correlate.Outcome
-	lineNo := 0
-	start := time.Unix(0, 0).UTC()
+	input := "-"
+	if n, ok := r.(interface{ Name() string }); ok {
+		input = n.Name()
+	}
+	// Lines without a host belong to --node; unnamed, to the input (or, with
+	// NodeFromNone, to one nameless node).
+	c := &consumer{input: input, defNode: s.opts.Node, defID: s.opts.Node, emit: emit}
+	if c.defID == "" && s.opts.NodeFrom != NodeFromNone {
+		c.defID = input
+	}
+	workers := s.opts.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers()
+	}
+	if workers > 1 {
+		return s.scanParallel(ctx, r, c, workers)
+	}
+	lr := lineReader{br: bufio.NewReaderSize(r, 256<<10)}
+	var l line
+	var pr logline.Parser
 	for {
-		if lineNo%4096 == 0 {
+		if c.lineNo%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		raw, truncated, err := readLine(br)
-		if errors.Is(err, io.EOF) && raw == "" {
-			return nil
-		}
+		b, err := lr.next()
 		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read line %d: %w", lineNo+1, err)
+			return fmt.Errorf("read line %d: %w", c.lineNo+1, err)
 		}
-		lineNo++
-		s.Stats.Lines++
-		if truncated {
-			s.Stats.Truncated++
-		}
-		p := logline.Parse(raw)
-		if p.Continuation {
-			continue
-		}
-		src := s.opts.Source
-		if src == "" {
-			src = rules.Source(p.Origin)
-		}
-		hits = s.engine.Match(rules.Line{Text: p.Message, Source: src}, hits[:0])
-		// Files carry no reliable clock, so lines are one second apart: a threshold
-		// window of 10m spans 600 lines of the file.
-		outs = corr.Observe(key, start.Add(time.Duration(lineNo)*time.Second), p.Message, hits, outs[:0])
-		for _, o := range outs {
-			st := s.Stats.PerRule[o.Rule]
-			if st == nil {
-				st = &RuleStats{}
-				s.Stats.PerRule[o.Rule] = st
-			}
-			st.Matches++
-			if o.Fired {
-				st.Fired++
-			}
-			caps := o.Captures
-			if caps == nil {
-				caps = map[string]string{}
-			}
-			m := Match{Line: lineNo, Pack: o.Rule.Pack, Rule: o.Rule.ID, Severity: o.Rule.Severity,
-				Action: o.Action(), Captures: caps, Text: raw}
-			if err := emit(m); err != nil {
-				return err
-			}
-		}
-		if errors.Is(err, io.EOF) {
+		if len(b) == 0 && err != nil {
 			return nil
 		}
-	}
-}
-
-// readLine returns the next line without its newline, at most MaxLineBytes long.
-func readLine(br *bufio.Reader) (string, bool, error) {
-	var b []byte
-	truncated := false
-	for {
-		chunk, isPrefix, err := br.ReadLine()
-		if len(b)+len(chunk) <= MaxLineBytes {
-			b = append(b, chunk...)
-		} else {
-			truncated = true
+		s.prepare(&pr, b, lr.truncated, &l)
+		if err := s.consume(c, &l); err != nil {
+			return err
 		}
 		if err != nil {
-			return string(b), truncated, err
-		}
-		if !isPrefix {
-			return string(b), truncated, nil
+			return nil // io.EOF after the last line
 		}
 	}
 }
 
-// JSONLWriter returns an emit function writing one JSON object per line.
-func JSONLWriter(w io.Writer) func(Match) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return func(m Match) error { return enc.Encode(m) }
+// line is one input line, parsed and matched (possibly on another goroutine than
+// the one that consumes it).
+type line struct {
+	// text is the line without its end; it is the read buffer's bytes unless the
+	// line has hits, whose lines are copied since the output keeps them.
+	text      string
+	p         logline.Parsed
+	hits      []rules.Hit
+	msg       string // a copy of p.Message when the line has hits
+	truncated bool
 }
 
-// TextWriter prints matches as an aligned table; call the returned flush at the end.
-func TextWriter(w io.Writer) (emit func(Match) error, flush func() error) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := false
-	emit = func(m Match) error {
-		if !header {
-			fmt.Fprintln(tw, "LINE\tSEVERITY\tACTION\tRULE\tCAPTURES\tTEXT")
-			header = true
+// prepare parses and matches one line in place; only a line with hits is copied,
+// with its captures.
+func (s *Scanner) prepare(pr *logline.Parser, b []byte, truncated bool, l *line) {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	if len(b) > MaxLineBytes {
+		b, truncated = b[:MaxLineBytes], true
+	}
+	l.text = unsafe.String(unsafe.SliceData(b), len(b))
+	l.truncated = truncated
+	l.p = pr.Parse(l.text)
+	l.hits, l.msg = l.hits[:0], ""
+	if l.p.Continuation {
+		return
+	}
+	src := s.opts.Source
+	if src == "" {
+		src = rules.Source(l.p.Origin)
+	}
+	l.hits = s.engine.Match(rules.Line{Text: l.p.Message, Source: src}, l.hits)
+	if len(l.hits) > 0 {
+		text := strings.Clone(l.text)
+		l.p.Message = rebase(l.p.Message, l.text, text)
+		l.p.Program = rebase(l.p.Program, l.text, text)
+		l.p.Host = rebase(l.p.Host, l.text, text)
+		l.text, l.msg = text, l.p.Message
+		for _, h := range l.hits {
+			for k, v := range h.Captures {
+				h.Captures[k] = strings.Clone(v)
+			}
 		}
-		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s/%s\t%s\t%s\n", m.Line, m.Severity, m.Action, m.Pack, m.Rule,
-			fmtCaptures(m.Captures), clip(m.Text, 100))
-		return err
 	}
-	return emit, tw.Flush
 }
 
-// WriteSummary prints one row per rule that matched, most severe first.
-func (s *Scanner) WriteSummary(w io.Writer) error {
-	type row struct {
-		r  *rules.Compiled
-		st *RuleStats
+// rebase returns the part of clone (a copy of orig) that sub is of orig, or a copy
+// of sub when it is no part of orig: the fields of a parsed line kept past the read
+// buffer's reuse, without parsing the line again.
+func rebase(sub, orig, clone string) string {
+	if sub == "" {
+		return ""
 	}
-	var rows []row
-	for r, st := range s.Stats.PerRule {
-		rows = append(rows, row{r, st})
+	off := uintptr(unsafe.Pointer(unsafe.StringData(sub))) - uintptr(unsafe.Pointer(unsafe.StringData(orig)))
+	if off > uintptr(len(orig)) || uintptr(len(sub)) > uintptr(len(orig))-off {
+		return strings.Clone(sub)
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		if a.r.Severity.Rank() != b.r.Severity.Rank() {
-			return a.r.Severity.Rank() > b.r.Severity.Rank()
+	return clone[off : off+uintptr(len(sub))]
+}
+
+// consumer is the in-order side of a scan: streams, clocks, correlation, output.
+type consumer struct {
+	input, defNode, defID string
+	lineNo                int
+	last                  *stream
+	outs                  []correlate.Outcome
+	emit                  func(Match) error
+}
+
+func (s *Scanner) consume(c *consumer, l *line) error {
+	c.lineNo++
+	s.Stats.Lines++
+	if l.truncated {
+		s.Stats.Truncated++
+	}
+	p := &l.p
+	if p.Continuation {
+		return nil
+	}
+	node, id := c.defNode, c.defID
+	switch {
+	case s.opts.NodeFrom == NodeFromHost && p.Host != "":
+		node, id = p.Host, p.Host
+	case s.opts.NodeFrom == NodeFromFile:
+		node, id = c.input, c.input
+	}
+	st := c.last
+	if st == nil || st.key.input != c.input || st.key.node != id {
+		if st = s.stream(c.input, id, node, false); st == nil {
+			s.Stats.Merged++
+			st = s.stream(c.input, c.defID, c.defNode, true)
 		}
-		if a.st.Matches != b.st.Matches {
-			return a.st.Matches > b.st.Matches
+		c.last = st
+	}
+	st.observe(p, s.rebootGap)
+	if p.Clock == logline.ClockNone {
+		s.Stats.Untimed++
+	}
+	var t time.Time
+	if len(l.hits) > 0 {
+		t = st.now(s.opts.Year)
+	}
+	c.outs = s.corr.ObserveLine(st.corrKey, st.lines, t, l.msg, l.hits, c.outs[:0])
+	for _, o := range c.outs {
+		if err := s.report(o, c.input, c.lineNo, st, p, l.text, c.emit); err != nil {
+			return err
 		}
-		return a.r.String() < b.r.String()
-	})
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nscanned %d lines", s.Stats.Lines)
-	if s.Stats.Truncated > 0 {
-		fmt.Fprintf(tw, " (%d longer than %d bytes, truncated)", s.Stats.Truncated, MaxLineBytes)
 	}
-	fmt.Fprintf(tw, "; %d rules matched\n", len(rows))
-	if len(rows) == 0 {
-		return tw.Flush()
-	}
-	fmt.Fprintln(tw, "RULE\tSEVERITY\tACTION\tMATCHES\tFIRED\tDESCRIPTION")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", r.r, r.r.Severity, r.r.Action, r.st.Matches, r.st.Fired, clip(r.r.Description, 70))
-	}
-	return tw.Flush()
+	return nil
 }
 
-func fmtCaptures(m map[string]string) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + m[k]
-	}
-	return strings.Join(parts, ",")
+// lineReader reads lines in place, without copying them.
+type lineReader struct {
+	br        *bufio.Reader
+	long      []byte
+	truncated bool
 }
 
-func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
+// next returns the next line, valid until the next call, at most MaxLineBytes+1
+// long (truncated says when more was skipped), and io.EOF with the input's last line.
+func (lr *lineReader) next() ([]byte, error) {
+	lr.truncated = false
+	b, err := lr.br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return b, err
 	}
-	return s[:n-1] + "…"
+	// Longer than the buffer: gather it.
+	lr.long = append(lr.long[:0], b...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		b, err = lr.br.ReadSlice('\n')
+		room := MaxLineBytes + 1 - len(lr.long) // prepare cuts what is over
+		if len(b) > room {
+			lr.truncated = true
+			b = b[:max(room, 0)]
+		}
+		lr.long = append(lr.long, b...)
+	}
+	return lr.long, err
+}
+
+// stream returns the stream of a node (identified by id, shown as node) in an input,
+// or nil when it is new and MaxStreams are kept already (unless force). The few
+// hosts of a merged syslog alternate line by line: the streams used last are
+// compared before the map is hashed.
+func (s *Scanner) stream(input, id, node string, force bool) *stream {
+	for _, st := range s.recent {
+		if st != nil && st.key.node == id && st.key.input == input {
+			return st
+		}
+	}
+	k := streamKey{input, id}
+	st := s.streams[k]
+	if st == nil {
+		if len(s.streams) >= MaxStreams && !force {
+			return nil
+		}
+		// The line's bytes are reused: keep copies of the names.
+		k = streamKey{strings.Clone(input), strings.Clone(id)}
+		// The correlator hashes its key on every line: the stream is named by a
+		// short number rather than the input's path.
+		st = &stream{key: k, node: strings.Clone(node), corrKey: correlate.Key{Node: k.node, Stream: strconv.Itoa(len(s.streams))}}
+		s.streams[k] = st
+	}
+	copy(s.recent[1:], s.recent[:len(s.recent)-1])
+	s.recent[0] = st
+	return st
+}
+
+func (s *Scanner) report(o correlate.Outcome, input string, lineNo int, st *stream, p *logline.Parsed, raw string, emit func(Match) error) error {
+	r := o.Rule
+	rs := s.Stats.PerRule[r]
+	if rs == nil {
+		rs = &RuleStats{}
+		s.Stats.PerRule[r] = rs
+	}
+	rs.Matches++
+	if o.Fired {
+		rs.Fired++
+		for _, lv := range failLevels {
+			if lv.reached(r) {
+				s.Stats.Fired[lv]++
+			}
+		}
+	}
+	caps := o.Captures
+	if caps == nil {
+		caps = map[string]string{}
+	}
+	m := Match{File: input, Line: lineNo, Node: st.node, Pack: r.Pack, Rule: r.ID, Severity: r.Severity,
+		Action: o.Action(), Captures: caps, Text: raw}
+	if p.Clock == logline.ClockWall || p.Clock == logline.ClockWallNoYear {
+		m.Time = st.now(s.opts.Year).Format(time.RFC3339Nano)
+	}
+	return emit(m)
 }

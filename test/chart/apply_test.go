@@ -45,8 +45,10 @@ func TestApply(t *testing.T) {
 		return string(out)
 	}
 	run("apply", "--server-side", "-f", filepath.Join(root, "test", "chart", "testdata", "crds"))
+	// The chart's own CRD (helm installs crds/ before the templates).
+	run("apply", "--server-side", "-f", filepath.Join(root, chartDir, "crds"))
 	run("wait", "--for=condition=Established", "--timeout=60s",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com", "crd/nodefaults.faultline.io")
 
 	cs := env.Clientset()
 	dyn, err := dynamic.NewForConfig(env.RESTConfig())

@@ -2,6 +2,7 @@ package chart
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -262,11 +263,35 @@ func TestDefaults(t *testing.T) {
 		t.Error("the NetworkPolicy has no rule for the probe API port")
 	}
 
-	// The collector: upstream contrib image, pinned like the test collector.
+	// The collector takes lines only from the exporters' projected tokens and sets
+	// the node from them (TestCollectorToLoki runs this config).
 	col := deployment(t, objs, "faultline-otel-collector")
-	colc := container(t, &col.Spec.Template.Spec, "otel-collector")
-	if want := "otel/opentelemetry-collector-contrib:" + toolVersion(t, "OTELCOL_VERSION"); colc.Image != want {
-		t.Errorf("collector image %s, want %s", colc.Image, want)
+	if sa := col.Spec.Template.Spec.ServiceAccountName; sa != "faultline-otel-collector" {
+		t.Errorf("collector ServiceAccount %q", sa)
+	}
+	ccfg := collectorConfig(t, objs, "faultline-otel-collector")
+	if got := lookup(ccfg, "receivers", "otlp", "protocols", "http", "auth", "authenticator"); got != "faultlineauth" {
+		t.Errorf("the collector's receiver authenticator is %v, want faultlineauth", got)
+	}
+	if got := lookup(ccfg, "service", "pipelines", "logs", "processors"); !reflect.DeepEqual(got, []any{"faultlinenode", "batch"}) {
+		t.Errorf("collector processors %v, want faultlinenode first", got)
+	}
+	if a, sas := lookup(ccfg, "extensions", "faultlineauth", "audiences"), lookup(ccfg, "extensions", "faultlineauth", "service_accounts"); !reflect.DeepEqual(a, []any{"faultline-collector"}) ||
+		!reflect.DeepEqual(sas, []any{"faultline/faultline-dmesg-exporter"}) {
+		t.Errorf("faultlineauth audiences %v, service accounts %v", a, sas)
+	}
+	if !hasArg(ec, "--token-file=/var/run/secrets/faultline/collector/token") {
+		t.Errorf("exporter args %v: no --token-file", ec.Args)
+	}
+	var projected bool
+	for _, v := range ex.Spec.Template.Spec.Volumes {
+		if v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].ServiceAccountToken != nil &&
+			v.Projected.Sources[0].ServiceAccountToken.Audience == "faultline-collector" {
+			projected = true
+		}
+	}
+	if !projected {
+		t.Error("the exporter has no projected token with audience faultline-collector")
 	}
 
 	// Without the Prometheus Operator's API: no monitoring objects.
@@ -531,6 +556,7 @@ func TestChartCopiesFresh(t *testing.T) {
 		"controller/rbac/role.yaml":          chartDir + "/files/rbac/controller-role.yaml",
 		"active-probes/agent/rbac/rbac.yaml": chartDir + "/files/rbac/probe-agent.yaml",
 		"active-probes/pvc/role.yaml":        chartDir + "/files/rbac/pvc-probe-role.yaml",
+		"api/v1alpha1/nodefaults.crd.yaml":   chartDir + "/crds/nodefaults.crd.yaml",
 	}
 	for _, p := range src {
 		pairs["rules/packs/"+filepath.Base(p)] = chartDir + "/packs/" + filepath.Base(p)
@@ -565,9 +591,14 @@ func TestManifestsFresh(t *testing.T) {
 	if !bytes.Equal(body, want) {
 		t.Errorf("manifests/faultline.yaml is stale: run make manifests (%d bytes rendered, %d in the file)", len(want), len(body))
 	}
+	// The CRD is applied before the rest: its own file, a copy of the API's.
+	if crd, err := os.ReadFile(filepath.Join(root, "manifests", "nodefaults.crd.yaml")); err != nil ||
+		!bytes.Equal(crd, readFile(t, filepath.Join(root, "api", "v1alpha1", "nodefaults.crd.yaml"))) {
+		t.Errorf("manifests/nodefaults.crd.yaml is not a copy of api/v1alpha1/nodefaults.crd.yaml (%v): run make manifests", err)
+	}
 	extra, _ := filepath.Glob(filepath.Join(root, "manifests", "*"))
-	if len(extra) != 1 {
-		t.Errorf("manifests/ holds %v; make manifests writes only faultline.yaml", extra)
+	if len(extra) != 2 {
+		t.Errorf("manifests/ holds %v; make manifests writes only faultline.yaml and nodefaults.crd.yaml", extra)
 	}
 }
 
@@ -698,23 +729,17 @@ func TestValuesFiles(t *testing.T) {
 		cfg := collectorConfig(t, objs, "gpu-faultline-otel-collector")
 		exp, _ := lookup(cfg, "exporters", "otlphttp/loki").(map[string]any)
 		if exp["endpoint"] != "http://loki-gateway.loki.svc.cluster.local/otlp" ||
-			lookup(exp, "headers", "X-Scope-OrgID") != "gpu-fleet" || lookup(exp, "auth", "authenticator") != "basicauth/loki" {
+			lookup(exp, "headers", "X-Scope-OrgID") != "gpu-fleet" || lookup(exp, "headers", "Authorization") != "${env:LOKI_AUTHORIZATION}" {
 			t.Errorf("collector exporter %v", exp)
-		}
-		if lookup(cfg, "extensions", "basicauth/loki", "client_auth", "username") != "faultline" ||
-			lookup(cfg, "extensions", "basicauth/loki", "client_auth", "password") != "${env:LOKI_PASSWORD}" {
-			t.Errorf("collector extensions %v", cfg["extensions"])
-		}
-		if !reflect.DeepEqual(lookup(cfg, "service", "extensions"), []any{"basicauth/loki"}) {
-			t.Errorf("service.extensions %v", lookup(cfg, "service", "extensions"))
 		}
 		col := deployment(t, objs, "gpu-faultline-otel-collector")
 		cc := container(t, &col.Spec.Template.Spec, "otel-collector")
-		if e := env(cc, "LOKI_PASSWORD"); e == nil || e.ValueFrom.SecretKeyRef.Name != "gpu-faultline-loki" {
-			t.Errorf("collector LOKI_PASSWORD %+v", e)
+		if e := env(cc, "LOKI_AUTHORIZATION"); e == nil || e.ValueFrom.SecretKeyRef.Name != "gpu-faultline-loki" || e.ValueFrom.SecretKeyRef.Key != "authorization" {
+			t.Errorf("collector LOKI_AUTHORIZATION %+v", e)
 		}
 		sec := get[corev1.Secret](t, objs, "Secret", "gpu-faultline-loki")
-		if sec.StringData["password"] != "not-a-real-password" {
+		if sec.StringData["password"] != "not-a-real-password" ||
+			sec.StringData["authorization"] != "Basic "+base64.StdEncoding.EncodeToString([]byte("faultline:not-a-real-password")) {
 			t.Errorf("Secret %v", sec.StringData)
 		}
 		ctl := deployment(t, objs, "gpu-faultline-controller")

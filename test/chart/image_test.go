@@ -572,6 +572,7 @@ func TestImagesMatchChart(t *testing.T) {
 	for file, keys := range map[string][]string{
 		"Dockerfile":             {"image"},
 		"Dockerfile.probe-agent": {"probeAgent", "image"},
+		"Dockerfile.collector":   {"collector", "image"},
 	} {
 		repo, _ := lookup(v, append(keys, "repository")...).(string)
 		tag, _ := lookup(v, append(keys, "tag")...).(string)

@@ -20,8 +20,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/cert"
 	"sigs.k8s.io/yaml"
 
+	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -121,15 +123,23 @@ func remarshal(t testing.TB, in, out any) {
 }
 
 // TestCollectorToLoki runs the real collector (the test build of the pinned release)
-// with the configuration the chart generates, pointed at a real Loki: the config
-// validates, and an OTLP log record sent to it the way the exporter sends one lands
-// in Loki under the node and source labels the controller's selectors use.
+// with the configuration the chart generates, pointed at a real Loki and a real
+// apiserver (its authenticator's TokenReviews): the config validates, a record
+// without the exporter's token is refused, and an OTLP log record sent the way the
+// exporter sends one, with its projected token, lands in Loki under the node and
+// source labels the controller's selectors use.
 func TestCollectorToLoki(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{Loki: true})
+	env := testenv.Start(t, testenv.Options{Kubernetes: true, Loki: true})
 	otelcol := testenv.Binary(t, "otelcol-faultline")
 	c := caseNamed(t, "defaults")
-	c.sets = []string{"loki.url=" + env.LokiURL()}
-	cfg := collectorConfig(t, parse(t, render(t, c)), "faultline-otel-collector")
+	c.sets = []string{"loki.url=" + env.LokiURL(), "collector.tls.existingSecret=collector-tls"}
+	objs := parse(t, render(t, c))
+	cfg := collectorConfig(t, objs, "faultline-otel-collector")
+	ec := container(t, &daemonSet(t, objs, "faultline-dmesg-exporter").Spec.Template.Spec, "dmesg-exporter")
+	if !hasArg(ec, "--otlp-endpoint=https://faultline-otel-collector.faultline.svc:4318") ||
+		!hasArg(ec, "--ca-file=/var/run/secrets/faultline/collector-ca/ca.crt") {
+		t.Errorf("exporter args %v: with collector.tls, want https and --ca-file", ec.Args)
+	}
 	if got := lookup(cfg, "exporters", "otlphttp/loki", "endpoint"); got != env.LokiURL()+"/otlp" {
 		t.Fatalf("collector exports to %v, want %s/otlp", got, env.LokiURL())
 	}
@@ -150,7 +160,28 @@ func TestCollectorToLoki(t *testing.T) {
 		t.Fatalf("the chart's collector config does not validate: %v\n%s", err, out)
 	}
 
-	// Run it on loopback: only the listen addresses change.
+	// Run it on loopback: only the listen addresses, the receiver's certificate (a
+	// Secret in the chart) and the authenticator's apiserver (in-cluster in the
+	// chart) change.
+	crt, key, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg := lookup(cfg, "receivers", "otlp", "protocols", "http", "tls").(map[string]any)
+	tlsCfg["cert_file"], tlsCfg["key_file"] = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	caFile := filepath.Join(dir, "ca.crt")
+	for p, b := range map[string][]byte{tlsCfg["cert_file"].(string): crt, tlsCfg["key_file"].(string): key, caFile: crt} {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The exporter's client: verifies the receiver with the CA file.
+	client, err := ship.Auth{CAFile: caFile}.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup(cfg, "extensions", "faultlineauth").(map[string]any)["kubeconfig"] = env.Kubeconfig()
+	token := env.PodToken(t, "faultline", "faultline-dmesg-exporter", "gpu-chart-1", []string{"faultline-collector"})
 	ports := freePorts(t, 2)
 	lookup(cfg, "receivers", "otlp", "protocols", "http").(map[string]any)["endpoint"] = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	prom := lookup(cfg, "service", "telemetry", "metrics", "readers").([]any)[0]
@@ -190,8 +221,19 @@ func TestCollectorToLoki(t *testing.T) {
 		{"key":"node","value":{"stringValue":"gpu-chart-1"}},{"key":"source","value":{"stringValue":"kernel"}},
 		{"key":"k8s.node.name","value":{"stringValue":"gpu-chart-1"}}]},
 		"scopeLogs":[{"logRecords":[{"timeUnixNano":"%d","body":{"stringValue":%q}}]}]}]}`, now.UnixNano(), line)
+	post := func(token string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("https://127.0.0.1:%d/v1/logs", ports[0]), strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		return client.Do(req)
+	}
 	eventually.NoError(t, 30*time.Second, "the collector to take the OTLP record", func() error {
-		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/logs", ports[0]), "application/json", strings.NewReader(body))
+		resp, err := post(token)
 		if err != nil {
 			return err
 		}
@@ -202,6 +244,15 @@ func TestCollectorToLoki(t *testing.T) {
 		}
 		return nil
 	})
+
+	resp, err := post("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a record without the exporter's token: %s, want 401", resp.Status)
+	}
 
 	query := `{node="gpu-chart-1", source="kernel"}`
 	eventually.NoError(t, 30*time.Second, "Loki to have the line sent through the collector", func() error {

@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentrbac "github.com/faultline-dev/faultline/active-probes/agent/rbac"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/dmesg-exporter/kmsg"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packs"
@@ -588,14 +588,14 @@ func (s *stack) probe(t *testing.T, body string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var run probes.Run
+		var run proberun.Run
 		err = json.NewDecoder(resp.Body).Decode(&run)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusAccepted {
 			t.Fatalf("POST /api/v1/probes %s: %s %v", body, resp.Status, err)
 		}
 		eventually.True(t, time.Minute, "probe run "+run.ID, func() bool {
-			return getJSON(s.api+"/api/v1/probes/"+run.ID, &run) == nil && run.State == probes.StateDone
+			return getJSON(s.api+"/api/v1/probes/"+run.ID, &run) == nil && run.State == proberun.StateDone
 		})
 		for _, nr := range run.Nodes {
 			if strings.Contains(nr.Error, "one at a time") {

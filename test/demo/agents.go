@@ -22,10 +22,9 @@ func startAgent(ctx context.Context, node string, client kubernetes.Interface, c
 	reg := prometheus.NewRegistry()
 	runner := probe.NewRunner(demoRegistry(), probe.Config{Node: node, Commands: commands}, probe.NewMetrics(reg))
 	ag, err := agent.New(agent.Config{Node: node, Runner: runner, Registerer: reg,
-		Auth:       &agent.KubeAuthorizer{Client: client, Node: node},
-		GPUPods:    agent.KubeGPUPods(client, node),
-		Iperf3Path: commands["iperf3"],
-		Log:        slog.New(slog.NewJSONHandler(logw, nil)).With("component", "probe-agent")})
+		Auth:    &agent.KubeAuthorizer{Client: client, Node: node},
+		GPUPods: agent.KubeGPUPods(client, node),
+		Log:     slog.New(slog.NewJSONHandler(logw, nil)).With("component", "probe-agent")})
 	if err != nil {
 		return "", nil, err
 	}

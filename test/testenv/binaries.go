@@ -29,6 +29,7 @@ var componentOf = map[string]string{
 	"loki":                    "loki",
 	"otelcol-faultline":       "otelcol",
 	"helm":                    "helm",
+	"controller-gen":          "controller-gen",
 	"kwok":                    "kwok",
 	"prometheus":              "debian",
 	"iperf3":                  "debian",

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,7 +11,23 @@ import (
 )
 
 type otelState struct {
-	url string // http://127.0.0.1:<port> of the OTLP/HTTP receiver
+	url        string // http://127.0.0.1:<port> of the OTLP/HTTP receiver
+	metricsURL string // the collector's own metrics (only with CollectorAuth)
+}
+
+// CollectorAudience is the token audience the chart's exporters are issued and the
+// test collector's authenticator requires by default.
+const CollectorAudience = "faultline-collector"
+
+// CollectorAuth configures the collector's exporter authentication: the receiver
+// takes only requests with a bearer token of one of ServiceAccounts, issued for
+// Audience and bound to a pod on a node (faultline's faultlineauth extension, which
+// reviews tokens with the test apiserver), and the faultlinenode processor writes
+// that node into every record. The collector's own metrics are served then
+// (CollectorMetricsURL).
+type CollectorAuth struct {
+	Audience        string   // default CollectorAudience
+	ServiceAccounts []string // namespace/name of the exporters' ServiceAccounts
 }
 
 // collectorConfig: OTLP/HTTP in, a short batch, out to Loki's native OTLP endpoint
@@ -45,7 +62,55 @@ service:
       exporters: [otlphttp/loki, debug]
 `
 
-func (e *Env) startCollector(bin string, maxBody int) error {
+// collectorAuthConfig replaces the receiver, pipeline and telemetry parts of
+// collectorConfig for CollectorAuth; %[3]d is the metrics port, %[4]s the kubeconfig,
+// %[5]s the audience, %[6]s the ServiceAccounts (a YAML flow list), %[7]s the receiver's
+// extra settings.
+const collectorAuthConfig = `extensions:
+  faultlineauth:
+    kubeconfig: %[4]s
+    audiences: [%[5]s]
+    service_accounts: %[6]s
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:%[1]d%[7]s
+        auth:
+          authenticator: faultlineauth
+processors:
+  faultlinenode:
+  batch:
+    timeout: 200ms
+exporters:
+  otlphttp/loki:
+    endpoint: %[2]s/otlp
+    retry_on_failure:
+      enabled: true
+      initial_interval: 200ms
+      max_interval: 1s
+      max_elapsed_time: 2m
+  debug:
+    verbosity: basic
+service:
+  extensions: [faultlineauth]
+  telemetry:
+    metrics:
+      level: normal
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: %[3]d
+  pipelines:
+    logs:
+      receivers: [otlp]
+      processors: [faultlinenode, batch]
+      exporters: [otlphttp/loki, debug]
+`
+
+func (e *Env) startCollector(bin string, maxBody int, auth *CollectorAuth) error {
 	var extra string
 	if maxBody > 0 {
 		extra = fmt.Sprintf("\n        max_request_body_size: %d", maxBody)
@@ -56,13 +121,30 @@ func (e *Env) startCollector(bin string, maxBody int) error {
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
 	lokiURL := e.LokiURL()
+	var kubeconfig string
+	if auth != nil {
+		kubeconfig = e.Kubeconfig()
+	}
 	st := &otelState{}
 	err := e.launch(Collector, func() (procSpec, error) {
-		ports, err := freePorts(1)
+		ports, err := freePorts(2)
 		if err != nil {
 			return procSpec{}, err
 		}
-		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, collectorConfig, ports[0], lokiURL, extra), 0o644); err != nil {
+		cfg := fmt.Appendf(nil, collectorConfig, ports[0], lokiURL, extra)
+		if auth != nil {
+			aud := auth.Audience
+			if aud == "" {
+				aud = CollectorAudience
+			}
+			sas, err := json.Marshal(auth.ServiceAccounts)
+			if err != nil {
+				return procSpec{}, err
+			}
+			cfg = fmt.Appendf(nil, collectorAuthConfig, ports[0], lokiURL, ports[1], kubeconfig, aud, sas, extra)
+			st.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
+		}
+		if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 			return procSpec{}, err
 		}
 		st.url = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
@@ -109,4 +191,15 @@ func (e *Env) OTLPEndpoint() string {
 		panic("testenv: the collector was not started (set Options.Collector)")
 	}
 	return e.otel.url
+}
+
+// CollectorMetricsURL returns the URL of the collector's own Prometheus metrics
+// (started with Options.CollectorAuth only).
+func (e *Env) CollectorMetricsURL() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.otel == nil || e.otel.metricsURL == "" {
+		panic("testenv: the collector's metrics are served only with Options.CollectorAuth")
+	}
+	return e.otel.metricsURL
 }

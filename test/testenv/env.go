@@ -40,12 +40,18 @@ type Options struct {
 	Controllers []string
 	// Loki runs a single-binary Grafana Loki.
 	Loki bool
+	// LokiLimits adds settings to Loki's limits_config (name: YAML value), for
+	// example {"max_query_length": "1h"} to test a client against a limit.
+	LokiLimits map[string]string
 	// Collector runs the OpenTelemetry Collector with an OTLP/HTTP receiver that
 	// exports to Loki's /otlp endpoint (implies Loki).
 	Collector bool
 	// CollectorMaxRequestBody, when > 0, sets the OTLP/HTTP receiver's
 	// max_request_body_size in bytes (the collector's default is 20 MiB).
 	CollectorMaxRequestBody int
+	// CollectorAuth, when not nil, puts faultline's exporter authentication on the
+	// collector's receiver (implies Collector and Kubernetes): see CollectorAuth.
+	CollectorAuth *CollectorAuth
 	// Prometheus, when not nil, runs Prometheus scraping the given targets.
 	Prometheus *PrometheusOptions
 	// Kwok, when not nil, runs kwok against the apiserver to simulate GPU nodes with
@@ -103,6 +109,9 @@ func Start(t TB, o Options) *Env {
 	if o.ControllerManager || o.Kwok != nil {
 		o.Kubernetes = true
 	}
+	if o.CollectorAuth != nil {
+		o.Collector, o.Kubernetes = true, true
+	}
 	if o.Collector {
 		o.Loki = true
 	}
@@ -157,11 +166,11 @@ func Start(t TB, o Options) *Env {
 	}
 	if o.Loki {
 		run(func() error {
-			if err := e.startLoki(bins[Loki]); err != nil {
+			if err := e.startLoki(bins[Loki], o.LokiLimits); err != nil {
 				return err
 			}
-			if o.Collector {
-				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody)
+			if o.Collector && o.CollectorAuth == nil {
+				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody, nil)
 			}
 			return nil
 		})
@@ -179,6 +188,12 @@ func Start(t TB, o Options) *Env {
 	}
 	if len(msgs) > 0 {
 		t.Fatalf("testenv: start failed:\n%s", strings.Join(msgs, "\n"))
+	}
+	if o.CollectorAuth != nil {
+		// Its authenticator reviews tokens with the apiserver: started after it.
+		if err := e.startCollector(bins[Collector], o.CollectorMaxRequestBody, o.CollectorAuth); err != nil {
+			t.Fatalf("testenv: start failed:\n%v", err)
+		}
 	}
 	e.mu.Lock()
 	var times []string

@@ -1,14 +1,21 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/golang/snappy"
+	"github.com/grafana/loki/pkg/push"
 )
 
 // LokiIndexLabels are the OTLP resource attributes the test Loki promotes to index
@@ -77,7 +84,7 @@ limits_config:
       attributes_config:
         - action: index_label
           attributes: [%[4]s]
-query_range:
+%[5]squery_range:
   results_cache:
     cache:
       embedded_cache:
@@ -87,7 +94,7 @@ analytics:
   reporting_enabled: false
 `
 
-func (e *Env) startLoki(bin string) error {
+func (e *Env) startLoki(bin string, limits map[string]string) error {
 	dir := filepath.Join(e.dir, "loki")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -101,12 +108,17 @@ func (e *Env) startLoki(bin string) error {
 		}
 		attrs += fmt.Sprintf("%q", a)
 	}
+	names := slices.Sorted(maps.Keys(limits))
+	extra := ""
+	for _, n := range names {
+		extra += fmt.Sprintf("  %s: %s\n", n, limits[n])
+	}
 	err := e.launch(Loki, func() (procSpec, error) {
 		ports, err := freePorts(2)
 		if err != nil {
 			return procSpec{}, err
 		}
-		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, lokiConfig, ports[0], ports[1], dir, attrs), 0o644); err != nil {
+		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, lokiConfig, ports[0], ports[1], dir, attrs, extra), 0o644); err != nil {
 			return procSpec{}, err
 		}
 		ls.url = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
@@ -152,4 +164,23 @@ func (e *Env) LokiURL() string {
 		panic("testenv: Loki was not started (set Options.Loki)")
 	}
 	return e.loki.url
+}
+
+// PushLoki pushes streams to the Loki at base (its base URL) with the native push
+// API (protobuf, snappy); Loki's refusal comes back as an error with its answer.
+func PushLoki(base string, streams []push.Stream) error {
+	b, err := (&push.PushRequest{Streams: streams}).Marshal()
+	if err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	resp, err := http.Post(base+"/loki/api/v1/push", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, b)))
+	if err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("push: %s: %s", resp.Status, body)
+	}
+	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang/snappy"
 	"github.com/grafana/loki/pkg/push"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -172,26 +171,9 @@ func TestSmokeRBACRefused(t *testing.T) {
 	}
 }
 
-// pushLoki pushes one line with Loki's native protobuf+snappy push API.
+// pushLoki pushes one line.
 func pushLoki(lokiURL, labels, line string, ts time.Time) error {
-	req := push.PushRequest{Streams: []push.Stream{{
-		Labels:  labels,
-		Entries: []push.Entry{{Timestamp: ts, Line: line}},
-	}}}
-	b, err := req.Marshal()
-	if err != nil {
-		return err
-	}
-	resp, err := http.Post(lokiURL+"/loki/api/v1/push", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, b)))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		body, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("push: %s: %s", resp.Status, body)
-	}
-	return nil
+	return testenv.PushLoki(lokiURL, []push.Stream{{Labels: labels, Entries: []push.Entry{{Timestamp: ts, Line: line}}}})
 }
 
 type lokiStream struct {

@@ -118,17 +118,29 @@ build_loki() {
   touch "$out/.complete"
 }
 
+# faultline's own collector components (a module of their own) and its build key: a
+# hash of the builder manifest and the module's sources, so that changing either
+# builds a new collector instead of reusing the cached one.
+COLLECTOR_MODULE=$(cd "$HERE/../../collector" && pwd)
+otelcol_key() {
+  (cd "$COLLECTOR_MODULE" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' -print0 |
+    LC_ALL=C sort -z | xargs -0 sha256sum; sha256sum "$HERE/otelcol-builder.yaml" | cut -d' ' -f1) |
+    sha256sum | cut -c1-12
+}
+OTELCOL_DIR="otelcol-$OTELCOL_VERSION-$(otelcol_key)"
+
 build_otelcol() {
-  local out="$CACHE/otelcol-$OTELCOL_VERSION" src="$CACHE/src/otelcol-$OTELCOL_VERSION"
+  local out="$CACHE/$OTELCOL_DIR" src="$CACHE/src/$OTELCOL_DIR"
   have "$out" && return 0
-  if grep -E 'gomod:' "$HERE/otelcol-builder.yaml" | grep -vq " v$OTELCOL_VERSION\$"; then
+  if grep -E 'gomod:' "$HERE/otelcol-builder.yaml" | grep -v 'github.com/faultline-dev/faultline/' | grep -vq " v$OTELCOL_VERSION\$"; then
     log "otelcol-builder.yaml pins a version other than v$OTELCOL_VERSION"; exit 1
   fi
   log "building the OpenTelemetry Collector v$OTELCOL_VERSION with the Collector Builder"
   rm -rf "$src"; mkdir -p "$src/bin" "$out"
   GOBIN="$src/bin" go install "go.opentelemetry.io/collector/cmd/builder@v$OTELCOL_VERSION"
-  # The builder does not expand environment variables: write the output path into a copy.
-  sed "s|\${OTELCOL_BUILD_DIR}|$src/build|" "$HERE/otelcol-builder.yaml" > "$src/builder.yaml"
+  # The builder does not expand environment variables: write the paths into a copy.
+  sed -e "s|\${OTELCOL_BUILD_DIR}|$src/build|" -e "s|\${FAULTLINE_COLLECTOR_DIR}|$COLLECTOR_MODULE|" \
+    "$HERE/otelcol-builder.yaml" > "$src/builder.yaml"
   (cd "$src" && "$src/bin/builder" --config "$src/builder.yaml")
   cp "$src/build/otelcol-faultline" "$out/otelcol-faultline"
   touch "$out/.complete"
@@ -153,6 +165,15 @@ build_kwok() {
   touch "$out/.complete"
 }
 
+build_controller_gen() {
+  local out="$CACHE/controller-gen-$CONTROLLER_TOOLS_VERSION"
+  have "$out" && return 0
+  log "building controller-gen v$CONTROLLER_TOOLS_VERSION"
+  mkdir -p "$out"
+  GOBIN="$out" go install -trimpath -ldflags='-s -w' "sigs.k8s.io/controller-tools/cmd/controller-gen@v$CONTROLLER_TOOLS_VERSION"
+  touch "$out/.complete"
+}
+
 install_debian() {
   local missing=() pkg cmd
   for pkg in $DEBIAN_PACKAGES; do
@@ -167,7 +188,7 @@ install_debian() {
 }
 
 print_path() {
-  echo "$CACHE/kubernetes-$KUBERNETES_VERSION:$CACHE/kube-controller-manager-$KUBERNETES_VERSION:$CACHE/etcd-$ETCD_VERSION:$CACHE/loki-$LOKI_VERSION:$CACHE/otelcol-$OTELCOL_VERSION:$CACHE/helm-$HELM_VERSION:$CACHE/kwok-$KWOK_VERSION"
+  echo "$CACHE/kubernetes-$KUBERNETES_VERSION:$CACHE/kube-controller-manager-$KUBERNETES_VERSION:$CACHE/etcd-$ETCD_VERSION:$CACHE/loki-$LOKI_VERSION:$CACHE/$OTELCOL_DIR:$CACHE/helm-$HELM_VERSION:$CACHE/kwok-$KWOK_VERSION:$CACHE/controller-gen-$CONTROLLER_TOOLS_VERSION"
 }
 
 [ $# -eq 0 ] && set -- all
@@ -178,9 +199,10 @@ if [ "$*" != path ]; then
 fi
 for what in "$@"; do
   case $what in
-    all) install_debian; build_otelcol; build_etcd; build_helm; build_kubernetes; build_kube_controller_manager; build_loki; build_kwok ;;
+    all) install_debian; build_otelcol; build_etcd; build_helm; build_controller_gen; build_kubernetes; build_kube_controller_manager; build_loki; build_kwok ;;
     kubernetes|etcd|loki|otelcol|helm|kwok) "build_$what" ;;
     kube-controller-manager) build_kube_controller_manager ;;
+    controller-gen) build_controller_gen ;;
     debian) install_debian ;;
     path) print_path ;;
     *) echo "unknown component: $what" >&2; exit 2 ;;

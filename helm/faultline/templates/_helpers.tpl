@@ -95,6 +95,36 @@ password
 {{- end -}}
 {{- end -}}
 
+{{/* The key of the collector's Loki Authorization header value in the password Secret. */}}
+{{- define "faultline.lokiAuthorizationKey" -}}
+{{- if .Values.loki.basicAuth.existingSecret -}}
+{{- .Values.loki.basicAuth.existingSecretAuthorizationKey -}}
+{{- else -}}
+authorization
+{{- end -}}
+{{- end -}}
+
+{{/* The collector's image. */}}
+{{- define "faultline.collectorImage" -}}
+{{- printf "%s:%s" .Values.collector.image.repository (default .Chart.AppVersion .Values.collector.image.tag) -}}
+{{- end -}}
+
+{{/* The collector's ServiceAccount. */}}
+{{- define "faultline.collectorServiceAccount" -}}
+{{- if .Values.collector.serviceAccount.create -}}
+{{- default (include "faultline.collectorName" .) .Values.collector.serviceAccount.name -}}
+{{- else -}}
+{{- required "collector.serviceAccount.name is required when collector.serviceAccount.create is false" .Values.collector.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the exporters authenticate to the chart's collector with a projected token. */}}
+{{- define "faultline.exporterAuth" -}}
+{{- if and .Values.collector.enabled .Values.collector.exporterAuth.enabled (eq .Values.exporter.output "otlp") (not .Values.exporter.otlpEndpoint) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* The collector's Service name. */}}
 {{- define "faultline.collectorName" -}}
 {{- printf "%s-otel-collector" (include "faultline.fullname" .) -}}
@@ -105,7 +135,7 @@ password
 {{- if .Values.exporter.otlpEndpoint -}}
 {{- .Values.exporter.otlpEndpoint | trimSuffix "/" -}}
 {{- else if .Values.collector.enabled -}}
-{{- printf "http://%s.%s.svc:%d" (include "faultline.collectorName" .) .Release.Namespace (int .Values.collector.port) -}}
+{{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" (ne .Values.collector.tls.existingSecret "")) (include "faultline.collectorName" .) .Release.Namespace (int .Values.collector.port) -}}
 {{- else -}}
 {{- fail "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint" -}}
 {{- end -}}

@@ -1,12 +1,9 @@
-// Package probes is the controller's probe stage: it runs active checks on nodes
-// through their probe agents (and cluster-level checks such as pvc in the controller
-// itself), keeps a record of each run, and reports every node's results to a hook
-// that labels the node, records an Event and logs a line.
-//
-// Runs come from four triggers, all through Dispatcher.Start: by hand (the HTTP API
-// and `faultline probe run`), on a schedule, from a rule with action probe (the taint
-// waits for the result), and for recovery (a tainted node's recovery probes).
-package probes
+// Package proberun runs probe checks for the controller: on nodes through their
+// probe agents (asking each agent which checks it runs), and cluster-level checks such
+// as pvc in the controller itself. It keeps a record of each run and reports every
+// node's results to a hook (see controller/trigger, which decides when runs start:
+// by hand, on a schedule, to confirm a rule, before a recovery).
+package proberun
 
 import (
 	"context"
@@ -20,6 +17,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,11 +116,13 @@ type Config struct {
 	// ServiceAccount token).
 	Token func() (string, error)
 	HTTP  *http.Client
-	// Local runs the checks the controller runs itself (pvc); nil: none.
+	// Registry is the one list of checks, each saying where it runs (Spec.RunsOn):
+	// on the nodes, through their agents (which are asked what they actually run),
+	// or in the controller (default: the probe package's registry, node checks only).
+	Registry *probe.Registry
+	// Local runs the checks that run in the controller (RunsOn OnController, pvc);
+	// nil: such checks are refused.
 	Local *probe.Runner
-	// Known reports whether a check exists on the agents (default: the probe
-	// package's registry), so a request naming an unknown check is refused up front.
-	Known func(check string) bool
 	// Batch is the default number of nodes probed at once (default 10).
 	Batch int
 	// NodeTimeout bounds one node's part of a run (default 30m: dcgm level 3 is long).
@@ -147,6 +147,7 @@ type Dispatcher struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
+	checks  map[string]inventory // node → what its agent said it runs
 	runs    map[string]*Run
 	order   []string
 	done    map[string]chan struct{}
@@ -173,21 +174,19 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{}
 	}
-	if cfg.Known == nil {
-		cfg.Known = func(c string) bool { _, ok := probe.Default().Get(c); return ok }
+	if cfg.Registry == nil {
+		cfg.Registry = probe.Default()
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Dispatcher{cfg: cfg, log: cfg.Log, runs: map[string]*Run{}, done: map[string]chan struct{}{}, running: map[string]int{}}, nil
+	return &Dispatcher{cfg: cfg, log: cfg.Log, runs: map[string]*Run{}, done: map[string]chan struct{}{}, running: map[string]int{}, checks: map[string]inventory{}}, nil
 }
 
+// local reports whether check runs in the controller.
 func (d *Dispatcher) local(check string) bool {
-	if d.cfg.Local == nil {
-		return false
-	}
-	_, ok := d.cfg.Local.Registry().Get(check)
-	return ok
+	spec, ok := d.cfg.Registry.Get(check)
+	return ok && spec.RunsOn == probe.OnController
 }
 
 // Validate checks a request without running it.
@@ -202,26 +201,27 @@ func (d *Dispatcher) Validate(req Request) error {
 			return fmt.Errorf("check %q named twice", c)
 		}
 		seen[c] = true
+		spec, ok := d.cfg.Registry.Get(c)
 		switch {
-		case d.local(c):
-			spec, _ := d.cfg.Local.Registry().Get(c)
+		case !ok:
+			return fmt.Errorf("unknown check %q", c)
+		case spec.RunsOn == probe.OnController:
+			if d.cfg.Local == nil {
+				return fmt.Errorf("check %s runs in the controller, which has no runner for it", c)
+			}
 			if _, err := spec.Params.Resolve(req.Params[c]); err != nil {
 				return fmt.Errorf("check %s: %w", c, err)
 			}
-		case d.cfg.Known(c):
-			remote = true
-			if spec, ok := probe.Default().Get(c); ok {
-				p := req.Params[c].Clone()
-				if p["peer_node"] != "" || (spec.Peer && p["peer"] == "" && d.cfg.PickPeer != nil) {
-					delete(p, "peer_node")
-					p["peer"] = "127.0.0.1" // stands for the peer's address, resolved when run
-				}
-				if _, err := spec.Params.Resolve(p); err != nil {
-					return fmt.Errorf("check %s: %w", c, err)
-				}
-			}
 		default:
-			return fmt.Errorf("unknown check %q", c)
+			remote = true
+			p := req.Params[c].Clone()
+			if p["peer_node"] != "" || (spec.Peer && p["peer"] == "" && d.cfg.PickPeer != nil) {
+				delete(p, "peer_node")
+				p["peer"] = "127.0.0.1" // stands for the peer's address, resolved when run
+			}
+			if _, err := spec.Params.Resolve(p); err != nil {
+				return fmt.Errorf("check %s: %w", c, err)
+			}
 		}
 	}
 	for c := range req.Params {
@@ -447,13 +447,20 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 	if err != nil {
 		return nil, err
 	}
+	inv, err := d.inventory(ctx, node, c)
+	if err != nil {
+		return nil, err
+	}
 	params := map[string]probe.Params{}
 	for _, ch := range checks {
 		p := req.Params[ch].Clone()
 		if p == nil {
 			p = probe.Params{}
 		}
-		spec, _ := probe.Default().Get(ch)
+		spec, ok := inv.checks[ch]
+		if !ok {
+			return nil, fmt.Errorf("the probe agent on %s does not run %s (it runs: %s)", node, ch, strings.Join(inv.names(), ", "))
+		}
 		if spec.Peer && p["peer"] == "" && p["peer_node"] == "" && d.cfg.PickPeer != nil {
 			peer, err := d.cfg.PickPeer(node)
 			if err != nil {
@@ -475,15 +482,16 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 				return nil, err
 			}
 			p["peer"] = host
-			if spec.PeerServer {
+			if spec.PeerServer != "" {
 				port := d.cfg.Iperf3Port
 				if v := p["port"]; v != "" {
 					if port, err = strconv.Atoi(v); err != nil {
 						return nil, fmt.Errorf("%s: port %q: %w", ch, v, err)
 					}
 				}
-				if _, err := pc.StartIperf3Server(ctx, agent.Iperf3ServerRequest{Port: port, IdleTimeout: 5 * time.Minute}); err != nil {
-					return nil, fmt.Errorf("%s server on %s: %w", ch, peer, err)
+				// The peer serves through its agent's own check (iperf3-server).
+				if err := serve(ctx, pc, spec.PeerServer, probe.Params{"port": strconv.Itoa(port), "idle_timeout": "5m"}); err != nil {
+					return nil, fmt.Errorf("%s: %s on %s: %w", ch, spec.PeerServer, peer, err)
 				}
 				p["port"] = strconv.Itoa(port)
 			}
@@ -497,6 +505,66 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 		return nil, err
 	}
 	return resp.Results, nil
+}
+
+// inventoryTTL is how long an agent's list of checks is trusted: an agent upgraded
+// in place (a DaemonSet rollout) is asked again within it.
+const inventoryTTL = 5 * time.Minute
+
+// maxInventories bounds the cache (one entry per node).
+const maxInventories = 100000
+
+type inventory struct {
+	checks map[string]agent.CheckInfo
+	at     time.Time
+}
+
+func (inv inventory) names() []string {
+	out := make([]string, 0, len(inv.checks))
+	for n := range inv.checks {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// inventory returns the checks the node's agent runs, asking the agent (GET
+// /api/v1/checks) at most every inventoryTTL: the agent, not the controller's own
+// registry, says what a node can run and which checks need a peer.
+func (d *Dispatcher) inventory(ctx context.Context, node string, c *agent.Client) (inventory, error) {
+	d.mu.Lock()
+	inv, ok := d.checks[node]
+	d.mu.Unlock()
+	if ok && time.Since(inv.at) < inventoryTTL {
+		return inv, nil
+	}
+	list, err := c.Checks(ctx)
+	if err != nil {
+		return inventory{}, fmt.Errorf("probe agent of %s: list of checks: %w", node, err)
+	}
+	inv = inventory{checks: make(map[string]agent.CheckInfo, len(list)), at: time.Now()}
+	for _, ci := range list {
+		inv.checks[ci.Name] = ci
+	}
+	d.mu.Lock()
+	if len(d.checks) >= maxInventories {
+		clear(d.checks)
+	}
+	d.checks[node] = inv
+	d.mu.Unlock()
+	return inv, nil
+}
+
+// serve runs check (a peer server) on the agent of c and says whether it is serving.
+func serve(ctx context.Context, c *agent.Client, check string, p probe.Params) error {
+	resp, err := c.Run(ctx, agent.RunRequest{Checks: []string{check}, Params: map[string]probe.Params{check: p}})
+	if err != nil {
+		return err
+	}
+	if len(resp.Results) != 1 || resp.Results[0].Status != probe.StatusPass {
+		return fmt.Errorf("not serving: %+v", resp.Results)
+	}
+	return nil
 }
 
 func hostOf(base string) (string, error) {

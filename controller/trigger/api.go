@@ -1,4 +1,4 @@
-package controller
+package trigger
 
 import (
 	"encoding/json"
@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
-	"github.com/faultline-dev/faultline/controller/probes"
+	"github.com/faultline-dev/faultline/controller/proberun"
 )
 
-// ProbeRequest is the body of POST /api/v1/probes.
-type ProbeRequest struct {
+// Request is the body of POST /api/v1/probes.
+type Request struct {
 	// Nodes by name, or Selector: a label selector over nodes (one of the two).
 	Nodes    []string                `json:"nodes,omitempty"`
 	Selector string                  `json:"selector,omitempty"`
@@ -25,7 +25,7 @@ type ProbeRequest struct {
 	Batch    int                     `json:"batch,omitempty"`
 }
 
-// probeHandlers adds the probe endpoints:
+// Register adds the probe endpoints to mux:
 //
 //	POST /api/v1/probes          start a run → 202 and the run (its id)
 //	GET  /api/v1/probes          runs remembered by this replica, newest first
@@ -33,9 +33,9 @@ type ProbeRequest struct {
 //	GET  /status?check=pciebw,dcgm&host=n1,n2&batch=N&r=2
 //	                             Autopilot-compatible: runs the checks and answers when
 //	                             they are done, as text (format=json for the run)
-func (c *Controller) probeHandlers(mux *http.ServeMux) {
+func (t *Triggers) Register(mux *http.ServeMux) {
 	off := func(w http.ResponseWriter) bool {
-		if c.dispatcher == nil {
+		if t.dispatcher == nil {
 			http.Error(w, "probes are not configured on this controller (see --probe-agent-port / --probe-agent)", http.StatusServiceUnavailable)
 			return true
 		}
@@ -45,14 +45,14 @@ func (c *Controller) probeHandlers(mux *http.ServeMux) {
 		if off(w) {
 			return
 		}
-		var req ProbeRequest
+		var req Request
 		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
 			http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		run, err := c.StartProbes(req, probes.TriggerManual)
+		run, err := t.Start(req, proberun.TriggerManual)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -63,13 +63,13 @@ func (c *Controller) probeHandlers(mux *http.ServeMux) {
 		if off(w) {
 			return
 		}
-		writeJSON(w, http.StatusOK, c.dispatcher.List())
+		writeJSON(w, http.StatusOK, t.dispatcher.List())
 	})
 	mux.HandleFunc("GET /api/v1/probes/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if off(w) {
 			return
 		}
-		run, ok := c.dispatcher.Get(r.PathValue("id"))
+		run, ok := t.dispatcher.Get(r.PathValue("id"))
 		if !ok {
 			http.Error(w, fmt.Sprintf("no run %q on this replica", r.PathValue("id")), http.StatusNotFound)
 			return
@@ -81,7 +81,7 @@ func (c *Controller) probeHandlers(mux *http.ServeMux) {
 			return
 		}
 		q := r.URL.Query()
-		req := ProbeRequest{Checks: splitList(q.Get("check")), Nodes: splitList(q.Get("host")), Selector: q.Get("nodelabel")}
+		req := Request{Checks: splitList(q.Get("check")), Nodes: splitList(q.Get("host")), Selector: q.Get("nodelabel")}
 		if len(req.Checks) == 0 {
 			req.Checks = probe.Default().DefaultEnabled()
 		}
@@ -97,19 +97,19 @@ func (c *Controller) probeHandlers(mux *http.ServeMux) {
 			req.Params = map[string]probe.Params{"dcgm": {"level": lvl}}
 		}
 		if len(req.Nodes) == 0 && req.Selector == "" {
-			nodes, err := c.probeNodes()
+			nodes, err := t.probeNodes()
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
 			}
 			req.Nodes = nodes
 		}
-		run, err := c.StartProbes(req, probes.TriggerManual)
+		run, err := t.Start(req, proberun.TriggerManual)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		run, err = c.dispatcher.Wait(r.Context(), run.ID)
+		run, err = t.dispatcher.Wait(r.Context(), run.ID)
 		if err != nil {
 			http.Error(w, "client went away: "+err.Error(), http.StatusRequestTimeout)
 			return
@@ -123,46 +123,46 @@ func (c *Controller) probeHandlers(mux *http.ServeMux) {
 	})
 }
 
-// StartProbes starts a manual run (the API and the CLI behind it).
-func (c *Controller) StartProbes(req ProbeRequest, trigger probes.Trigger) (probes.Run, error) {
-	if c.dispatcher == nil {
-		return probes.Run{}, fmt.Errorf("probes are not configured")
+// Start starts a manual run (the API and the CLI behind it).
+func (t *Triggers) Start(req Request, trigger proberun.Trigger) (proberun.Run, error) {
+	if t.dispatcher == nil {
+		return proberun.Run{}, fmt.Errorf("probes are not configured")
 	}
 	nodes := req.Nodes
 	if req.Selector != "" {
 		if len(nodes) > 0 {
-			return probes.Run{}, fmt.Errorf("give nodes or a selector, not both")
+			return proberun.Run{}, fmt.Errorf("give nodes or a selector, not both")
 		}
 		var err error
-		if nodes, err = c.SelectNodes(req.Selector); err != nil {
-			return probes.Run{}, err
+		if nodes, err = t.SelectNodes(req.Selector); err != nil {
+			return proberun.Run{}, err
 		}
 		if len(nodes) == 0 {
-			return probes.Run{}, fmt.Errorf("no node matches %q", req.Selector)
+			return proberun.Run{}, fmt.Errorf("no node matches %q", req.Selector)
 		}
 	}
 	for _, n := range nodes {
-		if _, err := c.actor.NodeLister().Get(n); err != nil {
-			return probes.Run{}, fmt.Errorf("node %q: %w", n, err)
+		if _, err := t.deps.Actor.NodeLister().Get(n); err != nil {
+			return proberun.Run{}, fmt.Errorf("node %q: %w", n, err)
 		}
 	}
 	// Manual runs belong to the replica, not to the request that started them.
-	if c.life.Err() != nil {
-		return probes.Run{}, fmt.Errorf("controller is shutting down")
+	if t.deps.Life.Err() != nil {
+		return proberun.Run{}, fmt.Errorf("controller is shutting down")
 	}
-	return c.dispatcher.Start(c.life, probes.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force,
+	return t.dispatcher.Start(t.deps.Life, proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force,
 		Batch: req.Batch, Trigger: trigger})
 }
 
 // WriteStatusText renders a run the way Autopilot's /status answers: per node, one
 // line per check with its verdict, then the node's status.
-func WriteStatusText(w io.Writer, run probes.Run) {
+func WriteStatusText(w io.Writer, run proberun.Run) {
 	fmt.Fprintf(w, "Run %s: checks %s on %d node(s), %s\n", run.ID, strings.Join(run.Checks, ","), len(run.Nodes), run.Status)
-	nodes := append([]probes.NodeRun(nil), run.Nodes...)
+	nodes := append([]proberun.NodeRun(nil), run.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Node < nodes[j].Node })
 	for _, nr := range nodes {
 		name := nr.Node
-		if name == probes.ClusterNode {
+		if name == proberun.ClusterNode {
 			name = "(cluster)"
 		}
 		fmt.Fprintf(w, "\nNode: %s\n", name)
@@ -217,4 +217,12 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

@@ -1,0 +1,183 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase is where a fault stands.
+//
+// +kubebuilder:validation:Enum=Observed;Held;Confirming;Tainted;Recovering;Resolved
+type Phase string
+
+// Phases of a NodeFault.
+const (
+	// PhaseObserved: the rule fired; no taint was placed (dry-run, or an event-only
+	// outcome such as a probe that passed).
+	PhaseObserved Phase = "Observed"
+	// PhaseHeld: the taint waits for room in a budget, the end of a storm, or the
+	// node's opt-out label to go.
+	PhaseHeld Phase = "Held"
+	// PhaseConfirming: probes run to confirm the fault before a taint.
+	PhaseConfirming Phase = "Confirming"
+	// PhaseTainted: the node carries the rule's taint.
+	PhaseTainted Phase = "Tainted"
+	// PhaseRecovering: recovery probes run before the taint is removed.
+	PhaseRecovering Phase = "Recovering"
+	// PhaseResolved: the fault is over (recovered, untainted by hand, or no longer
+	// applicable); the object is kept for the retention period.
+	PhaseResolved Phase = "Resolved"
+)
+
+// NodeFault is one fault of one node: a rule of a pack that fired there. Its name
+// is derived from the node, the pack and the rule (see Name).
+//
+// +genclient
+// +genclient:nonNamespaced
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=nf,categories=faultline
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.node`
+// +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.rule`
+// +kubebuilder:printcolumn:name="Pack",type=string,JSONPath=`.spec.pack`,priority=1
+// +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=`.spec.severity`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Count",type=integer,JSONPath=`.status.count`
+// +kubebuilder:printcolumn:name="Last-Seen",type=date,JSONPath=`.status.lastSeen`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeFault struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   NodeFaultSpec   `json:"spec"`
+	Status NodeFaultStatus `json:"status,omitempty"`
+}
+
+// NodeFaultSpec identifies the fault; it does not change over the object's life.
+type NodeFaultSpec struct {
+	// Node is the name of the faulty node.
+	// +kubebuilder:validation:MinLength=1
+	Node string `json:"node"`
+	// Pack is the rule pack of the rule.
+	// +kubebuilder:validation:MinLength=1
+	Pack string `json:"pack"`
+	// Rule is the id of the rule that fired.
+	// +kubebuilder:validation:MinLength=1
+	Rule string `json:"rule"`
+	// Severity is the rule's severity (critical, warning, info).
+	// +optional
+	Severity string `json:"severity,omitempty"`
+	// Action is the rule's action (taint, probe).
+	// +optional
+	Action string `json:"action,omitempty"`
+	// Taint is the taint the rule asks for, as key=value:effect.
+	// +optional
+	Taint string `json:"taint,omitempty"`
+	// Description is the rule's description.
+	// +optional
+	Description string `json:"description,omitempty"`
+}
+
+// NodeFaultStatus is the controller's record of the fault.
+type NodeFaultStatus struct {
+	// Phase is where the fault stands.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// Reason is a one-word reason of the phase (budget, storm, opted-out, ...).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message explains the phase.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Owner is the identity of the controller replica that last wrote the record.
+	// +optional
+	Owner string `json:"owner,omitempty"`
+	// Count is the number of matches in the rule's window at the last firing.
+	// +optional
+	Count int32 `json:"count,omitempty"`
+	// Firings counts the firings folded into this record.
+	// +optional
+	Firings int32 `json:"firings,omitempty"`
+	// FirstSeen and LastSeen are the times of the first and the last firing's line.
+	// +optional
+	FirstSeen *metav1.Time `json:"firstSeen,omitempty"`
+	// +optional
+	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
+	// HeldSince is when the fault was first held (phase Held).
+	// +optional
+	HeldSince *metav1.Time `json:"heldSince,omitempty"`
+	// ResolvedAt is when the fault reached phase Resolved; the object is deleted a
+	// retention period later.
+	// +optional
+	ResolvedAt *metav1.Time `json:"resolvedAt,omitempty"`
+	// BootID is the node's boot id when the fault was recorded (recover: reboot).
+	// +optional
+	BootID string `json:"bootID,omitempty"`
+	// Recover is the rule's recovery policy, as text ("manual", "after 24h", ...).
+	// +optional
+	Recover string `json:"recover,omitempty"`
+	// Captures are the named groups the rule's regex captured (xid, pci, ...).
+	// +optional
+	Captures map[string]string `json:"captures,omitempty"`
+	// Evidence holds the newest log lines behind the fault, oldest first.
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	Evidence []EvidenceLine `json:"evidence,omitempty"`
+	// Query is the LogQL query that shows the node's lines around the fault.
+	// +optional
+	Query string `json:"query,omitempty"`
+	// Link opens Query in Grafana's Explore view (when a Grafana URL is configured).
+	// +optional
+	Link string `json:"link,omitempty"`
+	// Probes are the verdicts of the probes run for the fault, newest last.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Probes []ProbeVerdict `json:"probes,omitempty"`
+	// History lists the controller's decisions on the fault, newest last.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	History []Decision `json:"history,omitempty"`
+}
+
+// EvidenceLine is one log line behind the fault.
+type EvidenceLine struct {
+	// Time is the line's time.
+	Time metav1.Time `json:"time"`
+	// Text is the line, truncated to a bounded length.
+	Text string `json:"text"`
+}
+
+// ProbeVerdict is the outcome of one probe run for the fault.
+type ProbeVerdict struct {
+	// Time is when the verdict was reached.
+	Time metav1.Time `json:"time"`
+	// Purpose is confirm (before a taint) or recover (before an untaint).
+	Purpose string `json:"purpose"`
+	// Checks are the probes run.
+	// +optional
+	Checks []string `json:"checks,omitempty"`
+	// Verdict is passed, failed or timed-out.
+	Verdict string `json:"verdict"`
+	// Message summarises the results.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Decision is one decision of the controller on the fault.
+type Decision struct {
+	// Time is when it was taken.
+	Time metav1.Time `json:"time"`
+	// Kind is the decision: taint, event, probe, hold, dry-run, untaint, ...
+	Kind string `json:"kind"`
+	// Message explains it.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// NodeFaultList is a list of NodeFaults.
+//
+// +kubebuilder:object:root=true
+type NodeFaultList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeFault `json:"items"`
+}

@@ -1,0 +1,13 @@
+package controller
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// The controller's collectors, for the tests to read with prometheus testutil.
+
+func (m *Metrics) LinesRead() *prometheus.CounterVec    { return m.lines }
+func (m *Metrics) Decisions() *prometheus.CounterVec    { return m.decisions }
+func (m *Metrics) Held() *prometheus.GaugeVec           { return m.held }
+func (m *Metrics) Reloads() prometheus.Counter          { return m.reloads }
+func (m *Metrics) ReloadErrors() prometheus.Counter     { return m.reloadErrors }
+func (m *Metrics) ProbeResults() *prometheus.CounterVec { return m.probeResults }
+func (m *Metrics) ProbeSkipped() *prometheus.CounterVec { return m.probeSkipped }

@@ -1,0 +1,110 @@
+package lokisource
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config configures a Source. Only URL and Queries are required.
+type Config struct {
+	// URL is Loki's base URL (http or https), for example http://loki:3100 or
+	// https://gateway.example/loki; the API paths are appended to it.
+	URL string
+	// Tenant is sent as X-Scope-OrgID when set.
+	Tenant string
+	// BearerToken, or BearerTokenFile (read again for every request, as projected
+	// service account tokens rotate), or Username and Password (basic auth).
+	BearerToken     string
+	BearerTokenFile string
+	Username        string
+	Password        string
+	// TLS configures https and wss connections.
+	TLS TLSConfig
+
+	// Queries are the LogQL log queries to follow, with unique names.
+	Queries []Query
+	// NodeLabel names the label (index label or structured metadata) holding an
+	// entry's node; default "node".
+	NodeLabel string
+	// PageLimit is query_range's limit per page and the tail's limit; default 1000.
+	// Loki refuses more than its max_entries_limit_per_query (5000 by default).
+	PageLimit int
+	// DelayFor is the tail's delay_for (0 to 5 s, whole seconds): how long Loki holds
+	// entries to order them.
+	DelayFor time.Duration
+	// Backoff between attempts while Loki is unreachable or failing.
+	Backoff Backoff
+
+	// Overlap is how far back (in entry time) a query re-reads after a reconnect or
+	// a restart, to pick up lines that reached Loki late; default 30s. Lines that
+	// reach Loki later than this (an exporter's backlog, a node clock running
+	// behind) are read only by the tail, so raise it when nodes' clocks lag.
+	Overlap time.Duration
+	// DedupeWindow is how long (in entry time) a query remembers the entries it
+	// emitted; default 10m, at least 2*Overlap.
+	DedupeWindow time.Duration
+	// MaxDedupeKeys bounds the entries remembered per query (the window shrinks
+	// when more arrive); default 200000.
+	MaxDedupeKeys int
+	// CheckpointKeys bounds the entries a checkpoint lists per query; default 1000.
+	CheckpointKeys int
+	// MaxCatchUp, when set, limits how far back a query reads: a position older
+	// than now-MaxCatchUp starts there instead (logged as a gap).
+	MaxCatchUp time.Duration
+	// QueryTimeout bounds one query_range request; default 1m.
+	QueryTimeout time.Duration
+	// MaxQueryLength is Loki's max_query_length (limits_config): a catch-up asks
+	// for windows no longer than this; default 721h, Loki's default.
+	MaxQueryLength time.Duration
+	// MaxResponseBytes bounds one query_range response body and one tail message;
+	// default 16 MiB. A page over it is asked again with half the entries; a tail
+	// message over it ends the tail, and the catch-up that follows reads its lines.
+	MaxResponseBytes int64
+	// CreationGracePeriod is Loki's creation_grace_period: how far ahead of its
+	// clock Loki accepts a line. Reads reach that far into the future, because
+	// Loki's tail holds a line until its timestamp has passed: a node clock that
+	// leads would otherwise delay its lines by as much; default 10m, Loki's default.
+	CreationGracePeriod time.Duration
+	// ClockTolerance: a line the tail delivers (so it reached Loki just now) with a
+	// timestamp more than this before the controller's clock is dated when it
+	// arrived, and no line is dated after the controller's clock, so a node clock
+	// that lags or leads moves no fault's time; default 1m.
+	ClockTolerance time.Duration
+	// BootID, when set, returns the node's current boot ID (the Node's
+	// status.nodeInfo.bootID, "" when unknown). A line carrying another boot ID
+	// (logstream.MetaBootID) older than the moment the current boot ID was first
+	// seen comes from an earlier boot: it is skipped and counted, so a long
+	// catch-up cannot fault a node again for what happened before its reboot.
+	BootID func(node string) string
+	// PollInterval: while tailing, the query is also read with query_range this
+	// often (from the position, deduplicated), because Loki's tail can stop
+	// delivering a busy stream without reporting dropped entries; default 2s.
+	PollInterval time.Duration
+	// TailIdleTimeout: a tail that sends nothing, not even a ping (Loki pings every
+	// second), for this long is considered dead; default 30s.
+	TailIdleTimeout time.Duration
+
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics defaults to none; see NewPrometheusMetrics.
+	Metrics Metrics
+}
+
+// TLSConfig configures TLS to Loki.
+type TLSConfig struct {
+	// CAFile holds the PEM certificates to trust instead of the system's.
+	CAFile string
+	// CertFile and KeyFile are a client certificate (read again at each handshake).
+	CertFile string
+	KeyFile  string
+	// ServerName overrides the name verified in the server certificate.
+	ServerName         string
+	InsecureSkipVerify bool
+}
+
+// Backoff is an exponential backoff with jitter: attempt n waits a random time
+// between half and all of min(Initial*2^n, Max).
+type Backoff struct {
+	Initial time.Duration // default 500ms
+	Max     time.Duration // default 30s
+}

@@ -1,0 +1,343 @@
+package lokisource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/faultline-dev/faultline/logstream"
+)
+
+// emitError carries an error of the caller's emit: it ends Run.
+type emitError struct{ err error }
+
+func (e *emitError) Error() string { return e.err.Error() }
+func (e *emitError) Unwrap() error { return e.err }
+
+// session outcomes.
+type outcome struct {
+	err      error
+	dropped  bool
+	dropFrom int64         // oldest timestamp Loki reported dropped
+	ready    time.Duration // how long the tail was up
+}
+
+const (
+	noDrop = int64(math.MaxInt64)
+	// A tail up this long resets the backoff when it ends.
+	healthyTail = 10 * time.Second
+	// How long to wait for the tail's first ping or message before the second
+	// catch-up anyway.
+	tailReadyTimeout = 3 * time.Second
+)
+
+// follow runs catch-up and tail cycles for one query until ctx ends or a fatal error.
+func (s *Source) follow(ctx context.Context, log *slog.Logger, q Query, st *queryState, emit func(logstream.Line) error) error {
+	bo := backoff{cfg: s.cfg.Backoff}
+	dropFrom := noDrop
+	for ctx.Err() == nil {
+		st.mu.Lock()
+		from := st.win.resumeFrom(s.cfg.Overlap)
+		if dropFrom < from {
+			from = max(dropFrom, st.win.floor)
+		}
+		st.mu.Unlock()
+		dropFrom = noDrop
+
+		o := s.session(ctx, log, q, st, from, emit)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var ee *emitError
+		if errors.As(o.err, &ee) {
+			return ee.err
+		}
+		if isPermanent(o.err) {
+			return &refusedError{err: o.err}
+		}
+		if o.ready >= healthyTail || o.dropped {
+			bo.reset()
+		}
+		var reason string
+		var wait time.Duration
+		switch {
+		case o.dropped:
+			reason = "dropped"
+			dropFrom = o.dropFrom
+		case errors.Is(o.err, websocket.ErrReadLimit):
+			// The message was not read, so the position is before its lines: the
+			// next catch-up reads them in pages that fit.
+			reason = "read_limit"
+			s.m.ReadLimit(q.Name, "tail")
+			log.Warn("a tail message exceeds the size limit; catching up with query_range", "limit_bytes", s.cfg.MaxResponseBytes)
+		case isClose(o.err):
+			reason = "closed"
+			wait = bo.next()
+			log.Info("tail ended by Loki; reconnecting", "err", o.err, "up", o.ready.Round(time.Millisecond), "retry_in", wait.Round(time.Millisecond))
+		default:
+			reason = "error"
+			wait = bo.next()
+			log.Warn("Loki unreachable or failing; retrying", "err", o.err, "retry_in", wait.Round(time.Millisecond))
+		}
+		s.m.Reconnect(q.Name, reason)
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+	return nil
+}
+
+func isClose(err error) bool {
+	var ce *websocket.CloseError
+	return errors.As(err, &ce)
+}
+
+// session is one catch-up, tail, catch-up, stream cycle.
+func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(logstream.Line) error) outcome {
+	st.mu.Lock()
+	known := st.good == q.LogQL
+	st.mu.Unlock()
+	if !known {
+		if err := s.checkQuery(ctx, q.LogQL); err != nil {
+			return outcome{err: err}
+		}
+	}
+	if err := s.catchUp(ctx, log, q, st, from, emit); err != nil {
+		return outcome{err: err}
+	}
+	s.accepted(q, st)
+	st.mu.Lock()
+	// The tail replays from its start; the catch-up below covers everything older
+	// than the last Overlap, and a start further back could exceed Loki's
+	// max_query_length (an idle query's newest line can be days old).
+	tailStart := max(st.win.maxTs, time.Now().Add(-s.cfg.Overlap).UnixNano())
+	again := st.win.resumeFrom(s.cfg.Overlap)
+	st.mu.Unlock()
+
+	h, err := s.header()
+	if err != nil {
+		return outcome{err: err}
+	}
+	conn, resp, err := s.dialer.DialContext(ctx, s.tailURL(q.LogQL, tailStart, s.cfg.PageLimit), h)
+	if err != nil {
+		if resp != nil {
+			body := make([]byte, 1024)
+			n, _ := resp.Body.Read(body)
+			resp.Body.Close()
+			return outcome{err: &statusError{op: "tail", code: resp.StatusCode, status: resp.Status, body: string(body[:n])}}
+		}
+		return outcome{err: fmt.Errorf("loki tail: %w", err)}
+	}
+	t := newTailReader(conn, s.cfg.TailIdleTimeout, s.cfg.MaxResponseBytes)
+	defer t.close()
+	stop := context.AfterFunc(ctx, t.close)
+	defer stop()
+
+	select {
+	case <-t.ready:
+	case <-t.done:
+	case <-ctx.Done():
+		return outcome{}
+	case <-time.After(tailReadyTimeout):
+		log.Debug("tail sent nothing yet; catching up anyway")
+	}
+	if err := s.catchUp(ctx, log, q, st, again, emit); err != nil {
+		return outcome{err: err}
+	}
+	up := time.Now()
+	log.Debug("tailing", "start", unixTime(tailStart))
+	poll := time.NewTicker(s.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return outcome{ready: time.Since(up)}
+		case <-poll.C:
+			// A short overlap: this only covers what the tail missed; lines that
+			// reach Loki later still are read after a reconnect (Overlap).
+			st.mu.Lock()
+			from := st.win.resumeFrom(min(s.cfg.Overlap, 5*time.Second))
+			st.mu.Unlock()
+			if err := s.catchUp(ctx, log, q, st, from, emit); err != nil {
+				return outcome{err: err, ready: time.Since(up)}
+			}
+		case m, ok := <-t.msgs:
+			if !ok {
+				return outcome{err: t.err, ready: time.Since(up)}
+			}
+			if err := s.deliver(ctx, q, st, flatten(m.Streams), true, emit); err != nil {
+				return outcome{err: err, ready: time.Since(up)}
+			}
+			if len(m.Dropped) > 0 {
+				oldest := noDrop
+				for _, d := range m.Dropped {
+					if ts, err := strconv.ParseInt(d.Timestamp, 10, 64); err == nil {
+						oldest = min(oldest, ts)
+					}
+				}
+				s.m.DroppedEntries(q.Name, len(m.Dropped))
+				log.Warn("tail dropped entries; catching up with query_range", "dropped", len(m.Dropped), "oldest", unixTime(min(oldest, time.Now().UnixNano())))
+				return outcome{dropped: true, dropFrom: oldest, ready: time.Since(up)}
+			}
+		}
+	}
+}
+
+// catchUp emits the entries from from (inclusive) to now plus CreationGracePeriod:
+// in windows no longer than MaxQueryLength, each read page by page.
+func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *queryState, from int64, emit func(logstream.Line) error) error {
+	t0 := time.Now()
+	if s.cfg.MaxCatchUp > 0 {
+		if limit := t0.Add(-s.cfg.MaxCatchUp).UnixNano(); from < limit {
+			log.Warn("position older than max catch-up; skipping lines", "position", unixTime(from), "from", unixTime(limit))
+			from = limit
+		}
+	}
+	// Into the future as far as Loki accepts lines (a leading node clock); +1:
+	// query_range's end is exclusive.
+	end := t0.UnixNano() + int64(s.cfg.CreationGracePeriod) + 1
+	span := int64(s.cfg.MaxQueryLength)
+	limit := s.cfg.PageLimit
+	start := from
+	pages, n := 0, 0
+	for start < end {
+		wend := min(end, start+span)
+		es, err := s.queryRange(ctx, q.LogQL, start, wend, limit)
+		switch {
+		case errors.Is(err, errTooLarge) && limit > 1:
+			// Big lines: the same stretch again in smaller pages (for the rest of
+			// this catch-up).
+			s.m.ReadLimit(q.Name, "response")
+			limit = max(1, limit/2)
+			log.Warn("Loki's answer exceeds the response size limit; asking for smaller pages", "limit_bytes", s.cfg.MaxResponseBytes, "page_limit", limit)
+			continue
+		case isQueryTooLong(err) && span > int64(time.Minute):
+			// Loki's max_query_length is shorter than configured.
+			span /= 2
+			log.Warn("Loki refused the time range; asking for shorter windows", "window", time.Duration(span), "err", err)
+			continue
+		case errors.Is(err, errTooLarge):
+			s.m.ReadLimit(q.Name, "response")
+			return fmt.Errorf("one entry at %s exceeds the response size limit of %d bytes: %w", unixTime(start), s.cfg.MaxResponseBytes, err)
+		case err != nil:
+			return err
+		}
+		pages++
+		n += len(es)
+		if err := s.deliver(ctx, q, st, es, false, emit); err != nil {
+			return err
+		}
+		if len(es) < limit {
+			start = wend // this window is done
+			continue
+		}
+		last := es[len(es)-1].ts
+		if last <= start {
+			log.Warn("a whole page shares one timestamp; skipping the rest of that timestamp", "timestamp", unixTime(last), "limit", limit)
+			last = start + 1
+		}
+		start = last
+	}
+	log.Debug("caught up", "from", unixTime(from), "pages", pages, "entries", n, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// deliver emits the entries not emitted before, in order.
+func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entry, live bool, emit func(logstream.Line) error) error {
+	if len(es) == 0 {
+		return nil
+	}
+	emitted, dups, ahead, behind, earlier := 0, 0, 0, 0, 0
+	defer func() {
+		if emitted > 0 {
+			s.m.Lines(q.Name, emitted)
+			st.mu.Lock()
+			newest := st.win.maxTs
+			st.mu.Unlock()
+			s.m.Lag(q.Name, time.Duration(time.Now().UnixNano()-newest))
+		}
+		if dups > 0 {
+			s.m.Duplicates(q.Name, dups)
+		}
+		if ahead > 0 {
+			s.m.ClockClamped(q.Name, "ahead", ahead)
+		}
+		if behind > 0 {
+			s.m.ClockClamped(q.Name, "behind", behind)
+		}
+		if earlier > 0 {
+			s.m.EarlierBoot(q.Name, earlier)
+			s.log.Info("skipped lines from an earlier boot of their node", "query", q.Name, "lines", earlier)
+		}
+	}()
+	for _, e := range es {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		k := entryKey(e.stream, e.ts, e.line)
+		st.mu.Lock()
+		dup := st.win.seen(k)
+		st.mu.Unlock()
+		if dup {
+			dups++
+			continue
+		}
+		now := time.Now()
+		// A line is dated by its node's clock; the controller's clock bounds it, so
+		// a node clock ahead cannot make evidence from the future and one behind
+		// cannot make a line the tail just delivered look old (and a fault end early).
+		at := e.ts
+		switch {
+		case at > now.UnixNano():
+			at = now.UnixNano()
+			ahead++
+		case live && now.UnixNano()-at > int64(s.cfg.ClockTolerance):
+			at = now.UnixNano()
+			behind++
+		}
+		line := s.toEntry(q, e, at)
+		if s.boots.earlier(line.Node, line.Labels[logstream.MetaBootID], line.Time, now) {
+			earlier++
+		} else {
+			s.emitMu.Lock()
+			err := emit(line)
+			s.emitMu.Unlock()
+			if err != nil {
+				return &emitError{err: err}
+			}
+			emitted++
+		}
+		st.mu.Lock()
+		st.win.add(k, e.ts, now.UnixNano())
+		st.mu.Unlock()
+	}
+	return nil
+}
+
+// toEntry converts e, dated at (Unix ns).
+func (s *Source) toEntry(q Query, e entry, at int64) logstream.Line {
+	labels := e.labels
+	if len(e.meta) > 0 {
+		labels = make(map[string]string, len(e.labels)+len(e.meta))
+		for k, v := range e.meta {
+			labels[k] = v
+		}
+		for k, v := range e.labels {
+			labels[k] = v
+		}
+	}
+	return logstream.Line{Query: q.Name, Stream: e.stream, Labels: labels, Node: labels[s.cfg.NodeLabel],
+		Source: labels[logstream.LabelSource], Time: time.Unix(0, at), Text: e.line}
+}

@@ -1,0 +1,381 @@
+// Package nodefault keeps the controller's record of each fault as a NodeFault
+// object (faultline.io/v1alpha1, cluster-scoped): created when a rule that asks for
+// a taint or a probe fires on a node, updated with every decision, probe verdict and
+// firing, marked Resolved when the fault is over, and deleted a retention period
+// later. The record lives in the API server, so it outlives the leader that wrote it.
+package nodefault
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/logstream"
+)
+
+// Defaults of Options.
+const (
+	DefaultRetention    = 7 * 24 * time.Hour
+	DefaultMaxLines     = 10
+	DefaultMaxLineBytes = 1024
+	// maxHistory and maxProbes bound the status lists (the CRD's MaxItems is higher).
+	maxHistory = 20
+	maxProbes  = 10
+	maxMessage = 1024
+)
+
+// Options configure a Store.
+type Options struct {
+	// Owner is the identity written to status.owner (the controller's pod name).
+	Owner string
+	// Retention is how long a Resolved NodeFault is kept (default 7 days).
+	Retention time.Duration
+	// MaxLines and MaxLineBytes bound the evidence (defaults 10 and 1024).
+	MaxLines, MaxLineBytes int
+	// GrafanaURL, when set, gives each record a link to its query in Grafana Explore.
+	GrafanaURL string
+	// Datasource is the Loki datasource's uid in Grafana (default "loki").
+	Datasource string
+	// NodeLabel is the label (or structured metadata) that holds the node name in
+	// Loki (default logstream.LabelNode).
+	NodeLabel string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Store reads and writes NodeFault objects through the Kubernetes REST client.
+type Store struct {
+	rc   rest.Interface
+	opts Options
+}
+
+// New returns a Store on client.
+func New(client kubernetes.Interface, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("nodefault: nil client")
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.MaxLines <= 0 {
+		opts.MaxLines = DefaultMaxLines
+	}
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if opts.Datasource == "" {
+		opts.Datasource = "loki"
+	}
+	if opts.NodeLabel == "" {
+		opts.NodeLabel = logstream.LabelNode
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	// The core REST client reaches any path of the API server; AbsPath points it at
+	// the faultline.io group.
+	return &Store{rc: client.CoreV1().RESTClient(), opts: opts}, nil
+}
+
+// Name is the name of the NodeFault of a rule of pack on node: "node.pack.rule"
+// when that is a valid object name, else a cut and sanitised form of it with a hash
+// of the three parts, so distinct faults never share a name.
+func Name(node, pack, rule string) string {
+	key := fault.Key(node, pack, rule)
+	plain := node + "." + pack + "." + rule
+	var b strings.Builder
+	for _, r := range strings.ToLower(plain) {
+		if r < utf8.RuneSelf && (r == '.' || r == '-' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9')) {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	name := b.String()
+	if name == plain && len(name) <= 253 && validEnds(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(key))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	if len(name) > 253-len(suffix) {
+		name = name[:253-len(suffix)]
+	}
+	name = strings.Trim(name, ".-")
+	return name + suffix
+}
+
+func validEnds(s string) bool {
+	alnum := func(c byte) bool { return ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') }
+	return s != "" && alnum(s[0]) && alnum(s[len(s)-1]) && !strings.Contains(s, "..")
+}
+
+func (s *Store) path(name string) string {
+	p := "/apis/" + v1alpha1.Group + "/" + v1alpha1.Version + "/" + v1alpha1.Resource
+	if name != "" {
+		p += "/" + name
+	}
+	return p
+}
+
+func (s *Store) do(ctx context.Context, verb, path string, body any, into any) error {
+	req := s.rc.Verb(verb).AbsPath(path).SetHeader("Accept", "application/json")
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		req = req.SetHeader("Content-Type", "application/json").Body(raw)
+	}
+	raw, err := req.DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	if into != nil {
+		if err := json.Unmarshal(raw, into); err != nil {
+			return fmt.Errorf("nodefault: decode %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Get returns the NodeFault name.
+func (s *Store) Get(ctx context.Context, name string) (*v1alpha1.NodeFault, error) {
+	var nf v1alpha1.NodeFault
+	if err := s.do(ctx, "GET", s.path(name), nil, &nf); err != nil {
+		return nil, err
+	}
+	return &nf, nil
+}
+
+// List returns every NodeFault.
+func (s *Store) List(ctx context.Context) ([]v1alpha1.NodeFault, error) {
+	var l v1alpha1.NodeFaultList
+	if err := s.do(ctx, "GET", s.path(""), nil, &l); err != nil {
+		return nil, fmt.Errorf("nodefault: list: %w", err)
+	}
+	return l.Items, nil
+}
+
+// Change is one update of a record.
+type Change struct {
+	// Phase, when set, becomes the record's phase (with Reason and Message).
+	Phase   v1alpha1.Phase
+	Reason  string
+	Message string
+	// Decision, when set, is appended to the history (with Message).
+	Decision string
+	// Fault, when set, refreshes the evidence, captures, count and times.
+	Fault *fault.Fault
+	// BootID, when set, is recorded with the evidence.
+	BootID string
+	// Probe, when set, is appended to the probe verdicts.
+	Probe *v1alpha1.ProbeVerdict
+}
+
+// Record applies c to the NodeFault of a rule on node, creating it when there is
+// none (a Resolved one is reopened). node, pack and rule come from c.Fault when set.
+func (s *Store) Record(ctx context.Context, node, pack, rule string, c Change) (*v1alpha1.NodeFault, error) {
+	if c.Fault != nil {
+		node, pack, rule = c.Fault.Node, c.Fault.Rule.Pack, c.Fault.Rule.ID
+	}
+	name := Name(node, pack, rule)
+	var out *v1alpha1.NodeFault
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := s.Get(ctx, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			nf := &v1alpha1.NodeFault{
+				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeFault"},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"faultline.io/node": labelValue(node)}},
+				Spec:       v1alpha1.NodeFaultSpec{Node: node, Pack: pack, Rule: rule},
+			}
+			if c.Fault != nil {
+				s.fillSpec(&nf.Spec, c.Fault)
+			}
+			var created v1alpha1.NodeFault
+			if err := s.do(ctx, "POST", s.path(""), nf, &created); err != nil {
+				return err
+			}
+			cur = &created
+		case err != nil:
+			return err
+		}
+		st := cur.Status.DeepCopy()
+		s.apply(st, c)
+		if cur.Status.Phase == v1alpha1.PhaseResolved && st.Phase != v1alpha1.PhaseResolved {
+			st.ResolvedAt = nil // the fault is back
+		}
+		cur.Status = *st
+		var updated v1alpha1.NodeFault
+		if err := s.do(ctx, "PUT", s.path(name)+"/status", cur, &updated); err != nil {
+			return err
+		}
+		out = &updated
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodefault %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// labelValue makes a node name usable as a label value (at most 63 characters).
+func labelValue(s string) string {
+	if len(s) <= 63 {
+		return s
+	}
+	return strings.Trim(s[:63], ".-_")
+}
+
+func (s *Store) fillSpec(sp *v1alpha1.NodeFaultSpec, f *fault.Fault) {
+	sp.Severity, sp.Action = string(f.Rule.Severity), string(f.Rule.Action)
+	sp.Description = truncate(f.Rule.Description, maxMessage)
+	if t := f.Rule.Taint; t.Key != "" {
+		sp.Taint = t.Key + "=" + t.Value + ":" + t.Effect
+	}
+}
+
+func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
+	now := metav1.NewTime(s.opts.Now())
+	st.Owner = s.opts.Owner
+	if c.Phase != "" {
+		if c.Phase == v1alpha1.PhaseHeld && st.Phase != v1alpha1.PhaseHeld {
+			st.HeldSince = &now
+		}
+		if c.Phase != v1alpha1.PhaseHeld {
+			st.HeldSince = nil
+		}
+		if c.Phase == v1alpha1.PhaseResolved && st.Phase != v1alpha1.PhaseResolved {
+			st.ResolvedAt = &now
+		}
+		st.Phase, st.Reason, st.Message = c.Phase, c.Reason, truncate(c.Message, maxMessage)
+	}
+	if c.Decision != "" {
+		st.History = append(st.History, v1alpha1.Decision{Time: now, Kind: c.Decision, Message: truncate(c.Message, maxMessage)})
+		if n := len(st.History); n > maxHistory {
+			st.History = slices.Delete(st.History, 0, n-maxHistory)
+		}
+	}
+	if c.Probe != nil {
+		p := *c.Probe
+		if p.Time.IsZero() {
+			p.Time = now
+		}
+		p.Message = truncate(p.Message, maxMessage)
+		st.Probes = append(st.Probes, p)
+		if n := len(st.Probes); n > maxProbes {
+			st.Probes = slices.Delete(st.Probes, 0, n-maxProbes)
+		}
+	}
+	if c.BootID != "" {
+		st.BootID = c.BootID
+	}
+	if f := c.Fault; f != nil {
+		t := metav1.NewTime(f.Time)
+		if st.FirstSeen == nil {
+			st.FirstSeen = &t
+		}
+		st.LastSeen = &t
+		st.Count = int32(min(f.Count, 1<<30))
+		st.Firings++
+		st.Recover = f.Rule.Recover.String()
+		st.Captures = nil
+		for k, v := range f.Captures {
+			if st.Captures == nil {
+				st.Captures = map[string]string{}
+			}
+			st.Captures[truncate(k, s.opts.MaxLineBytes)] = truncate(v, s.opts.MaxLineBytes)
+		}
+		lines := f.Evidence
+		if len(lines) > s.opts.MaxLines {
+			lines = lines[len(lines)-s.opts.MaxLines:]
+		}
+		st.Evidence = st.Evidence[:0]
+		for _, l := range lines {
+			st.Evidence = append(st.Evidence, v1alpha1.EvidenceLine{Time: metav1.NewTime(l.Time), Text: truncate(l.Text, s.opts.MaxLineBytes)})
+		}
+		st.Query, st.Link = s.query(f)
+	}
+}
+
+// query returns the LogQL query of the node's lines of the fault's source, and its
+// Grafana Explore link around the fault's first and last line.
+func (s *Store) query(f *fault.Fault) (string, string) {
+	src := string(f.Rule.Source)
+	sel := "{" + logstream.LabelSource + "=~\".+\"}"
+	if logstream.IsSource(src) {
+		sel = "{" + logstream.LabelSource + "=" + strconv.Quote(src) + "}"
+	}
+	q := sel + " | " + s.opts.NodeLabel + "=" + strconv.Quote(f.Node)
+	if s.opts.GrafanaURL == "" {
+		return q, ""
+	}
+	from, to := f.Time.Add(-15*time.Minute), f.Time.Add(5*time.Minute)
+	if len(f.Evidence) > 0 && f.Evidence[0].Time.Before(from) {
+		from = f.Evidence[0].Time.Add(-time.Minute)
+	}
+	state := map[string]any{
+		"datasource": s.opts.Datasource,
+		"queries":    []map[string]string{{"refId": "A", "expr": q}},
+		"range":      map[string]string{"from": strconv.FormatInt(from.UnixMilli(), 10), "to": strconv.FormatInt(to.UnixMilli(), 10)},
+	}
+	raw, _ := json.Marshal(state) // strings and maps only: always encodes
+	return q, strings.TrimRight(s.opts.GrafanaURL, "/") + "/explore?left=" + url.QueryEscape(string(raw))
+}
+
+// Collect deletes the Resolved NodeFaults older than the retention period and
+// returns how many it deleted.
+func (s *Store) Collect(ctx context.Context) (int, error) {
+	all, err := s.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := s.opts.Now()
+	n := 0
+	var errs []error
+	for _, nf := range all {
+		if nf.Status.Phase != v1alpha1.PhaseResolved || nf.Status.ResolvedAt == nil || now.Sub(nf.Status.ResolvedAt.Time) < s.opts.Retention {
+			continue
+		}
+		// The precondition keeps a record reopened since the List.
+		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &nf.ResourceVersion}}
+		if err := s.do(ctx, "DELETE", s.path(nf.Name), opts, nil); err != nil {
+			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("nodefault %s: delete: %w", nf.Name, err))
+			}
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}

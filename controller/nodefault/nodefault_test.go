@@ -1,0 +1,180 @@
+package nodefault_test
+
+import (
+	"context"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestName(t *testing.T) {
+	if got := nodefault.Name("gpu-17", "nvidia-xid", "xid-79"); got != "gpu-17.nvidia-xid.xid-79" {
+		t.Errorf("Name = %q", got)
+	}
+	a, b := nodefault.Name("GPU_17", "p", "r"), nodefault.Name("gpu-17", "p", "r")
+	if a == b || !strings.HasPrefix(a, "gpu-17.p.r-") {
+		t.Errorf("a name that needed sanitising must not collide: %q vs %q", a, b)
+	}
+	long := nodefault.Name(strings.Repeat("n", 300), "p", "r")
+	if len(long) > 253 {
+		t.Errorf("Name is %d characters long", len(long))
+	}
+}
+
+func xidFault(node string, at time.Time) fault.Fault {
+	r := &rules.Compiled{Pack: "nvidia-xid", ID: "xid-79", Source: rules.SourceKernel, Severity: rules.SeverityCritical,
+		Action: rules.ActionTaint, Description: "GPU fell off the bus",
+		Taint: rules.Taint{Key: rules.DefaultTaintKey, Value: "xid-79", Effect: "NoSchedule"}, Recover: rules.Recover{Manual: true}}
+	return fault.Fault{Node: node, Rule: r, Count: 2, Time: at, Captures: map[string]string{"xid": "79"},
+		Evidence: []logstream.Line{
+			{Time: at.Add(-time.Second), Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."},
+			{Time: at, Text: "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."},
+		}}
+}
+
+// TestNodeFaultInAPIServer runs the Store against a real API server with the CRD
+// installed: created, updated, read back field for field (a field the CRD's schema
+// lacks would be pruned), not writable by a node's identity, and collected after the
+// retention period.
+func TestNodeFaultInAPIServer(t *testing.T) {
+	testenv.Integration(t)
+	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	env.InstallCRD(t, v1alpha1.CRDYAML)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	st, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-0", Retention: time.Hour,
+		GrafanaURL: "https://grafana.example", Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := xidFault("gpu-17", clk.Now())
+
+	held, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f, BootID: "boot-1", Phase: v1alpha1.PhaseHeld,
+		Reason: "budget", Message: "budget of 1 node used", Decision: "hold"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Name != "gpu-17.nvidia-xid.xid-79" || held.Spec.Node != "gpu-17" || held.Spec.Taint != "faultline.io/faulty=xid-79:NoSchedule" ||
+		held.Status.Phase != v1alpha1.PhaseHeld || held.Status.HeldSince == nil || held.Status.Firings != 1 {
+		t.Fatalf("created %+v", held)
+	}
+	if !strings.Contains(held.Status.Query, `node="gpu-17"`) || !strings.HasPrefix(held.Status.Link, "https://grafana.example/explore?left=") {
+		t.Errorf("query %q, link %q", held.Status.Query, held.Status.Link)
+	}
+
+	clk.Add(time.Minute)
+	f2 := xidFault("gpu-17", clk.Now())
+	tainted, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f2, Phase: v1alpha1.PhaseTainted, Message: "taint placed", Decision: "taint",
+		Probe: &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: []string{"pciebw"}, Verdict: "failed", Message: "pciebw: 2 GB/s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tainted.Status.Phase != v1alpha1.PhaseTainted || tainted.Status.HeldSince != nil || tainted.Status.Firings != 2 ||
+		len(tainted.Status.History) != 2 || tainted.Status.History[1].Kind != "taint" || len(tainted.Status.Probes) != 1 ||
+		!tainted.Status.LastSeen.Time.Equal(clk.Now()) || !tainted.Status.FirstSeen.Time.Equal(clk.Now().Add(-time.Minute)) {
+		t.Errorf("updated status %+v", tainted.Status)
+	}
+	// Every field written comes back: the CRD's schema knows them all.
+	got, err := st.Get(ctx, tainted.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Status, tainted.Status) || !reflect.DeepEqual(got.Spec, tainted.Spec) {
+		t.Errorf("read back\n%+v\nwant\n%+v", got.Status, tainted.Status)
+	}
+	if len(got.Status.Evidence) != 2 || got.Status.Captures["xid"] != "79" || got.Status.BootID != "boot-1" || got.Status.Owner != "controller-0" {
+		t.Errorf("evidence, captures, boot id or owner lost: %+v", got.Status)
+	}
+
+	t.Run("Kubectl", func(t *testing.T) {
+		kubectl := func(args ...string) string {
+			t.Helper()
+			out, err := exec.Command(testenv.Binary(t, "kubectl"), append([]string{"--kubeconfig", env.Kubeconfig()}, args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+			}
+			return string(out)
+		}
+		get := kubectl("get", "nodefaults")
+		t.Logf("kubectl get nodefaults:\n%s", get)
+		header, row, _ := strings.Cut(get, "\n")
+		if strings.Join(strings.Fields(header), " ") != "NAME NODE RULE SEVERITY PHASE COUNT LAST-SEEN AGE" ||
+			strings.Join(strings.Fields(row)[:6], " ") != "gpu-17.nvidia-xid.xid-79 gpu-17 xid-79 critical Tainted 2" {
+			t.Errorf("printer columns:\n%s", get)
+		}
+		if d := kubectl("describe", "nodefault", tainted.Name); !strings.Contains(d, "GPU has fallen off the bus") || !strings.Contains(d, "pciebw: 2 GB/s") {
+			t.Errorf("describe shows no evidence or probe verdict:\n%s", d)
+		}
+	})
+
+	t.Run("NotWritableByNode", func(t *testing.T) {
+		cfg := rest.CopyConfig(env.RESTConfig())
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:gpu-17", Groups: []string{"system:nodes", "system:authenticated"}}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := nodefault.New(cs, nodefault.Options{Owner: "kubelet"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := xidFault("gpu-18", clk.Now())
+		if _, err := ns.Record(ctx, "", "", "", nodefault.Change{Fault: &other, Phase: v1alpha1.PhaseResolved}); !apierrors.IsForbidden(err) {
+			t.Errorf("node creating a NodeFault: %v, want Forbidden", err)
+		}
+		if _, err := ns.Record(ctx, "gpu-17", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved}); !apierrors.IsForbidden(err) {
+			t.Errorf("node updating its NodeFault: %v, want Forbidden", err)
+		}
+	})
+
+	t.Run("Collected", func(t *testing.T) {
+		resolved, err := st.Record(ctx, "gpu-17", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved, Message: "untainted by hand", Decision: "untaint"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resolved.Status.ResolvedAt == nil || !resolved.Status.ResolvedAt.Time.Equal(clk.Now()) {
+			t.Fatalf("resolvedAt %v", resolved.Status.ResolvedAt)
+		}
+		if n, err := st.Collect(ctx); err != nil || n != 0 {
+			t.Errorf("Collect within the retention: %d, %v", n, err)
+		}
+		clk.Add(time.Hour)
+		if n, err := st.Collect(ctx); err != nil || n != 1 {
+			t.Errorf("Collect after the retention: %d, %v", n, err)
+		}
+		if _, err := st.Get(ctx, resolved.Name); !apierrors.IsNotFound(err) {
+			t.Errorf("after Collect: %v, want NotFound", err)
+		}
+		all, err := st.List(ctx)
+		if err != nil || len(all) != 0 {
+			t.Errorf("List = %v, %v", all, err)
+		}
+	})
+}

@@ -1,0 +1,225 @@
+// The controller's pipeline, in one place. While this replica leads, each log line
+// goes through these stages, in this order, each a package with a small interface:
+//
+//	source   lokisource.Source.Run     Loki (LogQL tail + catch-up) → logstream.Line
+//	match    match.Stage.Process       line → rule hits → correlated fault.Fault
+//	decide   decide.Decider.Decide     fault + decide.NodeFacts → decide.Decision
+//	                                   (budgets, storm hold, held queue, dry-run)
+//	act      Controller.apply          decision → act.Actor (taint, Event) and
+//	                                   nodefault.Store (the NodeFault record)
+//
+// Beside the line stream, started with it and stopped with it:
+//
+//	trigger  trigger.Triggers          probe runs: schedule (RunSchedules), rule
+//	                                   confirmation (Confirm), recovery (Recovery), API
+//	reconcile Controller.Reconcile     recoveries, taints removed by hand, held-fault
+//	                                   release, NodeFault collection
+//	position Controller.saveLoop       the read position, for the next leader
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/controller/match"
+	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/rules"
+)
+
+// lead runs the pipeline while this replica holds the lease.
+func (c *Controller) lead(ctx context.Context) {
+	c.m.leader.Set(1)
+	defer c.m.leader.Set(0)
+	c.log.Info("leading: reading Loki")
+	for ctx.Err() == nil {
+		if err := c.pipeline(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error("pipeline stopped, restarting", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}
+}
+
+// pipeline runs the stages (see the top of this file) until ctx ends or the source
+// fails.
+func (c *Controller) pipeline(ctx context.Context) error {
+	from, err := c.loadPosition(ctx)
+	if err != nil {
+		return err
+	}
+	lc := c.cfg.Loki
+	lc.Queries = lokisource.EngineQueries(c.cfg.Selectors, c.packs.Engine())
+	lc.Metrics = c.m.loki
+	lc.BootID = c.currentBootID
+	if lc.Logger == nil {
+		lc.Logger = c.log
+	}
+	src, err := lokisource.New(lc)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.src, c.leading = src, true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.src, c.leading = nil, false
+		c.mu.Unlock()
+	}()
+	// Faults the previous leader held wait here too, in their order.
+	c.resumeHeld(ctx)
+	matcher := match.New(c.packs.Engine)
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	beside := []func(context.Context){
+		c.triggers.RunSchedules,
+		c.reconcileLoop,
+		func(ctx context.Context) { c.saveLoop(ctx, src) },
+	}
+	var wg sync.WaitGroup
+	for _, run := range beside {
+		wg.Add(1)
+		go func() { defer wg.Done(); run(pctx) }()
+	}
+	// source → match → decide → act, one line at a time, in arrival order.
+	err = src.Run(pctx, from, func(l logstream.Line) error {
+		c.process(pctx, matcher, l)
+		return nil
+	})
+	cancel()
+	wg.Wait()
+	// Save the final position so the next leader starts exactly here.
+	c.savePosition(context.WithoutCancel(ctx), src)
+	return err
+}
+
+// process runs one line through match → decide → act.
+func (c *Controller) process(ctx context.Context, stage *match.Stage, e logstream.Line) {
+	c.m.lines.WithLabelValues(e.Query).Inc()
+	res := stage.Process(e)
+	if e.Node == "" {
+		c.m.noNode.Inc()
+	}
+	for _, o := range res.Matches {
+		c.m.matches.WithLabelValues(o.Rule.String(), string(o.Rule.Severity)).Inc()
+		c.mu.Lock()
+		c.lastMatch[fault.Key(e.Node, o.Rule.Pack, o.Rule.ID)] = e.Time
+		c.mu.Unlock()
+	}
+	for _, f := range res.Faults {
+		if f.Rule.Action == rules.ActionNone {
+			continue // evidence-only rules (context lines) need no decision
+		}
+		facts, err := c.facts()
+		if err != nil {
+			c.log.Error("node facts", "err", err)
+			continue
+		}
+		c.apply(ctx, c.decider.Decide(f, facts))
+	}
+}
+
+func (c *Controller) facts() (decide.NodeFacts, error) { return c.actor.Facts() }
+
+// apply carries a decision out and reports it (Event, metric, log).
+func (c *Controller) apply(ctx context.Context, d decide.Decision) {
+	f := d.Fault
+	kind := string(d.Kind)
+	result := "ok"
+	defer func() { c.m.decisions.WithLabelValues(kind, result).Inc() }()
+	defer func() {
+		if result == "ok" {
+			c.recordDecision(ctx, d, d.Message)
+		}
+	}()
+	switch d.Kind {
+	case decide.KindTaint, decide.KindAlreadyTainted:
+		if d.Kind == decide.KindAlreadyTainted && !c.refreshDue(f.Key()) {
+			result = "recent"
+			return
+		}
+		boot, _ := c.actor.BootID(f.Node)
+		res, err := c.actor.TaintNode(ctx, f, boot)
+		if err != nil {
+			result = "error"
+			if errors.Is(err, act.ErrOptedOut) {
+				result = "opted-out"
+			}
+			c.decider.NotApplied(f)
+			c.log.Warn("taint not applied", "node", f.Node, "rule", f.Rule.String(), "err", err)
+			return
+		}
+		// The actor records the FaultTainted Event with the evidence.
+		c.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
+	case decide.KindEvent:
+		c.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, lastLine(f)))
+	case decide.KindProbe:
+		// The taint waits for the probes; the line stream does not.
+		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, lastLine(f))
+		if !c.triggers.On() {
+			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
+				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
+		}
+		c.event(ctx, f, act.ReasonEvent, msg)
+		go c.triggers.Confirm(ctx, f)
+	case decide.KindHold:
+		reason := act.ReasonHeld
+		if d.Reason == decide.ReasonStorm {
+			reason = act.ReasonStormHold
+		}
+		kind = "hold-" + string(d.Reason)
+		c.event(ctx, f, reason, fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message))
+		c.log.Warn("fault held", "node", f.Node, "rule", f.Rule.String(), "reason", d.Reason, "message", d.Message)
+	case decide.KindDryRun:
+		kind = "dry-run-" + string(d.Of)
+		c.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))
+	case decide.KindNone:
+	}
+	// Gauges need a pass over every Node: refresh them when a taint or a hold
+	// changed them, not on every Event (Reconcile refreshes them periodically too).
+	if d.Kind == decide.KindTaint || d.Kind == decide.KindHold {
+		c.updateGauges()
+	}
+}
+
+// refreshDue says whether the evidence of an already-tainted fault may be written
+// now, and notes the write.
+func (c *Controller) refreshDue(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if last, ok := c.refreshed[key]; ok && now.Sub(last) < c.cfg.EvidenceRefresh {
+		return false
+	}
+	if len(c.refreshed) > 100000 {
+		c.refreshed = map[string]time.Time{}
+	}
+	c.refreshed[key] = now
+	return true
+}
+
+func (c *Controller) event(ctx context.Context, f fault.Fault, reason, msg string) {
+	if err := c.actor.Event(ctx, f.Node, f, reason, msg); err != nil {
+		c.log.Warn("event not recorded", "node", f.Node, "reason", reason, "err", err)
+	}
+}
+
+func lastLine(f fault.Fault) string {
+	if len(f.Evidence) == 0 {
+		return ""
+	}
+	l := f.Evidence[len(f.Evidence)-1].Text
+	if len(l) > 300 {
+		l = l[:300] + "…"
+	}
+	return fmt.Sprintf("%d match(es), last: %q", f.Count, l)
+}

@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/rules"
+)
+
+func (c *Controller) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.ReconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.Reconcile(ctx)
+		case <-c.kickCh:
+			c.Reconcile(ctx)
+		}
+	}
+}
+
+// Reconcile clears faults whose recovery policy allows it, notices taints removed by
+// hand, and applies held faults there is now room for.
+func (c *Controller) Reconcile(ctx context.Context) {
+	active, err := c.actor.ListActive()
+	if err != nil {
+		c.log.Warn("reconcile", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, nf := range active {
+		boot, _ := c.actor.BootID(nf.Node)
+		for _, ev := range nf.Faults {
+			if !ev.TaintPlaced {
+				continue
+			}
+			c.mu.Lock()
+			last := c.lastMatch[fault.Key(nf.Node, ev.Pack, ev.Rule)]
+			c.mu.Unlock()
+			if last.Before(ev.Time) {
+				last = ev.Time
+			}
+			af := decide.ActiveFault{Node: nf.Node, Rule: c.rule(ev), Evidence: ev}
+			af.ProbesPassed = c.triggers.Recovery(ctx, af, boot, last, now)
+			ok, why := c.decider.Recoverable(af, now, boot, last)
+			if !ok {
+				continue
+			}
+			if _, err := c.actor.UntaintNode(ctx, nf.Node, ev.ID()); err != nil {
+				c.log.Warn("recovery untaint failed", "node", nf.Node, "rule", ev.ID(), "err", err)
+				continue
+			}
+			c.decider.Untainted(nf.Node, ev.ID())
+			c.resolved(ctx, nf.Node, []string{ev.ID()}, "recovered: "+why)
+			c.m.decisions.WithLabelValues("untaint", "ok").Inc()
+			c.log.Info("recovered", "node", nf.Node, "rule", ev.ID(), "why", why)
+		}
+	}
+	facts, err := c.facts()
+	if err != nil {
+		return
+	}
+	// Taints removed by hand (faultline untaint, kubectl) free their budget now.
+	c.mu.Lock()
+	for node := range c.tainted {
+		if len(facts.Tainted[node]) == 0 {
+			c.decider.Untainted(node)
+		}
+	}
+	c.tainted = map[string]bool{}
+	for node := range facts.Tainted {
+		c.tainted[node] = true
+	}
+	c.mu.Unlock()
+	for _, d := range c.decider.Release(facts) {
+		c.apply(ctx, d)
+	}
+	c.collectResolved(ctx)
+	c.updateGauges()
+}
+
+// kick asks the reconcile loop for a pass now (recovery probes passed).
+func (c *Controller) kick() {
+	select {
+	case c.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// rule finds the loaded rule of an evidence entry (nil if the packs no longer have it).
+func (c *Controller) rule(ev fault.Evidence) *rules.Compiled {
+	return c.packs.Engine().Set().Rule(ev.Pack, ev.Rule)
+}
+
+// Untaint removes faultline's taint(s) from a node (rule "" or "*": all) — the API
+// and `faultline untaint` behind it.
+func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result, error) {
+	if rule == "" {
+		rule = act.AllRules
+	}
+	res, err := c.actor.UntaintNode(ctx, node, rule)
+	if err != nil {
+		return res, err
+	}
+	c.decider.Untainted(node)
+	c.resolved(ctx, node, res.Cleared, "untainted by request")
+	c.m.decisions.WithLabelValues("untaint", "ok").Inc()
+	c.updateGauges()
+	return res, nil
+}
+
+func (c *Controller) updateGauges() {
+	facts, err := c.facts()
+	if err != nil {
+		return
+	}
+	c.m.taintedNodes.Set(float64(len(facts.Tainted)))
+	c.m.budgetLeft.Set(float64(c.decider.BudgetLeft(facts)))
+	held := map[string]int{}
+	for _, h := range c.decider.Held() {
+		held[string(h.Reason)]++
+	}
+	for _, r := range []decide.HoldReason{decide.ReasonBudget, decide.ReasonRuleBudget, decide.ReasonStorm, decide.ReasonOptedOut} {
+		c.m.held.WithLabelValues(string(r)).Set(float64(held[string(r)]))
+	}
+}

@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/rules"
+)
+
+// phaseOf maps a decision on a fault to the phase of its NodeFault ("" for none).
+func phaseOf(d decide.Decision) v1alpha1.Phase {
+	switch d.Kind {
+	case decide.KindTaint, decide.KindAlreadyTainted:
+		return v1alpha1.PhaseTainted
+	case decide.KindProbe:
+		return v1alpha1.PhaseConfirming
+	case decide.KindHold:
+		return v1alpha1.PhaseHeld
+	case decide.KindDryRun, decide.KindEvent:
+		return v1alpha1.PhaseObserved
+	}
+	return ""
+}
+
+// recordDecision writes a decision on a fault to its NodeFault. Only faults of rules
+// that can taint (action taint or probe) have a record. A repeat of the phase last
+// written is written at most every EvidenceRefresh, so a burst of one fault does not
+// become a burst of writes.
+func (c *Controller) recordDecision(ctx context.Context, d decide.Decision, message string) {
+	f := d.Fault
+	phase := phaseOf(d)
+	if phase == "" || (f.Rule.Action != rules.ActionTaint && f.Rule.Action != rules.ActionProbe) {
+		return
+	}
+	if !c.recordDue(f.Key(), phase) {
+		return
+	}
+	boot, _ := c.actor.BootID(f.Node)
+	kind := string(d.Kind)
+	if d.Kind == decide.KindDryRun {
+		kind += "-" + string(d.Of)
+	}
+	c.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Fault: &f, BootID: boot, Phase: phase,
+		Reason: string(d.Reason), Message: message, Decision: kind})
+}
+
+// record applies a change to a NodeFault; a failure is logged and counted, never
+// fatal to the decision already carried out.
+func (c *Controller) record(ctx context.Context, node, pack, rule string, ch nodefault.Change) {
+	if _, err := c.records.Record(ctx, node, pack, rule, ch); err != nil {
+		c.m.recordErrors.Inc()
+		c.log.Warn("NodeFault not written", "node", node, "rule", pack+"/"+rule, "err", err)
+	}
+}
+
+// recordDue says whether a fault's record may be written in phase now, and notes it.
+func (c *Controller) recordDue(key string, phase v1alpha1.Phase) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	last, ok := c.recorded[key]
+	if ok && last.phase == phase && now.Sub(last.at) < c.cfg.EvidenceRefresh {
+		return false
+	}
+	if len(c.recorded) > 100000 {
+		c.recorded = map[string]recordedPhase{}
+	}
+	c.recorded[key] = recordedPhase{phase: phase, at: now}
+	return true
+}
+
+type recordedPhase struct {
+	phase v1alpha1.Phase
+	at    time.Time
+}
+
+// recordProbe notes a phase and a probe verdict on a fault's NodeFault (the probe
+// triggers call it).
+func (c *Controller) recordProbe(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict) {
+	if phase != "" {
+		c.mu.Lock()
+		c.recorded[fault.Key(node, pack, rule)] = recordedPhase{phase: phase, at: time.Now()}
+		c.mu.Unlock()
+	}
+	c.record(ctx, node, pack, rule, nodefault.Change{Phase: phase, Probe: v})
+}
+
+// resolved marks the records of node's cleared faults (pack/rule ids) Resolved.
+func (c *Controller) resolved(ctx context.Context, node string, ids []string, why string) {
+	for _, id := range ids {
+		pack, rule, ok := strings.Cut(id, "/")
+		if !ok {
+			continue
+		}
+		c.mu.Lock()
+		delete(c.recorded, fault.Key(node, pack, rule))
+		c.mu.Unlock()
+		c.record(ctx, node, pack, rule, nodefault.Change{Phase: v1alpha1.PhaseResolved, Message: why, Decision: "untaint"})
+	}
+}
+
+// resumeHeld puts the faults a previous leader held back into the decider's queue,
+// from their NodeFault records.
+func (c *Controller) resumeHeld(ctx context.Context) {
+	all, err := c.records.List(ctx)
+	if err != nil {
+		c.m.recordErrors.Inc()
+		c.log.Warn("held faults not resumed", "err", err)
+		return
+	}
+	set := c.packs.Engine().Set()
+	n := 0
+	for _, nf := range all {
+		st := nf.Status
+		if st.Phase != v1alpha1.PhaseHeld {
+			continue
+		}
+		r := set.Rule(nf.Spec.Pack, nf.Spec.Rule)
+		if r == nil {
+			continue // the packs no longer have the rule
+		}
+		f := fault.Fault{Node: nf.Spec.Node, Rule: r, Captures: st.Captures, Count: int(st.Count)}
+		if st.LastSeen != nil {
+			f.Time = st.LastSeen.Time
+		}
+		for _, l := range st.Evidence {
+			f.Evidence = append(f.Evidence, logstream.Line{Time: l.Time.Time, Text: l.Text})
+		}
+		h := decide.HeldFault{Fault: f, Reason: decide.HoldReason(st.Reason), Message: st.Message, Updated: f.Time, Hits: int(st.Firings)}
+		if st.HeldSince != nil {
+			h.Since = st.HeldSince.Time
+		} else {
+			h.Since = f.Time
+		}
+		c.decider.Restore(h)
+		n++
+	}
+	if n > 0 {
+		c.log.Info("resumed held faults from their NodeFault records", "faults", n)
+		c.updateGauges()
+	}
+}
+
+// collectResolved deletes the records resolved longer than the retention ago.
+func (c *Controller) collectResolved(ctx context.Context) {
+	n, err := c.records.Collect(ctx)
+	if err != nil {
+		c.m.recordErrors.Inc()
+		c.log.Warn("resolved NodeFaults not collected", "err", err)
+	}
+	if n > 0 {
+		c.log.Info("collected resolved NodeFaults past their retention", "deleted", n)
+	}
+}

@@ -1,0 +1,549 @@
+// Package trigger starts the controller's probe runs, beside the line pipeline: by
+// hand (the HTTP API and `faultline probe run`), on a schedule, to confirm a rule's
+// match before a taint, and before a recovery untaint. It reports each node's results
+// (metrics, log lines, Events, the faultline.io/health label) and hands probe
+// verdicts back to the decide stage.
+package trigger
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/logstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LabelHealth is the node label with the latest probe verdict.
+const LabelHealth = "faultline.io/health"
+
+// Values of LabelHealth, in precedence order: TESTING while probes run on the node,
+// else the worst latest result over the checks that ran there: FAIL (a check
+// failed), WARN (a check warned or could not reach a verdict), PASS.
+const (
+	HealthTesting = "TESTING"
+	HealthFail    = "FAIL"
+	HealthWarn    = "WARN"
+	HealthPass    = "PASS"
+)
+
+// Config configures the controller's probe triggers. With no agents (AgentPort 0,
+// no AgentURLs, no Agents), probes are off: a rule with action probe then applies its
+// onTimeout policy.
+type Config struct {
+	// AgentPort and AgentScheme locate a node's agent on the node's InternalIP (the
+	// agents use the host network); AgentURLs fixes the URL of some nodes' agents.
+	AgentPort   int
+	AgentScheme string
+	AgentURLs   map[string]string
+	// Agents, when set, replaces the above.
+	Agents proberun.Resolver
+	Token  func() (string, error)
+	// Registry lists every check and where it runs (default: the node checks);
+	// Local runs those that run in the controller (pvc).
+	Registry *probe.Registry
+	Local    *probe.Runner
+	// Schedules: checks run on every selected node at an interval, never overlapping.
+	Schedules []Schedule
+	// NodeSelector picks the nodes scheduled probes run on (empty: all).
+	NodeSelector labels.Selector
+	// ConfirmTimeout bounds the probes a rule asks for (default 15m); RecoverEvery is
+	// how often a tainted node's recovery probes are retried (default 10m).
+	ConfirmTimeout time.Duration
+	RecoverEvery   time.Duration
+	// NoHealthLabel leaves the faultline.io/health label alone.
+	NoHealthLabel bool
+	// Batch, NodeTimeout: see proberun.Config.
+	Batch       int
+	NodeTimeout time.Duration
+}
+
+// Schedule runs a check periodically.
+type Schedule struct {
+	Check  string
+	Every  time.Duration
+	Params probe.Params
+}
+
+// probeState is what the controller remembers about probes.
+type probeState struct {
+	mu         sync.Mutex
+	latest     map[string]map[string]probe.Status // node → check → latest status
+	confirming map[string]bool                    // fault keys with a confirmation in flight
+	recovering map[string]time.Time               // fault ID on node → when its recovery run started
+	passed     map[string]time.Time               // fault ID on node → when its recovery probes passed
+}
+
+func newProbeState() *probeState {
+	return &probeState{latest: map[string]map[string]probe.Status{}, confirming: map[string]bool{},
+		recovering: map[string]time.Time{}, passed: map[string]time.Time{}}
+}
+
+// Actor is what the triggers need of the act stage (*act.Actor).
+type Actor interface {
+	NodeLister() corelisters.NodeLister
+	NodeAddress(ctx context.Context, node string) (string, error)
+	Event(ctx context.Context, node string, f fault.Fault, reason, message string) error
+	SetNodeLabel(ctx context.Context, node, key, value string) (bool, error)
+}
+
+// Deps connect the triggers to the rest of the controller.
+type Deps struct {
+	Actor   Actor
+	Decider *decide.Decider
+	// Facts reads the fleet for a decision after a probe verdict.
+	Facts func() (decide.NodeFacts, error)
+	// Apply carries out a decision taken on a probe verdict.
+	Apply func(ctx context.Context, d decide.Decision)
+	// Record notes a phase (when not "") and a probe verdict (when not nil) on the
+	// NodeFault of a rule of pack on node.
+	Record func(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict)
+	// Kick asks for a reconcile now (recovery probes passed).
+	Kick func()
+	// Results counts probe results by check, status and trigger; Skipped the
+	// scheduled rounds skipped, by check.
+	Results, Skipped *prometheus.CounterVec
+	Log              *slog.Logger
+	// Life is the replica's lifetime: manual runs outlive their HTTP request.
+	Life context.Context
+}
+
+// Triggers starts probe runs and reads their results. With probes off (no agents
+// configured) it has no dispatcher: a rule that asks for probes then gets its
+// onTimeout policy, and the API answers 503.
+type Triggers struct {
+	cfg        Config
+	deps       Deps
+	log        *slog.Logger
+	dispatcher *proberun.Dispatcher
+	ps         *probeState
+}
+
+// New returns the triggers of cfg; it starts nothing.
+func New(cfg Config, deps Deps) (*Triggers, error) {
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	if deps.Life == nil {
+		deps.Life = context.Background()
+	}
+	t := &Triggers{cfg: cfg, deps: deps, log: deps.Log, ps: newProbeState()}
+	if err := t.newDispatcher(deps.Life); err != nil {
+		return nil, fmt.Errorf("probes: %w", err)
+	}
+	return t, nil
+}
+
+// On reports whether probes are configured.
+func (t *Triggers) On() bool { return t.dispatcher != nil }
+
+func (t *Triggers) newDispatcher(ctx context.Context) error {
+	pc := t.cfg
+	if pc.Agents == nil && (pc.AgentPort > 0 || len(pc.AgentURLs) > 0) {
+		r := proberun.AgentResolver{Static: pc.AgentURLs, Scheme: pc.AgentScheme, Port: pc.AgentPort}
+		if pc.AgentPort > 0 {
+			r.Address = t.deps.Actor.NodeAddress
+		}
+		pc.Agents = r
+	}
+	if pc.Agents == nil {
+		return nil
+	}
+	if pc.ConfirmTimeout <= 0 {
+		pc.ConfirmTimeout = 15 * time.Minute
+	}
+	if pc.RecoverEvery <= 0 {
+		pc.RecoverEvery = 10 * time.Minute
+	}
+	t.cfg = pc
+	d, err := proberun.New(proberun.Config{Agents: pc.Agents, Token: pc.Token, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
+		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer,
+		OnStart: func(run *proberun.Run, node string) { t.setHealth(ctx, node) },
+		OnNode:  func(run *proberun.Run, nr proberun.NodeRun) { t.probeDone(ctx, run, nr) }})
+	if err != nil {
+		return err
+	}
+	t.dispatcher = d
+	return nil
+}
+
+// Dispatcher returns the dispatcher (nil when probes are off).
+func (t *Triggers) Dispatcher() *proberun.Dispatcher { return t.dispatcher }
+
+// probeDone reports one node's results: metrics, a log line per result, an Event
+// per run and node, and the health label.
+func (t *Triggers) probeDone(ctx context.Context, run *proberun.Run, nr proberun.NodeRun) {
+	where := nr.Node
+	if where == proberun.ClusterNode {
+		where = "cluster"
+	}
+	var parts []string
+	for _, r := range nr.Results {
+		t.deps.Results.WithLabelValues(r.Check, string(r.Status), string(run.Trigger)).Inc()
+		attrs := []any{"run", run.ID, "trigger", run.Trigger, "node", where, "check", r.Check, "status", r.Status,
+			"duration", r.Duration.Round(time.Millisecond).String()}
+		if r.Message != "" {
+			attrs = append(attrs, "message", r.Message)
+		}
+		for _, dv := range r.Devices {
+			if dv.Status != probe.StatusPass && dv.Status != probe.StatusSkipped {
+				attrs = append(attrs, "device_"+dv.ID, string(dv.Status)+": "+dv.Message)
+			}
+		}
+		t.log.Info("probe result", attrs...)
+		part := fmt.Sprintf("%s %s", r.Check, r.Status)
+		if r.Status != probe.StatusPass && r.Message != "" {
+			part += " (" + r.Message + ")"
+		}
+		parts = append(parts, part)
+	}
+	if nr.Error != "" {
+		t.deps.Results.WithLabelValues(strings.Join(run.Checks, ","), "error", string(run.Trigger)).Inc()
+		t.log.Warn("probe run failed", "run", run.ID, "trigger", run.Trigger, "node", where, "checks", run.Checks, "err", nr.Error)
+		parts = append(parts, "error: "+nr.Error)
+	}
+	if nr.Node == proberun.ClusterNode {
+		return
+	}
+	t.ps.mu.Lock()
+	m := t.ps.latest[nr.Node]
+	if m == nil {
+		m = map[string]probe.Status{}
+		t.ps.latest[nr.Node] = m
+	}
+	for _, r := range nr.Results {
+		m[r.Check] = r.Status
+	}
+	if nr.Error != "" && len(nr.Results) == 0 {
+		for _, ch := range run.Checks {
+			m[ch] = probe.StatusError
+		}
+	}
+	t.ps.mu.Unlock()
+	reason := act.ReasonProbePassed
+	if nr.Status == probe.StatusFail || nr.Status == probe.StatusError {
+		reason = act.ReasonProbeFailed
+	}
+	msg := fmt.Sprintf("probe run %s (%s", run.ID, run.Trigger)
+	if run.Reason != "" {
+		msg += ": " + run.Reason
+	}
+	msg += "): " + strings.Join(parts, "; ")
+	if err := t.deps.Actor.Event(ctx, nr.Node, fault.Fault{}, reason, msg); err != nil {
+		t.log.Warn("event not recorded", "node", nr.Node, "reason", reason, "err", err)
+	}
+	t.setHealth(ctx, nr.Node)
+}
+
+// health computes a node's faultline.io/health value.
+func (t *Triggers) health(node string) string {
+	if t.dispatcher != nil && t.dispatcher.Testing(node) {
+		return HealthTesting
+	}
+	t.ps.mu.Lock()
+	defer t.ps.mu.Unlock()
+	var ss []probe.Status
+	for _, s := range t.ps.latest[node] {
+		ss = append(ss, s)
+	}
+	switch probe.Worst(ss...) {
+	case "":
+		return ""
+	case probe.StatusFail:
+		return HealthFail
+	case probe.StatusWarn, probe.StatusError:
+		return HealthWarn
+	}
+	return HealthPass
+}
+
+func (t *Triggers) setHealth(ctx context.Context, node string) {
+	if t.cfg.NoHealthLabel || t.deps.Decider.Config().DryRun {
+		return // dry-run changes no Node, labels included
+	}
+	v := t.health(node)
+	if v == "" {
+		return
+	}
+	if _, err := t.deps.Actor.SetNodeLabel(ctx, node, LabelHealth, v); err != nil {
+		t.log.Warn("health label not set", "node", node, "value", v, "err", err)
+	}
+}
+
+// Confirm runs the probes a rule with action probe asks for, then decides.
+func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
+	key := f.Key()
+	t.ps.mu.Lock()
+	if t.ps.confirming[key] {
+		t.ps.mu.Unlock()
+		return
+	}
+	t.ps.confirming[key] = true
+	t.ps.mu.Unlock()
+	defer func() {
+		t.ps.mu.Lock()
+		delete(t.ps.confirming, key)
+		t.ps.mu.Unlock()
+	}()
+	failed, timedOut, summary := false, true, "probes are not configured"
+	if t.dispatcher != nil {
+		run, err := t.dispatcher.Start(ctx, proberun.Request{Nodes: []string{f.Node}, Checks: f.Rule.Probe.Checks,
+			Trigger: proberun.TriggerRule, Reason: f.Rule.String()})
+		if err != nil {
+			summary = err.Error()
+		} else {
+			wctx, cancel := context.WithTimeout(ctx, t.cfg.ConfirmTimeout)
+			run, err = t.dispatcher.Wait(wctx, run.ID)
+			cancel()
+			if err != nil {
+				summary = fmt.Sprintf("no answer within %s", t.cfg.ConfirmTimeout)
+			} else {
+				failed, timedOut, summary = judge(run)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	facts, err := t.deps.Facts()
+	if err != nil {
+		t.log.Error("node facts", "err", err)
+		return
+	}
+	if failed || timedOut {
+		// The probe verdict joins the log lines as evidence on the node.
+		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
+	}
+	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, "", &v1alpha1.ProbeVerdict{Purpose: "confirm",
+		Checks: f.Rule.Probe.Checks, Verdict: verdict(failed, timedOut), Message: summary})
+	next := t.deps.Decider.DecideProbeResult(f, failed, timedOut, facts)
+	t.log.Info("probe confirmation", "node", f.Node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut,
+		"summary", summary, "decision", next.Kind, "message", next.Message)
+	if next.Kind != decide.KindNone {
+		t.deps.Apply(ctx, next)
+	}
+}
+
+func (t *Triggers) record(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict) {
+	if t.deps.Record != nil {
+		t.deps.Record(ctx, node, pack, rule, phase, v)
+	}
+}
+
+func verdict(failed, timedOut bool) string {
+	switch {
+	case failed:
+		return "failed"
+	case timedOut:
+		return "timed-out"
+	}
+	return "passed"
+}
+
+// judge reads a finished run: failed when a check failed; timedOut when nothing
+// failed but a check could not reach a verdict (error, timeout, refused, agent down).
+func judge(run proberun.Run) (failed, timedOut bool, summary string) {
+	var parts []string
+	for _, nr := range run.Nodes {
+		for _, r := range nr.Results {
+			switch r.Status {
+			case probe.StatusFail:
+				failed = true
+			case probe.StatusError:
+				timedOut = true
+			}
+			s := fmt.Sprintf("%s %s", r.Check, r.Status)
+			if r.Message != "" && r.Status != probe.StatusPass {
+				s += " (" + r.Message + ")"
+			}
+			parts = append(parts, s)
+		}
+		if nr.Error != "" {
+			timedOut = true
+			parts = append(parts, "error: "+nr.Error)
+		}
+	}
+	if failed {
+		timedOut = false
+	}
+	return failed, timedOut, strings.Join(parts, "; ")
+}
+
+// Recovery starts the recovery probes of a tainted fault whose policy waits
+// only for them, at most every RecoverEvery; it returns when they last passed.
+func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot string, last, now time.Time) time.Time {
+	key := fault.Key(a.Node, a.Evidence.Pack, a.Evidence.Rule)
+	t.ps.mu.Lock()
+	passed, started := t.ps.passed[key], t.ps.recovering[key]
+	t.ps.mu.Unlock()
+	if t.dispatcher == nil || a.Rule == nil || len(a.Rule.Recover.Probes) == 0 {
+		return passed
+	}
+	probe := a
+	probe.ProbesPassed = now
+	if ok, _ := t.deps.Decider.Recoverable(probe, now, boot, last); !ok {
+		return passed // something else (time, reboot) is still missing
+	}
+	if passed.After(last) || (!started.IsZero() && now.Sub(started) < t.cfg.RecoverEvery) {
+		return passed
+	}
+	t.ps.mu.Lock()
+	t.ps.recovering[key] = now
+	t.ps.mu.Unlock()
+	run, err := t.dispatcher.Start(ctx, proberun.Request{Nodes: []string{a.Node}, Checks: a.Rule.Recover.Probes,
+		Trigger: proberun.TriggerRecovery, Reason: a.Evidence.ID()})
+	if err != nil {
+		t.log.Warn("recovery probes not started", "node", a.Node, "rule", a.Evidence.ID(), "err", err)
+		return passed
+	}
+	t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, v1alpha1.PhaseRecovering, nil)
+	go func() {
+		r, err := t.dispatcher.Wait(ctx, run.ID)
+		if err != nil {
+			return
+		}
+		failed, timedOut, summary := judge(r)
+		v := &v1alpha1.ProbeVerdict{Purpose: "recover", Checks: a.Rule.Recover.Probes, Verdict: verdict(failed, timedOut), Message: summary}
+		if failed || timedOut {
+			t.log.Info("recovery probes did not pass", "node", a.Node, "rule", a.Evidence.ID(), "summary", summary)
+			// Still tainted: the record goes back to Tainted with the verdict.
+			t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, v1alpha1.PhaseTainted, v)
+			return
+		}
+		t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, "", v)
+		t.ps.mu.Lock()
+		t.ps.passed[key] = time.Now()
+		delete(t.ps.recovering, key)
+		t.ps.mu.Unlock()
+		t.log.Info("recovery probes passed", "node", a.Node, "rule", a.Evidence.ID())
+		t.deps.Kick()
+	}()
+	return passed
+}
+
+// RunSchedules runs each scheduled check on the selected nodes at its interval; a
+// run still going when the next is due is not overlapped (that tick is skipped).
+func (t *Triggers) RunSchedules(ctx context.Context) {
+	if t.dispatcher == nil || len(t.cfg.Schedules) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, s := range t.cfg.Schedules {
+		if s.Every <= 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(s.Every)
+			defer tick.Stop()
+			var current string
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				if current != "" {
+					if r, ok := t.dispatcher.Get(current); ok && r.State != proberun.StateDone {
+						t.log.Warn("scheduled probe still running; skipping this round", "check", s.Check, "run", current)
+						t.deps.Skipped.WithLabelValues(s.Check).Inc()
+						continue
+					}
+				}
+				nodes, err := t.probeNodes()
+				if err != nil || len(nodes) == 0 {
+					continue
+				}
+				req := proberun.Request{Nodes: nodes, Checks: []string{s.Check}, Trigger: proberun.TriggerSchedule,
+					Reason: "every " + s.Every.String()}
+				if len(s.Params) > 0 {
+					req.Params = map[string]probe.Params{s.Check: s.Params}
+				}
+				run, err := t.dispatcher.Start(ctx, req)
+				if err != nil {
+					t.log.Warn("scheduled probe not started", "check", s.Check, "err", err)
+					continue
+				}
+				current = run.ID
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// probeNodes lists the nodes scheduled probes run on.
+func (t *Triggers) probeNodes() ([]string, error) {
+	sel := t.cfg.NodeSelector
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	list, err := t.deps.Actor.NodeLister().List(sel)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(list))
+	for _, n := range list {
+		out = append(out, n.Name)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// pickPeer chooses the peer of a network check that names none: the next probe node
+// after node (in name order) that carries no faultline taint and whose health is not
+// FAIL, so a healthy neighbour measures the suspect link.
+func (t *Triggers) pickPeer(node string) (string, error) {
+	nodes, err := t.probeNodes()
+	if err != nil {
+		return "", err
+	}
+	facts, err := t.deps.Facts()
+	if err != nil {
+		return "", err
+	}
+	start := sort.SearchStrings(nodes, node)
+	for i := 1; i <= len(nodes); i++ {
+		cand := nodes[(start+i)%len(nodes)]
+		if cand == node || len(facts.Tainted[cand]) > 0 || t.health(cand) == HealthFail {
+			continue
+		}
+		if _, err := t.cfg.Agents.Endpoint(context.Background(), cand); err != nil {
+			continue
+		}
+		return cand, nil
+	}
+	return "", fmt.Errorf("no healthy probe node besides %s", node)
+}
+
+// SelectNodes resolves a label selector to node names (the API's selector field).
+func (t *Triggers) SelectNodes(selector string) ([]string, error) {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("label selector %q: %w", selector, err)
+	}
+	list, err := t.deps.Actor.NodeLister().List(sel)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range list {
+		out = append(out, n.Name)
+	}
+	sort.Strings(out)
+	return out, nil
+}

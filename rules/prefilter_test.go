@@ -1,0 +1,83 @@
+package rules
+
+import (
+	"math/rand"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"unsafe"
+
+	ahocorasick "github.com/petar-dambovaliev/aho-corasick"
+)
+
+// newAC builds the reference: an Aho-Corasick automaton reporting every pattern,
+// overlapping ones included, ASCII case-insensitively.
+func newAC(patterns []string) ahocorasick.AhoCorasick {
+	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
+		AsciiCaseInsensitive: true,
+		MatchKind:            ahocorasick.StandardMatch,
+		DFA:                  true,
+	})
+	return b.Build(patterns)
+}
+
+// foundSet lists the patterns a finder reports, sorted and without repeats.
+func foundSet(each func(func(int32))) []int32 {
+	seen := map[int32]bool{}
+	each(func(p int32) { seen[p] = true })
+	out := []int32{}
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// TestGramFilterIsExact: the gram filter finds exactly the patterns an Aho-Corasick
+// automaton finds, on pattern-laden and random texts, in any case and at the
+// text's edges.
+func TestGramFilterIsExact(t *testing.T) {
+	patterns := []string{"nvrm: xid (", "+0x", "link down", "sxid", "fallen off the bus", "é_x", "xid"}
+	f := newGramFilter(patterns)
+	b := newAC(patterns)
+	r := rand.New(rand.NewSource(3))
+	alphabet := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 :+().é_"
+	found := 0
+	for i := 0; i < 50000; i++ {
+		var sb strings.Builder
+		for n := r.Intn(40); n > 0; n-- {
+			if r.Intn(8) == 0 {
+				p := patterns[r.Intn(len(patterns))]
+				if r.Intn(2) == 0 {
+					p = strings.ToUpper(p)
+				}
+				cut := r.Intn(len(p) + 1)
+				sb.WriteString(p[:cut])
+				if r.Intn(2) == 0 {
+					sb.WriteString(p[cut:])
+				}
+				continue
+			}
+			sb.WriteByte(alphabet[r.Intn(len(alphabet))])
+		}
+		s := sb.String()
+		wantSet := foundSet(func(add func(int32)) {
+			it := b.IterOverlappingByte(unsafe.Slice(unsafe.StringData(s), len(s)))
+			for m := it.Next(); m != nil; m = it.Next() {
+				add(int32(m.Pattern()))
+			}
+		})
+		gotSet := foundSet(func(add func(int32)) { f.find(s, add) })
+		if !reflect.DeepEqual(gotSet, wantSet) {
+			t.Fatalf("find(%q) = %v, automaton finds %v", s, gotSet, wantSet)
+		}
+		want := len(wantSet) > 0
+		if want {
+			found++
+		}
+	}
+	if found < 1000 {
+		t.Fatalf("only %d texts held a pattern: the test does not exercise the filter", found)
+	}
+}

@@ -1,0 +1,164 @@
+package printf
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Printing functions and macros add a prefix before the format they are given:
+// dev_err the driver and device, mlx5_core_err the function and line, NV_PRINTF
+// "NVRM: " and the function. The prefixes below are what each prints, with a
+// realistic device; a source entry names its call, and the generated line starts
+// with the prefix that call prints.
+var (
+	plainCalls = words(`printk pr_emerg pr_alert pr_crit pr_err pr_warn pr_warning pr_notice pr_info
+		pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
+		pr_warn_once pr_info_once pr_notice_ratelimited pr_cont printk_ratelimited printk_once
+		nv_printf nvDbg_Printf portDbgPrintf ucs_log_fatal_error fprintf`)
+	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
+		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
+		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
+		pci_emerg pci_alert pci_crit pci_err pci_warn pci_notice pci_info pci_err_ratelimited
+		pci_warn_ratelimited pci_info_ratelimited`)
+	netdevCalls = words(`netdev_emerg netdev_alert netdev_crit netdev_err netdev_warn netdev_notice
+		netdev_info netdev_err_once netdev_warn_once net_err_ratelimited`)
+	mlx5FuncCalls = words(`mlx5_core_err mlx5_core_err_rl mlx5_core_warn mlx5_core_warn_rl
+		mlx5_core_warn_once mlx5_core_dbg`)
+)
+
+func words(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(s) {
+		m[w] = true
+	}
+	return m
+}
+
+// Device names by the driver a source file belongs to (dev_err prints "driver device: ").
+var devices = []struct{ path, dev, netdev string }{
+	{"mellanox/mlx5", "mlx5_core 0000:3b:00.0", "mlx5_core 0000:3b:00.0 eth2"},
+	{"mellanox/mlx4", "mlx4_core 0000:5e:00.0", "mlx4_en 0000:5e:00.0 eth3"},
+	{"infiniband/hw/mlx5", "mlx5_core 0000:3b:00.0", "mlx5_core 0000:3b:00.0 eth2"},
+	{"infiniband/ulp/ipoib", "mlx5_core 0000:3b:00.0", "ib0"},
+	{"drivers/nvme", "nvme nvme0", "nvme0"},
+	{"drivers/pci", "pcieport 0000:00:01.0", ""},
+	{"drivers/net/bonding", "bond0", "bond0"},
+	{"drivers/scsi", "sd 0:0:0:0", ""},
+	{"drivers/ata", "ata1.00", ""},
+	{"drivers/edac", "EDAC MC0", ""},
+	{"", "pci 0000:3b:00.0", "eth2"},
+}
+
+func device(file string) (dev, netdev string) {
+	for _, d := range devices {
+		if strings.Contains(file, d.path) {
+			return d.dev, d.netdev
+		}
+	}
+	return "", ""
+}
+
+// DeviceCall reports whether call prints a device (dev_err, pci_err, netdev_err),
+// so that a file's dev_fmt, not its pr_fmt, comes before the format.
+func DeviceCall(call string) bool { return devCalls[call] || netdevCalls[call] }
+
+// KnownCall reports whether Prefix knows what call prints before its format.
+func KnownCall(call string) bool {
+	_, err := Prefix(call, "f", "", "x.c", 0)
+	return err == nil
+}
+
+// Prefix returns the text that call prints before its format, in file and function
+// fn, given the file's pr_fmt for pr_* calls or its dev_fmt for dev_* calls.
+func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
+	if fn == "" {
+		fn = "rm_function"
+	}
+	pr := func() (string, error) {
+		in, err := Instantiate(prFmt, variant, nil)
+		return in.Text, err
+	}
+	dev, netdev := device(file)
+	switch {
+	case call == "" || plainCalls[call]:
+		return pr()
+	case call == "panic":
+		return "Kernel panic - not syncing: ", nil
+	case devCalls[call]:
+		// A file that defines dev_fmt prints it after the device (prFmt is then it).
+		p, err := pr()
+		return dev + ": " + p, err
+	case netdevCalls[call]:
+		p, err := pr()
+		return netdev + ": " + p, err
+	case mlx5FuncCalls[call]:
+		return fmt.Sprintf("%s: %s:%d:(pid %d): ", dev, fn, 1042+variant, 2611+variant), nil
+	case call == "mlx5_core_info" || call == "mlx5_core_info_rl":
+		return dev + ": ", nil
+	case strings.HasPrefix(call, "mlx4_"):
+		return "mlx4_core 0000:5e:00.0: ", nil
+	case strings.HasPrefix(call, "ipoib_"):
+		return "ib0: ", nil
+	case strings.HasPrefix(call, "ibdev_"):
+		return dev + " mlx5_0: ", nil
+	case call == "NV_PRINTF" || call == "NV_PRINTF_EX" || call == "NV_ERROR_LOG":
+		// RmMsgPrefix: "NVRM: ", then the GPU instance when known, then the function.
+		if variant%2 == 1 {
+			return "NVRM: GPU0 " + fn + ": ", nil
+		}
+		return "NVRM: " + fn + ": ", nil
+	case call == "NV_DEV_PRINTF" || call == "NV_DEV_PRINTF_STATUS":
+		return "NVRM: GPU 0000:3b:00.0: ", nil
+	case strings.HasPrefix(call, "xfs_"):
+		return "XFS (sda1): ", nil
+	case call == "WARN" || call == "INFO" || call == "TRACE":
+		return fmt.Sprintf("gpu-node-7:%d:%d [%d] NCCL %s ", 12345+variant, 12400+variant, 3+variant, call), nil
+	case call == "ucs_error" || call == "ucs_warn" || call == "ucs_fatal" || call == "ucs_diag" || call == "ucs_log":
+		// UCS_LOG_FMT: time, [host:pid:thread], file:line, component, level.
+		lvl := map[string]string{"ucs_error": "ERROR", "ucs_log": "ERROR", "ucs_warn": "WARN", "ucs_fatal": "FATAL", "ucs_diag": "DIAG"}[call]
+		base := file[strings.LastIndexByte(file, '/')+1:]
+		return fmt.Sprintf("[1732394000.%06d] [gpu-node-7:%-5d:%d] %17s:%-4d %-4s %-5s ", 123456+variant, 12345+variant, variant, base, 179+variant, "UCX", lvl), nil
+	case strings.HasPrefix(call, "ata_dev_"):
+		return "ata1.00: ", nil
+	case strings.HasPrefix(call, "ata_link_") || strings.HasPrefix(call, "ata_port_"):
+		return "ata1: ", nil
+	case call == "edac_printk":
+		return "EDAC MC: ", nil
+	case strings.HasPrefix(call, "edac_mc_"):
+		return "EDAC MC0: ", nil
+	case strings.HasPrefix(call, "sdev_") || strings.HasPrefix(call, "scmd_"):
+		return "sd 0:0:0:0: [sda] ", nil
+	case strings.HasPrefix(call, "shost_"):
+		return "scsi host0: ", nil
+	case call == "slave_err" || call == "slave_warn" || call == "slave_info":
+		return "bond0: (slave eth2): ", nil
+	}
+	return "", fmt.Errorf("unknown printing call %q", call)
+}
+
+// Message instantiates what call prints with format: its prefix, then the format
+// filled with generated values (Values hold the format's conversions only).
+func Message(call, fn, prFmt, file, format string, variant int, fixed map[int]string) (Instance, error) {
+	p, err := Prefix(call, fn, prFmt, file, variant)
+	if err != nil {
+		return Instance{}, err
+	}
+	in, err := Instantiate(format, variant, fixed)
+	if err != nil {
+		return Instance{}, err
+	}
+	in.Text = p + in.Text
+	return in, nil
+}
+
+// Lines splits a printed message into the log lines it becomes: printk ends a
+// record at each newline.
+func Lines(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

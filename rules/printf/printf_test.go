@@ -1,0 +1,58 @@
+package printf
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestInstantiate(t *testing.T) {
+	cases := []struct {
+		format  string
+		variant int
+		fixed   map[int]string
+		want    string
+	}{
+		{"NVRM: GPU at PCI:%04x:%02x:%02x: %s\n", 0, nil, "NVRM: GPU at PCI:001f:1f:1f: Resource temporarily unavailable\n"},
+		{"NVRM: Xid (PCI:%04x:%02x:%02x): %d, %s", 0, map[int]string{4: "79"}, "NVRM: Xid (PCI:001f:1f:1f): 79, eth2"},
+		{"100%% done, %u left", 1, nil, "100% done, 4294967295 left"},
+		{"addr %pI4 mac %pM: %pS", 0, nil, "addr 192.168.1.10 mac b8:59:9f:aa:bb:cc: mlx5_cmd_exec+0x2c/0x50 [mlx5_core]"},
+		{"%-6s|%5d|%#x|%llx", 0, nil, "mlx5_0|    4|0x1f|1f"},
+		{"%*s[%.*s]", 0, nil, "  mlx5_0[timeout]"},
+		{"%08x %-3d", 1, nil, "deadbeef -110"},
+		{"%06d", 1, nil, "-00110"},
+		{"status:%#06x", 0, nil, "status:0x001f"},
+		{"%04x:%02x:%02x.%x", 1, nil, "beef:ef:ef.deadbeef"},
+		{"ptr %p, %pfoo", 0, nil, "ptr 00000000a1b2c3d4, 00000000a1b2c3d4foo"},
+	}
+	for _, c := range cases {
+		got, err := Instantiate(c.format, c.variant, c.fixed)
+		if err != nil {
+			t.Fatalf("%q: %v", c.format, err)
+		}
+		if got.Text != c.want {
+			t.Errorf("Instantiate(%q, %d) = %q, want %q", c.format, c.variant, got.Text, c.want)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, f := range []string{"trailing %", "bad %k verb", "no verb %ll", strings.Repeat("x", MaxFormat+1)} {
+		if _, err := Parse(f); err == nil {
+			t.Errorf("Parse(%.20q) accepted a broken format", f)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	in, err := Instantiate("GPU %04x:%02x:%02x.%x lost, status %d", 0, map[int]string{5: "-5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Expand("$1:$2:$3.$4 ($5)", in.Values)
+	if err != nil || got != "001f:1f:1f.1f (-5)" {
+		t.Errorf("Expand = %q, %v", got, err)
+	}
+	if _, err := Expand("$6", in.Values); err == nil {
+		t.Error("Expand accepted $6 for five conversions")
+	}
+}

@@ -1,0 +1,459 @@
+package sources
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// MaxSource bounds the size of a source file the extractor reads.
+const MaxSource = 8 << 20
+
+// printCall describes an error-level printing function: where its format argument
+// is, and what its level argument must be for the call to be error-level.
+type printCall struct {
+	format int // index of the argument that starts the format
+	level  int // index of a level argument that must name an error level; -1: none
+}
+
+// errorCalls are the printing calls the inventory lists: KERN_ERR and above;
+// lowerCalls the warning and informational ones, listed only on request (a rule
+// may be for a warning, such as an NVMe timeout).
+var errorCalls, lowerCalls = map[string]printCall{}, map[string]printCall{}
+
+func init() {
+	add := func(format, level int, names string) {
+		for _, n := range strings.Fields(names) {
+			errorCalls[n] = printCall{format: format, level: level}
+		}
+	}
+	add(0, -1, `pr_emerg pr_alert pr_crit pr_err pr_err_ratelimited pr_crit_ratelimited
+		pr_alert_ratelimited pr_err_once pr_crit_once panic`)
+	add(0, 0, `printk printk_ratelimited printk_once printk_deferred`)
+	add(1, -1, `dev_emerg dev_alert dev_crit dev_err dev_err_ratelimited dev_err_once
+		dev_crit_ratelimited dev_alert_ratelimited pci_emerg pci_alert pci_crit pci_err
+		pci_err_ratelimited netdev_emerg netdev_alert netdev_crit netdev_err netdev_err_once
+		mlx5_core_err mlx5_core_err_rl mlx4_err ibdev_err ibdev_err_ratelimited
+		xfs_emerg xfs_alert xfs_crit xfs_err`)
+	add(0, -1, `ucs_error ucs_fatal`)
+	add(2, -1, `xfs_alert_tag slave_err`)
+	add(1, -1, `ata_dev_err ata_link_err ata_port_err`)
+	add(1, 0, `NV_PRINTF nv_printf`)
+	add(2, 0, `NV_DEV_PRINTF sdev_printk scmd_printk shost_printk`)
+	add(2, 1, `edac_mc_printk`)
+	add(2, 0, `edac_printk`)
+	add(0, -1, `WARN`)
+	lower := func(format, level int, names string) {
+		for _, n := range strings.Fields(names) {
+			lowerCalls[n] = printCall{format: format, level: level}
+		}
+	}
+	lower(0, -1, `pr_warn pr_warning pr_notice pr_info pr_warn_ratelimited pr_warn_once
+		pr_info_ratelimited pr_notice_ratelimited INFO ucs_warn ucs_diag`)
+	lower(1, -1, `dev_warn dev_notice dev_info dev_warn_ratelimited dev_warn_once pci_warn
+		pci_notice pci_info netdev_warn netdev_notice netdev_info mlx5_core_warn mlx5_core_warn_rl
+		mlx5_core_info mlx4_warn mlx4_info ibdev_warn ibdev_info ipoib_warn xfs_warn
+		xfs_notice xfs_info`)
+	lower(2, -1, `slave_warn slave_info`)
+	lower(1, -1, `ata_dev_warn ata_dev_info ata_link_warn ata_link_info ata_port_warn ata_port_info fprintf`)
+}
+
+// lowerLevels are the level arguments below error.
+var lowerLevels = map[string]string{
+	"KERN_WARNING": "warn", "KERN_NOTICE": "notice", "KERN_INFO": "info",
+	"LEVEL_WARNING": "warn", "LEVEL_NOTICE": "notice", "LEVEL_INFO": "info",
+	"NV_DBG_WARNINGS": "warn", "NV_DBG_INFO": "info",
+}
+
+// errorLevels are the level arguments that make a call error-level.
+var errorLevels = map[string]string{
+	"KERN_EMERG": "emerg", "KERN_ALERT": "alert", "KERN_CRIT": "crit", "KERN_ERR": "err",
+	"LEVEL_ERROR": "err", "LEVEL_FATAL": "fatal", "NV_DBG_ERRORS": "err",
+}
+
+// builtinMacros are the string macros of headers that formats concatenate.
+var builtinMacros = map[string]string{
+	"PRIx64": "llx", "PRIX64": "llX", "PRIu64": "llu", "PRId64": "lld", "PRIi64": "lli",
+	"PRIx32": "x", "PRIu32": "u", "PRId32": "d", "PRIxPTR": "lx",
+	"NvU64_fmtx": "llx", "NvU64_fmtX": "llX", "NvU64_fmtu": "llu", "NvU64_fmtd": "lld",
+	"NvU64_fmto": "llo", "NV_PCI_DEV_FMT": "%04x:%02x:%02x.%x", "NV_PRINTF_ADDR_FMT": "%llx",
+	"UCS_PTR_FMT": "%p", "UCT_IB_IFACE_FMT": "%s:%d", "UCS_SOCKADDR_STRING_LEN": "",
+	"KERN_SOH": "", "KERN_CONT": "", "KERN_EMERG": "", "KERN_ALERT": "", "KERN_CRIT": "",
+	"KERN_ERR": "", "KERN_WARNING": "", "KERN_NOTICE": "", "KERN_INFO": "", "KERN_DEBUG": "",
+	"DRV_NAME": "%s", "DRIVER_NAME": "%s",
+	"HW_ERR": "[Hardware Error]: ", "FW_BUG": "[Firmware Bug]: ", "FW_WARN": "[Firmware Warn]: ",
+	"FW_INFO": "[Firmware Info]: ",
+}
+
+// Message is one error-level print call of a source file.
+type Message struct {
+	Line   int    `yaml:"line" json:"line"`
+	Call   string `yaml:"call" json:"call"`
+	Level  string `yaml:"level" json:"level"`
+	Func   string `yaml:"func,omitempty" json:"func,omitempty"`
+	Format string `yaml:"format" json:"format"`
+	// Rule is the rule a line generated from the format matched when the inventory
+	// was written; the coverage test checks it still does.
+	Rule string `yaml:"rule,omitempty" json:"rule,omitempty"`
+	// Ignore says in one line why no rule is meant to catch the message.
+	Ignore string `yaml:"ignore,omitempty" json:"ignore,omitempty"`
+}
+
+var (
+	defineStrRe = regexp.MustCompile(`(?m)^\s*#\s*define\s+([A-Za-z_]\w*)\s+((?:"(?:[^"\\\n]|\\.)*"\s*)+)$`)
+	prFmtRe     = regexp.MustCompile(`(?m)^\s*#\s*define\s+pr_fmt\(\s*fmt\s*\)\s+(.*?)\s*fmt\s*$`)
+	devFmtLitRe = regexp.MustCompile(`(?m)^\s*#\s*define\s+dev_fmt\(\s*fmt\s*\)\s+(.*?)\s*fmt\s*$`)
+	devFmtRe    = regexp.MustCompile(`(?m)^\s*#\s*define\s+dev_fmt(?:\(\s*fmt\s*\)\s+pr_fmt\(\s*fmt\s*\)|\s+pr_fmt)\s*$`)
+	stringRe    = regexp.MustCompile(`"((?:[^"\\\n]|\\.)*)"`)
+)
+
+// Extract lists the error-level print calls of one C or C++ source file, with
+// their format strings as printed (adjacent literals and string macros joined),
+// and returns the file's pr_fmt prefix if it has one.
+func Extract(file string, src []byte) (Extracted, error) {
+	return extract(file, src, false)
+}
+
+// ExtractAll is Extract with the warning and informational calls too.
+func ExtractAll(file string, src []byte) (Extracted, error) {
+	return extract(file, src, true)
+}
+
+// Extracted is what Extract finds in one file.
+type Extracted struct {
+	// Prefix is the file's pr_fmt; DevPrefix the same when the file also defines
+	// dev_fmt as pr_fmt (dev_err and friends print it after the device then).
+	Prefix, DevPrefix string
+	Messages          []Message
+}
+
+func extract(file string, src []byte, all bool) (x Extracted, err error) {
+	if len(src) > MaxSource {
+		return x, fmt.Errorf("%s: %d bytes is over the limit of %d", file, len(src), MaxSource)
+	}
+	code := dropIfZero(stripComments(string(src)))
+	macros := map[string]string{}
+	for k, v := range builtinMacros {
+		macros[k] = v
+	}
+	mod := strings.TrimSuffix(path.Base(file), path.Ext(file))
+	macros["KBUILD_MODNAME"] = mod
+	for _, m := range defineStrRe.FindAllStringSubmatch(code, -1) {
+		macros[m[1]] = joinLiterals(m[2])
+	}
+	if m := prFmtRe.FindStringSubmatch(code); m != nil {
+		x.Prefix, _ = literal(m[1], macros)
+		if devFmtRe.MatchString(code) {
+			x.DevPrefix = x.Prefix
+		}
+	}
+	if m := devFmtLitRe.FindStringSubmatch(code); m != nil {
+		x.DevPrefix, _ = literal(m[1], macros)
+	}
+	var depth int
+	var fn, lastIdent string
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		switch {
+		case c == '"' || c == '\'':
+			i = skipQuoted(code, i)
+		case c == '{':
+			if depth == 0 {
+				fn = lastIdent
+			}
+			depth++
+		case c == '}':
+			if depth > 0 {
+				depth--
+			}
+		case c == '#' && atLineStart(code, i):
+			for i < len(code) && (code[i] != '\n' || code[i-1] == '\\') {
+				i++
+			}
+		case isIdentStart(c) && (i == 0 || !isIdent(code[i-1])):
+			j := i
+			for j < len(code) && isIdent(code[j]) {
+				j++
+			}
+			name := code[i:j]
+			k := j
+			for k < len(code) && (code[k] == ' ' || code[k] == '\t' || code[k] == '\n') {
+				k++
+			}
+			if k < len(code) && code[k] == '(' {
+				// Conditional compilation can unbalance braces, so a print call
+				// counts at any depth; a name at depth 0 may start a function.
+				if depth == 0 {
+					lastIdent = name
+				}
+				pc, ok := errorCalls[name]
+				if !ok && all {
+					pc, ok = lowerCalls[name]
+				}
+				if ok {
+					end := matchParen(code, k)
+					if end < 0 {
+						return x, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
+					}
+					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros, all); ok {
+						m.Line, m.Func = lineOf(code, i), fn
+						x.Messages = append(x.Messages, m)
+					}
+					i = end
+					continue
+				}
+			}
+			i = j - 1
+		}
+	}
+	return x, nil
+}
+
+func callMessage(name string, pc printCall, args []string, macros map[string]string, all bool) (Message, bool) {
+	m := Message{Call: name, Level: "err"}
+	if pc.level >= 0 {
+		if pc.level >= len(args) {
+			return m, false
+		}
+		lv := strings.Fields(strings.TrimSpace(args[pc.level]))
+		if len(lv) == 0 {
+			return m, false
+		}
+		l, ok := errorLevels[lv[0]]
+		if !ok && all {
+			l, ok = lowerLevels[lv[0]]
+		}
+		if !ok {
+			return m, false
+		}
+		m.Level = l
+	} else if _, low := lowerCalls[name]; low {
+		m.Level = "warn"
+		if strings.Contains(name, "info") || name == "INFO" || name == "ucs_diag" {
+			m.Level = "info"
+		} else if strings.Contains(name, "notice") {
+			m.Level = "notice"
+		}
+	} else if strings.HasSuffix(name, "crit") || strings.Contains(name, "_crit") {
+		m.Level = "crit"
+	} else if strings.Contains(name, "alert") {
+		m.Level = "alert"
+	} else if strings.Contains(name, "emerg") || name == "panic" || name == "ucs_fatal" {
+		m.Level = "emerg"
+	}
+	if pc.format >= len(args) {
+		return m, false
+	}
+	f, ok := literal(args[pc.format], macros)
+	if !ok || strings.TrimSpace(f) == "" {
+		return m, false
+	}
+	m.Format = f
+	return m, true
+}
+
+// literal joins the string literals and string macros of one argument; an
+// unknown macro among them prints something unknown, so it becomes %s.
+func literal(arg string, macros map[string]string) (string, bool) {
+	var b strings.Builder
+	found := false
+	rest := strings.TrimSpace(arg)
+	for rest != "" {
+		switch {
+		case rest[0] == '"':
+			end := skipQuoted(rest, 0)
+			b.WriteString(unescapeC(rest[1:end]))
+			rest = rest[end+1:]
+			found = true
+		case isIdentStart(rest[0]):
+			j := 0
+			for j < len(rest) && isIdent(rest[j]) {
+				j++
+			}
+			id := rest[:j]
+			if v, ok := macros[id]; ok {
+				b.WriteString(v)
+			} else if found || strings.HasPrefix(strings.TrimSpace(rest[j:]), "\"") {
+				b.WriteString("%s")
+			} else {
+				return "", false // a variable as the format: nothing to list
+			}
+			rest = rest[j:]
+		default:
+			if !found {
+				return "", false
+			}
+			return b.String(), true // "fmt" followed by an operator: keep what was read
+		}
+		rest = strings.TrimLeft(rest, " \t\n")
+	}
+	return b.String(), found
+}
+
+func joinLiterals(s string) string {
+	var b strings.Builder
+	for _, m := range stringRe.FindAllStringSubmatch(s, -1) {
+		b.WriteString(unescapeC(m[1]))
+	}
+	return b.String()
+}
+
+// unescapeC turns C escapes into the characters printed.
+func unescapeC(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+		case '0':
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// stripComments blanks comments, keeping newlines so line numbers hold.
+func stripComments(s string) string {
+	b := []byte(s)
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == '"' || b[i] == '\'':
+			i = skipQuoted(s, i)
+		case b[i] == '/' && i+1 < len(b) && b[i+1] == '/':
+			for i < len(b) && b[i] != '\n' {
+				b[i] = ' '
+				i++
+			}
+		case b[i] == '/' && i+1 < len(b) && b[i+1] == '*':
+			for i < len(b) && !(b[i] == '*' && i+1 < len(b) && b[i+1] == '/') {
+				if b[i] != '\n' {
+					b[i] = ' '
+				}
+				i++
+			}
+			if i+1 < len(b) {
+				b[i], b[i+1] = ' ', ' '
+				i++
+			}
+		}
+	}
+	return string(b)
+}
+
+// dropIfZero blanks the lines of #if 0 blocks (up to their #else or #endif),
+// keeping newlines: code that is never compiled prints nothing.
+func dropIfZero(s string) string {
+	lines := strings.Split(s, "\n")
+	depth := 0 // nesting inside a dead block; 0 when live
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		directive := ""
+		if strings.HasPrefix(t, "#") {
+			directive = strings.TrimSpace(t[1:])
+		}
+		switch {
+		case depth == 0 && (directive == "if 0" || strings.HasPrefix(directive, "if 0 ")):
+			depth = 1
+			lines[i] = ""
+		case depth > 0 && strings.HasPrefix(directive, "if"):
+			depth++
+			lines[i] = ""
+		case depth > 0 && strings.HasPrefix(directive, "endif"):
+			depth--
+			lines[i] = ""
+		case depth == 1 && (strings.HasPrefix(directive, "else") || strings.HasPrefix(directive, "elif")):
+			depth = 0
+			lines[i] = ""
+		case depth > 0:
+			lines[i] = ""
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// skipQuoted returns the index of the closing quote of the literal at i.
+func skipQuoted(s string, i int) int {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case q:
+			return j
+		case '\n':
+			return j
+		}
+	}
+	return len(s) - 1
+}
+
+func matchParen(s string, open int) int {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch s[i] {
+		case '"', '\'':
+			i = skipQuoted(s, i)
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func splitArgs(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"', '\'':
+			i = skipQuoted(s, i)
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
+
+func atLineStart(s string, i int) bool {
+	for j := i - 1; j >= 0; j-- {
+		switch s[j] {
+		case '\n':
+			return true
+		case ' ', '\t':
+			continue
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func lineOf(s string, i int) int { return strings.Count(s[:i], "\n") + 1 }
+
+func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func isIdent(c byte) bool      { return isIdentStart(c) || c >= '0' && c <= '9' }

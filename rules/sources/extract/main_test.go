@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/faultline-dev/faultline/rules/sources"
+)
+
+const testPack = `apiVersion: faultline.io/v1
+kind: RulePack
+metadata: {name: t}
+spec:
+  defaults: {source: kernel, severity: warning, action: event}
+  rules:
+    - id: lost
+      match: {regex: 'has fallen off the bus'}
+`
+
+const testSource = `static void lost(struct dev *d)
+{
+	dev_err(d, "GPU has fallen off the bus\n");
+	dev_err(d, "register dump follows\n");
+}
+`
+
+// TestExtractKeepsReasonsAndRefreshes runs the command as a pack author would: a
+// first extraction records the covering rule, an ignore reason written by hand
+// survives a second extraction, and -refresh drops a rule that no longer matches.
+func TestExtractKeepsReasonsAndRefreshes(t *testing.T) {
+	dir := t.TempDir()
+	packs := filepath.Join(dir, "packs")
+	inv := filepath.Join(dir, "inventory")
+	must(t, os.MkdirAll(packs, 0o755))
+	must(t, os.WriteFile(filepath.Join(packs, "t.yaml"), []byte(testPack), 0o644))
+	src := filepath.Join(dir, "drv.c")
+	must(t, os.WriteFile(src, []byte(testSource), 0o644))
+	out := filepath.Join(inv, "drv.yaml")
+	args := []string{"-packs", packs, "-project", "example/drv", "-version", "v1", "-file", "drivers/drv/drv.c", "-o", out, src}
+
+	must(t, run(args))
+	got := read(t, out)
+	if len(got.Messages) != 2 || got.Messages[0].Rule != "t/lost" || got.Messages[1].Rule != "" {
+		t.Fatalf("first extraction: %+v", got.Messages)
+	}
+
+	got.Messages[1].Ignore = "detail line of the report above"
+	must(t, sources.Write(out, got))
+	must(t, run(args))
+	if got = read(t, out); got.Messages[1].Ignore != "detail line of the report above" {
+		t.Errorf("the ignore reason was not kept: %+v", got.Messages[1])
+	}
+
+	must(t, os.WriteFile(filepath.Join(packs, "t.yaml"), []byte(strings.Replace(testPack, "has fallen off the bus", "no such phrase", 1)), 0o644))
+	must(t, run([]string{"-packs", packs, "-refresh", inv}))
+	if got = read(t, out); got.Messages[0].Rule != "" {
+		t.Errorf("refresh kept a rule that no longer matches: %+v", got.Messages[0])
+	}
+	if err := run([]string{"-packs", packs, "-project", "p"}); err == nil {
+		t.Error("missing arguments were accepted")
+	}
+}
+
+func read(t *testing.T, p string) *sources.Inventory {
+	t.Helper()
+	inv, err := sources.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

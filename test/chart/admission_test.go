@@ -1,0 +1,187 @@
+package chart
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// TestControllerAdmissionPolicy installs the chart's ValidatingAdmissionPolicy in a
+// real apiserver and acts on a Node as the controller's ServiceAccount (with RBAC to
+// update any Node) and as another identity with the same RBAC: the controller may
+// set faultline.io/ taints, labels and annotations and the FaultlineFault
+// condition, and nothing else; the other identity is not affected.
+func TestControllerAdmissionPolicy(t *testing.T) {
+	// kube-controller-manager's status controller type-checks the policy's expressions.
+	env := testenv.Start(t, testenv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
+	ctx := context.Background()
+	admin := env.Clientset()
+	objs := parse(t, render(t, caseNamed(t, "defaults")))
+	policy := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", "faultline-controller-nodes")
+	binding := get[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, "ValidatingAdmissionPolicyBinding", "faultline-controller-nodes")
+	created, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the chart's policy: %v", err)
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.NoError(t, 30*time.Second, "the policy type-checked", func() error {
+		p, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.ObservedGeneration != p.Generation {
+			return fmt.Errorf("status of generation %d, want %d", p.Status.ObservedGeneration, p.Generation)
+		}
+		if tc := p.Status.TypeChecking; tc != nil && len(tc.ExpressionWarnings) > 0 {
+			t.Fatalf("the policy's expressions do not type-check: %+v", tc.ExpressionWarnings)
+		}
+		return nil
+	})
+
+	// Both identities may update any Node and patch its status (RBAC), as the
+	// controller's ClusterRole allows.
+	controller := asServiceAccount(t, env, "faultline", "faultline-controller")
+	other := asServiceAccount(t, env, "faultline", "someone-else")
+
+	node, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-vap",
+		Labels:      map[string]string{"team": "a", "faultline.io/health": "ok"},
+		Annotations: map[string]string{"owner": "infra"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updateWith := func(opts metav1.UpdateOptions, cs kubernetes.Interface, change func(n *corev1.Node)) error {
+		n, err := admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(n)
+		_, err = cs.CoreV1().Nodes().Update(ctx, n, opts)
+		return err
+	}
+	update := func(cs kubernetes.Interface, change func(n *corev1.Node)) error {
+		return updateWith(metav1.UpdateOptions{}, cs, change)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "faultline controller may") {
+			t.Errorf("controller: %s: %v, want refused by the policy", what, err)
+		}
+	}
+	addForeignTaint := func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/evil", Effect: corev1.TaintEffectNoSchedule})
+	}
+
+	// The policy reaches the apiserver's admission asynchronously: wait with dry runs
+	// (admission runs on them; nothing is stored).
+	eventually.True(t, 30*time.Second, "the policy refusing the controller's foreign taint", func() bool {
+		return updateWith(metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}, controller, addForeignTaint) != nil
+	})
+	refused("add a foreign taint", update(controller, addForeignTaint))
+	refused("remove a foreign taint", update(controller, func(n *corev1.Node) { n.Spec.Taints = nil }))
+	refused("add a foreign label", update(controller, func(n *corev1.Node) { n.Labels["team"] = "b" }))
+	refused("remove a foreign label", update(controller, func(n *corev1.Node) { delete(n.Labels, "team") }))
+	refused("change a foreign annotation", update(controller, func(n *corev1.Node) { n.Annotations["owner"] = "me" }))
+	refused("cordon", update(controller, func(n *corev1.Node) { n.Spec.Unschedulable = true }))
+	refused("a near-miss key", update(controller, func(n *corev1.Node) { n.Labels["faultline.io.evil.com/x"] = "y" }))
+	refused("delete the Node", controller.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}))
+
+	// Its own keys pass.
+	if err := update(controller, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "faultline.io/faulty", Effect: corev1.TaintEffectNoSchedule})
+		n.Labels["faultline.io/health"] = "faulty"
+		n.Annotations["faultline.io/evidence"] = `{"rule":"xid-79"}`
+	}); err != nil {
+		t.Fatalf("controller: its own taint, label and annotation: %v", err)
+	}
+	if err := update(controller, func(n *corev1.Node) {
+		var keep []corev1.Taint // untaint its own, keep the foreign one
+		for _, tt := range n.Spec.Taints {
+			if tt.Key != "faultline.io/faulty" {
+				keep = append(keep, tt)
+			}
+		}
+		n.Spec.Taints = keep
+		delete(n.Labels, "faultline.io/health")
+	}); err != nil {
+		t.Fatalf("controller: removing its own taint and label: %v", err)
+	}
+
+	// Status: the FaultlineFault condition only.
+	condPatch := func(typ string) []byte {
+		b, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
+			"type": typ, "status": "True", "reason": "Test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}})
+		return b
+	}
+	if _, err := controller.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, condPatch("FaultlineFault"), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatalf("controller: the FaultlineFault condition: %v", err)
+	}
+	_, err = controller.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, condPatch("Ready"), metav1.PatchOptions{}, "status")
+	refused("set the Ready condition", err)
+
+	// Anyone else is untouched by the policy.
+	if err := update(other, addForeignTaint); err != nil {
+		t.Fatalf("another identity adding a foreign taint: %v, want allowed (RBAC grants it)", err)
+	}
+	if err := update(other, func(n *corev1.Node) { n.Labels["team"] = "b"; n.Spec.Unschedulable = true }); err != nil {
+		t.Fatalf("another identity relabelling and cordoning: %v", err)
+	}
+
+	n, err := admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, tt := range n.Spec.Taints {
+		keys[tt.Key] = true
+	}
+	if !keys["example.com/maintenance"] || !keys["example.com/evil"] || keys["faultline.io/faulty"] || n.Labels["team"] != "b" ||
+		n.Annotations["owner"] != "infra" || n.Annotations["faultline.io/evidence"] == "" {
+		t.Errorf("node after the test: taints %v, labels %v, annotations %v", keys, n.Labels, n.Annotations)
+	}
+}
+
+// asServiceAccount returns a client for a ServiceAccount's token, with RBAC to
+// update every Node and patch its status.
+func asServiceAccount(t *testing.T, env *testenv.Env, namespace, name string) kubernetes.Interface {
+	t.Helper()
+	token := env.ServiceAccountToken(t, namespace, name)
+	ctx := context.Background()
+	admin := env.Clientset()
+	role := "node-updater-" + name
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "update", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
+		}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: namespace, Name: name}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(env.RESTConfigForToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}

@@ -1,0 +1,199 @@
+package collectorauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
+	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+const (
+	namespace  = "faultline"
+	exporterSA = "dmesg-exporter"
+)
+
+// TestNoForgedLines: only an exporter's pod-bound token with the collector's
+// audience gets a line into Loki, and the line carries the node the token was
+// issued on, whatever node the sender wrote.
+func TestNoForgedLines(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{CollectorAuth: &testenv.CollectorAuth{
+		ServiceAccounts: []string{namespace + "/" + exporterSA},
+	}})
+	cs := env.Clientset()
+	ctx := context.Background()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36) // this run's lines
+
+	token := env.PodToken(t, namespace, exporterSA, "gpu-a", []string{testenv.CollectorAudience})
+
+	// The harness apiserver (1.32) puts the pod's node into the review: the
+	// authenticator relies on it.
+	tr, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{testenv.CollectorAudience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Status.User.Extra["authentication.kubernetes.io/node-name"]; len(got) != 1 || got[0] != "gpu-a" {
+		t.Fatalf("TokenReview extra %v: the node claim is missing", tr.Status.User.Extra)
+	}
+
+	send := func(tok, node, line string) error {
+		var c *http.Client
+		if tok != "" {
+			f := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(f, []byte(tok), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if c, err = (ship.Auth{TokenFile: f}).Client(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := ship.NewOTLP(env.OTLPEndpoint(), ship.OTLPOptions{Client: c})
+		return s.Send(ctx, []ship.Record{{Time: time.Now(), Body: line + " " + run, Source: ship.SourceKernel, Node: node, Level: 3}})
+	}
+	refused := func(name, tok string) {
+		t.Helper()
+		err := send(tok, "gpu-b", "NVRM: Xid (PCI:0000:3b:00): 79, forged "+name)
+		var he *ship.HTTPError
+		if !errors.As(err, &he) || he.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: send = %v, want 401", name, err)
+		}
+	}
+
+	// The harness's readiness check was refused too: count from here.
+	refusedBefore := collectorCounter(t, env.CollectorMetricsURL(), "faultline_nodeauth_refused_requests")
+	refused("no credentials", "")
+	refused("wrong audience", env.PodToken(t, namespace, exporterSA, "gpu-a", nil)) // the apiserver's own audience
+	refused("another ServiceAccount", env.PodToken(t, namespace, "intruder", "gpu-b", []string{testenv.CollectorAudience}))
+	unbound, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, exporterSA, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{testenv.CollectorAudience}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("token bound to no pod", unbound.Status.Token)
+
+	if err := send(token, "gpu-b", "NVRM: Xid (PCI:0000:3b:00): 79, claims gpu-b"); err != nil {
+		t.Fatalf("valid exporter naming another node: %v, want accepted and relabelled", err)
+	}
+	if err := send(token, "gpu-a", "NVRM: Xid (PCI:0000:3b:00): 79, honest"); err != nil {
+		t.Fatalf("valid exporter: %v", err)
+	}
+
+	// Both accepted lines arrive (the refused ones were sent before them) ...
+	var got []entry
+	eventually.NoError(t, 30*time.Second, "the accepted lines in Loki", func() error {
+		got, err = query(env.LokiURL(), fmt.Sprintf(`{source="kernel"} |= %q`, run))
+		if err == nil && len(got) < 2 {
+			err = fmt.Errorf("%d lines", len(got))
+		}
+		return err
+	})
+	// ... and only those, each with the sender's node, never the claimed one.
+	if len(got) != 2 {
+		t.Fatalf("Loki holds %d lines of this run, want the 2 accepted: %v", len(got), got)
+	}
+	for _, e := range got {
+		if strings.Contains(e.line, "forged") {
+			t.Errorf("a refused line reached Loki: %v", e)
+		}
+		if e.labels["node"] != "gpu-a" || e.labels["k8s_node_name"] != "gpu-a" {
+			t.Errorf("line %q has node labels %v, want gpu-a (the sender's)", e.line, e.labels)
+		}
+	}
+	if forged, err := query(env.LokiURL(), fmt.Sprintf(`{node="gpu-b"} |= %q`, run)); err != nil || len(forged) != 0 {
+		t.Errorf("lines under the claimed node gpu-b: %v (err %v), want none", forged, err)
+	}
+	if n := collectorCounter(t, env.CollectorMetricsURL(), "faultline_nodeattr_relabelled_log_records"); n != 1 {
+		t.Errorf("relabelled records counted %v, want 1", n)
+	}
+	if n := collectorCounter(t, env.CollectorMetricsURL(), "faultline_nodeauth_refused_requests") - refusedBefore; n != 4 {
+		t.Errorf("refused requests counted %v, want the 4 refused above", n)
+	}
+}
+
+type entry struct {
+	labels map[string]string
+	line   string
+}
+
+// query runs a LogQL query over the last hour.
+func query(base, expr string) ([]entry, error) {
+	v := url.Values{"query": {expr}, "limit": {"1000"}, "direction": {"forward"},
+		"start": {strconv.FormatInt(time.Now().Add(-time.Hour).UnixNano(), 10)},
+		"end":   {strconv.FormatInt(time.Now().Add(time.Minute).UnixNano(), 10)}}
+	resp, err := http.Get(base + "/loki/api/v1/query_range?" + v.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("query %s: %s: %s", expr, resp.Status, b)
+	}
+	var r struct {
+		Data struct {
+			Result []struct {
+				Stream map[string]string `json:"stream"`
+				Values [][2]string       `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
+	}
+	var out []entry
+	for _, s := range r.Data.Result {
+		for _, v := range s.Values {
+			out = append(out, entry{labels: s.Stream, line: v[1]})
+		}
+	}
+	return out, nil
+}
+
+// collectorCounter reads a counter from the collector's own metrics (the
+// Prometheus exporter may append _total), summed over its series; 0 before its
+// first increment.
+func collectorCounter(t *testing.T, metricsURL, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("collector metrics: %v", err)
+	}
+	for _, n := range []string{name, name + "_total"} {
+		if f, ok := fams[n]; ok {
+			sum := 0.0
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	return 0 // not yet recorded
+}
