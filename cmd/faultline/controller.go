@@ -88,6 +88,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if cfg.Loki.URL == "" {
 				return errors.New("--loki-url is required")
 			}
+			if apiQPS <= 0 || apiBurst < 1 {
+				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
+			}
 			var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
 			if logFormat == "text" {
 				h = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
@@ -100,9 +103,6 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			// A controller over thousands of nodes: client-go's default 5 requests/s
 			// would make the API the pipeline's bottleneck, and a burst of faults needs
 			// a node write and an Event each, at once.
-			if apiQPS <= 0 || apiBurst < 1 {
-				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
-			}
 			rc.QPS, rc.Burst = apiQPS, apiBurst
 			client, err := kubernetes.NewForConfig(rc)
 			if err != nil {
