@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -35,6 +36,8 @@ func TestScale(t *testing.T) {
 	cs := env.Clientset()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	// The controller records each fault as a NodeFault, as it does in a cluster.
+	env.InstallCRD(t, v1alpha1.CRDYAML)
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
