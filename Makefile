@@ -10,7 +10,7 @@ GOTESTFLAGS ?=
 export CGO_ENABLED ?= 1
 export GOTOOLCHAIN ?= local
 
-.PHONY: all build build-cgo cuda demo test test-unit lint bench bench-scan tools rules-test fuzz clean
+.PHONY: all build build-cgo cuda demo test test-unit lint bench bench-scan bench-scale tools rules-test fuzz clean
 
 all: build
 
@@ -74,6 +74,14 @@ fuzz:
 	  echo "fuzz $${t#*:} in $${t%%:*}"; \
 	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
 	done
+
+## bench-scale: the controller at 20,000 kwok nodes with heartbeats and a background of
+## kernel lines; prints one SCALE line (make test runs the same test at 2,000 nodes)
+bench-scale:
+	test/tools/build.sh kwok
+	FAULTLINE_TOOLS_PATH="$$(test/tools/build.sh path)" FAULTLINE_SCALE_NODES=20000 FAULTLINE_SCALE_BURST=1000 \
+	  FAULTLINE_SCALE_SAMPLES=100 FAULTLINE_SCALE_CANDIDATE_RATE=2000 \
+	  $(GO) test -count=1 -timeout 60m -run '^TestScale$$' -v ./test/scale
 
 rules-test: build
 	$(BIN)/faultline rules test rules/packs

@@ -74,6 +74,8 @@ func newControllerCmd() *cobra.Command {
 		logFormat  string
 		ruleBudget map[string]int
 		pf         probeFlags
+		apiQPS     float32
+		apiBurst   int
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -86,6 +88,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if cfg.Loki.URL == "" {
 				return errors.New("--loki-url is required")
 			}
+			if apiQPS <= 0 || apiBurst < 1 {
+				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
+			}
 			var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
 			if logFormat == "text" {
 				h = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
@@ -96,8 +101,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			// A controller over thousands of nodes: client-go's default 5 requests/s
-			// would make the API the pipeline's bottleneck.
-			rc.QPS, rc.Burst = 50, 100
+			// would make the API the pipeline's bottleneck, and a burst of faults needs
+			// a node write and an Event each, at once.
+			rc.QPS, rc.Burst = apiQPS, apiBurst
 			client, err := kubernetes.NewForConfig(rc)
 			if err != nil {
 				return err
@@ -172,6 +178,8 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.DurationVar(&cfg.Decide.StormWindow, "storm-window", 10*time.Minute, "window of the storm hold")
 	f.BoolVar(&cfg.Decide.DisableStorm, "no-storm-hold", false, "disable the storm hold")
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")
+	f.Float32Var(&apiQPS, "kube-api-qps", 100, "requests per second to the Kubernetes API, sustained")
+	f.IntVar(&apiBurst, "kube-api-burst", 1000, "requests to the Kubernetes API allowed at once above --kube-api-qps (a burst of faults: about two per node)")
 	f.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", 10*time.Second, "how often recoveries and held faults are checked")
 	f.DurationVar(&cfg.Records.Retention, "nodefault-retention", 7*24*time.Hour, "how long a Resolved NodeFault is kept before it is deleted")
 	f.StringVar(&cfg.Records.GrafanaURL, "grafana-url", "", "Grafana base URL: each NodeFault links to its lines in Explore")

@@ -76,6 +76,8 @@ schema_config:
         period: 24h
 limits_config:
   allow_structured_metadata: true
+  # One stream per node and source: a fleet of 20,000 nodes is over Loki's default 5,000.
+  max_global_streams_per_user: 0
   reject_old_samples: false
   otlp_config:
     resource_attributes:

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// The client's rate limits are checked before anything is started: a zero limit would
+// make client-go fall back to its own 5 requests/s without a word.
+func TestControllerRejectsNonPositiveAPILimits(t *testing.T) {
+	for _, args := range [][]string{
+		{"--kube-api-qps", "0"},
+		{"--kube-api-qps", "-1"},
+		{"--kube-api-burst", "0"},
+	} {
+		_, err := run(t, "", append([]string{"controller", "--loki-url", "http://127.0.0.1:1"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "must be positive") {
+			t.Errorf("%v: err = %v, want the limits rejected", args, err)
+		}
+	}
+}

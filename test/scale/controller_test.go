@@ -1,0 +1,230 @@
+package scale_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// controllerProc is the faultline controller binary running as its own process, so
+// that its memory is its own.
+type controllerProc struct {
+	cmd    *exec.Cmd
+	addr   string // /metrics
+	stderr *syncBuffer
+	peak   atomic.Int64 // highest RSS sampled, bytes
+	start  time.Time
+	stop   chan struct{}
+
+	mu      sync.Mutex
+	fams    map[string]*dto.MetricFamily // last scrape
+	scraped time.Time
+	done    sync.WaitGroup
+}
+
+// startController runs `faultline controller` with default flags except those a test
+// environment needs and extra, waits until it leads, and samples its RSS every 100 ms
+// until the test ends.
+func startController(t *testing.T, env *testenv.Env, namespace string, extra ...string) *controllerProc {
+	t.Helper()
+	bin := testenv.BuildFaultline(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	args := append([]string{"controller", "--kubeconfig", env.Kubeconfig(), "--loki-url", env.LokiURL(),
+		"--namespace", namespace, "--identity", "scale", "--listen", addr, "--initial-lookback", "1m",
+		"--log-format", "text"}, extra...)
+	c := &controllerProc{cmd: exec.Command(bin, args...), addr: addr, stderr: &syncBuffer{}, stop: make(chan struct{})}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.cmd.Stderr = c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start controller: %v", err)
+	}
+	c.start = time.Now()
+	t.Cleanup(func() {
+		close(c.stop)
+		c.done.Wait()
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+		if t.Failed() {
+			t.Logf("controller log ends:\n%s", tail(c.stderr.String(), 30))
+		}
+	})
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if rss := testenv.RSS(c.cmd.Process.Pid); rss > c.peak.Load() {
+				c.peak.Store(rss)
+			}
+			select {
+			case <-c.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	eventually.True(t, 2*time.Minute, "the controller leads", func() bool {
+		return strings.Contains(c.stderr.String(), "leading")
+	})
+	return c
+}
+
+func (c *controllerProc) rss() int64 { return testenv.RSS(c.cmd.Process.Pid) }
+
+// scrapeEvery bounds how often the test scrapes the controller, so that polling does
+// not add to the load it measures; metric values are at most this old.
+const scrapeEvery = 250 * time.Millisecond
+
+// metric sums the samples of a counter or gauge on the controller's /metrics whose
+// labels include match.
+func (c *controllerProc) metric(name string, match map[string]string) (float64, error) {
+	fams, err := c.scrape()
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, m := range fams[name].GetMetric() {
+		labels := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && labels[k] == v
+		}
+		if ok {
+			total += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return total, nil
+}
+
+// cpu returns the CPU time the controller used (user and system) and the wall time
+// since it started.
+func (c *controllerProc) cpu() (used, wall time.Duration) {
+	wall = time.Since(c.start)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, wall
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces:
+	// utime and stime are the 12th and 13th, in clock ticks (USER_HZ, 100 on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, wall
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond, wall
+}
+
+// progress returns a check that fails once the controller has neither read a line
+// from Loki nor made a decision for longer than stall while the background keeps
+// sending: a reader that stopped, told apart from a slow one and from one busy with
+// the decisions of a burst (lines wait while their decisions are carried out).
+func (c *controllerProc) progress(stall time.Duration) func() error {
+	last, at := -1.0, time.Now()
+	return func() error {
+		read, err := c.metric("faultline_loki_lines_total", nil)
+		if err != nil {
+			return nil // a scrape that failed says nothing about reading
+		}
+		decided, err := c.metric("faultline_controller_decisions_total", nil)
+		if err != nil {
+			return nil
+		}
+		if read+decided != last {
+			last, at = read+decided, time.Now()
+			return nil
+		}
+		if time.Since(at) > stall {
+			return fmt.Errorf("the controller read no line from Loki and decided nothing for %s (%.0f lines read); its log ends:\n%s",
+				stall, read, tail(c.stderr.String(), 30))
+		}
+		return nil
+	}
+}
+
+// logLag logs how far the controller's reading of Loki is behind, to tell its own
+// delays from Loki's in a slow run.
+func (c *controllerProc) logLag(t *testing.T, when string) {
+	t.Helper()
+	lag, err := c.metric("faultline_loki_lag_seconds", nil)
+	if err != nil {
+		t.Logf("%s: %v", when, err)
+		return
+	}
+	read, _ := c.metric("faultline_loki_lines_total", nil)
+	t.Logf("%s: controller read %.0f candidate lines, reading lag %.1f s (summed over queries)", when, read, lag)
+}
+
+func (c *controllerProc) scrape() (map[string]*dto.MetricFamily, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fams != nil && time.Since(c.scraped) < scrapeEvery {
+		return c.fams, nil
+	}
+	resp, err := http.Get("http://" + c.addr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scrape controller: %w", err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse controller metrics: %w", err)
+	}
+	c.fams, c.scraped = fams, time.Now()
+	return fams, nil
+}
+
+// syncBuffer is a bytes.Buffer the process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func mib(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }

@@ -1,0 +1,138 @@
+package scale_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang/snappy"
+	"github.com/grafana/loki/pkg/push"
+)
+
+// Lines the background sends. The benign ones are what a healthy node's kernel says
+// and no pack matches; the candidates pass the controller's LogQL filter and reach
+// the matcher (a corrected AER error is an info rule whose storm threshold no node
+// reaches; a link-up is the companion of the link-flap rule) but taint nothing.
+const (
+	benignLine = "EXT4-fs (md0): mounted filesystem with ordered data mode. Quota mode: none."
+	aerLine    = "pcieport 0000:00:02.0: AER: Corrected error received: 0000:00:02.%d"
+	linkUpLine = "mlx5_core 0000:b5:00.0 ens6f%d: Link up"
+	xid79Line  = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+)
+
+// pusher sends kernel lines to Loki's push API as the dmesg-exporter's pipeline does.
+type pusher struct {
+	url    string
+	client *http.Client
+	sent   atomic.Int64 // candidate and benign lines accepted
+	failed atomic.Int64 // lines in pushes Loki refused or that did not arrive
+	mu     sync.Mutex
+	errs   []error // the first few push failures, for the report
+}
+
+func newPusher(lokiURL string) *pusher {
+	return &pusher{url: lokiURL + "/loki/api/v1/push", client: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// kernelStream is one node's kernel log stream with lines stamped from at on.
+func kernelStream(node string, at time.Time, lines ...string) push.Stream {
+	entries := make([]push.Entry, len(lines))
+	for i, l := range lines {
+		entries[i] = push.Entry{Timestamp: at.Add(time.Duration(i) * time.Microsecond), Line: l}
+	}
+	return push.Stream{Labels: fmt.Sprintf(`{node=%q, source="kernel"}`, node), Entries: entries}
+}
+
+// push sends streams in one request; a failure is counted and kept, not fatal, as the
+// background runs on its own goroutine.
+func (p *pusher) push(ctx context.Context, streams []push.Stream) error {
+	n := 0
+	for _, s := range streams {
+		n += len(s.Entries)
+	}
+	err := p.send(ctx, streams)
+	if err != nil && ctx.Err() != nil {
+		return err // the run is over, not a refusal
+	}
+	if err != nil {
+		p.failed.Add(int64(n))
+		p.mu.Lock()
+		if len(p.errs) < 5 {
+			p.errs = append(p.errs, err)
+		}
+		p.mu.Unlock()
+		return err
+	}
+	p.sent.Add(int64(n))
+	return nil
+}
+
+func (p *pusher) send(ctx context.Context, streams []push.Stream) error {
+	raw, err := (&push.PushRequest{Streams: streams}).Marshal()
+	if err != nil {
+		return fmt.Errorf("marshal push request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(snappy.Encode(nil, raw)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("push %d streams: %w", len(streams), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("push %d streams: %s: %s", len(streams), resp.Status, bytes.TrimSpace(b))
+	}
+	return nil
+}
+
+// background sends, ten times a second until ctx ends, candRate/10 candidate lines
+// spread over candNodes and benignRate/10 benign lines, round robin over all nodes.
+// It returns when ctx ends.
+func (p *pusher) background(ctx context.Context, nodes, candNodes []string, candRate, benignRate int) {
+	const ticks = 10
+	tick := time.NewTicker(time.Second / ticks)
+	defer tick.Stop()
+	var cand, benign int
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		var streams []push.Stream
+		for i := 0; i < candRate/ticks && len(candNodes) > 0; i++ {
+			// One in four is an AER line: spread over the fleet, no node reaches the
+			// storm rule's 50 in 10 minutes within a run.
+			line := fmt.Sprintf(linkUpLine, cand%4)
+			if cand%4 == 0 {
+				line = fmt.Sprintf(aerLine, cand%8)
+			}
+			streams = append(streams, kernelStream(candNodes[cand%len(candNodes)], now.Add(time.Duration(i)), line))
+			cand++
+		}
+		for i := 0; i < benignRate/ticks; i++ {
+			streams = append(streams, kernelStream(nodes[benign%len(nodes)], now.Add(time.Duration(i)), benignLine))
+			benign++
+		}
+		if len(streams) > 0 {
+			_ = p.push(ctx, streams) // counted in failed
+		}
+	}
+}
+
+// report says how many lines were pushed and why any were not.
+func (p *pusher) report() (sent, failed int64, errs []error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent.Load(), p.failed.Load(), append([]error(nil), p.errs...)
+}
