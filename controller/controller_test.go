@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -104,13 +103,13 @@ type options struct {
 	probes   trigger.Config
 }
 
+// running is a replica run by the shared harness: Stop (also at cleanup) cancels it
+// and fails the test if Run returned an error.
 type running struct {
-	c      *controller.Controller
-	cancel context.CancelFunc
-	done   chan error
-	id     string
-	m      *controller.Metrics // read with prometheus testutil
-	once   sync.Once
+	*testenv.Background
+	c  *controller.Controller
+	id string
+	m  *controller.Metrics // read with prometheus testutil
 }
 
 // start starts a replica and waits until it leads.
@@ -144,29 +143,12 @@ func (cl *cluster) launch(o options) *running {
 	if err != nil {
 		cl.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{c: c, id: o.identity, m: m, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
-	cl.t.Cleanup(func() { r.stop(cl.t) })
-	return r
+	return &running{c: c, id: o.identity, m: m,
+		Background: testenv.RunBackground(cl.t, "controller "+o.identity, 20*time.Second, c.Run)}
 }
 
 func packsConfig(dirs []string) packwatch.Config {
 	return packwatch.Config{Defaults: true, Dirs: dirs, Interval: 200 * time.Millisecond}
-}
-
-func (r *running) stop(t *testing.T) {
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Errorf("controller: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("controller did not stop")
-		}
-	})
 }
 
 func (cl *cluster) waitFor(what string, timeout time.Duration, cond func() bool) {
@@ -341,7 +323,7 @@ func TestFailoverNoMissNoDuplicate(t *testing.T) {
 		return true
 	})
 	b := cl.start2(options{identity: "replica-b", decide: decide.Config{MaxPercent: 100, DisableStorm: true}})
-	a.stop(t)
+	a.Stop(t)
 	cl.waitFor("replica-b leads", 20*time.Second, func() bool { return b.c.Leading() })
 	for _, n := range nodes[6:] {
 		cl.push(n, time.Now(), xid79)

@@ -1,12 +1,14 @@
 // The controller's pipeline, in one place. While this replica leads, each log line
-// goes through these stages, in this order, each a package with a small interface:
+// goes through these stages, in this order; each is a package, consumed here through
+// the small interface below that names only what the line path calls of it:
 //
-//	source   lokisource.Source.Run     Loki (LogQL tail + catch-up) → logstream.Line
-//	match    match.Stage.Process       line → rule hits → correlated fault.Fault
-//	decide   decide.Decider.Decide     fault + decide.NodeFacts → decide.Decision
-//	                                   (budgets, storm hold, held queue, dry-run)
-//	act      Controller.apply          decision → act.Actor (taint, Event) and
-//	                                   nodefault.Store (the NodeFault record)
+//	source   lineSource    lokisource.Source   Loki (LogQL tail + catch-up) → logstream.Line
+//	match    lineMatcher   match.Stage         line → rule hits → correlated fault.Fault
+//	decide   faultDecider  decide.Decider      fault + decide.NodeFacts → decide.Decision
+//	                                           (budgets, storm hold, held queue, dry-run)
+//	         factsReader   act.Actor           the decide.NodeFacts a decision rests on
+//	act      Controller.apply                  decision → act.Actor (taint, Event) and
+//	                                           nodefault.Store (the NodeFault record)
 //
 // Beside the line stream, started with it and stopped with it:
 //
@@ -32,6 +34,35 @@ import (
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
+
+// The stages as the line path consumes them.
+type (
+	// lineSource reads the log lines from a read position on, in arrival order.
+	lineSource interface {
+		Run(ctx context.Context, from lokisource.Checkpoint, emit func(logstream.Line) error) error
+	}
+	// lineMatcher turns a line into rule matches and correlated faults.
+	lineMatcher interface {
+		Process(logstream.Line) match.Result
+	}
+	// faultDecider decides what to do about a fault, given the nodes' facts.
+	faultDecider interface {
+		Decide(fault.Fault, decide.NodeFacts) decide.Decision
+	}
+	// factsReader reads the nodes' facts (taints, eligibility) a decision rests on.
+	factsReader interface {
+		Facts() (decide.NodeFacts, error)
+	}
+)
+
+// stages is the line path: source → match → decide → act.
+type stages struct {
+	source lineSource
+	match  lineMatcher
+	facts  factsReader
+	decide faultDecider
+	act    func(context.Context, decide.Decision)
+}
 
 // lead runs the pipeline while this replica holds the lease.
 func (c *Controller) lead(ctx context.Context) {
@@ -77,7 +108,13 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	}()
 	// Faults the previous leader held wait here too, in their order.
 	c.resumeHeld(ctx)
-	matcher := match.New(c.packs.Engine)
+	st := stages{
+		source: src,
+		match:  match.New(c.packs.Engine),
+		facts:  c.actor,
+		decide: c.decider,
+		act:    c.apply,
+	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	beside := []func(context.Context){
@@ -91,8 +128,8 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		go func() { defer wg.Done(); run(pctx) }()
 	}
 	// source → match → decide → act, one line at a time, in arrival order.
-	err = src.Run(pctx, from, func(l logstream.Line) error {
-		c.process(pctx, matcher, l)
+	err = st.source.Run(pctx, from, func(l logstream.Line) error {
+		c.process(pctx, st, l)
 		return nil
 	})
 	cancel()
@@ -103,9 +140,9 @@ func (c *Controller) pipeline(ctx context.Context) error {
 }
 
 // process runs one line through match → decide → act.
-func (c *Controller) process(ctx context.Context, stage *match.Stage, e logstream.Line) {
+func (c *Controller) process(ctx context.Context, st stages, e logstream.Line) {
 	c.m.lines.WithLabelValues(e.Query).Inc()
-	res := stage.Process(e)
+	res := st.match.Process(e)
 	if e.Node == "" {
 		c.m.noNode.Inc()
 	}
@@ -119,12 +156,12 @@ func (c *Controller) process(ctx context.Context, stage *match.Stage, e logstrea
 		if f.Rule.Action == rules.ActionNone {
 			continue // evidence-only rules (context lines) need no decision
 		}
-		facts, err := c.facts()
+		facts, err := st.facts.Facts()
 		if err != nil {
 			c.log.Error("node facts", "err", err)
 			continue
 		}
-		c.apply(ctx, c.decider.Decide(f, facts))
+		st.act(ctx, st.decide.Decide(f, facts))
 	}
 }
 

@@ -17,8 +17,9 @@ package cri
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/faultline-dev/faultline/dmesg-exporter/parseerr"
 )
 
 // Stream is the output stream a line was written to.
@@ -61,32 +62,12 @@ var (
 	ErrTag          = errors.New("invalid tag")
 )
 
-// ParseError describes why a line was rejected.
-type ParseError struct {
-	// Field is "line", "timestamp", "stream" or "tags".
-	Field string
-	// Offset is the byte offset of the field in the line.
-	Offset int
-	// Value is the offending text, cut to at most 64 bytes.
-	Value string
-	// Err is one of the Err* sentinels of this package.
-	Err error
-}
-
-func (e *ParseError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("cri: %s at offset %d: %v", e.Field, e.Offset, e.Err)
-	}
-	return fmt.Sprintf("cri: %s at offset %d: %v: %q", e.Field, e.Offset, e.Err, e.Value)
-}
-
-func (e *ParseError) Unwrap() error { return e.Err }
+// ParseError describes why a line was rejected. Its Field is "line", "timestamp",
+// "stream" or "tags"; its Err is one of the Err* sentinels of this package.
+type ParseError = parseerr.Error
 
 func parseErr(field string, off int, val []byte, err error) *ParseError {
-	if len(val) > 64 {
-		val = val[:64]
-	}
-	return &ParseError{Field: field, Offset: off, Value: string(val), Err: err}
+	return parseerr.New("cri", field, off, val, err)
 }
 
 // ParseLine decodes one CRI log line. A single trailing '\n' is removed;

@@ -3,9 +3,10 @@ package kmsg
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"math"
 	"time"
+
+	"github.com/faultline-dev/faultline/dmesg-exporter/parseerr"
 )
 
 // Errors wrapped by *ParseError. Use errors.Is to tell them apart.
@@ -31,35 +32,14 @@ var (
 	ErrOrphanDict = errors.New("dictionary line without a record")
 )
 
-// ParseError describes why a record was rejected.
-type ParseError struct {
-	// Field names the part of the record at fault: "record", "header",
-	// "faclev", "seq", "usec", "flags", "caller" or "dict" (or "level" and
-	// "facility" for ParseLevel and ParseFacility).
-	Field string
-	// Offset is the byte offset of the offending part within the record.
-	Offset int
-	// Value is the offending text, cut to at most 64 bytes.
-	Value string
-	// Err is one of the Err* sentinels of this package.
-	Err error
-}
-
-func (e *ParseError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("kmsg: %s at offset %d: %v", e.Field, e.Offset, e.Err)
-	}
-	return fmt.Sprintf("kmsg: %s at offset %d: %v: %q", e.Field, e.Offset, e.Err, e.Value)
-}
-
-func (e *ParseError) Unwrap() error { return e.Err }
+// ParseError describes why a record was rejected. Its Field names the part of the
+// record at fault: "record", "header", "faclev", "seq", "usec", "flags", "caller" or
+// "dict" (or "level" and "facility" for ParseLevel and ParseFacility); its Err is one
+// of the Err* sentinels of this package.
+type ParseError = parseerr.Error
 
 func parseErr(field string, off int, val []byte, err error) *ParseError {
-	const maxVal = 64
-	if len(val) > maxVal {
-		val = val[:maxVal]
-	}
-	return &ParseError{Field: field, Offset: off, Value: string(val), Err: err}
+	return parseerr.New("kmsg", field, off, val, err)
 }
 
 // maxFaclev is the largest faclev the kernel can store: 8 bits of facility

@@ -76,7 +76,7 @@ func ParseLevel(s string) (Level, error) {
 	if len(s) == 1 && s[0] >= '0' && s[0] <= '7' {
 		return Level(s[0] - '0'), nil
 	}
-	return 0, &ParseError{Field: "level", Value: s, Err: ErrSyntax}
+	return 0, parseErr("level", 0, []byte(s), ErrSyntax)
 }
 
 // Facility is a syslog facility. The kernel logs with FacilityKern; records
@@ -138,7 +138,7 @@ func ParseFacility(s string) (Facility, error) {
 	if n, err := strconv.ParseUint(s, 10, 8); err == nil {
 		return Facility(n), nil
 	}
-	return 0, &ParseError{Field: "facility", Value: s, Err: ErrSyntax}
+	return 0, parseErr("facility", 0, []byte(s), ErrSyntax)
 }
 
 // Flags values the kernel uses in the fourth header field.

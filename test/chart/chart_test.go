@@ -638,7 +638,8 @@ func TestValuesFiles(t *testing.T) {
 		ctl := deployment(t, objs, "ex-faultline-controller")
 		cc := container(t, &ctl.Spec.Template.Spec, "controller")
 		for _, a := range []string{"--loki-url=https://loki.example.com", "--loki-tenant=gpu-fleet", "--loki-username=faultline",
-			"--packs=/etc/faultline/packs/user", "--budget-percent=5", "--budget-max=20", "--node-condition=true", "--storm-share=0.3"} {
+			"--packs=/etc/faultline/packs/user", "--budget-percent=5", "--budget-max=20", "--node-condition=true", "--storm-share=0.3",
+			"--grafana-url=https://grafana.example.com"} {
 			if !hasArg(cc, a) {
 				t.Errorf("controller args %v lack %s", cc.Args, a)
 			}

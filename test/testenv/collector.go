@@ -30,16 +30,9 @@ type CollectorAuth struct {
 	ServiceAccounts []string // namespace/name of the exporters' ServiceAccounts
 }
 
-// collectorConfig: OTLP/HTTP in, a short batch, out to Loki's native OTLP endpoint
-// (the otlphttp exporter appends /v1/logs) and to the debug exporter (the log file).
-// The collector's own metrics are off, so it binds no port besides the receiver's.
-const collectorConfig = `receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:%[1]d%[3]s
-processors:
-  batch:
+// collectorBatchAndExporters is the batch processor and the exporters both
+// configurations share; %[2]s is Loki's URL.
+const collectorBatchAndExporters = `  batch:
     timeout: 200ms
 exporters:
   otlphttp/loki:
@@ -51,7 +44,18 @@ exporters:
       max_elapsed_time: 2m
   debug:
     verbosity: basic
-service:
+`
+
+// collectorConfig: OTLP/HTTP in, a short batch, out to Loki's native OTLP endpoint
+// (the otlphttp exporter appends /v1/logs) and to the debug exporter (the log file).
+// The collector's own metrics are off, so it binds no port besides the receiver's.
+const collectorConfig = `receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:%[1]d%[3]s
+processors:
+` + collectorBatchAndExporters + `service:
   telemetry:
     metrics:
       level: none
@@ -80,19 +84,7 @@ receivers:
           authenticator: faultlineauth
 processors:
   faultlinenode:
-  batch:
-    timeout: 200ms
-exporters:
-  otlphttp/loki:
-    endpoint: %[2]s/otlp
-    retry_on_failure:
-      enabled: true
-      initial_interval: 200ms
-      max_interval: 1s
-      max_elapsed_time: 2m
-  debug:
-    verbosity: basic
-service:
+` + collectorBatchAndExporters + `service:
   extensions: [faultlineauth]
   telemetry:
     metrics:

@@ -19,7 +19,8 @@ import (
 // inClusterTokenFile is where Kubernetes mounts a pod's ServiceAccount token.
 const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
-// probeFlags are the controller's probe settings.
+// probeFlags are the controller's probe-trigger settings (the agents to reach,
+// schedules, confirmation and recovery): they make the trigger.Config.
 type probeFlags struct {
 	port           int
 	scheme         string
