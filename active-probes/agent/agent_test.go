@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"io"
 	"log/slog"
 	"net/http"
@@ -130,7 +131,7 @@ func setup(t *testing.T, release <-chan struct{}) *fixture {
 func serveAgent(t *testing.T, client kubernetes.Interface, reg *probe.Registry) string {
 	runner := probe.NewRunner(reg, probe.Config{Node: "gpu-1"}, nil)
 	ag, err := agent.New(agent.Config{Node: "gpu-1", Runner: runner,
-		Auth:    &agent.KubeAuthorizer{Client: client, Node: "gpu-1", NegativeTTL: time.Millisecond},
+		Auth:    &kubeauth.Reviewer{Client: client, NegativeTTL: time.Millisecond},
 		GPUPods: agent.KubeGPUPods(client, "gpu-1"),
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"log/slog"
 	"strings"
 	"time"
@@ -67,7 +68,7 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 				runner.SetTimeout(name, d)
 			}
 			ag, err := agent.New(agent.Config{Node: cfg.Node, Runner: runner, Registerer: reg, Log: log,
-				Auth:    &agent.KubeAuthorizer{Client: client, Node: cfg.Node},
+				Auth:    &kubeauth.Reviewer{Client: client},
 				GPUPods: agent.KubeGPUPods(client, cfg.Node)})
 			if err != nil {
 				return err
