@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"log/slog"
 	"sync"
 	"time"
@@ -64,6 +65,10 @@ type Config struct {
 	// Records configures the NodeFault records (retention, Grafana link); the
 	// owner is Identity.
 	Records nodefault.Options
+
+	// Auth checks every API request (everything but /healthz and /readyz); nil
+	// refuses them all: there is no open mode.
+	Auth kubeauth.Authorizer
 
 	Metrics *Metrics
 	Log     *slog.Logger

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"io"
 	"log/slog"
 	"net"
@@ -103,6 +104,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			cfg.Client = client
+			cfg.Auth = &kubeauth.Reviewer{Client: client}
 			reg := prometheus.NewRegistry()
 			if cfg.Probes, err = pf.config(rc); err != nil {
 				return err
@@ -212,7 +214,11 @@ func newUntaintCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				resp, err := http.DefaultClient.Do(req)
+				hc, err := apiHTTPClient(kubeconfig)
+				if err != nil {
+					return err
+				}
+				resp, err := hc.Do(req)
 				if err != nil {
 					return fmt.Errorf("untaint: %w", err)
 				}
