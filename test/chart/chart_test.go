@@ -554,6 +554,7 @@ func TestChartCopiesFresh(t *testing.T) {
 	pairs := map[string]string{
 		"controller/rbac/clusterrole.yaml":   chartDir + "/files/rbac/controller-clusterrole.yaml",
 		"controller/rbac/role.yaml":          chartDir + "/files/rbac/controller-role.yaml",
+		"controller/rbac/apiroles.yaml":      chartDir + "/files/rbac/controller-api-roles.yaml",
 		"active-probes/agent/rbac/rbac.yaml": chartDir + "/files/rbac/probe-agent.yaml",
 		"active-probes/pvc/role.yaml":        chartDir + "/files/rbac/pvc-probe-role.yaml",
 		"api/v1alpha1/nodefaults.crd.yaml":   chartDir + "/crds/nodefaults.crd.yaml",
