@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"io"
 	"log/slog"
 	"net/http"
@@ -138,7 +139,7 @@ func (cl *cluster) launch(o options) *running {
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
 		Decide:   o.decide, Probes: o.probes, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
-		InitialLookback: time.Hour, Metrics: m,
+		InitialLookback: time.Hour, Metrics: m, Auth: &kubeauth.Reviewer{Client: cl.cs, NegativeTTL: time.Millisecond},
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})
 	if err != nil {

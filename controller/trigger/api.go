@@ -62,9 +62,6 @@ func (t *Triggers) Register(mux *kubeauth.Mux) {
 		return false
 	}
 	mux.HandleFunc("POST /api/v1/probes", kubeauth.Fixed(ActCreate), func(w http.ResponseWriter, r *http.Request) {
-		if off(w) {
-			return
-		}
 		var req Request
 		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 		dec.DisallowUnknownFields()
@@ -77,6 +74,9 @@ func (t *Triggers) Register(mux *kubeauth.Mux) {
 			if _, ok := mux.Check(w, r, ActForce); !ok {
 				return
 			}
+		}
+		if off(w) {
+			return
 		}
 		run, err := t.Start(req, proberun.TriggerManual)
 		if err != nil {
