@@ -238,6 +238,10 @@ func TestDefaults(t *testing.T) {
 		t.Error("the probe agent requests GPUs: it would take them from training pods")
 	}
 
+	// NetworkPolicies on by default for every API listener: the controller's too.
+	if cnp := networkPolicy(t, objs, "faultline-controller"); !labels.SelectorFromSet(cnp.Spec.PodSelector.MatchLabels).Matches(labels.Set(ctl.Spec.Template.Labels)) {
+		t.Error("the controller's NetworkPolicy does not select the controller pods")
+	}
 	// NetworkPolicy: the probe API only from the controller's pods.
 	np := networkPolicy(t, objs, "faultline-probe-agent")
 	if !labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(labels.Set(pa.Spec.Template.Labels)) {
