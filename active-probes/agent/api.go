@@ -20,6 +20,10 @@ const (
 	// Resource is what callers need access to: probes.faultline.io named after the node.
 	Resource = "probes"
 
+	// TokenAudience is the audience of the tokens the chart's agents accept
+	// (--token-audience) and the controller's projected token is minted for.
+	TokenAudience = "faultline-probe-agent"
+
 	// DefaultPort is where the agent listens in the chart (host network).
 	DefaultPort = 9402
 )
