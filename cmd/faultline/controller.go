@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -137,7 +138,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
-			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Decide.DryRun)
+			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun)
 			return c.Run(cmd.Context())
 		},
 	}
@@ -257,4 +258,14 @@ func newUntaintCmd() *cobra.Command {
 	cmd.Flags().StringVar(&apiURL, "controller", "", "controller API URL (e.g. http://127.0.0.1:9401); default: talk to the apiserver directly")
 	cmd.Flags().StringVar(&rule, "rule", "", "only this fault (pack/rule or rule id); default all of faultline's")
 	return cmd
+}
+
+// redactURL hides a password in a URL's user info before it is logged; a URL that
+// does not parse is not logged at all.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
