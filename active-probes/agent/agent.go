@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/faultline-dev/faultline/kubeauth"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 // Config configures an Agent.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/faultline-dev/faultline/kubeauth"
 	"log/slog"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 func newProbeAgentCmd() *cobra.Command {

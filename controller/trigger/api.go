@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/faultline-dev/faultline/kubeauth"
 	"io"
 	"net/http"
 	"sort"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 // The permissions the probe endpoints check, on probes.faultline.io.

@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"github.com/faultline-dev/faultline/kubeauth"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 // startAgent serves a probe agent for node on 127.0.0.1, talking to the apiserver as
