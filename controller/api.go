@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 // FaultsResponse is the body of GET /api/v1/faults.
@@ -30,24 +31,29 @@ type HeldView struct {
 	Hits    int       `json:"hits"`
 }
 
-// Handler serves the controller's HTTP API (mount /metrics beside it):
+// Handler serves the controller's HTTP API (mount /metrics beside it). Every
+// endpoint but /healthz and /readyz needs a Kubernetes bearer token whose identity
+// may perform the action on the faultline.io resource named on the right (see
+// Config.Auth; docs/security.md lists the ClusterRoles that grant them):
 //
 //	GET  /healthz                          the process is alive
 //	GET  /readyz                           the Node cache is synced
-//	GET  /api/v1/faults                    active faults per node, held faults, storms, budget
-//	POST /api/v1/nodes/{node}/untaint      remove faultline's taints (?rule=pack/id for one)
-//	GET  /api/v1/loki/health               503 while Loki refuses a query
+//	GET  /api/v1/faults                    active faults per node, held faults, storms, budget   get faults
+//	POST /api/v1/nodes/{node}/untaint      remove faultline's taints (?rule=pack/id for one)     create faults/untaint {node}
+//	GET  /api/v1/loki/health               503 while Loki refuses a query                        get faults
+//	probe endpoints: see trigger.Triggers.Register
 func (c *Controller) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	outer := http.NewServeMux()
+	mux := kubeauth.NewMux(outer, c.cfg.Auth, c.log)
+	outer.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	outer.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !c.Ready() {
 			http.Error(w, "node cache not synced", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /api/v1/faults", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /api/v1/faults", kubeauth.Fixed(actReadFaults), func(w http.ResponseWriter, r *http.Request) {
 		nodes, err := c.actor.ListActive()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -66,7 +72,9 @@ func (c *Controller) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
-	mux.HandleFunc("POST /api/v1/nodes/{node}/untaint", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /api/v1/nodes/{node}/untaint", func(r *http.Request) kubeauth.Action {
+		return kubeauth.Action{Verb: "create", Resource: "faults", Subresource: "untaint", Name: r.PathValue("node")}
+	}, func(w http.ResponseWriter, r *http.Request) {
 		res, err := c.Untaint(r.Context(), r.PathValue("node"), r.URL.Query().Get("rule"))
 		if err != nil {
 			code := http.StatusInternalServerError
@@ -80,8 +88,11 @@ func (c *Controller) Handler() http.Handler {
 	})
 	c.triggers.Register(mux)
 	c.lokiHandlers(mux)
-	return mux
+	return outer
 }
+
+// actReadFaults is the permission to read faults and Loki's health.
+var actReadFaults = kubeauth.Action{Verb: "get", Resource: "faults"}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")

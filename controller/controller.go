@@ -26,6 +26,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -64,6 +65,10 @@ type Config struct {
 	// Records configures the NodeFault records (retention, Grafana link); the
 	// owner is Identity.
 	Records nodefault.Options
+
+	// Auth checks every API request (everything but /healthz and /readyz); nil
+	// refuses them all: there is no open mode.
+	Auth kubeauth.Authorizer
 
 	Metrics *Metrics
 	Log     *slog.Logger

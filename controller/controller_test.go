@@ -31,6 +31,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -137,7 +138,7 @@ func (cl *cluster) launch(o options) *running {
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
 		Decide:   o.decide, Probes: o.probes, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
-		InitialLookback: time.Hour, Metrics: m,
+		InitialLookback: time.Hour, Metrics: m, Auth: &kubeauth.Reviewer{Client: cl.cs, NegativeTTL: time.Millisecond},
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})
 	if err != nil {

@@ -1,6 +1,10 @@
 package controller
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/faultline-dev/faultline/kubeauth"
+)
 
 // currentBootID is the Node's current boot ID for the Loki source's earlier-boot
 // filter; "" (no filtering) while the Node is unknown or the cache not synced.
@@ -15,8 +19,8 @@ func (c *Controller) currentBootID(node string) string {
 // lokiHandlers serves GET /api/v1/loki/health: 503 with each refused query (its
 // LogQL and Loki's answer) while Loki refuses one, 200 otherwise. Not the liveness
 // probe: restarting the controller cannot fix a query.
-func (c *Controller) lokiHandlers(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/v1/loki/health", func(w http.ResponseWriter, r *http.Request) {
+func (c *Controller) lokiHandlers(mux *kubeauth.Mux) {
+	mux.HandleFunc("GET /api/v1/loki/health", kubeauth.Fixed(actReadFaults), func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		src := c.src
 		c.mu.Unlock()

@@ -213,7 +213,8 @@ func TestManualProbes(t *testing.T) {
 	pc.Registry = probe.Default().With(pvc.Spec(cl.cs, ns))
 	pc.Local = probe.NewRunner(pc.Registry, probe.Config{}, nil)
 	r := cl.start(options{probes: pc})
-	srv := httptest.NewServer(r.c.Handler())
+	opToken := cl.operator()
+	srv := httptest.NewServer(withToken(opToken, r.c.Handler()))
 	t.Cleanup(srv.Close)
 
 	// API
@@ -310,12 +311,16 @@ func TestManualProbes(t *testing.T) {
 
 	// CLI: exit 0 when all passed, 2 when a check failed; progress on stderr.
 	bin := testenv.BuildFaultline(t)
+	// The CLI sends the kubeconfig's credentials itself: no token is added for it.
+	cliSrv := httptest.NewServer(r.c.Handler())
+	t.Cleanup(cliSrv.Close)
+	cliURL, kubeconfig := cliSrv.URL, cl.kubeconfigFor(opToken)
 	for _, tc := range []struct {
 		node string
 		code int
 		want string
 	}{{"gpu-b", 0, "pass"}, {"gpu-a", 2, "fail"}} {
-		cmd := exec.Command(bin, "probe", "run", "--controller", srv.URL, "--node", tc.node, "--check", "pciebw", "--wait")
+		cmd := exec.Command(bin, "probe", "run", "--controller", cliURL, "--kubeconfig", kubeconfig, "--node", tc.node, "--check", "pciebw", "--wait")
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 // Config configures an Agent.
@@ -32,7 +33,9 @@ type Config struct {
 	Node   string
 	Runner *probe.Runner
 	// Auth checks every /api/ request; nil refuses them all (there is no open mode).
-	Auth Authorizer
+	// The agent checks verb create (run, iperf3 server) or get (list checks) on
+	// probes.faultline.io named after its node.
+	Auth kubeauth.Authorizer
 	// GPUPods finds pods holding GPUs; nil means none can be found, and invasive probes
 	// then need force.
 	GPUPods GPUPods
@@ -102,19 +105,19 @@ func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
 			fail(errorf(http.StatusForbidden, "no authorizer configured"))
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
+		token := kubeauth.BearerToken(r)
+		if token == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="faultline-probe-agent"`)
 			fail(errorf(http.StatusUnauthorized, "a bearer token is required"))
 			return
 		}
-		user, err := a.cfg.Auth.Authorize(r.Context(), strings.TrimSpace(token), verb)
+		user, err := a.cfg.Auth.Authorize(r.Context(), token, kubeauth.Action{Verb: verb, Resource: Resource, Name: a.cfg.Node})
 		switch {
-		case errors.Is(err, ErrUnauthenticated):
+		case errors.Is(err, kubeauth.ErrUnauthenticated):
 			a.log.Warn("request refused: unauthenticated", "endpoint", endpoint, "remote", r.RemoteAddr, "err", err)
 			fail(errorf(http.StatusUnauthorized, "%v", err))
 			return
-		case errors.Is(err, ErrForbidden):
+		case errors.Is(err, kubeauth.ErrForbidden):
 			a.log.Warn("request refused: forbidden", "endpoint", endpoint, "user", user, "remote", r.RemoteAddr, "err", err)
 			fail(errorf(http.StatusForbidden, "%v", err))
 			return

@@ -22,6 +22,7 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/agent/rbac"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -128,9 +129,15 @@ func setup(t *testing.T, release <-chan struct{}) *fixture {
 
 // serveAgent serves an agent for node gpu-1 that calls the apiserver with client.
 func serveAgent(t *testing.T, client kubernetes.Interface, reg *probe.Registry) string {
+	return serveAgentFor(t, client, reg, nil)
+}
+
+// serveAgentFor serves an agent for node gpu-1 that accepts tokens for audiences only
+// (nil: the apiserver's).
+func serveAgentFor(t *testing.T, client kubernetes.Interface, reg *probe.Registry, audiences []string) string {
 	runner := probe.NewRunner(reg, probe.Config{Node: "gpu-1"}, nil)
 	ag, err := agent.New(agent.Config{Node: "gpu-1", Runner: runner,
-		Auth:    &agent.KubeAuthorizer{Client: client, Node: "gpu-1", NegativeTTL: time.Millisecond},
+		Auth:    &kubeauth.Reviewer{Client: client, Audiences: audiences, NegativeTTL: time.Millisecond},
 		GPUPods: agent.KubeGPUPods(client, "gpu-1"),
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -259,6 +266,33 @@ func TestAuth(t *testing.T) {
 	if err != nil || len(checks) != 2 || checks[0].Name != "quick" || !checks[1].Invasive {
 		t.Errorf("checks: %+v %v", checks, err)
 	}
+}
+
+// An agent that takes only tokens for its own audience (the chart's setting) refuses
+// the caller's ServiceAccount token for the apiserver's audience, so a token lifted
+// from a probe call is good for nothing else, and no other token is good for it.
+func TestAudience(t *testing.T) {
+	f := setup(t, nil)
+	ctx := context.Background()
+	asAgent, err := kubernetes.NewForConfig(f.env.RESTConfigForToken(f.tokens["agent"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serveAgentFor(t, asAgent, testRegistry(t, f.runs, nil), []string{agent.TokenAudience})
+	client := func(tok string) *agent.Client {
+		c := f.client(tok)
+		c.BaseURL = url
+		return c
+	}
+	_, err = client(f.tokens["controller"]).Checks(ctx)
+	wantCode(t, "the apiserver's audience", err, http.StatusUnauthorized)
+	tok := f.env.PodToken(t, "faultline", "controller", "gpu-1", []string{agent.TokenAudience})
+	if _, err := client(tok).Checks(ctx); err != nil {
+		t.Errorf("a token for %s: %v", agent.TokenAudience, err)
+	}
+	other := f.env.PodToken(t, "faultline", "controller", "gpu-1", []string{"faultline-collector"})
+	_, err = client(other).Checks(ctx)
+	wantCode(t, "another audience", err, http.StatusUnauthorized)
 }
 
 // Bad requests run nothing: unknown check, invalid or unknown parameter, parameters

@@ -8,14 +8,21 @@ import (
 
 // The agent's HTTP API. Every /api/ request carries `Authorization: Bearer <token>`;
 // the agent asks the apiserver who the token belongs to (TokenReview) and whether that
-// identity may use probes on this node (SubjectAccessReview), see Authorizer.
-//
-//	GET  /api/v1/checks           the probes this agent runs, with their parameters
-//	POST /api/v1/run              run checks now and return their results (RunRequest → RunResponse)
-//	GET  /healthz, GET /metrics   unauthenticated
+// identity may use probes on this node (SubjectAccessReview), see kubeauth.
+
+// GET  /api/v1/checks           the probes this agent runs, with their parameters
+// POST /api/v1/run              run checks now and return their results (RunRequest → RunResponse)
+// GET  /healthz, GET /metrics   unauthenticated
 const (
 	PathChecks = "/api/v1/checks"
 	PathRun    = "/api/v1/run"
+
+	// Resource is what callers need access to: probes.faultline.io named after the node.
+	Resource = "probes"
+
+	// TokenAudience is the audience of the tokens the chart's agents accept
+	// (--token-audience) and the controller's projected token is minted for.
+	TokenAudience = "faultline-probe-agent"
 
 	// DefaultPort is where the agent listens in the chart (host network).
 	DefaultPort = 9402

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/logstream"
 )
 
@@ -109,6 +111,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			cfg.Client = client
+			cfg.Auth = &kubeauth.Reviewer{Client: client}
 			reg := prometheus.NewRegistry()
 			if cfg.Probes, err = pf.config(rc); err != nil {
 				return err
@@ -141,7 +144,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
-			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", cfg.Loki.URL, "dry_run", cfg.Decide.DryRun)
+			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun)
 			return c.Run(cmd.Context())
 		},
 	}
@@ -220,7 +223,11 @@ func newUntaintCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				resp, err := http.DefaultClient.Do(req)
+				hc, err := apiHTTPClient(kubeconfig)
+				if err != nil {
+					return err
+				}
+				resp, err := hc.Do(req)
 				if err != nil {
 					return fmt.Errorf("untaint: %w", err)
 				}
@@ -259,4 +266,14 @@ func newUntaintCmd() *cobra.Command {
 	cmd.Flags().StringVar(&apiURL, "controller", "", "controller API URL (e.g. http://127.0.0.1:9401); default: talk to the apiserver directly")
 	cmd.Flags().StringVar(&rule, "rule", "", "only this fault (pack/rule or rule id); default all of faultline's")
 	return cmd
+}
+
+// redactURL hides a password in a URL's user info before it is logged; a URL that
+// does not parse is not logged at all.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"k8s.io/client-go/rest"
 	"net/http"
 	"sort"
 	"strconv"
@@ -21,12 +22,24 @@ import (
 )
 
 func newProbeCmd() *cobra.Command {
-	var api string
+	var api, kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Trigger active probes through the controller and read their results",
+		Long: `Trigger active probes through the controller and read their results. The
+controller checks who calls with the credentials of the kubeconfig (its bearer token,
+or the token an exec plugin gives) and allows what RBAC grants on probes.faultline.io
+(ClusterRoles faultline-viewer and faultline-operator).`,
 	}
 	cmd.PersistentFlags().StringVar(&api, "controller", envOr("FAULTLINE_CONTROLLER", "http://127.0.0.1:9401"), "controller API URL ($FAULTLINE_CONTROLLER)")
+	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig whose credentials the controller checks (default $KUBECONFIG, then in-cluster)")
+	var callAPI apiCall = func(ctx context.Context, method, url string, body []byte, out any) error {
+		hc, err := apiHTTPClient(kubeconfig)
+		if err != nil {
+			return err
+		}
+		return callAPIWith(ctx, hc, method, url, body, out)
+	}
 
 	var (
 		nodes, checks []string
@@ -72,7 +85,7 @@ func newProbeCmd() *cobra.Command {
 				fmt.Fprintf(out, "run %s started: %s on %d node(s)\nfollow it with: faultline probe get %s --wait\n", r.ID, strings.Join(r.Checks, ","), len(r.Nodes), r.ID)
 				return nil
 			}
-			return waitRun(cmd.Context(), api, r, timeout, output, out, cmd.ErrOrStderr())
+			return waitRun(cmd.Context(), callAPI, api, r, timeout, output, out, cmd.ErrOrStderr())
 		},
 	}
 	f := run.Flags()
@@ -98,7 +111,7 @@ func newProbeCmd() *cobra.Command {
 				return err
 			}
 			if getWait {
-				return waitRun(cmd.Context(), api, r, timeout, output, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				return waitRun(cmd.Context(), callAPI, api, r, timeout, output, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), r)
@@ -132,8 +145,11 @@ func newProbeCmd() *cobra.Command {
 	return cmd
 }
 
+// apiCall calls the controller API and decodes its answer into out.
+type apiCall func(ctx context.Context, method, url string, body []byte, out any) error
+
 // waitRun polls a run until it is done, printing progress to errw, then the table.
-func waitRun(ctx context.Context, api string, r proberun.Run, timeout time.Duration, output string, out, errw io.Writer) error {
+func waitRun(ctx context.Context, callAPI apiCall, api string, r proberun.Run, timeout time.Duration, output string, out, errw io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -237,7 +253,25 @@ func summarizeValues(r probe.Result) string {
 	return strings.Join(parts, " ")
 }
 
-func callAPI(ctx context.Context, method, url string, body []byte, out any) error {
+// apiHTTPClient is an HTTP client that authenticates as the kubeconfig's user does
+// with the apiserver (client-go's transport: bearer tokens, token files, exec
+// plugins). The apiserver's CA and client certificate are not the controller's, so
+// only the credentials are kept.
+func apiHTTPClient(kubeconfig string) (*http.Client, error) {
+	rc, err := kubeRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("credentials for the controller API: %w", err)
+	}
+	rc = rest.CopyConfig(rc)
+	rc.TLSClientConfig = rest.TLSClientConfig{}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("credentials for the controller API: %w", err)
+	}
+	return hc, nil
+}
+
+func callAPIWith(ctx context.Context, hc *http.Client, method, url string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -249,7 +283,7 @@ func callAPI(ctx context.Context, method, url string, body []byte, out any) erro
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("controller API: %w", err)
 	}

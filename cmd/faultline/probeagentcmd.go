@@ -13,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 func newProbeAgentCmd() *cobra.Command {
@@ -21,6 +22,7 @@ func newProbeAgentCmd() *cobra.Command {
 		listen     string
 		kubeconfig string
 		commands   []string
+		audiences  []string
 		timeouts   []string
 	)
 	cmd := &cobra.Command{
@@ -67,7 +69,7 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 				runner.SetTimeout(name, d)
 			}
 			ag, err := agent.New(agent.Config{Node: cfg.Node, Runner: runner, Registerer: reg, Log: log,
-				Auth:    &agent.KubeAuthorizer{Client: client, Node: cfg.Node},
+				Auth:    &kubeauth.Reviewer{Client: client, Audiences: audiences},
 				GPUPods: agent.KubeGPUPods(client, cfg.Node)})
 			if err != nil {
 				return err
@@ -87,6 +89,7 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 	f.StringVar(&cfg.Node, "node", "", "this node's name (default $NODE_NAME)")
 	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agent.DefaultPort), "address of the API, /metrics and /healthz")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for token and access reviews (default $KUBECONFIG, then in-cluster)")
+	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agent.TokenAudience+"); default the apiserver's")
 	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping); default: the name in $PATH")
 	f.StringArrayVar(&timeouts, "timeout", nil, "override a check's timeout, check=duration (repeatable)")
 	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -153,6 +155,17 @@ var proofs = map[atom]proof{
 		}
 		st, _ := nodefault.New(sa, nodefault.Options{Retention: time.Hour, Now: func() time.Time { return time.Now().Add(365 * 24 * time.Hour) }})
 		_, err := st.Collect(ctx)
+		return err
+	}},
+	{"authentication.k8s.io", "tokenreviews", "create"}: {"the API asks who a caller is", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := sa.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: "proof"}}, metav1.CreateOptions{})
+		return err
+	}},
+	{"authorization.k8s.io", "subjectaccessreviews", "create"}: {"the API asks whether a caller may act", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := sa.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "proof", ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Group: "faultline.io", Resource: "faults", Verb: "get"}}}, metav1.CreateOptions{})
 		return err
 	}},
 	{"coordination.k8s.io", "leases", "get"}: {"leader election reads the Lease", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {

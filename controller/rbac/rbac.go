@@ -12,6 +12,7 @@ package rbac
 import (
 	_ "embed"
 	"fmt"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,4 +94,25 @@ func RoleBinding(namespace, serviceAccount string) *rbacv1.RoleBinding {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: Name},
 		Subjects:   subject(namespace, serviceAccount),
 	}
+}
+
+// APIRolesYAML is apiroles.yaml: the ClusterRoles faultline-viewer and
+// faultline-operator that grant use of the controller's API, as one multi-document file.
+//
+//go:embed apiroles.yaml
+var APIRolesYAML string
+
+// APIRoles parses APIRolesYAML.
+func APIRoles() (viewer, operator *rbacv1.ClusterRole, err error) {
+	docs := strings.Split(APIRolesYAML, "\n---\n")
+	if len(docs) != 2 {
+		return nil, nil, fmt.Errorf("apiroles.yaml: want 2 documents, have %d", len(docs))
+	}
+	var roles [2]rbacv1.ClusterRole
+	for i, d := range docs {
+		if err := yaml.UnmarshalStrict([]byte(d), &roles[i]); err != nil {
+			return nil, nil, fmt.Errorf("apiroles.yaml document %d: %w", i+1, err)
+		}
+	}
+	return &roles[0], &roles[1], nil
 }

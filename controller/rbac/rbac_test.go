@@ -286,8 +286,6 @@ func TestControllerRBAC(t *testing.T) {
 			{"", "rbac.authorization.k8s.io", "clusterroles", "", "escalate", false},
 			{"", "rbac.authorization.k8s.io", "clusterrolebindings", "", "create", false},
 			{"", "", "users", "", "impersonate", false},
-			{"", "authentication.k8s.io", "tokenreviews", "", "create", false},
-			{"", "authorization.k8s.io", "subjectaccessreviews", "", "create", false},
 		}
 		for _, c := range checks {
 			r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{

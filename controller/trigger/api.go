@@ -2,6 +2,7 @@ package trigger
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,23 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/kubeauth"
+)
+
+// The permissions the probe endpoints check, on probes.faultline.io.
+var (
+	ActGet    = kubeauth.Action{Verb: "get", Resource: "probes"}
+	ActList   = kubeauth.Action{Verb: "list", Resource: "probes"}
+	ActCreate = kubeauth.Action{Verb: "create", Resource: "probes"}
+	ActForce  = kubeauth.Action{Verb: "create", Resource: "probes", Subresource: "force"}
+)
+
+// Limits on manual runs, so that one caller cannot probe the whole fleet at once.
+const (
+	// MaxBatch is the most nodes a manual run probes at once.
+	MaxBatch = 50
+	// MaxManualRuns is how many manual runs may be in progress on a replica.
+	MaxManualRuns = 4
 )
 
 // Request is the body of POST /api/v1/probes.
@@ -27,13 +45,15 @@ type Request struct {
 
 // Register adds the probe endpoints to mux:
 //
-//	POST /api/v1/probes          start a run → 202 and the run (its id)
-//	GET  /api/v1/probes          runs remembered by this replica, newest first
-//	GET  /api/v1/probes/{id}     one run, with progress and results
-//	GET  /status?check=pciebw,dcgm&host=n1,n2&batch=N&r=2
+//	POST /api/v1/probes          start a run → 202 and the run (its id)       create probes (force: also create probes/force)
+//	GET  /api/v1/probes          runs remembered by this replica, newest first  list probes
+//	GET  /api/v1/probes/{id}     one run, with progress and results             get probes
+//	GET  /status?check=pciebw,dcgm&host=n1,n2&batch=N&r=2                      create probes
 //	                             Autopilot-compatible: runs the checks and answers when
 //	                             they are done, as text (format=json for the run)
-func (t *Triggers) Register(mux *http.ServeMux) {
+//
+// The actions are on probes.faultline.io (see kubeauth.Mux).
+func (t *Triggers) Register(mux *kubeauth.Mux) {
 	off := func(w http.ResponseWriter) bool {
 		if t.dispatcher == nil {
 			http.Error(w, "probes are not configured on this controller (see --probe-agent-port / --probe-agent)", http.StatusServiceUnavailable)
@@ -41,10 +61,7 @@ func (t *Triggers) Register(mux *http.ServeMux) {
 		}
 		return false
 	}
-	mux.HandleFunc("POST /api/v1/probes", func(w http.ResponseWriter, r *http.Request) {
-		if off(w) {
-			return
-		}
+	mux.HandleFunc("POST /api/v1/probes", kubeauth.Fixed(ActCreate), func(w http.ResponseWriter, r *http.Request) {
 		var req Request
 		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 		dec.DisallowUnknownFields()
@@ -52,20 +69,29 @@ func (t *Triggers) Register(mux *http.ServeMux) {
 			http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		// force bypasses the agent's GPUs-in-use guard: a permission of its own.
+		if req.Force {
+			if _, ok := mux.Check(w, r, ActForce); !ok {
+				return
+			}
+		}
+		if off(w) {
+			return
+		}
 		run, err := t.Start(req, proberun.TriggerManual)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			http.Error(w, err.Error(), startStatus(err))
 			return
 		}
 		writeJSON(w, http.StatusAccepted, run)
 	})
-	mux.HandleFunc("GET /api/v1/probes", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /api/v1/probes", kubeauth.Fixed(ActList), func(w http.ResponseWriter, r *http.Request) {
 		if off(w) {
 			return
 		}
 		writeJSON(w, http.StatusOK, t.dispatcher.List())
 	})
-	mux.HandleFunc("GET /api/v1/probes/{id}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /api/v1/probes/{id}", kubeauth.Fixed(ActGet), func(w http.ResponseWriter, r *http.Request) {
 		if off(w) {
 			return
 		}
@@ -76,7 +102,8 @@ func (t *Triggers) Register(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, run)
 	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+	// /status starts a run, so it needs create, GET or not.
+	mux.HandleFunc("GET /status", kubeauth.Fixed(ActCreate), func(w http.ResponseWriter, r *http.Request) {
 		if off(w) {
 			return
 		}
@@ -106,7 +133,7 @@ func (t *Triggers) Register(mux *http.ServeMux) {
 		}
 		run, err := t.Start(req, proberun.TriggerManual)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			http.Error(w, err.Error(), startStatus(err))
 			return
 		}
 		run, err = t.dispatcher.Wait(r.Context(), run.ID)
@@ -146,12 +173,36 @@ func (t *Triggers) Start(req Request, trigger proberun.Trigger) (proberun.Run, e
 			return proberun.Run{}, fmt.Errorf("node %q: %w", n, err)
 		}
 	}
+	if req.Batch > MaxBatch {
+		return proberun.Run{}, fmt.Errorf("batch %d: at most %d nodes are probed at once", req.Batch, MaxBatch)
+	}
+	if trigger == proberun.TriggerManual {
+		active := 0
+		for _, r := range t.dispatcher.List() {
+			if r.Trigger == proberun.TriggerManual && r.State != proberun.StateDone {
+				active++
+			}
+		}
+		if active >= MaxManualRuns {
+			return proberun.Run{}, fmt.Errorf("%w: %d manual runs are in progress (at most %d)", ErrBusy, active, MaxManualRuns)
+		}
+	}
 	// Manual runs belong to the replica, not to the request that started them.
 	if t.deps.Life.Err() != nil {
 		return proberun.Run{}, fmt.Errorf("controller is shutting down")
 	}
 	return t.dispatcher.Start(t.deps.Life, proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force,
 		Batch: req.Batch, Trigger: trigger})
+}
+
+// ErrBusy: too many manual runs are in progress; the API answers 429.
+var ErrBusy = errors.New("busy")
+
+func startStatus(err error) int {
+	if errors.Is(err, ErrBusy) {
+		return http.StatusTooManyRequests
+	}
+	return http.StatusBadRequest
 }
 
 // WriteStatusText renders a run the way Autopilot's /status answers: per node, one

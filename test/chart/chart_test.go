@@ -238,6 +238,19 @@ func TestDefaults(t *testing.T) {
 		t.Error("the probe agent requests GPUs: it would take them from training pods")
 	}
 
+	// The controller calls the agents with a projected token only they accept.
+	if !hasArg(pc, "--token-audience=faultline-probe-agent") || !hasArg(cc, "--probe-token-file=/var/run/secrets/faultline/probe-agent/token") {
+		t.Errorf("agent args %v / controller args %v: want the faultline-probe-agent audience and its token file", pc.Args, cc.Args)
+	}
+	if v, _ := mountAt(&ctl.Spec.Template.Spec, cc, "/var/run/secrets/faultline/probe-agent"); v == nil || v.Projected == nil ||
+		len(v.Projected.Sources) != 1 || v.Projected.Sources[0].ServiceAccountToken == nil ||
+		v.Projected.Sources[0].ServiceAccountToken.Audience != "faultline-probe-agent" {
+		t.Errorf("controller's probe-agent token volume %+v: want a projected token for faultline-probe-agent", v)
+	}
+	// NetworkPolicies on by default for every API listener: the controller's too.
+	if cnp := networkPolicy(t, objs, "faultline-controller"); !labels.SelectorFromSet(cnp.Spec.PodSelector.MatchLabels).Matches(labels.Set(ctl.Spec.Template.Labels)) {
+		t.Error("the controller's NetworkPolicy does not select the controller pods")
+	}
 	// NetworkPolicy: the probe API only from the controller's pods.
 	np := networkPolicy(t, objs, "faultline-probe-agent")
 	if !labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(labels.Set(pa.Spec.Template.Labels)) {
@@ -554,6 +567,7 @@ func TestChartCopiesFresh(t *testing.T) {
 	pairs := map[string]string{
 		"controller/rbac/clusterrole.yaml":   chartDir + "/files/rbac/controller-clusterrole.yaml",
 		"controller/rbac/role.yaml":          chartDir + "/files/rbac/controller-role.yaml",
+		"controller/rbac/apiroles.yaml":      chartDir + "/files/rbac/controller-api-roles.yaml",
 		"active-probes/agent/rbac/rbac.yaml": chartDir + "/files/rbac/probe-agent.yaml",
 		"active-probes/pvc/role.yaml":        chartDir + "/files/rbac/pvc-probe-role.yaml",
 		"api/v1alpha1/nodefaults.crd.yaml":   chartDir + "/crds/nodefaults.crd.yaml",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 // startAgent serves a probe agent for node on 127.0.0.1, talking to the apiserver as
@@ -22,7 +23,7 @@ func startAgent(ctx context.Context, node string, client kubernetes.Interface, c
 	reg := prometheus.NewRegistry()
 	runner := probe.NewRunner(demoRegistry(), probe.Config{Node: node, Commands: commands}, probe.NewMetrics(reg))
 	ag, err := agent.New(agent.Config{Node: node, Runner: runner, Registerer: reg,
-		Auth:    &agent.KubeAuthorizer{Client: client, Node: node},
+		Auth:    &kubeauth.Reviewer{Client: client},
 		GPUPods: agent.KubeGPUPods(client, node),
 		Log:     slog.New(slog.NewJSONHandler(logw, nil)).With("component", "probe-agent")})
 	if err != nil {

@@ -97,6 +97,18 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 		_, e = rb.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
 		steps = append(steps, e)
 	}
+	// The demo's own API calls, and the commands it prints, act as an operator.
+	_, operator, err := rbac.APIRoles()
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	_, e = rb.ClusterRoles().Create(ctx, operator, metav1.CreateOptions{})
+	steps = append(steps, e)
+	opb := rbac.ClusterRoleBinding(ns, "faultline-operator")
+	opb.Name, opb.RoleRef.Name = operator.Name, operator.Name
+	_, e = rb.ClusterRoleBindings().Create(ctx, opb, metav1.CreateOptions{})
+	steps = append(steps, e)
+	d.apiToken = d.env.ServiceAccountToken(d.tb, ns, "faultline-operator")
 	if err := errors.Join(steps...); err != nil {
 		d.tb.Fatalf("RBAC: %v", err)
 	}

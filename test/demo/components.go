@@ -134,7 +134,7 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 		var f struct {
 			Leader bool `json:"leader"`
 		}
-		if err := getJSON(ctx, d.api+"/api/v1/faults", &f); err != nil {
+		if err := getJSON(ctx, d.api+"/api/v1/faults", d.apiToken, &f); err != nil {
 			return false, err.Error()
 		}
 		return f.Leader, "not leading yet"

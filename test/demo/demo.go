@@ -57,16 +57,17 @@ const ns = "faultline"
 
 // demo is one run.
 type demo struct {
-	o       Options
-	out     io.Writer
-	tb      *runTB
-	env     *testenv.Env
-	cs      kubernetes.Interface
-	nodes   []string
-	kmsg    map[string]*kmsgFile
-	api     string // controller API
-	start   time.Time
-	results []result
+	o        Options
+	out      io.Writer
+	tb       *runTB
+	env      *testenv.Env
+	cs       kubernetes.Interface
+	nodes    []string
+	kmsg     map[string]*kmsgFile
+	api      string // controller API
+	apiToken string // a faultline-operator's token for it
+	start    time.Time
+	results  []result
 }
 
 type result struct {
@@ -226,6 +227,7 @@ func (d *demo) summary() error {
 // tryIt prints how to poke at the running stack.
 func (d *demo) tryIt() {
 	kubectl := testenv.Binary(d.tb, "kubectl")
+	opConfig := d.kubeconfigFor(d.apiToken, "faultline-operator")
 	d.step("Everything keeps running until Ctrl-C. Try it by hand:")
 	d.say(`
   export KUBECONFIG=%s
@@ -233,10 +235,12 @@ func (d *demo) tryIt() {
   %s get events -A --field-selector involvedObject.kind=Node
   %s get node gpu-3 -o jsonpath='{.metadata.annotations.faultline\.io/evidence}'
 
-  curl -s %s/api/v1/faults                       # active faults, held faults, budget
-  %s probe run --controller %s --node gpu-0,gpu-1 --check nvml --wait
-  curl -s '%s/status?check=nvml&host=gpu-0'      # Autopilot-style
-  %s untaint --controller %s gpu-3
+  The controller API checks tokens; this one is a faultline-operator's:
+  export TOKEN=%s
+  curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/faults                  # active faults, held faults, budget
+  %s probe run --kubeconfig %s --controller %s --node gpu-0,gpu-1 --check nvml --wait
+  curl -s -H "Authorization: Bearer $TOKEN" '%s/status?check=nvml&host=gpu-0' # Autopilot-style
+  %s untaint --kubeconfig %s --controller %s gpu-3
 
   Loki (Grafana data source or logcli): %s
     {source="kernel"} |~ "Xid|SXid|AER|Link down"
@@ -245,6 +249,6 @@ func (d *demo) tryIt() {
 
   Logs of every component: %s`,
 		d.env.Kubeconfig(), kubectl, kubectl, kubectl,
-		d.api, d.o.Binary, d.api, d.api, d.o.Binary, d.api, d.env.LokiURL(),
+		d.apiToken, d.api, d.o.Binary, opConfig, d.api, d.api, d.o.Binary, opConfig, d.api, d.env.LokiURL(),
 		d.kmsg["gpu-4"].path, filepath.Join(d.o.Dir, "logs"))
 }

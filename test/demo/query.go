@@ -35,10 +35,14 @@ func (d *demo) waitFor(ctx context.Context, what string, cond func() (bool, stri
 	return time.Since(t0), true, ""
 }
 
-func getJSON(ctx context.Context, u string, out any) error {
+// getJSON GETs u, with token as the bearer when it is not empty (the controller API).
+func getJSON(ctx context.Context, u, token string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -64,7 +68,7 @@ func (d *demo) logql(ctx context.Context, query string) ([]string, error) {
 			} `json:"result"`
 		} `json:"data"`
 	}
-	if err := getJSON(ctx, d.env.LokiURL()+"/loki/api/v1/query_range?"+q.Encode(), &resp); err != nil {
+	if err := getJSON(ctx, d.env.LokiURL()+"/loki/api/v1/query_range?"+q.Encode(), "", &resp); err != nil {
 		return nil, err
 	}
 	var out []string

@@ -20,7 +20,13 @@ import (
 func (d *demo) nvmlRound(ctx context.Context) {
 	d.step("A first round of the nvml check on every node (POST %s/api/v1/probes; scheduled hourly by default)", d.api)
 	body := `{"selector":"nvidia.com/gpu.present=true","checks":["nvml"],"params":{"nvml":{"expected_gpus":"8"}}}`
-	resp, err := http.Post(d.api+"/api/v1/probes", "application/json", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.api+"/api/v1/probes", strings.NewReader(body))
+	if err != nil {
+		d.tb.Fatalf("start the nvml round: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+d.apiToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		d.tb.Fatalf("start the nvml round: %v", err)
 	}
@@ -39,7 +45,7 @@ func (d *demo) nvmlRound(ctx context.Context) {
 	_ = json.NewDecoder(resp.Body).Decode(&run)
 	resp.Body.Close()
 	took, ok, why := d.waitFor(ctx, "the nvml round", func() (bool, string) {
-		if err := getJSON(ctx, d.api+"/api/v1/probes/"+run.ID, &run); err != nil {
+		if err := getJSON(ctx, d.api+"/api/v1/probes/"+run.ID, d.apiToken, &run); err != nil {
 			return false, err.Error()
 		}
 		return run.State == "done", "state " + run.State
