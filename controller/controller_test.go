@@ -25,6 +25,7 @@ import (
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller"
+	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/leader"
@@ -102,6 +103,7 @@ type options struct {
 	packs    []string
 	decide   decide.Config
 	probes   trigger.Config
+	act      act.Options
 }
 
 type running struct {
@@ -137,7 +139,7 @@ func (cl *cluster) launch(o options) *running {
 		Election: leader.Config{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
-		Decide:   o.decide, Probes: o.probes, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
+		Decide:   o.decide, Probes: o.probes, Act: o.act, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
 		InitialLookback: time.Hour, Metrics: m,
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})
