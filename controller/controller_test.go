@@ -104,6 +104,7 @@ type options struct {
 	decide   decide.Config
 	probes   trigger.Config
 	act      act.Options
+	client   kubernetes.Interface // default: the cluster's
 }
 
 type running struct {
@@ -134,8 +135,12 @@ func (cl *cluster) launch(o options) *running {
 	if os.Getenv("FAULTLINE_TEST_VERBOSE") != "" {
 		logw = os.Stderr
 	}
+	client := o.client
+	if client == nil {
+		client = cl.cs
+	}
 	c, err := controller.New(controller.Config{
-		Client: cl.cs, Namespace: ns, Identity: o.identity, PodName: o.identity,
+		Client: client, Namespace: ns, Identity: o.identity, PodName: o.identity,
 		Election: leader.Config{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
