@@ -24,6 +24,7 @@ import (
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller"
+	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/leader"
@@ -102,6 +103,8 @@ type options struct {
 	packs    []string
 	decide   decide.Config
 	probes   trigger.Config
+	act      act.Options
+	client   kubernetes.Interface // default: the cluster's
 }
 
 // running is a replica run by the shared harness: Stop (also at cleanup) cancels it
@@ -132,12 +135,16 @@ func (cl *cluster) launch(o options) *running {
 	if os.Getenv("FAULTLINE_TEST_VERBOSE") != "" {
 		logw = os.Stderr
 	}
+	client := o.client
+	if client == nil {
+		client = cl.cs
+	}
 	c, err := controller.New(controller.Config{
-		Client: cl.cs, Namespace: ns, Identity: o.identity, PodName: o.identity,
+		Client: client, Namespace: ns, Identity: o.identity, PodName: o.identity,
 		Election: leader.Config{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
-		Decide:   o.decide, Probes: o.probes, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
+		Decide:   o.decide, Probes: o.probes, Act: o.act, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
 		InitialLookback: time.Hour, Metrics: m, Auth: &kubeauth.Reviewer{Client: cl.cs, NegativeTTL: time.Millisecond},
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})

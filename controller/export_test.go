@@ -7,6 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 func (m *Metrics) LinesRead() *prometheus.CounterVec    { return m.lines }
 func (m *Metrics) Decisions() *prometheus.CounterVec    { return m.decisions }
 func (m *Metrics) Held() *prometheus.GaugeVec           { return m.held }
+func (m *Metrics) EligibleNodes() prometheus.Gauge      { return m.eligibleNodes }
 func (m *Metrics) Reloads() prometheus.Counter          { return m.reloads }
 func (m *Metrics) ReloadErrors() prometheus.Counter     { return m.reloadErrors }
 func (m *Metrics) ProbeResults() *prometheus.CounterVec { return m.probeResults }

@@ -14,6 +14,7 @@ type Metrics struct {
 	decisions        *prometheus.CounterVec
 	taintedNodes     prometheus.Gauge
 	budgetLeft       prometheus.Gauge
+	eligibleNodes    prometheus.Gauge
 	held             *prometheus.GaugeVec
 	packRules        prometheus.Gauge
 	reloads          prometheus.Counter
@@ -41,6 +42,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Nodes carrying a taint faultline placed."}),
 		budgetLeft: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_budget_left",
 			Help: "Nodes faultline may still taint under the global budget."}),
+		eligibleNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_eligible_nodes",
+			Help: "Nodes in the budget's and the storm hold's population: matching the eligible-node selector, not opted out."}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faultline_controller_held_faults",
 			Help: "Faults held instead of applied, by reason (budget, rule-budget, storm, opted-out)."}, []string{"reason"}),
 		packRules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_rules_loaded",
@@ -63,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		loki: lokisource.NewPrometheusMetrics(reg),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.noNode, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.held,
+		reg.MustRegister(m.lines, m.noNode, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held,
 			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped)
 	}
 	return m

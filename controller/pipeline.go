@@ -130,6 +130,11 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	// source → match → decide → act, one line at a time, in arrival order.
 	err = st.source.Run(pctx, from, func(l logstream.Line) error {
 		c.process(pctx, st, l)
+		// Cancelled during the line (leadership lost, shutdown): its decisions may be
+		// half done, so the line stays unread and the next leader decides it again.
+		if err := pctx.Err(); err != nil {
+			return fmt.Errorf("line of %s at %s not fully decided: %w", l.Node, l.Time.Format(time.RFC3339Nano), err)
+		}
 		return nil
 	})
 	cancel()

@@ -122,6 +122,7 @@ func (c *Controller) updateGauges() {
 	}
 	c.m.taintedNodes.Set(float64(len(facts.Tainted)))
 	c.m.budgetLeft.Set(float64(c.decider.BudgetLeft(facts)))
+	c.m.eligibleNodes.Set(float64(facts.Eligible))
 	held := map[string]int{}
 	for _, h := range c.decider.Held() {
 		held[string(h.Reason)]++

@@ -106,7 +106,8 @@ func (c *Controller) resolved(ctx context.Context, node string, ids []string, wh
 }
 
 // resumeHeld puts the faults a previous leader held back into the decider's queue,
-// from their NodeFault records.
+// and runs again the confirmations it had in flight (its probes' verdicts went to
+// the old leader), from their NodeFault records.
 func (c *Controller) resumeHeld(ctx context.Context) {
 	all, err := c.records.List(ctx)
 	if err != nil {
@@ -115,10 +116,10 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 		return
 	}
 	set := c.packs.Engine().Set()
-	n := 0
+	held, confirming := 0, 0
 	for _, nf := range all {
 		st := nf.Status
-		if st.Phase != v1alpha1.PhaseHeld {
+		if st.Phase != v1alpha1.PhaseHeld && !(st.Phase == v1alpha1.PhaseConfirming && confirmInFlight(st)) {
 			continue
 		}
 		r := set.Rule(nf.Spec.Pack, nf.Spec.Rule)
@@ -132,6 +133,15 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 		for _, l := range st.Evidence {
 			f.Evidence = append(f.Evidence, logstream.Line{Time: l.Time.Time, Text: l.Text})
 		}
+		if st.Phase == v1alpha1.PhaseConfirming {
+			if r.Action != rules.ActionProbe {
+				continue // the rule no longer asks for probes
+			}
+			c.log.Info("resuming a confirmation from its NodeFault record", "node", f.Node, "rule", r.String())
+			go c.triggers.Confirm(ctx, f)
+			confirming++
+			continue
+		}
 		h := decide.HeldFault{Fault: f, Reason: decide.HoldReason(st.Reason), Message: st.Message, Updated: f.Time, Hits: int(st.Firings)}
 		if st.HeldSince != nil {
 			h.Since = st.HeldSince.Time
@@ -139,12 +149,29 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 			h.Since = f.Time
 		}
 		c.decider.Restore(h)
-		n++
+		held++
 	}
-	if n > 0 {
-		c.log.Info("resumed held faults from their NodeFault records", "faults", n)
+	if held > 0 || confirming > 0 {
+		c.log.Info("resumed faults from their NodeFault records", "held", held, "confirmations", confirming)
 		c.updateGauges()
 	}
+}
+
+// confirmInFlight says whether the last confirmation of a fault in phase Confirming
+// has no verdict yet: no confirm verdict since the last probe decision.
+func confirmInFlight(st v1alpha1.NodeFaultStatus) bool {
+	var asked time.Time
+	for _, d := range st.History {
+		if d.Kind == string(decide.KindProbe) {
+			asked = d.Time.Time
+		}
+	}
+	for _, v := range st.Probes {
+		if v.Purpose == "confirm" && !v.Time.Time.Before(asked) {
+			return false
+		}
+	}
+	return true
 }
 
 // collectResolved deletes the records resolved longer than the retention ago.

@@ -125,6 +125,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			cfg.Decide.RuleBudgets = ruleBudget
 			cfg.Selectors = lokisource.Selectors{logstream.SourceKernel: kernelSel, logstream.SourcePod: podSel}
 			cfg.Act.Instance = cfg.Identity
+			if cfg.Act.Eligible, err = pf.eligible(); err != nil {
+				return err
+			}
 			if pw := os.Getenv("LOKI_PASSWORD"); pw != "" {
 				cfg.Loki.Password = pw
 			}
@@ -174,10 +177,10 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
 	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
-	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes")
+	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes (matching --probe-node-selector, not opted out)")
 	f.IntVar(&cfg.Decide.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")
 	f.StringToIntVar(&ruleBudget, "rule-budget", nil, "per-rule budgets, pack/rule=N (repeatable or comma-separated)")
-	f.Float64Var(&cfg.Decide.StormShare, "storm-share", 0.2, "a rule firing on more than this share of nodes within --storm-window is a fleet event: held")
+	f.Float64Var(&cfg.Decide.StormShare, "storm-share", 0.2, "a rule firing on more than this share of eligible nodes (--probe-node-selector) within --storm-window is a fleet event: held")
 	f.DurationVar(&cfg.Decide.StormWindow, "storm-window", 10*time.Minute, "window of the storm hold")
 	f.BoolVar(&cfg.Decide.DisableStorm, "no-storm-hold", false, "disable the storm hold")
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")

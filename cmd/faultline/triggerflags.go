@@ -41,12 +41,22 @@ func (p *probeFlags) register(f *pflag.FlagSet) {
 	f.StringToStringVar(&p.static, "probe-agent", nil, "fixed agent URL for a node, node=URL (repeatable; local setups)")
 	f.StringVar(&p.tokenFile, "probe-token-file", "", "bearer token sent to the agents (default: the pod's ServiceAccount token, else the kubeconfig's token)")
 	f.StringToStringVar(&p.schedules, "probe-schedule", nil, "run a check on a schedule, check=interval (default: each non-invasive default check hourly; check=0 turns one off)")
-	f.StringVar(&p.nodeSelector, "probe-node-selector", "nvidia.com/gpu.present=true", "nodes scheduled probes run on (label selector; the agents' nodes)")
+	f.StringVar(&p.nodeSelector, "probe-node-selector", "nvidia.com/gpu.present=true", "the GPU nodes (label selector): scheduled probes run on them (the agents' nodes), and they are the population of --budget-percent and --storm-share")
 	f.DurationVar(&p.confirmTimeout, "probe-confirm-timeout", 15*time.Minute, "how long a rule's confirming probes may take before its onTimeout policy applies")
 	f.DurationVar(&p.recoverEvery, "probe-recover-interval", 10*time.Minute, "how often a tainted node's recovery probes are retried")
 	f.BoolVar(&p.noHealthLabel, "no-health-label", false, "do not set the faultline.io/health node label")
 	f.IntVar(&p.batch, "probe-batch", 10, "nodes probed at once in a run")
 	f.BoolVar(&p.pvc, "pvc-probe", true, "offer the pvc check (claims in --namespace; needs the Role faultline-pvc-probe there)")
+}
+
+// eligible is the selector of the nodes that make up the budget's and the storm
+// hold's population: the probes' GPU nodes, whether or not probes are enabled.
+func (p *probeFlags) eligible() (labels.Selector, error) {
+	sel, err := labels.Parse(p.nodeSelector)
+	if err != nil {
+		return nil, fmt.Errorf("--probe-node-selector: %w", err)
+	}
+	return sel, nil
 }
 
 func (p *probeFlags) config(rc *rest.Config) (trigger.Config, error) {

@@ -84,6 +84,10 @@ type Options struct {
 	Backoff wait.Backoff
 	// Now is the clock of the condition's timestamps (default time.Now).
 	Now func() time.Time
+	// Eligible selects the nodes that make up the population of the budget and the
+	// storm hold (the GPU nodes faultline watches; nil: every node). CPU nodes
+	// beside them would otherwise inflate a percentage budget past the GPU fleet.
+	Eligible labels.Selector
 }
 
 // ErrOptedOut is matched (errors.Is) by the error Taint returns for a node labelled
@@ -161,6 +165,9 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Eligible == nil {
+		opts.Eligible = labels.Everything()
 	}
 	// The cache drops what faultline never reads (managed fields, the image list)
 	// to keep a large fleet's Nodes small. Writing such a copy back is safe: an
@@ -370,8 +377,8 @@ func (a *Actor) BootID(node string) (string, error) {
 	return n.Status.NodeInfo.BootID, nil
 }
 
-// EligibleNodes counts the nodes faultline may taint: those not opted out (from the
-// cache). The decide stage's budget is a share of it.
+// EligibleNodes counts the nodes faultline may taint: those matching Options.Eligible
+// and not opted out (from the cache). The decide stage's budget is a share of it.
 func (a *Actor) EligibleNodes() (int, error) {
 	if err := a.ready(); err != nil {
 		return 0, err
@@ -382,11 +389,16 @@ func (a *Actor) EligibleNodes() (int, error) {
 	}
 	c := 0
 	for _, n := range nodes {
-		if !OptedOut(n) {
+		if a.eligible(n) {
 			c++
 		}
 	}
 	return c, nil
+}
+
+// eligible reports whether n counts in the budget's and the storm hold's population.
+func (a *Actor) eligible(n *corev1.Node) bool {
+	return !OptedOut(n) && a.opts.Eligible.Matches(labels.Set(n.Labels))
 }
 
 // Facts reads the fleet's state for the decide stage from the cache. It walks the
@@ -419,7 +431,7 @@ func (a *Actor) computeFacts() (decide.NodeFacts, error) {
 	for _, n := range nodes {
 		if OptedOut(n) {
 			f.OptedOut[n.Name] = true
-		} else {
+		} else if a.eligible(n) {
 			f.Eligible++
 		}
 		evs, err := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])

@@ -28,7 +28,8 @@ type Config struct {
 }
 
 // Run blocks until ctx is done, calling lead with a context that is cancelled when
-// leadership is lost. It campaigns again after losing the lease.
+// leadership is lost. It campaigns again after losing the lease, and only once lead
+// has returned: the old term's work (its last saves) never overlaps the next one.
 func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 	if c.Identity == "" || c.Name == "" || c.Namespace == "" {
 		return fmt.Errorf("leader election needs a namespace, a lease name and an identity")
@@ -48,6 +49,7 @@ func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
 	}
 	for ctx.Err() == nil {
+		started := make(chan context.Context, 1)
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   c.LeaseDuration,
@@ -56,7 +58,9 @@ func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 			ReleaseOnCancel: true,
 			Name:            c.Name,
 			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: lead,
+				// client-go starts this in a goroutine it does not wait for; lead runs
+				// below instead, where the loop can wait for it.
+				OnStartedLeading: func(lctx context.Context) { started <- lctx },
 				OnStoppedLeading: func() {},
 				OnNewLeader: func(id string) {
 					if c.OnNewLeader != nil {
@@ -68,7 +72,14 @@ func Run(ctx context.Context, c Config, lead func(ctx context.Context)) error {
 		if err != nil {
 			return fmt.Errorf("leader election: %w", err)
 		}
-		le.Run(ctx) // returns when leadership is lost or ctx is done
+		done := make(chan struct{})
+		go func() { defer close(done); le.Run(ctx) }() // returns when leadership is lost or ctx is done
+		select {
+		case lctx := <-started:
+			lead(lctx) // lctx ends with the term
+			<-done
+		case <-done:
+		}
 	}
 	return nil
 }

@@ -1,0 +1,60 @@
+package controller_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/faultline-dev/faultline/controller/decide"
+)
+
+// stallNodeWrites passes every request on, except Node writes: those wait until the
+// request is cancelled, and each such write is announced on stalled.
+type stallNodeWrites struct {
+	next    http.RoundTripper
+	stalled chan<- string
+}
+
+func (s stallNodeWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/api/v1/nodes/") {
+		select {
+		case s.stalled <- req.URL.Path:
+		default:
+		}
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return s.next.RoundTrip(req)
+}
+
+// TestCancelledDecisionIsRetried: the leader stops while the taint of an Xid 79 is
+// being written. The line's decision did not complete, so the position it saves stays
+// before that line, and the next leader reads it again and taints the node.
+func TestCancelledDecisionIsRetried(t *testing.T) {
+	cl := newCluster(t, "gpu-0", "gpu-1")
+	stalled := make(chan string, 1)
+	cfg := cl.env.RESTConfig()
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return stallNodeWrites{next: rt, stalled: stalled} }
+	stuck, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := decide.Config{MaxPercent: 100, DisableStorm: true}
+	a := cl.start(options{identity: "replica-a", decide: dc, client: stuck})
+	cl.push("gpu-0", time.Now(), xid79)
+	select {
+	case p := <-stalled:
+		t.Logf("write stalled: %s", p)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leader never wrote gpu-0")
+	}
+	a.Stop(t)
+	if cl.tainted("gpu-0") {
+		t.Fatal("gpu-0 tainted through a stalled write")
+	}
+	cl.start(options{identity: "replica-b", decide: dc})
+	cl.waitFor("gpu-0 tainted by the next leader", 30*time.Second, func() bool { return cl.tainted("gpu-0") })
+}
