@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentrbac "github.com/faultline-dev/faultline/active-probes/agent/rbac"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/dmesg-exporter/kmsg"
 	"github.com/faultline-dev/faultline/rules"
@@ -348,8 +349,27 @@ func start(t *testing.T, w io.Writer, env []string, bin string, args ...string) 
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 }
 
+// apiToken authenticates the test's calls to the controller's API (the cluster
+// admin's token); Loki and Prometheus ignore it.
+var apiToken string
+
+// call sends a request with apiToken.
+func call(method, u, contentType string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if apiToken != "" {
+		req.Header.Set("Authorization", "Bearer "+apiToken)
+	}
+	return http.DefaultClient.Do(req)
+}
+
 func getJSON(u string, out any) error {
-	resp, err := http.Get(u)
+	resp, err := call(http.MethodGet, u, "", nil)
 	if err != nil {
 		return err
 	}
@@ -381,6 +401,8 @@ type stack struct {
 // Prometheus have it all.
 func startStack(t *testing.T) *stack {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true, Collector: true, Prometheus: &testenv.PrometheusOptions{}})
+	env.InstallCRD(t, v1alpha1.CRDYAML) // the chart ships it in crds/
+	apiToken = env.RESTConfig().BearerToken
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -608,7 +630,7 @@ func (s *stack) dumpLogs(t *testing.T) {
 func (s *stack) probe(t *testing.T, body string) {
 	t.Helper()
 	eventually.NoError(t, time.Minute, "a probe run that no other invasive probe held up", func() error {
-		resp, err := http.Post(s.api+"/api/v1/probes", "application/json", strings.NewReader(body))
+		resp, err := call(http.MethodPost, s.api+"/api/v1/probes", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -651,7 +673,7 @@ func (s *stack) dumpLive(t *testing.T) {
 			} `json:"activeTargets"`
 		} `json:"data"`
 	}
-	if resp, err := http.Get(s.api + "/metrics"); err == nil {
+	if resp, err := call(http.MethodGet, s.api+"/metrics", "", nil); err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		var ms []string

@@ -169,7 +169,6 @@ func (d *demo) up(ctx context.Context) {
 	t0 := time.Now()
 	d.env = testenv.Start(d.tb, testenv.Options{Kubernetes: true, Collector: true})
 	d.env.InstallCRD(d.tb, v1alpha1.CRDYAML) // the chart ships it in crds/
-	d.env.InstallCRD(d.tb, v1alpha1.CRDYAML) // the chart ships it in crds/
 	d.cs = d.env.Clientset()
 	d.say("        etcd + kube-apiserver %s, Loki %s, OpenTelemetry Collector %s — up in %s",
 		d.env.APIServerURL(), d.env.LokiURL(), d.env.OTLPEndpoint(), time.Since(t0).Round(10*time.Millisecond))
