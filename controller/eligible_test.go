@@ -1,9 +1,7 @@
 package controller_test
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
@@ -23,36 +20,13 @@ import (
 func TestBudgetOverEligibleNodes(t *testing.T) {
 	const cpu, gpu, faulty = 900, 100, 30
 	cl := newCluster(t)
-	cfg := cl.env.RESTConfig()
-	cfg.QPS, cfg.Burst = 1000, 1000
-	fast, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < cpu+gpu; i += 8 {
-				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cpu-%03d", i)}}
-				if i >= cpu {
-					n = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%03d", i-cpu),
-						Labels: map[string]string{"nvidia.com/gpu.present": "true"}}}
-				}
-				if _, err := fast.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	cl.createNodes(cpu+gpu, func(i int) *corev1.Node {
+		if i >= cpu {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%03d", i-cpu),
+				Labels: map[string]string{"nvidia.com/gpu.present": "true"}}}
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cpu-%03d", i)}}
+	})
 
 	r := cl.start(options{decide: decide.Config{MaxPercent: 10, StormShare: 0.2},
 		act: act.Options{Eligible: labels.SelectorFromSet(labels.Set{"nvidia.com/gpu.present": "true"})}})

@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 	"github.com/grafana/loki/pkg/push"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -35,35 +32,11 @@ func TestControllerRSSAtScale(t *testing.T) {
 	}
 	const nodes, rate, seconds, lineNodes = 5000, 2000, 20, 2000
 	cl := newCluster(t)
-	// Create the nodes with parallel clients: the apiserver is the bottleneck.
-	cfg := cl.env.RESTConfig()
-	cfg.QPS, cfg.Burst = 2000, 2000
-	fast, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < nodes; i += 8 {
-				_, err := fast.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-					Name: fmt.Sprintf("node-%04d", i), Labels: map[string]string{"nvidia.com/gpu.present": "true"}}}, metav1.CreateOptions{})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	cl.createNodes(nodes, func(i int) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("node-%04d", i), Labels: map[string]string{"nvidia.com/gpu.present": "true"}}}
+	})
 	t.Logf("created %d nodes in %s", nodes, time.Since(t0).Round(time.Millisecond))
 
 	bin := testenv.BuildFaultline(t)
