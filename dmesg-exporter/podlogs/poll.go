@@ -85,6 +85,15 @@ func (t *Tailer) pollFile(ctx context.Context, tf *tailFile) (bool, error) {
 		}
 		_, derr := os.Stat(filepath.Dir(tf.path))
 		if errors.Is(derr, fs.ErrNotExist) || now.Sub(tf.missingSince) >= t.cfg.GoneAfter {
+			// Lines written between the read above and the removal are still in
+			// the open file: read them before giving it up.
+			m, st, err := t.readSome(ctx, tf, s, &budget)
+			if err != nil {
+				return false, err
+			}
+			if m > 0 || st == readMore {
+				return true, nil
+			}
 			if err := t.finish(ctx, tf, s, s.readPos); err != nil {
 				return false, err
 			}
