@@ -95,7 +95,7 @@ func (f *nvmlEventFlags) start(ctx context.Context, node, nvmlLibrary string, re
 	return e, nil
 }
 
-// healthy fails while the receiver refuses the event lines.
+// healthy fails while the receiver refuses the event lines (/healthz/nvml-events).
 func (e *nvmlEvents) healthy() error {
 	if e == nil {
 		return nil

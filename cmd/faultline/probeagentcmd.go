@@ -84,7 +84,11 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 				return err
 			}
 			defer ev.stop()
-			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": ev.healthy}, ag.Handler())
+			// /healthz is the agent's liveness and readiness: a collector refusing the
+			// event lines must neither restart the agent nor stop its probes, so that
+			// has an endpoint of its own (and faultline_exporter_receiver_refusing).
+			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": func() error { return nil },
+				"/healthz/nvml-events": ev.healthy}, ag.Handler())
 			if err != nil {
 				return err
 			}
