@@ -35,6 +35,17 @@ func (f *nvmlEventFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.auth.CAFile, "events-ca-file", "", "PEM CA certificates that verify an https:// receiver")
 }
 
+// check refuses flags that cannot work, before the agent connects to anything.
+func (f *nvmlEventFlags) check() error {
+	if f.enabled && (f.otlpURL == "") == (f.lokiURL == "") {
+		return errors.New("--nvml-events: set exactly one of --events-otlp-endpoint and --events-loki-url")
+	}
+	if !f.enabled && (f.otlpURL != "" || f.lokiURL != "") {
+		return errors.New("--events-otlp-endpoint and --events-loki-url need --nvml-events")
+	}
+	return nil
+}
+
 // nvmlEvents runs the watcher and its lane.
 type nvmlEvents struct {
 	lane   *exporter.Lane
@@ -49,8 +60,8 @@ func (f *nvmlEventFlags) start(ctx context.Context, node, nvmlLibrary string, re
 	if !f.enabled {
 		return nil, nil
 	}
-	if (f.otlpURL == "") == (f.lokiURL == "") {
-		return nil, errors.New("--nvml-events: set exactly one of --events-otlp-endpoint and --events-loki-url")
+	if err := f.check(); err != nil {
+		return nil, err
 	}
 	client, err := f.auth.Client()
 	if err != nil {

@@ -45,6 +45,9 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 			if cfg.Node == "" {
 				return fmt.Errorf("set --node or $NODE_NAME")
 			}
+			if err := events.check(); err != nil {
+				return err
+			}
 			cfg.Commands = map[string]string{}
 			for _, c := range commands {
 				name, path, ok := strings.Cut(c, "=")
