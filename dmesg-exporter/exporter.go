@@ -102,29 +102,8 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Node == "" {
 		return nil, errors.New("exporter: node name is required")
 	}
-	if cfg.Sender == nil {
-		return nil, errors.New("exporter: a sender (OTLP endpoint or Loki URL) is required")
-	}
 	if cfg.KmsgPath == "" {
 		cfg.KmsgPath = kmsg.DefaultDevice
-	}
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 500
-	}
-	if cfg.BatchWait <= 0 {
-		cfg.BatchWait = time.Second
-	}
-	if cfg.BufferSize <= 0 {
-		cfg.BufferSize = 10000
-	}
-	if cfg.BatchBytes <= 0 {
-		cfg.BatchBytes = DefaultBatchBytes
-	}
-	if cfg.BufferBytes <= 0 {
-		cfg.BufferBytes = max(DefaultBufferBytes, 2*cfg.BatchBytes)
-	}
-	if cfg.BufferBytes < cfg.BatchBytes {
-		return nil, fmt.Errorf("exporter: buffer bytes (%d) below batch bytes (%d): no batch could fill", cfg.BufferBytes, cfg.BatchBytes)
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 200 * time.Millisecond
@@ -132,14 +111,8 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.StallAfter <= 0 {
 		cfg.StallAfter = 2 * time.Minute
 	}
-	if cfg.ShutdownGrace <= 0 {
-		cfg.ShutdownGrace = 10 * time.Second
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(nil)
+	if err := cfg.shippingDefaults(); err != nil {
+		return nil, err
 	}
 	st, err := state.Open(cfg.StatePath)
 	if err != nil {
@@ -390,6 +363,42 @@ func (e *Exporter) Alive() error {
 	last := time.Unix(0, e.progress.Load())
 	if d := time.Since(last); d > e.cfg.StallAfter {
 		return fmt.Errorf("kernel reader made no progress for %s", d.Round(time.Second))
+	}
+	return nil
+}
+
+// shippingDefaults checks and completes what the lanes use: the sender, batch and
+// buffer bounds, the shutdown grace, the log and the metrics.
+func (cfg *Config) shippingDefaults() error {
+	if cfg.Sender == nil {
+		return errors.New("exporter: a sender (OTLP endpoint or Loki URL) is required")
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.BatchWait <= 0 {
+		cfg.BatchWait = time.Second
+	}
+	if cfg.BufferSize <= 0 {
+		cfg.BufferSize = 10000
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = DefaultBatchBytes
+	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = max(DefaultBufferBytes, 2*cfg.BatchBytes)
+	}
+	if cfg.BufferBytes < cfg.BatchBytes {
+		return fmt.Errorf("exporter: buffer bytes (%d) below batch bytes (%d): no batch could fill", cfg.BufferBytes, cfg.BatchBytes)
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 10 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
 	}
 	return nil
 }

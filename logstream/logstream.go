@@ -26,7 +26,7 @@ const (
 const (
 	SourceKernel = "kernel" // /dev/kmsg records
 	SourcePod    = "pod"    // training-pod container logs (CRI files)
-	SourceNVML   = "nvml"   // GPU events read through NVML
+	SourceNVML   = "nvml"   // GPU events the probe agent reads through NVML (active-probes/nvmlevents)
 )
 
 // IsSource reports whether s is a known value of LabelSource.
@@ -38,7 +38,7 @@ func IsSource(s string) bool {
 const (
 	MetaSeq      = "seq"      // kernel: the kmsg sequence number, decimal
 	MetaBootID   = "boot_id"  // kernel
-	MetaLevel    = "level"    // kernel: the syslog level's name, as dmesg prints it (emerg .. debug)
+	MetaLevel    = "level"    // kernel, nvml: the syslog level's name, as dmesg prints it (emerg .. debug)
 	MetaFacility = "facility" // kernel: the syslog facility number, decimal
 	MetaStream   = "stream"   // pod: stdout or stderr
 )

@@ -30,6 +30,10 @@ type Compiled struct {
 	// Sources and BenignSources are the rule's provenance (see SourceRef).
 	Sources       []SourceRef
 	BenignSources []SourceRef
+	// SameFaultAs is the id of the rule whose fault this rule's firings are (see
+	// Rule.SameFaultAs); faultOf is that rule while the set holds it.
+	SameFaultAs string
+	faultOf     *Compiled
 
 	Regex     *regexp.Regexp
 	Companion *CompiledCompanion
@@ -119,13 +123,52 @@ func Compile(packs []*Pack) (*Set, error) {
 		c.Index = len(set.Rules)
 		set.Rules = append(set.Rules, c)
 	}
+	errs = append(errs, resolveSameFault(set.Rules)...)
 	return set, errs.errorOrNil()
+}
+
+// resolveSameFault points each second witness at the rule whose fault it joins. A
+// missing or disabled target leaves the rule standing alone (an operator may drop
+// the kernel pack and keep NVML's); a chain of witnesses is refused, since the
+// fault a firing joins must not depend on which rules a reload kept.
+func resolveSameFault(rs []*Compiled) Errors {
+	byID := make(map[string]*Compiled, len(rs))
+	for _, r := range rs {
+		byID[r.ID] = r
+	}
+	var errs Errors
+	for _, r := range rs {
+		t := byID[r.SameFaultAs]
+		if r.SameFaultAs == "" || t == nil {
+			continue
+		}
+		if t.SameFaultAs != "" {
+			errs = append(errs, &Error{File: r.File, Line: r.Line, Pack: r.Pack, Rule: r.ID,
+				Msg: fmt.Sprintf("sameFaultAs %q: that rule is itself a witness of %q; name the rule that owns the fault", t.ID, t.SameFaultAs)})
+			continue
+		}
+		r.faultOf = t
+	}
+	return errs
+}
+
+// FaultRule is the rule whose fault a firing of r is: the rule named by its
+// sameFaultAs while the set holds it, else r itself. The controller records, decides
+// and acts on a firing as a firing of this rule.
+func (c *Compiled) FaultRule() *Compiled {
+	if c.faultOf != nil {
+		return c.faultOf
+	}
+	return c
 }
 
 // patch copies the fields an override sets onto the rule it overrides.
 func patch(dst *Rule, p Rule) {
 	if p.Description != "" {
 		dst.Description = p.Description
+	}
+	if p.SameFaultAs != "" {
+		dst.SameFaultAs = p.SameFaultAs
 	}
 	if p.Enabled != nil {
 		dst.Enabled = p.Enabled
@@ -207,6 +250,7 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 		ID: r.ID, Pack: p.Metadata.Name, File: p.File, Line: r.Line, Description: r.Description,
 		Source: r.Source, Severity: r.Severity, Action: r.Action, Exclusive: r.Exclusive,
 		Cooldown: r.Cooldown.D(), Tests: r.Tests, Sources: r.Sources, BenignSources: r.BenignSources,
+		SameFaultAs: r.SameFaultAs,
 	}
 	if c.Source == "" {
 		c.Source = SourceAny

@@ -77,6 +77,12 @@ type Rule struct {
 	// the rule catches; BenignSources are format strings it must not catch.
 	Sources       []SourceRef `yaml:"sources"`
 	BenignSources []SourceRef `yaml:"benignSources"`
+	// SameFaultAs names (by id) the rule whose fault this rule's firings are: a
+	// second witness of the same fault, such as an NVML Xid event next to the
+	// kernel's Xid line. Its firings then go to that rule's fault (one NodeFault,
+	// that rule's action, taint, budget and recovery); while that rule is absent
+	// or disabled, the rule stands alone.
+	SameFaultAs string `yaml:"sameFaultAs"`
 
 	// Line is where the rule starts in its file (set by the loader).
 	Line int `yaml:"-"`
@@ -189,6 +195,7 @@ type Source string
 const (
 	SourceKernel Source = logstream.SourceKernel
 	SourcePod    Source = logstream.SourcePod
+	SourceNVML   Source = logstream.SourceNVML
 	SourceAny    Source = "any"
 )
 

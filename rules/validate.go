@@ -59,7 +59,7 @@ func validatePack(p *Pack, doc *yaml.Node) Errors {
 	}
 	d := p.Spec.Defaults
 	dn := at(root, "spec", "defaults")
-	v.enum(at(dn, "source"), "", "source", string(d.Source), true, "kernel", "pod", "any")
+	v.enum(at(dn, "source"), "", "source", string(d.Source), true, "kernel", "pod", "nvml", "any")
 	v.enum(at(dn, "severity"), "", "severity", string(d.Severity), true, "critical", "warning", "info")
 	v.enum(at(dn, "action"), "", "action", string(d.Action), true, "taint", "event", "probe", "none")
 	v.taint(at(dn, "taint"), "", d.Taint)
@@ -173,7 +173,10 @@ func asSyntax(err error, se **syntax.Error) bool {
 }
 
 func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
-	v.enum(at(rn, "source"), id, "source", string(r.Source), true, "kernel", "pod", "any")
+	v.enum(at(rn, "source"), id, "source", string(r.Source), true, "kernel", "pod", "nvml", "any")
+	if r.SameFaultAs == id && id != "" {
+		v.errAt(at(rn, "sameFaultAs"), id, "sameFaultAs names the rule itself")
+	}
 	v.enum(at(rn, "severity"), id, "severity", string(r.Severity), true, "critical", "warning", "info")
 	v.enum(at(rn, "action"), id, "action", string(r.Action), true, "taint", "event", "probe", "none")
 	v.taint(at(rn, "taint"), id, r.Taint)
@@ -242,7 +245,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 		if (t.Line == "") == (len(t.Lines) == 0) {
 			v.errAt(tn, id, "test %d: set exactly one of line or lines", i+1)
 		}
-		v.enum(at(tn, "source"), id, "test source", string(t.Source), true, "kernel", "pod")
+		v.enum(at(tn, "source"), id, "test source", string(t.Source), true, "kernel", "pod", "nvml")
 		v.enum(at(tn, "expect", "action"), id, "expected action", string(t.Expect.Action), true, "taint", "event", "probe", "none")
 		v.enum(at(tn, "expect", "severity"), id, "expected severity", string(t.Expect.Severity), true, "critical", "warning", "info")
 	}

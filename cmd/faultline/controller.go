@@ -73,6 +73,7 @@ func newControllerCmd() *cobra.Command {
 		noDefaults bool
 		kernelSel  string
 		podSel     string
+		nvmlSel    string
 		logFormat  string
 		ruleBudget map[string]int
 		pf         probeFlags
@@ -123,7 +124,8 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			}
 			cfg.Packs.Defaults = !noDefaults
 			cfg.Decide.RuleBudgets = ruleBudget
-			cfg.Selectors = lokisource.Selectors{logstream.SourceKernel: kernelSel, logstream.SourcePod: podSel}
+			cfg.Selectors = lokisource.Selectors{logstream.SourceKernel: kernelSel, logstream.SourcePod: podSel,
+				logstream.SourceNVML: nvmlSel}
 			cfg.Act.Instance = cfg.Identity
 			if cfg.Act.Eligible, err = pf.eligible(); err != nil {
 				return err
@@ -175,6 +177,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&cfg.Loki.NodeLabel, "node-label", logstream.LabelNode, "label (or structured metadata) holding the node name")
 	f.StringVar(&kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")
 	f.StringVar(&podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
+	f.StringVar(&nvmlSel, "nvml-selector", `{source="nvml"}`, "LogQL stream selector of the GPU events the probe agents read through NVML")
 	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
 	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes (matching --probe-node-selector, not opted out)")

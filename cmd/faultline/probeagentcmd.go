@@ -24,6 +24,7 @@ func newProbeAgentCmd() *cobra.Command {
 		commands   []string
 		audiences  []string
 		timeouts   []string
+		events     nvmlEventFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "probe-agent",
@@ -33,13 +34,19 @@ POST /api/v1/run (the iperf3-server check serves a peer), plus /metrics and /hea
 Every API request must carry a bearer token; the agent checks it with a TokenReview
 and authorizes the caller with a SubjectAccessReview (verb create on probes.faultline.io,
 resource name = this node). One invasive probe runs at a time, and invasive probes
-refuse to run while pods on the node hold nvidia.com/gpu unless the request says force.`,
+refuse to run while pods on the node hold nvidia.com/gpu unless the request says force.
+With --nvml-events it also watches the GPUs' NVML events (Xid, ECC, clock, power
+source) and ships each as a log line with source="nvml" through the dmesg-exporter's
+shipping path, a second witness beside the kernel log (docs/probes.md).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Node == "" {
 				cfg.Node = envOr("NODE_NAME", "")
 			}
 			if cfg.Node == "" {
 				return fmt.Errorf("set --node or $NODE_NAME")
+			}
+			if err := events.check(); err != nil {
+				return err
 			}
 			cfg.Commands = map[string]string{}
 			for _, c := range commands {
@@ -75,7 +82,16 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 				return err
 			}
 			defer ag.Close()
-			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": func() error { return nil }}, ag.Handler())
+			ev, err := events.start(cmd.Context(), cfg.Node, cfg.NVMLLibrary, reg, log)
+			if err != nil {
+				return err
+			}
+			defer ev.stop()
+			// /healthz is the agent's liveness and readiness: a collector refusing the
+			// event lines must neither restart the agent nor stop its probes, so that
+			// has an endpoint of its own (and faultline_exporter_receiver_refusing).
+			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": func() error { return nil },
+				"/healthz/nvml-events": ev.healthy}, ag.Handler())
 			if err != nil {
 				return err
 			}
@@ -94,5 +110,6 @@ refuse to run while pods on the node hold nvidia.com/gpu unless the request says
 	f.StringArrayVar(&timeouts, "timeout", nil, "override a check's timeout, check=duration (repeatable)")
 	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")
 	f.StringVar(&cfg.SysfsRoot, "sysfs-root", "", "where sysfs is mounted (default /sys)")
+	events.add(f)
 	return cmd
 }

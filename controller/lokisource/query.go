@@ -14,16 +14,17 @@ import (
 // Selectors maps a query name to its LogQL stream selector, for example
 // "kernel" -> `{source="kernel"}`. With Loki's OTLP ingestion the labels differ
 // (for example `{service_name="dmesg-exporter", source="kernel"}`), so selectors are
-// plain configuration strings. The names "kernel" and "pod" are also rule sources:
+// plain configuration strings. The names "kernel", "pod" and "nvml" are also rule sources:
 // EngineQueries filters each of them with the literals of that source's rules only.
 type Selectors map[string]string
 
-// DefaultSelectors reads kernel and pod logs as the dmesg-exporter labels them when
-// it pushes to Loki directly.
+// DefaultSelectors reads kernel, pod and NVML event logs as the dmesg-exporter and
+// the probe agent label them.
 func DefaultSelectors() Selectors {
 	return Selectors{
 		logstream.SourceKernel: selector(logstream.SourceKernel),
 		logstream.SourcePod:    selector(logstream.SourcePod),
+		logstream.SourceNVML:   selector(logstream.SourceNVML),
 	}
 }
 
@@ -57,7 +58,7 @@ func BuildQueries(sel Selectors, literals []string, allLiterals bool) []Query {
 }
 
 // EngineQueries builds the queries for the rules of an engine. A selector named after a
-// rule source (kernel, pod) is filtered with the literals of the rules that read that
+// rule source (kernel, pod, nvml) is filtered with the literals of the rules that read that
 // source (and of rules of any source); other selectors get every rule's literals.
 // The name only narrows the filter: an entry's source is read from its stream's
 // logstream.LabelSource label.

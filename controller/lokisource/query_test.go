@@ -224,6 +224,8 @@ spec:
 	qs := EngineQueries(DefaultSelectors(), rules.NewEngine(set))
 	want := []Query{
 		{Name: "kernel", LogQL: "{source=\"kernel\"} |~ `(?i)nvrm: xid|out of memory`"},
+		// NVML event lines: only the rule of any source applies to them.
+		{Name: "nvml", LogQL: "{source=\"nvml\"} |~ `(?i)out of memory`"},
 		{Name: "pod", LogQL: `{source="pod"}`},
 	}
 	if !slices.Equal(qs, want) {

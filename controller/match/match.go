@@ -63,7 +63,9 @@ func (s *Stage) Process(e logstream.Line) Result {
 		if !o.Fired {
 			continue
 		}
-		res.Faults = append(res.Faults, fault.Fault{Node: e.Node, Rule: o.Rule, Captures: o.Captures, Count: o.Count,
+		// A second witness (an NVML event beside the kernel's line) fires the fault of
+		// the rule it names: one fault, decided and recorded once.
+		res.Faults = append(res.Faults, fault.Fault{Node: e.Node, Rule: o.Rule.FaultRule(), Captures: o.Captures, Count: o.Count,
 			Time: e.Time, Evidence: o.Evidence})
 	}
 	// Forget windows nobody can complete any more, now and then.

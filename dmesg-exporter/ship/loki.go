@@ -63,12 +63,12 @@ type Loki struct {
 // http://loki:3100.
 //
 // Each batch becomes one PushRequest with one stream per distinct label set:
-// node and source (kernel|pod) for every record, plus namespace, pod and
+// node and source (kernel|pod|nvml) for every record, plus namespace, pod and
 // container for pod records (labels with an empty value are left out). Entries
 // keep the records' order within a stream, sorted by time (stably, so kernel
 // records with equal timestamps stay in sequence order). Each entry carries
 // structured metadata: seq, boot_id, level and facility for kernel records,
-// stream for pod records. A zero record time is replaced by the send time.
+// stream for pod records, level for NVML event records. A zero record time is replaced by the send time.
 func NewLoki(baseURL string, opts LokiOptions) Sender {
 	u := strings.TrimRight(strings.TrimSpace(baseURL), "/")
 	if !strings.HasSuffix(u, "/loki/api/v1/push") {
@@ -177,6 +177,8 @@ func buildPush(recs []Record, now time.Time) *push.PushRequest {
 			if r.BootID != "" {
 				e.StructuredMetadata = append(e.StructuredMetadata, push.LabelAdapter{Name: MetaBootID, Value: validUTF8(r.BootID)})
 			}
+		case SourceNVML:
+			e.StructuredMetadata = push.LabelsAdapter{{Name: MetaLevel, Value: LevelName(r.Level)}}
 		default:
 			if r.Stream != "" {
 				e.StructuredMetadata = push.LabelsAdapter{{Name: MetaStream, Value: validUTF8(r.Stream)}}

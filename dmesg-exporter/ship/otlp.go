@@ -83,7 +83,8 @@ type OTLP struct {
 //     ObservedTimestamp (when the batch was encoded), the body as a string, and
 //     the attributes log.source and source (kernel|pod); kernel records also
 //     kmsg.seq, boot.id, kmsg.facility, kmsg.level and a severity (see
-//     KernelSeverity); pod records log.iostream and no severity.
+//     KernelSeverity); NVML event records a severity from their level; pod
+//     records log.iostream and no severity.
 //
 // Strings that are not valid UTF-8 (kernel messages may hold raw bytes) have
 // the invalid bytes replaced by U+FFFD: protobuf strings must be UTF-8, and a
@@ -247,6 +248,11 @@ func buildLogs(recs []Record, observed time.Time) plog.Logs {
 			}
 			a.PutInt(AttrKmsgFacility, int64(r.Facility))
 			a.PutInt(AttrKmsgLevel, int64(r.Level))
+			sev := KernelSeverity(r.Level)
+			lr.SetSeverityNumber(sev.Number)
+			lr.SetSeverityText(sev.Text)
+		case SourceNVML:
+			a.PutStr(AttrLogSource, src)
 			sev := KernelSeverity(r.Level)
 			lr.SetSeverityNumber(sev.Number)
 			lr.SetSeverityText(sev.Text)

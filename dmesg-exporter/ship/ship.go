@@ -33,16 +33,17 @@ import (
 const (
 	SourceKernel = logstream.SourceKernel
 	SourcePod    = logstream.SourcePod
+	SourceNVML   = logstream.SourceNVML
 )
 
 // Record is one log line to ship.
 type Record struct {
 	Time   time.Time
 	Body   string
-	Source string // SourceKernel or SourcePod
+	Source string // SourceKernel, SourcePod or SourceNVML
 	Node   string
 
-	// Kernel records.
+	// Kernel records; NVML event records carry a Level too.
 	Seq      uint64
 	BootID   string
 	Level    int // syslog level, 0 (emerg) to 7 (debug)

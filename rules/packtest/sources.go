@@ -65,9 +65,15 @@ func RunSources(e *rules.Engine) []Result {
 	return out
 }
 
+// NVMLPrefixes: the probe agent ships NVML event lines bare, with no log prefix.
+var NVMLPrefixes = []LogPrefix{{Name: "bare", Prefix: ""}}
+
 func prefixesFor(src rules.Source) []LogPrefix {
-	if src == rules.SourcePod {
+	switch src {
+	case rules.SourcePod:
 		return PodPrefixes
+	case rules.SourceNVML:
+		return NVMLPrefixes
 	}
 	return KernelPrefixes
 }

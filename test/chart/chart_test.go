@@ -290,8 +290,28 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("collector processors %v, want faultlinenode first", got)
 	}
 	if a, sas := lookup(ccfg, "extensions", "faultlineauth", "audiences"), lookup(ccfg, "extensions", "faultlineauth", "service_accounts"); !reflect.DeepEqual(a, []any{"faultline-collector"}) ||
-		!reflect.DeepEqual(sas, []any{"faultline/faultline-dmesg-exporter"}) {
-		t.Errorf("faultlineauth audiences %v, service accounts %v", a, sas)
+		!reflect.DeepEqual(sas, []any{"faultline/faultline-dmesg-exporter", "faultline/faultline-probe-agent"}) {
+		t.Errorf("faultlineauth audiences %v, service accounts %v (the exporters and the probe agents' NVML events)", a, sas)
+	}
+	// The probe agents ship NVML event lines to the same collector with their own
+	// projected token.
+	ag := daemonSet(t, objs, "faultline-probe-agent")
+	agc := &ag.Spec.Template.Spec.Containers[0]
+	for _, arg := range []string{"--nvml-events", "--events-otlp-endpoint=http://faultline-otel-collector.faultline.svc:4318",
+		"--events-token-file=/var/run/secrets/faultline/collector/token"} {
+		if !hasArg(agc, arg) {
+			t.Errorf("probe agent args %v: no %s", agc.Args, arg)
+		}
+	}
+	agentToken := false
+	for _, v := range ag.Spec.Template.Spec.Volumes {
+		if v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].ServiceAccountToken != nil &&
+			v.Projected.Sources[0].ServiceAccountToken.Audience == "faultline-collector" {
+			agentToken = true
+		}
+	}
+	if !agentToken {
+		t.Error("the probe agent has no projected token with audience faultline-collector")
 	}
 	if !hasArg(ec, "--token-file=/var/run/secrets/faultline/collector/token") {
 		t.Errorf("exporter args %v: no --token-file", ec.Args)

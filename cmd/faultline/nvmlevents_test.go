@@ -1,0 +1,24 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestProbeAgentNVMLEventFlags: the event flags are checked before the agent
+// connects to anything, with a message that says what is missing.
+func TestProbeAgentNVMLEventFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nvml-events"}, "set exactly one of --events-otlp-endpoint and --events-loki-url"},
+		{[]string{"--nvml-events", "--events-otlp-endpoint=http://127.0.0.1:1", "--events-loki-url=http://127.0.0.1:2"}, "set exactly one of"},
+		{[]string{"--events-otlp-endpoint=http://127.0.0.1:1"}, "need --nvml-events"},
+	} {
+		_, err := run(t, "", append([]string{"probe-agent", "--node=gpu-1", "--kubeconfig=/nonexistent"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

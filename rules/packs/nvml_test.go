@@ -1,0 +1,97 @@
+package packs_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/faultline-dev/faultline/active-probes/nvmlevents"
+	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/rules/packs"
+)
+
+// fired returns the rules of pack that line fires.
+func fired(e *rules.Engine, pack string, l rules.Line) []*rules.Compiled {
+	var out []*rules.Compiled
+	for _, h := range e.Match(l, nil) {
+		if h.Rule.Pack == pack && !h.Companion {
+			out = append(out, h.Rule)
+		}
+	}
+	return out
+}
+
+// TestNVMLXidJoinsKernelXid: for every Xid code, the NVML line fires exactly one
+// nvml-events rule, and its fault is the nvidia-xid rule that the kernel's line of
+// the same code fires, with the same action and severity: an Xid seen only by NVML
+// is handled as the kernel's line would be, and one seen by both is one fault.
+func TestNVMLXidJoinsKernelXid(t *testing.T) {
+	e, err := packs.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := []int{999}
+	for x := 1; x <= 200; x++ {
+		codes = append(codes, x)
+	}
+	for _, x := range codes {
+		kl := rules.Line{Source: rules.SourceKernel,
+			Text: fmt.Sprintf("NVRM: Xid (PCI:0000:3b:00): %d, pid='<unknown>', name=<unknown>, an error", x)}
+		nl := rules.Line{Source: rules.SourceNVML,
+			Text: fmt.Sprintf(nvmlevents.FormatXid, x, "0000:3b:00.0", "GPU-5c1a9d3e-7f2b-4c1d-9a8e-0b6f3e2d1c4a")}
+		k, n := fired(e, "nvidia-xid", kl), fired(e, "nvml-events", nl)
+		if len(k) != 1 || len(n) != 1 {
+			t.Errorf("Xid %d: kernel line fires %v, NVML line fires %v; want one rule each", x, k, n)
+			continue
+		}
+		if n[0].FaultRule() != k[0] {
+			t.Errorf("Xid %d: NVML's %s joins %s, the kernel line fires %s", x, n[0], n[0].FaultRule(), k[0])
+		}
+		if n[0].Action != k[0].Action || n[0].Severity != k[0].Severity {
+			t.Errorf("Xid %d: NVML's %s is %s/%s, the kernel's %s is %s/%s", x, n[0], n[0].Action, n[0].Severity,
+				k[0], k[0].Action, k[0].Severity)
+		}
+		// A kernel line never fires an NVML rule, nor an NVML line a kernel rule.
+		if extra := fired(e, "nvml-events", kl); len(extra) != 0 {
+			t.Errorf("Xid %d: the kernel line fires %v", x, extra)
+		}
+		if extra := fired(e, "nvidia-xid", nl); len(extra) != 0 {
+			t.Errorf("Xid %d: the NVML line fires %v", x, extra)
+		}
+	}
+}
+
+// TestNVMLPackCitesTheWatcherFormats: the formats the pack's rules cite are the
+// watcher's own, so a change of wording fails here instead of in production.
+func TestNVMLPackCitesTheWatcherFormats(t *testing.T) {
+	e, err := packs.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{nvmlevents.FormatXid: true, nvmlevents.FormatEvent: true, nvmlevents.FormatLost: true}
+	seen := map[string]bool{}
+	for _, r := range e.Set().Rules {
+		if r.Pack != "nvml-events" {
+			continue
+		}
+		if r.Source != rules.SourceNVML {
+			t.Errorf("%s reads %q, want nvml", r, r.Source)
+		}
+		for _, s := range r.Sources {
+			if !want[s.Format] {
+				t.Errorf("%s cites %q, not a format of active-probes/nvmlevents", r, s.Format)
+			}
+			seen[s.Format] = true
+		}
+	}
+	for f := range want {
+		if !seen[f] {
+			t.Errorf("no rule cites %q", f)
+		}
+	}
+	for _, kind := range []string{nvmlevents.KindDoubleBitECC, nvmlevents.KindSingleBitECC, nvmlevents.KindClock, nvmlevents.KindPowerSource} {
+		l := rules.Line{Source: rules.SourceNVML, Text: fmt.Sprintf(nvmlevents.FormatEvent, kind, "0000:3b:00.0", "GPU-1")}
+		if n := fired(e, "nvml-events", l); len(n) != 1 {
+			t.Errorf("%q fires %v, want one rule", l.Text, n)
+		}
+	}
+}
