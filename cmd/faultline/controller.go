@@ -26,6 +26,7 @@ import (
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/logstream"
 )
@@ -78,6 +79,7 @@ func newControllerCmd() *cobra.Command {
 		pf         probeFlags
 		apiQPS     float32
 		apiBurst   int
+		agentPods  *proberun.AgentPods
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -113,8 +115,14 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			cfg.Client = client
 			cfg.Auth = &kubeauth.Reviewer{Client: client}
 			reg := prometheus.NewRegistry()
-			if cfg.Probes, err = pf.config(rc); err != nil {
+			cfg.Probes, agentPods, err = pf.config(rc, client, cfg.Namespace)
+			if err != nil {
 				return err
+			}
+			if agentPods != nil {
+				agentPods.Start(cmd.Context())
+			} else if cfg.Probes.AgentURLs == nil {
+				cfg.Log.Info("probes off: no --probe-agent-ca-file (in-cluster agents, over TLS) and no --probe-agent URLs")
 			}
 			if pf.pvc {
 				// One registry: the node checks and those the controller runs itself.
