@@ -71,6 +71,8 @@ func TestControllerRBAC(t *testing.T) {
 	must(admin.RbacV1().Roles(ns).Create(ctx, Role(ns), metav1.CreateOptions{})).get(t)
 	must(admin.RbacV1().ClusterRoleBindings().Create(ctx, ClusterRoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
 	must(admin.RbacV1().RoleBindings(ns).Create(ctx, RoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
+	must(admin.RbacV1().Roles(EventsNamespace).Create(ctx, EventsRole(), metav1.CreateOptions{})).get(t)
+	must(admin.RbacV1().RoleBindings(EventsNamespace).Create(ctx, EventsRoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
 	for _, name := range []string{"gpu-1", "gpu-2", "gpu-3"} {
 		must(admin.CoreV1().Nodes().Create(ctx, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{}},
@@ -178,11 +180,16 @@ func TestControllerRBAC(t *testing.T) {
 	})
 
 	t.Run("EveryPermissionIsNeeded", func(t *testing.T) {
-		fx := &fixture{admin: admin, ns: ns, node: "gpu-1", event: "gpu-1.proof", lease: controller.DefaultLeaseName, cm: controller.DefaultCheckpointName}
+		fx := &fixture{admin: admin, ns: ns, node: "gpu-1", event: "gpu-1.proof", nsEvent: "faultline-controller-0.proof", lease: controller.DefaultLeaseName, cm: controller.DefaultCheckpointName}
 		must(admin.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Name: fx.event},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: fx.node},
 			Reason:         "FaultEvent", Message: "proof", Type: corev1.EventTypeWarning, Count: 1,
+		}, metav1.CreateOptions{})).get(t)
+		must(admin.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: fx.nsEvent},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "faultline-controller-0"},
+			Reason:         "PackReloadFailed", Message: "proof", Type: corev1.EventTypeWarning, Count: 1,
 		}, metav1.CreateOptions{})).get(t)
 		// The controller's own Lease and checkpoint (ControllerFlows may have made them).
 		exists := func(_ any, err error) {
@@ -202,6 +209,7 @@ func TestControllerRBAC(t *testing.T) {
 		}
 		type roleSpec struct {
 			kind   string
+			ns     string // of the events Role
 			rules  []rbacv1.PolicyRule
 			update func(rules []rbacv1.PolicyRule) error
 		}
@@ -223,13 +231,23 @@ func TestControllerRBAC(t *testing.T) {
 			_, err = admin.RbacV1().Roles(ns).Update(ctx, r, metav1.UpdateOptions{})
 			return err
 		}
+		setEvents := func(rules []rbacv1.PolicyRule) error {
+			r, err := admin.RbacV1().Roles(EventsNamespace).Get(ctx, EventsName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			r.Rules = rules
+			_, err = admin.RbacV1().Roles(EventsNamespace).Update(ctx, r, metav1.UpdateOptions{})
+			return err
+		}
 		specs := []roleSpec{
-			{"ClusterRole", ClusterRole().Rules, setCluster},
-			{"Role", Role(ns).Rules, setRole},
+			{"ClusterRole", "", ClusterRole().Rules, setCluster},
+			{"Role", "", Role(ns).Rules, setRole},
+			{"EventsRole", EventsNamespace, EventsRole().Rules, setEvents},
 		}
 		n := 0
 		for _, s := range specs {
-			for _, a := range atoms(s.rules) {
+			for _, a := range atomsIn(s.rules, s.ns) {
 				p := proofs[a]
 				if err := s.update(without(s.rules, a)); err != nil {
 					t.Fatal(err)
@@ -271,6 +289,10 @@ func TestControllerRBAC(t *testing.T) {
 			{ns, "", "configmaps", "", "get", true, cp},
 			{ns, "", "pods", "", "list", true, ""},
 			{metav1.NamespaceDefault, "", "events", "", "create", true, ""},
+			{ns, "", "events", "", "create", true, ""},
+			// Events in those two namespaces only.
+			{"kube-system", "", "events", "", "create", false, ""},
+			{"kube-system", "", "events", "", "patch", false, ""},
 			// Only the controller's own Lease and checkpoint, by name.
 			{ns, "coordination.k8s.io", "leases", "", "update", false, "kube-scheduler"},
 			{ns, "coordination.k8s.io", "leases", "", "get", false, "another"},

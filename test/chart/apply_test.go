@@ -141,6 +141,8 @@ func TestApply(t *testing.T) {
 			{"", "watch", "", "nodes", "", "", true},
 			{"", "patch", "", "nodes", "status", "gpu-1", true},
 			{"default", "create", "", "events", "", "", true},
+			{"faultline", "create", "", "events", "", "", true},
+			{"kube-system", "create", "", "events", "", "", false},
 			{"faultline", "update", "coordination.k8s.io", "leases", "", "faultline-controller", true},
 			{"faultline", "update", "", "configmaps", "", "faultline-checkpoint", true},
 			{"default", "update", "coordination.k8s.io", "leases", "", "faultline-controller", false},

@@ -346,7 +346,8 @@ func TestConsistency(t *testing.T) {
 			objs := parse(t, render(t, c))
 			pods := podTemplates(t, objs)
 			for _, o := range objs {
-				if ns := o.GetNamespace(); ns != "" && ns != c.namespace && !(o.GetKind() == "ConfigMap" && ns == "grafana") {
+				events := (o.GetKind() == "Role" || o.GetKind() == "RoleBinding") && strings.HasSuffix(o.GetName(), "-controller-events")
+				if ns := o.GetNamespace(); ns != "" && ns != c.namespace && !(o.GetKind() == "ConfigMap" && ns == "grafana") && !(events && ns == "default") {
 					t.Errorf("%s %s in namespace %s, want %s", o.GetKind(), o.GetName(), ns, c.namespace)
 				}
 			}
@@ -481,6 +482,7 @@ func TestRBACMatchesRepository(t *testing.T) {
 	testenv.Integration(t)
 	ctlCluster := repoRules(t, "controller/rbac/clusterrole.yaml")[0]
 	ctlRole := repoRules(t, "controller/rbac/role.yaml")[0]
+	ctlEvents := repoRules(t, "controller/rbac/eventsrole.yaml")[0]
 	agent := repoRules(t, "active-probes/agent/rbac/rbac.yaml")
 	pvcRole := repoRules(t, "active-probes/pvc/role.yaml")[0]
 	for _, c := range cases {
@@ -497,6 +499,11 @@ func TestRBACMatchesRepository(t *testing.T) {
 			same("ClusterRole "+full+"-controller", clusterRole(t, objs, full+"-controller").Rules, ctlCluster)
 			role := get[rbacv1.Role](t, objs, "Role", full+"-controller")
 			same("Role "+full+"-controller", role.Rules, ctlRole)
+			events := get[rbacv1.Role](t, objs, "Role", full+"-controller-events")
+			same("Role "+full+"-controller-events", events.Rules, ctlEvents)
+			if events.Namespace != "default" {
+				t.Errorf("Role %s in %q: Events about Nodes go to \"default\"", events.Name, events.Namespace)
+			}
 
 			ctlSA := deployment(t, objs, full+"-controller").Spec.Template.Spec.ServiceAccountName
 			bound := func(kind, binding, roleKind, roleName, sa string) {
@@ -505,8 +512,8 @@ func TestRBACMatchesRepository(t *testing.T) {
 				if kind == "RoleBinding" {
 					b := get[rbacv1.RoleBinding](t, objs, kind, binding)
 					ref, subjects = b.RoleRef, b.Subjects
-					if b.Namespace != c.namespace {
-						t.Errorf("RoleBinding %s in %s", binding, b.Namespace)
+					if want := get[rbacv1.Role](t, objs, "Role", roleName).Namespace; b.Namespace != want {
+						t.Errorf("RoleBinding %s in %s, its Role in %s", binding, b.Namespace, want)
 					}
 				} else {
 					b := get[rbacv1.ClusterRoleBinding](t, objs, kind, binding)
@@ -519,6 +526,7 @@ func TestRBACMatchesRepository(t *testing.T) {
 			}
 			bound("ClusterRoleBinding", full+"-controller", "ClusterRole", full+"-controller", ctlSA)
 			bound("RoleBinding", full+"-controller", "Role", full+"-controller", ctlSA)
+			bound("RoleBinding", full+"-controller-events", "Role", full+"-controller-events", ctlSA)
 
 			if objs.find("DaemonSet", full+"-probe-agent") == nil {
 				for _, n := range []string{"-probe-agent", "-probe-runner"} {
@@ -571,6 +579,7 @@ func TestChartCopiesFresh(t *testing.T) {
 	pairs := map[string]string{
 		"controller/rbac/clusterrole.yaml":   chartDir + "/files/rbac/controller-clusterrole.yaml",
 		"controller/rbac/role.yaml":          chartDir + "/files/rbac/controller-role.yaml",
+		"controller/rbac/eventsrole.yaml":    chartDir + "/files/rbac/controller-events-role.yaml",
 		"controller/rbac/apiroles.yaml":      chartDir + "/files/rbac/controller-api-roles.yaml",
 		"active-probes/agent/rbac/rbac.yaml": chartDir + "/files/rbac/probe-agent.yaml",
 		"active-probes/pvc/role.yaml":        chartDir + "/files/rbac/pvc-probe-role.yaml",
