@@ -265,6 +265,22 @@ func TestManualProbes(t *testing.T) {
 		}
 	}
 
+	// A node that runs no agent (gpu-c has none) is refused with 409, naming it, and
+	// nothing starts on the others.
+	before := len(r.c.Triggers().Dispatcher().List())
+	resp, err = http.Post(srv.URL+"/api/v1/probes", "application/json", strings.NewReader(`{"nodes":["gpu-a","gpu-c"],"checks":["pciebw"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(msg), "run no probe agent, nothing started: gpu-c") {
+		t.Errorf("a node without an agent: %d %s", resp.StatusCode, msg)
+	}
+	if n := len(r.c.Triggers().Dispatcher().List()); n != before {
+		t.Errorf("%d runs after the refusal, %d before", n, before)
+	}
+
 	// The pvc check runs in the controller, once per run (node "" in the run): a class
 	// with no volumes (no controller-manager here either) fails after its timeout.
 	pvcRun, err := r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
