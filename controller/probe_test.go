@@ -115,6 +115,15 @@ func newProbeSetup(t *testing.T) *probeSetup {
 		s.agents[node] = startAgent(t, bin, cl.env.Kubeconfig(), node, fakes, s.outputs[node], net...)
 	}
 	s.token = cl.env.ServiceAccountToken(t, ns, "faultline-controller")
+	cl.bindProbeRunner()
+	return s
+}
+
+// bindProbeRunner gives the controller's ServiceAccount faultline-probe-runner, the
+// role the agents check.
+func (cl *cluster) bindProbeRunner() {
+	t := cl.t
+	t.Helper()
 	_, runner, err := rbac.ClusterRoles()
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +140,6 @@ func newProbeSetup(t *testing.T) *probeSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 func (s *probeSetup) probeConfig() trigger.Config {

@@ -14,49 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/util/cert"
-
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/test/testenv"
 )
 
 // agentName is the name on the agents' certificate (the chart: their Service's DNS name).
 const agentName = "faultline-probe-agent.faultline.svc"
-
-// pki is a CA and a serving certificate it signed, as files.
-type pki struct{ ca, cert, key string }
-
-// newPKI writes a fresh CA and a certificate for names signed by it into dir.
-func newPKI(t *testing.T, dir string, names ...string) pki {
-	t.Helper()
-	// The certificate, then the CA that signed it: ca.crt is the CA alone.
-	chain, key, err := cert.GenerateSelfSignedCertKey(names[0], nil, names[1:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	certs, err := cert.ParseCertsPEM(chain)
-	if err != nil || len(certs) != 2 || !certs[1].IsCA {
-		t.Fatalf("want a certificate and its CA, have %d (%v)", len(certs), err)
-	}
-	caPEM, err := cert.EncodeCertificates(certs[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafPEM, err := cert.EncodeCertificates(certs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	p := pki{ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key")}
-	for f, b := range map[string][]byte{p.ca: caPEM, p.cert: leafPEM, p.key: key} {
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return p
-}
 
 // tlsAgent serves the agent's API shape over TLS (the agent's own ServerTLS) on
 // 127.0.0.1 and records the bearer tokens that reached it.
@@ -72,9 +36,9 @@ func (a *tlsAgent) seen() []string {
 	return append([]string(nil), a.tokens...)
 }
 
-func startTLSAgent(t *testing.T, p pki) *tlsAgent {
+func startTLSAgent(t *testing.T, p testenv.TLSFiles) *tlsAgent {
 	t.Helper()
-	conf, err := agent.ServerTLS(p.cert, p.key)
+	conf, err := agent.ServerTLS(p.Cert, p.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +93,10 @@ func runOn(t *testing.T, url string, client *http.Client) NodeRun {
 // the configured CA signed for the configured name.
 func TestAgentClientTLS(t *testing.T) {
 	dir := t.TempDir()
-	good := newPKI(t, filepath.Join(dir, "good"), agentName)
-	rogue := newPKI(t, filepath.Join(dir, "rogue"), agentName)
+	good := testenv.WriteTLS(t, filepath.Join(dir, "good"), agentName)
+	rogue := testenv.WriteTLS(t, filepath.Join(dir, "rogue"), agentName)
 
-	client, err := AgentClient(good.ca, agentName)
+	client, err := AgentClient(good.CA, agentName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +121,7 @@ func TestAgentClientTLS(t *testing.T) {
 		t.Errorf("the rogue agent received tokens %q", got)
 	}
 	// The right CA, the wrong expected name: refused too.
-	misnamed, err := AgentClient(good.ca, "someone-else.faultline.svc")
+	misnamed, err := AgentClient(good.CA, "someone-else.faultline.svc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +146,7 @@ func TestAgentClientTLS(t *testing.T) {
 	if _, err := AgentClient(filepath.Join(dir, "missing.crt"), agentName); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing CA file: %v", err)
 	}
-	if _, err := AgentClient(good.key, agentName); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := AgentClient(good.Key, agentName); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a key as CA file: %v", err)
 	}
 }
