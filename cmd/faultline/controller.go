@@ -122,7 +122,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if agentPods != nil {
 				agentPods.Start(cmd.Context())
 			} else if cfg.Probes.AgentURLs == nil {
-				cfg.Log.Info("probes off: no --probe-agent-ca-file (in-cluster agents, over TLS) and no --probe-agent URLs")
+				cfg.Log.Info("probes off: no in-cluster agents (they need --probe-agent-ca-file and --probe-agent-port: TLS only) and no --probe-agent URLs")
 			}
 			if pf.pvc {
 				// One registry: the node checks and those the controller runs itself.
