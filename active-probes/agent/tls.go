@@ -10,7 +10,7 @@ import (
 // certReload is how often the serving certificate is read again: a Secret volume
 // changes in place when the certificate is renewed, and the agent must not need a
 // restart to serve the new one.
-const certReload = time.Minute
+var certReload = time.Minute
 
 // ServerTLS returns the agent's TLS configuration: the key pair in certFile and
 // keyFile (read again at most every minute, and kept when a read fails), TLS 1.2 or
