@@ -30,6 +30,13 @@ import (
 	"github.com/faultline-dev/faultline/rules"
 )
 
+// The names of the controller's objects in its namespace. The RBAC Role grants get
+// and update on these names only (controller/rbac).
+const (
+	DefaultLeaseName      = "faultline-controller"
+	DefaultCheckpointName = "faultline-checkpoint"
+)
+
 // Config configures a Controller.
 type Config struct {
 	Client    kubernetes.Interface
@@ -38,8 +45,8 @@ type Config struct {
 	// PodName, when set, receives Events about the controller itself (pack reloads).
 	PodName string
 
-	LeaseName      string // default faultline-controller
-	CheckpointName string // default faultline-checkpoint
+	LeaseName      string // default DefaultLeaseName
+	CheckpointName string // default DefaultCheckpointName
 	Election       leader.Config
 
 	Packs     packwatch.Config
@@ -111,10 +118,10 @@ func New(cfg Config) (*Controller, error) {
 		return nil, errors.New("controller: namespace and identity are required")
 	}
 	if cfg.LeaseName == "" {
-		cfg.LeaseName = "faultline-controller"
+		cfg.LeaseName = DefaultLeaseName
 	}
 	if cfg.CheckpointName == "" {
-		cfg.CheckpointName = "faultline-checkpoint"
+		cfg.CheckpointName = DefaultCheckpointName
 	}
 	if cfg.CheckpointEvery <= 0 {
 		cfg.CheckpointEvery = 2 * time.Second

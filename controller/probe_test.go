@@ -115,6 +115,15 @@ func newProbeSetup(t *testing.T) *probeSetup {
 		s.agents[node] = startAgent(t, bin, cl.env.Kubeconfig(), node, fakes, s.outputs[node], net...)
 	}
 	s.token = cl.env.ServiceAccountToken(t, ns, "faultline-controller")
+	cl.bindProbeRunner()
+	return s
+}
+
+// bindProbeRunner gives the controller's ServiceAccount faultline-probe-runner, the
+// role the agents check.
+func (cl *cluster) bindProbeRunner() {
+	t := cl.t
+	t.Helper()
 	_, runner, err := rbac.ClusterRoles()
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +140,6 @@ func newProbeSetup(t *testing.T) *probeSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 func (s *probeSetup) probeConfig() trigger.Config {
@@ -263,6 +271,22 @@ func TestManualProbes(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s: %d %s", bad, resp.StatusCode, msg)
 		}
+	}
+
+	// A node that runs no agent (gpu-c has none) is refused with 409, naming it, and
+	// nothing starts on the others.
+	before := len(r.c.Triggers().Dispatcher().List())
+	resp, err = http.Post(srv.URL+"/api/v1/probes", "application/json", strings.NewReader(`{"nodes":["gpu-a","gpu-c"],"checks":["pciebw"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(msg), "run no probe agent, nothing started: gpu-c") {
+		t.Errorf("a node without an agent: %d %s", resp.StatusCode, msg)
+	}
+	if n := len(r.c.Triggers().Dispatcher().List()); n != before {
+		t.Errorf("%d runs after the refusal, %d before", n, before)
 	}
 
 	// The pvc check runs in the controller, once per run (node "" in the run): a class

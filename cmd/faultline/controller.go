@@ -26,6 +26,7 @@ import (
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/logstream"
 )
@@ -79,6 +80,7 @@ func newControllerCmd() *cobra.Command {
 		pf         probeFlags
 		apiQPS     float32
 		apiBurst   int
+		agentPods  *proberun.AgentPods
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -114,8 +116,14 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			cfg.Client = client
 			cfg.Auth = &kubeauth.Reviewer{Client: client}
 			reg := prometheus.NewRegistry()
-			if cfg.Probes, err = pf.config(rc); err != nil {
+			cfg.Probes, agentPods, err = pf.config(rc, client, cfg.Namespace)
+			if err != nil {
 				return err
+			}
+			if agentPods != nil {
+				agentPods.Start(cmd.Context())
+			} else if cfg.Probes.AgentURLs == nil {
+				cfg.Log.Info("probes off: no in-cluster agents (they need --probe-agent-ca-file and --probe-agent-port: TLS only) and no --probe-agent URLs")
 			}
 			if pf.pvc {
 				// One registry: the node checks and those the controller runs itself.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,7 +102,7 @@ and a single line cut; any other refusal is retried while /healthz fails.`,
 			// /livez (the liveness probe) fails only when a restart can help: the
 			// kernel reader died or hangs. /healthz fails also while the receiver
 			// refuses records, which a restart cannot fix.
-			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": ex.Healthy, "/livez": ex.Alive})
+			srv, err := serveHTTP(listen, nil, reg, map[string]func() error{"/healthz": ex.Healthy, "/livez": ex.Alive})
 			if err != nil {
 				return err
 			}
@@ -141,7 +142,7 @@ and a single line cut; any other refusal is retried while /healthz fails.`,
 
 // serveHTTP serves /metrics and the health checks (path → check; 503 with the
 // check's error when it fails) on addr in the background.
-func serveHTTP(addr string, reg *prometheus.Registry, checks map[string]func() error, api ...http.Handler) (*http.Server, error) {
+func serveHTTP(addr string, tlsConf *tls.Config, reg *prometheus.Registry, checks map[string]func() error, api ...http.Handler) (*http.Server, error) {
 	mux := http.NewServeMux()
 	for _, h := range api {
 		mux.Handle("/api/", h)
@@ -161,6 +162,9 @@ func serveHTTP(addr string, reg *prometheus.Registry, checks map[string]func() e
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+	}
 	go srv.Serve(ln)
 	return srv, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -25,6 +26,8 @@ func newProbeAgentCmd() *cobra.Command {
 		audiences  []string
 		timeouts   []string
 		events     nvmlEventFlags
+		certFile   string
+		keyFile    string
 	)
 	cmd := &cobra.Command{
 		Use:   "probe-agent",
@@ -87,16 +90,26 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 				return err
 			}
 			defer ev.stop()
+			// The API, /metrics and /healthz share the port: with a certificate, all of
+			// it is HTTPS, so the controller's token never crosses the network in clear.
+			var tlsConf *tls.Config
+			if certFile != "" || keyFile != "" {
+				if tlsConf, err = agent.ServerTLS(certFile, keyFile); err != nil {
+					return err
+				}
+			} else {
+				log.Warn("serving plain HTTP: callers' bearer tokens cross the network in clear (set --tls-cert-file and --tls-key-file)")
+			}
 			// /healthz is the agent's liveness and readiness: a collector refusing the
 			// event lines must neither restart the agent nor stop its probes, so that
 			// has an endpoint of its own (and faultline_exporter_receiver_refusing).
-			srv, err := serveHTTP(listen, reg, map[string]func() error{"/healthz": func() error { return nil },
+			srv, err := serveHTTP(listen, tlsConf, reg, map[string]func() error{"/healthz": func() error { return nil },
 				"/healthz/nvml-events": ev.healthy}, ag.Handler())
 			if err != nil {
 				return err
 			}
 			defer srv.Shutdown(context.Background())
-			log.Info("probe-agent started", "node", cfg.Node, "listen", srv.Addr, "checks", runner.Registry().DefaultEnabled())
+			log.Info("probe-agent started", "node", cfg.Node, "listen", srv.Addr, "tls", tlsConf != nil, "checks", runner.Registry().DefaultEnabled())
 			<-cmd.Context().Done()
 			return nil
 		},
@@ -104,6 +117,8 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Node, "node", "", "this node's name (default $NODE_NAME)")
 	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agent.DefaultPort), "address of the API, /metrics and /healthz")
+	f.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM; read again every minute): the API, /metrics and /healthz are then HTTPS")
+	f.StringVar(&keyFile, "tls-key-file", "", "key of --tls-cert-file")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for token and access reviews (default $KUBECONFIG, then in-cluster)")
 	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agent.TokenAudience+"); default the apiserver's")
 	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping); default: the name in $PATH")

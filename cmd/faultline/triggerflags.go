@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -9,10 +10,12 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
 )
 
@@ -23,8 +26,11 @@ const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 // schedules, confirmation and recovery): they make the trigger.Config.
 type probeFlags struct {
 	port           int
-	scheme         string
 	static         map[string]string
+	agentSelector  string
+	agentNS        string
+	caFile         string
+	serverName     string
 	tokenFile      string
 	schedules      map[string]string
 	nodeSelector   string
@@ -36,9 +42,12 @@ type probeFlags struct {
 }
 
 func (p *probeFlags) register(f *pflag.FlagSet) {
-	f.IntVar(&p.port, "probe-agent-port", agent.DefaultPort, "port of the probe agents on the nodes' addresses (0: no probes)")
-	f.StringVar(&p.scheme, "probe-agent-scheme", "http", "scheme of the probe agents' API")
-	f.StringToStringVar(&p.static, "probe-agent", nil, "fixed agent URL for a node, node=URL (repeatable; local setups)")
+	f.IntVar(&p.port, "probe-agent-port", agent.DefaultPort, "HTTPS port of the in-cluster probe agents, at their pods' addresses (0: only --probe-agent URLs)")
+	f.StringVar(&p.caFile, "probe-agent-ca-file", "", "CA that signed the agents' serving certificate: turns on the in-cluster agents (found by --probe-agent-selector), called over TLS verified against it")
+	f.StringVar(&p.serverName, "probe-agent-server-name", "", "name the agents' certificate must carry (the chart: the agent Service's DNS name); default the host of the URL")
+	f.StringVar(&p.agentSelector, "probe-agent-selector", "app.kubernetes.io/name=faultline,app.kubernetes.io/component=probe-agent", "label selector of the agent pods: a node is probed only through its Running and Ready agent pod")
+	f.StringVar(&p.agentNS, "probe-agent-namespace", "", "namespace of the agent pods (default --namespace)")
+	f.StringToStringVar(&p.static, "probe-agent", nil, "fixed agent URL for a node, node=URL (repeatable; local setups; https URLs are verified against --probe-agent-ca-file)")
 	f.StringVar(&p.tokenFile, "probe-token-file", "", "bearer token sent to the agents (default: the pod's ServiceAccount token, else the kubeconfig's token)")
 	f.StringToStringVar(&p.schedules, "probe-schedule", nil, "run a check on a schedule, check=interval (default: each non-invasive default check hourly; check=0 turns one off)")
 	f.StringVar(&p.nodeSelector, "probe-node-selector", "nvidia.com/gpu.present=true", "the GPU nodes (label selector): scheduled probes run on them (the agents' nodes), and they are the population of --budget-percent and --storm-share")
@@ -59,8 +68,40 @@ func (p *probeFlags) eligible() (labels.Selector, error) {
 	return sel, nil
 }
 
-func (p *probeFlags) config(rc *rest.Config) (trigger.Config, error) {
-	if p.port == 0 && len(p.static) == 0 {
+// config makes the trigger configuration; the agent pods' informer it returns (nil
+// when in-cluster agents are off) must be started.
+func (p *probeFlags) config(rc *rest.Config, client kubernetes.Interface, namespace string) (trigger.Config, *proberun.AgentPods, error) {
+	pc, err := p.triggers(rc)
+	if err != nil || (pc.AgentURLs == nil && p.caFile == "") {
+		return pc, nil, err
+	}
+	if p.caFile != "" {
+		if pc.HTTP, err = proberun.AgentClient(p.caFile, p.serverName); err != nil {
+			return pc, nil, err
+		}
+	} else if p.serverName != "" {
+		return pc, nil, errors.New("--probe-agent-server-name needs --probe-agent-ca-file")
+	}
+	if p.caFile == "" || p.port == 0 {
+		return pc, nil, nil
+	}
+	ns := p.agentNS
+	if ns == "" {
+		ns = namespace
+	}
+	pods, err := proberun.NewAgentPods(client, ns, p.agentSelector, p.port)
+	if err != nil {
+		return pc, nil, fmt.Errorf("--probe-agent-selector: %w", err)
+	}
+	pc.Agents = pods
+	return pc, pods, nil
+}
+
+// triggers makes the settings of the trigger configuration that do not depend on
+// where the agents are.
+func (p *probeFlags) triggers(rc *rest.Config) (trigger.Config, error) {
+	if p.caFile == "" && len(p.static) == 0 {
+		// In-cluster agents serve TLS only: without their CA there is no one to call.
 		return trigger.Config{}, nil
 	}
 	sel, err := labels.Parse(p.nodeSelector)
@@ -99,7 +140,7 @@ func (p *probeFlags) config(rc *rest.Config) (trigger.Config, error) {
 			pc.Schedules = append(pc.Schedules, trigger.Schedule{Check: name, Every: d})
 		}
 	}
-	pc.AgentPort, pc.AgentScheme, pc.AgentURLs = p.port, p.scheme, p.static
+	pc.AgentURLs = p.static
 	return pc, nil
 }
 

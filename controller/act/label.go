@@ -48,23 +48,3 @@ func (a *Actor) SetNodeLabel(ctx context.Context, node, key, value string) (chan
 	}
 	return changed, nil
 }
-
-// NodeAddress returns the node's InternalIP (else its first address): where its
-// host-network probe agent listens.
-func (a *Actor) NodeAddress(ctx context.Context, node string) (string, error) {
-	n, err := a.cachedNode(ctx, node)
-	if err != nil {
-		return "", err
-	}
-	for _, ad := range n.Status.Addresses {
-		if ad.Type == "InternalIP" && ad.Address != "" {
-			return ad.Address, nil
-		}
-	}
-	for _, ad := range n.Status.Addresses {
-		if ad.Address != "" {
-			return ad.Address, nil
-		}
-	}
-	return "", fmt.Errorf("node %s has no address", node)
-}

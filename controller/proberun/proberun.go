@@ -235,6 +235,37 @@ func (d *Dispatcher) Validate(req Request) error {
 	return nil
 }
 
+// CheckAgents refuses a request with checks that run on nodes when some of its
+// nodes run no probe agent (ErrNoAgent), naming them; a manual run then starts
+// nothing rather than failing node by node.
+func (d *Dispatcher) CheckAgents(ctx context.Context, req Request) error {
+	remote := false
+	for _, c := range req.Checks {
+		remote = remote || !d.local(c)
+	}
+	if !remote {
+		return nil
+	}
+	var missing []string
+	var first error
+	for _, n := range req.Nodes {
+		if _, err := d.cfg.Agents.Endpoint(ctx, n); err != nil {
+			if !errors.Is(err, ErrNoAgent) {
+				return fmt.Errorf("probe agent of %s: %w", n, err)
+			}
+			missing = append(missing, n)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	return fmt.Errorf("%d of %d node(s) run no probe agent, nothing started: %s (%w)", len(missing), len(req.Nodes), strings.Join(missing, ", "), first)
+}
+
 // Start validates the request and starts the run in the background. The run goes on
 // after ctx ends only if ctx is the controller's lifetime context: cancelling ctx
 // cancels the run.

@@ -3,18 +3,15 @@ package proberun
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 )
 
 // AgentResolver finds a node's agent: a fixed URL when one is configured for the
-// node (local setups, tests), else scheme://<node address>:<port>, the agent
-// listening on the node's host network.
+// node (local setups, tests), else the node's agent pod (AgentPods). A node with
+// neither gets an error wrapping ErrNoAgent: the controller calls no address it
+// was not given by its flags or by the apiserver.
 type AgentResolver struct {
-	Static  map[string]string
-	Scheme  string // default http
-	Port    int    // default agent.DefaultPort
-	Address func(ctx context.Context, node string) (string, error)
+	Static map[string]string
+	Pods   Resolver
 }
 
 // Endpoint implements Resolver.
@@ -22,19 +19,8 @@ func (r AgentResolver) Endpoint(ctx context.Context, node string) (string, error
 	if u := r.Static[node]; u != "" {
 		return u, nil
 	}
-	if r.Address == nil {
-		return "", fmt.Errorf("no agent address configured for node %s", node)
+	if r.Pods == nil {
+		return "", fmt.Errorf("%w on node %s: no agent URL configured for it (--probe-agent), and in-cluster agents are off", ErrNoAgent, node)
 	}
-	addr, err := r.Address(ctx, node)
-	if err != nil {
-		return "", err
-	}
-	scheme, port := r.Scheme, r.Port
-	if scheme == "" {
-		scheme = "http"
-	}
-	if port == 0 {
-		port = 9402
-	}
-	return scheme + "://" + net.JoinHostPort(addr, strconv.Itoa(port)), nil
+	return r.Pods.Endpoint(ctx, node)
 }

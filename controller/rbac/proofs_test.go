@@ -19,28 +19,47 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
-// atom is one permission: a verb on a resource of an API group.
-type atom struct{ group, resource, verb string }
+// atom is one permission: a verb on a resource of an API group, limited to the
+// object name when name is set (resourceNames), in namespace ns when it is set (the
+// events Role's namespace; else cluster-wide or the controller's namespace).
+type atom struct{ group, resource, verb, name, ns string }
 
 func (a atom) String() string {
 	g := a.group
 	if g == "" {
 		g = "core"
 	}
-	return g + "/" + a.resource + ":" + a.verb
+	s := g + "/" + a.resource + ":" + a.verb
+	if a.name != "" {
+		s += "@" + a.name
+	}
+	if a.ns != "" {
+		s += " in " + a.ns
+	}
+	return s
 }
 
-// atoms expands rules into single permissions.
-func atoms(rules []rbacv1.PolicyRule) []atom {
+// atoms expands rules into single permissions, of the ClusterRole or the Role.
+func atoms(rules []rbacv1.PolicyRule) []atom { return atomsIn(rules, "") }
+
+// atomsIn expands rules of a Role bound in ns into single permissions.
+func atomsIn(rules []rbacv1.PolicyRule, ns string) []atom {
 	var out []atom
 	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
-					out = append(out, atom{g, res, v})
+					for _, n := range names {
+						out = append(out, atom{g, res, v, n, ns})
+					}
 				}
 			}
 		}
@@ -52,25 +71,42 @@ func atoms(rules []rbacv1.PolicyRule) []atom {
 // without returns rules minus one permission, one rule per remaining permission.
 func without(rules []rbacv1.PolicyRule, drop atom) []rbacv1.PolicyRule {
 	var out []rbacv1.PolicyRule
-	for _, a := range atoms(rules) {
+	for _, a := range atomsIn(rules, drop.ns) {
 		if a != drop {
-			out = append(out, rbacv1.PolicyRule{APIGroups: []string{a.group}, Resources: []string{a.resource}, Verbs: []string{a.verb}})
+			r := rbacv1.PolicyRule{APIGroups: []string{a.group}, Resources: []string{a.resource}, Verbs: []string{a.verb}}
+			if a.name != "" {
+				r.ResourceNames = []string{a.name}
+			}
+			out = append(out, r)
 		}
 	}
 	return out
 }
 
+// namedObjects are the objects the controller reads and writes by name, by
+// resource: the names it uses by default (controller.Config). A rule limited by
+// resourceNames may name only these, so the Role cannot drift from the code.
+var namedObjects = map[string]string{
+	"leases":     controller.DefaultLeaseName,
+	"configmaps": controller.DefaultCheckpointName,
+}
+
+// unnameable are the verbs RBAC cannot limit by name: the object does not exist
+// yet (create) or the request names none (list, watch, deletecollection).
+var unnameable = map[string]bool{"create": true, "list": true, "watch": true, "deletecollection": true}
+
 // fixture is what the proofs act on; the admin client prepares everything a proof
 // needs but the one permission it proves.
 type fixture struct {
-	admin kubernetes.Interface
-	ns    string // the controller's namespace
-	node  string
-	event string // an Event in "default" on node
-	lease string // a Lease in ns
-	cm    string // a ConfigMap in ns
-	nf    string // a NodeFault (pack "proof", rule "proof" on node)
-	seq   atomic.Int64
+	admin   kubernetes.Interface
+	ns      string // the controller's namespace
+	node    string
+	event   string // an Event in "default" on node
+	nsEvent string // an Event in ns on the controller's Pod
+	lease   string // the controller's Lease in ns
+	cm      string // the controller's checkpoint ConfigMap in ns
+	nf      string // a NodeFault (pack "proof", rule "proof" on node)
+	seq     atomic.Int64
 }
 
 func (f *fixture) next() int64 { return f.seq.Add(1) }
@@ -85,11 +121,11 @@ type proof struct {
 // proofs maps every permission of the ClusterRole and the Role to a call the
 // controller makes with it. A permission without a proof fails TestEveryPermissionHasAProof.
 var proofs = map[atom]proof{
-	{"", "nodes", "list"}: {"the Node informer lists", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "nodes", "list", "", ""}: {"the Node informer lists", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 		return err
 	}},
-	{"", "nodes", "watch"}: {"the Node informer watches", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "nodes", "watch", "", ""}: {"the Node informer watches", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		sec := int64(1)
 		w, err := sa.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{TimeoutSeconds: &sec})
 		if err == nil {
@@ -97,11 +133,11 @@ var proofs = map[atom]proof{
 		}
 		return err
 	}},
-	{"", "nodes", "get"}: {"a Node is re-read from the API after a write conflict", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "nodes", "get", "", ""}: {"a Node is re-read from the API after a write conflict", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 		return err
 	}},
-	{"", "nodes", "update"}: {"taint and evidence annotation: update of the full Node", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "nodes", "update", "", ""}: {"taint and evidence annotation: update of the full Node", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		n, err := f.admin.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("admin: %w", err)
@@ -113,12 +149,12 @@ var proofs = map[atom]proof{
 		_, err = sa.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	}},
-	{"", "nodes/status", "patch"}: {"the node condition: strategic merge patch of nodes/status", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "nodes/status", "patch", "", ""}: {"the node condition: strategic merge patch of nodes/status", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"FaultlineFault","status":"False","reason":"NoFault","message":"%d"}]}}`, f.next())
 		_, err := sa.CoreV1().Nodes().Patch(ctx, f.node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
 		return err
 	}},
-	{"", "events", "create"}: {"the event recorder creates an Event", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "events", "create", "", EventsNamespace}: {"the event recorder creates an Event about a Node", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.proof%d", f.node, f.next())},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: f.node},
@@ -126,28 +162,41 @@ var proofs = map[atom]proof{
 		}, metav1.CreateOptions{})
 		return err
 	}},
-	{"", "events", "patch"}: {"the event recorder patches an Event it counts again", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "events", "patch", "", EventsNamespace}: {"the event recorder patches an Event about a Node it counts again", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		patch := fmt.Sprintf(`{"count":%d,"message":"proof"}`, f.next()+1)
 		_, err := sa.CoreV1().Events(metav1.NamespaceDefault).Patch(ctx, f.event, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	}},
-	{"faultline.io", "nodefaults", "get"}: {"a record is read before it is updated", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "events", "create", "", ""}: {"the event recorder creates an Event about the controller's Pod", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := sa.CoreV1().Events(f.ns).Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("faultline-controller-0.proof%d", f.next())},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: f.ns, Name: "faultline-controller-0"},
+			Reason:         "PackReloadFailed", Message: "proof", Type: corev1.EventTypeWarning, Count: 1,
+		}, metav1.CreateOptions{})
+		return err
+	}},
+	{"", "events", "patch", "", ""}: {"the event recorder patches an Event about the controller's Pod", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		patch := fmt.Sprintf(`{"count":%d,"message":"proof"}`, f.next()+1)
+		_, err := sa.CoreV1().Events(f.ns).Patch(ctx, f.nsEvent, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}},
+	{"faultline.io", "nodefaults", "get", "", ""}: {"a record is read before it is updated", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := store(sa).Get(ctx, nodefault.Name(f.node, "proof", "proof"))
 		return err
 	}},
-	{"faultline.io", "nodefaults", "list"}: {"a new leader resumes held faults; resolved ones are collected", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"faultline.io", "nodefaults", "list", "", ""}: {"a new leader resumes held faults; resolved ones are collected", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := store(sa).List(ctx)
 		return err
 	}},
-	{"faultline.io", "nodefaults", "create"}: {"a fault's record is opened", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"faultline.io", "nodefaults", "create", "", ""}: {"a fault's record is opened", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := store(sa).Record(ctx, f.node, "proof", fmt.Sprint("new-", f.next()), nodefault.Change{Phase: v1alpha1.PhaseObserved})
 		return err
 	}},
-	{"faultline.io", "nodefaults/status", "update"}: {"a record's status follows the fault", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"faultline.io", "nodefaults/status", "update", "", ""}: {"a record's status follows the fault", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := store(sa).Record(ctx, f.node, "proof", "proof", nodefault.Change{Decision: fmt.Sprint("proof-", f.next())})
 		return err
 	}},
-	{"faultline.io", "nodefaults", "delete"}: {"a resolved record is collected after its retention", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"faultline.io", "nodefaults", "delete", "", ""}: {"a resolved record is collected after its retention", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		// Resolved (as admin) a year ago, by the clock of the collecting store.
 		rule := fmt.Sprint("old-", f.next())
 		if _, err := store(f.admin).Record(ctx, f.node, "proof", rule, nodefault.Change{Phase: v1alpha1.PhaseResolved}); err != nil {
@@ -157,27 +206,27 @@ var proofs = map[atom]proof{
 		_, err := st.Collect(ctx)
 		return err
 	}},
-	{"authentication.k8s.io", "tokenreviews", "create"}: {"the API asks who a caller is", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"authentication.k8s.io", "tokenreviews", "create", "", ""}: {"the API asks who a caller is", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 			Spec: authenticationv1.TokenReviewSpec{Token: "proof"}}, metav1.CreateOptions{})
 		return err
 	}},
-	{"authorization.k8s.io", "subjectaccessreviews", "create"}: {"the API asks whether a caller may act", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"authorization.k8s.io", "subjectaccessreviews", "create", "", ""}: {"the API asks whether a caller may act", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: "proof", ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Group: "faultline.io", Resource: "faults", Verb: "get"}}}, metav1.CreateOptions{})
 		return err
 	}},
-	{"coordination.k8s.io", "leases", "get"}: {"leader election reads the Lease", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"coordination.k8s.io", "leases", "get", controller.DefaultLeaseName, ""}: {"leader election reads the Lease", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoordinationV1().Leases(f.ns).Get(ctx, f.lease, metav1.GetOptions{})
 		return err
 	}},
-	{"coordination.k8s.io", "leases", "create"}: {"leader election creates the Lease the first time", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"coordination.k8s.io", "leases", "create", "", ""}: {"leader election creates the Lease the first time", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoordinationV1().Leases(f.ns).Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("proof-%d", f.next())}}, metav1.CreateOptions{})
 		return err
 	}},
-	{"coordination.k8s.io", "leases", "update"}: {"leader election renews or takes over the Lease", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"coordination.k8s.io", "leases", "update", controller.DefaultLeaseName, ""}: {"leader election renews or takes over the Lease", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		l, err := f.admin.CoordinationV1().Leases(f.ns).Get(ctx, f.lease, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("admin: %w", err)
@@ -187,16 +236,28 @@ var proofs = map[atom]proof{
 		_, err = sa.CoordinationV1().Leases(f.ns).Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	}},
-	{"", "configmaps", "get"}: {"the checkpoint is loaded", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "pods", "list", "", ""}: {"the agent pods' informer lists", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := sa.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=probe-agent", Limit: 1})
+		return err
+	}},
+	{"", "pods", "watch", "", ""}: {"the agent pods' informer watches", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		sec := int64(1)
+		w, err := sa.CoreV1().Pods(f.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=probe-agent", TimeoutSeconds: &sec})
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}},
+	{"", "configmaps", "get", controller.DefaultCheckpointName, ""}: {"the checkpoint is loaded", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoreV1().ConfigMaps(f.ns).Get(ctx, f.cm, metav1.GetOptions{})
 		return err
 	}},
-	{"", "configmaps", "create"}: {"the checkpoint is created the first time", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "configmaps", "create", "", ""}: {"the checkpoint is created the first time", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoreV1().ConfigMaps(f.ns).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("proof-%d", f.next())}}, metav1.CreateOptions{})
 		return err
 	}},
-	{"", "configmaps", "update"}: {"the checkpoint advances", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "configmaps", "update", controller.DefaultCheckpointName, ""}: {"the checkpoint advances", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		cm, err := f.admin.CoreV1().ConfigMaps(f.ns).Get(ctx, f.cm, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("admin: %w", err)
@@ -218,18 +279,35 @@ func store(c kubernetes.Interface) *nodefault.Store {
 // TestEveryPermissionHasAProof needs no apiserver: the files parse, stay within
 // plain verbs on named resources, and every permission has a proof.
 func TestEveryPermissionHasAProof(t *testing.T) {
-	cr, r := ClusterRole(), Role("faultline")
-	if cr.Name != Name || r.Name != Name || r.Namespace != "faultline" || cr.Namespace != "" {
-		t.Fatalf("names: %s, %s/%s", cr.Name, r.Namespace, r.Name)
+	cr, r, er := ClusterRole(), Role("faultline"), EventsRole()
+	if cr.Name != Name || r.Name != Name || r.Namespace != "faultline" || cr.Namespace != "" || er.Name != EventsName || er.Namespace != EventsNamespace {
+		t.Fatalf("names: %s, %s/%s, %s/%s", cr.Name, r.Namespace, r.Name, er.Namespace, er.Name)
 	}
 	seen := map[atom]bool{}
-	for _, rules := range [][]rbacv1.PolicyRule{cr.Rules, r.Rules} {
+	for _, role := range []struct {
+		rules []rbacv1.PolicyRule
+		ns    string
+	}{{cr.Rules, ""}, {r.Rules, ""}, {er.Rules, EventsNamespace}} {
+		rules := role.rules
 		for _, rule := range rules {
-			if len(rule.ResourceNames) > 0 || len(rule.NonResourceURLs) > 0 {
-				t.Errorf("rule %+v: resourceNames and nonResourceURLs are not expected", rule)
+			if len(rule.NonResourceURLs) > 0 {
+				t.Errorf("rule %+v: nonResourceURLs are not expected", rule)
 			}
 		}
-		for _, a := range atoms(rules) {
+		for _, a := range atomsIn(rules, role.ns) {
+			// A name must be one the controller uses, on a verb RBAC limits by name;
+			// and whatever the controller reads or writes by name is limited to it.
+			want, byName := namedObjects[a.resource]
+			switch {
+			case a.name != "" && (!byName || a.name != want):
+				t.Errorf("%s: the controller uses no %s named %q (it uses %v)", a, a.resource, a.name, namedObjects)
+			case a.name != "" && unnameable[a.verb]:
+				t.Errorf("%s: RBAC cannot limit %s by name", a, a.verb)
+			case a.name == "" && byName && !unnameable[a.verb]:
+				t.Errorf("%s: limit it to the controller's own %s (resourceNames: [%s])", a, a.resource, want)
+			}
+		}
+		for _, a := range atomsIn(rules, role.ns) {
 			if a.group == "*" || a.resource == "*" || a.verb == "*" || strings.Contains(a.resource, "secret") {
 				t.Errorf("%s: no wildcards, no secrets", a)
 			}
@@ -248,17 +326,23 @@ func TestEveryPermissionHasAProof(t *testing.T) {
 		}
 	}
 	// The Role must hold exactly the namespaced needs, the ClusterRole the rest.
+	for _, a := range atomsIn(er.Rules, EventsNamespace) {
+		if a.resource != "events" {
+			t.Errorf("the events Role grants %s", a)
+		}
+	}
+	namespaced := map[string]bool{"leases": true, "configmaps": true, "pods": true, "events": true}
 	for _, a := range atoms(r.Rules) {
-		if a.resource != "leases" && a.resource != "configmaps" {
+		if !namespaced[a.resource] {
 			t.Errorf("Role grants %s: cluster-scoped needs go in the ClusterRole", a)
 		}
 	}
 	for _, a := range atoms(cr.Rules) {
-		if a.resource == "leases" || a.resource == "configmaps" {
+		if namespaced[a.resource] {
 			t.Errorf("ClusterRole grants %s in every namespace: it belongs in the Role", a)
 		}
 	}
-	if !strings.Contains(string(ClusterRoleYAML), "kind: ClusterRole") || !strings.Contains(string(RoleYAML), "kind: Role") {
+	if !strings.Contains(string(ClusterRoleYAML), "kind: ClusterRole") || !strings.Contains(string(RoleYAML), "kind: Role") || !strings.Contains(string(EventsRoleYAML), "kind: Role") {
 		t.Errorf("embedded files are not the roles")
 	}
 }

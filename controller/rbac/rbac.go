@@ -3,10 +3,12 @@
 // manifests and the tests use the same files.
 //
 // The ClusterRole covers what is cluster-wide: Nodes (informer, taints, evidence
-// annotation), nodes/status (the optional condition) and Events. The Role covers
-// what lives in the controller's own namespace: the leader-election Lease and the
-// checkpoint ConfigMap; bound there with a RoleBinding, it lets the controller read
-// or write no Lease or ConfigMap elsewhere.
+// annotation), nodes/status (the optional condition), NodeFaults and the reviews
+// of the API's callers. The Role covers what lives in the controller's own
+// namespace: the leader-election Lease and the checkpoint ConfigMap (by name), the
+// agent pods, Events about its own objects; bound there with a RoleBinding, it lets
+// the controller read or write nothing of the kind elsewhere. The events Role,
+// bound in "default", is where Events about Nodes go.
 package rbac
 
 import (
@@ -33,9 +35,23 @@ var ClusterRoleYAML []byte
 //go:embed role.yaml
 var RoleYAML []byte
 
+// EventsRoleYAML is eventsrole.yaml: the Role for Events about Nodes, created in
+// EventsNamespace.
+//
+//go:embed eventsrole.yaml
+var EventsRoleYAML []byte
+
+// EventsNamespace is where client-go's recorder writes Events about cluster-scoped
+// objects (Nodes, NodeFaults).
+const EventsNamespace = "default"
+
+// EventsName is the name of the events Role and its binding.
+const EventsName = Name + "-events"
+
 var (
 	clusterRole rbacv1.ClusterRole
 	role        rbacv1.Role
+	eventsRole  rbacv1.Role
 )
 
 func init() {
@@ -47,17 +63,24 @@ func init() {
 	if err := parse(RoleYAML, "Role", &role, &role.TypeMeta, &role.ObjectMeta); err != nil {
 		panic(err)
 	}
+	if err := parseNamed(EventsRoleYAML, "Role", EventsName, &eventsRole, &eventsRole.TypeMeta, &eventsRole.ObjectMeta); err != nil {
+		panic(err)
+	}
 }
 
 func parse(data []byte, kind string, into any, tm *metav1.TypeMeta, om *metav1.ObjectMeta) error {
+	return parseNamed(data, kind, Name, into, tm, om)
+}
+
+func parseNamed(data []byte, kind, name string, into any, tm *metav1.TypeMeta, om *metav1.ObjectMeta) error {
 	if err := yaml.UnmarshalStrict(data, into); err != nil {
 		return fmt.Errorf("rbac: %s: %w", kind, err)
 	}
 	if tm.APIVersion != rbacv1.SchemeGroupVersion.String() || tm.Kind != kind {
 		return fmt.Errorf("rbac: want %s %s, file has %s %s", rbacv1.SchemeGroupVersion, kind, tm.APIVersion, tm.Kind)
 	}
-	if om.Name != Name || om.Namespace != "" {
-		return fmt.Errorf("rbac: %s must be named %s and carry no namespace", kind, Name)
+	if om.Name != name || om.Namespace != "" {
+		return fmt.Errorf("rbac: %s must be named %s and carry no namespace", kind, name)
 	}
 	return nil
 }
@@ -70,6 +93,21 @@ func Role(namespace string) *rbacv1.Role {
 	r := role.DeepCopy()
 	r.Namespace = namespace
 	return r
+}
+
+// EventsRole returns (a copy of) the events Role, in EventsNamespace.
+func EventsRole() *rbacv1.Role {
+	r := eventsRole.DeepCopy()
+	r.Namespace = EventsNamespace
+	return r
+}
+
+// EventsRoleBinding binds the events Role, in EventsNamespace, to the
+// ServiceAccount namespace/serviceAccount.
+func EventsRoleBinding(namespace, serviceAccount string) *rbacv1.RoleBinding {
+	b := RoleBinding(EventsNamespace, serviceAccount)
+	b.Name, b.RoleRef.Name, b.Subjects = EventsName, EventsName, subject(namespace, serviceAccount)
+	return b
 }
 
 func subject(namespace, serviceAccount string) []rbacv1.Subject {

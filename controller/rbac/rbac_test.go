@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -70,6 +71,8 @@ func TestControllerRBAC(t *testing.T) {
 	must(admin.RbacV1().Roles(ns).Create(ctx, Role(ns), metav1.CreateOptions{})).get(t)
 	must(admin.RbacV1().ClusterRoleBindings().Create(ctx, ClusterRoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
 	must(admin.RbacV1().RoleBindings(ns).Create(ctx, RoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
+	must(admin.RbacV1().Roles(EventsNamespace).Create(ctx, EventsRole(), metav1.CreateOptions{})).get(t)
+	must(admin.RbacV1().RoleBindings(EventsNamespace).Create(ctx, EventsRoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
 	for _, name := range []string{"gpu-1", "gpu-2", "gpu-3"} {
 		must(admin.CoreV1().Nodes().Create(ctx, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{}},
@@ -139,7 +142,7 @@ func TestControllerRBAC(t *testing.T) {
 		})
 
 		// The checkpoint and leader election, with the project's own code.
-		store := checkpoint.New(cs, ns, "faultline-checkpoint")
+		store := checkpoint.New(cs, ns, controller.DefaultCheckpointName)
 		if err := store.SaveState(ctx, []byte(`{"n":1}`), now); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +156,7 @@ func TestControllerRBAC(t *testing.T) {
 		led := make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
-			done <- leader.Run(lctx, leader.Config{Client: cs, Namespace: ns, Name: "faultline-controller", Identity: "faultline-controller-0",
+			done <- leader.Run(lctx, leader.Config{Client: cs, Namespace: ns, Name: controller.DefaultLeaseName, Identity: "faultline-controller-0",
 				LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
 				func(c context.Context) {
 					close(led)
@@ -170,21 +173,32 @@ func TestControllerRBAC(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		l := must(admin.CoordinationV1().Leases(ns).Get(ctx, "faultline-controller", metav1.GetOptions{})).get(t)
+		l := must(admin.CoordinationV1().Leases(ns).Get(ctx, controller.DefaultLeaseName, metav1.GetOptions{})).get(t)
 		if l.Spec.LeaseTransitions == nil {
 			t.Fatalf("lease %+v", l.Spec)
 		}
 	})
 
 	t.Run("EveryPermissionIsNeeded", func(t *testing.T) {
-		fx := &fixture{admin: admin, ns: ns, node: "gpu-1", event: "gpu-1.proof", lease: "proof-lease", cm: "proof-checkpoint"}
+		fx := &fixture{admin: admin, ns: ns, node: "gpu-1", event: "gpu-1.proof", nsEvent: "faultline-controller-0.proof", lease: controller.DefaultLeaseName, cm: controller.DefaultCheckpointName}
 		must(admin.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Name: fx.event},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: fx.node},
 			Reason:         "FaultEvent", Message: "proof", Type: corev1.EventTypeWarning, Count: 1,
 		}, metav1.CreateOptions{})).get(t)
-		must(admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fx.lease}}, metav1.CreateOptions{})).get(t)
-		must(admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fx.cm}}, metav1.CreateOptions{})).get(t)
+		must(admin.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: fx.nsEvent},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "faultline-controller-0"},
+			Reason:         "PackReloadFailed", Message: "proof", Type: corev1.EventTypeWarning, Count: 1,
+		}, metav1.CreateOptions{})).get(t)
+		// The controller's own Lease and checkpoint (ControllerFlows may have made them).
+		exists := func(_ any, err error) {
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+		exists(admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fx.lease}}, metav1.CreateOptions{}))
+		exists(admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fx.cm}}, metav1.CreateOptions{}))
 		must(store(admin).Record(ctx, fx.node, "proof", "proof", nodefault.Change{Phase: v1alpha1.PhaseObserved})).get(t)
 
 		// With the full roles, every proof succeeds.
@@ -195,6 +209,7 @@ func TestControllerRBAC(t *testing.T) {
 		}
 		type roleSpec struct {
 			kind   string
+			ns     string // of the events Role
 			rules  []rbacv1.PolicyRule
 			update func(rules []rbacv1.PolicyRule) error
 		}
@@ -216,13 +231,23 @@ func TestControllerRBAC(t *testing.T) {
 			_, err = admin.RbacV1().Roles(ns).Update(ctx, r, metav1.UpdateOptions{})
 			return err
 		}
+		setEvents := func(rules []rbacv1.PolicyRule) error {
+			r, err := admin.RbacV1().Roles(EventsNamespace).Get(ctx, EventsName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			r.Rules = rules
+			_, err = admin.RbacV1().Roles(EventsNamespace).Update(ctx, r, metav1.UpdateOptions{})
+			return err
+		}
 		specs := []roleSpec{
-			{"ClusterRole", ClusterRole().Rules, setCluster},
-			{"Role", Role(ns).Rules, setRole},
+			{"ClusterRole", "", ClusterRole().Rules, setCluster},
+			{"Role", "", Role(ns).Rules, setRole},
+			{"EventsRole", EventsNamespace, EventsRole().Rules, setEvents},
 		}
 		n := 0
 		for _, s := range specs {
-			for _, a := range atoms(s.rules) {
+			for _, a := range atomsIn(s.rules, s.ns) {
 				p := proofs[a]
 				if err := s.update(without(s.rules, a)); err != nil {
 					t.Fatal(err)
@@ -252,45 +277,64 @@ func TestControllerRBAC(t *testing.T) {
 		type check struct {
 			ns, group, resource, sub, verb string
 			allowed                        bool
+			name                           string
 		}
+		lease, cp := controller.DefaultLeaseName, controller.DefaultCheckpointName
 		checks := []check{
 			// Sanity: what the controller does is allowed.
-			{"", "", "nodes", "", "update", true},
-			{"", "", "nodes", "status", "patch", true},
-			{ns, "coordination.k8s.io", "leases", "", "update", true},
-			{ns, "", "configmaps", "", "update", true},
-			{metav1.NamespaceDefault, "", "events", "", "create", true},
+			{"", "", "nodes", "", "update", true, ""},
+			{"", "", "nodes", "status", "patch", true, ""},
+			{ns, "coordination.k8s.io", "leases", "", "update", true, lease},
+			{ns, "", "configmaps", "", "update", true, cp},
+			{ns, "", "configmaps", "", "get", true, cp},
+			{ns, "", "pods", "", "list", true, ""},
+			{metav1.NamespaceDefault, "", "events", "", "create", true, ""},
+			{ns, "", "events", "", "create", true, ""},
+			// Events in those two namespaces only.
+			{"kube-system", "", "events", "", "create", false, ""},
+			{"kube-system", "", "events", "", "patch", false, ""},
+			// Only the controller's own Lease and checkpoint, by name.
+			{ns, "coordination.k8s.io", "leases", "", "update", false, "kube-scheduler"},
+			{ns, "coordination.k8s.io", "leases", "", "get", false, "another"},
+			{ns, "", "configmaps", "", "get", false, "kube-root-ca.crt"},
+			{ns, "", "configmaps", "", "update", false, "another"},
+			{ns, "", "configmaps", "", "get", false, ""},
+			{ns, "coordination.k8s.io", "leases", "", "update", false, ""},
+			// Pods of its namespace only, read only.
+			{metav1.NamespaceDefault, "", "pods", "", "list", false, ""},
+			{ns, "", "pods", "", "get", false, ""},
+			{ns, "", "pods", "", "update", false, ""},
+			{ns, "", "pods", "exec", "create", false, ""},
 			// What it must not do.
-			{"", "", "nodes", "", "delete", false},
-			{"", "", "nodes", "", "create", false},
-			{"", "", "nodes", "", "patch", false},
-			{"", "", "nodes", "status", "update", false},
-			{"", "", "nodes", "proxy", "get", false},
-			{ns, "", "secrets", "", "get", false},
-			{ns, "", "secrets", "", "list", false},
-			{"kube-system", "", "secrets", "", "get", false},
-			{metav1.NamespaceDefault, "", "pods", "", "create", false},
-			{metav1.NamespaceDefault, "", "pods", "", "delete", false},
-			{metav1.NamespaceDefault, "", "pods", "eviction", "create", false},
-			{ns, "", "pods", "", "list", false},
-			{"kube-system", "", "configmaps", "", "patch", false},
-			{"kube-system", "", "configmaps", "", "update", false},
-			{metav1.NamespaceDefault, "", "configmaps", "", "get", false},
-			{ns, "", "configmaps", "", "list", false},
-			{ns, "", "configmaps", "", "delete", false},
-			{"kube-system", "coordination.k8s.io", "leases", "", "update", false},
-			{ns, "coordination.k8s.io", "leases", "", "delete", false},
-			{metav1.NamespaceDefault, "", "events", "", "delete", false},
-			{metav1.NamespaceDefault, "events.k8s.io", "events", "", "create", false},
-			{ns, "", "serviceaccounts", "token", "create", false},
-			{"", "rbac.authorization.k8s.io", "clusterroles", "", "escalate", false},
-			{"", "rbac.authorization.k8s.io", "clusterrolebindings", "", "create", false},
-			{"", "", "users", "", "impersonate", false},
+			{"", "", "nodes", "", "delete", false, ""},
+			{"", "", "nodes", "", "create", false, ""},
+			{"", "", "nodes", "", "patch", false, ""},
+			{"", "", "nodes", "status", "update", false, ""},
+			{"", "", "nodes", "proxy", "get", false, ""},
+			{ns, "", "secrets", "", "get", false, ""},
+			{ns, "", "secrets", "", "list", false, ""},
+			{"kube-system", "", "secrets", "", "get", false, ""},
+			{metav1.NamespaceDefault, "", "pods", "", "create", false, ""},
+			{metav1.NamespaceDefault, "", "pods", "", "delete", false, ""},
+			{metav1.NamespaceDefault, "", "pods", "eviction", "create", false, ""},
+			{"kube-system", "", "configmaps", "", "patch", false, ""},
+			{"kube-system", "", "configmaps", "", "update", false, ""},
+			{metav1.NamespaceDefault, "", "configmaps", "", "get", false, ""},
+			{ns, "", "configmaps", "", "list", false, ""},
+			{ns, "", "configmaps", "", "delete", false, ""},
+			{"kube-system", "coordination.k8s.io", "leases", "", "update", false, ""},
+			{ns, "coordination.k8s.io", "leases", "", "delete", false, ""},
+			{metav1.NamespaceDefault, "", "events", "", "delete", false, ""},
+			{metav1.NamespaceDefault, "events.k8s.io", "events", "", "create", false, ""},
+			{ns, "", "serviceaccounts", "token", "create", false, ""},
+			{"", "rbac.authorization.k8s.io", "clusterroles", "", "escalate", false, ""},
+			{"", "rbac.authorization.k8s.io", "clusterrolebindings", "", "create", false, ""},
+			{"", "", "users", "", "impersonate", false, ""},
 		}
 		for _, c := range checks {
 			r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: c.ns, Group: c.group, Resource: c.resource, Subresource: c.sub, Verb: c.verb}},
+					Namespace: c.ns, Group: c.group, Resource: c.resource, Subresource: c.sub, Verb: c.verb, Name: c.name}},
 			}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -298,6 +342,9 @@ func TestControllerRBAC(t *testing.T) {
 			what := fmt.Sprintf("%s %s/%s", c.verb, c.group, c.resource)
 			if c.sub != "" {
 				what += "/" + c.sub
+			}
+			if c.name != "" {
+				what += " " + c.name
 			}
 			if c.ns != "" {
 				what += " in " + c.ns

@@ -191,8 +191,14 @@ func (t *Triggers) Start(req Request, trigger proberun.Trigger) (proberun.Run, e
 	if t.deps.Life.Err() != nil {
 		return proberun.Run{}, fmt.Errorf("controller is shutting down")
 	}
-	return t.dispatcher.Start(t.deps.Life, proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force,
-		Batch: req.Batch, Trigger: trigger})
+	pr := proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force, Batch: req.Batch, Trigger: trigger}
+	if err := t.dispatcher.Validate(pr); err != nil {
+		return proberun.Run{}, err
+	}
+	if err := t.dispatcher.CheckAgents(t.deps.Life, pr); err != nil {
+		return proberun.Run{}, err
+	}
+	return t.dispatcher.Start(t.deps.Life, pr)
 }
 
 // ErrBusy: too many manual runs are in progress; the API answers 429.
@@ -201,6 +207,9 @@ var ErrBusy = errors.New("busy")
 func startStatus(err error) int {
 	if errors.Is(err, ErrBusy) {
 		return http.StatusTooManyRequests
+	}
+	if errors.Is(err, proberun.ErrNoAgent) {
+		return http.StatusConflict
 	}
 	return http.StatusBadRequest
 }

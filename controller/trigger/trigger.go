@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -41,18 +42,18 @@ const (
 	HealthPass    = "PASS"
 )
 
-// Config configures the controller's probe triggers. With no agents (AgentPort 0,
-// no AgentURLs, no Agents), probes are off: a rule with action probe then applies its
+// Config configures the controller's probe triggers. With no agents (no Agents, no
+// AgentURLs), probes are off: a rule with action probe then applies its
 // onTimeout policy.
 type Config struct {
-	// AgentPort and AgentScheme locate a node's agent on the node's InternalIP (the
-	// agents use the host network); AgentURLs fixes the URL of some nodes' agents.
-	AgentPort   int
-	AgentScheme string
-	AgentURLs   map[string]string
-	// Agents, when set, replaces the above.
-	Agents proberun.Resolver
-	Token  func() (string, error)
+	// Agents finds the agents in the cluster (proberun.AgentPods: the Running and
+	// Ready agent pod of each node); AgentURLs fixes the URL of some nodes' agents
+	// (local setups) and comes first.
+	Agents    proberun.Resolver
+	AgentURLs map[string]string
+	// HTTP calls the agents (proberun.AgentClient: TLS verified against their CA).
+	HTTP  *http.Client
+	Token func() (string, error)
 	// Registry lists every check and where it runs (default: the node checks);
 	// Local runs those that run in the controller (pvc).
 	Registry *probe.Registry
@@ -96,7 +97,6 @@ func newProbeState() *probeState {
 // Actor is what the triggers need of the act stage (*act.Actor).
 type Actor interface {
 	NodeLister() corelisters.NodeLister
-	NodeAddress(ctx context.Context, node string) (string, error)
 	Event(ctx context.Context, node string, f fault.Fault, reason, message string) error
 	SetNodeLabel(ctx context.Context, node, key, value string) (bool, error)
 }
@@ -153,16 +153,10 @@ func (t *Triggers) On() bool { return t.dispatcher != nil }
 
 func (t *Triggers) newDispatcher(ctx context.Context) error {
 	pc := t.cfg
-	if pc.Agents == nil && (pc.AgentPort > 0 || len(pc.AgentURLs) > 0) {
-		r := proberun.AgentResolver{Static: pc.AgentURLs, Scheme: pc.AgentScheme, Port: pc.AgentPort}
-		if pc.AgentPort > 0 {
-			r.Address = t.deps.Actor.NodeAddress
-		}
-		pc.Agents = r
-	}
-	if pc.Agents == nil {
+	if pc.Agents == nil && len(pc.AgentURLs) == 0 {
 		return nil
 	}
+	pc.Agents = proberun.AgentResolver{Static: pc.AgentURLs, Pods: pc.Agents}
 	if pc.ConfirmTimeout <= 0 {
 		pc.ConfirmTimeout = 15 * time.Minute
 	}
@@ -170,7 +164,7 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 		pc.RecoverEvery = 10 * time.Minute
 	}
 	t.cfg = pc
-	d, err := proberun.New(proberun.Config{Agents: pc.Agents, Token: pc.Token, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
+	d, err := proberun.New(proberun.Config{Agents: pc.Agents, Token: pc.Token, HTTP: pc.HTTP, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
 		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer,
 		OnStart: func(run *proberun.Run, node string) { t.setHealth(ctx, node) },
 		OnNode:  func(run *proberun.Run, nr proberun.NodeRun) { t.probeDone(ctx, run, nr) }})

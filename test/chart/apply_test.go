@@ -68,7 +68,7 @@ func TestApply(t *testing.T) {
 			rendered := render(t, c)
 			objs := parse(t, rendered)
 			file := filepath.Join(t.TempDir(), "rendered.yaml")
-			if c.name == "defaults" {
+			if c.name == "manifests" {
 				// What users apply: the committed manifests (TestManifestsFresh keeps them
 				// equal to this render).
 				file = filepath.Join(root, "manifests", "faultline.yaml")
@@ -141,6 +141,8 @@ func TestApply(t *testing.T) {
 			{"", "watch", "", "nodes", "", "", true},
 			{"", "patch", "", "nodes", "status", "gpu-1", true},
 			{"default", "create", "", "events", "", "", true},
+			{"faultline", "create", "", "events", "", "", true},
+			{"kube-system", "create", "", "events", "", "", false},
 			{"faultline", "update", "coordination.k8s.io", "leases", "", "faultline-controller", true},
 			{"faultline", "update", "", "configmaps", "", "faultline-checkpoint", true},
 			{"default", "update", "coordination.k8s.io", "leases", "", "faultline-controller", false},
@@ -148,6 +150,11 @@ func TestApply(t *testing.T) {
 			{"", "create", "faultline.io", "probes", "", "gpu-1", true},
 			{"", "delete", "", "nodes", "", "gpu-1", false},
 			{"faultline", "get", "", "secrets", "", "", false},
+			// Only its own Lease and checkpoint; the agent pods of its namespace.
+			{"faultline", "get", "", "configmaps", "", "faultline-default-packs", false},
+			{"faultline", "update", "coordination.k8s.io", "leases", "", "another", false},
+			{"faultline", "list", "", "pods", "", "", true},
+			{"default", "list", "", "pods", "", "", false},
 		}},
 		{"faultline", "faultline-probe-agent", []check{
 			{"", "create", "authentication.k8s.io", "tokenreviews", "", "", true},

@@ -73,6 +73,16 @@ app.kubernetes.io/component: {{ . }}
 {{- end -}}
 {{- end -}}
 
+{{/* The Secret with the probe agents' certificate (tls.crt, tls.key, ca.crt). */}}
+{{- define "faultline.probeAgentTLSSecret" -}}
+{{- default (printf "%s-probe-agent-tls" (include "faultline.fullname" .)) .Values.probeAgent.tls.existingSecret -}}
+{{- end -}}
+
+{{/* The name on the probe agents' certificate: their Service's DNS name. */}}
+{{- define "faultline.probeAgentServerName" -}}
+{{- printf "%s-probe-agent.%s.svc" (include "faultline.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
 {{/* Loki base URL without a trailing slash. */}}
 {{- define "faultline.lokiURL" -}}
 {{- required "loki.url is required" .Values.loki.url | trimSuffix "/" -}}

@@ -1,0 +1,128 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// The chart's way end to end: the real agent binary serves HTTPS with a certificate
+// for the agents' Service name and accepts only the faultline-probe-agent audience;
+// the controller finds it through its Running and Ready pod, verifies it against the
+// CA and sends the audience-bound token over TLS only; a node whose agent pod is not
+// there is refused.
+func TestProbesOverTLS(t *testing.T) {
+	cl := newClusterWith(t, testenv.Options{Kubernetes: true, Loki: true}, "gpu-a", "gpu-b")
+	cl.env.ServiceAccountToken(t, ns, "faultline-controller") // the account
+	cl.bindProbeRunner()
+	const name = "faultline-probe-agent.faultline.svc"
+	certs := testenv.WriteTLS(t, filepath.Join(t.TempDir(), "tls"), name)
+
+	bin := testenv.BuildFaultline(t)
+	fakes := testenv.BuildFakeGPUPrograms(t)
+	out := pciebwOutput(t, filepath.Join(t.TempDir(), "gpu-a.jsonl"), 12.0)
+	u := startAgent(t, bin, cl.env.Kubeconfig(), "gpu-a", fakes, out,
+		"--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key, "--token-audience", agent.TokenAudience)
+	_, portStr, err := net.SplitHostPort(strings.TrimPrefix(u, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(portStr)
+
+	// gpu-a's agent pod, Running and Ready at 127.0.0.1 (the kubelet's part).
+	ctx := context.Background()
+	labels := map[string]string{"app.kubernetes.io/name": "faultline", "app.kubernetes.io/component": "probe-agent"}
+	if _, err := cl.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "faultline-probe-agent"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cl.cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "faultline-probe-agent-a", Labels: labels},
+		Spec: corev1.PodSpec{NodeName: "gpu-a", ServiceAccountName: "faultline-probe-agent", HostNetwork: true,
+			Containers: []corev1.Container{{Name: "probe-agent", Image: "faultline-probe-agent"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}, HostIP: "127.0.0.1",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if _, err := cl.cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The controller: the agent pods, the CA, the projected token of the agents' audience.
+	pods, err := proberun.NewAgentPods(cl.cs, ns, "app.kubernetes.io/name=faultline,app.kubernetes.io/component=probe-agent", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	pods.Start(lctx)
+	client, err := proberun.AgentClient(certs.CA, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(600)
+	tr, err := cl.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "faultline-controller", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{agent.TokenAudience}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := tr.Status.Token
+	r := cl.start(options{probes: trigger.Config{Agents: pods, HTTP: client, Token: func() (string, error) { return tok, nil }}})
+	srv := httptest.NewServer(withToken(cl.operator(), r.c.Handler()))
+	t.Cleanup(srv.Close)
+
+	post := func(body string) (int, string) {
+		resp, err := http.Post(srv.URL+"/api/v1/probes", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post(`{"nodes":["gpu-a"],"checks":["pciebw"]}`)
+	var run proberun.Run
+	if err := json.Unmarshal([]byte(body), &run); code != http.StatusAccepted || err != nil {
+		t.Fatalf("POST gpu-a: %d %s", code, body)
+	}
+	run, err = r.c.Triggers().Dispatcher().Wait(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Nodes) != 1 || run.Nodes[0].Error != "" || run.Nodes[0].Status != probe.StatusPass || len(run.Nodes[0].Results) != 1 {
+		t.Fatalf("gpu-a over TLS: %+v", run.Nodes)
+	}
+
+	// gpu-b has no agent pod: refused, nothing started.
+	if code, body := post(`{"nodes":["gpu-b"],"checks":["pciebw"]}`); code != http.StatusConflict || !strings.Contains(body, "gpu-b") {
+		t.Errorf("gpu-b without an agent pod: %d %s", code, body)
+	}
+
+	// The agent speaks TLS only: a plain-HTTP client gets no API answer.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := hc.Get(u + agent.PathChecks); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP to the agent: %s", resp.Status)
+		}
+	}
+}
