@@ -180,6 +180,7 @@ type agentOptions struct {
 	kubelet          string   // PodResources socket ("": none, invasive checks need force)
 	runsPerMinute    int
 	reviewsPerSecond float64
+	reviewBurst      int
 	config           probe.Config
 	registerer       prometheus.Registerer
 }
@@ -195,7 +196,8 @@ func serveAgentWith(t *testing.T, client kubernetes.Interface, reg *probe.Regist
 	o.config.Node = "gpu-1"
 	runner := probe.NewRunner(reg, o.config, nil)
 	cfg := agent.Config{Node: "gpu-1", Runner: runner, Nodes: client, RunsPerMinute: o.runsPerMinute, Registerer: o.registerer,
-		Auth: &kubeauth.Reviewer{Client: client, Audiences: o.audiences, NegativeTTL: time.Millisecond, ReviewsPerSecond: o.reviewsPerSecond},
+		Auth: &kubeauth.Reviewer{Client: client, Audiences: o.audiences, NegativeTTL: time.Millisecond,
+			ReviewsPerSecond: o.reviewsPerSecond, ReviewBurst: o.reviewBurst},
 		Allow: probe.AllowList{PeerNodes: agent.KubePeerNodes(client, agentNodeLabel+"=true"),
 			Hostengines: probe.DefaultHostengines, FileDirs: []string{probe.DefaultProbeFileDir}},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
