@@ -73,6 +73,10 @@ iperf3 servers and token reviews are rate limited (429).`,
 				}
 			}
 			allow.PeerNodes = agent.KubePeerNodes(client, peerNodes)
+			var gpuPods agent.GPUPods // none: invasive probes need force
+			if gpus.Socket != "" {
+				gpuPods = agent.KubeletGPUPods(gpus)
+			}
 			runner := probe.NewRunner(nil, cfg, probe.NewMetrics(reg))
 			for _, t := range timeouts {
 				name, v, ok := strings.Cut(t, "=")
@@ -87,7 +91,7 @@ iperf3 servers and token reviews are rate limited (429).`,
 			}
 			ag, err := agent.New(agent.Config{Node: cfg.Node, Runner: runner, Registerer: reg, Log: log,
 				Auth:    &kubeauth.Reviewer{Client: client, Audiences: audiences, ReviewsPerSecond: reviews},
-				GPUPods: agent.KubeletGPUPods(gpus), Nodes: client, Allow: allow, RunsPerMinute: runsPerMin})
+				GPUPods: gpuPods, Nodes: client, Allow: allow, RunsPerMinute: runsPerMin})
 			if err != nil {
 				return err
 			}
@@ -114,7 +118,7 @@ iperf3 servers and token reviews are rate limited (429).`,
 	f.StringArrayVar(&timeouts, "timeout", nil, "override a check's timeout, check=duration (repeatable)")
 	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")
 	f.StringVar(&cfg.SysfsRoot, "sysfs-root", "", "where sysfs is mounted (default /sys)")
-	f.StringVar(&gpus.Socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources socket: which containers hold GPU devices")
+	f.StringVar(&gpus.Socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources socket: which containers hold GPU devices (empty: none can be found, invasive probes need force)")
 	f.StringSliceVar(&gpus.Prefixes, "gpu-resource-prefix", agent.DefaultGPUResourcePrefixes, "device-plugin resource names (prefixes) that are GPUs")
 	f.StringSliceVar(&gpus.DRADrivers, "gpu-dra-driver", agent.DefaultGPUDRADrivers, "DRA drivers whose devices are GPUs")
 	f.StringArrayVar(&peers, "allow-peer", nil, "a peer iperf3 and ping may aim at besides the agent nodes: an IP, a CIDR or a host name (repeatable)")
