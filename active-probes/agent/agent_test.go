@@ -107,7 +107,7 @@ type fixture struct {
 	env     *testenv.Env
 	url     string
 	agent   *agent.Agent
-	kubelet *kubelet // the PodResources API the agent asks
+	kubelet *testenv.PodResources // the kubelet API the agent asks
 	asAgent kubernetes.Interface
 	tokens  map[string]string // by ServiceAccount
 	runs    *atomic.Int32
@@ -129,7 +129,7 @@ const (
 func setup(t *testing.T, release <-chan struct{}) *fixture {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
 	cs := env.Clientset()
-	f := &fixture{env: env, tokens: map[string]string{}, runs: &atomic.Int32{}, kubelet: startKubelet(t)}
+	f := &fixture{env: env, tokens: map[string]string{}, runs: &atomic.Int32{}, kubelet: testenv.StartPodResources(t)}
 	for name, addr := range map[string]string{"gpu-1": "10.0.0.1", "gpu-2": peerAddress, "cpu-1": "10.0.0.3"} {
 		createNode(t, cs, name, addr, strings.HasPrefix(name, "gpu-"))
 	}
@@ -149,7 +149,7 @@ func setup(t *testing.T, release <-chan struct{}) *fixture {
 		t.Fatal(err)
 	}
 	f.asAgent = asAgent
-	f.agent, f.url = serveAgentWith(t, asAgent, testRegistry(t, f.runs, release), agentOptions{kubelet: f.kubelet.socket})
+	f.agent, f.url = serveAgentWith(t, asAgent, testRegistry(t, f.runs, release), agentOptions{kubelet: f.kubelet.Socket})
 	return f
 }
 
@@ -242,7 +242,7 @@ func TestAgentRoleMinimal(t *testing.T) {
 					t.Fatal(err)
 				}
 				var runs atomic.Int32
-				_, url := serveAgentWith(t, client, testRegistry(t, &runs, closedChan()), agentOptions{kubelet: f.kubelet.socket})
+				_, url := serveAgentWith(t, client, testRegistry(t, &runs, closedChan()), agentOptions{kubelet: f.kubelet.Socket})
 				c := &agent.Client{BaseURL: url, Token: func() (string, error) { return f.tokens["controller"], nil }}
 				// The invasive check needs the reviews and the node (get, update: the
 				// probing taint); a peer check needs the node list (the agent nodes).
@@ -441,8 +441,8 @@ func TestInvasive(t *testing.T) {
 	ctx := context.Background()
 	c := f.client(f.tokens["controller"])
 
-	f.kubelet.setPods(podWith("llm-0", map[string][]string{"nvidia.com/mig-3g.40gb": {"MIG-0"}}, nil),
-		podWith("sidecar", nil, nil))
+	f.kubelet.SetPods(testenv.PodWithDevices("training", "llm-0", map[string][]string{"nvidia.com/mig-3g.40gb": {"MIG-0"}}, nil),
+		testenv.PodWithDevices("training", "sidecar", nil, nil))
 	_, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
 	ae := wantCode(t, "invasive under a GPU pod", err, http.StatusConflict)
 	if len(ae.Pods) != 1 || !strings.HasPrefix(ae.Pods[0], "training/llm-0 ") || !strings.Contains(ae.Message, "nvidia.com/mig-3g.40gb") {
@@ -483,7 +483,7 @@ func TestInvasive(t *testing.T) {
 	}
 
 	// The GPU pod ended: invasive probes run without force.
-	f.kubelet.setPods(podWith("sidecar", nil, nil))
+	f.kubelet.SetPods(testenv.PodWithDevices("training", "sidecar", nil, nil))
 	out, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
 	if err != nil || out.Results[0].Status != probe.StatusPass {
 		t.Errorf("invasive run on an idle node: %+v %v", out, err)
