@@ -34,7 +34,7 @@ var dgemmParams = Schema{
 	{Name: "ratio", Type: TypeFloat, Default: "0.7", Min: 0.05, Max: 1,
 		Help: "fraction of the model's peak TFLOPS and GB/s each GPU must reach"},
 	{Name: "thresholds", Type: TypeFile, Target: TargetFile,
-		Help: "YAML or JSON list of {match, dgemm_tflops, daxpy_gbps, min_dgemm_tflops, min_daxpy_gbps} tried before the built-in table"},
+		Help: "YAML or JSON list of {match, dgemm_tflops, daxpy_gbps, min_dgemm_tflops, min_daxpy_gbps} tried before the built-in table (a file under an allowed directory, at most 1 MiB)"},
 }
 
 // GPUThreshold is what one GPU model should reach. Match is a case-insensitive

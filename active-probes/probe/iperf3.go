@@ -30,7 +30,7 @@ func init() {
 }
 
 var iperf3Params = Schema{
-	{Name: "peer", Type: TypeHost, Target: TargetPeer, Required: true, Help: "IP address or hostname of the node running the iperf3 server"},
+	{Name: "peer", Type: TypeHost, Target: TargetPeer, Required: true, Help: "IP address or hostname of the node running the iperf3 server (an agent node or an allowed peer)"},
 	{Name: "port", Type: TypePort, Default: "5201", Help: "server port"},
 	{Name: "seconds", Type: TypeInt, Default: "5", Min: 1, Max: 60, Help: "test duration"},
 	{Name: "bind", Type: TypeIP, Help: "local address to send from (selects the NIC)"},
