@@ -523,7 +523,8 @@ func hasTaint(ts []corev1.Taint, key string) bool {
 }
 
 // The taint goes also when the probe fails: here the caller hangs up mid-probe,
-// which ends the probe. An agent that starts removes a taint a crashed one left.
+// which ends the probe. An agent that starts removes a taint a crashed one left, but
+// not the taint of a run in progress.
 func TestProbingTaintRemoved(t *testing.T) {
 	f := setup(t, nil) // stress runs until its context ends
 	c := f.client(f.tokens["controller"])
@@ -534,6 +535,11 @@ func TestProbingTaintRemoved(t *testing.T) {
 		done <- err
 	}()
 	eventually.True(t, 10*time.Second, "the stress test runs under the taint", func() bool { return f.runs.Load() == 1 && tainted(t, f) })
+	// A stale-taint removal meanwhile (an agent's start racing its first run) leaves
+	// the running probe's taint alone.
+	if err := f.agent.RemoveProbingTaint(context.Background()); err != nil || !tainted(t, f) {
+		t.Errorf("stale-taint removal during a run: %v, tainted %v", err, tainted(t, f))
+	}
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("a run whose caller hung up succeeded")

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 // ProbingTaint is on a node while an invasive probe runs there, so the scheduler
@@ -63,10 +66,21 @@ func setProbingTaint(ctx context.Context, client kubernetes.Interface, node stri
 }
 
 // RemoveProbingTaint removes a probing taint left on the agent's node by an agent
-// that ended during an invasive probe (call it once at start, before serving).
+// that ended during an invasive probe (call it at start). It holds the invasive slot
+// meanwhile, so it cannot remove the taint of a run that has just begun; if a run
+// holds the slot, that run removes the taint when it ends.
 func (a *Agent) RemoveProbingTaint(ctx context.Context) error {
 	if a.cfg.Nodes == nil {
 		return nil
 	}
+	claim, err := a.cfg.Runner.ClaimInvasive("removal of a stale probing taint")
+	var busy *probe.BusyError
+	if errors.As(err, &busy) {
+		return nil // a run holds the node and will untaint it
+	}
+	if err != nil {
+		return err
+	}
+	defer claim.Release()
 	return setProbingTaint(ctx, a.cfg.Nodes, a.cfg.Node, false)
 }
