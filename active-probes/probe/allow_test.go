@@ -143,3 +143,18 @@ func TestRegisterNeedsTarget(t *testing.T) {
 		}
 	}
 }
+
+// Every number, duration and list a probe takes is bounded: a caller cannot ask for a
+// week-long run, a terabyte copy or a million iterations.
+func TestEveryNumberBounded(t *testing.T) {
+	for _, s := range Default().List() {
+		for _, p := range s.Params {
+			switch p.Type {
+			case TypeInt, TypeFloat, TypeDuration, TypeIntList:
+				if !p.bounded() {
+					t.Errorf("%s: parameter %s (%s) has no Min/Max", s.Name, p.Name, p.Type)
+				}
+			}
+		}
+	}
+}
