@@ -182,6 +182,7 @@ type agentOptions struct {
 	reviewsPerSecond float64
 	reviewBurst      int
 	config           probe.Config
+	ports            []probe.PortRange // nil: probe.DefaultPorts
 	registerer       prometheus.Registerer
 }
 
@@ -194,12 +195,15 @@ func serveAgent(t *testing.T, client kubernetes.Interface, reg *probe.Registry) 
 // serveAgentWith serves an agent for node gpu-1 that calls the apiserver with client.
 func serveAgentWith(t *testing.T, client kubernetes.Interface, reg *probe.Registry, o agentOptions) (*agent.Agent, string) {
 	o.config.Node = "gpu-1"
+	if o.ports == nil {
+		o.ports = probe.DefaultPorts
+	}
 	runner := probe.NewRunner(reg, o.config, nil)
 	cfg := agent.Config{Node: "gpu-1", Runner: runner, Nodes: client, RunsPerMinute: o.runsPerMinute, Registerer: o.registerer,
 		Auth: &kubeauth.Reviewer{Client: client, Audiences: o.audiences, NegativeTTL: time.Millisecond,
 			ReviewsPerSecond: o.reviewsPerSecond, ReviewBurst: o.reviewBurst},
 		Allow: probe.AllowList{PeerNodes: agent.KubePeerNodes(client, agentNodeLabel+"=true"),
-			Hostengines: probe.DefaultHostengines, FileDirs: []string{probe.DefaultProbeFileDir}},
+			Hostengines: probe.DefaultHostengines, FileDirs: []string{probe.DefaultProbeFileDir}, Ports: o.ports},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if o.kubelet != "" {
 		cfg.GPUPods = agent.KubeletGPUPods(agent.GPUResources{Socket: o.kubelet})

@@ -69,7 +69,9 @@ func TestRateLimits(t *testing.T) {
 		preg := probe.NewRegistry()
 		spec, _ := probe.Default().Get(probe.Iperf3ServerCheck)
 		preg.MustRegister(spec)
+		first, second := freePort(t), freePort(t)
 		_, url := serveAgentWith(t, f.asAgent, preg, agentOptions{registerer: reg,
+			ports:  []probe.PortRange{{First: first, Last: first}, {First: second, Last: second}},
 			config: probe.Config{MaxIperf3Servers: 1, Commands: map[string]string{"iperf3": testenv.Binary(t, "iperf3")}}})
 		c := f.client(f.tokens["controller"])
 		c.BaseURL = url
@@ -78,10 +80,10 @@ func TestRateLimits(t *testing.T) {
 				Params: map[string]probe.Params{probe.Iperf3ServerCheck: {"port": strconv.Itoa(port), "bind": "127.0.0.1", "idle_timeout": "30s"}}})
 			return err
 		}
-		if err := serve(freePort(t)); err != nil {
+		if err := serve(first); err != nil {
 			t.Fatal(err)
 		}
-		err := serve(freePort(t))
+		err := serve(second)
 		wantLimited(t, "a second iperf3 server", err, reg, "iperf3_servers", 1)
 		if ae := err.(*agent.APIError); ae.RetryAfter < 20*time.Second || !strings.Contains(ae.Message, "1 iperf3 servers already wait") {
 			t.Errorf("refusal %q, Retry-After %s: want the first server's idle timeout (about 30s)", ae.Message, ae.RetryAfter)

@@ -24,7 +24,39 @@ const (
 	TargetHostengine Target = "hostengine"
 	// TargetFile: a file on the node that the probe reads (dgemm's thresholds).
 	TargetFile Target = "file"
+	// TargetPort: a TCP port a probe listens on or connects to (iperf3's): without a
+	// limit, a server could squat the port of a host-network daemon that restarts, and
+	// a client could knock on any port of a peer.
+	TargetPort Target = "port"
 )
+
+// DefaultPorts are the ports iperf3 may use unless the operator allows others: its
+// own (5201) and the nine after it.
+var DefaultPorts = []PortRange{{First: 5201, Last: 5210}}
+
+// PortRange is an inclusive range of ports.
+type PortRange struct{ First, Last int }
+
+// ParsePortRange reads "5201" or "5201-5210".
+func ParsePortRange(v string) (PortRange, error) {
+	first, last, isRange := strings.Cut(v, "-")
+	if !isRange {
+		last = first
+	}
+	f, err1 := strconv.Atoi(first)
+	l, err2 := strconv.Atoi(last)
+	if err1 != nil || err2 != nil || f < 1 || l > 65535 || f > l {
+		return PortRange{}, fmt.Errorf("port range %q: want PORT or FIRST-LAST within 1-65535", v)
+	}
+	return PortRange{First: f, Last: l}, nil
+}
+
+func (r PortRange) String() string {
+	if r.First == r.Last {
+		return strconv.Itoa(r.First)
+	}
+	return fmt.Sprintf("%d-%d", r.First, r.Last)
+}
 
 // DefaultProbeFileDir is where files named by probe parameters must lie unless the
 // operator allows other directories.
@@ -51,6 +83,8 @@ type AllowList struct {
 	// FileDirs are the directories whose files (at any depth, after symlinks are
 	// resolved) file parameters may name.
 	FileDirs []string
+	// Ports are the ports iperf3 may listen on or connect to.
+	Ports []PortRange
 }
 
 // ErrCannotCheck: the allow-list could not be consulted (the agent nodes could not be
@@ -74,6 +108,8 @@ func (a AllowList) Check(ctx context.Context, s Schema, p Params) error {
 			err = a.checkHostengine(v)
 		case TargetFile:
 			err = a.checkFile(v)
+		case TargetPort:
+			err = a.checkPort(v)
 		default:
 			err = fmt.Errorf("unknown target %q", ps.Target)
 		}
@@ -176,6 +212,21 @@ func (a AllowList) checkFile(v string) error {
 		}
 	}
 	return fmt.Errorf("not under an allowed directory (allowed: %s; --allow-file-dir)", strings.Join(a.FileDirs, ", "))
+}
+
+func (a AllowList) checkPort(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return errors.New("not a port")
+	}
+	allowed := make([]string, len(a.Ports))
+	for i, r := range a.Ports {
+		if n >= r.First && n <= r.Last {
+			return nil
+		}
+		allowed[i] = r.String()
+	}
+	return fmt.Errorf("not an allowed port (allowed: %s; --allow-port)", strings.Join(allowed, ", "))
 }
 
 func containsFold(l []string, s string) bool {

@@ -46,6 +46,7 @@ func TestAllowListPerProbe(t *testing.T) {
 		},
 		Hostengines: append(append([]string{}, DefaultHostengines...), "10.0.0.9:5555"),
 		FileDirs:    []string{allowedDir},
+		Ports:       []PortRange{{5201, 5210}, {7000, 7000}},
 	}
 	type tc struct {
 		value string
@@ -61,9 +62,15 @@ func TestAllowListPerProbe(t *testing.T) {
 		{"127.0.0.1", false, "not an address of a node"},
 		{"evil.example.com", false, "not an address of a node"},
 	}
+	ports := []tc{
+		{"5201", true, ""}, {"5210", true, ""}, {"7000", true, ""},
+		{"5211", false, "not an allowed port (allowed: 5201-5210, 7000"},
+		{"22", false, "not an allowed port"}, {"10250", false, "not an allowed port"},
+	}
 	cases := map[string]map[string][]tc{
-		"iperf3": {"peer": peers},
-		"ping":   {"peer": peers},
+		"iperf3":        {"peer": peers, "port": ports},
+		"iperf3-server": {"port": ports},
+		"ping":          {"peer": peers},
 		"dcgm": {"host": {
 			{"localhost", true, ""}, {"127.0.0.1:5555", true, ""}, {"[::1]:5555", true, ""}, {"::1", true, ""},
 			{"10.0.0.9:5555", true, ""},
@@ -119,7 +126,8 @@ func TestAllowListPerProbe(t *testing.T) {
 // ErrCannotCheck, not the caller's mistake.
 func TestAllowListClosedByDefault(t *testing.T) {
 	ctx := context.Background()
-	for name, p := range map[string]Params{"iperf3": {"peer": "10.0.0.2"}, "dcgm": {"host": "localhost"}, "dgemm": {"thresholds": "/etc/hostname"}} {
+	for name, p := range map[string]Params{"iperf3": {"peer": "10.0.0.2"}, "iperf3-server": {"port": "5201"},
+		"dcgm": {"host": "localhost"}, "dgemm": {"thresholds": "/etc/hostname"}} {
 		var pe *ParamError
 		if err := (AllowList{}).Check(ctx, mustSpec(t, name).Params, p); !errors.As(err, &pe) {
 			t.Errorf("%s %v allowed by the zero allow-list: %v", name, p, err)
@@ -135,7 +143,7 @@ func TestAllowListClosedByDefault(t *testing.T) {
 // Registration refuses a host or file parameter that names no target, so a new
 // probe cannot skip the allow-list.
 func TestRegisterNeedsTarget(t *testing.T) {
-	for _, typ := range []ParamType{TypeHost, TypeHostPort, TypeFile} {
+	for _, typ := range []ParamType{TypeHost, TypeHostPort, TypeFile, TypePort} {
 		err := NewRegistry().Register(Spec{Name: "new", New: func(Config) Probe { return nil },
 			Params: Schema{{Name: "where", Type: typ, Help: "somewhere"}}})
 		if err == nil || !strings.Contains(err.Error(), "no Target") {

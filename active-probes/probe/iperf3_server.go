@@ -231,7 +231,7 @@ func init() {
 }
 
 var iperf3ServerParams = Schema{
-	{Name: "port", Type: TypePort, Default: "5201", Help: "port to listen on"},
+	{Name: "port", Type: TypePort, Target: TargetPort, Default: "5201", Help: "port to listen on (an allowed port)"},
 	{Name: "bind", Type: TypeIP, Help: "address to listen on (default: all)"},
 	{Name: "idle_timeout", Type: TypeDuration, Default: "60s", Min: 1, Max: 600, Help: "end the server if no client came within this time"},
 }

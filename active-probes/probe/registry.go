@@ -134,8 +134,8 @@ func (r *Registry) Register(s Spec) error {
 			return fmt.Errorf("probe %s: parameter name %q empty or repeated", s.Name, ps.Name)
 		}
 		seen[ps.Name] = true
-		if (ps.Type == TypeHost || ps.Type == TypeHostPort || ps.Type == TypeFile) && ps.Target == "" {
-			return fmt.Errorf("probe %s: parameter %s names a host or file but has no Target for the allow-list", s.Name, ps.Name)
+		if (ps.Type == TypeHost || ps.Type == TypeHostPort || ps.Type == TypeFile || ps.Type == TypePort) && ps.Target == "" {
+			return fmt.Errorf("probe %s: parameter %s names a host, port or file but has no Target for the allow-list", s.Name, ps.Name)
 		}
 		if ps.Default != "" {
 			if err := ps.validate(ps.Default); err != nil {

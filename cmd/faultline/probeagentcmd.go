@@ -27,6 +27,7 @@ func newProbeAgentCmd() *cobra.Command {
 		timeouts   []string
 		gpus       agent.GPUResources
 		peers      []string
+		ports      []string
 		peerNodes  string
 		allow      probe.AllowList
 		runsPerMin int
@@ -73,6 +74,13 @@ iperf3 servers and token reviews are rate limited (429).`,
 				}
 			}
 			allow.PeerNodes = agent.KubePeerNodes(client, peerNodes)
+			for _, p := range ports {
+				r, err := probe.ParsePortRange(p)
+				if err != nil {
+					return fmt.Errorf("--allow-port: %w", err)
+				}
+				allow.Ports = append(allow.Ports, r)
+			}
 			var gpuPods agent.GPUPods // none: invasive probes need force
 			if gpus.Socket != "" {
 				gpuPods = agent.KubeletGPUPods(gpus)
@@ -124,6 +132,7 @@ iperf3 servers and token reviews are rate limited (429).`,
 	f.StringArrayVar(&peers, "allow-peer", nil, "a peer iperf3 and ping may aim at besides the agent nodes: an IP, a CIDR or a host name (repeatable)")
 	f.StringVar(&peerNodes, "peer-node-selector", "", "label selector of the nodes that run the agent; their addresses are allowed peers (empty: every node)")
 	f.StringSliceVar(&allow.Hostengines, "allow-hostengine", probe.DefaultHostengines, "nv-hostengines dcgm may use: host (any port) or host:port")
+	f.StringSliceVar(&ports, "allow-port", []string{probe.DefaultPorts[0].String()}, "ports iperf3 may listen on and connect to: PORT or FIRST-LAST")
 	f.StringSliceVar(&allow.FileDirs, "allow-file-dir", []string{probe.DefaultProbeFileDir}, "directories whose files probe parameters may name (dgemm thresholds)")
 	f.IntVar(&runsPerMin, "max-runs-per-minute", agent.DefaultRunsPerMinute, "runs the agent starts per minute (more get 429)")
 	f.IntVar(&cfg.MaxIperf3Servers, "max-iperf3-servers", probe.DefaultMaxIperf3Servers, "one-shot iperf3 servers waiting at once (more get 429)")

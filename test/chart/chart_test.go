@@ -246,7 +246,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("probe agent pod-resources mount %+v %+v: want the kubelet's directory, read-only", v, m)
 	}
 	for _, arg := range []string{"--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--peer-node-selector=nvidia.com/gpu.present=true",
-		"--allow-hostengine=localhost,127.0.0.1,::1", "--allow-file-dir=/etc/faultline/probes", "--max-runs-per-minute=30"} {
+		"--allow-hostengine=localhost,127.0.0.1,::1", "--allow-file-dir=/etc/faultline/probes", "--allow-port=5201,5202-5210", "--max-runs-per-minute=30"} {
 		if !hasArg(pc, arg) {
 			t.Errorf("probe agent args %v lack %s", pc.Args, arg)
 		}
