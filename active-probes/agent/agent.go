@@ -342,6 +342,7 @@ func (a *Agent) taint(ctx context.Context, what string) *httpError {
 		return errorf(http.StatusServiceUnavailable, "invasive probe %s: this agent cannot taint %s (no Kubernetes client)", what, a.cfg.Node)
 	}
 	if err := setProbingTaint(ctx, a.cfg.Nodes, a.cfg.Node, true); err != nil {
+		a.untaint(ctx) // an update that went through but whose answer was lost
 		return errorf(http.StatusServiceUnavailable, "invasive probe %s: %v", what, err)
 	}
 	return nil
