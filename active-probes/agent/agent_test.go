@@ -492,6 +492,19 @@ func TestInvasive(t *testing.T) {
 	if err != nil || out.Results[0].Status != probe.StatusPass {
 		t.Errorf("invasive run on an idle node: %+v %v", out, err)
 	}
+
+	// A kubelet that does not answer is no "idle node": 503, nothing runs.
+	runsBefore := f.runs.Load()
+	_, url := serveAgentWith(t, f.asAgent, testRegistry(t, f.runs, closedChan()), agentOptions{kubelet: f.kubelet.Socket + ".gone"})
+	down := f.client(f.tokens["controller"])
+	down.BaseURL = url
+	_, err = down.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
+	if ae := wantCode(t, "no kubelet", err, http.StatusServiceUnavailable); !strings.Contains(ae.Message, "kubelet pod resources") {
+		t.Errorf("message %q should say the kubelet could not be asked", ae.Message)
+	}
+	if f.runs.Load() != runsBefore || tainted(t, f) {
+		t.Error("an invasive probe ran, or tainted the node, without the kubelet's answer")
+	}
 }
 
 // tainted reports whether gpu-1 carries the probing taint; the node's other taints
