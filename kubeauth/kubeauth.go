@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -107,6 +108,9 @@ type Reviewer struct {
 	// DefaultReviewsPerSecond, DefaultReviewBurst).
 	ReviewsPerSecond float64
 	ReviewBurst      int
+	// RateLimited counts the requests refused because the reviews were spent (nil:
+	// not counted).
+	RateLimited prometheus.Counter
 
 	mu      sync.Mutex
 	cache   map[[32]byte]decision
@@ -145,6 +149,9 @@ func (a *Reviewer) Authorize(ctx context.Context, token string, act Action) (str
 	if wait := r.DelayFrom(now); wait > 0 {
 		r.CancelAt(now)
 		a.mu.Unlock()
+		if a.RateLimited != nil {
+			a.RateLimited.Inc()
+		}
 		return "", &RateLimitError{RetryAfter: wait}
 	}
 	a.mu.Unlock()

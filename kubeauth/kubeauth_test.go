@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -60,7 +62,8 @@ func TestReviewsRateLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	const perSecond, burst = 2, 5
-	r := &kubeauth.Reviewer{Client: client, ReviewsPerSecond: perSecond, ReviewBurst: burst}
+	limited := prometheus.NewCounter(prometheus.CounterOpts{Name: "limited_total", Help: "refused reviews"})
+	r := &kubeauth.Reviewer{Client: client, ReviewsPerSecond: perSecond, ReviewBurst: burst, RateLimited: limited}
 	act := kubeauth.Action{Verb: "get", Resource: "probes", Name: "gpu-1"}
 	if user, err := r.Authorize(ctx, token, act); err != nil || user != "system:serviceaccount:faultline:viewer" {
 		t.Fatalf("the viewer: %q %v", user, err)
@@ -98,6 +101,9 @@ func TestReviewsRateLimited(t *testing.T) {
 	if n := int(reviews.Load()) - 1; n > allowed || outcome["401"] != n || outcome["429"] != 200-n {
 		t.Errorf("200 random tokens in %s: %d reviews reached the apiserver (at most %d allowed), outcomes %v",
 			elapsed.Round(time.Millisecond), n, allowed, outcome)
+	}
+	if n := testutil.ToFloat64(limited); int(n) != outcome["429"] {
+		t.Errorf("RateLimited counted %v refusals, want %d", n, outcome["429"])
 	}
 	if outcome["429"] < 150 {
 		t.Errorf("only %d of 200 random tokens were refused by the limit: %v", outcome["429"], outcome)
