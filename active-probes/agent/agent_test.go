@@ -183,6 +183,7 @@ type agentOptions struct {
 	reviewBurst      int
 	config           probe.Config
 	ports            []probe.PortRange // nil: probe.DefaultPorts
+	timeouts         map[string]time.Duration
 	registerer       prometheus.Registerer
 }
 
@@ -199,6 +200,9 @@ func serveAgentWith(t *testing.T, client kubernetes.Interface, reg *probe.Regist
 		o.ports = probe.DefaultPorts
 	}
 	runner := probe.NewRunner(reg, o.config, nil)
+	for check, d := range o.timeouts {
+		runner.SetTimeout(check, d)
+	}
 	cfg := agent.Config{Node: "gpu-1", Runner: runner, Nodes: client, RunsPerMinute: o.runsPerMinute, Registerer: o.registerer,
 		Auth: &kubeauth.Reviewer{Client: client, Audiences: o.audiences, NegativeTTL: time.Millisecond,
 			ReviewsPerSecond: o.reviewsPerSecond, ReviewBurst: o.reviewBurst},
@@ -539,8 +543,8 @@ func hasTaint(ts []corev1.Taint, key string) bool {
 	return false
 }
 
-// The taint goes also when the probe fails: here the caller hangs up mid-probe,
-// which ends the probe. An agent that starts removes a taint a crashed one left, but
+// The taint goes also when the probe fails: the caller hangs up mid-probe, which
+// ends the probe, or the probe times out. An agent that starts removes a taint a crashed one left, but
 // not the taint of a run in progress.
 func TestProbingTaintRemoved(t *testing.T) {
 	f := setup(t, nil) // stress runs until its context ends
@@ -562,6 +566,17 @@ func TestProbingTaintRemoved(t *testing.T) {
 		t.Fatal("a run whose caller hung up succeeded")
 	}
 	eventually.True(t, 10*time.Second, "the taint is removed after the abandoned run", func() bool { return !tainted(t, f) })
+
+	// A probe that times out: an error result, and the taint is gone when it comes.
+	_, url := serveAgentWith(t, f.asAgent, testRegistry(t, f.runs, nil), agentOptions{kubelet: f.kubelet.Socket, timeouts: map[string]time.Duration{"stress": 300 * time.Millisecond}})
+	c.BaseURL = url
+	out, err := c.Run(context.Background(), agent.RunRequest{Checks: []string{"stress"}})
+	if err != nil || out.Results[0].Status != probe.StatusError || !strings.Contains(out.Results[0].Message, "timed out") {
+		t.Errorf("a stress test past its timeout: %+v %v", out, err)
+	}
+	if tainted(t, f) {
+		t.Error("the probing taint outlived a probe that timed out")
+	}
 
 	// A crashed agent's taint: the next agent removes it at start.
 	cs := f.env.Clientset()
