@@ -56,8 +56,11 @@ func pciebwOutput(t *testing.T, path string, slowGBps float64) string {
 // its own fake pciebw output) and returns its URL.
 func startAgent(t *testing.T, bin, kubeconfig, node, fakes, output string, extra ...string) string {
 	t.Helper()
+	// The agents listen on loopback, so their peers are loopback addresses; a kubelet
+	// API that reports no GPU pods; probe rounds far more often than a real cluster's.
 	args := append([]string{"probe-agent", "--node", node, "--listen", "127.0.0.1:0", "--kubeconfig", kubeconfig,
-		"--command", "pciebw=" + filepath.Join(fakes, "pciebw"), "--command", "dgemm=" + filepath.Join(fakes, "dgemm")}, extra...)
+		"--command", "pciebw=" + filepath.Join(fakes, "pciebw"), "--command", "dgemm=" + filepath.Join(fakes, "dgemm"),
+		"--allow-peer=127.0.0.0/8", "--pod-resources-socket=" + testenv.StartPodResources(t).Socket, "--max-runs-per-minute=6000"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "FAULTLINE_FAKE_OUTPUT="+output)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +27,30 @@ import (
 var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	ErrForbidden       = errors.New("forbidden")
+	// ErrRateLimited: the token is not in the cache and the reviews per second are
+	// spent; listeners answer 429 with Retry-After (RetryAfter).
+	ErrRateLimited = errors.New("too many token reviews")
 )
+
+// RateLimitError is an ErrRateLimited with the time after which a review is free.
+type RateLimitError struct{ RetryAfter time.Duration }
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%v: retry in %s", ErrRateLimited, e.RetryAfter.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrRateLimited) hold.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// RetryAfter is how long a caller refused with ErrRateLimited should wait (0 for
+// other errors).
+func RetryAfter(err error) time.Duration {
+	var rl *RateLimitError
+	if errors.As(err, &rl) {
+		return rl.RetryAfter
+	}
+	return 0
+}
 
 // Group is the API group of every resource faultline checks access to.
 const Group = "faultline.io"
@@ -57,22 +82,39 @@ type Authorizer interface {
 	Authorize(ctx context.Context, token string, act Action) (user string, err error)
 }
 
-// maxCache bounds the decision cache; when full it is emptied (callers then pay two
-// API calls once more), so a flood of distinct tokens cannot grow memory.
+// maxCache bounds the decision cache, so a flood of distinct tokens cannot grow
+// memory; when full, expired and refused decisions go first, and only if that frees
+// nothing is it emptied (callers then pay two API calls once more).
 const maxCache = 10000
+
+// Defaults of the reviews a Reviewer makes per second for tokens it has not cached.
+const (
+	DefaultReviewsPerSecond = 20
+	DefaultReviewBurst      = 40
+)
 
 // Reviewer checks tokens with the apiserver. Decisions are cached for TTL (allowed)
 // or NegativeTTL (refused), keyed by a hash of the token and the action, so a burst of
-// requests costs two API calls, not two per request.
+// requests costs two API calls, not two per request. Reviews of uncached tokens are
+// rate limited (ReviewsPerSecond), so a flood of random tokens costs the apiserver
+// at most that many reviews and its senders get ErrRateLimited.
 type Reviewer struct {
 	Client kubernetes.Interface
 	// Audiences the token must be for (empty: the apiserver's).
 	Audiences   []string
 	TTL         time.Duration // default 1m
 	NegativeTTL time.Duration // default 5s
+	// ReviewsPerSecond and ReviewBurst bound the reviews of uncached tokens (0:
+	// DefaultReviewsPerSecond, DefaultReviewBurst).
+	ReviewsPerSecond float64
+	ReviewBurst      int
+	// RateLimited counts the requests refused because the reviews were spent (nil:
+	// not counted).
+	RateLimited prometheus.Counter
 
-	mu    sync.Mutex
-	cache map[[32]byte]decision
+	mu      sync.Mutex
+	cache   map[[32]byte]decision
+	limiter *rate.Limiter
 }
 
 type decision struct {
@@ -93,6 +135,25 @@ func (a *Reviewer) Authorize(ctx context.Context, token string, act Action) (str
 		a.mu.Unlock()
 		return d.user, d.err
 	}
+	if a.limiter == nil {
+		perSecond, burst := a.ReviewsPerSecond, a.ReviewBurst
+		if perSecond <= 0 {
+			perSecond = DefaultReviewsPerSecond
+		}
+		if burst <= 0 {
+			burst = DefaultReviewBurst
+		}
+		a.limiter = rate.NewLimiter(rate.Limit(perSecond), burst)
+	}
+	r := a.limiter.ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		a.mu.Unlock()
+		if a.RateLimited != nil {
+			a.RateLimited.Inc()
+		}
+		return "", &RateLimitError{RetryAfter: wait}
+	}
 	a.mu.Unlock()
 
 	user, err := a.review(ctx, token, act)
@@ -110,6 +171,13 @@ func (a *Reviewer) Authorize(ctx context.Context, token string, act Action) (str
 		}
 	}
 	a.mu.Lock()
+	if len(a.cache) >= maxCache {
+		for k, d := range a.cache {
+			if d.err != nil || !now.Before(d.expires) {
+				delete(a.cache, k)
+			}
+		}
+	}
 	if a.cache == nil || len(a.cache) >= maxCache {
 		a.cache = map[[32]byte]decision{}
 	}
@@ -167,12 +235,14 @@ func BearerToken(r *http.Request) string {
 	return strings.TrimSpace(tok)
 }
 
-// Status is the HTTP status for an Authorize error: 401, 403, or 503 when the
-// apiserver could not answer.
+// Status is the HTTP status for an Authorize error: 401, 403, 429 (too many reviews),
+// or 503 when the apiserver could not answer.
 func Status(err error) int {
 	switch {
 	case err == nil:
 		return http.StatusOK
+	case errors.Is(err, ErrRateLimited):
+		return http.StatusTooManyRequests
 	case errors.Is(err, ErrUnauthenticated):
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrForbidden):

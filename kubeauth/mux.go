@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Mux registers handlers on an http.ServeMux behind an Authorizer: a request is
 // served only when its bearer token's identity may perform the handler's action;
-// otherwise it gets 401 (no or unknown token), 403 (not allowed) or 503 (the apiserver
-// could not answer). A nil Authorizer refuses everything.
+// otherwise it gets 401 (no or unknown token), 403 (not allowed), 429 (too many
+// token reviews, with Retry-After) or 503 (the apiserver could not answer). A nil Authorizer refuses everything.
 type Mux struct {
 	mux  *http.ServeMux
 	auth Authorizer
@@ -65,9 +67,13 @@ func (m *Mux) Check(w http.ResponseWriter, r *http.Request, act Action) (user st
 	user, err := m.auth.Authorize(r.Context(), token, act)
 	if err != nil {
 		code := Status(err)
-		if code != http.StatusServiceUnavailable {
+		switch code {
+		case http.StatusTooManyRequests:
+			// Not logged: a flood of tokens would become a flood of log lines.
+			w.Header().Set("Retry-After", RetryAfterHeader(err))
+		case http.StatusUnauthorized, http.StatusForbidden:
 			m.log.Warn("request refused", "path", r.URL.Path, "method", r.Method, "user", user, "remote", r.RemoteAddr, "err", err)
-		} else {
+		default:
 			err = fmt.Errorf("cannot check the caller's token: %w", err)
 		}
 		if code == http.StatusUnauthorized {
@@ -77,4 +83,11 @@ func (m *Mux) Check(w http.ResponseWriter, r *http.Request, act Action) (user st
 		return user, false
 	}
 	return user, true
+}
+
+// RetryAfterHeader is the Retry-After value for a rate-limited error: whole seconds,
+// rounded up, at least 1.
+func RetryAfterHeader(err error) string {
+	d := RetryAfter(err)
+	return strconv.Itoa(int(max((d+time.Second-1)/time.Second, 1)))
 }

@@ -8,8 +8,11 @@
 //     programs run with an argument vector, never a shell (package probe);
 //   - at most one invasive probe runs on the node at a time: a second request is
 //     refused with 409, not queued behind a stress test;
-//   - invasive probes refuse to run while pods on the node hold nvidia.com/gpu, unless
-//     the request says force.
+//   - invasive probes refuse to run while containers on the node hold GPU devices (the
+//     kubelet's PodResources API), unless the request says force, and the node carries
+//     the faultline.io/probing:NoSchedule taint while one runs;
+//   - parameters that name hosts or files must be on the operator's allow-lists;
+//   - runs per minute, iperf3 servers and token reviews are rate limited (429).
 package agent
 
 import (
@@ -19,10 +22,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/kubeauth"
@@ -36,9 +42,17 @@ type Config struct {
 	// The agent checks verb create (run, iperf3 server) or get (list checks) on
 	// probes.faultline.io named after its node.
 	Auth kubeauth.Authorizer
-	// GPUPods finds pods holding GPUs; nil means none can be found, and invasive probes
-	// then need force.
+	// GPUPods finds pods holding GPUs (KubeletGPUPods); nil means none can be found,
+	// and invasive probes then need force.
 	GPUPods GPUPods
+	// Nodes places ProbingTaint on the node while an invasive probe runs; nil refuses
+	// invasive probes, which must not load GPUs the scheduler may still fill.
+	Nodes kubernetes.Interface
+	// Allow holds parameters that name hosts or files to the operator's allow-lists.
+	Allow probe.AllowList
+	// RunsPerMinute bounds the runs (POST /run) the agent starts per minute, with a
+	// burst of as many (0: DefaultRunsPerMinute).
+	RunsPerMinute int
 	// MaxBody bounds request bodies (default 64 KiB).
 	MaxBody int64
 	// Registerer receives the agent's request metrics (nil: none).
@@ -46,11 +60,18 @@ type Config struct {
 	Log        *slog.Logger
 }
 
+// DefaultRunsPerMinute bounds the runs an agent starts per minute when
+// Config.RunsPerMinute is unset: far above what the controller asks of one node (a
+// few checks per fault), far below what would keep its GPUs or network busy.
+const DefaultRunsPerMinute = 30
+
 // Agent serves the probe API of one node.
 type Agent struct {
 	cfg      Config
 	log      *slog.Logger
+	runs     *rate.Limiter
 	requests *prometheus.CounterVec
+	limited  *prometheus.CounterVec
 }
 
 // New returns an agent.
@@ -64,11 +85,20 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.RunsPerMinute <= 0 {
+		cfg.RunsPerMinute = DefaultRunsPerMinute
+	}
 	a := &Agent{cfg: cfg, log: cfg.Log.With("node", cfg.Node),
+		runs: rate.NewLimiter(rate.Limit(float64(cfg.RunsPerMinute)/60), cfg.RunsPerMinute),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_probe_agent_requests_total",
-			Help: "API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"})}
+			Help: "API requests by endpoint and HTTP status code."}, []string{"endpoint", "code"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_probe_agent_rate_limited_total",
+			Help: "Requests refused with 429 by the limit they met: runs (per minute), iperf3_servers, token_reviews."}, []string{"limit"})}
+	for _, l := range []string{limitRuns, limitIperf3Servers, limitTokenReviews} {
+		a.limited.WithLabelValues(l)
+	}
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(a.requests)
+		cfg.Registerer.MustRegister(a.requests, a.limited)
 	}
 	return a, nil
 }
@@ -85,12 +115,28 @@ func (a *Agent) Handler() http.Handler {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, user string) *httpError
 
 type httpError struct {
-	code int
-	body ErrorResponse
+	code       int
+	body       ErrorResponse
+	retryAfter time.Duration // 429: when to come back
 }
 
 func errorf(code int, format string, args ...any) *httpError {
 	return &httpError{code: code, body: ErrorResponse{Error: fmt.Sprintf(format, args...)}}
+}
+
+// The limits a 429 names (the limit label of faultline_probe_agent_rate_limited_total).
+const (
+	limitRuns          = "runs"
+	limitIperf3Servers = "iperf3_servers"
+	limitTokenReviews  = "token_reviews"
+)
+
+// tooMany refuses a request over a limit, and counts it.
+func (a *Agent) tooMany(limit string, retryAfter time.Duration, format string, args ...any) *httpError {
+	a.limited.WithLabelValues(limit).Inc()
+	e := errorf(http.StatusTooManyRequests, format, args...)
+	e.retryAfter = retryAfter
+	return e
 }
 
 func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
@@ -99,6 +145,9 @@ func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
 		defer func() { a.requests.WithLabelValues(endpoint, fmt.Sprint(code)).Inc() }()
 		fail := func(e *httpError) {
 			code = e.code
+			if e.code == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", strconv.Itoa(int(max((e.retryAfter+time.Second-1)/time.Second, 1))))
+			}
 			writeJSON(w, e.code, e.body)
 		}
 		if a.cfg.Auth == nil {
@@ -116,6 +165,10 @@ func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
 		case errors.Is(err, kubeauth.ErrUnauthenticated):
 			a.log.Warn("request refused: unauthenticated", "endpoint", endpoint, "remote", r.RemoteAddr, "err", err)
 			fail(errorf(http.StatusUnauthorized, "%v", err))
+			return
+		case errors.Is(err, kubeauth.ErrRateLimited):
+			// Not logged: a flood of tokens would become a flood of log lines.
+			fail(a.tooMany(limitTokenReviews, kubeauth.RetryAfter(err), "%v", err))
 			return
 		case errors.Is(err, kubeauth.ErrForbidden):
 			a.log.Warn("request refused: forbidden", "endpoint", endpoint, "user", user, "remote", r.RemoteAddr, "err", err)
@@ -159,9 +212,17 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 	if err := dec.Decode(&req); err != nil {
 		return errorf(http.StatusBadRequest, "request body: %v", err)
 	}
-	plan, err := a.plan(req)
+	plan, err := a.plan(r.Context(), req)
+	if errors.Is(err, probe.ErrCannotCheck) {
+		return errorf(http.StatusServiceUnavailable, "%v", err)
+	}
 	if err != nil {
 		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	if res := a.runs.Reserve(); res.Delay() > 0 {
+		wait := res.Delay()
+		res.Cancel()
+		return a.tooMany(limitRuns, wait, "more than %d runs per minute on %s", a.cfg.RunsPerMinute, a.cfg.Node)
 	}
 	var invasive []string
 	for _, p := range plan {
@@ -176,13 +237,21 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 			return e
 		}
 		defer claim.Release()
+		if e := a.taint(ctx, strings.Join(invasive, ",")); e != nil {
+			return e
+		}
+		defer a.untaint(ctx)
 		ctx = probe.WithClaim(ctx, claim)
 	}
 	a.log.Info("running probes", "checks", names(plan), "user", user, "force", req.Force)
 	resp := RunResponse{Node: a.cfg.Node}
 	for _, p := range plan {
 		res, err := a.cfg.Runner.Run(ctx, p.name, p.params)
-		if err != nil { // validated above; only a registry change could get here
+		var limited *probe.LimitError
+		switch {
+		case errors.As(err, &limited):
+			return a.tooMany(limited.Limit, limited.RetryAfter, "check %s: %v", p.name, err)
+		case err != nil: // validated above; only a registry change could get here
 			return errorf(http.StatusBadRequest, "%v", err)
 		}
 		a.logResult(res, user)
@@ -192,8 +261,9 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 	return nil
 }
 
-// plan validates every check and its parameters, so a bad request runs nothing.
-func (a *Agent) plan(req RunRequest) ([]planned, error) {
+// plan validates every check and its parameters, and holds them to the allow-lists,
+// so a bad request runs nothing.
+func (a *Agent) plan(ctx context.Context, req RunRequest) ([]planned, error) {
 	reg := a.cfg.Runner.Registry()
 	checks := req.Checks
 	if len(checks) == 0 {
@@ -223,6 +293,9 @@ func (a *Agent) plan(req RunRequest) ([]planned, error) {
 			continue
 		}
 		resolved, err := spec.Params.Resolve(req.Params[name])
+		if err == nil {
+			err = a.cfg.Allow.Check(ctx, spec.Params, resolved)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("check %s: %w", name, err))
 			continue
@@ -254,12 +327,34 @@ func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (*pr
 	}
 	if len(pods) > 0 {
 		release()
-		e := errorf(http.StatusConflict, "invasive probe %s refused: %d pod(s) on %s hold %s (drain the node, or set force)",
-			what, len(pods), a.cfg.Node, GPUResource)
+		e := errorf(http.StatusConflict, "invasive probe %s refused: %d pod(s) on %s hold GPUs: %s (drain the node, or set force)",
+			what, len(pods), a.cfg.Node, strings.Join(pods, "; "))
 		e.body.Pods = pods
 		return nil, e
 	}
 	return claim, nil
+}
+
+// taint places ProbingTaint before an invasive probe; without it the probe does
+// not run.
+func (a *Agent) taint(ctx context.Context, what string) *httpError {
+	if a.cfg.Nodes == nil {
+		return errorf(http.StatusServiceUnavailable, "invasive probe %s: this agent cannot taint %s (no Kubernetes client)", what, a.cfg.Node)
+	}
+	if err := setProbingTaint(ctx, a.cfg.Nodes, a.cfg.Node, true); err != nil {
+		a.untaint(ctx) // an update that went through but whose answer was lost
+		return errorf(http.StatusServiceUnavailable, "invasive probe %s: %v", what, err)
+	}
+	return nil
+}
+
+// untaint removes ProbingTaint after an invasive probe, even when the caller has
+// gone (its context is done); a failure is logged, and the next invasive run or the
+// agent's restart removes the taint.
+func (a *Agent) untaint(ctx context.Context) {
+	if err := setProbingTaint(context.WithoutCancel(ctx), a.cfg.Nodes, a.cfg.Node, false); err != nil {
+		a.log.Error("probing taint left on the node", "err", err)
+	}
 }
 
 // logResult writes one line per result: the agent's log goes to Loki with every other

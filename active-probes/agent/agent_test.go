@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -23,6 +23,7 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/agent/rbac"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/kubeauth"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -37,9 +38,10 @@ func (f *funcProbe) Run(ctx context.Context, p probe.Params) (probe.Result, erro
 	return f.run(ctx, p)
 }
 
-// testRegistry: "quick" (non-invasive, passes, reports its gbps parameter),
-// "stress" (invasive, runs until the test closes release) and "cluster" (a check that
-// runs in the controller, which an agent neither lists nor runs).
+// testRegistry: "quick" (non-invasive, passes, reports its gbps parameter), "reach"
+// (non-invasive, aims at a peer), "stress" (invasive, runs until the test closes
+// release) and "cluster" (a check that runs in the controller, which an agent neither
+// lists nor runs).
 func testRegistry(t *testing.T, runs *atomic.Int32, release <-chan struct{}) *probe.Registry {
 	reg := probe.NewRegistry()
 	reg.MustRegister(probe.Spec{Name: "quick", Help: "quick check", DefaultEnabled: true,
@@ -50,6 +52,14 @@ func testRegistry(t *testing.T, runs *atomic.Int32, release <-chan struct{}) *pr
 				d := probe.DeviceResult{ID: "0", Status: probe.StatusPass}
 				d.SetValue("h2d_gbps", p.Float("gbps"))
 				return probe.Result{Devices: []probe.DeviceResult{d}}, nil
+			}}
+		}})
+	reg.MustRegister(probe.Spec{Name: "reach", Help: "reach a peer", Peer: true,
+		Params: probe.Schema{{Name: "peer", Type: probe.TypeHost, Target: probe.TargetPeer, Required: true, Help: "peer"}},
+		New: func(probe.Config) probe.Probe {
+			return &funcProbe{name: "reach", run: func(context.Context, probe.Params) (probe.Result, error) {
+				runs.Add(1)
+				return probe.Result{Status: probe.StatusPass}, nil
 			}}
 		}})
 	reg.MustRegister(probe.Spec{Name: "cluster", Help: "cluster check", RunsOn: probe.OnController,
@@ -94,20 +104,35 @@ func bindClusterRole(t *testing.T, cs kubernetes.Interface, role *rbacv1.Cluster
 }
 
 type fixture struct {
-	env    *testenv.Env
-	url    string
-	tokens map[string]string // by ServiceAccount
-	runs   *atomic.Int32
+	env     *testenv.Env
+	url     string
+	agent   *agent.Agent
+	kubelet *testenv.PodResources // the kubelet API the agent asks
+	asAgent kubernetes.Interface
+	tokens  map[string]string // by ServiceAccount
+	runs    *atomic.Int32
 }
+
+// Nodes of the fixture: the agent's own, and a peer node; both are agent nodes
+// (label agentNodeLabel), the outsider is not.
+const (
+	agentNodeLabel = "nvidia.com/gpu.present"
+	peerAddress    = "10.0.0.2"
+)
 
 // setup starts the apiserver, creates the agent's ServiceAccount with exactly the
 // chart's faultline-probe-agent role, a controller bound to faultline-probe-runner, an
-// admin bound to cluster-admin and a stranger with nothing, and serves an agent for
-// node gpu-1 that talks to the apiserver as its own ServiceAccount.
+// admin bound to cluster-admin and a stranger with nothing, nodes gpu-1 (the
+// agent's), gpu-2 (a peer agent node, at peerAddress) and cpu-1 (no agent, at
+// 10.0.0.3), and serves an agent for node gpu-1 that talks to the apiserver as its
+// own ServiceAccount and asks a kubelet that reports no GPU pods.
 func setup(t *testing.T, release <-chan struct{}) *fixture {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
 	cs := env.Clientset()
-	f := &fixture{env: env, tokens: map[string]string{}, runs: &atomic.Int32{}}
+	f := &fixture{env: env, tokens: map[string]string{}, runs: &atomic.Int32{}, kubelet: testenv.StartPodResources(t)}
+	for name, addr := range map[string]string{"gpu-1": "10.0.0.1", "gpu-2": peerAddress, "cpu-1": "10.0.0.3"} {
+		createNode(t, cs, name, addr, strings.HasPrefix(name, "gpu-"))
+	}
 	for _, sa := range []string{"agent", "controller", "admin", "stranger"} {
 		f.tokens[sa] = env.ServiceAccountToken(t, "faultline", sa)
 	}
@@ -123,29 +148,78 @@ func setup(t *testing.T, release <-chan struct{}) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.url = serveAgent(t, asAgent, testRegistry(t, f.runs, release))
+	f.asAgent = asAgent
+	f.agent, f.url = serveAgentWith(t, asAgent, testRegistry(t, f.runs, release), agentOptions{kubelet: f.kubelet.Socket})
 	return f
+}
+
+// createNode creates a Node with an internal address, labelled as an agent node
+// when agentNode.
+func createNode(t *testing.T, cs kubernetes.Interface, name, addr string, agentNode bool) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	if agentNode {
+		n.Labels[agentNodeLabel] = "true"
+		n.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	n, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}, {Type: corev1.NodeHostName, Address: name}}
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agentOptions are what test agents differ in; the zero value is the chart's
+// defaults, with peers the agent nodes of the fixture.
+type agentOptions struct {
+	audiences        []string // nil: the apiserver's
+	kubelet          string   // PodResources socket ("": none, invasive checks need force)
+	runsPerMinute    int
+	reviewsPerSecond float64
+	reviewBurst      int
+	config           probe.Config
+	ports            []probe.PortRange // nil: probe.DefaultPorts
+	timeouts         map[string]time.Duration
+	registerer       prometheus.Registerer
 }
 
 // serveAgent serves an agent for node gpu-1 that calls the apiserver with client.
 func serveAgent(t *testing.T, client kubernetes.Interface, reg *probe.Registry) string {
-	return serveAgentFor(t, client, reg, nil)
+	_, url := serveAgentWith(t, client, reg, agentOptions{})
+	return url
 }
 
-// serveAgentFor serves an agent for node gpu-1 that accepts tokens for audiences only
-// (nil: the apiserver's).
-func serveAgentFor(t *testing.T, client kubernetes.Interface, reg *probe.Registry, audiences []string) string {
-	runner := probe.NewRunner(reg, probe.Config{Node: "gpu-1"}, nil)
-	ag, err := agent.New(agent.Config{Node: "gpu-1", Runner: runner,
-		Auth:    &kubeauth.Reviewer{Client: client, Audiences: audiences, NegativeTTL: time.Millisecond},
-		GPUPods: agent.KubeGPUPods(client, "gpu-1"),
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))})
+// serveAgentWith serves an agent for node gpu-1 that calls the apiserver with client.
+func serveAgentWith(t *testing.T, client kubernetes.Interface, reg *probe.Registry, o agentOptions) (*agent.Agent, string) {
+	o.config.Node = "gpu-1"
+	if o.ports == nil {
+		o.ports = probe.DefaultPorts
+	}
+	runner := probe.NewRunner(reg, o.config, nil)
+	for check, d := range o.timeouts {
+		runner.SetTimeout(check, d)
+	}
+	cfg := agent.Config{Node: "gpu-1", Runner: runner, Nodes: client, RunsPerMinute: o.runsPerMinute, Registerer: o.registerer,
+		Auth: &kubeauth.Reviewer{Client: client, Audiences: o.audiences, NegativeTTL: time.Millisecond,
+			ReviewsPerSecond: o.reviewsPerSecond, ReviewBurst: o.reviewBurst},
+		Allow: probe.AllowList{PeerNodes: agent.KubePeerNodes(client, agentNodeLabel+"=true"),
+			Hostengines: probe.DefaultHostengines, FileDirs: []string{probe.DefaultProbeFileDir}, Ports: o.ports},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if o.kubelet != "" {
+		cfg.GPUPods = agent.KubeletGPUPods(agent.GPUResources{Socket: o.kubelet})
+	}
+	ag, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(ag.Handler())
 	t.Cleanup(srv.Close)
-	return srv.URL
+	t.Cleanup(ag.Close)
+	return ag, srv.URL
 }
 
 // Every rule of faultline-probe-agent is needed: without it, the request that uses
@@ -176,10 +250,15 @@ func TestAgentRoleMinimal(t *testing.T) {
 					t.Fatal(err)
 				}
 				var runs atomic.Int32
-				url := serveAgent(t, client, testRegistry(t, &runs, closedChan()))
+				_, url := serveAgentWith(t, client, testRegistry(t, &runs, closedChan()), agentOptions{kubelet: f.kubelet.Socket})
 				c := &agent.Client{BaseURL: url, Token: func() (string, error) { return f.tokens["controller"], nil }}
-				// The invasive check needs all three: token review, access review, pod list.
-				_, err = c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
+				// The invasive check needs the reviews and the node (get, update: the
+				// probing taint); a peer check needs the node list (the agent nodes).
+				req := agent.RunRequest{Checks: []string{"stress"}}
+				if rule.Resources[0] == "nodes" && verb == "list" {
+					req = agent.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": peerAddress}}}
+				}
+				_, err = c.Run(ctx, req)
 				ae := wantCode(t, "agent without "+name, err, http.StatusServiceUnavailable)
 				if !strings.Contains(ae.Message, "forbidden") {
 					t.Errorf("message %q should say the agent was forbidden", ae.Message)
@@ -263,7 +342,7 @@ func TestAuth(t *testing.T) {
 		}
 	}
 	checks, err := f.client(f.tokens["controller"]).Checks(ctx)
-	if err != nil || len(checks) != 2 || checks[0].Name != "quick" || !checks[1].Invasive {
+	if err != nil || len(checks) != 3 || checks[0].Name != "quick" || checks[1].Name != "reach" || !checks[2].Invasive {
 		t.Errorf("checks: %+v %v", checks, err)
 	}
 }
@@ -278,7 +357,7 @@ func TestAudience(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := serveAgentFor(t, asAgent, testRegistry(t, f.runs, nil), []string{agent.TokenAudience})
+	_, url := serveAgentWith(t, asAgent, testRegistry(t, f.runs, nil), agentOptions{audiences: []string{agent.TokenAudience}})
 	client := func(tok string) *agent.Client {
 		c := f.client(tok)
 		c.BaseURL = url
@@ -313,6 +392,10 @@ func TestValidation(t *testing.T) {
 		{"params of another check", agent.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"stress": {}}}, `not among the checks`},
 		{"twice", agent.RunRequest{Checks: []string{"quick", "quick"}}, `named twice`},
 		{"a controller check", agent.RunRequest{Checks: []string{"cluster"}}, `runs in the controller`},
+		{"a peer without an agent", agent.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": "10.0.0.3"}}},
+			`parameter "peer"="10.0.0.3": not an address of a node that runs the probe agent`},
+		{"a peer outside the cluster", agent.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": "192.0.2.7"}}},
+			`not an address of a node that runs the probe agent`},
 	} {
 		_, err := c.Run(ctx, tc.req)
 		ae := wantCode(t, tc.name, err, http.StatusBadRequest)
@@ -331,6 +414,15 @@ func TestValidation(t *testing.T) {
 	if n := f.runs.Load(); n != 0 {
 		t.Fatalf("%d probe runs for bad requests", n)
 	}
+	// Peers that are agent nodes, by address or name, are allowed.
+	for _, peer := range []string{peerAddress, "gpu-2"} {
+		if out, err := c.Run(ctx, agent.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": peer}}}); err != nil || out.Results[0].Status != probe.StatusPass {
+			t.Errorf("peer %s: %+v %v", peer, out, err)
+		}
+	}
+	if n := f.runs.Swap(0); n != 2 {
+		t.Errorf("%d runs of reach, want 2", n)
+	}
 	// No checks named: the default-enabled ones run.
 	out, err := c.Run(ctx, agent.RunRequest{})
 	if err != nil || len(out.Results) != 1 || out.Results[0].Check != "quick" {
@@ -347,50 +439,40 @@ func mustReq(t *testing.T, url, body, token string) *http.Request {
 	return req
 }
 
-// Invasive probes: refused while a pod on the node holds nvidia.com/gpu (unless
-// forced), and one at a time, while non-invasive checks still run.
+// Invasive probes: refused while the kubelet reports a container holding a GPU
+// (unless forced), one at a time while non-invasive checks still run, and the node
+// carries faultline.io/probing:NoSchedule exactly while one runs, also when the caller
+// hangs up mid-probe.
 func TestInvasive(t *testing.T) {
 	release := make(chan struct{})
 	f := setup(t, release)
-	cs := f.env.Clientset()
 	ctx := context.Background()
 	c := f.client(f.tokens["controller"])
 
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "training"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := func(name, node string, gpus int64) *corev1.Pod {
-		res := corev1.ResourceList{}
-		if gpus > 0 {
-			res[agent.GPUResource] = *resource.NewQuantity(gpus, resource.DecimalSI)
-		}
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "training"},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "trainer",
-				Resources: corev1.ResourceRequirements{Limits: res, Requests: res}}}}}
-	}
-	for _, p := range []*corev1.Pod{pod("llm-0", "gpu-1", 8), pod("sidecar", "gpu-1", 0), pod("llm-1", "gpu-2", 8)} {
-		if _, err := cs.CoreV1().Pods("training").Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.kubelet.SetPods(testenv.PodWithDevices("training", "llm-0", map[string][]string{"nvidia.com/mig-3g.40gb": {"MIG-0"}}, nil),
+		testenv.PodWithDevices("training", "sidecar", nil, nil))
 	_, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
 	ae := wantCode(t, "invasive under a GPU pod", err, http.StatusConflict)
-	if len(ae.Pods) != 1 || ae.Pods[0] != "training/llm-0" {
-		t.Errorf("pods named: %v (want only training/llm-0: sidecar holds no GPU, llm-1 is on another node)", ae.Pods)
+	if len(ae.Pods) != 1 || !strings.HasPrefix(ae.Pods[0], "training/llm-0 ") || !strings.Contains(ae.Message, "nvidia.com/mig-3g.40gb") {
+		t.Errorf("refusal %q names pods %q (want only training/llm-0 and its MIG device)", ae.Message, ae.Pods)
 	}
 	if f.runs.Load() != 0 {
 		t.Fatal("refused invasive probe ran")
 	}
+	if tainted(t, f) {
+		t.Fatal("a refused probe tainted the node")
+	}
 
-	// Forced: it runs; meanwhile a second invasive run is refused and a quick one is not.
+	// Forced: it runs under the taint; meanwhile a second invasive run is refused and
+	// a quick one is not.
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}, Force: true})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.runs.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	eventually.True(t, 10*time.Second, "the forced stress test runs", func() bool { return f.runs.Load() == 1 })
+	if !tainted(t, f) {
+		t.Error("no probing taint while an invasive probe runs")
 	}
 	_, err = c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}, Force: true})
 	ae = wantCode(t, "second invasive run", err, http.StatusConflict)
@@ -404,18 +486,112 @@ func TestInvasive(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("forced run: %v", err)
 	}
+	if tainted(t, f) {
+		t.Error("the probing taint outlived the probe")
+	}
 
-	// The GPU pod finished: invasive probes run without force.
-	p, err := cs.CoreV1().Pods("training").Get(ctx, "llm-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Status.Phase = corev1.PodSucceeded
-	if _, err := cs.CoreV1().Pods("training").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The GPU pod ended: invasive probes run without force.
+	f.kubelet.SetPods(testenv.PodWithDevices("training", "sidecar", nil, nil))
 	out, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
 	if err != nil || out.Results[0].Status != probe.StatusPass {
 		t.Errorf("invasive run on an idle node: %+v %v", out, err)
+	}
+
+	// A kubelet that does not answer is no "idle node": 503, nothing runs.
+	runsBefore := f.runs.Load()
+	_, url := serveAgentWith(t, f.asAgent, testRegistry(t, f.runs, closedChan()), agentOptions{kubelet: f.kubelet.Socket + ".gone"})
+	down := f.client(f.tokens["controller"])
+	down.BaseURL = url
+	_, err = down.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
+	if ae := wantCode(t, "no kubelet", err, http.StatusServiceUnavailable); !strings.Contains(ae.Message, "kubelet pod resources") {
+		t.Errorf("message %q should say the kubelet could not be asked", ae.Message)
+	}
+	if f.runs.Load() != runsBefore || tainted(t, f) {
+		t.Error("an invasive probe ran, or tainted the node, without the kubelet's answer")
+	}
+}
+
+// tainted reports whether gpu-1 carries the probing taint; the node's other taints
+// must be untouched.
+func tainted(t *testing.T, f *fixture) bool {
+	t.Helper()
+	n, err := f.env.Clientset().CoreV1().Nodes().Get(context.Background(), "gpu-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := false
+	for _, tn := range n.Spec.Taints {
+		switch {
+		case tn.MatchTaint(&agent.ProbingTaint):
+			has = true
+		case tn.Key != "nvidia.com/gpu" && !strings.HasPrefix(tn.Key, "node.kubernetes.io/"): // the apiserver's not-ready
+			t.Errorf("unexpected taint %s", tn.ToString())
+		}
+	}
+	if !hasTaint(n.Spec.Taints, "nvidia.com/gpu") {
+		t.Error("the node's own taint nvidia.com/gpu is gone")
+	}
+	return has
+}
+
+func hasTaint(ts []corev1.Taint, key string) bool {
+	for _, tn := range ts {
+		if tn.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// The taint goes also when the probe fails: the caller hangs up mid-probe, which
+// ends the probe, or the probe times out. An agent that starts removes a taint a crashed one left, but
+// not the taint of a run in progress.
+func TestProbingTaintRemoved(t *testing.T) {
+	f := setup(t, nil) // stress runs until its context ends
+	c := f.client(f.tokens["controller"])
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
+		done <- err
+	}()
+	eventually.True(t, 10*time.Second, "the stress test runs under the taint", func() bool { return f.runs.Load() == 1 && tainted(t, f) })
+	// A stale-taint removal meanwhile (an agent's start racing its first run) leaves
+	// the running probe's taint alone.
+	if err := f.agent.RemoveProbingTaint(context.Background()); err != nil || !tainted(t, f) {
+		t.Errorf("stale-taint removal during a run: %v, tainted %v", err, tainted(t, f))
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a run whose caller hung up succeeded")
+	}
+	eventually.True(t, 10*time.Second, "the taint is removed after the abandoned run", func() bool { return !tainted(t, f) })
+
+	// A probe that times out: an error result, and the taint is gone when it comes.
+	_, url := serveAgentWith(t, f.asAgent, testRegistry(t, f.runs, nil), agentOptions{kubelet: f.kubelet.Socket, timeouts: map[string]time.Duration{"stress": 300 * time.Millisecond}})
+	c.BaseURL = url
+	out, err := c.Run(context.Background(), agent.RunRequest{Checks: []string{"stress"}})
+	if err != nil || out.Results[0].Status != probe.StatusError || !strings.Contains(out.Results[0].Message, "timed out") {
+		t.Errorf("a stress test past its timeout: %+v %v", out, err)
+	}
+	if tainted(t, f) {
+		t.Error("the probing taint outlived a probe that timed out")
+	}
+
+	// A crashed agent's taint: the next agent removes it at start.
+	cs := f.env.Clientset()
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), "gpu-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Taints = append(n.Spec.Taints, agent.ProbingTaint)
+	if _, err := cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.agent.RemoveProbingTaint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if tainted(t, f) {
+		t.Error("a stale probing taint survived the agent's start")
 	}
 }

@@ -34,7 +34,7 @@ type RunRequest struct {
 	Checks []string `json:"checks,omitempty"`
 	// Params per check: {"pciebw": {"min_gbps": "8"}}.
 	Params map[string]probe.Params `json:"params,omitempty"`
-	// Force runs invasive checks even while pods on the node hold nvidia.com/gpu.
+	// Force runs invasive checks even while containers on the node hold GPU devices.
 	Force bool `json:"force,omitempty"`
 }
 

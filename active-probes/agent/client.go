@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Client calls one node's agent.
@@ -27,6 +29,8 @@ type APIError struct {
 	Code    int
 	Message string
 	Pods    []string
+	// RetryAfter is when a refused caller may come back (429: a rate limit).
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -86,7 +90,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 		}
-		return &APIError{Code: resp.StatusCode, Message: e.Error, Pods: e.Pods}
+		ae := &APIError{Code: resp.StatusCode, Message: e.Error, Pods: e.Pods}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			ae.RetryAfter = time.Duration(secs) * time.Second
+		}
+		return ae
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("probe agent %s: answer: %w", c.BaseURL, err)

@@ -56,7 +56,7 @@ var dcgmParams = Schema{
 	{Name: "level", Type: TypeInt, Default: "1", Min: 1, Max: 3,
 		Help: "diagnostic level: 1 quick (seconds), 2 medium (~2 min, invasive), 3 long (~30 min, invasive)"},
 	gpusParam,
-	{Name: "host", Type: TypeHostPort, Help: "nv-hostengine to use (host or host:port; default: dcgmi's own, localhost)"},
+	{Name: "host", Type: TypeHostPort, Target: TargetHostengine, Help: "nv-hostengine to use (host or host:port, an allowed hostengine; default: dcgmi's own, localhost)"},
 	{Name: "ignore_errors", Type: TypeIntList, Min: 0, Max: 1000,
 		Help: "DCGM error ids (dcgm_errors.h) that do not count: a test failing only with these passes"},
 }

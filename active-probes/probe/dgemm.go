@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -32,8 +33,8 @@ var dgemmParams = Schema{
 	gpusParam,
 	{Name: "ratio", Type: TypeFloat, Default: "0.7", Min: 0.05, Max: 1,
 		Help: "fraction of the model's peak TFLOPS and GB/s each GPU must reach"},
-	{Name: "thresholds", Type: TypeFile,
-		Help: "YAML or JSON list of {match, dgemm_tflops, daxpy_gbps, min_dgemm_tflops, min_daxpy_gbps} tried before the built-in table"},
+	{Name: "thresholds", Type: TypeFile, Target: TargetFile,
+		Help: "YAML or JSON list of {match, dgemm_tflops, daxpy_gbps, min_dgemm_tflops, min_daxpy_gbps} tried before the built-in table (a file under an allowed directory, at most 1 MiB)"},
 }
 
 // GPUThreshold is what one GPU model should reach. Match is a case-insensitive
@@ -81,11 +82,28 @@ func LookupGPUThreshold(table []GPUThreshold, name string) (GPUThreshold, bool) 
 	return GPUThreshold{}, false
 }
 
+// Bounds of a thresholds file: its size, and every TFLOPS or GB/s figure in it (well
+// above any GPU's).
+const (
+	maxThresholdsFile = 1 << 20
+	maxThreshold      = 100000
+)
+
 // LoadGPUThresholds reads an operator's table (YAML or JSON list of GPUThreshold).
+// The file is bounded (maxThresholdsFile) and so is every figure (maxThreshold): a
+// mistyped peak would pass or fail every GPU.
 func LoadGPUThresholds(path string) ([]GPUThreshold, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("thresholds: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxThresholdsFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("thresholds %s: %w", path, err)
+	}
+	if len(b) > maxThresholdsFile {
+		return nil, fmt.Errorf("thresholds %s: larger than %d bytes", path, maxThresholdsFile)
 	}
 	var t []GPUThreshold
 	if err := yaml.UnmarshalStrict(b, &t); err != nil {
@@ -95,8 +113,10 @@ func LoadGPUThresholds(path string) ([]GPUThreshold, error) {
 		if e.Match == "" {
 			return nil, fmt.Errorf("thresholds %s: entry %d has no match", path, i)
 		}
-		if e.DGEMMTFLOPS < 0 || e.DAXPYGBps < 0 || e.MinDGEMMTFLOPS < 0 || e.MinDAXPYGBps < 0 {
-			return nil, fmt.Errorf("thresholds %s: entry %q has a negative value", path, e.Match)
+		for _, v := range []float64{e.DGEMMTFLOPS, e.DAXPYGBps, e.MinDGEMMTFLOPS, e.MinDAXPYGBps} {
+			if v < 0 || v > maxThreshold || math.IsNaN(v) {
+				return nil, fmt.Errorf("thresholds %s: entry %q: %g is not between 0 and %g", path, e.Match, v, float64(maxThreshold))
+			}
 		}
 	}
 	return t, nil

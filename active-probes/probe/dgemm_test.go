@@ -117,3 +117,28 @@ func TestDGEMMUnknownModel(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+
+// A thresholds file is bounded in size and in every figure: a peak of 1e9 TFLOPS
+// would fail every GPU, a negative minimum pass every one.
+func TestDGEMMThresholdsBounded(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"huge figure":   "- match: A100\n  dgemm_tflops: 1e9\n  daxpy_gbps: 2039\n",
+		"negative":      "- match: A100\n  dgemm_tflops: 19.5\n  min_daxpy_gbps: -1\n",
+		"too large":     "# " + strings.Repeat("x", maxThresholdsFile) + "\n- match: A100\n",
+		"without match": "- dgemm_tflops: 19.5\n",
+	} {
+		file := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
+		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadGPUThresholds(file); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	ok := filepath.Join(dir, "ok.yaml")
+	os.WriteFile(ok, []byte("- match: A100\n  dgemm_tflops: 19.5\n  daxpy_gbps: 2039\n"), 0o644)
+	if table, err := LoadGPUThresholds(ok); err != nil || len(table) != 1 {
+		t.Errorf("a valid file: %v %v", table, err)
+	}
+}

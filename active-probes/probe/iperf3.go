@@ -30,8 +30,8 @@ func init() {
 }
 
 var iperf3Params = Schema{
-	{Name: "peer", Type: TypeHost, Required: true, Help: "IP address or hostname of the node running the iperf3 server"},
-	{Name: "port", Type: TypePort, Default: "5201", Help: "server port"},
+	{Name: "peer", Type: TypeHost, Target: TargetPeer, Required: true, Help: "IP address or hostname of the node running the iperf3 server (an agent node or an allowed peer)"},
+	{Name: "port", Type: TypePort, Target: TargetPort, Default: "5201", Help: "server port (an allowed port)"},
 	{Name: "seconds", Type: TypeInt, Default: "5", Min: 1, Max: 60, Help: "test duration"},
 	{Name: "bind", Type: TypeIP, Help: "local address to send from (selects the NIC)"},
 	{Name: "streams", Type: TypeInt, Default: "1", Min: 1, Max: 32, Help: "parallel TCP streams"},

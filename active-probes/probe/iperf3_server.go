@@ -221,22 +221,35 @@ func init() {
 		DefaultTimeout: 30 * time.Second,
 		Params:         iperf3ServerParams,
 		New: func(c Config) Probe {
-			return &iperf3ServerProbe{path: c.Command("iperf3"), servers: map[int]*Iperf3Server{}}
+			limit := c.MaxIperf3Servers
+			if limit <= 0 {
+				limit = DefaultMaxIperf3Servers
+			}
+			return &iperf3ServerProbe{path: c.Command("iperf3"), limit: limit, servers: map[int]*iperf3Served{}}
 		},
 	})
 }
 
 var iperf3ServerParams = Schema{
-	{Name: "port", Type: TypePort, Default: "5201", Help: "port to listen on"},
+	{Name: "port", Type: TypePort, Target: TargetPort, Default: "5201", Help: "port to listen on (an allowed port)"},
 	{Name: "bind", Type: TypeIP, Help: "address to listen on (default: all)"},
 	{Name: "idle_timeout", Type: TypeDuration, Default: "60s", Min: 1, Max: 600, Help: "end the server if no client came within this time"},
 }
 
-// iperf3ServerProbe keeps the servers it started, one per port, until they end.
+// iperf3ServerProbe keeps the servers it started, one per port, until they end, and
+// at most limit at once.
 type iperf3ServerProbe struct {
 	path    string
+	limit   int
 	mu      sync.Mutex
-	servers map[int]*Iperf3Server // nil value: reserved while starting
+	servers map[int]*iperf3Served
+}
+
+// iperf3Served is a server of the probe (srv nil while it starts) and when its idle
+// timeout ends it at the latest.
+type iperf3Served struct {
+	srv    *Iperf3Server
+	endsBy time.Time
 }
 
 func (*iperf3ServerProbe) Name() string { return Iperf3ServerCheck }
@@ -252,7 +265,19 @@ func (s *iperf3ServerProbe) Run(ctx context.Context, p Params) (Result, error) {
 		s.mu.Unlock()
 		return Result{}, fmt.Errorf("an iperf3 server already listens on port %d", port)
 	}
-	s.servers[port] = nil
+	if len(s.servers) >= s.limit {
+		var soonest time.Time
+		for _, sv := range s.servers {
+			if soonest.IsZero() || sv.endsBy.Before(soonest) {
+				soonest = sv.endsBy
+			}
+		}
+		s.mu.Unlock()
+		return Result{}, &LimitError{Limit: "iperf3_servers", RetryAfter: max(time.Until(soonest), time.Second),
+			Reason: fmt.Sprintf("%d iperf3 servers already wait for a client on this node", s.limit)}
+	}
+	// Starting takes up to 10s more than the idle timeout.
+	s.servers[port] = &iperf3Served{endsBy: time.Now().Add(p.Duration("idle_timeout") + 10*time.Second)}
 	s.mu.Unlock()
 	// The server outlives this run: it ends after one test or its idle timeout.
 	srv, err := StartIperf3Server(context.WithoutCancel(ctx), Iperf3ServerOptions{
@@ -264,7 +289,7 @@ func (s *iperf3ServerProbe) Run(ctx context.Context, p Params) (Result, error) {
 		return Result{}, err
 	}
 	s.mu.Lock()
-	s.servers[port] = srv
+	s.servers[port].srv = srv
 	s.mu.Unlock()
 	go func() {
 		<-srv.Done()
@@ -280,9 +305,9 @@ func (s *iperf3ServerProbe) Run(ctx context.Context, p Params) (Result, error) {
 func (s *iperf3ServerProbe) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, srv := range s.servers {
-		if srv != nil {
-			_ = srv.Close()
+	for _, sv := range s.servers {
+		if sv.srv != nil {
+			_ = sv.srv.Close()
 		}
 	}
 	return nil

@@ -98,6 +98,9 @@ type ParamSpec struct {
 	// Check, when set, validates a value further once its type is right (a DNS
 	// name, a resource quantity).
 	Check func(string) error `json:"-"`
+	// Target says what a host, host:port or file parameter names; the agent holds
+	// such values to its allow-list (AllowList).
+	Target Target `json:"target,omitempty"`
 }
 
 // Schema is a probe's list of parameters.

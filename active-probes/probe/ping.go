@@ -27,7 +27,7 @@ func init() {
 }
 
 var pingParams = Schema{
-	{Name: "peer", Type: TypeHost, Required: true, Help: "IP address or hostname to ping"},
+	{Name: "peer", Type: TypeHost, Target: TargetPeer, Required: true, Help: "IP address or hostname to ping (an agent node or an allowed peer)"},
 	{Name: "count", Type: TypeInt, Default: "10", Min: 1, Max: 1000, Help: "echo requests to send"},
 	{Name: "interval", Type: TypeFloat, Default: "0.2", Min: 0.2, Max: 10, Help: "seconds between requests (0.2 is ping's minimum for non-root)"},
 	{Name: "wait", Type: TypeDuration, Default: "1s", Min: 1, Max: 10, Help: "how long to wait for each reply (whole seconds)"},

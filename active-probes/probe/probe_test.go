@@ -336,7 +336,7 @@ func TestRunnerRefusesBadRequests(t *testing.T) {
 	}}
 	reg := NewRegistry()
 	reg.MustRegister(Spec{Name: "p", New: func(Config) Probe { return pr },
-		Params: Schema{{Name: "peer", Type: TypeHost, Required: true, Help: "peer"}}})
+		Params: Schema{{Name: "peer", Type: TypeHost, Target: TargetPeer, Required: true, Help: "peer"}}})
 	prom := prometheus.NewRegistry()
 	r := NewRunner(reg, Config{}, NewMetrics(prom))
 	if _, err := r.Run(context.Background(), "nope", nil); !errors.Is(err, ErrUnknownProbe) {

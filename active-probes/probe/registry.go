@@ -20,6 +20,10 @@ type Config struct {
 	// SysfsRoot is where sysfs is mounted ("" means /sys); the pciebw probe reads PCIe
 	// link capabilities there when NVML is not available.
 	SysfsRoot string
+	// MaxIperf3Servers bounds the one-shot iperf3 servers listening at once (0:
+	// DefaultMaxIperf3Servers); each holds a port of the node's network until its
+	// idle timeout.
+	MaxIperf3Servers int
 }
 
 // Command returns the configured path of a program, or its bare name.
@@ -130,6 +134,9 @@ func (r *Registry) Register(s Spec) error {
 			return fmt.Errorf("probe %s: parameter name %q empty or repeated", s.Name, ps.Name)
 		}
 		seen[ps.Name] = true
+		if (ps.Type == TypeHost || ps.Type == TypeHostPort || ps.Type == TypeFile || ps.Type == TypePort) && ps.Target == "" {
+			return fmt.Errorf("probe %s: parameter %s names a host, port or file but has no Target for the allow-list", s.Name, ps.Name)
+		}
 		if ps.Default != "" {
 			if err := ps.validate(ps.Default); err != nil {
 				return fmt.Errorf("probe %s: default of %s: %v", s.Name, ps.Name, err)

@@ -86,8 +86,10 @@ func (r *Runner) instance(s Spec) (Probe, *sync.Mutex, time.Duration) {
 
 // Run runs the probe registered under name with params p. It returns an error only
 // when the request itself is wrong or cannot run now: ErrUnknownProbe, a *ParamError
-// (joined) for invalid parameters, or a *BusyError for an invasive probe while another
-// holds the node (and ctx carries no claim of this runner); nothing is recorded then. Everything else, including a probe that
+// (joined) for invalid parameters, a *BusyError for an invasive probe while another
+// holds the node (and ctx carries no claim of this runner), or a *LimitError from a
+// probe that refused to start because a limit of the node is reached; nothing is
+// recorded then. Everything else, including a probe that
 // fails to start, times out or panics, is a Result (status error) and is recorded.
 func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error) {
 	spec, ok := r.reg.Get(name)
@@ -119,6 +121,10 @@ func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error)
 	started := r.now()
 	res, runErr := runGuarded(ctx, pr, resolved)
 	elapsed := r.now().Sub(started)
+	var limited *LimitError
+	if errors.As(runErr, &limited) {
+		return Result{}, runErr // refused before examining anything: no result to record
+	}
 
 	res.Check = name
 	if res.Node == "" {

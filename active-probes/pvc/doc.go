@@ -17,7 +17,7 @@
 // Parameters:
 //
 //	storage_class  required; the StorageClass of the claim (a DNS-1123 subdomain)
-//	size           requested storage, a resource quantity (default 1Gi)
+//	size           requested storage, a resource quantity (default 1Gi, at most 100Gi)
 //	namespace      where the claim is created (default: the namespace given to Spec)
 //	timeout        how long the claim may take to bind (default 2m, at most 20m)
 //	access_mode    ReadWriteOnce (default), ReadOnlyMany, ReadWriteMany or ReadWriteOncePod

@@ -61,7 +61,7 @@ func schema(namespace string) probe.Schema {
 	return probe.Schema{
 		{Name: "storage_class", Type: probe.TypeString, Required: true, Check: dnsSubdomain,
 			Help: "StorageClass of the claim"},
-		{Name: "size", Type: probe.TypeString, Default: "1Gi", Check: quantity, Help: "requested storage (a resource quantity)"},
+		{Name: "size", Type: probe.TypeString, Default: "1Gi", Check: quantity, Help: "requested storage (a resource quantity, at most 100Gi)"},
 		{Name: "namespace", Type: probe.TypeString, Default: namespace, Required: namespace == "", Check: dnsLabel,
 			Help: "namespace the claim is created in"},
 		{Name: "timeout", Type: probe.TypeDuration, Default: "2m", Min: 1, Max: 1200, Help: "how long the claim may take to bind"},
@@ -84,6 +84,11 @@ func dnsLabel(v string) error {
 	return nil
 }
 
+// maxSize bounds the claim a run may request: the probe asks whether the storage
+// class provisions, which a small claim answers; a caller must not make it provision
+// (and bill) terabytes.
+var maxSize = resource.MustParse("100Gi")
+
 func quantity(v string) error {
 	q, err := resource.ParseQuantity(v)
 	if err != nil {
@@ -91,6 +96,9 @@ func quantity(v string) error {
 	}
 	if q.Sign() <= 0 {
 		return errors.New("must be positive")
+	}
+	if q.Cmp(maxSize) > 0 {
+		return fmt.Errorf("at most %s", maxSize.String())
 	}
 	return nil
 }

@@ -473,6 +473,8 @@ func TestPVCParams(t *testing.T) {
 		{probe.Params{"storage_class": "fast", "size": "lots"}, "size"},
 		{probe.Params{"storage_class": "fast", "size": "-1Gi"}, "size"},
 		{probe.Params{"storage_class": "fast", "size": "0"}, "size"},
+		{probe.Params{"storage_class": "fast", "size": "101Gi"}, "size"},
+		{probe.Params{"storage_class": "fast", "size": "1Pi"}, "size"},
 		{probe.Params{"storage_class": "fast", "namespace": "-x"}, "namespace"},
 		{probe.Params{"storage_class": "fast", "namespace": "a.b"}, "namespace"},
 		{probe.Params{"storage_class": "fast", "access_mode": "ReadWriteSometimes"}, "access_mode"},

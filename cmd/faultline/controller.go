@@ -114,8 +114,11 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			cfg.Client = client
-			cfg.Auth = &kubeauth.Reviewer{Client: client}
 			reg := prometheus.NewRegistry()
+			limited := prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_api_rate_limited_total",
+				Help: "API requests refused with 429: their token was not cached and the token reviews per second were spent."})
+			reg.MustRegister(limited)
+			cfg.Auth = &kubeauth.Reviewer{Client: client, RateLimited: limited}
 			cfg.Probes, agentPods, err = pf.config(rc, client, cfg.Namespace)
 			if err != nil {
 				return err

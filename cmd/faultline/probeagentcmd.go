@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -28,6 +29,13 @@ func newProbeAgentCmd() *cobra.Command {
 		events     nvmlEventFlags
 		certFile   string
 		keyFile    string
+		gpus       agent.GPUResources
+		peers      []string
+		ports      []string
+		peerNodes  string
+		allow      probe.AllowList
+		runsPerMin int
+		reviews    float64
 	)
 	cmd := &cobra.Command{
 		Use:   "probe-agent",
@@ -36,8 +44,12 @@ func newProbeAgentCmd() *cobra.Command {
 POST /api/v1/run (the iperf3-server check serves a peer), plus /metrics and /healthz.
 Every API request must carry a bearer token; the agent checks it with a TokenReview
 and authorizes the caller with a SubjectAccessReview (verb create on probes.faultline.io,
-resource name = this node). One invasive probe runs at a time, and invasive probes
-refuse to run while pods on the node hold nvidia.com/gpu unless the request says force.
+resource name = this node). One invasive probe runs at a time; invasive probes refuse
+to run while containers on the node hold GPU devices (the kubelet's PodResources API:
+device-plugin resources and DRA devices) unless the request says force, and the node
+carries the faultline.io/probing:NoSchedule taint while one runs. Parameters that name
+hosts or files must be on the allow-lists (--allow-*, --peer-node-selector); runs,
+iperf3 servers and token reviews are rate limited (429).
 With --nvml-events it also watches the GPUs' NVML events (Xid, ECC, clock, power
 source) and ships each as a log line with source="nvml" through the dmesg-exporter's
 shipping path, a second witness beside the kernel log (docs/probes.md).`,
@@ -66,6 +78,23 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			for _, p := range peers {
+				if err := allowPeer(&allow, p); err != nil {
+					return err
+				}
+			}
+			allow.PeerNodes = agent.KubePeerNodes(client, peerNodes)
+			for _, p := range ports {
+				r, err := probe.ParsePortRange(p)
+				if err != nil {
+					return fmt.Errorf("--allow-port: %w", err)
+				}
+				allow.Ports = append(allow.Ports, r)
+			}
+			var gpuPods agent.GPUPods // none: invasive probes need force
+			if gpus.Socket != "" {
+				gpuPods = agent.KubeletGPUPods(gpus)
+			}
 			runner := probe.NewRunner(nil, cfg, probe.NewMetrics(reg))
 			for _, t := range timeouts {
 				name, v, ok := strings.Cut(t, "=")
@@ -79,8 +108,8 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 				runner.SetTimeout(name, d)
 			}
 			ag, err := agent.New(agent.Config{Node: cfg.Node, Runner: runner, Registerer: reg, Log: log,
-				Auth:    &kubeauth.Reviewer{Client: client, Audiences: audiences},
-				GPUPods: agent.KubeGPUPods(client, cfg.Node)})
+				Auth:    &kubeauth.Reviewer{Client: client, Audiences: audiences, ReviewsPerSecond: reviews},
+				GPUPods: gpuPods, Nodes: client, Allow: allow, RunsPerMinute: runsPerMin})
 			if err != nil {
 				return err
 			}
@@ -100,6 +129,9 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 			} else {
 				log.Warn("serving plain HTTP: callers' bearer tokens cross the network in clear (set --tls-cert-file and --tls-key-file)")
 			}
+			// A taint left by an agent that ended mid-probe; until it is gone, invasive
+			// runs would only add and remove it again.
+			go removeStaleProbingTaint(cmd.Context(), ag, log)
 			// /healthz is the agent's liveness and readiness: a collector refusing the
 			// event lines must neither restart the agent nor stop its probes, so that
 			// has an endpoint of its own (and faultline_exporter_receiver_refusing).
@@ -126,5 +158,50 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")
 	f.StringVar(&cfg.SysfsRoot, "sysfs-root", "", "where sysfs is mounted (default /sys)")
 	events.add(f)
+	f.StringVar(&gpus.Socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources socket: which containers hold GPU devices (empty: none can be found, invasive probes need force)")
+	f.StringSliceVar(&gpus.Prefixes, "gpu-resource-prefix", agent.DefaultGPUResourcePrefixes, "device-plugin resource names (prefixes) that are GPUs")
+	f.StringSliceVar(&gpus.DRADrivers, "gpu-dra-driver", agent.DefaultGPUDRADrivers, "DRA drivers whose devices are GPUs")
+	f.StringArrayVar(&peers, "allow-peer", nil, "a peer iperf3 and ping may aim at besides the agent nodes: an IP, a CIDR or a host name (repeatable)")
+	f.StringVar(&peerNodes, "peer-node-selector", "", "label selector of the nodes that run the agent; their addresses are allowed peers (empty: every node)")
+	f.StringSliceVar(&allow.Hostengines, "allow-hostengine", probe.DefaultHostengines, "nv-hostengines dcgm may use: host (any port) or host:port")
+	f.StringSliceVar(&ports, "allow-port", []string{probe.DefaultPorts[0].String()}, "ports iperf3 may listen on and connect to: PORT or FIRST-LAST")
+	f.StringSliceVar(&allow.FileDirs, "allow-file-dir", []string{probe.DefaultProbeFileDir}, "directories whose files probe parameters may name (dgemm thresholds)")
+	f.IntVar(&runsPerMin, "max-runs-per-minute", agent.DefaultRunsPerMinute, "runs the agent starts per minute (more get 429)")
+	f.IntVar(&cfg.MaxIperf3Servers, "max-iperf3-servers", probe.DefaultMaxIperf3Servers, "one-shot iperf3 servers waiting at once (more get 429)")
+	f.Float64Var(&reviews, "max-token-reviews-per-second", kubeauth.DefaultReviewsPerSecond, "token reviews per second for tokens not in the cache (more get 429)")
 	return cmd
+}
+
+// allowPeer adds an --allow-peer value: an address, a CIDR or a host name.
+func allowPeer(a *probe.AllowList, v string) error {
+	if pf, err := netip.ParsePrefix(v); err == nil {
+		a.PeerPrefixes = append(a.PeerPrefixes, pf.Masked())
+		return nil
+	}
+	if addr, err := netip.ParseAddr(v); err == nil {
+		a.PeerPrefixes = append(a.PeerPrefixes, netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen()))
+		return nil
+	}
+	if err := probe.ValidateHost(v); err != nil {
+		return fmt.Errorf("--allow-peer %q: want an IP, a CIDR or a host name: %w", v, err)
+	}
+	a.PeerHosts = append(a.PeerHosts, v)
+	return nil
+}
+
+// removeStaleProbingTaint retries until the node carries no probing taint (the
+// apiserver may not answer yet when the agent starts).
+func removeStaleProbingTaint(ctx context.Context, ag *agent.Agent, log *slog.Logger) {
+	for {
+		err := ag.RemoveProbingTaint(ctx)
+		if err == nil {
+			return
+		}
+		log.Warn("cannot remove a stale probing taint; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Second):
+		}
+	}
 }

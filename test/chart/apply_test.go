@@ -159,10 +159,13 @@ func TestApply(t *testing.T) {
 		{"faultline", "faultline-probe-agent", []check{
 			{"", "create", "authentication.k8s.io", "tokenreviews", "", "", true},
 			{"", "create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
-			{"", "list", "", "pods", "", "", true},
+			{"", "list", "", "pods", "", "", false}, // GPU pods come from the kubelet's PodResources API
 			{"", "watch", "", "pods", "", "", false},
 			{"", "create", "faultline.io", "probes", "", "gpu-1", false},
-			{"", "update", "", "nodes", "", "gpu-1", false},
+			{"", "list", "", "nodes", "", "", true},        // the agent nodes' addresses: allowed peers
+			{"", "update", "", "nodes", "", "gpu-1", true}, // the probing taint; the admission policy bounds it
+			{"", "patch", "", "nodes", "status", "gpu-1", false},
+			{"", "delete", "", "nodes", "", "gpu-1", false},
 		}},
 		{"faultline", "faultline-dmesg-exporter", []check{
 			{"", "list", "", "pods", "", "", false},

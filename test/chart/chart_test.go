@@ -237,6 +237,26 @@ func TestDefaults(t *testing.T) {
 	if _, ok := pc.Resources.Limits["nvidia.com/gpu"]; ok {
 		t.Error("the probe agent requests GPUs: it would take them from training pods")
 	}
+	// The GPUs-in-use guard reads the kubelet's PodResources socket; the agent
+	// tolerates its own probing taint, so a restarted agent can remove it; parameters
+	// naming hosts and files are held to allow-lists; the agent's Node updates are
+	// bounded by its admission policy.
+	if v, m := mountAt(pspec, pc, "/var/lib/kubelet/pod-resources"); v == nil || v.HostPath == nil || v.HostPath.Path != "/var/lib/kubelet/pod-resources" ||
+		v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectory || !m.ReadOnly {
+		t.Errorf("probe agent pod-resources mount %+v %+v: want the kubelet's directory, read-only", v, m)
+	}
+	for _, arg := range []string{"--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--peer-node-selector=nvidia.com/gpu.present=true",
+		"--allow-hostengine=localhost,127.0.0.1,::1", "--allow-file-dir=/etc/faultline/probes", "--allow-port=5201,5202-5210", "--max-runs-per-minute=30"} {
+		if !hasArg(pc, arg) {
+			t.Errorf("probe agent args %v lack %s", pc.Args, arg)
+		}
+	}
+	if !tolerates(pspec.Tolerations, "faultline.io/probing") {
+		t.Errorf("probe agent tolerations %+v: it must come back to a node it left tainted faultline.io/probing", pspec.Tolerations)
+	}
+	if objs.find("ValidatingAdmissionPolicy", "faultline-probe-agent-nodes") == nil {
+		t.Error("no admission policy for the probe agent's Node updates")
+	}
 
 	// The controller calls the agents with a projected token only they accept.
 	if !hasArg(pc, "--token-audience=faultline-probe-agent") || !hasArg(cc, "--probe-token-file=/var/run/secrets/faultline/probe-agent/token") {
@@ -435,7 +455,9 @@ func podHasPort(spec *corev1.PodSpec, port intstr.IntOrString) bool {
 // checkContainerSecurity: every container has a read-only root filesystem; a
 // privileged one is the exporter in kmsg.access=privileged mode only; every other
 // one forbids privilege escalation, drops ALL capabilities and adds at most SYSLOG
-// (the exporter with kmsg.access=capabilities); what runs as UID 0 is the exporter.
+// (the exporter with kmsg.access=capabilities); what runs as UID 0 is the exporter,
+// and the probe agent when it mounts the kubelet's PodResources socket (writable by
+// root only), with no capabilities and a non-root group.
 func checkContainerSecurity(t *testing.T, pod string, spec *corev1.PodSpec, c *corev1.Container) {
 	t.Helper()
 	sc := c.SecurityContext
@@ -463,10 +485,16 @@ func checkContainerSecurity(t *testing.T, pod string, spec *corev1.PodSpec, c *c
 		runAsRoot = *sc.RunAsUser == 0
 	}
 	nonRoot := spec.SecurityContext.RunAsNonRoot != nil && *spec.SecurityContext.RunAsNonRoot
-	if runAsRoot && !isExporter {
+	if sc.RunAsNonRoot != nil {
+		nonRoot = *sc.RunAsNonRoot
+	}
+	_, podResources := mountAt(spec, c, "/var/lib/kubelet/pod-resources")
+	agentAsRoot := c.Name == "probe-agent" && podResources != nil && podResources.ReadOnly &&
+		spec.SecurityContext.RunAsGroup != nil && *spec.SecurityContext.RunAsGroup != 0
+	if runAsRoot && !isExporter && !agentAsRoot {
 		t.Errorf("%s/%s runs as root", pod, c.Name)
 	}
-	if !isExporter && !nonRoot {
+	if !isExporter && !nonRoot && !agentAsRoot {
 		t.Errorf("%s/%s: runAsNonRoot is not set", pod, c.Name)
 	}
 }

@@ -467,7 +467,10 @@ func startStack(t *testing.T) *stack {
 			"FAULTLINE_FAKE_OUTPUT_DGEMM=" + filepath.Join(recorded, "dgemm", "dgxa100-pass.jsonl"),
 		}, bin, "probe-agent", "--node", n, "--listen", fmt.Sprintf("127.0.0.1:%d", agentPort[n]), "--kubeconfig", env.Kubeconfig(),
 			"--command", "pciebw="+filepath.Join(fakes, "pciebw"), "--command", "dgemm="+filepath.Join(fakes, "dgemm"),
-			"--command", "ping="+testenv.Binary(t, "ping"), "--command", "iperf3="+testenv.Binary(t, "iperf3"))
+			"--command", "ping="+testenv.Binary(t, "ping"), "--command", "iperf3="+testenv.Binary(t, "iperf3"),
+			// Agents on loopback: loopback peers; a kubelet API that reports no GPU pods.
+			"--allow-peer=127.0.0.0/8", fmt.Sprintf("--allow-port=%d", iperf3Port),
+			"--pod-resources-socket="+testenv.StartPodResources(t).Socket, "--max-runs-per-minute=6000")
 	}
 	// A training pod on gpu-2, and the controller on gpu-1: its stderr is its pod's log.
 	s.trainer = newCRILog(t, podsDir["gpu-2"], "training", "llm-pretrain-0", "trainer", "stderr")

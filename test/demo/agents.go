@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,9 +24,10 @@ func startAgent(ctx context.Context, node string, client kubernetes.Interface, c
 	reg := prometheus.NewRegistry()
 	runner := probe.NewRunner(demoRegistry(), probe.Config{Node: node, Commands: commands}, probe.NewMetrics(reg))
 	ag, err := agent.New(agent.Config{Node: node, Runner: runner, Registerer: reg,
-		Auth:    &kubeauth.Reviewer{Client: client},
-		GPUPods: agent.KubeGPUPods(client, node),
-		Log:     slog.New(slog.NewJSONHandler(logw, nil)).With("component", "probe-agent")})
+		Auth: &kubeauth.Reviewer{Client: client},
+		// Every agent listens on loopback, so their peers are loopback addresses.
+		Allow: probe.AllowList{PeerPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Log:   slog.New(slog.NewJSONHandler(logw, nil)).With("component", "probe-agent")})
 	if err != nil {
 		return "", nil, err
 	}
