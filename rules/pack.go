@@ -174,8 +174,8 @@ type SourceRef struct {
 	Captures map[string]string `yaml:"captures"`
 	// Kind says how the program builds the line (SourcePrintf when empty).
 	Kind SourceKind `yaml:"kind"`
-	// Line is the line of File where the code builds the message; required for the
-	// kinds whose format is not written out in one place (concat, macro).
+	// Line is the line of File where the code builds the message; the kinds whose
+	// format is not written out in one place (concat, macro) need Line or Func.
 	Line int `yaml:"line"`
 	// Companion is the source of the line a rule's match.companion requires (the
 	// link-up before a link-down): the tester prints it with this source, in the

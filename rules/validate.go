@@ -265,8 +265,8 @@ func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, 
 		switch s.Kind {
 		case "", SourcePrintf:
 		case SourceConcat, SourceMacro:
-			if s.Line <= 0 {
-				v.errAt(sn, rule, "%s %d: kind %s needs line: where in %s the message is built", field, i+1, s.Kind, s.File)
+			if s.Line <= 0 && s.Func == "" {
+				v.errAt(sn, rule, "%s %d: kind %s needs line or func: where in %s the message is built", field, i+1, s.Kind, s.File)
 			}
 		default:
 			v.errAt(at(sn, "kind"), rule, "%s %d: unknown kind %q (printf, concat or macro)", field, i+1, s.Kind)

@@ -65,8 +65,11 @@ func RunSources(e *rules.Engine) []Result {
 	return out
 }
 
-func prefixesFor(src rules.Source) []LogPrefix {
-	if src == rules.SourcePod {
+// prefixesFor picks the shapes a source's lines take: a rule that reads any log
+// gets pod prefixes for a program's own output (UCX, NCCL, a CLI's printf), which
+// never follows a syslog "kernel:" tag.
+func prefixesFor(src rules.Source, call string) []LogPrefix {
+	if src == rules.SourcePod || src == rules.SourceAny && printf.UserCall(call) {
 		return PodPrefixes
 	}
 	return KernelPrefixes
@@ -110,7 +113,7 @@ func runSource(e *rules.Engine, r *rules.Compiled, idx int, s rules.SourceRef, b
 				lines = append(printf.Lines(cin.Text), lines...)
 			}
 		}
-		for _, lp := range prefixesFor(r.Source) {
+		for _, lp := range prefixesFor(r.Source, s.Call) {
 			if f := checkGenerated(e, r, lines, lp, want, benign); f != "" {
 				res.Failures = append(res.Failures, fmt.Sprintf("%s prefix, values %d: %s", lp.Name, v+1, f))
 			}
