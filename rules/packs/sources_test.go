@@ -6,20 +6,19 @@ import (
 	"github.com/faultline-dev/faultline/rules/packs"
 )
 
-// awaitingSources lists the default rules that do not cite a format string yet,
-// each with why: the line is not printed by a printf-style format (PyTorch's string
-// building, SCSI sense decoding), comes from a program whose source is not public
-// (Fabric Manager), or has not been traced to a file yet. The list may only
-// shrink: a listed rule that gains sources, or disappears, fails the test.
+// awaitingSources lists the default rules that cite no format string, each with
+// precisely why. Fabric Manager's daemon and start script are closed, and no
+// Fabric Manager document quotes their messages; the other lines were traced to
+// code that no versioned public file holds, or not yet to a file at all. The list
+// may only shrink: a listed rule that gains sources, or disappears, fails the test.
 var awaitingSources = map[string]string{
-	"nvidia-driver/device-open-failed":      "no format string of open-gpu-kernel-modules 595.45.04 prints nvidia_frontend_open (the frontend module is gone)",
-	"nvidia-driver/fabric-manager-down":     "Fabric Manager's source is not public",
-	"nvidia-driver/fabric-manager-exit":     "Fabric Manager's source is not public",
-	"nvidia-driver/fabric-manager-error":    "Fabric Manager's source is not public",
-	"kernel/edac-deferred":                  "the \"Deferred\" type string is passed into edac_mc.c's format by amd64_edac; not yet cited",
-	"training-pods/nccl-comm-aborted":       "PyTorch builds the message with c10::str and streams (ProcessGroupNCCL.cpp), not a printf format",
-	"training-pods/nccl-watchdog-hang":      "PyTorch builds the message with c10::str and streams (ProcessGroupNCCL.cpp), not a printf format",
-	"training-pods/torch-distributed-error": "Python exception class names, not a printed format",
+	"nvidia-driver/fabric-manager-exit":  "printed by nvidia-fabricmanager-start.sh, which ships only in the Fabric Manager package; no public repository or Fabric Manager user guide states the message",
+	"nvidia-driver/fabric-manager-error": "nv-fabricmanager's own log lines: its source is not public and the Fabric Manager user guide does not quote them",
+	"nvidia-driver/fabric-manager-down":  "systemd prints these about the unit (unit_log_process_exit, src/core/unit.c); service.c was read at a commit that delegates to unit.c, whose format was not read",
+	"nvidia-driver/device-open-failed":   "printk(\"NVRM: %s: minor %d, module->open() failed, error %d\\n\") exists only in the legacy closed drivers' nv-frontend.c; no open-gpu-kernel-modules tag (515.43.04 to 595.45.04) prints it and no versioned public repository holds that file",
+	"kernel/edac-deferred":               "no read version prints \"Deferred\" through EDAC MC: 6.12's amd64_edac reports deferred errors through edac_ue_error (\"%d UE %s%son %s ...\"), which the UE rule catches; the wording is not traced to a version",
+	"training-pods/nccl-comm-aborted":    "\"NCCL communicator was aborted on rank\" is not in the ProcessGroupNCCL.cpp read (0007e752); the version that builds it is not located",
+	"training-pods/nccl-watchdog-hang":   "\"Heartbeat monitor timed out!\" and \"watchdog got stuck for\" are in ProcessGroupNCCL.cpp versions newer than the one read (0007e752), whose commit is not located",
 }
 
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
