@@ -17,8 +17,6 @@ var awaitingSources = map[string]string{
 	"nvidia-driver/fabric-manager-down":  "systemd prints these about the unit (unit_log_process_exit, src/core/unit.c); service.c was read at a commit that delegates to unit.c, whose format was not read",
 	"nvidia-driver/device-open-failed":   "printk(\"NVRM: %s: minor %d, module->open() failed, error %d\\n\") exists only in the legacy closed drivers' nv-frontend.c; no open-gpu-kernel-modules tag (515.43.04 to 595.45.04) prints it and no versioned public repository holds that file",
 	"kernel/edac-deferred":               "no read version prints \"Deferred\" through EDAC MC: 6.12's amd64_edac reports deferred errors through edac_ue_error (\"%d UE %s%son %s ...\"), which the UE rule catches; the wording is not traced to a version",
-	"training-pods/nccl-comm-aborted":    "\"NCCL communicator was aborted on rank\" is not in the ProcessGroupNCCL.cpp read (0007e752); the version that builds it is not located",
-	"training-pods/nccl-watchdog-hang":   "\"Heartbeat monitor timed out!\" and \"watchdog got stuck for\" are in ProcessGroupNCCL.cpp versions newer than the one read (0007e752), whose commit is not located",
 }
 
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
