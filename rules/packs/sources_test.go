@@ -16,7 +16,6 @@ var awaitingSources = map[string]string{
 	"nvidia-driver/fabric-manager-error": "nv-fabricmanager's own log lines: its source is not public and no Fabric Manager user guide text found quotes them",
 	"nvidia-driver/fabric-manager-down":  "systemd prints these about the unit: service.c (read at 8017ed7e) hands them to unit_log_process_exit in src/core/unit.c, and the unit.c version read (23a749f2) predates that function, so the format is not cited at a version",
 	"nvidia-driver/device-open-failed":   "printk(\"NVRM: %s: minor %d, module->open() failed, error %d\\n\") exists only in the legacy closed drivers' nv-frontend.c; no open-gpu-kernel-modules tag (515.43.04 to 595.45.04) prints it and no versioned public repository holds that file",
-	"kernel/edac-deferred":               "no read version prints \"Deferred\" through EDAC MC: 6.12's amd64_edac reports deferred errors through edac_ue_error (\"%d UE %s%son %s ...\"), which the UE rule catches; the wording is not traced to a version",
 }
 
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
