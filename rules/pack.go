@@ -178,7 +178,33 @@ type SourceRef struct {
 	// Captures are what the rule must capture from a generated line: templates over
 	// the values of the format's conversions ($1, $2, ...).
 	Captures map[string]string `yaml:"captures"`
+	// Kind says how the program builds the line (SourcePrintf when empty).
+	Kind SourceKind `yaml:"kind"`
+	// Line is the line of File where the code builds the message; the kinds whose
+	// format is not written out in one place (concat, macro) need Line or Func.
+	Line int `yaml:"line"`
+	// Companion is the source of the line a rule's match.companion requires (the
+	// link-up before a link-down): the tester prints it with this source, in the
+	// order the companion's position asks for.
+	Companion *SourceRef `yaml:"companion"`
 }
+
+// SourceKind is how a program builds a line from its code.
+type SourceKind string
+
+// Source kinds. Each is instantiated the same way (Format's conversions get
+// generated values); the kind records what Format stands for.
+const (
+	// SourcePrintf: Format is the format string passed to Call.
+	SourcePrintf SourceKind = "printf"
+	// SourceConcat: the program joins literal pieces and runtime values (C++
+	// streams, c10::str, string +, Python f-strings); Format is the pieces in order
+	// with a conversion for each runtime part (%s a string, %d a number).
+	SourceConcat SourceKind = "concat"
+	// SourceMacro: a macro joins the format across definitions (NVSWITCH_PRINT_SXID,
+	// NV_ERROR_LOG_DATA); Format is the joined format, prefixes of the macro included.
+	SourceMacro SourceKind = "macro"
+)
 
 // Expect is the outcome an inline test checks on its last line.
 type Expect struct {

@@ -234,8 +234,8 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 			v.errAt(wn, id, "where %s: min is greater than max", name)
 		}
 	}
-	v.sources(at(rn, "sources"), id, "sources", r.Sources, names)
-	v.sources(at(rn, "benignSources"), id, "benignSources", r.BenignSources, nil)
+	v.sources(at(rn, "sources"), id, "sources", r.Sources, names, r.Match.Companion != nil)
+	v.sources(at(rn, "benignSources"), id, "benignSources", r.BenignSources, nil, false)
 	tsn := at(rn, "tests")
 	for i, t := range r.Tests {
 		tn := tsn
@@ -254,7 +254,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 // sources checks provenance entries: where the format comes from, that it parses,
 // that its call is one whose prefix is known, and that fixed arguments and capture
 // templates name conversions the format has (and captures the rule's regex has).
-func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, names map[string]bool) {
+func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, names map[string]bool, hasCompanion bool) {
 	for i, s := range refs {
 		sn := n
 		if n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
@@ -263,6 +263,27 @@ func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, 
 		for _, f := range []struct{ key, val string }{{"project", s.Project}, {"version", s.Version}, {"file", s.File}, {"format", s.Format}} {
 			if f.val == "" {
 				v.errAt(sn, rule, "%s %d: %s is not set", field, i+1, f.key)
+			}
+		}
+		switch s.Kind {
+		case "", SourcePrintf:
+		case SourceConcat, SourceMacro:
+			if s.Line <= 0 && s.Func == "" {
+				v.errAt(sn, rule, "%s %d: kind %s needs line or func: where in %s the message is built", field, i+1, s.Kind, s.File)
+			}
+		default:
+			v.errAt(at(sn, "kind"), rule, "%s %d: unknown kind %q (printf, concat or macro)", field, i+1, s.Kind)
+		}
+		if s.Companion != nil {
+			switch {
+			case names == nil:
+				v.errAt(at(sn, "companion"), rule, "%s %d: a benign source has no companion", field, i+1)
+			case !hasCompanion:
+				v.errAt(at(sn, "companion"), rule, "%s %d: companion given, but the rule's match has no companion", field, i+1)
+			case s.Companion.Companion != nil:
+				v.errAt(at(sn, "companion", "companion"), rule, "%s %d: a companion has no companion", field, i+1)
+			default:
+				v.sources(at(sn, "companion"), rule, fmt.Sprintf("%s %d companion", field, i+1), []SourceRef{*s.Companion}, names, false)
 			}
 		}
 		if s.Call != "" && !printf.KnownCall(s.Call) {

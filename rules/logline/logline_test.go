@@ -15,6 +15,10 @@ var parseCases = []struct {
 	{"[   36.764462][  T291] pcieport 0000:00:00.0: AER: x", FormatDmesg, OriginKernel, "pcieport 0000:00:00.0: AER: x"},
 	{"[Tue Feb 14 18:48:25 2023] mlx5_core 0000:02:00.0 ens2f0np0: Link down", FormatDmesg, OriginKernel, "mlx5_core 0000:02:00.0 ens2f0np0: Link down"},
 	{"<4>[  201.670809] Oops: 0002 [#1] SMP", FormatDmesg, OriginKernel, "Oops: 0002 [#1] SMP"},
+	{"[999999999.000001] x", FormatDmesg, OriginKernel, "x"},
+	// Ten digits of seconds are no uptime but UCX's wall-clock time stamp.
+	{"[1641387609.196524] [n-62-31-9:181277:0]         dc_mlx5.c:505  UCX  ERROR x", FormatPlain, OriginUnknown, "[1641387609.196524] [n-62-31-9:181277:0]         dc_mlx5.c:505  UCX  ERROR x"},
+	{"Jan  5 13:00:09 n-62 python[181277]: [1641387609.196524] [n-62:181277:0] x", FormatSyslog, OriginUnknown, "[1641387609.196524] [n-62:181277:0] x"},
 	{"6,3973,227996636,-;nvidia-peermem nv_get_p2p_free_callback:127 ERROR", FormatKmsg, OriginKernel, "nvidia-peermem nv_get_p2p_free_callback:127 ERROR"},
 	{"4,120,5000,c,caller=T12;NVRM: Xid (PCI:0000:01:00): 13, x", FormatKmsg, OriginKernel, "NVRM: Xid (PCI:0000:01:00): 13, x"},
 	{"14,1,2,-;systemd[1]: hello", FormatKmsg, OriginUnknown, "systemd[1]: hello"},

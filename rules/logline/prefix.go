@@ -326,10 +326,15 @@ func parseDmesgBracket(s string, p *Parsed) (int, bool) {
 	return dmesgCtime(s, p)
 }
 
+// maxUptimeDigits bounds the seconds of a dmesg time: ten digits are over 31 years
+// of uptime, so "[1641387609.196524]" is a wall-clock epoch time, the one UCX's
+// log prints before its own lines, not a kernel line.
+const maxUptimeDigits = 9
+
 func dmesgSeconds(s string, p *Parsed) (int, bool) {
 	i := skipSpace(s, 1)
 	secEnd := digits(s, i, len(s))
-	if secEnd == i || secEnd >= len(s) || s[secEnd] != '.' {
+	if secEnd == i || secEnd-i > maxUptimeDigits || secEnd >= len(s) || s[secEnd] != '.' {
 		return 0, false
 	}
 	fracEnd := digits(s, secEnd+1, len(s))
@@ -347,7 +352,7 @@ func dmesgSeconds(s string, p *Parsed) (int, bool) {
 		}
 	}
 	if p.Clock == ClockNone { // a syslog time before it wins
-		if sec, ok := atoi64(s[i:secEnd]); ok && sec < 1<<32 {
+		if sec, ok := atoi64(s[i:secEnd]); ok {
 			p.Clock, p.Uptime = ClockBoot, time.Duration(sec)*time.Second+time.Duration(fraction(s[secEnd+1:fracEnd]))
 		}
 	}

@@ -15,7 +15,7 @@ import (
 var (
 	refKmsg    = regexp.MustCompile(`^(\d{1,4}),(\d+),(\d+),([-+c])(?:,[^;]*)?;`)
 	refCRI     = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [PF](?::\S*)? ?`)
-	refDmesg   = regexp.MustCompile(`^\[\s*\d+\.\d*\](?:\[\s*[TC]\d+\])?\s?|^\[(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?|^\[[^\]]{1,12} \d\d:\d\d:\d\d \d{4}\]\s?`)
+	refDmesg   = regexp.MustCompile(`^\[\s*\d{1,9}\.\d*\](?:\[\s*[TC]\d+\])?\s?|^\[(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?|^\[[^\]]{1,12} \d\d:\d\d:\d\d \d{4}\]\s?`)
 	refConsole = regexp.MustCompile(`^<\d{1,3}>`)
 	refSyslog  = regexp.MustCompile(`^(?:\S{1,12}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+(\S+)\s+(?:(?:[A-Z]+)\s+)?([^\s:\[]+)(?:\[\d+\])?:\s?`)
 	// A syslog line pasted without its host: "Mar 21 21:43:00 kernel: ...".

@@ -68,18 +68,25 @@ func RunSources(e *rules.Engine) []Result {
 // NVMLPrefixes: the probe agent ships NVML event lines bare, with no log prefix.
 var NVMLPrefixes = []LogPrefix{{Name: "bare", Prefix: ""}}
 
-func prefixesFor(src rules.Source) []LogPrefix {
-	switch src {
-	case rules.SourcePod:
+// prefixesFor picks the shapes a source's lines take: a rule that reads any log
+// gets pod prefixes for a program's own output (UCX, NCCL, a CLI's printf), which
+// never follows a syslog "kernel:" tag.
+func prefixesFor(src rules.Source, call string) []LogPrefix {
+	switch {
+	case src == rules.SourcePod || src == rules.SourceAny && printf.UserCall(call):
 		return PodPrefixes
-	case rules.SourceNVML:
+	case src == rules.SourceNVML:
 		return NVMLPrefixes
 	}
 	return KernelPrefixes
 }
 
 func runSource(e *rules.Engine, r *rules.Compiled, idx int, s rules.SourceRef, benign bool) Result {
-	res := Result{Rule: r, Index: idx, Case: fmt.Sprintf("source %d (%s %s)", idx, s.File, s.Call)}
+	where := s.Call
+	if s.Kind != "" && s.Kind != rules.SourcePrintf {
+		where = fmt.Sprintf("%s %s:%d", s.Kind, s.Call, s.Line)
+	}
+	res := Result{Rule: r, Index: idx, Case: fmt.Sprintf("source %d (%s %s)", idx, s.File, where)}
 	if benign {
 		res.Case = "benign " + res.Case
 	}
@@ -97,7 +104,22 @@ func runSource(e *rules.Engine, r *rules.Compiled, idx int, s rules.SourceRef, b
 			}
 		}
 		lines := printf.Lines(in.Text)
-		for _, lp := range prefixesFor(r.Source) {
+		if s.Companion != nil {
+			// The rule fires on the pair: print the companion's line too, on the side
+			// of the match its position names.
+			c := s.Companion
+			cin, err := printf.Message(c.Call, c.Func, c.Prefix, c.File, c.Format, v, c.Args)
+			if err != nil {
+				res.Failures = append(res.Failures, "companion: "+err.Error())
+				return res
+			}
+			if r.Companion != nil && r.Companion.Position == "after" {
+				lines = append(lines, printf.Lines(cin.Text)...)
+			} else {
+				lines = append(printf.Lines(cin.Text), lines...)
+			}
+		}
+		for _, lp := range prefixesFor(r.Source, s.Call) {
 			if f := checkGenerated(e, r, lines, lp, want, benign); f != "" {
 				res.Failures = append(res.Failures, fmt.Sprintf("%s prefix, values %d: %s", lp.Name, v+1, f))
 			}

@@ -14,14 +14,15 @@ var (
 	plainCalls = words(`printk pr_emerg pr_alert pr_crit pr_err pr_warn pr_warning pr_notice pr_info
 		pr_emerg_ratelimited pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
 		pr_warn_once pr_info_once pr_notice_ratelimited pr_cont printk_ratelimited printk_once
-		nv_printf nvDbg_Printf portDbgPrintf ucs_log_fatal_error fprintf`)
+		nv_printf nvDbg_Printf portDbgPrintf NV_PRINTF_STRING nvswitch_os_print ucs_log_fatal_error
+		fprintf printf mlx5_err`)
 	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
 		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
 		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
 		pci_emerg pci_alert pci_crit pci_err pci_warn pci_notice pci_info pci_err_ratelimited
-		pci_warn_ratelimited pci_info_ratelimited`)
+		pci_warn_ratelimited pci_info_ratelimited dev_printk pci_printk e_dev_err e_dev_warn e_dev_info`)
 	netdevCalls = words(`netdev_emerg netdev_alert netdev_crit netdev_err netdev_warn netdev_notice
-		netdev_info netdev_err_once netdev_warn_once net_err_ratelimited`)
+		netdev_info netdev_err_once netdev_warn_once net_err_ratelimited e_err e_warn e_info`)
 	mlx5FuncCalls = words(`mlx5_core_err mlx5_core_err_rl mlx5_core_warn mlx5_core_warn_rl
 		mlx5_core_warn_once mlx5_core_dbg`)
 )
@@ -40,6 +41,9 @@ var devices = []struct{ path, dev, netdev string }{
 	{"mellanox/mlx4", "mlx4_core 0000:5e:00.0", "mlx4_en 0000:5e:00.0 eth3"},
 	{"infiniband/hw/mlx5", "mlx5_core 0000:3b:00.0", "mlx5_core 0000:3b:00.0 eth2"},
 	{"infiniband/ulp/ipoib", "mlx5_core 0000:3b:00.0", "ib0"},
+	{"infiniband/core", "mlx5_core 0000:3b:00.0", "ib0"},
+	{"intel/ixgbe", "ixgbe 0000:01:00.0", "ixgbe 0000:01:00.0 eth2"},
+	{"intel/i40e", "i40e 0000:3b:00.0", "i40e 0000:3b:00.0 eth2"},
 	{"drivers/nvme", "nvme nvme0", "nvme0"},
 	{"drivers/pci", "pcieport 0000:00:01.0", ""},
 	{"drivers/net/bonding", "bond0", "bond0"},
@@ -61,6 +65,14 @@ func device(file string) (dev, netdev string) {
 // DeviceCall reports whether call prints a device (dev_err, pci_err, netdev_err),
 // so that a file's dev_fmt, not its pr_fmt, comes before the format.
 func DeviceCall(call string) bool { return devCalls[call] || netdevCalls[call] }
+
+// UserCall reports whether call prints from a user-space program (UCX, NCCL, a
+// tool's printf) rather than from the kernel.
+func UserCall(call string) bool {
+	return userCalls[call] || strings.HasPrefix(call, "ucs_")
+}
+
+var userCalls = words(`WARN INFO TRACE printf fprintf mlx5_err ucs_log_fatal_error`)
 
 // KnownCall reports whether Prefix knows what call prints before its format.
 func KnownCall(call string) bool {
