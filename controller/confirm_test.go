@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
-	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // TestConfirmationSurvivesLeaderChange: the leader stops while the confirming probe
@@ -22,7 +20,6 @@ import (
 func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
-	ctx := context.Background()
 	asked := make(chan struct{}, 1)
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -33,17 +30,7 @@ func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 	}))
 	defer hang.Close()
 	defer hang.CloseClientConnections()
-	records, err := nodefault.New(cl.cs, nodefault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	phase := func(node, pack, rule string) v1alpha1.Phase {
-		nf, err := records.Get(ctx, nodefault.Name(node, pack, rule))
-		if err != nil {
-			return ""
-		}
-		return nf.Status.Phase
-	}
+	phase := cl.phase
 
 	dc := decide.Config{MaxNodes: 1, MaxPercent: 100, DisableStorm: true}
 	stuck := s.probeConfig()
@@ -68,12 +55,12 @@ func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 
 	// The budget of 1 stays taken by gpu-c: the resumed confirmation fails and holds
 	// gpu-a beside gpu-d.
-	if nf, err := records.Get(ctx, nodefault.Name("gpu-a", "pcie-aer", aerRule)); err == nil {
+	if nf, err := cl.record("gpu-a", "pcie-aer", aerRule); err == nil {
 		t.Logf("gpu-a's record at the takeover: %s %+v %+v", nf.Status.Phase, nf.Status.History, nf.Status.Probes)
 	}
 	b := cl.start(options{identity: "replica-b", decide: dc, probes: s.probeConfig()})
 	cl.waitFor("gpu-a's confirmation completed by the new leader", 90*time.Second, func() bool {
-		nf, err := records.Get(ctx, nodefault.Name("gpu-a", "pcie-aer", aerRule))
+		nf, err := cl.record("gpu-a", "pcie-aer", aerRule)
 		if err != nil {
 			return false
 		}

@@ -141,7 +141,17 @@ func New(cfg Config) (*Controller, error) {
 		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
-	if c.actor, err = act.New(cfg.Client, cfg.Act); err != nil {
+	rc := cfg.Records
+	rc.Owner = cfg.Identity
+	if rc.NodeLabel == "" {
+		rc.NodeLabel = cfg.Loki.NodeLabel
+	}
+	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
+		return nil, err
+	}
+	ao := cfg.Act
+	ao.Records = c.records // the taint bookkeeping is written as this replica
+	if c.actor, err = act.New(cfg.Client, ao); err != nil {
 		return nil, err
 	}
 	if c.decider, err = decide.New(cfg.Decide); err != nil {
@@ -154,14 +164,6 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: rule packs: %w", err)
 	}
 	c.store = checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName)
-	rc := cfg.Records
-	rc.Owner = cfg.Identity
-	if rc.NodeLabel == "" {
-		rc.NodeLabel = cfg.Loki.NodeLabel
-	}
-	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
-		return nil, err
-	}
 	c.triggers, err = trigger.New(cfg.Probes, trigger.Deps{Actor: c.actor, Decider: c.decider, Facts: c.facts,
 		Apply: c.apply, Record: c.recordProbe, Kick: c.kick, Results: c.m.probeResults, Skipped: c.m.probeSkipped,
 		Log: c.log, Life: c.life})

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -73,11 +72,6 @@ func TestKillLeaderMidStream(t *testing.T) {
 	}
 	run("replica-b")
 	cl.waitFor("all sixteen tainted", 60*time.Second, allTainted(nodes))
-	ctx := context.Background()
-	records, err := nodefault.New(cl.cs, nodefault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(2 * time.Second)
 	lost := 0
 	for _, n := range nodes {
@@ -91,16 +85,14 @@ func TestKillLeaderMidStream(t *testing.T) {
 		if total == 0 {
 			lost++
 		}
-		if cl.node(n).Annotations["faultline.io/evidence"] == "" {
-			t.Errorf("%s: tainted without evidence", n)
-		}
-		// The record outlives the replica that wrote it.
-		nf, err := records.Get(ctx, nodefault.Name(n, "nvidia-xid", xid79Rule))
+		// The record outlives the replica that wrote it, and owns the taint.
+		nf, err := cl.record(n, "nvidia-xid", xid79Rule)
 		if err != nil {
 			t.Errorf("%s: NodeFault: %v", n, err)
 			continue
 		}
 		if nf.Status.Phase != v1alpha1.PhaseTainted || len(nf.Status.Evidence) == 0 ||
+			nf.Status.Taint == nil || nf.Status.Taint.State != v1alpha1.TaintPlaced ||
 			(nf.Status.Owner != "replica-a" && nf.Status.Owner != "replica-b") {
 			t.Errorf("%s: NodeFault status %+v", n, nf.Status)
 		}
@@ -116,17 +108,7 @@ func TestHeldFaultSurvivesLeaderKill(t *testing.T) {
 	cl := newCluster(t, "gpu-a", "gpu-b", "gpu-c")
 	bin := testenv.BuildFaultline(t)
 	ctx := context.Background()
-	records, err := nodefault.New(cl.cs, nodefault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	phase := func(node string) v1alpha1.Phase {
-		nf, err := records.Get(ctx, nodefault.Name(node, "nvidia-xid", xid79Rule))
-		if err != nil {
-			return ""
-		}
-		return nf.Status.Phase
-	}
+	phase := func(node string) v1alpha1.Phase { return cl.phase(node, "nvidia-xid", xid79Rule) }
 	a := startReplica(t, cl, bin, "replica-a", "--budget-max", "1", "--budget-percent", "100")
 	cl.push("gpu-a", time.Now(), xid79)
 	cl.waitFor("gpu-a tainted", 30*time.Second, func() bool { return cl.tainted("gpu-a") })
@@ -145,7 +127,7 @@ func TestHeldFaultSurvivesLeaderKill(t *testing.T) {
 	}
 	cl.waitFor("gpu-b tainted by the new leader", 60*time.Second, func() bool { return cl.tainted("gpu-b") })
 	cl.waitFor("gpu-b's NodeFault Tainted", 20*time.Second, func() bool { return phase("gpu-b") == v1alpha1.PhaseTainted })
-	nf, err := records.Get(ctx, nodefault.Name("gpu-b", "nvidia-xid", xid79Rule))
+	nf, err := cl.record("gpu-b", "nvidia-xid", xid79Rule)
 	if err != nil {
 		t.Fatal(err)
 	}

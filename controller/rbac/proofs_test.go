@@ -139,6 +139,14 @@ var proofs = map[atom]proof{
 		_, err := store(sa).List(ctx)
 		return err
 	}},
+	{"faultline.io", "nodefaults", "watch"}: {"the NodeFault informer watches (taint ownership, facts)", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		body, err := sa.CoreV1().RESTClient().Get().AbsPath("/apis/faultline.io/v1alpha1/nodefaults").
+			Param("watch", "true").Param("timeoutSeconds", "1").Stream(ctx)
+		if err == nil {
+			_ = body.Close()
+		}
+		return err
+	}},
 	{"faultline.io", "nodefaults", "create"}: {"a fault's record is opened", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := store(sa).Record(ctx, f.node, "proof", fmt.Sprint("new-", f.next()), nodefault.Change{Phase: v1alpha1.PhaseObserved})
 		return err
