@@ -538,7 +538,7 @@ func TestBurstOfOneFault(t *testing.T) {
 
 // TestDryRun: dry-run is decided in decide alone. An Xid 79 gives a FaultDryRun Event
 // and an Observed NodeFault that says what would have been done, and no Node write:
-// no taint, no evidence annotation.
+// no taint, no pointer annotation, no taint entry in the record.
 func TestDryRun(t *testing.T) {
 	cl := newCluster(t, "gpu-0", "gpu-1")
 	cl.start(options{decide: decide.Config{MaxPercent: 100, DryRun: true}})

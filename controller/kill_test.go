@@ -37,7 +37,7 @@ func startReplica(t *testing.T, cl *cluster, bin, id string, extra ...string) *e
 // over: every Xid 79 line taints its node, and no fault is decided twice (at most one
 // FaultTainted Event per node). Events are sent in the background by client-go's
 // recorder, so the Events of the last decisions before the kill may be lost; the taint
-// and its evidence annotation are not.
+// and its NodeFault record are not.
 func TestKillLeaderMidStream(t *testing.T) {
 	var nodes []string
 	for i := 0; i < 16; i++ {

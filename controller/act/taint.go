@@ -39,9 +39,6 @@ type Result struct {
 	Condition bool
 	// Attempts counts the writes tried (more than 1 after conflicts).
 	Attempts int
-	// AnnotationError is set when the previous evidence annotation did not parse and
-	// was replaced.
-	AnnotationError string
 }
 
 // TaintNode places the fault's taint on f.Node and records it in the fault's

@@ -101,7 +101,7 @@ var proofs = map[atom]proof{
 		_, err := sa.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 		return err
 	}},
-	{"", "nodes", "update"}: {"taint and evidence annotation: update of the full Node", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "nodes", "update"}: {"taint and pointer annotation: update of the full Node", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		n, err := f.admin.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("admin: %w", err)
