@@ -3,7 +3,12 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -11,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -136,5 +142,99 @@ func TestHeldFaultSurvivesLeaderKill(t *testing.T) {
 	}
 	if cl.tainted("gpu-c") {
 		t.Error("gpu-c tainted without a fault")
+	}
+}
+
+// TestHeldAndConfirmingSurviveLeaderKill: the leader process is killed with SIGKILL
+// while gpu-d's fault is held (a budget of 1, taken by gpu-c) and gpu-a's confirming
+// probe is running (its agent never answers). The next leader reports the same held
+// fault on GET /api/v1/faults, runs gpu-a's confirmation again against gpu-a's real
+// agent, whose PCIe bandwidth check fails, and holds gpu-a for the budget beside
+// gpu-d: the confirmation completed, nothing lost, nothing tainted past the budget.
+func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
+	s := newProbeSetup(t)
+	cl := s.cl
+	bin := testenv.BuildFaultline(t)
+	asked := make(chan struct{}, 1)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+	}))
+	defer hang.Close()
+	defer hang.CloseClientConnections()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(s.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	operator := cl.operator()
+	replica := func(id string, agents map[string]string) (string, *exec.Cmd) {
+		addr := freeAddr(t)
+		args := []string{"--listen", addr, "--budget-max", "1", "--budget-percent", "100", "--reconcile-interval", "500ms",
+			"--probe-agent-port", "0", "--probe-token-file", tokenFile, "--probe-confirm-timeout", "1m", "--pvc-probe=false"}
+		for node, u := range agents {
+			args = append(args, "--probe-agent", node+"="+u)
+		}
+		return "http://" + addr, startReplica(t, cl, bin, id, args...)
+	}
+	heldNodes := func(f controller.FaultsResponse) []string {
+		var out []string
+		for _, h := range f.Held {
+			out = append(out, h.Node+" "+h.Rule+" "+h.Reason)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	urlA, a := replica("replica-a", map[string]string{"gpu-a": hang.URL, "gpu-b": hang.URL})
+	cl.push("gpu-c", time.Now(), xid79)
+	cl.waitFor("gpu-c tainted", 30*time.Second, func() bool { return cl.tainted("gpu-c") })
+	cl.push("gpu-d", time.Now(), xid79)
+	var before controller.FaultsResponse
+	cl.waitFor("gpu-d held on replica-a", 30*time.Second, func() bool {
+		var err error
+		before, err = faults(urlA, operator)
+		return err == nil && len(before.Held) == 1 && cl.phase("gpu-d", "nvidia-xid", xid79Rule) == v1alpha1.PhaseHeld
+	})
+	cl.push("gpu-a", time.Now(), aerNonFatal)
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no confirming probe reached gpu-a's agent")
+	}
+	cl.waitFor("gpu-a Confirming in its NodeFault", 10*time.Second, func() bool {
+		return cl.phase("gpu-a", "pcie-aer", aerRule) == v1alpha1.PhaseConfirming
+	})
+	time.Sleep(3 * time.Second) // the saved read position passes the lines
+	_ = a.Process.Signal(syscall.SIGKILL)
+	_ = a.Wait()
+
+	urlB, _ := replica("replica-b", s.agents)
+	cl.waitFor("replica-b leads and reports gpu-d held", 30*time.Second, func() bool {
+		f, err := faults(urlB, operator)
+		return err == nil && f.Leader && slices.Equal(heldNodes(f), heldNodes(before))
+	})
+	cl.waitFor("gpu-a's confirmation completed by replica-b", 90*time.Second, func() bool {
+		nf, err := cl.record("gpu-a", "pcie-aer", aerRule)
+		if err != nil {
+			return false
+		}
+		for _, v := range nf.Status.Probes {
+			if v.Purpose == "confirm" && v.Verdict == "failed" {
+				return nf.Status.Owner == "replica-b" && nf.Status.Phase == v1alpha1.PhaseHeld
+			}
+		}
+		return false
+	})
+	want := []string{"gpu-a pcie-aer/" + aerRule + " budget", "gpu-d nvidia-xid/" + xid79Rule + " budget"}
+	cl.waitFor("replica-b reports gpu-a and gpu-d held", 20*time.Second, func() bool {
+		f, err := faults(urlB, operator)
+		return err == nil && slices.Equal(heldNodes(f), want)
+	})
+	if cl.tainted("gpu-a") || cl.tainted("gpu-d") || !cl.tainted("gpu-c") {
+		t.Errorf("after the takeover: gpu-a tainted %v, gpu-d tainted %v, gpu-c tainted %v",
+			cl.tainted("gpu-a"), cl.tainted("gpu-d"), cl.tainted("gpu-c"))
 	}
 }
