@@ -396,6 +396,9 @@ func (s *Store) Collect(ctx context.Context) (int, error) {
 		if nf.Status.Phase != v1alpha1.PhaseResolved || nf.Status.ResolvedAt == nil || now.Sub(nf.Status.ResolvedAt.Time) < s.opts.Retention {
 			continue
 		}
+		if nf.Status.Taint != nil {
+			continue // it still records a taint on the node: the proof of its owner stays
+		}
 		// The precondition keeps a record reopened since the List.
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &nf.ResourceVersion}}
 		if err := s.do(ctx, "DELETE", s.path(nf.Name), opts, nil); err != nil {
