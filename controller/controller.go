@@ -57,7 +57,7 @@ type Config struct {
 	// InitialLookback: with no saved position, start this far back (default 10m).
 	InitialLookback time.Duration
 	// EvidenceRefresh: a fault that fires again on a node already carrying its taint
-	// updates the evidence on the Node at most this often (default 30s). A burst of
+	// updates its evidence (NodeFault) at most this often (default 30s). A burst of
 	// the same fault must not turn into one Node write (and Event) per line, which
 	// would stall the pipeline behind the client's rate limit.
 	EvidenceRefresh time.Duration
