@@ -20,21 +20,12 @@ import (
 func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
-	asked := make(chan struct{}, 1)
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-		<-r.Context().Done()
-	}))
-	defer hang.Close()
-	defer hang.CloseClientConnections()
+	hang, asked := hangingAgent(t)
 	phase := cl.phase
 
 	dc := decide.Config{MaxNodes: 1, MaxPercent: 100, DisableStorm: true}
 	stuck := s.probeConfig()
-	stuck.AgentURLs = map[string]string{"gpu-a": hang.URL, "gpu-b": hang.URL}
+	stuck.AgentURLs = map[string]string{"gpu-a": hang, "gpu-b": hang}
 	a := cl.start(options{identity: "replica-a", decide: dc, probes: stuck})
 	// A held fault beside the confirmation: gpu-c takes the budget of 1, gpu-d waits.
 	cl.push("gpu-c", time.Now(), xid79)
@@ -60,16 +51,7 @@ func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 	}
 	b := cl.start(options{identity: "replica-b", decide: dc, probes: s.probeConfig()})
 	cl.waitFor("gpu-a's confirmation completed by the new leader", 90*time.Second, func() bool {
-		nf, err := cl.record("gpu-a", "pcie-aer", aerRule)
-		if err != nil {
-			return false
-		}
-		for _, v := range nf.Status.Probes {
-			if v.Purpose == "confirm" && v.Verdict == "failed" {
-				return nf.Status.Owner == "replica-b" && nf.Status.Phase == v1alpha1.PhaseHeld
-			}
-		}
-		return false
+		return cl.confirmFailedThenHeld("gpu-a", "replica-b")
 	})
 	cl.waitFor("gpu-a and gpu-d held by the new leader", 20*time.Second, func() bool {
 		return testutil.ToFloat64(b.m.Held().WithLabelValues("budget")) == 2
@@ -82,3 +64,33 @@ func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 
 // aerRule is the rule of the default packs that aerNonFatal fires (action: probe).
 const aerRule = "aer-nonfatal"
+
+// hangingAgent is a probe agent that never answers: a confirmation sent to it stays
+// in flight. asked receives once a request arrived.
+func hangingAgent(t *testing.T) (url string, asked <-chan struct{}) {
+	ch := make(chan struct{}, 1)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(func() { hang.CloseClientConnections(); hang.Close() })
+	return hang.URL, ch
+}
+
+// confirmFailedThenHeld says whether the confirmation of node's AER fault failed and
+// left the fault held for the budget, as recorded by owner.
+func (cl *cluster) confirmFailedThenHeld(node, owner string) bool {
+	nf, err := cl.record(node, "pcie-aer", aerRule)
+	if err != nil {
+		return false
+	}
+	for _, v := range nf.Status.Probes {
+		if v.Purpose == "confirm" && v.Verdict == "failed" {
+			return nf.Status.Owner == owner && nf.Status.Phase == v1alpha1.PhaseHeld
+		}
+	}
+	return false
+}

@@ -3,8 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,16 +153,7 @@ func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
 	bin := testenv.BuildFaultline(t)
-	asked := make(chan struct{}, 1)
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-		<-r.Context().Done()
-	}))
-	defer hang.Close()
-	defer hang.CloseClientConnections()
+	hang, asked := hangingAgent(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(s.token), 0o600); err != nil {
 		t.Fatal(err)
@@ -188,7 +177,7 @@ func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
 		return out
 	}
 
-	urlA, a := replica("replica-a", map[string]string{"gpu-a": hang.URL, "gpu-b": hang.URL})
+	urlA, a := replica("replica-a", map[string]string{"gpu-a": hang, "gpu-b": hang})
 	cl.push("gpu-c", time.Now(), xid79)
 	cl.waitFor("gpu-c tainted", 30*time.Second, func() bool { return cl.tainted("gpu-c") })
 	cl.push("gpu-d", time.Now(), xid79)
@@ -227,16 +216,7 @@ func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
 		return true
 	})
 	cl.waitFor("gpu-a's confirmation completed by replica-b", 90*time.Second, func() bool {
-		nf, err := cl.record("gpu-a", "pcie-aer", aerRule)
-		if err != nil {
-			return false
-		}
-		for _, v := range nf.Status.Probes {
-			if v.Purpose == "confirm" && v.Verdict == "failed" {
-				return nf.Status.Owner == "replica-b" && nf.Status.Phase == v1alpha1.PhaseHeld
-			}
-		}
-		return false
+		return cl.confirmFailedThenHeld("gpu-a", "replica-b")
 	})
 	want := []string{"gpu-a pcie-aer/" + aerRule + " budget", "gpu-d nvidia-xid/" + xid79Rule + " budget"}
 	cl.waitFor("replica-b reports gpu-a and gpu-d held", 20*time.Second, func() bool {
