@@ -52,7 +52,7 @@ func (c *Controller) savePosition(ctx context.Context, src *lokisource.Source) {
 		c.log.Error("checkpoint", "err", err)
 		return
 	}
-	storms, err := json.Marshal(c.decider.StormState())
+	storms, err := c.stormState()
 	if err != nil {
 		c.log.Error("checkpoint: storm state", "err", err)
 		storms = nil
@@ -78,4 +78,18 @@ func (c *Controller) restoreStorms(raw []byte) {
 	if active := c.decider.RestoreStorms(st); len(active) > 0 {
 		c.log.Info("storms resumed from the previous leader", "rules", active)
 	}
+}
+
+// maxStormBytes bounds the storm state saved beside the position: the ConfigMap holds
+// at most 1 MiB, and the position must always fit.
+const maxStormBytes = 256 << 10
+
+// stormState encodes the storm hold's state for the checkpoint, within
+// maxStormBytes (see decide.StormState.Encode).
+func (c *Controller) stormState() ([]byte, error) {
+	raw, trimmed, err := c.decider.StormState().Encode(maxStormBytes)
+	if trimmed {
+		c.log.Warn("storm state too large to save whole: saving the storms without their nodes", "limit", maxStormBytes)
+	}
+	return raw, err
 }

@@ -607,9 +607,16 @@ func TestStormStateRoundTrip(t *testing.T) {
 	if !d.ReleaseStorm("p/b") {
 		t.Fatal("ReleaseStorm(p/b) failed")
 	}
-	raw, err := json.Marshal(d.StormState())
-	if err != nil {
-		t.Fatal(err)
+	raw, trimmed, err := d.StormState().Encode(1 << 20)
+	if err != nil || trimmed {
+		t.Fatal(trimmed, err)
+	}
+	// Within a tight limit the nodes go and the storms stay.
+	small, trimmed, err := d.StormState().Encode(len(raw) - 1)
+	var bare decide.StormState
+	if err != nil || !trimmed || json.Unmarshal(small, &bare) != nil || len(bare.Rules) != 3 || !bare.Rules[0].Active ||
+		!bare.Rules[1].Released || len(bare.Rules[0].Fires) != 0 {
+		t.Fatalf("Encode within %d bytes: %s, %v, %v", len(raw)-1, small, trimmed, err)
 	}
 	var st decide.StormState
 	if err := json.Unmarshal(raw, &st); err != nil {

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -169,7 +170,7 @@ func (d *Decider) ReleaseStorm(key string) bool {
 
 // MaxStormNodes bounds the nodes StormState keeps per rule (the newest firings): a
 // saved state stays small in a fleet-wide storm, whose end time is kept whole.
-const MaxStormNodes = 2048
+const MaxStormNodes = 1024
 
 // StormState is the storm hold's state: what a new leader needs to go on with the
 // storms of the previous one (RestoreStorms), saved beside the read position.
@@ -190,6 +191,24 @@ type RuleStorm struct {
 	Threshold  int       `json:"threshold,omitempty"`
 	// Released: an operator released the storm; it stays released until it ends.
 	Released bool `json:"released,omitempty"`
+}
+
+// Encode renders the state as JSON of at most limit bytes. Over it (many rules in a
+// storm on a large fleet at once) the nodes each rule fired on are left out, and
+// trimmed says so: the storms, their end times and releases are kept, and only the
+// count toward a new storm starts over where the state is restored.
+func (st StormState) Encode(limit int) (raw []byte, trimmed bool, err error) {
+	raw, err = json.Marshal(st)
+	if err != nil || len(raw) <= limit {
+		return raw, false, err
+	}
+	bare := StormState{Rules: make([]RuleStorm, len(st.Rules))}
+	for i, r := range st.Rules {
+		r.Fires = nil
+		bare.Rules[i] = r
+	}
+	raw, err = json.Marshal(bare)
+	return raw, true, err
 }
 
 // StormState returns the storm hold's state, sorted by rule.
