@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -40,6 +41,7 @@ type HeldView struct {
 //	GET  /readyz                           the Node cache is synced
 //	GET  /api/v1/faults                    active faults per node, held faults, storms, budget   get faults
 //	POST /api/v1/nodes/{node}/untaint      remove faultline's taints (?rule=pack/id for one)     create faults/untaint {node}
+//	POST /api/v1/storms/{pack}/{rule}/release  end a storm's hold (the leader only)          create storms/release {pack/rule}
 //	GET  /api/v1/loki/health               503 while Loki refuses a query                        get faults
 //	probe endpoints: see trigger.Triggers.Register
 func (c *Controller) Handler() http.Handler {
@@ -86,6 +88,16 @@ func (c *Controller) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, res)
 	})
+	mux.HandleFunc("POST /api/v1/storms/{pack}/{rule}/release", func(r *http.Request) kubeauth.Action {
+		return kubeauth.Action{Verb: "create", Resource: "storms", Subresource: "release", Name: r.PathValue("pack") + "/" + r.PathValue("rule")}
+	}, func(w http.ResponseWriter, r *http.Request) {
+		code, msg := c.releaseStorm(r.Context(), r.PathValue("pack")+"/"+r.PathValue("rule"))
+		if code != http.StatusOK {
+			http.Error(w, msg, code)
+			return
+		}
+		writeJSON(w, code, map[string]string{"released": r.PathValue("pack") + "/" + r.PathValue("rule")})
+	})
 	c.triggers.Register(mux)
 	c.lokiHandlers(mux)
 	return outer
@@ -100,4 +112,22 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// releaseStorm ends the storm hold of a rule (pack/id) by an operator's decision, and
+// saves it at once with the position, so that the next leader keeps it released.
+func (c *Controller) releaseStorm(ctx context.Context, key string) (int, string) {
+	c.mu.Lock()
+	src := c.src
+	c.mu.Unlock()
+	if src == nil {
+		return http.StatusServiceUnavailable, "this replica does not lead: ask the leader"
+	}
+	if !c.decider.ReleaseStorm(key) {
+		return http.StatusNotFound, "rule " + key + " is not held by a storm"
+	}
+	c.log.Warn("storm released by an operator", "rule", key)
+	c.savePosition(ctx, src)
+	c.kick() // its held faults go ahead within the budgets
+	return http.StatusOK, ""
 }

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
-	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // TestConfirmationSurvivesLeaderChange: the leader stops while the confirming probe
@@ -22,32 +20,12 @@ import (
 func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
-	ctx := context.Background()
-	asked := make(chan struct{}, 1)
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-		<-r.Context().Done()
-	}))
-	defer hang.Close()
-	defer hang.CloseClientConnections()
-	records, err := nodefault.New(cl.cs, nodefault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	phase := func(node, pack, rule string) v1alpha1.Phase {
-		nf, err := records.Get(ctx, nodefault.Name(node, pack, rule))
-		if err != nil {
-			return ""
-		}
-		return nf.Status.Phase
-	}
+	hang, asked := hangingAgent(t)
+	phase := cl.phase
 
 	dc := decide.Config{MaxNodes: 1, MaxPercent: 100, DisableStorm: true}
 	stuck := s.probeConfig()
-	stuck.AgentURLs = map[string]string{"gpu-a": hang.URL, "gpu-b": hang.URL}
+	stuck.AgentURLs = map[string]string{"gpu-a": hang, "gpu-b": hang}
 	a := cl.start(options{identity: "replica-a", decide: dc, probes: stuck})
 	// A held fault beside the confirmation: gpu-c takes the budget of 1, gpu-d waits.
 	cl.push("gpu-c", time.Now(), xid79)
@@ -68,21 +46,12 @@ func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 
 	// The budget of 1 stays taken by gpu-c: the resumed confirmation fails and holds
 	// gpu-a beside gpu-d.
-	if nf, err := records.Get(ctx, nodefault.Name("gpu-a", "pcie-aer", aerRule)); err == nil {
+	if nf, err := cl.record("gpu-a", "pcie-aer", aerRule); err == nil {
 		t.Logf("gpu-a's record at the takeover: %s %+v %+v", nf.Status.Phase, nf.Status.History, nf.Status.Probes)
 	}
 	b := cl.start(options{identity: "replica-b", decide: dc, probes: s.probeConfig()})
 	cl.waitFor("gpu-a's confirmation completed by the new leader", 90*time.Second, func() bool {
-		nf, err := records.Get(ctx, nodefault.Name("gpu-a", "pcie-aer", aerRule))
-		if err != nil {
-			return false
-		}
-		for _, v := range nf.Status.Probes {
-			if v.Purpose == "confirm" && v.Verdict == "failed" {
-				return nf.Status.Owner == "replica-b" && nf.Status.Phase == v1alpha1.PhaseHeld
-			}
-		}
-		return false
+		return cl.confirmFailedThenHeld("gpu-a", "replica-b")
 	})
 	cl.waitFor("gpu-a and gpu-d held by the new leader", 20*time.Second, func() bool {
 		return testutil.ToFloat64(b.m.Held().WithLabelValues("budget")) == 2
@@ -95,3 +64,33 @@ func TestConfirmationSurvivesLeaderChange(t *testing.T) {
 
 // aerRule is the rule of the default packs that aerNonFatal fires (action: probe).
 const aerRule = "aer-nonfatal"
+
+// hangingAgent is a probe agent that never answers: a confirmation sent to it stays
+// in flight. asked receives once a request arrived.
+func hangingAgent(t *testing.T) (url string, asked <-chan struct{}) {
+	ch := make(chan struct{}, 1)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(func() { hang.CloseClientConnections(); hang.Close() })
+	return hang.URL, ch
+}
+
+// confirmFailedThenHeld says whether the confirmation of node's AER fault failed and
+// left the fault held for the budget, as recorded by owner.
+func (cl *cluster) confirmFailedThenHeld(node, owner string) bool {
+	nf, err := cl.record(node, "pcie-aer", aerRule)
+	if err != nil {
+		return false
+	}
+	for _, v := range nf.Status.Probes {
+		if v.Purpose == "confirm" && v.Verdict == "failed" {
+			return nf.Status.Owner == owner && nf.Status.Phase == v1alpha1.PhaseHeld
+		}
+	}
+	return false
+}

@@ -64,7 +64,7 @@ type Config struct {
 	// InitialLookback: with no saved position, start this far back (default 10m).
 	InitialLookback time.Duration
 	// EvidenceRefresh: a fault that fires again on a node already carrying its taint
-	// updates the evidence on the Node at most this often (default 30s). A burst of
+	// updates its evidence (NodeFault) at most this often (default 30s). A burst of
 	// the same fault must not turn into one Node write (and Event) per line, which
 	// would stall the pipeline behind the client's rate limit.
 	EvidenceRefresh time.Duration
@@ -148,7 +148,17 @@ func New(cfg Config) (*Controller, error) {
 		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
-	if c.actor, err = act.New(cfg.Client, cfg.Act); err != nil {
+	rc := cfg.Records
+	rc.Owner = cfg.Identity
+	if rc.NodeLabel == "" {
+		rc.NodeLabel = cfg.Loki.NodeLabel
+	}
+	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
+		return nil, err
+	}
+	ao := cfg.Act
+	ao.Records = c.records // the taint bookkeeping is written as this replica
+	if c.actor, err = act.New(cfg.Client, ao); err != nil {
 		return nil, err
 	}
 	if c.decider, err = decide.New(cfg.Decide); err != nil {
@@ -161,14 +171,6 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: rule packs: %w", err)
 	}
 	c.store = checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName)
-	rc := cfg.Records
-	rc.Owner = cfg.Identity
-	if rc.NodeLabel == "" {
-		rc.NodeLabel = cfg.Loki.NodeLabel
-	}
-	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
-		return nil, err
-	}
 	c.triggers, err = trigger.New(cfg.Probes, trigger.Deps{Actor: c.actor, Decider: c.decider, Facts: c.facts,
 		Apply: c.apply, Record: c.recordProbe, Kick: c.kick, Results: c.m.probeResults, Skipped: c.m.probeSkipped,
 		Log: c.log, Life: c.life})

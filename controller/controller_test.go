@@ -217,6 +217,24 @@ func (cl *cluster) faultTaints(name string) []corev1.Taint {
 
 func (cl *cluster) tainted(name string) bool { return len(cl.faultTaints(name)) > 0 }
 
+// record reads the NodeFault of a rule of pack on node from the API server.
+func (cl *cluster) record(node, pack, rule string) (*v1alpha1.NodeFault, error) {
+	st, err := nodefault.New(cl.cs, nodefault.Options{})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	return st.Get(context.Background(), nodefault.Name(node, pack, rule))
+}
+
+// phase is the phase of a fault's NodeFault ("" while there is none).
+func (cl *cluster) phase(node, pack, rule string) v1alpha1.Phase {
+	nf, err := cl.record(node, pack, rule)
+	if err != nil {
+		return ""
+	}
+	return nf.Status.Phase
+}
+
 func (cl *cluster) events(node, reason string) []corev1.Event {
 	sel := fields.Set{"involvedObject.name": node, "reason": reason}.AsSelector().String()
 	var out []corev1.Event
@@ -257,9 +275,20 @@ func TestDecisions(t *testing.T) {
 	if tn.Effect != corev1.TaintEffectNoSchedule || tn.Value != "xid-gpu-lost" {
 		t.Errorf("taint = %+v", tn)
 	}
-	evs, err := fault.ParseEvidence(cl.node("gpu-3").Annotations[fault.AnnotationEvidence])
-	if err != nil || len(evs) != 1 || evs[0].Rule != "xid-gpu-lost" || evs[0].Captures["xid"] != "79" || len(evs[0].Lines) != 1 || evs[0].Lines[0].Text != xid79 {
-		t.Errorf("evidence = %+v, %v", evs, err)
+	// The evidence and the taint's ownership are in the NodeFault; the Node only
+	// points to it.
+	var nf *v1alpha1.NodeFault
+	cl.waitFor("gpu-3's NodeFault with its evidence", 10*time.Second, func() bool {
+		var err error
+		nf, err = cl.record("gpu-3", "nvidia-xid", "xid-gpu-lost")
+		return err == nil && len(nf.Status.Evidence) > 0
+	})
+	if st := nf.Status; st.Taint == nil || st.Taint.State != v1alpha1.TaintPlaced || st.Taint.Taint != "faultline.io/faulty=xid-gpu-lost:NoSchedule" ||
+		st.Captures["xid"] != "79" || len(st.Evidence) != 1 || st.Evidence[0].Text != xid79 || st.Phase != v1alpha1.PhaseTainted {
+		t.Errorf("NodeFault status = %+v", st)
+	}
+	if got := cl.node("gpu-3").Annotations[fault.AnnotationFaults]; got != nf.Name {
+		t.Errorf("annotation %s = %q, want %q", fault.AnnotationFaults, got, nf.Name)
 	}
 	cl.waitFor("FaultTainted event on gpu-3", 10*time.Second, func() bool { return len(cl.events("gpu-3", "FaultTainted")) > 0 })
 
@@ -509,27 +538,24 @@ func TestBurstOfOneFault(t *testing.T) {
 
 // TestDryRun: dry-run is decided in decide alone. An Xid 79 gives a FaultDryRun Event
 // and an Observed NodeFault that says what would have been done, and no Node write:
-// no taint, no evidence annotation.
+// no taint, no pointer annotation, no taint entry in the record.
 func TestDryRun(t *testing.T) {
 	cl := newCluster(t, "gpu-0", "gpu-1")
 	cl.start(options{decide: decide.Config{MaxPercent: 100, DryRun: true}})
 	cl.push("gpu-1", time.Now(), xid79)
 	cl.waitFor("FaultDryRun on gpu-1", 20*time.Second, func() bool { return len(cl.events("gpu-1", "FaultDryRun")) > 0 })
-	records, err := nodefault.New(cl.cs, nodefault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var nf *v1alpha1.NodeFault
 	// Created, then its status written: wait for the status.
 	cl.waitFor("gpu-1's NodeFault with its status", 10*time.Second, func() bool {
-		nf, err = records.Get(context.Background(), nodefault.Name("gpu-1", "nvidia-xid", "xid-gpu-lost"))
+		var err error
+		nf, err = cl.record("gpu-1", "nvidia-xid", "xid-gpu-lost")
 		return err == nil && nf.Status.Phase != ""
 	})
 	if nf.Status.Phase != v1alpha1.PhaseObserved || len(nf.Status.History) == 0 || nf.Status.History[0].Kind != "dry-run-taint" {
 		t.Errorf("NodeFault status %+v", nf.Status)
 	}
 	n := cl.node("gpu-1")
-	if cl.tainted("gpu-1") || n.Annotations[fault.AnnotationEvidence] != "" {
+	if cl.tainted("gpu-1") || n.Annotations[fault.AnnotationFaults] != "" || nf.Status.Taint != nil {
 		t.Errorf("dry-run wrote the node: taints %v, annotations %v", n.Spec.Taints, n.Annotations)
 	}
 }

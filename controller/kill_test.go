@@ -3,7 +3,10 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -11,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -38,7 +41,7 @@ func startReplica(t *testing.T, cl *cluster, bin, id string, extra ...string) *e
 // over: every Xid 79 line taints its node, and no fault is decided twice (at most one
 // FaultTainted Event per node). Events are sent in the background by client-go's
 // recorder, so the Events of the last decisions before the kill may be lost; the taint
-// and its evidence annotation are not.
+// and its NodeFault record are not.
 func TestKillLeaderMidStream(t *testing.T) {
 	var nodes []string
 	for i := 0; i < 16; i++ {
@@ -73,11 +76,6 @@ func TestKillLeaderMidStream(t *testing.T) {
 	}
 	run("replica-b")
 	cl.waitFor("all sixteen tainted", 60*time.Second, allTainted(nodes))
-	ctx := context.Background()
-	records, err := nodefault.New(cl.cs, nodefault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(2 * time.Second)
 	lost := 0
 	for _, n := range nodes {
@@ -91,16 +89,14 @@ func TestKillLeaderMidStream(t *testing.T) {
 		if total == 0 {
 			lost++
 		}
-		if cl.node(n).Annotations["faultline.io/evidence"] == "" {
-			t.Errorf("%s: tainted without evidence", n)
-		}
-		// The record outlives the replica that wrote it.
-		nf, err := records.Get(ctx, nodefault.Name(n, "nvidia-xid", xid79Rule))
+		// The record outlives the replica that wrote it, and owns the taint.
+		nf, err := cl.record(n, "nvidia-xid", xid79Rule)
 		if err != nil {
 			t.Errorf("%s: NodeFault: %v", n, err)
 			continue
 		}
 		if nf.Status.Phase != v1alpha1.PhaseTainted || len(nf.Status.Evidence) == 0 ||
+			nf.Status.Taint == nil || nf.Status.Taint.State != v1alpha1.TaintPlaced ||
 			(nf.Status.Owner != "replica-a" && nf.Status.Owner != "replica-b") {
 			t.Errorf("%s: NodeFault status %+v", n, nf.Status)
 		}
@@ -116,17 +112,7 @@ func TestHeldFaultSurvivesLeaderKill(t *testing.T) {
 	cl := newCluster(t, "gpu-a", "gpu-b", "gpu-c")
 	bin := testenv.BuildFaultline(t)
 	ctx := context.Background()
-	records, err := nodefault.New(cl.cs, nodefault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	phase := func(node string) v1alpha1.Phase {
-		nf, err := records.Get(ctx, nodefault.Name(node, "nvidia-xid", xid79Rule))
-		if err != nil {
-			return ""
-		}
-		return nf.Status.Phase
-	}
+	phase := func(node string) v1alpha1.Phase { return cl.phase(node, "nvidia-xid", xid79Rule) }
 	a := startReplica(t, cl, bin, "replica-a", "--budget-max", "1", "--budget-percent", "100")
 	cl.push("gpu-a", time.Now(), xid79)
 	cl.waitFor("gpu-a tainted", 30*time.Second, func() bool { return cl.tainted("gpu-a") })
@@ -145,7 +131,7 @@ func TestHeldFaultSurvivesLeaderKill(t *testing.T) {
 	}
 	cl.waitFor("gpu-b tainted by the new leader", 60*time.Second, func() bool { return cl.tainted("gpu-b") })
 	cl.waitFor("gpu-b's NodeFault Tainted", 20*time.Second, func() bool { return phase("gpu-b") == v1alpha1.PhaseTainted })
-	nf, err := records.Get(ctx, nodefault.Name("gpu-b", "nvidia-xid", xid79Rule))
+	nf, err := cl.record("gpu-b", "nvidia-xid", xid79Rule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,5 +140,91 @@ func TestHeldFaultSurvivesLeaderKill(t *testing.T) {
 	}
 	if cl.tainted("gpu-c") {
 		t.Error("gpu-c tainted without a fault")
+	}
+}
+
+// TestHeldAndConfirmingSurviveLeaderKill: the leader process is killed with SIGKILL
+// while gpu-d's fault is held (a budget of 1, taken by gpu-c) and gpu-a's confirming
+// probe is running (its agent never answers). The next leader reports the same held
+// fault on GET /api/v1/faults, runs gpu-a's confirmation again against gpu-a's real
+// agent, whose PCIe bandwidth check fails, and holds gpu-a for the budget beside
+// gpu-d: the confirmation completed, nothing lost, nothing tainted past the budget.
+func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
+	s := newProbeSetup(t)
+	cl := s.cl
+	bin := testenv.BuildFaultline(t)
+	hang, asked := hangingAgent(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(s.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	operator := cl.operator()
+	replica := func(id string, agents map[string]string) (string, *exec.Cmd) {
+		addr := freeAddr(t)
+		args := []string{"--listen", addr, "--budget-max", "1", "--budget-percent", "100", "--reconcile-interval", "500ms",
+			"--probe-agent-port", "0", "--probe-token-file", tokenFile, "--probe-confirm-timeout", "1m", "--pvc-probe=false"}
+		for node, u := range agents {
+			args = append(args, "--probe-agent", node+"="+u)
+		}
+		return "http://" + addr, startReplica(t, cl, bin, id, args...)
+	}
+	heldNodes := func(f controller.FaultsResponse) []string {
+		var out []string
+		for _, h := range f.Held {
+			out = append(out, h.Node+" "+h.Rule+" "+h.Reason)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	urlA, a := replica("replica-a", map[string]string{"gpu-a": hang, "gpu-b": hang})
+	cl.push("gpu-c", time.Now(), xid79)
+	cl.waitFor("gpu-c tainted", 30*time.Second, func() bool { return cl.tainted("gpu-c") })
+	cl.push("gpu-d", time.Now(), xid79)
+	var before controller.FaultsResponse
+	cl.waitFor("gpu-d held on replica-a", 30*time.Second, func() bool {
+		var err error
+		before, err = faults(urlA, operator)
+		return err == nil && len(before.Held) == 1 && cl.phase("gpu-d", "nvidia-xid", xid79Rule) == v1alpha1.PhaseHeld
+	})
+	cl.push("gpu-a", time.Now(), aerNonFatal)
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no confirming probe reached gpu-a's agent")
+	}
+	cl.waitFor("gpu-a Confirming in its NodeFault", 10*time.Second, func() bool {
+		return cl.phase("gpu-a", "pcie-aer", aerRule) == v1alpha1.PhaseConfirming
+	})
+	time.Sleep(3 * time.Second) // the saved read position passes the lines
+	_ = a.Process.Signal(syscall.SIGKILL)
+	_ = a.Wait()
+
+	urlB, _ := replica("replica-b", s.agents)
+	// The same held fault (gpu-a's may have joined it already: its probe is quick).
+	cl.waitFor("replica-b leads and reports gpu-d held", 30*time.Second, func() bool {
+		f, err := faults(urlB, operator)
+		if err != nil || !f.Leader {
+			return false
+		}
+		now := heldNodes(f)
+		for _, h := range heldNodes(before) {
+			if !slices.Contains(now, h) {
+				return false
+			}
+		}
+		return true
+	})
+	cl.waitFor("gpu-a's confirmation completed by replica-b", 90*time.Second, func() bool {
+		return cl.confirmFailedThenHeld("gpu-a", "replica-b")
+	})
+	want := []string{"gpu-a pcie-aer/" + aerRule + " budget", "gpu-d nvidia-xid/" + xid79Rule + " budget"}
+	cl.waitFor("replica-b reports gpu-a and gpu-d held", 20*time.Second, func() bool {
+		f, err := faults(urlB, operator)
+		return err == nil && slices.Equal(heldNodes(f), want)
+	})
+	if cl.tainted("gpu-a") || cl.tainted("gpu-d") || !cl.tainted("gpu-c") {
+		t.Errorf("after the takeover: gpu-a tainted %v, gpu-d tainted %v, gpu-c tainted %v",
+			cl.tainted("gpu-a"), cl.tainted("gpu-d"), cl.tainted("gpu-c"))
 	}
 }

@@ -106,7 +106,9 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		c.src, c.leading = nil, false
 		c.mu.Unlock()
 	}()
-	// Faults the previous leader held wait here too, in their order.
+	// A taint the previous leader was placing when it stopped is adopted or its
+	// record cleared; faults it held wait here too, in their order.
+	c.checkPlacing(ctx, 0)
 	c.resumeHeld(ctx)
 	st := stages{
 		source: src,

@@ -23,8 +23,8 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/agent/rbac"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/active-probes/pvc"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
-	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -187,11 +187,11 @@ spec:
 	// A recovery probe of gpu-a may be running now (TESTING); it fails again, so the
 	// label settles on FAIL.
 	cl.waitFor("gpu-a health label FAIL", 20*time.Second, func() bool { return cl.label("gpu-a", trigger.LabelHealth) == trigger.HealthFail })
-	ev, err := fault.ParseEvidence(cl.node("gpu-a").Annotations[fault.AnnotationEvidence])
-	if err != nil || len(ev) != 1 {
-		t.Fatalf("evidence: %v %v", ev, err)
+	nf, err := cl.record("gpu-a", "pcie-aer", aerRule)
+	if err != nil || nf.Status.Taint == nil || nf.Status.Taint.State != v1alpha1.TaintPlaced {
+		t.Fatalf("gpu-a's NodeFault: %+v %v", nf, err)
 	}
-	lines, _ := json.Marshal(ev[0])
+	lines, _ := json.Marshal(nf.Status)
 	for _, want := range []string{"AER: Uncorrectable (Non-Fatal)", "probe: pciebw fail", "3: fail"} {
 		if !strings.Contains(string(lines), want) {
 			t.Errorf("evidence lacks %q: %s", want, lines)

@@ -105,6 +105,20 @@ func (c *Controller) resolved(ctx context.Context, node string, ids []string, wh
 	}
 }
 
+// checkPlacing settles the taint entries a writer left in Placing (see
+// act.CheckPlacing): at the start of a term for any age (the previous leader is
+// gone), in Reconcile for those older than a minute.
+func (c *Controller) checkPlacing(ctx context.Context, minAge time.Duration) {
+	adopted, cleared, err := c.actor.CheckPlacing(ctx, minAge)
+	if err != nil {
+		c.m.recordErrors.Inc()
+		c.log.Warn("taints being placed not checked", "err", err)
+	}
+	if len(adopted) > 0 || len(cleared) > 0 {
+		c.log.Info("taints a writer was placing checked against the Nodes", "adopted", adopted, "cleared", cleared)
+	}
+}
+
 // resumeHeld puts the faults a previous leader held back into the decider's queue,
 // and runs again the confirmations it had in flight (its probes' verdicts went to
 // the old leader), from their NodeFault records.

@@ -136,6 +136,43 @@ type NodeFaultStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=20
 	History []Decision `json:"history,omitempty"`
+	// Taint is the controller's bookkeeping of the fault's taint on the Node: the
+	// only proof of which taints faultline placed (a Node's own annotations are never
+	// trusted for that). Absent when the fault has no taint recorded on the node.
+	// +optional
+	Taint *TaintRecord `json:"taint,omitempty"`
+}
+
+// TaintState is where the fault's taint stands on the Node.
+//
+// +kubebuilder:validation:Enum=Placing;Placed;Existing
+type TaintState string
+
+// States of a TaintRecord.
+const (
+	// TaintPlacing is written before the Node update that adds the taint (or takes
+	// it over from another fault): a record left in it by a crash is checked against
+	// the Node by the next leader, which adopts the taint or clears the record.
+	TaintPlacing TaintState = "Placing"
+	// TaintPlaced: faultline placed the taint for this fault and owns it; it removes
+	// it when the fault is cleared.
+	TaintPlaced TaintState = "Placed"
+	// TaintExisting: the node already carried a taint with the same key and effect
+	// (someone else's, or another fault's); faultline keeps it as it is and never
+	// removes it for this fault.
+	TaintExisting TaintState = "Existing"
+)
+
+// TaintRecord is the taint a fault asks for and whether faultline placed it.
+type TaintRecord struct {
+	// Taint is the taint, as key=value:effect.
+	// +kubebuilder:validation:MinLength=1
+	Taint string `json:"taint"`
+	// State says whether faultline placed it (Placed), is placing it (Placing), or
+	// found it there (Existing).
+	State TaintState `json:"state"`
+	// Time is when the state was written.
+	Time metav1.Time `json:"time"`
 }
 
 // EvidenceLine is one log line behind the fault.

@@ -87,7 +87,7 @@ func newControllerCmd() *cobra.Command {
 		Short: "Read logs from Loki, match the rule packs, and taint faulty nodes (leader-elected)",
 		Long: `Follows Loki with LogQL built from the rule packs (catch-up from a saved position,
 then the tail), matches and correlates the lines, and taints faulty nodes
-NoSchedule with the evidence in an annotation and an Event — under a budget, with
+NoSchedule with the evidence in a NodeFault object and an Event — under a budget, with
 storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Loki.URL == "" {

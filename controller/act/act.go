@@ -1,8 +1,9 @@
 // Package act applies the controller's decisions to Nodes through client-go: it taints
-// a faulty node with the rule's taint, records the evidence as JSON in the annotation
-// fault.AnnotationEvidence, optionally sets the node condition fault.ConditionType,
-// removes what it placed when a fault is cleared, and reports every decision as a
-// Kubernetes Event.
+// a faulty node with the rule's taint, keeps which taints it placed in each fault's
+// NodeFault record (status.taint), points to those records from the Node's
+// annotation fault.AnnotationFaults, optionally sets the node condition
+// fault.ConditionType, removes what it placed when a fault is cleared, and reports
+// every decision as a Kubernetes Event.
 //
 // Reads come from a Node informer cache; writes are full-object updates guarded by
 // the resourceVersion, retried on conflict with a fresh read from the API. Until the
@@ -10,9 +11,11 @@
 // so a decision (in particular "nothing to do") never rests on a cache that misses
 // it.
 //
-// faultline only ever removes or changes taints that its evidence annotation says it
-// placed (Evidence.TaintPlaced): a taint somebody else put on the node, even with a
-// key a rule uses, is never touched.
+// faultline only ever removes or changes taints that a NodeFault record says it
+// placed: a taint somebody else put on the node, even with a key a rule uses, is
+// never touched, and nothing on the Node itself (which its kubelet may write) can
+// claim one. The record says Placing before the Node update that adds a taint and
+// Placed after it; CheckPlacing settles a Placing left by a crash against the Node.
 package act
 
 import (
@@ -39,19 +42,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // Component is the default event source and field manager.
 const Component = "faultline-controller"
-
-// Defaults of Options.
-const (
-	DefaultMaxLines           = 10
-	DefaultMaxLineBytes       = 1024
-	DefaultMaxAnnotationBytes = 64 << 10
-)
 
 // DefaultBackoff spaces the retries of a write that hit a conflict: up to 10
 // attempts over about a second, each re-reading the Node from the API.
@@ -72,14 +70,9 @@ type Options struct {
 	Instance string
 	// Resync is the Node informer's resync period (default 0: none).
 	Resync time.Duration
-	// MaxLines is the number of evidence lines kept per fault, the newest (default 10).
-	MaxLines int
-	// MaxLineBytes truncates each evidence line (default 1024).
-	MaxLineBytes int
-	// MaxAnnotationBytes bounds the evidence annotation (default 64 KiB). Lines,
-	// then captures, then whole entries of faults without a taint of faultline's
-	// are dropped, oldest first, to fit.
-	MaxAnnotationBytes int
+	// Records writes the taint bookkeeping to the NodeFault records (default: a
+	// store whose owner is Instance).
+	Records *nodefault.Store
 	// Backoff of the conflict retries (default DefaultBackoff).
 	Backoff wait.Backoff
 	// Now is the clock of the condition's timestamps (default time.Now).
@@ -119,6 +112,8 @@ type Actor struct {
 	synced      cache.InformerSynced
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
+	records     *nodefault.Store // writes and planning reads of the records
+	faults      *nodefault.Cache // the records, for facts and listings
 
 	mu      sync.Mutex
 	started bool
@@ -151,14 +146,16 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	if opts.Instance == "" {
 		opts.Instance, _ = os.Hostname()
 	}
-	if opts.MaxLines <= 0 {
-		opts.MaxLines = DefaultMaxLines
+	if opts.Records == nil {
+		st, err := nodefault.New(client, nodefault.Options{Owner: opts.Instance})
+		if err != nil {
+			return nil, err
+		}
+		opts.Records = st
 	}
-	if opts.MaxLineBytes <= 0 {
-		opts.MaxLineBytes = DefaultMaxLineBytes
-	}
-	if opts.MaxAnnotationBytes <= 0 {
-		opts.MaxAnnotationBytes = DefaultMaxAnnotationBytes
+	faults, err := nodefault.NewCache(client, opts.Resync)
+	if err != nil {
+		return nil, fmt.Errorf("act: %w", err)
 	}
 	if opts.Backoff.Steps <= 0 {
 		opts.Backoff = DefaultBackoff
@@ -182,10 +179,15 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		nodes:   ni.Lister(),
 		synced:  ni.Informer().HasSynced,
 		written: map[string]pendingWrite{},
+		records: opts.Records,
+		faults:  faults,
 	}
-	// Any change of a Node makes the next Facts recompute; until then per-fault
-	// decisions reuse the last facts instead of a pass over the fleet each.
+	// Any change of a Node or a record makes the next Facts recompute; until then
+	// per-fault decisions reuse the last facts instead of a pass over the fleet each.
 	bump := func() { a.nodesGen.Add(1) }
+	if err := faults.OnChange(bump); err != nil {
+		return nil, fmt.Errorf("act: record informer: %w", err)
+	}
 	if _, err := ni.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { bump() },
 		UpdateFunc: func(any, any) { bump() },
@@ -221,12 +223,13 @@ func (a *Actor) Start(ctx context.Context) error {
 
 	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
 	a.factory.Start(ctx.Done())
+	go a.faults.Run(ctx.Done())
 	go func() {
 		<-ctx.Done()
 		a.broadcaster.Shutdown()
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), a.synced) {
-		return fmt.Errorf("act: node cache did not sync: %w", context.Cause(ctx))
+	if !cache.WaitForCacheSync(ctx.Done(), a.synced, a.faults.HasSynced) {
+		return fmt.Errorf("act: node and NodeFault caches did not sync: %w", context.Cause(ctx))
 	}
 	return nil
 }
@@ -318,47 +321,26 @@ type NodeFaults struct {
 	Node     string           `json:"node"`
 	OptedOut bool             `json:"optedOut,omitempty"`
 	Faults   []fault.Evidence `json:"faults"`
-	// Error is set when the node's annotation does not parse.
-	Error string `json:"error,omitempty"`
 }
 
-// ActiveFaults returns the faults recorded on a node (from the cache).
-func (a *Actor) ActiveFaults(node string) ([]fault.Evidence, error) {
-	if err := a.ready(); err != nil {
-		return nil, err
-	}
-	n, err := a.nodes.Get(node)
-	if err != nil {
-		return nil, err
-	}
-	return fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
-}
-
-// ListActive returns every node with recorded faults, sorted by node name (from the
-// cache). A node whose annotation does not parse is listed with Error set.
+// ListActive returns every node with faults recorded on it (a taint entry in their
+// NodeFault records), sorted by node name, from the caches.
 func (a *Actor) ListActive() ([]NodeFaults, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	nodes, err := a.nodes.List(labels.Everything())
-	if err != nil {
-		return nil, err
+	byNode := map[string][]*v1alpha1.NodeFault{}
+	for _, nf := range a.faults.List() {
+		if nf.Status.Taint != nil {
+			byNode[nf.Spec.Node] = append(byNode[nf.Spec.Node], nf)
+		}
 	}
-	out := []NodeFaults{}
-	for _, n := range nodes {
-		v, ok := n.Annotations[fault.AnnotationEvidence]
-		if !ok {
-			continue
+	out := make([]NodeFaults, 0, len(byNode))
+	for node, recs := range byNode {
+		nf := NodeFaults{Node: node, Faults: recordedOf(recs).entries}
+		if n, err := a.nodes.Get(node); err == nil {
+			nf.OptedOut = OptedOut(n)
 		}
-		nf := NodeFaults{Node: n.Name, OptedOut: OptedOut(n)}
-		evs, err := fault.ParseEvidence(v)
-		if err != nil {
-			nf.Error = err.Error()
-		}
-		if len(evs) == 0 && err == nil {
-			continue
-		}
-		nf.Faults = evs
 		out = append(out, nf)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
@@ -428,21 +410,28 @@ func (a *Actor) computeFacts() (decide.NodeFacts, error) {
 		return decide.NodeFacts{}, err
 	}
 	f := decide.NodeFacts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
+	byName := make(map[string]*corev1.Node, len(nodes))
 	for _, n := range nodes {
+		byName[n.Name] = n
 		if OptedOut(n) {
 			f.OptedOut[n.Name] = true
 		} else if a.eligible(n) {
 			f.Eligible++
 		}
-		evs, err := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
-		if err != nil {
+	}
+	// A node carries faultline's taint for a fault when the fault's record owns it
+	// (Placed, or Placing with the Node already updated) and the node has it.
+	for _, nf := range a.faults.List() {
+		st := nf.Status.Taint
+		if st == nil || (st.State != v1alpha1.TaintPlaced && st.State != v1alpha1.TaintPlacing) {
 			continue
 		}
-		for _, e := range evs {
-			if t, ok := parseTaint(e.Taint); ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil {
-				f.Tainted[n.Name] = append(f.Tainted[n.Name], e.ID())
-			}
+		if n := byName[nf.Spec.Node]; n != nil && hasTaintOf(n, st.Taint) {
+			f.Tainted[n.Name] = append(f.Tainted[n.Name], nf.Spec.Pack+"/"+nf.Spec.Rule)
 		}
+	}
+	for _, keys := range f.Tainted {
+		sort.Strings(keys)
 	}
 	return f, nil
 }

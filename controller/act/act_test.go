@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,15 +18,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// writeCounter counts the requests that write Nodes (PUT, PATCH) through a client.
-type writeCounter struct{ n atomic.Int64 }
+// writeCounter counts the requests that write Nodes (PUT, PATCH) and NodeFault
+// records (POST, PUT) through a client.
+type writeCounter struct{ n, records atomic.Int64 }
 
 type countingTransport struct {
 	rt http.RoundTripper
@@ -35,6 +39,9 @@ type countingTransport struct {
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if (r.Method == http.MethodPut || r.Method == http.MethodPatch) && strings.HasPrefix(r.URL.Path, "/api/v1/nodes") {
 		t.c.n.Add(1)
+	}
+	if (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.HasPrefix(r.URL.Path, "/apis/faultline.io/") {
+		t.c.records.Add(1)
 	}
 	return t.rt.RoundTrip(r)
 }
@@ -136,13 +143,15 @@ func hasTaint(n *corev1.Node, s string) bool {
 	return false
 }
 
-func evidenceOf(t *testing.T, n *corev1.Node) []fault.Evidence {
+// recordedOn returns the faults the records of node hold a taint entry for, read
+// from the API server, sorted by pack/rule.
+func recordedOn(t *testing.T, a *Actor, node string) []fault.Evidence {
 	t.Helper()
-	evs, err := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
+	r, err := a.readRecorded(context.Background(), node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return evs
+	return r.entries
 }
 
 // nodeEvents lists the Events on a node (fieldSelector involvedObject.name=node),
@@ -179,9 +188,9 @@ func countReason(evs []corev1.Event, reason string) int {
 }
 
 // foreignTaints are the taints on n faultline does not own.
-func foreignTaints(t *testing.T, n *corev1.Node) []corev1.Taint {
+func foreignTaints(t *testing.T, a *Actor, n *corev1.Node) []corev1.Taint {
 	owned := map[string]bool{}
-	for _, e := range evidenceOf(t, n) {
+	for _, e := range recordedOn(t, a, n.Name) {
 		if e.TaintPlaced {
 			owned[e.Taint] = true
 		}
@@ -199,6 +208,7 @@ func foreignTaints(t *testing.T, n *corev1.Node) []corev1.Taint {
 // each uses its own nodes).
 func TestActor(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	env.InstallCRD(t, v1alpha1.CRDYAML)
 	cs := env.Clientset()
 	ctx := context.Background()
 	xid := rule("nvidia-xid", "xid-gpu-lost", rules.DefaultTaintKey, "xid-gpu-lost")
@@ -224,10 +234,14 @@ func TestActor(t *testing.T) {
 		if !hasTaint(n, want) {
 			t.Fatalf("gpu-3 taints %v, want %s", n.Spec.Taints, want)
 		}
-		evs := evidenceOf(t, n)
-		if len(evs) != 1 || evs[0].ID() != "nvidia-xid/xid-gpu-lost" || !evs[0].TaintPlaced || evs[0].Taint != want ||
-			evs[0].BootID != "boot-gpu-3" || len(evs[0].Lines) != 1 || evs[0].Captures["xid"] != "79" || evs[0].Recover != "manual" {
-			t.Fatalf("evidence %+v", evs)
+		evs := recordedOn(t, a, "gpu-3")
+		if len(evs) != 1 || evs[0].ID() != "nvidia-xid/xid-gpu-lost" || !evs[0].TaintPlaced || evs[0].Taint != want {
+			t.Fatalf("recorded %+v", evs)
+		}
+		nf, err := a.records.Get(ctx, nodefault.Name("gpu-3", "nvidia-xid", "xid-gpu-lost"))
+		if err != nil || nf.Status.Taint == nil || nf.Status.Taint.State != v1alpha1.TaintPlaced || nf.Spec.Taint != want ||
+			nf.Spec.Severity != "critical" {
+			t.Fatalf("NodeFault %+v, %v", nf, err)
 		}
 		// The write came from the trimmed cache copy: the managed fields of the
 		// node's creator must survive it.
@@ -239,16 +253,16 @@ func TestActor(t *testing.T) {
 			t.Fatalf("managed fields after Taint: %v", managers)
 		}
 		t.Logf("gpu-3 taints: %v", n.Spec.Taints)
-		if !strings.Contains(n.Annotations[fault.AnnotationEvidence], "<unknown>") {
-			t.Fatalf("annotation: %s", n.Annotations[fault.AnnotationEvidence])
+		if n.Annotations[fault.AnnotationFaults] != nf.Name {
+			t.Fatalf("pointer annotation %q, want %q", n.Annotations[fault.AnnotationFaults], nf.Name)
 		}
 		for _, name := range names {
 			if name == "gpu-3" {
 				continue
 			}
 			o := getNode(t, cs, name)
-			if _, ok := o.Annotations[fault.AnnotationEvidence]; ok {
-				t.Errorf("%s has evidence", name)
+			if _, ok := o.Annotations[fault.AnnotationFaults]; ok {
+				t.Errorf("%s points to faults", name)
 			}
 			for _, tt := range o.Spec.Taints {
 				if strings.HasPrefix(tt.Key, "faultline.io/") {
@@ -281,17 +295,17 @@ func TestActor(t *testing.T) {
 		}
 		// The cache-backed reads see it too.
 		waitCached(t, a, "gpu-3", n.ResourceVersion)
-		active, err := a.ListActive()
-		if err != nil || len(active) != 1 || active[0].Node != "gpu-3" || len(active[0].Faults) != 1 {
-			t.Fatalf("ListActive = %+v, %v", active, err)
-		}
-		if af, err := a.ActiveFaults("gpu-1"); err != nil || len(af) != 0 {
-			t.Fatalf("ActiveFaults(gpu-1) = %+v, %v", af, err)
-		}
-		facts, err := a.Facts()
-		if err != nil || !reflect.DeepEqual(facts.Tainted, map[string][]string{"gpu-3": {"nvidia-xid/xid-gpu-lost"}}) {
-			t.Fatalf("Facts = %+v, %v", facts, err)
-		}
+		eventually.NoError(t, 10*time.Second, "gpu-3's fault in the caches", func() error {
+			active, err := a.ListActive()
+			if err != nil || len(active) != 1 || active[0].Node != "gpu-3" || len(active[0].Faults) != 1 || !active[0].Faults[0].TaintPlaced {
+				return fmt.Errorf("ListActive = %+v, %v", active, err)
+			}
+			facts, err := a.Facts()
+			if err != nil || !reflect.DeepEqual(facts.Tainted, map[string][]string{"gpu-3": {"nvidia-xid/xid-gpu-lost"}}) {
+				return fmt.Errorf("Facts = %+v, %v", facts, err)
+			}
+			return nil
+		})
 	})
 
 	t.Run("IdempotentSecondTaint", func(t *testing.T) {
@@ -303,31 +317,32 @@ func TestActor(t *testing.T) {
 		}
 		n1 := getNode(t, cs, "idem-1")
 		waitCached(t, a, "idem-1", n1.ResourceVersion)
-		before := wc.n.Load()
+		before, beforeRecords := wc.n.Load(), wc.records.Load()
 		res, err := a.TaintNode(ctx, f, "b")
 		if err != nil {
 			t.Fatal(err)
 		}
 		n2 := getNode(t, cs, "idem-1")
-		if res.Changed || len(res.Added) != 0 || wc.n.Load() != before || n2.ResourceVersion != n1.ResourceVersion {
-			t.Fatalf("second Taint wrote: result %+v, writes %d -> %d, rv %s -> %s",
-				res, before, wc.n.Load(), n1.ResourceVersion, n2.ResourceVersion)
+		if res.Changed || len(res.Added) != 0 || wc.n.Load() != before || n2.ResourceVersion != n1.ResourceVersion || wc.records.Load() != beforeRecords {
+			t.Fatalf("second Taint wrote: result %+v, node writes %d -> %d, record writes %d -> %d, rv %s -> %s",
+				res, before, wc.n.Load(), beforeRecords, wc.records.Load(), n1.ResourceVersion, n2.ResourceVersion)
 		}
 		if c := strings.Count(fmt.Sprint(n2.Spec.Taints), "xid-gpu-lost"); c != 1 {
 			t.Fatalf("taint present %d times: %v", c, n2.Spec.Taints)
 		}
-		// A replayed older firing neither rewrites the evidence nor the taint.
-		if res, err := a.TaintNode(ctx, xidFault("idem-1", xid, t0.Add(-time.Hour)), "b"); err != nil || res.Changed {
-			t.Fatalf("older firing: %+v, %v", res, err)
+		// A replayed older firing and a new one change neither the Node nor the
+		// taint's record (the evidence is the pipeline's record write, not act's).
+		for _, at := range []time.Time{t0.Add(-time.Hour), t0.Add(time.Minute)} {
+			if res, err := a.TaintNode(ctx, xidFault("idem-1", xid, at), "b"); err != nil || res.Changed || res.NewFault || len(res.Added) != 0 {
+				t.Fatalf("firing at %s: %+v, %v", at, res, err)
+			}
 		}
-		// A new firing of the same rule replaces the rule's entry (still one entry).
-		res, err = a.TaintNode(ctx, xidFault("idem-1", xid, t0.Add(time.Minute)), "b")
-		if err != nil || !res.Changed || len(res.Added) != 0 || res.NewFault {
-			t.Fatalf("new firing: %+v, %v", res, err)
+		if wc.n.Load() != before || wc.records.Load() != beforeRecords {
+			t.Fatalf("repeated firings wrote: node writes %d -> %d, record writes %d -> %d", before, wc.n.Load(), beforeRecords, wc.records.Load())
 		}
-		evs := evidenceOf(t, getNode(t, cs, "idem-1"))
-		if len(evs) != 1 || !evs[0].Time.Equal(t0.Add(time.Minute)) || !evs[0].TaintPlaced {
-			t.Fatalf("evidence after new firing: %+v", evs)
+		evs := recordedOn(t, a, "idem-1")
+		if len(evs) != 1 || !evs[0].TaintPlaced {
+			t.Fatalf("recorded after new firing: %+v", evs)
 		}
 		if c := countReason(nodeEvents(t, cs, "idem-1", withReason(ReasonTainted)), ReasonTainted); c != 1 {
 			// The recorder would have aggregated repeats into a count; there must be
@@ -405,7 +420,7 @@ func TestActor(t *testing.T) {
 		close(stop)
 		wg.Wait()
 		n = getNode(t, cs, "conflict-2")
-		evs := evidenceOf(t, n)
+		evs := recordedOn(t, a, "conflict-2")
 		if len(evs) != 4 {
 			t.Fatalf("%d evidence entries, want 4: %+v", len(evs), evs)
 		}
@@ -437,8 +452,8 @@ func TestActor(t *testing.T) {
 			}
 		}
 		n := getNode(t, cs, "rw-1")
-		if hasTaint(n, "faultline.io/faulty=xid-gpu-lost:NoSchedule") || n.Annotations[fault.AnnotationEvidence] != "" {
-			t.Fatalf("left: %v %q", n.Spec.Taints, n.Annotations[fault.AnnotationEvidence])
+		if hasTaint(n, "faultline.io/faulty=xid-gpu-lost:NoSchedule") || n.Annotations[fault.AnnotationFaults] != "" || len(recordedOn(t, a, "rw-1")) != 0 {
+			t.Fatalf("left: %v %q", n.Spec.Taints, n.Annotations[fault.AnnotationFaults])
 		}
 	})
 
@@ -455,8 +470,8 @@ func TestActor(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := getNode(t, cs, "foreign-1")
-		if !reflect.DeepEqual(foreignTaints(t, n), before) {
-			t.Fatalf("foreign taints changed by Taint: %v -> %v", before, foreignTaints(t, n))
+		if !reflect.DeepEqual(foreignTaints(t, a, n), before) {
+			t.Fatalf("foreign taints changed by Taint: %v -> %v", before, foreignTaints(t, a, n))
 		}
 		if err := a.Untaint(ctx, "foreign-1", AllRules); err != nil {
 			t.Fatal(err)
@@ -465,8 +480,8 @@ func TestActor(t *testing.T) {
 		if !reflect.DeepEqual(n.Spec.Taints, before) {
 			t.Fatalf("after Untaint taints %v, want exactly %v", n.Spec.Taints, before)
 		}
-		if _, ok := n.Annotations[fault.AnnotationEvidence]; ok {
-			t.Fatalf("evidence left: %s", n.Annotations[fault.AnnotationEvidence])
+		if _, ok := n.Annotations[fault.AnnotationFaults]; ok {
+			t.Fatalf("pointer left: %s", n.Annotations[fault.AnnotationFaults])
 		}
 
 		// An identical taint somebody else placed: recorded, never claimed, never removed.
@@ -477,9 +492,8 @@ func TestActor(t *testing.T) {
 		if err != nil || len(res.Added) != 0 || res.Existing != taintString(same) {
 			t.Fatalf("Taint over an identical foreign taint: %+v, %v", res, err)
 		}
-		n = getNode(t, cs, "foreign-2")
-		if evs := evidenceOf(t, n); len(evs) != 1 || evs[0].TaintPlaced {
-			t.Fatalf("evidence %+v", evs)
+		if evs := recordedOn(t, a, "foreign-2"); len(evs) != 1 || evs[0].TaintPlaced {
+			t.Fatalf("recorded %+v", evs)
 		}
 		if err := a.Untaint(ctx, "foreign-2", "xid-gpu-lost"); err != nil {
 			t.Fatal(err)
@@ -506,8 +520,8 @@ func TestActor(t *testing.T) {
 		if !hasTaint(n, "faultline.io/faulty=xid-a:NoSchedule") || hasTaint(n, "faultline.io/faulty=xid-b:NoSchedule") {
 			t.Fatalf("taints %v", n.Spec.Taints)
 		}
-		if evs := evidenceOf(t, n); len(evs) != 2 || !evs[0].TaintPlaced || evs[1].TaintPlaced {
-			t.Fatalf("evidence %+v", evs)
+		if evs := recordedOn(t, a, "shared-1"); len(evs) != 2 || !evs[0].TaintPlaced || evs[1].TaintPlaced {
+			t.Fatalf("recorded %+v", evs)
 		}
 		// Clearing xid-a keeps the taint for xid-b (now naming it); clearing xid-b removes it.
 		res, err = a.UntaintNode(ctx, "shared-1", "nvidia-xid/xid-a")
@@ -518,8 +532,8 @@ func TestActor(t *testing.T) {
 		if !hasTaint(n, "faultline.io/faulty=xid-b:NoSchedule") || hasTaint(n, "faultline.io/faulty=xid-a:NoSchedule") {
 			t.Fatalf("taints after clearing xid-a: %v", n.Spec.Taints)
 		}
-		if evs := evidenceOf(t, n); len(evs) != 1 || evs[0].Rule != "xid-b" || !evs[0].TaintPlaced {
-			t.Fatalf("evidence %+v", evs)
+		if evs := recordedOn(t, a, "shared-1"); len(evs) != 1 || evs[0].Rule != "xid-b" || !evs[0].TaintPlaced {
+			t.Fatalf("recorded %+v", evs)
 		}
 		if err := a.Untaint(ctx, "shared-1", "xid-b"); err != nil {
 			t.Fatal(err)
@@ -617,43 +631,107 @@ func TestActor(t *testing.T) {
 		}
 	})
 
-	t.Run("EvidenceBounded", func(t *testing.T) {
+	t.Run("PointerBounded", func(t *testing.T) {
 		createNodes(t, cs, "big-1")
 		a, _ := startActor(t, env.RESTConfig(), Options{})
 		for i := 0; i < 40; i++ {
-			r := rule("big", fmt.Sprintf("rule-%02d", i), rules.DefaultTaintKey, fmt.Sprintf("rule-%02d", i))
-			f := xidFault("big-1", r, t0.Add(time.Duration(i)*time.Second))
-			f.Evidence = nil
-			for j := 0; j < 40; j++ {
-				f.Evidence = append(f.Evidence, logstream.Line{Time: f.Time, Text: fmt.Sprintf("line %d %s", j, strings.Repeat("x", 4000))})
-			}
-			if err := a.Taint(ctx, f, ""); err != nil {
+			r := rule("big", fmt.Sprintf("rule-%02d-%s", i, strings.Repeat("r", 180)), rules.DefaultTaintKey, fmt.Sprintf("rule-%02d", i))
+			if err := a.Taint(ctx, xidFault("big-1", r, t0.Add(time.Duration(i)*time.Second)), ""); err != nil {
 				t.Fatal(err)
 			}
 		}
 		n := getNode(t, cs, "big-1")
-		v := n.Annotations[fault.AnnotationEvidence]
-		evs := evidenceOf(t, n)
-		if len(v) > DefaultMaxAnnotationBytes || len(evs) != 40 {
-			t.Fatalf("annotation %d bytes, %d entries", len(v), len(evs))
-		}
-		for _, e := range evs {
-			if len(e.Lines) > DefaultMaxLines {
-				t.Fatalf("%s keeps %d lines", e.ID(), len(e.Lines))
-			}
-			for _, l := range e.Lines {
-				if len(l.Text) > DefaultMaxLineBytes {
-					t.Fatalf("line of %d bytes", len(l.Text))
-				}
-			}
-		}
-		if last := evs[len(evs)-1]; last.Rule != "rule-39" || len(last.Lines) == 0 || !strings.HasPrefix(last.Lines[len(last.Lines)-1].Text, "line 39 ") {
-			t.Fatalf("newest fault lost its newest lines: %s %d lines", last.Rule, len(last.Lines))
+		v := n.Annotations[fault.AnnotationFaults]
+		evs := recordedOn(t, a, "big-1")
+		if len(v) > maxPointerBytes || len(evs) != 40 || !strings.HasPrefix(v, "big-1.big.rule-00-") {
+			t.Fatalf("pointer annotation %d bytes, %d records", len(v), len(evs))
 		}
 		if !evs[0].TaintPlaced || !hasTaint(n, "faultline.io/faulty=rule-00:NoSchedule") {
 			t.Fatalf("ownership of the shared taint lost")
 		}
-		t.Logf("40 faults x 40 lines of 4 KB -> annotation %d bytes", len(v))
+		t.Logf("40 faults with long names -> pointer annotation %d bytes", len(v))
+	})
+
+	t.Run("ForgedAnnotationsNotTrusted", func(t *testing.T) {
+		// The node carries faultline's taint and annotations claiming faultline placed
+		// it (what a node's kubelet could write); no record says so.
+		createNodes(t, cs, "forged-1")
+		forged := corev1.Taint{Key: rules.DefaultTaintKey, Value: "xid-gpu-lost", Effect: corev1.TaintEffectNoSchedule}
+		updateNode(t, cs, "forged-1", func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, forged)
+			n.Annotations = map[string]string{
+				fault.AnnotationLegacyEvidence: `[{"rule":"xid-gpu-lost","pack":"nvidia-xid","taint":"faultline.io/faulty=xid-gpu-lost:NoSchedule","taintPlaced":true}]`,
+				fault.AnnotationFaults:         nodefault.Name("forged-1", "nvidia-xid", "xid-gpu-lost"),
+			}
+		})
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		waitCached(t, a, "forged-1", getNode(t, cs, "forged-1").ResourceVersion)
+		facts, err := a.Facts()
+		if err != nil || len(facts.Tainted["forged-1"]) != 0 {
+			t.Fatalf("facts count a taint no record owns: %+v, %v", facts.Tainted, err)
+		}
+		active, _ := a.ListActive()
+		for _, nf := range active {
+			if nf.Node == "forged-1" {
+				t.Fatalf("ListActive lists forged-1: %+v", nf)
+			}
+		}
+		res, err := a.UntaintNode(ctx, "forged-1", AllRules)
+		if err != nil || len(res.Cleared) != 0 || len(res.Removed) != 0 || !hasTaint(getNode(t, cs, "forged-1"), taintString(forged)) {
+			t.Fatalf("Untaint of a forged claim: %+v, %v", res, err)
+		}
+		// The rule fires: the taint is there, not faultline's (Existing), and
+		// clearing the fault leaves it.
+		res, err = a.TaintNode(ctx, xidFault("forged-1", xid, t0), "")
+		if err != nil || len(res.Added) != 0 || res.Existing != taintString(forged) {
+			t.Fatalf("Taint over the forged claim: %+v, %v", res, err)
+		}
+		if evs := recordedOn(t, a, "forged-1"); len(evs) != 1 || evs[0].TaintPlaced {
+			t.Fatalf("recorded %+v", evs)
+		}
+		if _, ok := getNode(t, cs, "forged-1").Annotations[fault.AnnotationLegacyEvidence]; ok {
+			t.Fatal("the legacy annotation stays after faultline wrote the node")
+		}
+		if err := a.Untaint(ctx, "forged-1", AllRules); err != nil {
+			t.Fatal(err)
+		}
+		if !hasTaint(getNode(t, cs, "forged-1"), taintString(forged)) {
+			t.Fatal("Untaint removed the taint faultline did not place")
+		}
+	})
+
+	t.Run("PlacingCheckedAgainstTheNode", func(t *testing.T) {
+		// A writer stopped after the record said Placing: before the Node update
+		// (place-1: no taint) and after it (place-2: the taint is there).
+		createNodes(t, cs, "place-1", "place-2")
+		want := corev1.Taint{Key: rules.DefaultTaintKey, Value: "xid-gpu-lost", Effect: corev1.TaintEffectNoSchedule}
+		updateNode(t, cs, "place-2", func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, want) })
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		for _, node := range []string{"place-1", "place-2"} {
+			if err := a.writeTaint(ctx, node, fault.EvidenceOf(xidFault(node, xid, t0), ""), v1alpha1.TaintPlacing, xid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually.True(t, 10*time.Second, "both records in the cache", func() bool { return len(a.faults.List()) >= 2 })
+		if adopted, cleared, err := a.CheckPlacing(ctx, time.Hour); err != nil || len(adopted)+len(cleared) != 0 {
+			t.Fatalf("young Placing records settled: %v %v %v", adopted, cleared, err)
+		}
+		adopted, cleared, err := a.CheckPlacing(ctx, 0)
+		if err != nil || !slices.Contains(adopted, fault.Key("place-2", "nvidia-xid", "xid-gpu-lost")) ||
+			!slices.Contains(cleared, fault.Key("place-1", "nvidia-xid", "xid-gpu-lost")) {
+			t.Fatalf("CheckPlacing = %v, %v, %v", adopted, cleared, err)
+		}
+		if evs := recordedOn(t, a, "place-1"); len(evs) != 0 || hasTaint(getNode(t, cs, "place-1"), taintString(want)) {
+			t.Fatalf("place-1: recorded %+v", evs)
+		}
+		if evs := recordedOn(t, a, "place-2"); len(evs) != 1 || !evs[0].TaintPlaced {
+			t.Fatalf("place-2: recorded %+v", evs)
+		}
+		// The adopted taint is faultline's: an untaint removes it.
+		res, err := a.UntaintNode(ctx, "place-2", AllRules)
+		if err != nil || len(res.Removed) != 1 || hasTaint(getNode(t, cs, "place-2"), taintString(want)) {
+			t.Fatalf("Untaint of the adopted taint: %+v, %v", res, err)
+		}
 	})
 
 	t.Run("EventsOnNodesAndObjects", func(t *testing.T) {

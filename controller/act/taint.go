@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // AllRules, given to Untaint as the rule, clears every fault of the node.
@@ -38,23 +39,23 @@ type Result struct {
 	Condition bool
 	// Attempts counts the writes tried (more than 1 after conflicts).
 	Attempts int
-	// AnnotationError is set when the previous evidence annotation did not parse and
-	// was replaced.
-	AnnotationError string
 }
 
-// TaintNode places the fault's taint on f.Node and records its evidence.
+// TaintNode places the fault's taint on f.Node and records it in the fault's
+// NodeFault (status.taint).
 //
-//   - Idempotent: an identical taint is not added again, and an unchanged
-//     annotation is not written: a repeated call writes nothing.
-//   - A taint with the same key and effect but another value is left as it is;
-//     the evidence is still recorded (Result.Existing says so).
+//   - Idempotent: an identical taint is not added again, and an unchanged record is
+//     not written: a repeated call writes nothing.
+//   - A taint with the same key and effect but another value is left as it is; the
+//     record says Existing (Result.Existing says so).
 //   - A node labelled fault.LabelOptOut=true is not changed; the error matches
 //     ErrOptedOut (an *OptedOutError) and a FaultOptedOut Event is recorded.
 //   - A conflicting write is retried with the Node read again from the API.
+//   - Ownership comes from the records only: the record says Placing before the
+//     Node update that adds the taint and Placed after it.
 //
 // A FaultTainted Event is recorded when a taint was added or the fault is new on
-// the node; evidence refreshes of a recorded fault are silent.
+// the node.
 func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Result, error) {
 	if f.Rule == nil {
 		return Result{}, errors.New("act: fault without a rule")
@@ -70,10 +71,16 @@ func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Re
 	var (
 		res  Result
 		last *corev1.Node // the node as last read or written
-		desc []fault.Evidence
+		old  recorded
+		p    plan
 	)
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
 		res = Result{Node: f.Node, Rule: id, Attempts: res.Attempts + 1}
+		// The records first: the Node is read last, just before its update.
+		var err error
+		if old, err = a.readRecorded(ctx, f.Node); err != nil {
+			return err
+		}
 		n, err := a.readNode(ctx, f.Node, res.Attempts > 1)
 		if err != nil {
 			return err
@@ -82,32 +89,16 @@ func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Re
 		if OptedOut(n) {
 			return &OptedOutError{Node: f.Node, Rule: id}
 		}
-		old, perr := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
-		if perr != nil {
-			res.AnnotationError = perr.Error()
-			old = nil
-		}
-		entries := make([]fault.Evidence, 0, len(old)+1)
-		found := false
-		for _, e := range old {
+		entries := make([]fault.Evidence, 0, len(old.entries)+1)
+		for _, e := range old.entries {
 			if e.ID() != id {
 				entries = append(entries, e)
-				continue
-			}
-			found = true
-			if e.Time.After(ev.Time) {
-				// A late or replayed firing keeps the newer evidence already recorded.
-				entries = append(entries, e)
-			} else {
-				entries = append(entries, ev)
 			}
 		}
-		if !found {
-			entries = append(entries, ev)
-			res.NewFault = true
-		}
-		p := a.plan(n, old, entries, id)
-		desc = p.entries
+		entries = append(entries, ev)
+		_, res.NewFault = old.states[id]
+		res.NewFault = !res.NewFault
+		p = a.plan(n, old.entries, entries, id)
 		res.Added, res.Removed, res.Changed = p.added, p.removed, p.changed
 		for _, e := range p.entries {
 			if e.ID() == id && !e.TaintPlaced {
@@ -115,6 +106,9 @@ func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Re
 					res.Existing = taintString(*t)
 				}
 			}
+		}
+		if err := a.markPlacing(ctx, f.Node, old, p, f.Rule); err != nil {
+			return err
 		}
 		if !p.changed {
 			return nil
@@ -139,22 +133,25 @@ func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Re
 	case err != nil:
 		return res, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
 	}
+	if err := a.settle(ctx, f.Node, old, p, nil, f.Rule); err != nil {
+		return res, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
+	}
 
 	if a.opts.Condition {
-		changed, err := a.syncCondition(ctx, last, desc, id)
+		changed, err := a.syncCondition(ctx, last, p.entries, id)
 		res.Condition = changed
 		if err != nil {
 			return res, fmt.Errorf("node %s: condition %s: %w", f.Node, fault.ConditionType, err)
 		}
 	}
-	if len(res.Added) > 0 || (res.NewFault && res.Changed) {
-		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, describeTaint(res, ev))
+	if len(res.Added) > 0 || res.NewFault {
+		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, describeTaint(res, ev, nodefault.Name(f.Node, ev.Pack, ev.Rule)))
 	}
 	return res, nil
 }
 
 // describeTaint says what TaintNode did.
-func describeTaint(res Result, ev fault.Evidence) string {
+func describeTaint(res Result, ev fault.Evidence, record string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rule %s (%s, %d match", ev.ID(), ev.Severity, ev.Count)
 	if ev.Count != 1 {
@@ -169,9 +166,7 @@ func describeTaint(res Result, ev fault.Evidence) string {
 	default:
 		fmt.Fprintf(&b, "taint %s already present", ev.Taint)
 	}
-	if res.Changed {
-		fmt.Fprintf(&b, "; recorded evidence in %s", fault.AnnotationEvidence)
-	}
+	fmt.Fprintf(&b, "; evidence in NodeFault %s", record)
 	if res.Condition {
 		fmt.Fprintf(&b, "; set condition %s", fault.ConditionType)
 	}
@@ -188,11 +183,12 @@ func (a *Actor) Untaint(ctx context.Context, node, rule string) error {
 	return err
 }
 
-// UntaintNode removes the evidence entries of the faults rule names and the taints
-// faultline placed for them. A taint that another remaining fault also asks for
-// stays (it then names that fault's value); taints faultline did not place are never
-// removed. A node without a matching fault is left alone (Result.Cleared is empty).
-// A FaultUntainted Event reports what was cleared.
+// UntaintNode clears the faults rule names from the node's records and removes the
+// taints faultline placed for them. A taint that another remaining fault also asks
+// for stays (it then names that fault's value, and that fault's record owns it);
+// taints faultline did not place are never removed. A node without a matching fault
+// is left alone (Result.Cleared is empty). A FaultUntainted Event reports what was
+// cleared.
 func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, error) {
 	if rule == "" {
 		return Result{}, errors.New("act: untaint: no rule (use AllRules to clear every fault)")
@@ -206,22 +202,22 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 	var (
 		res  Result
 		last *corev1.Node
-		desc []fault.Evidence
+		old  recorded
+		p    plan
 	)
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
 		res = Result{Node: node, Rule: rule, Attempts: res.Attempts + 1}
+		var err error
+		if old, err = a.readRecorded(ctx, node); err != nil {
+			return err
+		}
 		n, err := a.readNode(ctx, node, res.Attempts > 1)
 		if err != nil {
 			return err
 		}
 		last = n
-		old, perr := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence])
-		if perr != nil {
-			// Without readable evidence there is no proof of which taints are ours.
-			return perr
-		}
 		var entries []fault.Evidence
-		for _, e := range old {
+		for _, e := range old.entries {
 			if matches(e) {
 				res.Cleared = append(res.Cleared, e.ID())
 				continue
@@ -229,12 +225,14 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 			entries = append(entries, e)
 		}
 		if len(res.Cleared) == 0 {
-			desc = old
+			p = plan{entries: old.entries}
 			return nil
 		}
-		p := a.plan(n, old, entries, "")
-		desc = p.entries
+		p = a.plan(n, old.entries, entries, "")
 		res.Added, res.Removed, res.Changed = p.added, p.removed, p.changed
+		if err := a.markPlacing(ctx, node, old, p, nil); err != nil {
+			return err
+		}
 		if !p.changed {
 			return nil
 		}
@@ -249,11 +247,14 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 		last = u
 		return nil
 	})
+	if err == nil && len(res.Cleared) > 0 {
+		err = a.settle(ctx, node, old, p, res.Cleared, nil)
+	}
 	if err != nil {
 		return res, fmt.Errorf("untaint node %s (%s): %w", node, rule, err)
 	}
 	if a.opts.Condition {
-		changed, err := a.syncCondition(ctx, last, desc, "")
+		changed, err := a.syncCondition(ctx, last, p.entries, "")
 		res.Condition = changed
 		if err != nil {
 			return res, fmt.Errorf("node %s: condition %s: %w", node, fault.ConditionType, err)
@@ -339,14 +340,15 @@ type plan struct {
 	changed        bool
 }
 
-// plan computes the node's taints and annotation for the new evidence entries.
+// plan computes the node's taints and pointer annotation for the new entries.
 //
-// Ownership: a taint (key+effect) is faultline's when an entry of the old annotation
-// says TaintPlaced for it. Each of faultline's taints is kept while some new entry
-// asks for its key and effect (preferably its previous owner, then the firing fault,
-// then the oldest entry), with that entry's value, and removed otherwise. The
-// firing fault's taint is added when the node has none with its key and effect.
-// Other taints are left exactly as they are.
+// Ownership: a taint (key+effect) is faultline's when the record of an old entry
+// says Placed (or Placing: the Node update may have happened) for it and the node
+// carries it. Each of faultline's taints is kept while some new entry asks for its
+// key and effect (preferably its previous owner, then the firing fault, then the
+// oldest entry), with that entry's value, and removed otherwise. The firing fault's
+// taint is added when the node has none with its key and effect. Other taints are
+// left exactly as they are, whatever the Node's annotations say.
 func (a *Actor) plan(n *corev1.Node, old, entries []fault.Evidence, firing string) plan {
 	owners := map[keyEffect]string{} // key+effect -> pack/rule of the old owner
 	for _, e := range old {
@@ -413,24 +415,25 @@ func (a *Actor) plan(n *corev1.Node, old, entries []fault.Evidence, firing strin
 		nn.Spec.Taints = taints
 		p.changed = true
 	}
-	oldValue, had := n.Annotations[fault.AnnotationEvidence]
-	if len(entries) == 0 {
-		p.entries = nil
-		if had {
-			delete(nn.Annotations, fault.AnnotationEvidence)
-			p.changed = true
-		}
-	} else {
-		var value string
-		value, p.entries = encodeEvidence(entries, firing, a.limits())
-		if !had || value != oldValue {
-			if nn.Annotations == nil {
-				nn.Annotations = map[string]string{}
-			}
-			nn.Annotations[fault.AnnotationEvidence] = value
-			p.changed = true
-		}
+	// The pointer for people; the legacy evidence annotation goes (never trusted).
+	if _, had := nn.Annotations[fault.AnnotationLegacyEvidence]; had {
+		delete(nn.Annotations, fault.AnnotationLegacyEvidence)
+		p.changed = true
 	}
+	oldPtr, had := n.Annotations[fault.AnnotationFaults]
+	if len(entries) == 0 {
+		if had {
+			delete(nn.Annotations, fault.AnnotationFaults)
+			p.changed = true
+		}
+	} else if v := pointer(n.Name, entries); !had || v != oldPtr {
+		if nn.Annotations == nil {
+			nn.Annotations = map[string]string{}
+		}
+		nn.Annotations[fault.AnnotationFaults] = v
+		p.changed = true
+	}
+	p.entries = entries
 	p.node = nn
 	return p
 }

@@ -26,12 +26,20 @@ func TestCheckpointRealAPIServer(t *testing.T) {
 	t2 := time.Date(2025, 3, 1, 10, 0, 1, 123456789, time.UTC)
 	// The full source position round-trips too.
 	state := []byte(`{"start":"2025-03-01T10:00:01Z","queries":{"kernel":{"time":"2025-03-01T10:00:01Z"}}}`)
-	if err := s.SaveState(ctx, state, t2); err != nil {
+	storms := []byte(`{"rules":[{"rule":"nvidia-xid/xid-gpu-lost","active":true}]}`)
+	if err := s.SaveState(ctx, state, t2, storms); err != nil {
 		t.Fatal(err)
 	}
-	got2, err := checkpoint.New(cs, "faultline", "faultline-checkpoint").LoadState(ctx)
-	if err != nil || string(got2) != string(state) {
-		t.Fatalf("LoadState = %s, %v", got2, err)
+	got2, gotStorms, err := checkpoint.New(cs, "faultline", "faultline-checkpoint").LoadState(ctx)
+	if err != nil || string(got2) != string(state) || string(gotStorms) != string(storms) {
+		t.Fatalf("LoadState = %s, %s, %v", got2, gotStorms, err)
+	}
+	// Without a storm state the saved one stays.
+	if err := s.SaveState(ctx, []byte(`{}`), t2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, gotStorms, err := s.LoadState(ctx); err != nil || string(gotStorms) != string(storms) {
+		t.Fatalf("storms after a save without them: %s, %v", gotStorms, err)
 	}
 	if got, ok, err := s.Load(ctx); err != nil || !ok || !got.Equal(t2) {
 		t.Fatalf("Load = %v %v %v", got, ok, err)

@@ -1,7 +1,9 @@
 package decide_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -582,6 +584,64 @@ func TestStormOperatorRelease(t *testing.T) {
 	}
 	if st := d.Storms(); len(st) != 1 || !st[0].Released {
 		t.Fatalf("Storms = %+v", st)
+	}
+}
+
+// TestStormStateRoundTrip: a new decider that restores the saved storm state (through
+// JSON, as the checkpoint keeps it) goes on with the storms: one still holds, a
+// released one stays released, and firings within the window still count.
+func TestStormStateRoundTrip(t *testing.T) {
+	clk := newClock()
+	cfg := decide.Config{MaxPercent: 100, StormShare: 0.25}
+	d := newDecider(t, cfg, clk)
+	a, b, c := rule("a", rules.ActionTaint), rule("b", rules.ActionTaint), rule("c", rules.ActionTaint)
+	facts := decide.NodeFacts{Eligible: 20}
+	for i := range 6 { // 6 nodes > 25 % of 20: a storm for a and for b
+		clk.Add(time.Second)
+		d.Decide(flt(node(i), a), facts)
+		d.Decide(flt(node(i), b), facts)
+	}
+	for i := range 4 { // below the threshold of c
+		d.Decide(flt(node(i), c), facts)
+	}
+	if !d.ReleaseStorm("p/b") {
+		t.Fatal("ReleaseStorm(p/b) failed")
+	}
+	raw, trimmed, err := d.StormState().Encode(1 << 20)
+	if err != nil || trimmed {
+		t.Fatal(trimmed, err)
+	}
+	// Within a tight limit the nodes go and the storms stay.
+	small, trimmed, err := d.StormState().Encode(len(raw) - 1)
+	var bare decide.StormState
+	if err != nil || !trimmed || json.Unmarshal(small, &bare) != nil || len(bare.Rules) != 3 || !bare.Rules[0].Active ||
+		!bare.Rules[1].Released || len(bare.Rules[0].Fires) != 0 {
+		t.Fatalf("Encode within %d bytes: %s, %v, %v", len(raw)-1, small, trimmed, err)
+	}
+	var st decide.StormState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Second)
+	next := newDecider(t, cfg, clk)
+	if got := next.RestoreStorms(st); !reflect.DeepEqual(got, []string{"p/a", "p/b"}) {
+		t.Fatalf("RestoreStorms = %v (state %s)", got, raw)
+	}
+	if got := next.StormActive(); !reflect.DeepEqual(got, []string{"p/a"}) {
+		t.Fatalf("StormActive = %v, want only the unreleased storm", got)
+	}
+	if dec := next.Decide(flt(node(10), a), facts); dec.Kind != decide.KindHold || dec.Reason != decide.ReasonStorm {
+		t.Fatalf("a fault of the storm after the restore: %v", short(dec))
+	}
+	if dec := next.Decide(flt(node(10), b), facts); dec.Kind != decide.KindTaint {
+		t.Fatalf("a fault of the released storm after the restore: %v", short(dec))
+	}
+	// c fired on 4 nodes before: the fifth is still below the threshold, the sixth is a storm.
+	if dec := next.Decide(flt(node(10), c), facts); dec.Kind != decide.KindTaint {
+		t.Fatalf("c's fifth node: %v", short(dec))
+	}
+	if dec := next.Decide(flt(node(11), c), facts); dec.Kind != decide.KindHold || dec.Reason != decide.ReasonStorm {
+		t.Fatalf("c's sixth node: %v, want a storm from the restored firings", short(dec))
 	}
 }
 

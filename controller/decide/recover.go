@@ -16,7 +16,7 @@ type ActiveFault struct {
 	// Rule is the rule as currently loaded; nil when no loaded rule has this key any
 	// more, in which case the policy recorded in Evidence.Recover applies.
 	Rule *rules.Compiled
-	// Evidence is the fault's entry of the node's evidence annotation.
+	// Evidence is the fault as its NodeFault record holds it.
 	Evidence fault.Evidence
 	// ProbesPassed is when the rule's recovery probes (Recover.Probes) last all
 	// passed on the node; zero when they have not (or nobody ran them). Only a pass

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -165,4 +166,106 @@ func (d *Decider) ReleaseStorm(key string) bool {
 	s.released = true
 	d.st.stormsReleased++
 	return true
+}
+
+// MaxStormNodes bounds the nodes StormState keeps per rule (the newest firings): a
+// saved state stays small in a fleet-wide storm, whose end time is kept whole.
+const MaxStormNodes = 1024
+
+// StormState is the storm hold's state: what a new leader needs to go on with the
+// storms of the previous one (RestoreStorms), saved beside the read position.
+type StormState struct {
+	Rules []RuleStorm `json:"rules"`
+}
+
+// RuleStorm is one rule's storm state.
+type RuleStorm struct {
+	Rule string `json:"rule"` // pack/id
+	// Fires maps each node the rule fired on within the window to its latest firing.
+	Fires map[string]time.Time `json:"fires,omitempty"`
+	// Active: in a storm since Since; it ends at AboveUntil plus the window.
+	Active     bool      `json:"active,omitempty"`
+	Since      time.Time `json:"since,omitzero"`
+	AboveUntil time.Time `json:"aboveUntil,omitzero"`
+	Peak       int       `json:"peak,omitempty"`
+	Threshold  int       `json:"threshold,omitempty"`
+	// Released: an operator released the storm; it stays released until it ends.
+	Released bool `json:"released,omitempty"`
+}
+
+// Encode renders the state as JSON of at most limit bytes. Over it (many rules in a
+// storm on a large fleet at once) the nodes each rule fired on are left out, and
+// trimmed says so: the storms, their end times and releases are kept, and only the
+// count toward a new storm starts over where the state is restored.
+func (st StormState) Encode(limit int) (raw []byte, trimmed bool, err error) {
+	raw, err = json.Marshal(st)
+	if err != nil || len(raw) <= limit {
+		return raw, false, err
+	}
+	bare := StormState{Rules: make([]RuleStorm, len(st.Rules))}
+	for i, r := range st.Rules {
+		r.Fires = nil
+		bare.Rules[i] = r
+	}
+	raw, err = json.Marshal(bare)
+	return raw, true, err
+}
+
+// StormState returns the storm hold's state, sorted by rule.
+func (d *Decider) StormState() StormState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refreshStorms(d.now())
+	st := StormState{Rules: []RuleStorm{}}
+	for key, s := range d.storms {
+		r := RuleStorm{Rule: key, Fires: make(map[string]time.Time, min(len(s.fires), MaxStormNodes)), Active: s.active,
+			Since: s.since, AboveUntil: s.aboveUntil, Peak: s.peak, Threshold: s.threshold, Released: s.released}
+		nodes := make([]string, 0, len(s.fires))
+		for n := range s.fires {
+			nodes = append(nodes, n)
+		}
+		// The newest firings when there are too many.
+		sort.Slice(nodes, func(i, j int) bool { return s.fires[nodes[i]].After(s.fires[nodes[j]]) })
+		for _, n := range nodes[:min(len(nodes), MaxStormNodes)] {
+			r.Fires[n] = s.fires[n]
+		}
+		st.Rules = append(st.Rules, r)
+	}
+	sort.Slice(st.Rules, func(i, j int) bool { return st.Rules[i].Rule < st.Rules[j].Rule })
+	return st
+}
+
+// RestoreStorms takes over the storm state a previous leader saved: its storms go
+// on (an operator's release with them) until they end as they would have, and the
+// firings within the window still count toward a storm. A rule with a state of its
+// own here is left as it is. It returns the rules in a storm after the restore.
+func (d *Decider) RestoreStorms(st StormState) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cfg.DisableStorm {
+		return nil
+	}
+	for _, r := range st.Rules {
+		if _, ok := d.storms[r.Rule]; ok || r.Rule == "" {
+			continue
+		}
+		s := &storm{fires: map[string]time.Time{}, window: d.cfg.StormWindow, active: r.Active, released: r.Released,
+			since: r.Since, aboveUntil: r.AboveUntil, peak: r.Peak, threshold: r.Threshold}
+		for n, t := range r.Fires {
+			if len(s.fires) >= MaxStormNodes {
+				break
+			}
+			s.fires[n] = t
+		}
+		d.storms[r.Rule] = s
+	}
+	d.refreshStorms(d.now())
+	var out []string
+	for k, s := range d.storms {
+		if s.active {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

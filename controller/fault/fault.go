@@ -1,12 +1,9 @@
 // Package fault holds the types that flow between the controller's stages: a Fault
-// is a rule that fired on a node, with its evidence; the annotation format puts that
-// evidence on the Node for people and tools to read.
+// is a rule that fired on a node, with its evidence; an Evidence is a fault recorded
+// on a node (read from its NodeFault record).
 package fault
 
 import (
-	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/faultline-dev/faultline/logstream"
@@ -35,15 +32,21 @@ func (f Fault) Key() string { return Key(f.Node, f.Rule.Pack, f.Rule.ID) }
 
 // Annotation keys and label names faultline uses on Nodes.
 const (
-	// AnnotationEvidence holds a JSON array of Evidence, one per active fault.
-	AnnotationEvidence = "faultline.io/evidence"
+	// AnnotationFaults points people to the NodeFault records of a node's faults
+	// (their names, comma-separated). faultline writes it and never reads it: a
+	// node's own annotations are not proof of anything.
+	AnnotationFaults = "faultline.io/faults"
+	// AnnotationLegacyEvidence is where earlier versions kept the evidence and the
+	// taint bookkeeping on the Node; faultline removes it when it writes the Node and
+	// never trusts it.
+	AnnotationLegacyEvidence = "faultline.io/evidence"
 	// LabelOptOut: nodes labelled faultline.io/ignore=true are never tainted.
 	LabelOptOut = "faultline.io/ignore"
 	// ConditionType is the optional node condition faultline sets.
 	ConditionType = "FaultlineFault"
 )
 
-// Evidence is what the annotation records for one fault.
+// Evidence is one fault recorded on a node, as its NodeFault record says.
 type Evidence struct {
 	Rule     string            `json:"rule"`
 	Pack     string            `json:"pack"`
@@ -58,29 +61,17 @@ type Evidence struct {
 	Recover string `json:"recover"`
 	// BootID is the node's boot id when the fault was recorded (for recover: reboot).
 	BootID string `json:"bootID,omitempty"`
-	// TaintPlaced is true when faultline put Taint on the node for this fault. It is
-	// false when an equal or same-key taint was already there (placed by someone
-	// else), so removing the fault never removes a taint faultline did not place.
+	// TaintPlaced is true when faultline put Taint on the node for this fault (its
+	// record says so). It is false when an equal or same-key taint was already there
+	// (placed by someone else), so removing the fault never removes a taint faultline
+	// did not place.
 	TaintPlaced bool `json:"taintPlaced,omitempty"`
 }
 
-// ID names the fault's rule as pack/rule: the key of its entry in the annotation.
+// ID names the fault's rule as pack/rule.
 func (e Evidence) ID() string { return e.Pack + "/" + e.Rule }
 
-// ParseEvidence reads the AnnotationEvidence value of a Node; an empty value is no
-// evidence.
-func ParseEvidence(s string) ([]Evidence, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var evs []Evidence
-	if err := json.Unmarshal([]byte(s), &evs); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", AnnotationEvidence, err)
-	}
-	return evs, nil
-}
-
-// EvidenceOf renders a fault for the annotation.
+// EvidenceOf renders a fault as recorded on its node.
 func EvidenceOf(f Fault, bootID string) Evidence {
 	ev := Evidence{
 		Rule: f.Rule.ID, Pack: f.Rule.Pack, Severity: f.Rule.Severity, Action: f.Rule.Action,

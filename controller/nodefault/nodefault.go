@@ -28,6 +28,7 @@ import (
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/rules"
 )
 
 // Defaults of Options.
@@ -134,8 +135,11 @@ func (s *Store) path(name string) string {
 	return p
 }
 
-func (s *Store) do(ctx context.Context, verb, path string, body any, into any) error {
+func (s *Store) do(ctx context.Context, verb, path string, body any, into any, params ...string) error {
 	req := s.rc.Verb(verb).AbsPath(path).SetHeader("Accept", "application/json")
+	for i := 0; i+1 < len(params); i += 2 {
+		req = req.Param(params[i], params[i+1])
+	}
 	if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
@@ -173,6 +177,26 @@ func (s *Store) List(ctx context.Context) ([]v1alpha1.NodeFault, error) {
 	return l.Items, nil
 }
 
+// ForNode returns the NodeFaults of node, read from the API server (not a cache):
+// the records a Node write is planned on.
+func (s *Store) ForNode(ctx context.Context, node string) ([]v1alpha1.NodeFault, error) {
+	var l v1alpha1.NodeFaultList
+	if err := s.do(ctx, "GET", s.path(""), nil, &l, "labelSelector", LabelNode+"="+labelValue(node)); err != nil {
+		return nil, fmt.Errorf("nodefault: list %s's: %w", node, err)
+	}
+	out := l.Items[:0]
+	for _, nf := range l.Items {
+		if nf.Spec.Node == node { // the label is cut to 63 characters
+			out = append(out, nf)
+		}
+	}
+	return out, nil
+}
+
+// LabelNode labels each NodeFault with its node (cut to a label value's 63
+// characters), for a selective list.
+const LabelNode = "faultline.io/node"
+
 // Change is one update of a record.
 type Change struct {
 	// Phase, when set, becomes the record's phase (with Reason and Message).
@@ -187,6 +211,13 @@ type Change struct {
 	BootID string
 	// Probe, when set, is appended to the probe verdicts.
 	Probe *v1alpha1.ProbeVerdict
+	// Rule, when set and the record is created by this change, fills its spec
+	// (Fault does too).
+	Rule *rules.Compiled
+	// Taint, when set, becomes the record's taint bookkeeping (time set here);
+	// ClearTaint removes it.
+	Taint      *v1alpha1.TaintRecord
+	ClearTaint bool
 }
 
 // Record applies c to the NodeFault of a rule on node, creating it when there is
@@ -203,11 +234,14 @@ func (s *Store) Record(ctx context.Context, node, pack, rule string, c Change) (
 		case apierrors.IsNotFound(err):
 			nf := &v1alpha1.NodeFault{
 				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeFault"},
-				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"faultline.io/node": labelValue(node)}},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelNode: labelValue(node)}},
 				Spec:       v1alpha1.NodeFaultSpec{Node: node, Pack: pack, Rule: rule},
 			}
-			if c.Fault != nil {
-				s.fillSpec(&nf.Spec, c.Fault)
+			switch {
+			case c.Fault != nil:
+				fillSpec(&nf.Spec, c.Fault.Rule)
+			case c.Rule != nil:
+				fillSpec(&nf.Spec, c.Rule)
 			}
 			var created v1alpha1.NodeFault
 			if err := s.do(ctx, "POST", s.path(""), nf, &created); err != nil {
@@ -244,10 +278,10 @@ func labelValue(s string) string {
 	return strings.Trim(s[:63], ".-_")
 }
 
-func (s *Store) fillSpec(sp *v1alpha1.NodeFaultSpec, f *fault.Fault) {
-	sp.Severity, sp.Action = string(f.Rule.Severity), string(f.Rule.Action)
-	sp.Description = truncate(f.Rule.Description, maxMessage)
-	if t := f.Rule.Taint; t.Key != "" {
+func fillSpec(sp *v1alpha1.NodeFaultSpec, r *rules.Compiled) {
+	sp.Severity, sp.Action = string(r.Severity), string(r.Action)
+	sp.Description = truncate(r.Description, maxMessage)
+	if t := r.Taint; t.Key != "" {
 		sp.Taint = t.Key + "=" + t.Value + ":" + t.Effect
 	}
 }
@@ -286,6 +320,14 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 	}
 	if c.BootID != "" {
 		st.BootID = c.BootID
+	}
+	if c.ClearTaint {
+		st.Taint = nil
+	}
+	if c.Taint != nil {
+		t := *c.Taint
+		t.Time = now
+		st.Taint = &t
 	}
 	if f := c.Fault; f != nil {
 		t := metav1.NewTime(f.Time)
@@ -353,6 +395,9 @@ func (s *Store) Collect(ctx context.Context) (int, error) {
 	for _, nf := range all {
 		if nf.Status.Phase != v1alpha1.PhaseResolved || nf.Status.ResolvedAt == nil || now.Sub(nf.Status.ResolvedAt.Time) < s.opts.Retention {
 			continue
+		}
+		if nf.Status.Taint != nil {
+			continue // it still records a taint on the node: the proof of its owner stays
 		}
 		// The precondition keeps a record reopened since the List.
 		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &nf.ResourceVersion}}

@@ -162,6 +162,13 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 		if resolved.Status.ResolvedAt == nil || !resolved.Status.ResolvedAt.Time.Equal(clk.Now()) {
 			t.Fatalf("resolvedAt %v", resolved.Status.ResolvedAt)
 		}
+		// A resolved record that still says it placed a taint is the taint's only
+		// proof of owner: it is kept.
+		owning, err := st.Record(ctx, "gpu-18", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved,
+			Taint: &v1alpha1.TaintRecord{Taint: "faultline.io/faulty=xid-79:NoSchedule", State: v1alpha1.TaintPlaced}})
+		if err != nil || owning.Status.Taint == nil || owning.Status.Taint.State != v1alpha1.TaintPlaced || !owning.Status.Taint.Time.Time.Equal(clk.Now()) {
+			t.Fatalf("record with a taint: %+v, %v", owning, err)
+		}
 		if n, err := st.Collect(ctx); err != nil || n != 0 {
 			t.Errorf("Collect within the retention: %d, %v", n, err)
 		}
@@ -173,8 +180,8 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 			t.Errorf("after Collect: %v, want NotFound", err)
 		}
 		all, err := st.List(ctx)
-		if err != nil || len(all) != 0 {
-			t.Errorf("List = %v, %v", all, err)
+		if err != nil || len(all) != 1 || all[0].Name != owning.Name {
+			t.Errorf("List = %v, %v; want only the record that owns a taint", all, err)
 		}
 	})
 }

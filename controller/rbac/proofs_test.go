@@ -137,7 +137,7 @@ var proofs = map[atom]proof{
 		_, err := sa.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 		return err
 	}},
-	{"", "nodes", "update", "", ""}: {"taint and evidence annotation: update of the full Node", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "nodes", "update", "", ""}: {"taint and pointer annotation: update of the full Node", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		n, err := f.admin.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("admin: %w", err)
@@ -186,6 +186,14 @@ var proofs = map[atom]proof{
 	}},
 	{"faultline.io", "nodefaults", "list", "", ""}: {"a new leader resumes held faults; resolved ones are collected", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := store(sa).List(ctx)
+		return err
+	}},
+	{"faultline.io", "nodefaults", "watch", "", ""}: {"the NodeFault informer watches (taint ownership, facts)", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		body, err := sa.CoreV1().RESTClient().Get().AbsPath("/apis/faultline.io/v1alpha1/nodefaults").
+			Param("watch", "true").Param("timeoutSeconds", "1").Stream(ctx)
+		if err == nil {
+			_ = body.Close()
+		}
 		return err
 	}},
 	{"faultline.io", "nodefaults", "create", "", ""}: {"a fault's record is opened", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {

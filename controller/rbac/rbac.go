@@ -2,8 +2,8 @@
 // repository (clusterrole.yaml, role.yaml) and embedded here, so the deployment
 // manifests and the tests use the same files.
 //
-// The ClusterRole covers what is cluster-wide: Nodes (informer, taints, evidence
-// annotation), nodes/status (the optional condition), NodeFaults and the reviews
+// The ClusterRole covers what is cluster-wide: Nodes (informer, taints, the
+// pointer annotation), nodes/status (the optional condition), NodeFaults and the reviews
 // of the API's callers. The Role covers what lives in the controller's own
 // namespace: the leader-election Lease and the checkpoint ConfigMap (by name), the
 // agent pods, Events about its own objects; bound there with a RoleBinding, it lets

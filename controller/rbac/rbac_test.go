@@ -143,10 +143,10 @@ func TestControllerRBAC(t *testing.T) {
 
 		// The checkpoint and leader election, with the project's own code.
 		store := checkpoint.New(cs, ns, controller.DefaultCheckpointName)
-		if err := store.SaveState(ctx, []byte(`{"n":1}`), now); err != nil {
+		if err := store.SaveState(ctx, []byte(`{"n":1}`), now, []byte(`{"rules":[]}`)); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.SaveState(ctx, []byte(`{"n":2}`), now.Add(time.Second)); err != nil {
+		if err := store.SaveState(ctx, []byte(`{"n":2}`), now.Add(time.Second), nil); err != nil {
 			t.Fatal(err)
 		}
 		if got, ok, err := store.Load(ctx); err != nil || !ok || !got.Equal(now.Add(time.Second)) {

@@ -107,7 +107,7 @@ func TestControllerAdmissionPolicy(t *testing.T) {
 	if err := update(controller, func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "faultline.io/faulty", Effect: corev1.TaintEffectNoSchedule})
 		n.Labels["faultline.io/health"] = "faulty"
-		n.Annotations["faultline.io/evidence"] = `{"rule":"xid-79"}`
+		n.Annotations["faultline.io/faults"] = "gpu-vap.nvidia-xid.xid-79"
 	}); err != nil {
 		t.Fatalf("controller: its own taint, label and annotation: %v", err)
 	}
@@ -153,7 +153,7 @@ func TestControllerAdmissionPolicy(t *testing.T) {
 		keys[tt.Key] = true
 	}
 	if !keys["example.com/maintenance"] || !keys["example.com/evil"] || keys["faultline.io/faulty"] || n.Labels["team"] != "b" ||
-		n.Annotations["owner"] != "infra" || n.Annotations["faultline.io/evidence"] == "" {
+		n.Annotations["owner"] != "infra" || n.Annotations["faultline.io/faults"] == "" {
 		t.Errorf("node after the test: taints %v, labels %v, annotations %v", keys, n.Labels, n.Annotations)
 	}
 }

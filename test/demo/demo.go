@@ -232,7 +232,7 @@ func (d *demo) tryIt() {
   export KUBECONFIG=%s
   %s get nodes -o custom-columns='NAME:.metadata.name,HEALTH:.metadata.labels.faultline\.io/health,TAINTS:.spec.taints[*].value'
   %s get events -A --field-selector involvedObject.kind=Node
-  %s get node gpu-3 -o jsonpath='{.metadata.annotations.faultline\.io/evidence}'
+  %s get nodefaults; %s describe nodefault gpu-3.nvidia-xid.xid-gpu-lost
 
   The controller API checks tokens; this one is a faultline-operator's:
   export TOKEN=%s
@@ -247,7 +247,7 @@ func (d *demo) tryIt() {
     f=%s; echo "3,$(( $(wc -l < $f) + 1 )),$(awk '{printf "%%.0f", $1*1000000}' /proc/uptime),-;NVRM: Xid (PCI:0000:07:00): 48, pid=1, name=x, An uncorrectable double bit error" >> $f
 
   Logs of every component: %s`,
-		d.env.Kubeconfig(), kubectl, kubectl, kubectl,
+		d.env.Kubeconfig(), kubectl, kubectl, kubectl, kubectl,
 		d.apiToken, d.api, d.o.Binary, opConfig, d.api, d.api, d.o.Binary, opConfig, d.api, d.env.LokiURL(),
 		d.kmsg["gpu-4"].path, filepath.Join(d.o.Dir, "logs"))
 }

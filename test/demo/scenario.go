@@ -12,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // nvmlRound runs the hourly nvml check once now through the API, so every node has a
@@ -83,12 +85,14 @@ func (d *demo) scenario(ctx context.Context) {
 		n, _ := d.cs.CoreV1().Nodes().Get(ctx, "gpu-3", metav1.GetOptions{})
 		d.say("        → gpu-3 tainted %s after %s (kernel line → exporter → collector → Loki → controller → taint)",
 			taintText(n), took.Round(time.Millisecond))
-		if ev, err := fault.ParseEvidence(n.Annotations[fault.AnnotationEvidence]); err == nil && len(ev) > 0 {
-			d.say("          evidence (annotation %s): rule %s, %d line(s), first: %q", fault.AnnotationEvidence, ev[0].ID(),
-				len(ev[0].Lines), clip(ev[0].Lines[0].Text, 100))
-			d.check("Xid 79 on gpu-3 → tainted with the evidence on the node", strings.Contains(ev[0].Lines[0].Text, "79"), "")
+		ptr := n.Annotations[fault.AnnotationFaults]
+		nf, err := d.nodeFault(ctx, strings.Split(ptr, ",")[0])
+		if err == nil && len(nf.Status.Evidence) > 0 {
+			d.say("          evidence (NodeFault %s, named by the node's annotation %s): rule %s/%s, phase %s, %d line(s), first: %q",
+				nf.Name, fault.AnnotationFaults, nf.Spec.Pack, nf.Spec.Rule, nf.Status.Phase, len(nf.Status.Evidence), clip(nf.Status.Evidence[0].Text, 100))
+			d.check("Xid 79 on gpu-3 → tainted with the evidence in its NodeFault", strings.Contains(nf.Status.Evidence[0].Text, "79"), "")
 		} else {
-			d.check("Xid 79 on gpu-3 → tainted with the evidence on the node", false, fmt.Sprintf("evidence: %v", err))
+			d.check("Xid 79 on gpu-3 → tainted with the evidence in its NodeFault", false, fmt.Sprintf("NodeFault %q: %v", ptr, err))
 		}
 	} else {
 		d.check("Xid 79 on gpu-3 → tainted", false, why)
@@ -197,4 +201,21 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// nodeFault reads a NodeFault record (waiting briefly: the record's evidence is
+// written just after the taint).
+func (d *demo) nodeFault(ctx context.Context, name string) (*v1alpha1.NodeFault, error) {
+	st, err := nodefault.New(d.cs, nodefault.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var nf *v1alpha1.NodeFault
+	for i := 0; i < 50; i++ {
+		if nf, err = st.Get(ctx, name); err == nil && len(nf.Status.Evidence) > 0 {
+			return nf, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nf, err
 }

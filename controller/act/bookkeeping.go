@@ -1,0 +1,216 @@
+package act
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/rules"
+)
+
+// The taint bookkeeping lives in each fault's NodeFault record (status.taint), which
+// only the controller's identity may write. The Node carries nothing faultline
+// trusts: at most the pointer annotation fault.AnnotationFaults, for people.
+
+// maxPointerBytes bounds the pointer annotation.
+const maxPointerBytes = 4096
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+// evidenceOf reads a record with a taint entry as the fault it records on its node.
+// TaintPlaced says whether faultline owns the taint: Placed, or Placing (the Node
+// update may have happened; see plan, which checks the Node).
+func evidenceOf(nf *v1alpha1.NodeFault) fault.Evidence {
+	st := nf.Status
+	e := fault.Evidence{Rule: nf.Spec.Rule, Pack: nf.Spec.Pack, Severity: rules.Severity(nf.Spec.Severity),
+		Action: rules.Action(nf.Spec.Action), Taint: nf.Spec.Taint, Captures: st.Captures, Count: int(st.Count),
+		Recover: st.Recover, BootID: st.BootID}
+	if st.Taint != nil {
+		e.Taint = st.Taint.Taint
+		e.TaintPlaced = st.Taint.State == v1alpha1.TaintPlaced || st.Taint.State == v1alpha1.TaintPlacing
+		e.Time = st.Taint.Time.Time
+	}
+	if st.LastSeen != nil {
+		e.Time = st.LastSeen.Time
+	}
+	for _, l := range st.Evidence {
+		e.Lines = append(e.Lines, logstream.Line{Time: l.Time.Time, Text: l.Text})
+	}
+	return e
+}
+
+// recorded is a node's faults with a taint entry, as their records say, sorted by
+// pack/rule.
+type recorded struct {
+	entries []fault.Evidence
+	states  map[string]v1alpha1.TaintRecord // pack/rule → the record's taint entry
+}
+
+func recordedOf(recs []*v1alpha1.NodeFault) recorded {
+	r := recorded{states: map[string]v1alpha1.TaintRecord{}}
+	for _, nf := range recs {
+		if nf.Status.Taint == nil {
+			continue
+		}
+		e := evidenceOf(nf)
+		r.entries = append(r.entries, e)
+		r.states[e.ID()] = *nf.Status.Taint
+	}
+	sort.Slice(r.entries, func(i, j int) bool { return r.entries[i].ID() < r.entries[j].ID() })
+	return r
+}
+
+// readRecorded reads node's records from the API server, not the cache: a Node write
+// is planned on them.
+func (a *Actor) readRecorded(ctx context.Context, node string) (recorded, error) {
+	l, err := a.records.ForNode(ctx, node)
+	if err != nil {
+		return recorded{}, err
+	}
+	recs := make([]*v1alpha1.NodeFault, len(l))
+	for i := range l {
+		recs[i] = &l[i]
+	}
+	return recordedOf(recs), nil
+}
+
+// writeTaint writes a fault's taint entry to its record (creating the record with
+// the rule's spec when there is none).
+func (a *Actor) writeTaint(ctx context.Context, node string, e fault.Evidence, state v1alpha1.TaintState, r *rules.Compiled) error {
+	_, err := a.records.Record(ctx, node, e.Pack, e.Rule, nodefault.Change{Rule: r,
+		Taint: &v1alpha1.TaintRecord{Taint: e.Taint, State: state}})
+	return err
+}
+
+// markPlacing writes Placing to the record of each fault the plan gives a taint it
+// did not own: before the Node update, so that a crash after it leaves a record the
+// next leader checks against the Node instead of a taint nobody owns.
+func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p plan, firing *rules.Compiled) error {
+	for _, e := range p.entries {
+		if !e.TaintPlaced {
+			continue
+		}
+		if s, ok := old.states[e.ID()]; ok && (s.State == v1alpha1.TaintPlaced || s.State == v1alpha1.TaintPlacing) && s.Taint == e.Taint {
+			continue
+		}
+		if err := a.writeTaint(ctx, node, e, v1alpha1.TaintPlacing, ruleIf(firing, e)); err != nil {
+			return fmt.Errorf("record %s placing %s: %w", e.ID(), e.Taint, err)
+		}
+	}
+	return nil
+}
+
+// settle writes, after the Node update, each fault's final taint entry (Placed or
+// Existing) where it changed, and removes the entries of the cleared faults.
+func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, cleared []string, firing *rules.Compiled) error {
+	var errs []string
+	for _, e := range p.entries {
+		want := v1alpha1.TaintExisting
+		if e.TaintPlaced {
+			want = v1alpha1.TaintPlaced
+		}
+		if s, ok := old.states[e.ID()]; ok && s.State == want && s.Taint == e.Taint {
+			continue
+		}
+		if err := a.writeTaint(ctx, node, e, want, ruleIf(firing, e)); err != nil {
+			errs = append(errs, fmt.Sprintf("record %s %s: %v", e.ID(), want, err))
+		}
+	}
+	for _, id := range cleared {
+		pack, rule, _ := strings.Cut(id, "/")
+		if _, err := a.records.Record(ctx, node, pack, rule, nodefault.Change{ClearTaint: true}); err != nil {
+			errs = append(errs, fmt.Sprintf("record %s: clear taint: %v", id, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("node %s updated, its records not: %s", node, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func ruleIf(r *rules.Compiled, e fault.Evidence) *rules.Compiled {
+	if r != nil && r.Pack == e.Pack && r.ID == e.Rule {
+		return r
+	}
+	return nil
+}
+
+// pointer is the value of the pointer annotation for the faults of entries: the
+// names of their NodeFaults, comma-separated, cut to maxPointerBytes.
+func pointer(node string, entries []fault.Evidence) string {
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, nodefault.Name(node, e.Pack, e.Rule))
+	}
+	sort.Strings(names)
+	return truncate(strings.Join(names, ","), maxPointerBytes)
+}
+
+// CheckPlacing settles the records a writer left in Placing (a crash between the
+// record and the Node update, or after it) against the Node: a node that carries
+// the taint's key and effect has it adopted (Placed); otherwise the entry is removed,
+// since that Node update never happened. Only records in Placing for at least
+// minAge are checked, so a write in progress is not raced. It returns the pack/rule
+// of each entry it settled, by outcome.
+func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted, cleared []string, err error) {
+	if err := a.ready(); err != nil {
+		return nil, nil, err
+	}
+	now := a.opts.Now()
+	var errs []error
+	for _, nf := range a.faults.List() {
+		st := nf.Status.Taint
+		if st == nil || st.State != v1alpha1.TaintPlacing || now.Sub(st.Time.Time) < minAge {
+			continue
+		}
+		node, e := nf.Spec.Node, evidenceOf(nf)
+		n, err := a.readNode(ctx, node, true)
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		t, ok := parseTaint(st.Taint)
+		if err == nil && ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil {
+			if err := a.writeTaint(ctx, node, e, v1alpha1.TaintPlaced, nil); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			adopted = append(adopted, fault.Key(node, e.Pack, e.Rule))
+			continue
+		}
+		if _, err := a.records.Record(ctx, node, e.Pack, e.Rule, nodefault.Change{ClearTaint: true}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cleared = append(cleared, fault.Key(node, e.Pack, e.Rule))
+	}
+	return adopted, cleared, errors.Join(errs...)
+}
+
+// hasTaintOf reports whether n carries the taint (key and effect) of a record entry.
+func hasTaintOf(n *corev1.Node, taint string) bool {
+	t, ok := parseTaint(taint)
+	return ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil
+}

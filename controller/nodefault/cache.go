@@ -1,0 +1,105 @@
+package nodefault
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+)
+
+// byNode indexes the cache by spec.node.
+const byNode = "node"
+
+// Cache is an informer over every NodeFault: the records as the API server last
+// sent them, indexed by node. Create it with NewCache, run it with Run.
+type Cache struct {
+	inf cache.SharedIndexInformer
+}
+
+// NewCache builds the informer on client's connection (its transport, credentials
+// and rate limiter), with a REST client of the faultline.io/v1alpha1 group.
+func NewCache(client kubernetes.Interface, resync time.Duration) (*Cache, error) {
+	rc, err := groupClient(client)
+	if err != nil {
+		return nil, err
+	}
+	lw := cache.NewListWatchFromClient(rc, v1alpha1.Resource, metav1.NamespaceAll, fields.Everything())
+	inf := cache.NewSharedIndexInformer(lw, &v1alpha1.NodeFault{}, resync, cache.Indexers{
+		byNode: func(obj any) ([]string, error) {
+			if nf, ok := obj.(*v1alpha1.NodeFault); ok {
+				return []string{nf.Spec.Node}, nil
+			}
+			return nil, nil
+		},
+	})
+	return &Cache{inf: inf}, nil
+}
+
+// groupClient is a REST client of faultline.io/v1alpha1 sharing client's
+// connection: the clientset knows only the built-in groups.
+func groupClient(client kubernetes.Interface) (*rest.RESTClient, error) {
+	core, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || core == nil {
+		return nil, errors.New("nodefault: the Kubernetes client has no REST client to share")
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	codecs := serializer.NewCodecFactory(scheme)
+	base := core.Get().AbsPath("/").URL()
+	rc, err := rest.NewRESTClient(base, "/apis/"+v1alpha1.Group+"/"+v1alpha1.Version, rest.ClientContentConfig{
+		ContentType:  runtime.ContentTypeJSON,
+		GroupVersion: v1alpha1.SchemeGroupVersion,
+		Negotiator:   runtime.NewClientNegotiator(codecs.WithoutConversion(), v1alpha1.SchemeGroupVersion),
+	}, core.GetRateLimiter(), core.Client)
+	if err != nil {
+		return nil, fmt.Errorf("nodefault: REST client: %w", err)
+	}
+	return rc, nil
+}
+
+// Run runs the informer until stop is closed.
+func (c *Cache) Run(stop <-chan struct{}) { c.inf.Run(stop) }
+
+// HasSynced reports whether the first list has been delivered.
+func (c *Cache) HasSynced() bool { return c.inf.HasSynced() }
+
+// OnChange calls f (with no argument: callers recompute) on every add, update and
+// delete of a NodeFault.
+func (c *Cache) OnChange(f func()) error {
+	_, err := c.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { f() },
+		UpdateFunc: func(any, any) { f() },
+		DeleteFunc: func(any) { f() },
+	})
+	return err
+}
+
+// ForNode returns the cached records of node. They are shared: do not modify them.
+func (c *Cache) ForNode(node string) []*v1alpha1.NodeFault {
+	objs, _ := c.inf.GetIndexer().ByIndex(byNode, node)
+	return toNodeFaults(objs)
+}
+
+// List returns every cached record. They are shared: do not modify them.
+func (c *Cache) List() []*v1alpha1.NodeFault { return toNodeFaults(c.inf.GetStore().List()) }
+
+func toNodeFaults(objs []any) []*v1alpha1.NodeFault {
+	out := make([]*v1alpha1.NodeFault, 0, len(objs))
+	for _, o := range objs {
+		if nf, ok := o.(*v1alpha1.NodeFault); ok {
+			out = append(out, nf)
+		}
+	}
+	return out
+}
