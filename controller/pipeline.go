@@ -149,6 +149,10 @@ func (c *Controller) pipeline(ctx context.Context) error {
 // process runs one line through match → decide → act.
 func (c *Controller) process(ctx context.Context, st stages, e logstream.Line) {
 	c.m.lines.WithLabelValues(e.Query).Inc()
+	if e.Node != "" && !c.actor.Owns(e.Node) {
+		c.m.otherShard.Inc() // its shard's controller reads it too
+		return
+	}
 	res := st.match.Process(e)
 	if e.Node == "" {
 		c.m.noNode.Inc()

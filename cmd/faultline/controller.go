@@ -81,6 +81,7 @@ func newControllerCmd() *cobra.Command {
 		apiQPS     float32
 		apiBurst   int
 		agentPods  *proberun.AgentPods
+		shard      shardFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -137,6 +138,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			cfg.Decide.RuleBudgets = ruleBudget
 			cfg.Selectors = lokisource.Selectors{logstream.SourceKernel: kernelSel, logstream.SourcePod: podSel,
 				logstream.SourceNVML: nvmlSel}
+			if err := shard.apply(&cfg); err != nil {
+				return err
+			}
 			cfg.Act.Instance = cfg.Identity
 			if cfg.Act.Eligible, err = pf.eligible(); err != nil {
 				return err
@@ -210,6 +214,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&listen, "listen", ":9401", "address for /metrics, /healthz, /readyz and /api/v1")
 	f.StringVar(&logFormat, "log-format", "json", "json or text")
 	pf.register(f)
+	shard.register(f)
 	return cmd
 }
 
