@@ -1,6 +1,5 @@
 package controller
 
-
 // A sharded controller (act.Options.Shard) owns the nodes its label selector picks:
 // it reads only their lines, counts only them in its budget and storm hold, and
 // settles only their records. A node relabelled from one shard to another moves
@@ -69,4 +68,3 @@ func (c *Controller) settleMoves() {
 		c.log.Info("node joined the shard", "node", node, "held_faults_taken_over", taken)
 	}
 }
-
