@@ -17,6 +17,7 @@ import (
 type shardFlags struct {
 	label   string   // the node label, e.g. faultline.io/shard
 	value   string   // this shard's value of it
+	name    string   // names its Lease and checkpoint (default: value)
 	others  []string // set on the default shard: the other shards' values
 	matcher string   // LogQL label matcher restricting the reads to the shard's nodes
 }
@@ -24,6 +25,7 @@ type shardFlags struct {
 func (s *shardFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.label, "shard-label", "", "node label that splits the fleet between controllers (empty: one controller for every node)")
 	f.StringVar(&s.value, "shard", "", "this controller's value of --shard-label: it owns the nodes labelled so, with its own Lease, checkpoint and budget")
+	f.StringVar(&s.name, "shard-name", "", "names the shard's Lease faultline-controller-NAME and checkpoint faultline-checkpoint-NAME (default: the --shard value; a DNS label)")
 	f.StringSliceVar(&s.others, "shard-default-except", nil, "make this the default shard: it also owns nodes without --shard-label or with a value outside these (the other shards' values)")
 	f.StringVar(&s.matcher, "shard-stream-matcher", "", `LogQL label matcher added to every stream selector so Loki sends only this shard's lines, e.g. node=~"gpu-a-.*" (default: every candidate line is read; other shards' are skipped)`)
 }
@@ -32,17 +34,24 @@ func (s *shardFlags) register(f *pflag.FlagSet) {
 // names, the stream selectors.
 func (s *shardFlags) apply(cfg *controller.Config) error {
 	if s.label == "" {
-		if s.value != "" || len(s.others) > 0 || s.matcher != "" {
-			return fmt.Errorf("--shard, --shard-default-except and --shard-stream-matcher need --shard-label")
+		if s.value != "" || s.name != "" || len(s.others) > 0 || s.matcher != "" {
+			return fmt.Errorf("--shard, --shard-name, --shard-default-except and --shard-stream-matcher need --shard-label")
 		}
 		return nil
 	}
 	if errs := validation.IsQualifiedName(s.label); len(errs) > 0 {
 		return fmt.Errorf("--shard-label %q: %s", s.label, strings.Join(errs, "; "))
 	}
-	// The value names the shard's Lease and ConfigMap: a DNS label.
-	if errs := validation.IsDNS1123Label(s.value); len(errs) > 0 {
-		return fmt.Errorf("--shard %q: %s", s.value, strings.Join(errs, "; "))
+	if errs := validation.IsValidLabelValue(s.value); len(errs) > 0 || s.value == "" {
+		return fmt.Errorf("--shard %q: a label value is required: %s", s.value, strings.Join(errs, "; "))
+	}
+	name := s.name
+	if name == "" {
+		name = s.value
+	}
+	// The name is part of the shard's Lease and ConfigMap names: a DNS label.
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("shard name %q (--shard-name, default --shard): %s", name, strings.Join(errs, "; "))
 	}
 	var req *labels.Requirement
 	var err error
@@ -58,8 +67,8 @@ func (s *shardFlags) apply(cfg *controller.Config) error {
 		return fmt.Errorf("shard selector: %w", err)
 	}
 	cfg.Act.Shard = labels.NewSelector().Add(*req)
-	cfg.LeaseName = controller.DefaultLeaseName + "-" + s.value
-	cfg.CheckpointName = controller.DefaultCheckpointName + "-" + s.value
+	cfg.LeaseName = controller.DefaultLeaseName + "-" + name
+	cfg.CheckpointName = controller.DefaultCheckpointName + "-" + name
 	if s.matcher != "" {
 		if cfg.Selectors, err = cfg.Selectors.WithMatcher(s.matcher); err != nil {
 			return fmt.Errorf("--shard-stream-matcher: %w", err)

@@ -52,7 +52,13 @@ func TestShardFlags(t *testing.T) {
 			t.Errorf("%+v accepted", bad)
 		}
 	}
-	var cfg controller.Config
+	named := shardFlags{label: key, value: "Pool_A", name: "pool-a"}
+	cfg := controller.Config{Selectors: lokisource.DefaultSelectors()}
+	if err := named.apply(&cfg); err != nil || cfg.LeaseName != "faultline-controller-pool-a" || cfg.CheckpointName != "faultline-checkpoint-pool-a" ||
+		!cfg.Act.Shard.Matches(labels.Set{key: "Pool_A"}) {
+		t.Errorf("--shard Pool_A --shard-name pool-a: err %v, Lease %q, checkpoint %q, selector %v", err, cfg.LeaseName, cfg.CheckpointName, cfg.Act.Shard)
+	}
+	cfg = controller.Config{}
 	if err := (&shardFlags{}).apply(&cfg); err != nil || cfg.Act.Shard != nil || cfg.LeaseName != "" {
 		t.Errorf("no shard: err %v, selector %v, lease %q; want one controller for every node", err, cfg.Act.Shard, cfg.LeaseName)
 	}
