@@ -7,11 +7,29 @@ package controller
 // takes them over from their NodeFault records (phase Held); a taint already placed
 // stays, and the new shard's reconcile recovers it.
 
+// owns says whether this controller decides the lines of node: a node of its shard,
+// or one that left it since the last reconcile. Until then the node's new shard may
+// not have seen it join (each shard's informer sees the relabelling at its own
+// moment), and a line both shards decide is better than one neither does: a taint
+// already placed is a no-op.
+func (c *Controller) owns(node string) bool {
+	if c.actor.Owns(node) {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	joined, moved := c.moves[node]
+	return moved && !joined
+}
+
 // noteMove is the Node informer's report of a node joining or leaving the shard;
 // the next reconcile settles it (the informer must not wait on the decider).
 func (c *Controller) noteMove(node string, joined bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.leading {
+		return // a new term takes over its held faults from the records (resumeHeld)
+	}
 	if len(c.moves) >= maxMoves {
 		// A relabelling of more nodes than this between two reconciles: the rest are
 		// settled from their records at the next term (resumeHeld).

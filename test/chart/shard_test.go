@@ -8,6 +8,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -59,7 +60,7 @@ func TestShards(t *testing.T) {
 		if pdb == nil {
 			t.Errorf("no PodDisruptionBudget for shard %s", shard)
 		}
-		if objs.find("ConfigMap", "faultline-checkpoint-"+shard) == nil {
+		if objs.find("ConfigMap", controller.DefaultCheckpointName+"-"+shard) == nil {
 			t.Errorf("no checkpoint ConfigMap for shard %s", shard)
 		}
 	}
@@ -73,10 +74,12 @@ func TestShards(t *testing.T) {
 			names[res] = append(names[res], r.ResourceNames...)
 		}
 	}
-	if got, want := names["leases"], []string{"faultline-controller-a", "faultline-controller-b"}; !reflect.DeepEqual(got, want) {
+	// The names the controller derives from --shard-name (cmd/faultline/shard.go).
+	lease, cp := controller.DefaultLeaseName+"-", controller.DefaultCheckpointName+"-"
+	if got, want := names["leases"], []string{lease + "a", lease + "b"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Role grants the Leases %v, want the shards' %v", got, want)
 	}
-	if got, want := names["configmaps"], []string{"faultline-checkpoint-a", "faultline-checkpoint-b"}; !reflect.DeepEqual(got, want) {
+	if got, want := names["configmaps"], []string{cp + "a", cp + "b"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Role grants the ConfigMaps %v, want the shards' %v", got, want)
 	}
 
