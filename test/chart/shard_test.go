@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,7 +20,11 @@ import (
 func TestShards(t *testing.T) {
 	testenv.Integration(t)
 	c := caseNamed(t, "defaults")
-	c.name, c.valuesFile = "shards", "values-shards.yaml"
+	c.name, c.valuesFile = "shards", "shards.yaml"
+	lint := []string{"lint", "--strict", filepath.Join(repoRoot(t), chartDir), "-f", filepath.Join(repoRoot(t), "test", "chart", "testdata", c.valuesFile)}
+	if out, err := helm(t, lint...); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
 	objs := parse(t, render(t, c))
 	full := c.release // the release name is the chart's full name
 	if objs.find("Deployment", full+"-otel-collector") == nil {
