@@ -20,7 +20,8 @@ const shardLabel = "faultline.io/shard"
 // TestShards: two controllers split 20 nodes by a label — shard a owns the nodes
 // labelled a, the default shard b every other node (labelled b, with an unknown
 // value, or unlabelled). An Xid 79 on every node taints each exactly once, by the
-// shard that owns it, none missed. A fault shard a holds over its budget moves with
+// shard that owns it, none missed, and so on a node created later without the
+// label. A fault shard a holds over its budget moves with
 // its node when the node is relabelled to b, and b places it.
 func TestShards(t *testing.T) {
 	cl := newCluster(t)
@@ -101,6 +102,16 @@ func TestShards(t *testing.T) {
 	cl.waitFor("shard a holding nothing once its node left", 10*time.Second, func() bool {
 		return testutil.ToFloat64(a.m.Held().WithLabelValues(string(decide.ReasonBudget))) == 0
 	})
+	// A node created later without the label: the default shard's.
+	const late = "gpu-20"
+	nodes, owner[late] = append(nodes, late), "shard-b"
+	if _, err := cl.cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: late,
+		Labels: map[string]string{"nvidia.com/gpu.present": "true"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitFor("shard b counting "+late, 10*time.Second, func() bool { return testutil.ToFloat64(b.m.EligibleNodes()) == 13 })
+	cl.push(late, time.Now(), xid79)
+	cl.waitFor(late+" tainted", 30*time.Second, func() bool { return cl.tainted(late) })
 	time.Sleep(time.Second) // room for a second taint, were one coming
 
 	for _, n := range nodes {
@@ -126,8 +137,8 @@ func TestShards(t *testing.T) {
 		}
 	}
 	// Each shard read the other's lines and left them alone.
-	if got := testutil.ToFloat64(a.m.OtherShard()); got != 11 {
-		t.Errorf("shard a skipped %v lines of other shards, want b's 11", got)
+	if got := testutil.ToFloat64(a.m.OtherShard()); got != 12 {
+		t.Errorf("shard a skipped %v lines of other shards, want b's 12", got)
 	}
 	if got := testutil.ToFloat64(b.m.OtherShard()); got != 9 {
 		t.Errorf("shard b skipped %v lines of other shards, want a's 9 (gpu-08's while a owned it)", got)
