@@ -193,8 +193,8 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("exporter (kmsg.access=privileged) security context %+v", ec.SecurityContext)
 	}
 	endpoint, ok := argWithPrefix(ec, "--otlp-endpoint=")
-	if !ok || endpoint != "http://faultline-otel-collector.faultline.svc:4318" {
-		t.Errorf("exporter --otlp-endpoint=%q, want the chart's collector Service", endpoint)
+	if !ok || endpoint != "https://faultline-otel-collector.faultline.svc:4318" {
+		t.Errorf("exporter --otlp-endpoint=%q, want the chart's collector Service over TLS", endpoint)
 	}
 	if !tolerates(spec.Tolerations, "faultline.io/faulty") || !tolerates(spec.Tolerations, "anything") {
 		t.Errorf("exporter tolerations %+v: it must keep running on tainted nodes", spec.Tolerations)
@@ -317,8 +317,8 @@ func TestDefaults(t *testing.T) {
 	// projected token.
 	ag := daemonSet(t, objs, "faultline-probe-agent")
 	agc := &ag.Spec.Template.Spec.Containers[0]
-	for _, arg := range []string{"--nvml-events", "--events-otlp-endpoint=http://faultline-otel-collector.faultline.svc:4318",
-		"--events-token-file=/var/run/secrets/faultline/collector/token"} {
+	for _, arg := range []string{"--nvml-events", "--events-otlp-endpoint=https://faultline-otel-collector.faultline.svc:4318",
+		"--events-token-file=/var/run/secrets/faultline/collector/token", "--events-ca-file=/var/run/secrets/faultline/collector-ca/ca.crt"} {
 		if !hasArg(agc, arg) {
 			t.Errorf("probe agent args %v: no %s", agc.Args, arg)
 		}

@@ -165,8 +165,10 @@ func TestAgentTLS(t *testing.T) {
 	// probeAgent.tls.existingSecret: no Secret rendered, the same mounts of it.
 	ex := parse(t, render(t, renderCase{name: "agent-tls-existing", release: "faultline", namespace: "faultline",
 		sets: []string{"probeAgent.tls.existingSecret=agent-certs"}}))
-	if objs := ex.ofKind("Secret"); len(objs) != 0 {
-		t.Errorf("with probeAgent.tls.existingSecret, Secrets %v rendered", ex.names("Secret"))
+	for _, s := range ex.ofKind("Secret") {
+		if s.GetLabels()["app.kubernetes.io/component"] == "probe-agent" {
+			t.Errorf("with probeAgent.tls.existingSecret, the agents' Secret %s rendered", s.GetName())
+		}
 	}
 	epa := daemonSet(t, ex, "faultline-probe-agent")
 	ectl := deployment(t, ex, "faultline-controller")
