@@ -379,8 +379,9 @@ func toolVersion(t testing.TB, key string) string {
 // capabilities unless the component needs them).
 func TestConsistency(t *testing.T) {
 	testenv.Integration(t)
-	// From the values files, and the agents' TLS Secret the manifests leave to the user.
-	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true}
+	// From the values files, and the agents' and the collector's TLS Secrets the
+	// manifests leave to the user.
+	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true, "faultline-otel-collector-tls": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			objs := parse(t, render(t, c))
