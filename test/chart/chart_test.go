@@ -68,6 +68,7 @@ func TestRejects(t *testing.T) {
 		{"bad duration", []string{"controller.leaderElection.leaseDuration=15"}, "/controller/leaderElection/leaseDuration"},
 		{"otlp without a collector", []string{"collector.enabled=false"}, "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint"},
 		{"direct push with basic auth", []string{"exporter.output=loki", "loki.basicAuth.username=u", "loki.basicAuth.password=p"}, "exporter.output=loki cannot authenticate"},
+		{"collector TLS Secret with TLS off", []string{"collector.tls.enabled=false", "collector.tls.existingSecret=certs"}, "collector.tls.existingSecret is set but collector.tls.enabled is false"},
 		{"basic auth without a password", []string{"loki.basicAuth.username=u"}, "loki.basicAuth.username needs loki.basicAuth.password or loki.basicAuth.existingSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
