@@ -164,9 +164,15 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 // replayEngine loads a pack set as the controller does: the built-in packs (when
 // defaults) and then dirs.
 func replayEngine(defaults bool, dirs []string) (*rules.Engine, error) {
+	if !defaults && len(dirs) == 0 {
+		return nil, errors.New("--no-default-packs leaves this set empty: give its directories")
+	}
 	w, err := packwatch.New(packwatch.Config{Defaults: defaults, Dirs: dirs})
 	if err != nil {
 		return nil, err
+	}
+	if len(w.Engine().Set().Rules) == 0 {
+		return nil, fmt.Errorf("no enabled rules in %s", packsName(defaults, dirs))
 	}
 	return w.Engine(), nil
 }

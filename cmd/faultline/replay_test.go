@@ -238,6 +238,14 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 		}
 	})
 
+	t.Run("Loki unreachable is an error", func(t *testing.T) {
+		out, err := run(t, "", "replay", "--loki-url", "http://127.0.0.1:1", "--kubeconfig", kubeconfig, "--no-default-packs",
+			"--since", "48h", "--packs", base, "--baseline", base)
+		if err == nil || !strings.Contains(err.Error(), "candidate packs: replay: lokisource: query kernel:") {
+			t.Fatalf("err %v, want the candidate's kernel query failing\n%s", err, out)
+		}
+	})
+
 	t.Run("table", func(t *testing.T) {
 		out, err := run(t, "", "replay", "--loki-url", e.LokiURL(), "--kubeconfig", kubeconfig, "--no-default-packs",
 			"--since", "721h", "--until", end.Add(time.Hour).Format(time.RFC3339), "--step", "24h",
@@ -252,4 +260,26 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestReplayRefusesBadInput(t *testing.T) {
+	pack := writePack(t, 3)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--loki-url", "http://127.0.0.1:1"}, "--packs is required"},
+		{[]string{"--packs", pack}, "--loki-url is required"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--format", "xml"}, "--format must be table or json"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--since", "2200h"}, "--since must be between"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--until", "yesterday"}, "--until: want an RFC 3339 time"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--max-step-lines", "0"}, "--max-step-lines (0) must be positive"},
+		{[]string{"--packs", t.TempDir(), "--loki-url", "http://127.0.0.1:1", "--no-default-packs", "--baseline", pack}, "candidate packs: no enabled rules in "},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--no-default-packs"}, "baseline packs: --no-default-packs leaves this set empty"},
+	} {
+		out, err := run(t, "", append([]string{"replay"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("replay %v: err %v, want %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
 }

@@ -45,7 +45,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "replay %s .. %s; fleet: %d nodes, %d eligible, %d opted out\n\n",
 		r.Since.UTC().Format(time.RFC3339), r.Until.UTC().Format(time.RFC3339), r.Fleet.Nodes, r.Fleet.Eligible, len(r.Fleet.OptedOut))
-	fmt.Fprintln(tw, "SET\tPACKS\tLINES\tTAINTED\tHELD\tPROBED\tEVENTS\tSTILL-HELD")
+	fmt.Fprintln(tw, "SET\tPACKS\tLINES\tNO-NODE\tTAINTED\tHELD\tPROBED\tEVENTS\tSTILL-HELD")
 	for _, s := range []struct {
 		name string
 		set  Set
@@ -57,7 +57,7 @@ func (r Report) WriteTable(w io.Writer) error {
 				held++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", s.name, s.set.Packs, res.Lines,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.name, s.set.Packs, res.Lines, res.NoNode,
 			len(res.Nodes(OutcomeTaint)), held, len(res.Nodes(OutcomeProbe)), len(res.Nodes(OutcomeEvent)), res.StillHeld)
 	}
 	fmt.Fprintln(tw)
