@@ -63,6 +63,8 @@ func TestLokiEdgeCases(t *testing.T) {
 		}
 	})
 
+	t.Run("History", func(t *testing.T) { testHistory(t, loki) })
+
 	t.Run("RefusedQueryKeepsLastGood", func(t *testing.T) {
 		good := Query{Name: "kernel", LogQL: `{node="n-refused"}`}
 		bad := Query{Name: "kernel", LogQL: `{node="n-refused"} | no_such_stage`}
