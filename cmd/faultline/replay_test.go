@@ -247,9 +247,20 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 	})
 
 	t.Run("table", func(t *testing.T) {
+		// Relative directories, as an operator names them (and docs/replay.md shows).
+		dir := t.TempDir()
+		for name, count := range map[string]int{"current": 3, "candidate": 2} {
+			if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name, "pack.yaml"), fmt.Appendf(nil, replayPack, count), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Chdir(dir)
 		out, err := run(t, "", "replay", "--loki-url", e.LokiURL(), "--kubeconfig", kubeconfig, "--no-default-packs",
 			"--since", "721h", "--until", end.Add(time.Hour).Format(time.RFC3339), "--step", "24h",
-			"--packs", lowered, "--baseline", base, "--budget-percent", "50")
+			"--packs", "candidate", "--baseline", "current", "--budget-percent", "50")
 		if err != nil {
 			t.Fatalf("replay: %v\n%s", err, out)
 		}
