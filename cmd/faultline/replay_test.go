@@ -27,7 +27,7 @@ import (
 )
 
 // replayPack is a pack with one link-down rule that taints at count link-downs of a
-// node within 10 minutes.
+// node within 10 minutes, with a recovery policy.
 const replayPack = `apiVersion: faultline.io/v1
 kind: RulePack
 metadata:
@@ -38,7 +38,7 @@ spec:
     severity: critical
     action: taint
     taint: {key: faultline.io/faulty, effect: NoSchedule}
-    recover: manual
+    recover: %s
   rules:
     - id: link-down
       description: Repeated link-downs of a port
@@ -47,10 +47,10 @@ spec:
       threshold: {count: %d, window: 10m}
 `
 
-func writePack(t *testing.T, count int) string {
+func writePack(t *testing.T, count int, recover string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "pack.yaml"), fmt.Appendf(nil, replayPack, count), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "pack.yaml"), fmt.Appendf(nil, replayPack, recover, count), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -58,13 +58,13 @@ func writePack(t *testing.T, count int) string {
 
 // seedMonth pushes a month of kernel lines of 20 GPU nodes into Loki, each stream in
 // time order, and returns the nodes that had bursts of three link-downs within 10
-// minutes and those that had two.
+// minutes and those that had two. gpu-05 has two bursts of three, 20 days apart.
 func seedMonth(t *testing.T, lokiURL string, end time.Time) (three, two []string) {
 	t.Helper()
 	start := end.Add(-30 * 24 * time.Hour)
-	three = []string{"gpu-00", "gpu-01"}
+	three = []string{"gpu-00", "gpu-01", "gpu-05"}
 	two = []string{"gpu-02", "gpu-03", "gpu-04"}
-	burstDay := map[string]int{"gpu-00": 4, "gpu-01": 19, "gpu-02": 9, "gpu-03": 14, "gpu-04": 27}
+	burstDays := map[string][]int{"gpu-00": {4}, "gpu-01": {19}, "gpu-02": {9}, "gpu-03": {14}, "gpu-04": {27}, "gpu-05": {2, 22}}
 	var streams []push.Stream
 	for i := range 20 {
 		node := fmt.Sprintf("gpu-%02d", i)
@@ -80,9 +80,9 @@ func seedMonth(t *testing.T, lokiURL string, end time.Time) (three, two []string
 			}
 			n := 0
 			switch {
-			case slices.Contains(three, node) && burstDay[node] == day:
+			case slices.Contains(three, node) && slices.Contains(burstDays[node], day):
 				n = 3
-			case slices.Contains(two, node) && burstDay[node] == day:
+			case slices.Contains(two, node) && slices.Contains(burstDays[node], day):
 				n = 2
 			}
 			for k := range n {
@@ -163,7 +163,7 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 	end := time.Now().Truncate(time.Hour)
 	three, two := seedMonth(t, e.LokiURL(), end)
 	kubeconfig := readOnlyKubeconfig(t, e)
-	base, lowered := writePack(t, 3), writePack(t, 2)
+	base, lowered := writePack(t, 3, "manual"), writePack(t, 2, "manual")
 
 	replayJSON := func(t *testing.T, extra ...string) replay.Report {
 		t.Helper()
@@ -228,13 +228,40 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 	})
 
 	t.Run("the budget holds what it would have held", func(t *testing.T) {
-		// 10% of 20 nodes: two taints, and the candidate's three more are held.
+		// 10% of 20 nodes: two taints (the first two bursts, gpu-05 and gpu-00), and
+		// the candidate's four more are held (taints are manual: none is lifted).
 		rep := replayJSON(t, "--packs", lowered, "--baseline", base)
-		if got := rep.Candidate.Result.Nodes(replay.OutcomeTaint); len(got) != 2 {
-			t.Errorf("candidate tainted %v, want two (the budget)", got)
+		if got := rep.Candidate.Result.Nodes(replay.OutcomeTaint); !slices.Equal(got, []string{"gpu-00", "gpu-05"}) {
+			t.Errorf("candidate tainted %v, want gpu-00 and gpu-05 (the budget)", got)
 		}
-		if got := rep.Candidate.Result.Nodes(replay.HoldOutcome("budget")); len(got) != 3 {
-			t.Errorf("candidate held %v for the budget, want three", got)
+		if got := rep.Candidate.Result.Nodes(replay.HoldOutcome("budget")); !slices.Equal(got, []string{"gpu-01", "gpu-02", "gpu-03", "gpu-04"}) {
+			t.Errorf("candidate held %v for the budget, want gpu-01 to gpu-04", got)
+		}
+		if rep.Candidate.Result.StillHeld != 4 {
+			t.Errorf("%d faults still held at the end, want 4", rep.Candidate.Result.StillHeld)
+		}
+	})
+
+	t.Run("recovery lifts a taint, a later burst taints again", func(t *testing.T) {
+		after := writePack(t, 3, "{after: 24h}")
+		rep := replayJSON(t, "--packs", after, "--baseline", base)
+		find := func(res *replay.Result, node string) replay.Action {
+			for _, a := range res.Actions {
+				if a.Node == node && a.Outcome == replay.OutcomeTaint {
+					return a
+				}
+			}
+			t.Fatalf("no taint of %s in %+v", node, res.Actions)
+			return replay.Action{}
+		}
+		// Manual: the second burst finds the node tainted still.
+		if a := find(rep.Baseline.Result, "gpu-05"); a.Recovered != 0 || a.Count != 2 {
+			t.Errorf("manual recovery: %+v, want 2 decisions and no recovery", a)
+		}
+		// After 24h: lifted a day after the first burst, tainted again at the second.
+		a := find(rep.Candidate.Result, "gpu-05")
+		if a.Recovered != 2 || a.Count != 2 || a.Last.Sub(a.First) < 19*24*time.Hour {
+			t.Errorf("recover after 24h: %+v, want 2 taints 20 days apart, each lifted", a)
 		}
 	})
 
@@ -253,7 +280,7 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, name, "pack.yaml"), fmt.Appendf(nil, replayPack, count), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, name, "pack.yaml"), fmt.Appendf(nil, replayPack, "manual", count), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -274,7 +301,7 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 }
 
 func TestReplayRefusesBadInput(t *testing.T) {
-	pack := writePack(t, 3)
+	pack := writePack(t, 3, "manual")
 	for _, tc := range []struct {
 		args []string
 		want string
