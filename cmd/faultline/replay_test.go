@@ -321,3 +321,19 @@ func TestReplayRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestReplayProgressOnlyOnATerminal(t *testing.T) {
+	from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	to := from.Add(40 * time.Hour)
+	var buf strings.Builder
+	if p := newProgress(&buf, from, to); p.step("candidate") != nil {
+		t.Fatal("a progress bar on a writer that is no terminal")
+	}
+	p := &progress{w: &buf, on: true, from: from, to: to}
+	p.step("baseline")(from.Add(10 * time.Hour))
+	p.done()
+	want := "\rbaseline  [" + strings.Repeat("=", 10) + strings.Repeat(" ", 30) + "]  25% 2026-10-01 10:00\n"
+	if buf.String() != want {
+		t.Errorf("progress %q, want %q", buf.String(), want)
+	}
+}

@@ -169,14 +169,14 @@ func (r *run) reconcile() error {
 		f := t.fault
 		active := decide.ActiveFault{Node: f.Node, Rule: f.Rule,
 			Evidence: fault.Evidence{Pack: f.Rule.Pack, Rule: f.Rule.ID, Time: f.Time, BootID: t.boot}}
-		ok, why := r.dec.Recoverable(active, r.now, r.boots[f.Node], r.lastMatch[key])
+		ok, _ := r.dec.Recoverable(active, r.now, r.boots[f.Node], r.lastMatch[key])
 		if !ok {
 			continue
 		}
 		delete(r.taints, key)
 		r.untaint(f.Node, f.Rule.String())
 		r.dec.Untainted(f.Node, f.Rule.String())
-		r.res.recovered(f, r.now, why)
+		r.res.recovered(f)
 	}
 	for _, d := range r.dec.Release(r.facts) {
 		if err := r.apply(d); err != nil {

@@ -118,8 +118,8 @@ func (r *Result) add(d decide.Decision, now time.Time) error {
 	return nil
 }
 
-// recovered notes that the taint of f was lifted at now.
-func (r *Result) recovered(f fault.Fault, now time.Time, _ string) {
+// recovered notes that the taint of f was lifted.
+func (r *Result) recovered(f fault.Fault) {
 	a := Action{Node: f.Node, Rule: f.Rule.String(), Outcome: OutcomeTaint}
 	if i, ok := r.index[a.key()]; ok {
 		r.Actions[i].Recovered++
