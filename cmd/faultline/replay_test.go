@@ -165,10 +165,14 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 	kubeconfig := readOnlyKubeconfig(t, e)
 	base, lowered := writePack(t, 3, "manual"), writePack(t, 2, "manual")
 
-	replayJSON := func(t *testing.T, extra ...string) replay.Report {
+	// replayJSONOf runs replay with the built-in packs in both sets or in neither.
+	replayJSONOf := func(t *testing.T, builtIn bool, extra ...string) replay.Report {
 		t.Helper()
-		args := append([]string{"replay", "--loki-url", e.LokiURL(), "--kubeconfig", kubeconfig, "--no-default-packs",
+		args := append([]string{"replay", "--loki-url", e.LokiURL(), "--kubeconfig", kubeconfig,
 			"--since", "721h", "--until", end.Add(time.Hour).Format(time.RFC3339), "--step", "24h", "--format", "json"}, extra...)
+		if !builtIn {
+			args = append(args, "--no-default-packs")
+		}
 		out, err := run(t, "", args...)
 		if err != nil {
 			t.Fatalf("replay: %v\n%s", err, out)
@@ -179,6 +183,7 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 		}
 		return rep
 	}
+	replayJSON := func(t *testing.T, extra ...string) replay.Report { t.Helper(); return replayJSONOf(t, false, extra...) }
 
 	t.Run("lowered threshold shows the extra nodes", func(t *testing.T) {
 		rep := replayJSON(t, "--packs", lowered, "--baseline", base, "--budget-percent", "50")
@@ -224,6 +229,28 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 		}
 		if len(rep.Diff) != len(three) {
 			t.Errorf("%d rows, want %d (the nodes both taint)", len(rep.Diff), len(three))
+		}
+	})
+
+	t.Run("built-in packs too", func(t *testing.T) {
+		// Each set is the built-in packs and then its directory, as the controller
+		// loads them: three queries (kernel, pod, nvml), the same decisions.
+		rep := replayJSONOf(t, true, "--packs", lowered, "--baseline", base, "--budget-percent", "50")
+		if q := rep.Candidate.Result.Queries; len(q) != 3 {
+			t.Errorf("queries %v, want kernel, nvml and pod", q)
+		}
+		if rep.Candidate.Packs != "built-in+"+lowered {
+			t.Errorf("candidate packs %q", rep.Candidate.Packs)
+		}
+		var only []string
+		for _, r := range rep.Diff {
+			if r.In != replay.Both {
+				only = append(only, string(r.In)+":"+r.Node+":"+r.Rule)
+			}
+		}
+		want := []string{"candidate:gpu-02:replay-test/link-down", "candidate:gpu-03:replay-test/link-down", "candidate:gpu-04:replay-test/link-down"}
+		if !slices.Equal(only, want) {
+			t.Errorf("one-sided rows %v, want %v", only, want)
 		}
 	})
 
