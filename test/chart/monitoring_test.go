@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,9 +304,11 @@ func TestCollectorToLoki(t *testing.T) {
 
 	query := `{node="gpu-chart-1", source="kernel"}`
 	eventually.NoError(t, 30*time.Second, "Loki to have the line sent through the collector", func() error {
-		lines, err := lokiLines(env.LokiURL(), query, now.Add(-time.Minute), time.Now().Add(time.Minute))
-		if err == nil && (len(lines) != 1 || lines[0] != line) {
-			err = fmt.Errorf("%s has %q", query, lines)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := testenv.QueryLoki(ctx, env.LokiURL(), query, now.Add(-time.Minute), time.Now().Add(time.Minute))
+		if err == nil && (len(got) != 1 || got[0].Line != line) {
+			err = fmt.Errorf("%s has %+v", query, got)
 		}
 		return err
 	})
@@ -329,42 +330,4 @@ func freePorts(t testing.TB, n int) []int {
 		l.Close()
 	}
 	return ports
-}
-
-// lokiLines runs a LogQL query with query_range and returns the lines.
-func lokiLines(lokiURL, query string, start, end time.Time) ([]string, error) {
-	q := url.Values{"query": {query}, "start": {strconv.FormatInt(start.UnixNano(), 10)},
-		"end": {strconv.FormatInt(end.UnixNano(), 10)}, "limit": {"100"}, "direction": {"forward"}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lokiURL+"/loki/api/v1/query_range?"+q.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("query_range: %s: %s", resp.Status, b)
-	}
-	var r struct {
-		Data struct {
-			Result []struct {
-				Values [][2]string `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, s := range r.Data.Result {
-		for _, v := range s.Values {
-			out = append(out, v[1])
-		}
-	}
-	return out, nil
 }
