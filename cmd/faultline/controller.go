@@ -29,6 +29,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/rules"
 )
 
 // kubeClient builds a client from --kubeconfig, $KUBECONFIG or the in-cluster config.
@@ -81,6 +82,7 @@ func newControllerCmd() *cobra.Command {
 		apiQPS     float32
 		apiBurst   int
 		agentPods  *proberun.AgentPods
+		maxMode    string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -93,6 +95,11 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if cfg.Loki.URL == "" {
 				return errors.New("--loki-url is required")
 			}
+			m, err := rules.ParseMode(maxMode)
+			if err != nil {
+				return fmt.Errorf("--max-mode: %w", err)
+			}
+			cfg.Decide.MaxMode = m
 			if apiQPS <= 0 || apiBurst < 1 {
 				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
 			}
@@ -160,7 +167,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
-			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun)
+			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun, "max_mode", cfg.Decide.MaxMode)
 			return c.Run(cmd.Context())
 		},
 	}
@@ -190,6 +197,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
 	f.StringVar(&nvmlSel, "nvml-selector", `{source="nvml"}`, "LogQL stream selector of the GPU events the probe agents read through NVML")
 	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
+	f.StringVar(&maxMode, "max-mode", string(rules.ModeEnforce), "ceiling of every rule's mode (observe < annotate < enforce): a rule in a higher mode acts in this one")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
 	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes (matching --probe-node-selector, not opted out)")
 	f.IntVar(&cfg.Decide.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")
