@@ -27,6 +27,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/kubeauth"
+	"github.com/faultline-dev/faultline/rules"
 )
 
 // kubeClient builds a client from --kubeconfig, $KUBECONFIG or the in-cluster config.
@@ -77,6 +78,7 @@ func newControllerCmd() *cobra.Command {
 		apiQPS     float32
 		apiBurst   int
 		agentPods  *proberun.AgentPods
+		maxMode    string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -89,6 +91,11 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if cfg.Loki.URL == "" {
 				return errors.New("--loki-url is required")
 			}
+			m, err := rules.ParseMode(maxMode)
+			if err != nil {
+				return fmt.Errorf("--max-mode: %w", err)
+			}
+			cfg.Decide.MaxMode = m
 			if apiQPS <= 0 || apiBurst < 1 {
 				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
 			}
@@ -153,7 +160,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
-			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun)
+			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun, "max_mode", cfg.Decide.MaxMode)
 			return c.Run(cmd.Context())
 		},
 	}
@@ -170,6 +177,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.DurationVar(&cfg.Loki.CreationGracePeriod, "loki-creation-grace-period", 10*time.Minute, "Loki's creation_grace_period: reads reach this far into the future, for nodes whose clock leads")
 	f.DurationVar(&cfg.Loki.ClockTolerance, "loki-clock-tolerance", time.Minute, "a tailed line older than this is dated when it arrived; no line is dated after the controller's clock")
 	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
+	f.StringVar(&maxMode, "max-mode", string(rules.ModeEnforce), "ceiling of every rule's mode (observe < annotate < enforce): a rule in a higher mode acts in this one")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
 	df.register(f, &cfg.Decide)
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")

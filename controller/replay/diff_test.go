@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faultline-dev/faultline/controller/decide"
 )
 
 func TestDiffSidesAndOrder(t *testing.T) {
@@ -32,6 +34,24 @@ func TestDiffSidesAndOrder(t *testing.T) {
 	}
 	if Changed(Diff(cand, cand)) {
 		t.Error("a result diffed with itself changed")
+	}
+}
+
+// TestOutcomeOfEachMode: a replay reports what a rule's mode lets it do, so a pack
+// that moves a rule from annotate to enforce shows the taints it would add.
+func TestOutcomeOfEachMode(t *testing.T) {
+	for kind, want := range map[decide.Kind]Outcome{
+		decide.KindTaint: OutcomeTaint, decide.KindAlreadyTainted: OutcomeTaint,
+		decide.KindAnnotate: OutcomeAnnotate, decide.KindObserve: OutcomeObserve,
+		decide.KindHold: HoldOutcome(decide.ReasonStorm), decide.KindNone: "",
+	} {
+		d := decide.Decision{Kind: kind}
+		if kind == decide.KindHold {
+			d.Reason = decide.ReasonStorm
+		}
+		if got := outcome(d); got != want {
+			t.Errorf("%s: outcome %q, want %q", kind, got, want)
+		}
 	}
 }
 

@@ -11,15 +11,18 @@ import (
 )
 
 // Outcome is what a decision would have done to a node, as a replay reports it:
-// "taint", "probe", "event" or "hold:<reason>" (budget, rule-budget, storm,
-// opted-out).
+// "taint", "probe", "event", "annotate" (a rule in mode annotate: a NodeFault and
+// an Event, no taint), "observe" (mode observe: counted only) or "hold:<reason>"
+// (budget, rule-budget, storm, opted-out).
 type Outcome string
 
 // Outcomes other than holds.
 const (
-	OutcomeTaint Outcome = "taint"
-	OutcomeProbe Outcome = "probe"
-	OutcomeEvent Outcome = "event"
+	OutcomeTaint    Outcome = "taint"
+	OutcomeProbe    Outcome = "probe"
+	OutcomeEvent    Outcome = "event"
+	OutcomeAnnotate Outcome = "annotate"
+	OutcomeObserve  Outcome = "observe"
 )
 
 // HoldOutcome is the outcome of a fault held for reason.
@@ -85,6 +88,10 @@ func outcome(d decide.Decision) Outcome {
 		return OutcomeProbe
 	case decide.KindEvent:
 		return OutcomeEvent
+	case decide.KindAnnotate:
+		return OutcomeAnnotate
+	case decide.KindObserve:
+		return OutcomeObserve
 	case decide.KindHold:
 		return HoldOutcome(d.Reason)
 	}

@@ -66,6 +66,7 @@ func TestRejects(t *testing.T) {
 		{"unknown probe program", []string{"probeAgent.commands.nvidia-smi=/usr/bin/nvidia-smi"}, "invalid propertyName 'nvidia-smi'"},
 		{"user pack not yaml", []string{"packs.user.notes=x"}, "'notes' does not match pattern"},
 		{"bad duration", []string{"controller.leaderElection.leaseDuration=15"}, "/controller/leaderElection/leaseDuration"},
+		{"unknown rule mode ceiling", []string{"controller.maxMode=enforcing"}, "/controller/maxMode"},
 		{"otlp without a collector", []string{"collector.enabled=false"}, "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint"},
 		{"direct push with basic auth", []string{"exporter.output=loki", "loki.basicAuth.username=u", "loki.basicAuth.password=p"}, "exporter.output=loki cannot authenticate"},
 		{"collector TLS Secret with TLS off", []string{"collector.tls.enabled=false", "collector.tls.existingSecret=certs"}, "collector.tls.existingSecret is set but collector.tls.enabled is false"},
