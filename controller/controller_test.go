@@ -528,8 +528,8 @@ func TestBurstOfOneFault(t *testing.T) {
 	if !cl.tainted("gpu-3") {
 		t.Fatal("gpu-3 not tainted")
 	}
-	writes := testutil.ToFloat64(r.m.Decisions().WithLabelValues("taint", "ok")) +
-		testutil.ToFloat64(r.m.Decisions().WithLabelValues("already-tainted", "ok"))
+	writes := testutil.ToFloat64(r.m.Decisions().WithLabelValues("taint", "ok", "enforce")) +
+		testutil.ToFloat64(r.m.Decisions().WithLabelValues("already-tainted", "ok", "enforce"))
 	if writes > 2 {
 		t.Errorf("%v Node writes for one fault's burst, want the taint (and at most one refresh)", writes)
 	}

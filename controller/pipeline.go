@@ -5,7 +5,7 @@
 //	source   lineSource    lokisource.Source   Loki (LogQL tail + catch-up) → logstream.Line
 //	match    lineMatcher   match.Stage         line → rule hits → correlated fault.Fault
 //	decide   faultDecider  decide.Decider      fault + decide.NodeFacts → decide.Decision
-//	                                           (budgets, storm hold, held queue, dry-run)
+//	                                           (modes, budgets, storm hold, held queue, dry-run)
 //	         factsReader   act.Actor           the decide.NodeFacts a decision rests on
 //	act      Controller.apply                  decision → act.Actor (taint, Event) and
 //	                                           nodefault.Store (the NodeFault record)
@@ -184,7 +184,7 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 	f := d.Fault
 	kind := string(d.Kind)
 	result := "ok"
-	defer func() { c.m.decisions.WithLabelValues(kind, result).Inc() }()
+	defer func() { c.m.decisions.WithLabelValues(kind, result, string(d.Mode)).Inc() }()
 	defer func() {
 		if result == "ok" {
 			c.recordDecision(ctx, d, d.Message)
@@ -231,6 +231,11 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 	case decide.KindDryRun:
 		kind = "dry-run-" + string(d.Of)
 		c.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))
+	case decide.KindAnnotate:
+		c.event(ctx, f, act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, lastLine(f)))
+	case decide.KindObserve:
+		// Counted by the metric above; the log is the only other trace.
+		c.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)
 	case decide.KindNone:
 	}
 	// Gauges need a pass over every Node: refresh them when a taint or a hold

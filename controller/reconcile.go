@@ -60,7 +60,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 			}
 			c.decider.Untainted(nf.Node, ev.ID())
 			c.resolved(ctx, nf.Node, []string{ev.ID()}, "recovered: "+why)
-			c.m.decisions.WithLabelValues("untaint", "ok").Inc()
+			c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
 			c.log.Info("recovered", "node", nf.Node, "rule", ev.ID(), "why", why)
 		}
 	}
@@ -87,6 +87,10 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	c.updateGauges()
 }
 
+// untaintMode is the mode label of untaint decisions: only enforce places taints,
+// so removing one finishes an enforce decision, whatever the rule's mode is now.
+const untaintMode = string(rules.ModeEnforce)
+
 // kick asks the reconcile loop for a pass now (recovery probes passed).
 func (c *Controller) kick() {
 	select {
@@ -112,7 +116,7 @@ func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result
 	}
 	c.decider.Untainted(node)
 	c.resolved(ctx, node, res.Cleared, "untainted by request")
-	c.m.decisions.WithLabelValues("untaint", "ok").Inc()
+	c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
 	c.updateGauges()
 	return res, nil
 }

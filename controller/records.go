@@ -22,14 +22,16 @@ func phaseOf(d decide.Decision) v1alpha1.Phase {
 		return v1alpha1.PhaseConfirming
 	case decide.KindHold:
 		return v1alpha1.PhaseHeld
-	case decide.KindDryRun, decide.KindEvent:
+	case decide.KindDryRun, decide.KindEvent, decide.KindAnnotate:
 		return v1alpha1.PhaseObserved
 	}
 	return ""
 }
 
 // recordDecision writes a decision on a fault to its NodeFault. Only faults of rules
-// that can taint (action taint or probe) have a record. A repeat of the phase last
+// that can taint (action taint or probe) have a record, and only from mode annotate
+// up: a rule in mode observe writes nothing (phaseOf gives no phase), so observing
+// a noisy rule across a fleet costs the apiserver nothing. A repeat of the phase last
 // written is written at most every EvidenceRefresh, so a burst of one fault does not
 // become a burst of writes.
 func (c *Controller) recordDecision(ctx context.Context, d decide.Decision, message string) {
@@ -46,7 +48,7 @@ func (c *Controller) recordDecision(ctx context.Context, d decide.Decision, mess
 	if d.Kind == decide.KindDryRun {
 		kind += "-" + string(d.Of)
 	}
-	c.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Fault: &f, BootID: boot, Phase: phase,
+	c.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Fault: &f, BootID: boot, Phase: phase, Mode: d.Mode,
 		Reason: string(d.Reason), Message: message, Decision: kind})
 }
 

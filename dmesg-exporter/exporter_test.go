@@ -1,16 +1,13 @@
 package exporter_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -71,60 +68,13 @@ func bootIDFile(t testing.TB, dir, id string) string {
 	return p
 }
 
-type lokiEntry struct {
-	Labels map[string]string
-	TS     int64
-	Line   string
-}
-
-// queryLoki runs a LogQL query over the last two hours, forward, all entries.
-func queryLoki(t *testing.T, base, q string) []lokiEntry {
+// queryLoki runs a LogQL query over the last two hours, all entries in time order.
+func queryLoki(t *testing.T, base, q string) []testenv.LokiEntry {
 	t.Helper()
-	v := url.Values{}
-	v.Set("query", q)
-	v.Set("start", strconv.FormatInt(time.Now().Add(-2*time.Hour).UnixNano(), 10))
-	v.Set("end", strconv.FormatInt(time.Now().Add(time.Minute).UnixNano(), 10))
-	v.Set("limit", "5000")
-	v.Set("direction", "forward")
-	resp, err := http.Get(base + "/loki/api/v1/query_range?" + v.Encode())
+	got, err := testenv.QueryLoki(t.Context(), base, q, time.Now().Add(-2*time.Hour), time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("query %s: %s: %s", q, resp.Status, b)
-	}
-	var r struct {
-		Data struct {
-			Result []struct {
-				Stream map[string]string `json:"stream"`
-				Values [][]string        `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	var out []lokiEntry
-	for _, s := range r.Data.Result {
-		for _, v := range s.Values {
-			ts, _ := strconv.ParseInt(v[0], 10, 64)
-			out = append(out, lokiEntry{Labels: s.Stream, TS: ts, Line: v[1]})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].TS < out[j].TS })
-	return out
-}
-
-// waitLoki polls until the query returns at least n entries, and returns them.
-func waitLoki(t *testing.T, base, q string, n int, timeout time.Duration) []lokiEntry {
-	t.Helper()
-	var got []lokiEntry
-	eventually.True(t, timeout, fmt.Sprintf("%d entries for %s", n, q), func() bool {
-		got = queryLoki(t, base, q)
-		return len(got) >= n
-	})
 	return got
 }
 
@@ -162,7 +112,7 @@ func acked(path string) uint64 {
 	return st.Get().KmsgSeq
 }
 
-func linesOf(es []lokiEntry) []string {
+func linesOf(es []testenv.LokiEntry) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
 		out[i] = e.Line
@@ -187,7 +137,7 @@ func TestKmsgThroughCollectorToLoki(t *testing.T) {
 		msg := fmt.Sprintf("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus. #%d", i)
 		t0 := time.Now()
 		k.write(4, msg)
-		got := waitLoki(t, env.LokiURL(), fmt.Sprintf(`{k8s_node_name="n1"} |= %q`, msg), 1, 30*time.Second)
+		got := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{k8s_node_name="n1"} |= %q`, msg), 1, 30*time.Second)
 		if len(got) != 1 {
 			t.Fatalf("line %d not in Loki", i)
 		}
@@ -230,7 +180,7 @@ func TestDirectLokiRestartExactlyOnce(t *testing.T) {
 	r.Stop(t)
 	k.write(4, msgs[150:]...)
 	start(t, cfg)
-	got := waitLoki(t, env.LokiURL(), `{node="n2", source="kernel"}`, 300, 30*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), `{node="n2", source="kernel"}`, 300, 30*time.Second)
 	time.Sleep(500 * time.Millisecond) // anything extra would have arrived by now
 	got = queryLoki(t, env.LokiURL(), `{node="n2", source="kernel"}`)
 	if len(got) != 300 {
@@ -255,7 +205,7 @@ func TestDirectLokiRestartExactlyOnce(t *testing.T) {
 	k.write(3, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus. (new boot)")
 	cfg.BootIDPath = bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-00000000000b")
 	start(t, cfg)
-	if got := waitLoki(t, env.LokiURL(), `{node="n2"} |= "(new boot)"`, 1, 20*time.Second); len(got) != 1 {
+	if got := testenv.WaitLoki(t, env.LokiURL(), `{node="n2"} |= "(new boot)"`, 1, 20*time.Second); len(got) != 1 {
 		t.Fatalf("line of the new boot not shipped: %d", len(got))
 	}
 }
@@ -269,7 +219,7 @@ func TestLokiDown30s(t *testing.T) {
 	r := start(t, exporter.Config{Node: "n3", KmsgPath: k.path, BootIDPath: bootIDFile(t, dir, "3f2e1d9c-8b7a-4c5d-9e0f-00000000000a"), BootTime: k.boot,
 		StatePath: filepath.Join(dir, "state.json"), Sender: ship.NewLoki(env.LokiURL(), ship.LokiOptions{})})
 	k.write(6, "before the outage")
-	if got := waitLoki(t, env.LokiURL(), `{node="n3"}`, 1, 20*time.Second); len(got) != 1 {
+	if got := testenv.WaitLoki(t, env.LokiURL(), `{node="n3"}`, 1, 20*time.Second); len(got) != 1 {
 		t.Fatal("first line not shipped")
 	}
 	env.StopLoki(t)
@@ -281,7 +231,7 @@ func TestLokiDown30s(t *testing.T) {
 		t.Errorf("unhealthy while the receiver is down: %v", err)
 	}
 	env.StartLoki(t)
-	got := waitLoki(t, env.LokiURL(), `{node="n3"}`, 11, 30*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), `{node="n3"}`, 11, 30*time.Second)
 	if len(got) != 11 {
 		t.Fatalf("after the outage Loki holds %d lines, want 11: %v", len(got), linesOf(got))
 	}

@@ -54,7 +54,7 @@ func TestKillMidStream(t *testing.T) {
 	k.write(4, msgs[1000:]...)
 	p = run()
 	defer func() { _ = p.Process.Kill(); _ = p.Wait() }()
-	got := waitLoki(t, env.LokiURL(), `{node="n5"}`, 2000, 60*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), `{node="n5"}`, 2000, 60*time.Second)
 	time.Sleep(time.Second)
 	got = queryLoki(t, env.LokiURL(), `{node="n5"}`)
 	seen := map[string]int{}

@@ -65,7 +65,7 @@ func TestPodLogsPartialAndRotation(t *testing.T) {
 	appendFile(t, log0+".20250101-000000", criLine("stdout", "F", "late write to the old file"))
 	appendFile(t, log0, criLine("stdout", "F", "line after rotation"))
 	want := []string{"step 1 loss 2.5", watchdog, "line before rotation", "late write to the old file", "line after rotation"}
-	got := waitLoki(t, env.LokiURL(), `{node="n6", source="pod"}`, len(want), 30*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), `{node="n6", source="pod"}`, len(want), 30*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	got = queryLoki(t, env.LokiURL(), `{node="n6", source="pod"}`)
 	seen := map[string]int{}

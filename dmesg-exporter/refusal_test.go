@@ -277,7 +277,7 @@ func TestLongPodLineReachesLoki(t *testing.T) {
 		BootTime: k.boot, StatePath: filepath.Join(dir, "state.json"), Sender: ship.NewLoki(env.LokiURL(), ship.LokiOptions{}),
 		PodLogs: &podlogs.Config{Root: root, PollInterval: 20 * time.Millisecond, RescanInterval: 50 * time.Millisecond}})
 	k.write(3, xid79)
-	got := waitLoki(t, env.LokiURL(), `{node="n12"}`, 3, 20*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), `{node="n12"}`, 3, 20*time.Second)
 	var cut string
 	for _, e := range got {
 		if strings.HasSuffix(e.Line, cri.TruncationMark) {
@@ -349,10 +349,10 @@ func TestCollectorBodyLimit(t *testing.T) {
 		BootTime: k.boot, StatePath: filepath.Join(dir, "state.json"), Sender: ship.NewOTLP(env.OTLPEndpoint(), ship.OTLPOptions{Gzip: true}),
 		Metrics: m, PodLogs: &podlogs.Config{Root: root, PollInterval: 20 * time.Millisecond, RescanInterval: 50 * time.Millisecond}})
 	k.write(3, xid79)
-	if got := waitLoki(t, env.LokiURL(), `{node="n14", source="kernel"}`, 1, 30*time.Second); got[0].Line != xid79 {
+	if got := testenv.WaitLoki(t, env.LokiURL(), `{node="n14", source="kernel"}`, 1, 30*time.Second); got[0].Line != xid79 {
 		t.Errorf("kernel line %q, want the Xid line", got[0].Line)
 	}
-	got := waitLoki(t, env.LokiURL(), `{node="n14", source="pod"}`, len(want), 60*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), `{node="n14", source="pod"}`, len(want), 60*time.Second)
 	seen := map[string]bool{}
 	for _, e := range got {
 		head, ok := strings.CutSuffix(e.Line, cri.TruncationMark)

@@ -20,13 +20,16 @@ type Compiled struct {
 	Source      Source
 	Severity    Severity
 	Action      Action
-	Exclusive   string
-	Taint       Taint
-	Probe       Probe
-	Threshold   Threshold
-	Cooldown    time.Duration
-	Recover     Recover
-	Tests       []RuleTest
+	// Mode is the rule's adoption stage: its own, else its pack's, else enforce.
+	// The controller may lower it further (a ceiling); see Mode.
+	Mode      Mode
+	Exclusive string
+	Taint     Taint
+	Probe     Probe
+	Threshold Threshold
+	Cooldown  time.Duration
+	Recover   Recover
+	Tests     []RuleTest
 	// Sources and BenignSources are the rule's provenance (see SourceRef).
 	Sources       []SourceRef
 	BenignSources []SourceRef
@@ -203,6 +206,9 @@ func patch(dst *Rule, p Rule) {
 	if p.Recover != nil {
 		dst.Recover = p.Recover
 	}
+	if p.Mode != "" {
+		dst.Mode = p.Mode
+	}
 	if p.Tests != nil {
 		dst.Tests = p.Tests
 	}
@@ -239,6 +245,9 @@ func applyDefaults(r Rule, d Defaults) Rule {
 	if r.Cooldown == 0 {
 		r.Cooldown = d.Cooldown
 	}
+	if r.Mode == "" {
+		r.Mode = d.Mode
+	}
 	return r
 }
 
@@ -250,7 +259,10 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 		ID: r.ID, Pack: p.Metadata.Name, File: p.File, Line: r.Line, Description: r.Description,
 		Source: r.Source, Severity: r.Severity, Action: r.Action, Exclusive: r.Exclusive,
 		Cooldown: r.Cooldown.D(), Tests: r.Tests, Sources: r.Sources, BenignSources: r.BenignSources,
-		SameFaultAs: r.SameFaultAs,
+		SameFaultAs: r.SameFaultAs, Mode: r.Mode,
+	}
+	if c.Mode == "" {
+		c.Mode = ModeEnforce
 	}
 	if c.Source == "" {
 		c.Source = SourceAny

@@ -52,6 +52,8 @@ type Defaults struct {
 	Probe    *Probe            `yaml:"probe"`
 	Recover  *Recover          `yaml:"recover"`
 	Cooldown Duration          `yaml:"cooldown"`
+	// Mode is the pack's adoption stage (see Mode); enforce when unset.
+	Mode Mode `yaml:"mode"`
 }
 
 // Rule says which lines mean a fault and what to do about them.
@@ -72,7 +74,9 @@ type Rule struct {
 	Threshold *Threshold `yaml:"threshold"`
 	Cooldown  Duration   `yaml:"cooldown"`
 	Recover   *Recover   `yaml:"recover"`
-	Tests     []RuleTest `yaml:"tests"`
+	// Mode overrides the pack's mode for this rule.
+	Mode  Mode       `yaml:"mode"`
+	Tests []RuleTest `yaml:"tests"`
 	// Sources are the format strings, in the programs that print them, whose lines
 	// the rule catches; BenignSources are format strings it must not catch.
 	Sources       []SourceRef `yaml:"sources"`
@@ -258,6 +262,54 @@ const (
 	ActionProbe Action = "probe"
 	ActionNone  Action = "none"
 )
+
+// Mode is how far a fired rule may act, so a rule can be adopted in stages:
+// observe it, then let it annotate, then let it enforce its action.
+type Mode string
+
+// Modes, from least to most.
+const (
+	// ModeObserve: the firing is counted (metric by mode) and logged; nothing is
+	// written to the cluster.
+	ModeObserve Mode = "observe"
+	// ModeAnnotate: the firing is recorded (NodeFault, Event) but takes no
+	// capacity: no taint, no probe.
+	ModeAnnotate Mode = "annotate"
+	// ModeEnforce: the rule's action, as written (the default).
+	ModeEnforce Mode = "enforce"
+)
+
+// Modes lists the modes from least to most, as written in packs and flags.
+var Modes = []Mode{ModeObserve, ModeAnnotate, ModeEnforce}
+
+// Rank orders modes: observe 1, annotate 2, enforce 3, unknown 0.
+func (m Mode) Rank() int {
+	switch m {
+	case ModeObserve:
+		return 1
+	case ModeAnnotate:
+		return 2
+	case ModeEnforce:
+		return 3
+	}
+	return 0
+}
+
+// Cap lowers m to at most ceiling; an empty or unknown ceiling caps nothing.
+func (m Mode) Cap(ceiling Mode) Mode {
+	if ceiling.Rank() > 0 && ceiling.Rank() < m.Rank() {
+		return ceiling
+	}
+	return m
+}
+
+// ParseMode reads a mode as written in a pack or a flag.
+func ParseMode(s string) (Mode, error) {
+	if m := Mode(s); m.Rank() > 0 {
+		return m, nil
+	}
+	return "", fmt.Errorf("mode must be one of %v, not %q", Modes, s)
+}
 
 // Duration is a time.Duration written as "10m", "24h", "1h30m" in YAML.
 type Duration time.Duration

@@ -62,6 +62,7 @@ func validatePack(p *Pack, doc *yaml.Node) Errors {
 	v.enum(at(dn, "source"), "", "source", string(d.Source), true, "kernel", "pod", "nvml", "any")
 	v.enum(at(dn, "severity"), "", "severity", string(d.Severity), true, "critical", "warning", "info")
 	v.enum(at(dn, "action"), "", "action", string(d.Action), true, "taint", "event", "probe", "none")
+	v.enum(at(dn, "mode"), "", "mode", string(d.Mode), true, modeNames()...)
 	v.taint(at(dn, "taint"), "", d.Taint)
 	v.labels(at(dn, "labels"), "", d.Labels)
 	v.probe(at(dn, "probe"), "", d.Probe)
@@ -101,6 +102,14 @@ func (v *validator) enum(n *yaml.Node, rule, field, val string, emptyOK bool, al
 		}
 	}
 	v.errAt(n, rule, "%s must be one of %v, not %q", field, allowed, val)
+}
+
+func modeNames() []string {
+	out := make([]string, len(Modes))
+	for i, m := range Modes {
+		out[i] = string(m)
+	}
+	return out
 }
 
 func (v *validator) taint(n *yaml.Node, rule string, t *Taint) {
@@ -179,6 +188,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	v.enum(at(rn, "severity"), id, "severity", string(r.Severity), true, "critical", "warning", "info")
 	v.enum(at(rn, "action"), id, "action", string(r.Action), true, "taint", "event", "probe", "none")
+	v.enum(at(rn, "mode"), id, "mode", string(r.Mode), true, modeNames()...)
 	v.taint(at(rn, "taint"), id, r.Taint)
 	v.labels(at(rn, "labels"), id, r.Labels)
 	v.probe(at(rn, "probe"), id, r.Probe)

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -69,7 +68,8 @@ func TestRateLimits(t *testing.T) {
 		preg := probe.NewRegistry()
 		spec, _ := probe.Default().Get(probe.Iperf3ServerCheck)
 		preg.MustRegister(spec)
-		first, second := freePort(t), freePort(t)
+		ports := testenv.FreePorts(t, 2)
+		first, second := ports[0], ports[1]
 		_, url := serveAgentWith(t, f.asAgent, preg, agentOptions{registerer: reg,
 			ports:  []probe.PortRange{{First: first, Last: first}, {First: second, Last: second}},
 			config: probe.Config{MaxIperf3Servers: 1, Commands: map[string]string{"iperf3": testenv.Binary(t, "iperf3")}}})
@@ -116,15 +116,4 @@ func TestRateLimits(t *testing.T) {
 			t.Errorf("the cached caller during the flood: %v", err)
 		}
 	})
-}
-
-// freePort returns a TCP port free on 127.0.0.1 right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -40,21 +40,10 @@ func TestParseIperf3Recorded(t *testing.T) {
 	}
 }
 
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startServer starts a one-shot iperf3 server on 127.0.0.1 and reports how long it took.
 func startServer(t *testing.T, bin string) *Iperf3Server {
 	t.Helper()
-	port := freePort(t)
+	port := testenv.FreePorts(t, 1)[0]
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -103,7 +92,7 @@ func TestIperf3RealLoopback(t *testing.T) {
 
 func TestIperf3NoServer(t *testing.T) {
 	bin := testenv.Binary(t, "iperf3")
-	port := freePort(t)
+	port := testenv.FreePorts(t, 1)[0]
 	res, prom := runOne(t, mustSpec(t, "iperf3"), &Iperf3{Path: bin}, Params{"peer": "127.0.0.1", "port": strconv.Itoa(port), "seconds": "1"})
 	wantStatus(t, "refused", res.Status, StatusError)
 	if !strings.Contains(res.Message, "Connection refused") {
@@ -154,7 +143,7 @@ func TestIperf3ServerCheck(t *testing.T) {
 	bin := testenv.Binary(t, "iperf3")
 	r := NewRunner(nil, Config{Node: "peer-1", Commands: map[string]string{"iperf3": bin}}, nil)
 	ctx := context.Background()
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(testenv.FreePorts(t, 1)[0])
 	res, err := r.Run(ctx, Iperf3ServerCheck, Params{"port": port, "bind": "127.0.0.1", "idle_timeout": "30s"})
 	if err != nil || res.Status != StatusPass || res.Values["port"] != float64(mustAtoi(t, port)) {
 		t.Fatalf("iperf3-server: %+v, %v", res, err)

@@ -11,8 +11,8 @@ type Phase string
 
 // Phases of a NodeFault.
 const (
-	// PhaseObserved: the rule fired; no taint was placed (dry-run, or an event-only
-	// outcome such as a probe that passed).
+	// PhaseObserved: the rule fired; no taint was placed (dry-run, a rule in mode
+	// annotate, or an event-only outcome such as a probe that passed).
 	PhaseObserved Phase = "Observed"
 	// PhaseHeld: the taint waits for room in a budget, the end of a storm, or the
 	// node's opt-out label to go.
@@ -40,6 +40,7 @@ const (
 // +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.rule`
 // +kubebuilder:printcolumn:name="Pack",type=string,JSONPath=`.spec.pack`,priority=1
 // +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=`.spec.severity`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Count",type=integer,JSONPath=`.status.count`
 // +kubebuilder:printcolumn:name="Last-Seen",type=date,JSONPath=`.status.lastSeen`
@@ -79,6 +80,12 @@ type NodeFaultSpec struct {
 
 // NodeFaultStatus is the controller's record of the fault.
 type NodeFaultStatus struct {
+	// Mode is the mode the rule acted in at the last decision: annotate (recorded,
+	// no taint or probe) or enforce (the rule's action); the rule's own mode lowered
+	// to the controller's ceiling. Rules in mode observe write no record.
+	// +optional
+	// +kubebuilder:validation:Enum=observe;annotate;enforce
+	Mode string `json:"mode,omitempty"`
 	// Phase is where the fault stands.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`

@@ -25,10 +25,9 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/pvc"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
-	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/kubeauth"
-	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/rules"
 )
 
 // kubeClient builds a client from --kubeconfig, $KUBECONFIG or the in-cluster config.
@@ -72,15 +71,14 @@ func newControllerCmd() *cobra.Command {
 		kubeconfig string
 		listen     string
 		noDefaults bool
-		kernelSel  string
-		podSel     string
-		nvmlSel    string
 		logFormat  string
-		ruleBudget map[string]int
+		lf         lokiFlags
+		df         decideFlags
 		pf         probeFlags
 		apiQPS     float32
 		apiBurst   int
 		agentPods  *proberun.AgentPods
+		maxMode    string
 		shard      shardFlags
 	)
 	cmd := &cobra.Command{
@@ -94,6 +92,11 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if cfg.Loki.URL == "" {
 				return errors.New("--loki-url is required")
 			}
+			m, err := rules.ParseMode(maxMode)
+			if err != nil {
+				return fmt.Errorf("--max-mode: %w", err)
+			}
+			cfg.Decide.MaxMode = m
 			if apiQPS <= 0 || apiBurst < 1 {
 				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
 			}
@@ -135,9 +138,8 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				cfg.Probes.Local = probe.NewRunner(cfg.Probes.Registry, probe.Config{}, probe.NewMetrics(reg))
 			}
 			cfg.Packs.Defaults = !noDefaults
-			cfg.Decide.RuleBudgets = ruleBudget
-			cfg.Selectors = lokisource.Selectors{logstream.SourceKernel: kernelSel, logstream.SourcePod: podSel,
-				logstream.SourceNVML: nvmlSel}
+			df.apply(&cfg.Decide)
+			cfg.Selectors = lf.selectors()
 			if err := shard.apply(&cfg); err != nil {
 				return err
 			}
@@ -145,9 +147,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if cfg.Act.Eligible, err = pf.eligible(); err != nil {
 				return err
 			}
-			if pw := os.Getenv("LOKI_PASSWORD"); pw != "" {
-				cfg.Loki.Password = pw
-			}
+			lf.apply(&cfg.Loki)
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			cfg.Metrics = controller.NewMetrics(reg)
 			c, err := controller.New(cfg)
@@ -164,7 +164,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
-			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun)
+			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun, "max_mode", cfg.Decide.MaxMode)
 			return c.Run(cmd.Context())
 		},
 	}
@@ -176,31 +176,14 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringArrayVar(&cfg.Packs.Dirs, "packs", nil, "rule pack directory or file, loaded after the built-in packs and reloaded on change (repeatable)")
 	f.BoolVar(&noDefaults, "no-default-packs", false, "do not load the built-in packs")
 	f.DurationVar(&cfg.Packs.Interval, "packs-interval", 5*time.Second, "how often pack files are checked for changes")
-	f.StringVar(&cfg.Loki.URL, "loki-url", "", "Loki base URL, e.g. http://loki-gateway.loki:80")
-	f.StringVar(&cfg.Loki.Tenant, "loki-tenant", "", "X-Scope-OrgID")
-	f.StringVar(&cfg.Loki.BearerTokenFile, "loki-bearer-token-file", "", "file holding a bearer token (read at each request)")
-	f.StringVar(&cfg.Loki.Username, "loki-username", "", "basic auth user (password from $LOKI_PASSWORD)")
-	f.StringVar(&cfg.Loki.TLS.CAFile, "loki-ca-file", "", "CA certificates for Loki's TLS")
-	f.StringVar(&cfg.Loki.TLS.CertFile, "loki-cert-file", "", "client certificate for Loki")
-	f.StringVar(&cfg.Loki.TLS.KeyFile, "loki-key-file", "", "client key for Loki")
-	f.BoolVar(&cfg.Loki.TLS.InsecureSkipVerify, "loki-insecure-skip-verify", false, "do not verify Loki's certificate")
+	lf.register(f, &cfg.Loki)
 	f.DurationVar(&cfg.Loki.Overlap, "loki-overlap", 30*time.Second, "how far back a query re-reads after a reconnect or restart, for lines that reach Loki late (raise it when node clocks lag)")
-	f.DurationVar(&cfg.Loki.MaxQueryLength, "loki-max-query-length", 721*time.Hour, "Loki's max_query_length: catch-ups ask for windows no longer than this")
 	f.DurationVar(&cfg.Loki.CreationGracePeriod, "loki-creation-grace-period", 10*time.Minute, "Loki's creation_grace_period: reads reach this far into the future, for nodes whose clock leads")
-	f.Int64Var(&cfg.Loki.MaxResponseBytes, "loki-max-response-bytes", 16<<20, "largest query_range answer or tail message read; a larger page is asked again in smaller pages")
 	f.DurationVar(&cfg.Loki.ClockTolerance, "loki-clock-tolerance", time.Minute, "a tailed line older than this is dated when it arrived; no line is dated after the controller's clock")
-	f.StringVar(&cfg.Loki.NodeLabel, "node-label", logstream.LabelNode, "label (or structured metadata) holding the node name")
-	f.StringVar(&kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")
-	f.StringVar(&podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
-	f.StringVar(&nvmlSel, "nvml-selector", `{source="nvml"}`, "LogQL stream selector of the GPU events the probe agents read through NVML")
 	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
+	f.StringVar(&maxMode, "max-mode", string(rules.ModeEnforce), "ceiling of every rule's mode (observe < annotate < enforce): a rule in a higher mode acts in this one")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
-	f.Float64Var(&cfg.Decide.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes (matching --probe-node-selector, not opted out)")
-	f.IntVar(&cfg.Decide.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")
-	f.StringToIntVar(&ruleBudget, "rule-budget", nil, "per-rule budgets, pack/rule=N (repeatable or comma-separated)")
-	f.Float64Var(&cfg.Decide.StormShare, "storm-share", 0.2, "a rule firing on more than this share of eligible nodes (--probe-node-selector) within --storm-window is a fleet event: held")
-	f.DurationVar(&cfg.Decide.StormWindow, "storm-window", 10*time.Minute, "window of the storm hold")
-	f.BoolVar(&cfg.Decide.DisableStorm, "no-storm-hold", false, "disable the storm hold")
+	df.register(f, &cfg.Decide)
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")
 	f.Float32Var(&apiQPS, "kube-api-qps", 100, "requests per second to the Kubernetes API, sustained")
 	f.IntVar(&apiBurst, "kube-api-burst", 1000, "requests to the Kubernetes API allowed at once above --kube-api-qps (a burst of faults: about two per node)")

@@ -19,3 +19,11 @@ func TestControllerRejectsNonPositiveAPILimits(t *testing.T) {
 		}
 	}
 }
+
+// A bad --max-mode is refused before anything is started, naming the flag.
+func TestControllerRejectsBadMaxMode(t *testing.T) {
+	_, err := run(t, "", "controller", "--loki-url", "http://127.0.0.1:1", "--max-mode", "enforcing")
+	if err == nil || !strings.Contains(err.Error(), "--max-mode") || !strings.Contains(err.Error(), "observe") {
+		t.Errorf("err = %v, want --max-mode rejected with the modes", err)
+	}
+}

@@ -32,7 +32,7 @@ and taints faulty nodes. 'faultline scan' runs the same packs over any log file.
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(newScanCmd(), newRulesCmd(), newExporterCmd(), newControllerCmd(), newUntaintCmd(), newProbeAgentCmd(), newProbeCmd())
+	root.AddCommand(newScanCmd(), newRulesCmd(), newExporterCmd(), newControllerCmd(), newUntaintCmd(), newProbeAgentCmd(), newProbeCmd(), newReplayCmd())
 	return root
 }
 

@@ -51,9 +51,9 @@ func TestScanJSONL(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		want := []string{"action", "captures", "file", "line", "node", "pack", "rule", "severity", "text"}
+		want := []string{"action", "captures", "file", "line", "mode", "node", "pack", "rule", "severity", "text"}
 		if _, ok := m["time"]; ok { // only lines with a calendar time have one
-			want = []string{"action", "captures", "file", "line", "node", "pack", "rule", "severity", "text", "time"}
+			want = []string{"action", "captures", "file", "line", "mode", "node", "pack", "rule", "severity", "text", "time"}
 		}
 		if !reflect.DeepEqual(keys, want) {
 			t.Fatalf("fields %v, want %v", keys, want)
@@ -61,7 +61,7 @@ func TestScanJSONL(t *testing.T) {
 		objs = append(objs, m)
 	}
 	a, b := objs[0], objs[1]
-	if a["line"].(float64) != 2 || a["action"] != "taint" || a["severity"] != "critical" || a["pack"] != "nvidia-xid" {
+	if a["line"].(float64) != 2 || a["action"] != "taint" || a["severity"] != "critical" || a["pack"] != "nvidia-xid" || a["mode"] != "enforce" {
 		t.Errorf("first match = %v", a)
 	}
 	if a["captures"].(map[string]any)["xid"] != "79" || !strings.HasPrefix(a["text"].(string), "[74889.644138] NVRM") {
@@ -177,6 +177,39 @@ func TestScanFailOnExitCodes(t *testing.T) {
 	for _, bad := range [][]string{{"--fail-on", "always"}, {"--node-from", "ip"}} {
 		if _, err := run(t, "", append([]string{"scan"}, bad...)...); err == nil || errors.As(err, new(exitError)) {
 			t.Errorf("scan %v: err = %v, want a usage error (exit 1)", bad, err)
+		}
+	}
+}
+
+// TestScanShowsMode: the text table has a MODE column with each rule's mode as its
+// pack sets it: the Xid rule enforces, the training-pods pack starts in annotate.
+func TestScanShowsMode(t *testing.T) {
+	input := strings.Join([]string{
+		"[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+		"[rank5]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+	}, "\n")
+	out, err := run(t, input, "scan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if len(rows) < 3 || !strings.Contains(rows[0], "ACTION  MODE  ") {
+		t.Fatalf("no MODE column after ACTION:\n%s", out)
+	}
+	want := map[string]string{"nvidia-xid/xid-gpu-lost": "enforce", "training-pods/cuda-ecc-uncorrectable": "annotate"}
+	for rule, mode := range want {
+		found := false
+		for _, r := range rows[1:] {
+			f := strings.Fields(r)
+			if len(f) > 5 && f[5] == rule {
+				found = true
+				if f[4] != mode {
+					t.Errorf("%s: mode %s, want %s:\n%s", rule, f[4], mode, r)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no row for %s:\n%s", rule, out)
 		}
 	}
 }

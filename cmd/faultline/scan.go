@@ -45,9 +45,9 @@ one node.
 --format jsonl prints one JSON object per match:
   {"file":"...","line":N,"node":"...","time":"RFC 3339, when the line has one",
    "pack":"...","rule":"...","severity":"...","action":"taint|event|probe|none",
-   "captures":{...},"text":"..."}
+   "mode":"observe|annotate|enforce","captures":{...},"text":"..."}
 where action is what faultline would do at that line (none while a threshold is not
-yet reached). Text output escapes control characters.
+yet reached) and mode how far the rule's pack lets it go (see docs/rules.md). Text output escapes control characters.
 
 Exit status: 0 when the scan ran and nothing reached --fail-on; 2 when a rule fired
 at the --fail-on level (taint: a taint rule fired; event: a taint, probe or event

@@ -18,6 +18,9 @@ const (
 	ReasonTainted = "FaultTainted"
 	// ReasonEvent: a rule with action event fired; nothing else is done.
 	ReasonEvent = "FaultEvent"
+	// ReasonAnnotated: a rule in mode annotate fired: the fault is recorded, no
+	// taint placed and no probe run.
+	ReasonAnnotated = "FaultAnnotated"
 	// ReasonHeld: a taint was held back (budget exhausted, probe pending, cooldown).
 	ReasonHeld = "FaultHeld"
 	// ReasonStormHold: a taint was held back because too many nodes fault at once.

@@ -17,6 +17,12 @@
 // Held faults are never dropped silently: they wait in a bounded queue (Held) and
 // Release hands them back, oldest first, once they can be applied.
 //
+// Before any brake, a rule's mode (rules.Mode, lowered to Config.MaxMode) says how
+// far it may act: a rule in mode observe is only counted (KindObserve), one in mode
+// annotate is recorded without a taint or a probe (KindAnnotate), and only a rule in
+// mode enforce takes its action. Faults below enforce take no capacity, so they use
+// no budget and count toward no storm.
+//
 // Recoveries never pass through these brakes: Recoverable applies a rule's recovery
 // policy and consults neither the budget nor the storm state, so a storm or an
 // exhausted budget never keeps a healed node tainted.
@@ -67,6 +73,12 @@ const (
 	KindAlreadyTainted Kind = "already-tainted"
 	// KindDryRun: dry-run mode; Of says what would have been done.
 	KindDryRun Kind = "dry-run"
+	// KindObserve: the rule is in mode observe: count and log the firing, write
+	// nothing to the cluster.
+	KindObserve Kind = "observe"
+	// KindAnnotate: the rule is in mode annotate: record the fault (NodeFault,
+	// Event), take no capacity (no taint, no probe).
+	KindAnnotate Kind = "annotate"
 )
 
 // HoldReason says why a fault is held.
@@ -89,6 +101,9 @@ type Decision struct {
 	Reason HoldReason
 	// Fault is the fault decided on (with the latest evidence for released faults).
 	Fault fault.Fault
+	// Mode is the mode the fault's rule acted in: its own, lowered to
+	// Config.MaxMode ("" for a fault without a rule).
+	Mode rules.Mode
 	// Message explains the decision for logs and Events.
 	Message string
 }
@@ -141,10 +156,16 @@ func (f NodeFacts) HasRuleTaint(node, key string) bool {
 // Config configures a Decider. The zero value gets the defaults documented on each
 // field.
 type Config struct {
-	// DryRun makes every decision but KindNone a KindDryRun that says what would
-	// have been done (Of, Reason); the Decider then records nothing: no held faults,
-	// no budget use, no storm observations. Each dry-run decision is therefore
-	// judged on the facts alone, as if it were the only fault.
+	// MaxMode is the ceiling of every rule's mode: a rule in a higher mode acts in
+	// this one (observe < annotate < enforce). Empty means enforce: no ceiling.
+	MaxMode rules.Mode
+	// DryRun makes every decision that would take capacity (all but KindNone,
+	// KindObserve and KindAnnotate, which take none and stay as they are) a
+	// KindDryRun that says what would have been done (Of, Reason); the Decider then
+	// records nothing: no held faults, no budget use, no storm observations. Each
+	// dry-run decision is therefore judged on the facts alone, as if it were the
+	// only fault. Dry-run is thus a ceiling of annotate that still reports what
+	// enforce would have done.
 	DryRun bool
 	// MaxNodes caps the number of faultline-tainted nodes; 0 means no absolute cap.
 	MaxNodes int
@@ -213,6 +234,12 @@ type Decider struct {
 
 // New validates cfg, applies its defaults and returns a Decider.
 func New(cfg Config) (*Decider, error) {
+	if cfg.MaxMode == "" {
+		cfg.MaxMode = rules.ModeEnforce
+	}
+	if _, err := rules.ParseMode(string(cfg.MaxMode)); err != nil {
+		return nil, fmt.Errorf("decide: MaxMode: %w", err)
+	}
 	if cfg.MaxNodes < 0 {
 		return nil, fmt.Errorf("decide: MaxNodes %d is negative", cfg.MaxNodes)
 	}
@@ -335,6 +362,9 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 	d.expireGrants(now)
 	d.refreshStorms(now)
 	key := f.Rule.String()
+	if dec, ok := d.staged(f); ok {
+		return d.finish(dec, false, now)
+	}
 	switch f.Rule.Action {
 	case rules.ActionEvent:
 		return d.finish(Decision{Kind: KindEvent, Fault: f, Message: "rule " + key + " posts an Event"}, false, now)
@@ -374,6 +404,10 @@ func (d *Decider) DecideProbeResult(f fault.Fault, failed, timedOut bool, facts 
 	}
 	d.expireGrants(now)
 	d.refreshStorms(now)
+	// The mode may have dropped while the probes ran (a pack reload).
+	if dec, ok := d.staged(f); ok {
+		return d.finish(dec, false, now)
+	}
 	switch {
 	case failed:
 		dec := d.taintPath(f, facts)
@@ -410,12 +444,17 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 	d.expireHeld(now)
 	var out []Decision
 	for _, e := range slices.Clone(d.held.entries) {
-		var dec Decision
-		if e.probeFailed || e.fault.Rule.Action != rules.ActionProbe {
+		// A held fault whose rule's mode dropped below enforce since (a pack
+		// reload) takes no capacity any more: it leaves the queue, recorded only.
+		dec, staged := d.staged(e.fault)
+		switch {
+		case staged:
+		case e.probeFailed || e.fault.Rule.Action != rules.ActionProbe:
 			dec = d.taintPath(e.fault, facts)
-		} else {
+		default:
 			dec = d.probePath(e.fault, facts)
 		}
+		dec.Mode = d.Mode(e.fault.Rule)
 		if dec.Kind == KindHold {
 			e.reason, e.message = dec.Reason, dec.Message
 			continue
@@ -468,6 +507,39 @@ func (d *Decider) NotApplied(f fault.Fault) {
 			delete(d.grants, f.Node)
 		}
 	}
+}
+
+// Mode is the mode rule r acts in: its own (enforce when unset), lowered to
+// Config.MaxMode.
+func (d *Decider) Mode(r *rules.Compiled) rules.Mode {
+	m := r.Mode
+	if m == "" {
+		m = rules.ModeEnforce
+	}
+	return m.Cap(d.cfg.MaxMode)
+}
+
+// staged decides on a fault whose rule's mode keeps it from its action: observe
+// for any action, annotate for the actions that take capacity (taint, probe; an
+// event rule in mode annotate posts its Event as in enforce). ok is false when the
+// rule acts as written. It changes nothing.
+func (d *Decider) staged(f fault.Fault) (dec Decision, ok bool) {
+	r := f.Rule
+	mode := d.Mode(r)
+	if mode == rules.ModeEnforce || r.Action == rules.ActionNone ||
+		(mode == rules.ModeAnnotate && r.Action == rules.ActionEvent) {
+		return Decision{}, false
+	}
+	why := "rule " + r.String() + " is in mode " + string(mode)
+	if mode != r.Mode && r.Mode != "" {
+		why += fmt.Sprintf(" (its mode %s lowered by the controller's ceiling)", r.Mode)
+	}
+	if mode == rules.ModeObserve {
+		return Decision{Kind: KindObserve, Fault: f,
+			Message: fmt.Sprintf("%s: counted, not acted on (action %s)", why, r.Action)}, true
+	}
+	return Decision{Kind: KindAnnotate, Fault: f,
+		Message: fmt.Sprintf("%s: recorded, no %s", why, r.Action)}, true
 }
 
 // taintPath decides on a fault whose next step is a taint. It changes nothing.
@@ -528,9 +600,14 @@ func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
 // finish applies a decision's effects (unless dry-run), counts it and wraps it for
 // dry-run. probeFailed marks a hold whose release needs no further probe.
 func (d *Decider) finish(dec Decision, probeFailed bool, now time.Time) Decision {
+	if dec.Fault.Rule != nil {
+		dec.Mode = d.Mode(dec.Fault.Rule)
+	}
 	if d.cfg.DryRun {
-		if dec.Kind == KindNone {
-			d.st.decisions[KindNone]++
+		switch dec.Kind {
+		case KindNone, KindObserve, KindAnnotate:
+			// These take no capacity: dry-run leaves them as they are.
+			d.st.decisions[dec.Kind]++
 			return dec
 		}
 		d.st.decisions[KindDryRun]++
@@ -544,7 +621,8 @@ func (d *Decider) finish(dec Decision, probeFailed bool, now time.Time) Decision
 	case KindTaint:
 		d.grant(dec.Fault, now)
 		d.held.remove(dec.Fault.Key())
-	case KindAlreadyTainted:
+	case KindAlreadyTainted, KindObserve, KindAnnotate:
+		// The node has the taint, or the rule no longer asks for one.
 		if d.held.remove(dec.Fault.Key()) != nil {
 			d.st.heldCleared++
 		}

@@ -208,6 +208,14 @@ func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *que
 	// Into the future as far as Loki accepts lines (a leading node clock); +1:
 	// query_range's end is exclusive.
 	end := t0.UnixNano() + int64(s.cfg.CreationGracePeriod) + 1
+	return s.readRange(ctx, log, q, st, from, end, emit)
+}
+
+// readRange emits the entries from from (inclusive) to end (exclusive), Unix ns: in
+// windows no longer than MaxQueryLength, each read page by page. It is the catch-up
+// of the live source and the whole of History.
+func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *queryState, from, end int64, emit func(logstream.Line) error) error {
+	t0 := time.Now()
 	span := int64(s.cfg.MaxQueryLength)
 	limit := s.cfg.PageLimit
 	start := from

@@ -32,6 +32,9 @@
 // lists the entries emitted in its last Overlap of entry time, so a restarted Source
 // re-reads that stretch and emits only the lines it had not emitted — including
 // lines that reached Loki late, with timestamps older than lines already read.
+//
+// History reads a stretch of the past through the same catch-up reads, without the
+// tail, merged by time across the queries: the source of `faultline replay`.
 package lokisource
 
 import (

@@ -41,7 +41,7 @@ func TestLokiEdgeCases(t *testing.T) {
 		now := time.Now()
 		var want []string
 		var entries []push.Entry
-		// Within Loki's query_ingesters_within (3h): the lines are still in the ingester.
+		// A few hours back: several windows of the test Loki's max_query_length.
 		for _, ago := range []time.Duration{2*time.Hour + 40*time.Minute, time.Hour + 50*time.Minute, 55 * time.Minute, 10 * time.Minute} {
 			line := fmt.Sprintf("catch-up line %s ago", ago)
 			want = append(want, line)
@@ -62,6 +62,8 @@ func TestLokiEdgeCases(t *testing.T) {
 			})
 		}
 	})
+
+	t.Run("History", func(t *testing.T) { testHistory(t, loki) })
 
 	t.Run("RefusedQueryKeepsLastGood", func(t *testing.T) {
 		good := Query{Name: "kernel", LogQL: `{node="n-refused"}`}

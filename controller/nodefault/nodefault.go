@@ -199,6 +199,8 @@ const LabelNode = "faultline.io/node"
 
 // Change is one update of a record.
 type Change struct {
+	// Mode, when set, becomes the record's mode (the one its rule acted in).
+	Mode rules.Mode
 	// Phase, when set, becomes the record's phase (with Reason and Message).
 	Phase   v1alpha1.Phase
 	Reason  string
@@ -320,6 +322,9 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 	}
 	if c.BootID != "" {
 		st.BootID = c.BootID
+	}
+	if c.Mode != "" {
+		st.Mode = string(c.Mode)
 	}
 	if c.ClearTaint {
 		st.Taint = nil

@@ -76,7 +76,7 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 	}
 	f := xidFault("gpu-17", clk.Now())
 
-	held, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f, BootID: "boot-1", Phase: v1alpha1.PhaseHeld,
+	held, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f, BootID: "boot-1", Phase: v1alpha1.PhaseHeld, Mode: rules.ModeEnforce,
 		Reason: "budget", Message: "budget of 1 node used", Decision: "hold"})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,8 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tainted.Status.Phase != v1alpha1.PhaseTainted || tainted.Status.HeldSince != nil || tainted.Status.Firings != 2 ||
+	// A change without a mode keeps the one recorded.
+	if tainted.Status.Phase != v1alpha1.PhaseTainted || tainted.Status.HeldSince != nil || tainted.Status.Firings != 2 || tainted.Status.Mode != "enforce" ||
 		len(tainted.Status.History) != 2 || tainted.Status.History[1].Kind != "taint" || len(tainted.Status.Probes) != 1 ||
 		!tainted.Status.LastSeen.Time.Equal(clk.Now()) || !tainted.Status.FirstSeen.Time.Equal(clk.Now().Add(-time.Minute)) {
 		t.Errorf("updated status %+v", tainted.Status)
@@ -125,8 +126,8 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 		get := kubectl("get", "nodefaults")
 		t.Logf("kubectl get nodefaults:\n%s", get)
 		header, row, _ := strings.Cut(get, "\n")
-		if strings.Join(strings.Fields(header), " ") != "NAME NODE RULE SEVERITY PHASE COUNT LAST-SEEN AGE" ||
-			strings.Join(strings.Fields(row)[:6], " ") != "gpu-17.nvidia-xid.xid-79 gpu-17 xid-79 critical Tainted 2" {
+		if strings.Join(strings.Fields(header), " ") != "NAME NODE RULE SEVERITY MODE PHASE COUNT LAST-SEEN AGE" ||
+			strings.Join(strings.Fields(row)[:7], " ") != "gpu-17.nvidia-xid.xid-79 gpu-17 xid-79 critical enforce Tainted 2" {
 			t.Errorf("printer columns:\n%s", get)
 		}
 		if d := kubectl("describe", "nodefault", tainted.Name); !strings.Contains(d, "GPU has fallen off the bus") || !strings.Contains(d, "pciebw: 2 GB/s") {

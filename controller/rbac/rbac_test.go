@@ -222,28 +222,21 @@ func TestControllerRBAC(t *testing.T) {
 			_, err = admin.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{})
 			return err
 		}
-		setRole := func(rules []rbacv1.PolicyRule) error {
-			r, err := admin.RbacV1().Roles(ns).Get(ctx, Name, metav1.GetOptions{})
-			if err != nil {
+		setRole := func(namespace, name string) func([]rbacv1.PolicyRule) error {
+			return func(rules []rbacv1.PolicyRule) error {
+				r, err := admin.RbacV1().Roles(namespace).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				r.Rules = rules
+				_, err = admin.RbacV1().Roles(namespace).Update(ctx, r, metav1.UpdateOptions{})
 				return err
 			}
-			r.Rules = rules
-			_, err = admin.RbacV1().Roles(ns).Update(ctx, r, metav1.UpdateOptions{})
-			return err
-		}
-		setEvents := func(rules []rbacv1.PolicyRule) error {
-			r, err := admin.RbacV1().Roles(EventsNamespace).Get(ctx, EventsName, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			r.Rules = rules
-			_, err = admin.RbacV1().Roles(EventsNamespace).Update(ctx, r, metav1.UpdateOptions{})
-			return err
 		}
 		specs := []roleSpec{
 			{"ClusterRole", "", ClusterRole().Rules, setCluster},
-			{"Role", "", Role(ns).Rules, setRole},
-			{"EventsRole", EventsNamespace, EventsRole().Rules, setEvents},
+			{"Role", "", Role(ns).Rules, setRole(ns, Name)},
+			{"EventsRole", EventsNamespace, EventsRole().Rules, setRole(EventsNamespace, EventsName)},
 		}
 		n := 0
 		for _, s := range specs {

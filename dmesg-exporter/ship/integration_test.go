@@ -2,12 +2,9 @@ package ship_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,123 +21,6 @@ import (
 // project's harness. testenv.Start skips them in -short mode only.
 
 const bootID = "6a1c2e4f-0b3d-4e5f-8a9b-c0d1e2f3a4b5"
-
-// lokiEntry is one log line read back from Loki.
-type lokiEntry struct {
-	TS       int64             // unix nanoseconds
-	Line     string            //
-	Labels   map[string]string // index labels of the stream
-	Metadata map[string]string // structured metadata
-}
-
-// queryRange runs a LogQL query_range, forward, and returns its entries in
-// order. It asks Loki to keep index labels and structured metadata apart
-// (categorize-labels).
-func queryRange(ctx context.Context, lokiURL, query string, start, end time.Time) ([]lokiEntry, error) {
-	q := url.Values{
-		"query":     {query},
-		"start":     {strconv.FormatInt(start.UnixNano(), 10)},
-		"end":       {strconv.FormatInt(end.UnixNano(), 10)},
-		"direction": {"forward"},
-		"limit":     {"1000"},
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lokiURL+"/loki/api/v1/query_range?"+q.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("X-Loki-Response-Encoding-Flags", "categorize-labels")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("query_range %s: %s: %s", query, resp.Status, body)
-	}
-	var r struct {
-		Status string `json:"status"`
-		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Stream map[string]string   `json:"stream"`
-				Values [][]json.RawMessage `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("query_range %s: %v: %s", query, err, body)
-	}
-	if r.Status != "success" || r.Data.ResultType != "streams" {
-		return nil, fmt.Errorf("query_range %s: status %q, result type %q", query, r.Status, r.Data.ResultType)
-	}
-	var out []lokiEntry
-	for _, s := range r.Data.Result {
-		for _, v := range s.Values {
-			if len(v) < 2 {
-				return nil, fmt.Errorf("query_range %s: value with %d elements", query, len(v))
-			}
-			var e lokiEntry
-			var ts string
-			if err := json.Unmarshal(v[0], &ts); err != nil {
-				return nil, err
-			}
-			if e.TS, err = strconv.ParseInt(ts, 10, 64); err != nil {
-				return nil, err
-			}
-			if err := json.Unmarshal(v[1], &e.Line); err != nil {
-				return nil, err
-			}
-			e.Labels = s.Stream
-			if len(v) > 2 {
-				var cat struct {
-					StructuredMetadata map[string]string `json:"structuredMetadata"`
-				}
-				if err := json.Unmarshal(v[2], &cat); err != nil {
-					return nil, err
-				}
-				e.Metadata = cat.StructuredMetadata
-			}
-			out = append(out, e)
-		}
-	}
-	// Streams come one after another; order all entries by time (stable, so
-	// equal timestamps keep Loki's order).
-	sortEntries(out)
-	return out, nil
-}
-
-func sortEntries(es []lokiEntry) {
-	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && es[j].TS < es[j-1].TS; j-- {
-			es[j], es[j-1] = es[j-1], es[j]
-		}
-	}
-}
-
-// waitEntries polls query until it returns at least n entries.
-func waitEntries(t *testing.T, lokiURL, query string, n int, timeout time.Duration) []lokiEntry {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	start, end := time.Now().Add(-2*time.Hour), time.Now().Add(time.Hour)
-	var last []lokiEntry
-	var err error
-	for {
-		last, err = queryRange(ctx, lokiURL, query, start, end)
-		if err == nil && len(last) >= n {
-			return last
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("Loki query %s: want %d entries within %v, got %d (last error %v): %+v", query, n, timeout, len(last), err, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
 
 // sendAll ships recs with Retry, failing the test on error.
 func sendAll(t *testing.T, s ship.Sender, recs []ship.Record) {
@@ -177,8 +57,8 @@ func checkAbsent(t *testing.T, what string, got map[string]string, keys ...strin
 	}
 }
 
-func byLine(es []lokiEntry) map[string]lokiEntry {
-	m := make(map[string]lokiEntry, len(es))
+func byLine(es []testenv.LokiEntry) map[string]testenv.LokiEntry {
+	m := make(map[string]testenv.LokiEntry, len(es))
 	for _, e := range es {
 		m[e.Line] = e
 	}
@@ -205,7 +85,7 @@ func TestIntegrationOTLPThroughCollectorToLoki(t *testing.T) {
 
 	// The node label comes from the resource attribute "node", which the harness's
 	// Loki promotes; k8s.node.name becomes k8s_node_name.
-	got := waitEntries(t, env.LokiURL(), fmt.Sprintf(`{node=%q}`, node), len(recs), 30*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{node=%q}`, node), len(recs), 30*time.Second)
 	if len(got) != len(recs) {
 		t.Fatalf("got %d entries, want %d: %+v", len(got), len(recs), got)
 	}
@@ -215,8 +95,8 @@ func TestIntegrationOTLPThroughCollectorToLoki(t *testing.T) {
 		if e.Line != wantLine {
 			t.Errorf("entry %d: line %q, want %q", i, e.Line, wantLine)
 		}
-		if e.TS != r.Time.UnixNano() {
-			t.Errorf("%q: timestamp %d, want %d", r.Body, e.TS, r.Time.UnixNano())
+		if e.Time.UnixNano() != r.Time.UnixNano() {
+			t.Errorf("%q: timestamp %d, want %d", r.Body, e.Time.UnixNano(), r.Time.UnixNano())
 		}
 		// source is a resource attribute the harness's Loki promotes, like node.
 		checkSubset(t, r.Body+" labels", e.Labels, map[string]string{"node": node, "k8s_node_name": node, "source": r.Source})
@@ -247,11 +127,11 @@ func TestIntegrationOTLPThroughCollectorToLoki(t *testing.T) {
 
 	// The controller's kind of query: by the promoted node label, filtered on
 	// structured metadata and a line filter.
-	xid := waitEntries(t, env.LokiURL(), fmt.Sprintf(`{k8s_node_name=%q} | source="kernel" |= "Xid"`, node), 1, 10*time.Second)
+	xid := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{k8s_node_name=%q} | source="kernel" |= "Xid"`, node), 1, 10*time.Second)
 	if len(xid) != 1 || xid[0].Line != recs[0].Body {
 		t.Errorf("Xid query: %+v", xid)
 	}
-	stderr := waitEntries(t, env.LokiURL(), fmt.Sprintf(`{node=%q, k8s_container_name="trainer"} | log_iostream="stderr"`, node), 1, 10*time.Second)
+	stderr := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{node=%q, k8s_container_name="trainer"} | log_iostream="stderr"`, node), 1, 10*time.Second)
 	if len(stderr) != 1 || stderr[0].Line != recs[3].Body {
 		t.Errorf("stderr query: %+v", stderr)
 	}
@@ -284,15 +164,15 @@ func TestIntegrationLokiPush(t *testing.T) {
 	batch := append([]ship.Record{kernel[3], kernel[4], pods[1]}, kernel[0], kernel[1], kernel[2], pods[0])
 	sendAll(t, ship.NewLoki(env.LokiURL(), ship.LokiOptions{Tenant: "ignored-without-auth"}), batch)
 
-	got := waitEntries(t, env.LokiURL(), fmt.Sprintf(`{node=%q, source="kernel"} |= "Xid"`, node), 3, 20*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{node=%q, source="kernel"} |= "Xid"`, node), 3, 20*time.Second)
 	wantXid := []ship.Record{kernel[1], kernel[3], kernel[4]}
 	if len(got) != len(wantXid) {
 		t.Fatalf("Xid query: %d entries, want %d: %+v", len(got), len(wantXid), got)
 	}
 	for i, r := range wantXid {
 		e := got[i]
-		if e.Line != r.Body || e.TS != r.Time.UnixNano() {
-			t.Errorf("Xid entry %d: %d %q, want %d %q", i, e.TS, e.Line, r.Time.UnixNano(), r.Body)
+		if e.Line != r.Body || e.Time.UnixNano() != r.Time.UnixNano() {
+			t.Errorf("Xid entry %d: %d %q, want %d %q", i, e.Time.UnixNano(), e.Line, r.Time.UnixNano(), r.Body)
 		}
 		checkSubset(t, r.Body+" labels", e.Labels, map[string]string{"node": node, "source": "kernel"})
 		checkAbsent(t, r.Body+" labels", e.Labels, "seq", "boot_id", "namespace", "pod", "container")
@@ -303,19 +183,19 @@ func TestIntegrationLokiPush(t *testing.T) {
 	t.Logf("kernel entry as Loki returns it: labels %v, metadata %v", got[0].Labels, got[0].Metadata)
 
 	// All kernel lines, in sequence order (two share a timestamp).
-	all := waitEntries(t, env.LokiURL(), fmt.Sprintf(`{node=%q, source="kernel"}`, node), len(kernel), 10*time.Second)
+	all := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{node=%q, source="kernel"}`, node), len(kernel), 10*time.Second)
 	for i, r := range kernel {
 		if i < len(all) && all[i].Metadata["seq"] != strconv.FormatUint(r.Seq, 10) {
 			t.Errorf("kernel entry %d: seq %s, want %d", i, all[i].Metadata["seq"], r.Seq)
 		}
 	}
 	// Structured metadata filters work on what the sender attached.
-	crit := waitEntries(t, env.LokiURL(), fmt.Sprintf(`{node=%q} | level="crit"`, node), 1, 10*time.Second)
+	crit := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{node=%q} | level="crit"`, node), 1, 10*time.Second)
 	if len(crit) != 1 || crit[0].Line != kernel[4].Body {
 		t.Errorf("level=crit: %+v", crit)
 	}
 
-	podGot := waitEntries(t, env.LokiURL(), fmt.Sprintf(`{node=%q, source="pod"}`, node), len(pods), 10*time.Second)
+	podGot := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{node=%q, source="pod"}`, node), len(pods), 10*time.Second)
 	lines := byLine(podGot)
 	for _, r := range pods {
 		e, ok := lines[r.Body]
@@ -330,7 +210,7 @@ func TestIntegrationLokiPush(t *testing.T) {
 		checkAbsent(t, r.Body+" metadata", e.Metadata, "seq", "boot_id", "level")
 	}
 	// The escaped label value selects its stream.
-	odd := waitEntries(t, env.LokiURL(), fmt.Sprintf(`{container=%s}`, strconv.Quote(oddContainer)), 1, 10*time.Second)
+	odd := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{container=%s}`, strconv.Quote(oddContainer)), 1, 10*time.Second)
 	if len(odd) != 1 || odd[0].Line != "odd container line" {
 		t.Errorf("query by escaped container label: %+v", odd)
 	}
@@ -415,7 +295,7 @@ func TestIntegrationLokiRetryAcrossRestart(t *testing.T) {
 		}
 	}
 	t.Logf("%d retries while Loki was down; first: %v; last: %v", len(retries), retries[0], retries[len(retries)-1])
-	got := waitEntries(t, env.LokiURL(), `{node="n1", source="kernel"}`, 2, 20*time.Second)
+	got := testenv.WaitLoki(t, env.LokiURL(), `{node="n1", source="kernel"}`, 2, 20*time.Second)
 	if len(got) != 2 || got[0].Line != "before the restart" || got[1].Line != "Xid 79 while Loki was down" {
 		t.Errorf("after restart: %+v", got)
 	}

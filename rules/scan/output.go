@@ -38,7 +38,7 @@ func TextWriter(w io.Writer, withFile bool) (emit func(Match) error, flush func(
 					return err
 				}
 			}
-			fmt.Fprintln(tw, "LINE\tNODE\tSEVERITY\tACTION\tRULE\tCAPTURES\tTEXT")
+			fmt.Fprintln(tw, "LINE\tNODE\tSEVERITY\tACTION\tMODE\tRULE\tCAPTURES\tTEXT")
 		}
 		rows++
 		line := strconv.Itoa(m.Line)
@@ -49,7 +49,7 @@ func TextWriter(w io.Writer, withFile bool) (emit func(Match) error, flush func(
 		if node == "" {
 			node = "-"
 		}
-		_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", line, node, m.Severity, m.Action, m.Pack, m.Rule,
+		_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", line, node, m.Severity, m.Action, m.Mode, m.Pack, m.Rule,
 			fmtCaptures(m.Captures), clip(Escape(strings.TrimSpace(m.Text)), 100))
 		return err
 	}

@@ -34,11 +34,14 @@ type Match struct {
 	Line int    `json:"line"`
 	Node string `json:"node"`
 	// Time is the line's own calendar time (RFC 3339), when its prefix has one.
-	Time     string            `json:"time,omitempty"`
-	Pack     string            `json:"pack"`
-	Rule     string            `json:"rule"`
-	Severity rules.Severity    `json:"severity"`
-	Action   rules.Action      `json:"action"`
+	Time     string         `json:"time,omitempty"`
+	Pack     string         `json:"pack"`
+	Rule     string         `json:"rule"`
+	Severity rules.Severity `json:"severity"`
+	Action   rules.Action   `json:"action"`
+	// Mode is the rule's mode as the packs set it (observe, annotate, enforce): how
+	// far the controller would let Action go (a controller's --max-mode may lower it).
+	Mode     rules.Mode        `json:"mode"`
 	Captures map[string]string `json:"captures"`
 	Text     string            `json:"text"`
 }
@@ -388,7 +391,7 @@ func (s *Scanner) report(o correlate.Outcome, input string, lineNo int, st *stre
 		caps = map[string]string{}
 	}
 	m := Match{File: input, Line: lineNo, Node: st.node, Pack: r.Pack, Rule: r.ID, Severity: r.Severity,
-		Action: o.Action(), Captures: caps, Text: raw}
+		Action: o.Action(), Mode: r.Mode, Captures: caps, Text: raw}
 	if p.Clock == logline.ClockWall || p.Clock == logline.ClockWallNoYear {
 		m.Time = st.now(s.opts.Year).Format(time.RFC3339Nano)
 	}

@@ -26,33 +26,9 @@ import (
 // set faultline.io/ taints, labels and annotations and the FaultlineFault
 // condition, and nothing else; the other identity is not affected.
 func TestControllerAdmissionPolicy(t *testing.T) {
-	// kube-controller-manager's status controller type-checks the policy's expressions.
-	env := testenv.Start(t, testenv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
+	env, _ := startWithPolicy(t, "faultline-controller-nodes")
 	ctx := context.Background()
 	admin := env.Clientset()
-	objs := parse(t, render(t, caseNamed(t, "defaults")))
-	policy := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", "faultline-controller-nodes")
-	binding := get[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, "ValidatingAdmissionPolicyBinding", "faultline-controller-nodes")
-	created, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("the chart's policy: %v", err)
-	}
-	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually.NoError(t, 30*time.Second, "the policy type-checked", func() error {
-		p, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, created.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Status.ObservedGeneration != p.Generation {
-			return fmt.Errorf("status of generation %d, want %d", p.Status.ObservedGeneration, p.Generation)
-		}
-		if tc := p.Status.TypeChecking; tc != nil && len(tc.ExpressionWarnings) > 0 {
-			t.Fatalf("the policy's expressions do not type-check: %+v", tc.ExpressionWarnings)
-		}
-		return nil
-	})
 
 	// Both identities may update any Node and patch its status (RBAC), as the
 	// controller's ClusterRole allows.
@@ -67,17 +43,8 @@ func TestControllerAdmissionPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	updateWith := func(opts metav1.UpdateOptions, cs kubernetes.Interface, change func(n *corev1.Node)) error {
-		n, err := admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		change(n)
-		_, err = cs.CoreV1().Nodes().Update(ctx, n, opts)
-		return err
-	}
 	update := func(cs kubernetes.Interface, change func(n *corev1.Node)) error {
-		return updateWith(metav1.UpdateOptions{}, cs, change)
+		return updateNode(t, admin, cs, metav1.UpdateOptions{}, node.Name, change)
 	}
 	refused := func(what string, err error) {
 		t.Helper()
@@ -92,7 +59,7 @@ func TestControllerAdmissionPolicy(t *testing.T) {
 	// The policy reaches the apiserver's admission asynchronously: wait with dry runs
 	// (admission runs on them; nothing is stored).
 	eventually.True(t, 30*time.Second, "the policy refusing the controller's foreign taint", func() bool {
-		return updateWith(metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}, controller, addForeignTaint) != nil
+		return updateNode(t, admin, controller, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}, node.Name, addForeignTaint) != nil
 	})
 	refused("add a foreign taint", update(controller, addForeignTaint))
 	refused("remove a foreign taint", update(controller, func(n *corev1.Node) { n.Spec.Taints = nil }))
@@ -184,4 +151,53 @@ func asServiceAccount(t *testing.T, env *testenv.Env, namespace, name string) ku
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// startWithPolicy starts an apiserver with kube-controller-manager, whose status
+// controller type-checks policies, creates the chart's ValidatingAdmissionPolicy
+// and binding of that name (the defaults render, returned), and waits until the
+// policy is type-checked; a warning on its expressions fails the test.
+func startWithPolicy(t *testing.T, name string) (*testenv.Env, objects) {
+	t.Helper()
+	env := testenv.Start(t, testenv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
+	ctx := context.Background()
+	admin := env.Clientset()
+	objs := parse(t, render(t, caseNamed(t, "defaults")))
+	policy := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", name)
+	binding := get[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, "ValidatingAdmissionPolicyBinding", name)
+	created, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the chart's policy: %v", err)
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.NoError(t, 30*time.Second, "the policy type-checked", func() error {
+		p, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.ObservedGeneration != p.Generation {
+			return fmt.Errorf("status of generation %d, want %d", p.Status.ObservedGeneration, p.Generation)
+		}
+		if tc := p.Status.TypeChecking; tc != nil && len(tc.ExpressionWarnings) > 0 {
+			t.Fatalf("the policy's expressions do not type-check: %+v", tc.ExpressionWarnings)
+		}
+		return nil
+	})
+	return env, objs
+}
+
+// updateNode reads node as the admin, applies change and updates it as cs, with
+// opts: what is refused is refused to cs.
+func updateNode(t *testing.T, admin, cs kubernetes.Interface, opts metav1.UpdateOptions, node string, change func(n *corev1.Node)) error {
+	t.Helper()
+	ctx := context.Background()
+	n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(n)
+	_, err = cs.CoreV1().Nodes().Update(ctx, n, opts)
+	return err
 }

@@ -2,7 +2,6 @@ package chart
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +20,6 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/test/eventually"
-	"github.com/faultline-dev/faultline/test/testenv"
 )
 
 // TestProbeAgentAdmissionPolicy installs the chart's agent RBAC and its
@@ -33,41 +30,18 @@ import (
 // taint, labels, annotations, cordoning, a token bound to no node. Other identities
 // are not affected.
 func TestProbeAgentAdmissionPolicy(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
+	env, objs := startWithPolicy(t, "faultline-probe-agent-nodes")
 	ctx := context.Background()
 	admin := env.Clientset()
-	objs := parse(t, render(t, caseNamed(t, "defaults")))
 	const sa = "faultline-probe-agent"
 	role := get[rbacv1.ClusterRole](t, objs, "ClusterRole", "faultline-probe-agent")
 	roleBinding := get[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "faultline-probe-agent")
-	policy := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", "faultline-probe-agent-nodes")
-	binding := get[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, "ValidatingAdmissionPolicyBinding", "faultline-probe-agent-nodes")
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, roleBinding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	created, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("the chart's policy: %v", err)
-	}
-	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually.NoError(t, 30*time.Second, "the policy type-checked", func() error {
-		p, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, created.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Status.ObservedGeneration != p.Generation {
-			return fmt.Errorf("status of generation %d, want %d", p.Status.ObservedGeneration, p.Generation)
-		}
-		if tc := p.Status.TypeChecking; tc != nil && len(tc.ExpressionWarnings) > 0 {
-			t.Fatalf("the policy's expressions do not type-check: %+v", tc.ExpressionWarnings)
-		}
-		return nil
-	})
 
 	client := func(token string) kubernetes.Interface {
 		cs, err := kubernetes.NewForConfig(env.RESTConfigForToken(token))
@@ -92,17 +66,8 @@ func TestProbeAgentAdmissionPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	updateWith := func(opts metav1.UpdateOptions, cs kubernetes.Interface, node string, change func(n *corev1.Node)) error {
-		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		change(n)
-		_, err = cs.CoreV1().Nodes().Update(ctx, n, opts)
-		return err
-	}
 	update := func(cs kubernetes.Interface, node string, change func(n *corev1.Node)) error {
-		return updateWith(metav1.UpdateOptions{}, cs, node, change)
+		return updateNode(t, admin, cs, metav1.UpdateOptions{}, node, change)
 	}
 	refused := func(what string, err error, why string) {
 		t.Helper()
@@ -116,7 +81,7 @@ func TestProbeAgentAdmissionPolicy(t *testing.T) {
 		}
 	}
 	eventually.True(t, 30*time.Second, "the policy refusing the agent's taint on another node", func() bool {
-		return updateWith(metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}, onA, "gpu-b", probing(corev1.TaintEffectNoSchedule, "")) != nil
+		return updateNode(t, admin, onA, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}, "gpu-b", probing(corev1.TaintEffectNoSchedule, "")) != nil
 	})
 	const (
 		ownNode   = "only the node it runs on"

@@ -66,8 +66,10 @@ func TestRejects(t *testing.T) {
 		{"unknown probe program", []string{"probeAgent.commands.nvidia-smi=/usr/bin/nvidia-smi"}, "invalid propertyName 'nvidia-smi'"},
 		{"user pack not yaml", []string{"packs.user.notes=x"}, "'notes' does not match pattern"},
 		{"bad duration", []string{"controller.leaderElection.leaseDuration=15"}, "/controller/leaderElection/leaseDuration"},
+		{"unknown rule mode ceiling", []string{"controller.maxMode=enforcing"}, "/controller/maxMode"},
 		{"otlp without a collector", []string{"collector.enabled=false"}, "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint"},
 		{"direct push with basic auth", []string{"exporter.output=loki", "loki.basicAuth.username=u", "loki.basicAuth.password=p"}, "exporter.output=loki cannot authenticate"},
+		{"collector TLS Secret with TLS off", []string{"collector.tls.enabled=false", "collector.tls.existingSecret=certs"}, "collector.tls.existingSecret is set but collector.tls.enabled is false"},
 		{"basic auth without a password", []string{"loki.basicAuth.username=u"}, "loki.basicAuth.username needs loki.basicAuth.password or loki.basicAuth.existingSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,8 +195,8 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("exporter (kmsg.access=privileged) security context %+v", ec.SecurityContext)
 	}
 	endpoint, ok := argWithPrefix(ec, "--otlp-endpoint=")
-	if !ok || endpoint != "http://faultline-otel-collector.faultline.svc:4318" {
-		t.Errorf("exporter --otlp-endpoint=%q, want the chart's collector Service", endpoint)
+	if !ok || endpoint != "https://faultline-otel-collector.faultline.svc:4318" {
+		t.Errorf("exporter --otlp-endpoint=%q, want the chart's collector Service over TLS", endpoint)
 	}
 	if !tolerates(spec.Tolerations, "faultline.io/faulty") || !tolerates(spec.Tolerations, "anything") {
 		t.Errorf("exporter tolerations %+v: it must keep running on tainted nodes", spec.Tolerations)
@@ -317,8 +319,8 @@ func TestDefaults(t *testing.T) {
 	// projected token.
 	ag := daemonSet(t, objs, "faultline-probe-agent")
 	agc := &ag.Spec.Template.Spec.Containers[0]
-	for _, arg := range []string{"--nvml-events", "--events-otlp-endpoint=http://faultline-otel-collector.faultline.svc:4318",
-		"--events-token-file=/var/run/secrets/faultline/collector/token"} {
+	for _, arg := range []string{"--nvml-events", "--events-otlp-endpoint=https://faultline-otel-collector.faultline.svc:4318",
+		"--events-token-file=/var/run/secrets/faultline/collector/token", "--events-ca-file=/var/run/secrets/faultline/collector-ca/ca.crt"} {
 		if !hasArg(agc, arg) {
 			t.Errorf("probe agent args %v: no %s", agc.Args, arg)
 		}
@@ -379,8 +381,9 @@ func toolVersion(t testing.TB, key string) string {
 // capabilities unless the component needs them).
 func TestConsistency(t *testing.T) {
 	testenv.Integration(t)
-	// From the values files, and the agents' TLS Secret the manifests leave to the user.
-	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true}
+	// From the values files, and the agents' and the collector's TLS Secrets the
+	// manifests leave to the user.
+	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true, "faultline-otel-collector-tls": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			objs := parse(t, render(t, c))

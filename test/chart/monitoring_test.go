@@ -3,12 +3,12 @@ package chart
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,10 +20,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/transport"
 	"sigs.k8s.io/yaml"
 
-	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -123,25 +122,52 @@ func remarshal(t testing.TB, in, out any) {
 }
 
 // TestCollectorToLoki runs the real collector (the test build of the pinned release)
-// with the configuration the chart generates, pointed at a real Loki and a real
-// apiserver (its authenticator's TokenReviews): the config validates, a record
-// without the exporter's token is refused, and an OTLP log record sent the way the
-// exporter sends one, with its projected token, lands in Loki under the node and
-// source labels the controller's selectors use.
+// with the configuration and the TLS Secret the chart generates by default, pointed
+// at a real Loki and a real apiserver (its authenticator's TokenReviews): the config
+// validates; the receiver serves the generated certificate, which the exporter's
+// client verifies with the rendered CA for the Service name it is given; another
+// render's CA and plain HTTP get nowhere; a record without the exporter's token is
+// refused; and an OTLP log record sent the way the exporter sends one, with its
+// projected token over TLS, lands in Loki under the node and source labels the
+// controller's selectors use.
 func TestCollectorToLoki(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true, Loki: true})
 	otelcol := testenv.Binary(t, "otelcol-faultline")
 	c := caseNamed(t, "defaults")
-	c.sets = []string{"loki.url=" + env.LokiURL(), "collector.tls.existingSecret=collector-tls"}
+	c.sets = []string{"loki.url=" + env.LokiURL()}
 	objs := parse(t, render(t, c))
 	cfg := collectorConfig(t, objs, "faultline-otel-collector")
+	const service = "faultline-otel-collector.faultline.svc"
 	ec := container(t, &daemonSet(t, objs, "faultline-dmesg-exporter").Spec.Template.Spec, "dmesg-exporter")
-	if !hasArg(ec, "--otlp-endpoint=https://faultline-otel-collector.faultline.svc:4318") ||
-		!hasArg(ec, "--ca-file=/var/run/secrets/faultline/collector-ca/ca.crt") {
-		t.Errorf("exporter args %v: with collector.tls, want https and --ca-file", ec.Args)
+	endpoint, _ := argWithPrefix(ec, "--otlp-endpoint=")
+	if endpoint != "https://"+service+":4318" || !hasArg(ec, "--ca-file=/var/run/secrets/faultline/collector-ca/ca.crt") {
+		t.Errorf("exporter args %v: want https://%s:4318 and --ca-file by default", ec.Args, service)
 	}
 	if got := lookup(cfg, "exporters", "otlphttp/loki", "endpoint"); got != env.LokiURL()+"/otlp" {
 		t.Fatalf("collector exports to %v, want %s/otlp", got, env.LokiURL())
+	}
+
+	// The receiver serves the chart's generated pair, mounted from its Secret.
+	tlsCfg, _ := lookup(cfg, "receivers", "otlp", "protocols", "http", "tls").(map[string]any)
+	if tlsCfg == nil {
+		t.Fatalf("the default collector config serves no TLS: %v", lookup(cfg, "receivers"))
+	}
+	sec := get[corev1.Secret](t, objs, "Secret", "faultline-otel-collector-tls")
+	col := deployment(t, objs, "faultline-otel-collector")
+	cc := container(t, &col.Spec.Template.Spec, "otel-collector")
+	for _, k := range []string{"cert_file", "key_file"} {
+		p, _ := tlsCfg[k].(string)
+		if v, _ := mountAt(&col.Spec.Template.Spec, cc, filepath.Dir(p)); v == nil || v.Secret == nil || v.Secret.SecretName != sec.Name {
+			t.Errorf("the receiver's %s %q is not in the Secret %s (volume %+v)", k, p, sec.Name, v)
+		}
+	}
+	ca, leaf := parseCert(t, sec.Data["ca.crt"]), parseCert(t, sec.Data["tls.crt"])
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	for _, dns := range []string{service, "faultline-otel-collector", "faultline-otel-collector.faultline", service + ".cluster.local"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: dns, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("tls.crt does not verify for %s with ca.crt: %v", dns, err)
+		}
 	}
 
 	dir := t.TempDir()
@@ -160,33 +186,39 @@ func TestCollectorToLoki(t *testing.T) {
 		t.Fatalf("the chart's collector config does not validate: %v\n%s", err, out)
 	}
 
-	// Run it on loopback: only the listen addresses, the receiver's certificate (a
-	// Secret in the chart) and the authenticator's apiserver (in-cluster in the
-	// chart) change.
-	crt, key, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsCfg := lookup(cfg, "receivers", "otlp", "protocols", "http", "tls").(map[string]any)
-	tlsCfg["cert_file"], tlsCfg["key_file"] = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	caFile := filepath.Join(dir, "ca.crt")
-	for p, b := range map[string][]byte{tlsCfg["cert_file"].(string): crt, tlsCfg["key_file"].(string): key, caFile: crt} {
-		if err := os.WriteFile(p, b, 0o600); err != nil {
+	// Run it on loopback: only the listen addresses, the paths of the rendered pair and
+	// the authenticator's apiserver (in-cluster in the chart) change.
+	files := map[string]string{}
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		files[k] = filepath.Join(dir, k)
+		if err := os.WriteFile(files[k], sec.Data[k], 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The exporter's client: verifies the receiver with the CA file.
-	client, err := ship.Auth{CAFile: caFile}.Client()
-	if err != nil {
+	tlsCfg["cert_file"], tlsCfg["key_file"] = files["tls.crt"], files["tls.key"]
+	lookup(cfg, "extensions", "faultlineauth").(map[string]any)["kubeconfig"] = env.Kubeconfig()
+	tokenFile := filepath.Join(dir, "token")
+	token := env.PodToken(t, "faultline", "faultline-dmesg-exporter", "gpu-chart-1", []string{"faultline-collector"})
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lookup(cfg, "extensions", "faultlineauth").(map[string]any)["kubeconfig"] = env.Kubeconfig()
-	token := env.PodToken(t, "faultline", "faultline-dmesg-exporter", "gpu-chart-1", []string{"faultline-collector"})
 	ports := freePorts(t, 2)
 	lookup(cfg, "receivers", "otlp", "protocols", "http").(map[string]any)["endpoint"] = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	prom := lookup(cfg, "service", "telemetry", "metrics", "readers").([]any)[0]
 	pm := lookup(prom.(map[string]any), "pull", "exporter", "prometheus").(map[string]any)
 	pm["host"], pm["port"] = "127.0.0.1", ports[1]
+	// The exporter's client (ship.Auth's transport: the token file, the CA file) with a
+	// dialer that reaches the Service name on loopback, so the name is verified.
+	loopback := &transport.DialHolder{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", ports[0]))
+	}}
+	client := func(tokenFile, caFile string) *http.Client {
+		rt, err := transport.New(&transport.Config{BearerTokenFile: tokenFile, TLS: transport.TLSConfig{CAFile: caFile}, DialHolder: loopback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &http.Client{Transport: rt, Timeout: 10 * time.Second}
+	}
 	cmd := exec.Command(otelcol, "--config="+write("run.yaml", cfg))
 	logf, err := os.Create(filepath.Join(dir, "otelcol.log"))
 	if err != nil {
@@ -221,19 +253,16 @@ func TestCollectorToLoki(t *testing.T) {
 		{"key":"node","value":{"stringValue":"gpu-chart-1"}},{"key":"source","value":{"stringValue":"kernel"}},
 		{"key":"k8s.node.name","value":{"stringValue":"gpu-chart-1"}}]},
 		"scopeLogs":[{"logRecords":[{"timeUnixNano":"%d","body":{"stringValue":%q}}]}]}]}`, now.UnixNano(), line)
-	post := func(token string) (*http.Response, error) {
-		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("https://127.0.0.1:%d/v1/logs", ports[0]), strings.NewReader(body))
+	post := func(c *http.Client, url string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodPost, url+"/v1/logs", strings.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		return client.Do(req)
+		return c.Do(req)
 	}
-	eventually.NoError(t, 30*time.Second, "the collector to take the OTLP record", func() error {
-		resp, err := post(token)
+	eventually.NoError(t, 30*time.Second, "the collector to take the OTLP record over TLS", func() error {
+		resp, err := post(client(tokenFile, files["ca.crt"]), endpoint)
 		if err != nil {
 			return err
 		}
@@ -245,7 +274,7 @@ func TestCollectorToLoki(t *testing.T) {
 		return nil
 	})
 
-	resp, err := post("")
+	resp, err := post(client("", files["ca.crt"]), endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,12 +282,33 @@ func TestCollectorToLoki(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a record without the exporter's token: %s, want 401", resp.Status)
 	}
+	// Another render's CA does not verify this receiver: the token is not sent.
+	other := get[corev1.Secret](t, parse(t, render(t, caseNamed(t, "defaults"))), "Secret", "faultline-otel-collector-tls")
+	otherCA := filepath.Join(dir, "other-ca.crt")
+	if err := os.WriteFile(otherCA, other.Data["ca.crt"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := post(client(tokenFile, otherCA), endpoint); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		if err == nil {
+			resp.Body.Close()
+		}
+		t.Errorf("another render's CA: %v, want an unknown authority", err)
+	}
+	// Plain HTTP to the receiver's port is not served.
+	if resp, err := post(client(tokenFile, ""), strings.Replace(endpoint, "https://", "http://", 1)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP to the receiver: %s, want no record taken", resp.Status)
+		}
+	}
 
 	query := `{node="gpu-chart-1", source="kernel"}`
 	eventually.NoError(t, 30*time.Second, "Loki to have the line sent through the collector", func() error {
-		lines, err := lokiLines(env.LokiURL(), query, now.Add(-time.Minute), time.Now().Add(time.Minute))
-		if err == nil && (len(lines) != 1 || lines[0] != line) {
-			err = fmt.Errorf("%s has %q", query, lines)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := testenv.QueryLoki(ctx, env.LokiURL(), query, now.Add(-time.Minute), time.Now().Add(time.Minute))
+		if err == nil && (len(got) != 1 || got[0].Line != line) {
+			err = fmt.Errorf("%s has %+v", query, got)
 		}
 		return err
 	})
@@ -280,42 +330,4 @@ func freePorts(t testing.TB, n int) []int {
 		l.Close()
 	}
 	return ports
-}
-
-// lokiLines runs a LogQL query with query_range and returns the lines.
-func lokiLines(lokiURL, query string, start, end time.Time) ([]string, error) {
-	q := url.Values{"query": {query}, "start": {strconv.FormatInt(start.UnixNano(), 10)},
-		"end": {strconv.FormatInt(end.UnixNano(), 10)}, "limit": {"100"}, "direction": {"forward"}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lokiURL+"/loki/api/v1/query_range?"+q.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("query_range: %s: %s", resp.Status, b)
-	}
-	var r struct {
-		Data struct {
-			Result []struct {
-				Values [][2]string `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, s := range r.Data.Result {
-		for _, v := range s.Values {
-			out = append(out, v[1])
-		}
-	}
-	return out, nil
 }

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
@@ -165,8 +167,10 @@ func TestAgentTLS(t *testing.T) {
 	// probeAgent.tls.existingSecret: no Secret rendered, the same mounts of it.
 	ex := parse(t, render(t, renderCase{name: "agent-tls-existing", release: "faultline", namespace: "faultline",
 		sets: []string{"probeAgent.tls.existingSecret=agent-certs"}}))
-	if objs := ex.ofKind("Secret"); len(objs) != 0 {
-		t.Errorf("with probeAgent.tls.existingSecret, Secrets %v rendered", ex.names("Secret"))
+	for _, s := range ex.ofKind("Secret") {
+		if s.GetLabels()["app.kubernetes.io/component"] == "probe-agent" {
+			t.Errorf("with probeAgent.tls.existingSecret, the agents' Secret %s rendered", s.GetName())
+		}
 	}
 	epa := daemonSet(t, ex, "faultline-probe-agent")
 	ectl := deployment(t, ex, "faultline-controller")
@@ -189,4 +193,44 @@ func parseCert(t *testing.T, b []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestGeneratedTLSKept renders against a real apiserver that holds the generated
+// Secrets (an upgrade): the chart's lookup keeps their CA, certificate and key, for
+// the probe agents and for the collector alike, so senders keep trusting receivers.
+func TestGeneratedTLSKept(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	c := caseNamed(t, "defaults")
+	first := parse(t, render(t, c))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs := env.Clientset()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{"faultline-probe-agent-tls", "faultline-otel-collector-tls"}
+	for _, name := range secrets {
+		sec := get[corev1.Secret](t, first, "Secret", name)
+		if _, err := cs.CoreV1().Secrets(c.namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := helm(t, append(c.args(repoRoot(t)), "--dry-run=server", "--kubeconfig", env.Kubeconfig())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := parse(t, out)
+	for _, name := range secrets {
+		was, now := get[corev1.Secret](t, first, "Secret", name), get[corev1.Secret](t, again, "Secret", name)
+		for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+			if !bytes.Equal(was.Data[k], now.Data[k]) {
+				t.Errorf("Secret %s: %s changed on a render against the cluster holding it", name, k)
+			}
+		}
+	}
+	// Without the cluster, a render generates new ones (why manifests/ leaves them out).
+	if fresh := get[corev1.Secret](t, parse(t, render(t, c)), "Secret", "faultline-otel-collector-tls"); bytes.Equal(fresh.Data["ca.crt"],
+		get[corev1.Secret](t, first, "Secret", "faultline-otel-collector-tls").Data["ca.crt"]) {
+		t.Error("two renders without a cluster generated the same collector CA")
+	}
 }

@@ -2,12 +2,9 @@ package collectorauth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
-	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -98,27 +94,20 @@ func TestNoForgedLines(t *testing.T) {
 	}
 
 	// Both accepted lines arrive (the refused ones were sent before them) ...
-	var got []entry
-	eventually.NoError(t, 30*time.Second, "the accepted lines in Loki", func() error {
-		got, err = query(env.LokiURL(), fmt.Sprintf(`{source="kernel"} |= %q`, run))
-		if err == nil && len(got) < 2 {
-			err = fmt.Errorf("%d lines", len(got))
-		}
-		return err
-	})
+	got := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{source="kernel"} |= %q`, run), 2, 30*time.Second)
 	// ... and only those, each with the sender's node, never the claimed one.
 	if len(got) != 2 {
 		t.Fatalf("Loki holds %d lines of this run, want the 2 accepted: %v", len(got), got)
 	}
 	for _, e := range got {
-		if strings.Contains(e.line, "forged") {
+		if strings.Contains(e.Line, "forged") {
 			t.Errorf("a refused line reached Loki: %v", e)
 		}
-		if e.labels["node"] != "gpu-a" || e.labels["k8s_node_name"] != "gpu-a" {
-			t.Errorf("line %q has node labels %v, want gpu-a (the sender's)", e.line, e.labels)
+		if e.Labels["node"] != "gpu-a" || e.Labels["k8s_node_name"] != "gpu-a" {
+			t.Errorf("line %q has node labels %v, want gpu-a (the sender's)", e.Line, e.Labels)
 		}
 	}
-	if forged, err := query(env.LokiURL(), fmt.Sprintf(`{node="gpu-b"} |= %q`, run)); err != nil || len(forged) != 0 {
+	if forged, err := testenv.QueryLoki(t.Context(), env.LokiURL(), fmt.Sprintf(`{node="gpu-b"} |= %q`, run), time.Now().Add(-time.Hour), time.Now().Add(time.Minute)); err != nil || len(forged) != 0 {
 		t.Errorf("lines under the claimed node gpu-b: %v (err %v), want none", forged, err)
 	}
 	if n := collectorCounter(t, env.CollectorMetricsURL(), "faultline_nodeattr_relabelled_log_records"); n != 1 {
@@ -127,48 +116,6 @@ func TestNoForgedLines(t *testing.T) {
 	if n := collectorCounter(t, env.CollectorMetricsURL(), "faultline_nodeauth_refused_requests") - refusedBefore; n != 4 {
 		t.Errorf("refused requests counted %v, want the 4 refused above", n)
 	}
-}
-
-type entry struct {
-	labels map[string]string
-	line   string
-}
-
-// query runs a LogQL query over the last hour.
-func query(base, expr string) ([]entry, error) {
-	v := url.Values{"query": {expr}, "limit": {"1000"}, "direction": {"forward"},
-		"start": {strconv.FormatInt(time.Now().Add(-time.Hour).UnixNano(), 10)},
-		"end":   {strconv.FormatInt(time.Now().Add(time.Minute).UnixNano(), 10)}}
-	resp, err := http.Get(base + "/loki/api/v1/query_range?" + v.Encode())
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("query %s: %s: %s", expr, resp.Status, b)
-	}
-	var r struct {
-		Data struct {
-			Result []struct {
-				Stream map[string]string `json:"stream"`
-				Values [][2]string       `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("query %s: %w", expr, err)
-	}
-	var out []entry
-	for _, s := range r.Data.Result {
-		for _, v := range s.Values {
-			out = append(out, entry{labels: s.Stream, line: v[1]})
-		}
-	}
-	return out, nil
 }
 
 // collectorCounter reads a counter from the collector's own metrics (the

@@ -8,15 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/testenv"
 )
 
 // waitFor polls cond until it holds or the step times out (a failed check, not an
@@ -58,27 +56,14 @@ func getJSON(ctx context.Context, u, token string, out any) error {
 
 // logql runs a LogQL query over the last hour, oldest line first.
 func (d *demo) logql(ctx context.Context, query string) ([]string, error) {
-	q := url.Values{"query": {query}, "start": {strconv.FormatInt(time.Now().Add(-time.Hour).UnixNano(), 10)},
-		"end": {strconv.FormatInt(time.Now().Add(time.Minute).UnixNano(), 10)}, "limit": {"20"}, "direction": {"forward"}}
-	var resp struct {
-		Data struct {
-			Result []struct {
-				Stream map[string]string `json:"stream"`
-				Values [][2]string       `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, d.env.LokiURL()+"/loki/api/v1/query_range?"+q.Encode(), "", &resp); err != nil {
+	es, err := testenv.QueryLoki(ctx, d.env.LokiURL(), query, time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
+	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, r := range resp.Data.Result {
-		for _, v := range r.Values {
-			ns, _ := strconv.ParseInt(v[0], 10, 64)
-			out = append(out, fmt.Sprintf("%s {node=%q, source=%q} %s", time.Unix(0, ns).Format(time.TimeOnly), r.Stream["node"], r.Stream["source"], v[1]))
-		}
+	for _, e := range es {
+		out = append(out, fmt.Sprintf("%s {node=%q, source=%q} %s", e.Time.Format(time.TimeOnly), e.Labels["node"], e.Labels["source"], e.Line))
 	}
-	sort.Strings(out)
 	return out, nil
 }
 

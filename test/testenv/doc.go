@@ -13,6 +13,9 @@
 //		...
 //	}
 //
+// Tests read Loki with QueryLoki (a log query's entries, index labels and structured
+// metadata apart, in time order) or WaitLoki (poll until at least n entries).
+//
 // Collector implies Loki (the collector exports to Loki's /otlp endpoint, and Loki
 // promotes the resource attributes k8s.node.name and node to the index labels
 // k8s_node_name and node). ControllerManager implies Kubernetes.

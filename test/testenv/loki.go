@@ -28,7 +28,7 @@ type lokiState struct {
 
 // lokiConfig is a single-binary Loki on loopback: in-memory ring, filesystem storage,
 // TSDB schema v13, a WAL (so a restarted Loki still has what it ingested), no
-// rejection of old samples, structured metadata on, and the node attributes promoted
+// rejection of old samples, ingesters queried for any time range, structured metadata on, and the node attributes promoted
 // to index labels for OTLP ingestion. The query frontend and querier talk to the
 // scheduler at a fixed address instead of through the scheduler ring: with the ring,
 // the scheduler accepts queries only after its first ring check (3 s after start) and
@@ -54,6 +54,10 @@ common:
 ingester:
   lifecycler:
     min_ready_duration: 0s
+  # A stream pushed with a month of old timestamps stays one chunk in the ingester,
+  # where queries see it, instead of chunks cut every 2h of line time and flushed to
+  # an index the querier reads only after it is shipped.
+  max_chunk_age: 1000h
   wal:
     enabled: true
     dir: %[3]s/wal
@@ -65,6 +69,10 @@ frontend_worker:
   scheduler_address: 127.0.0.1:%[2]d
 query_scheduler:
   use_scheduler_ring: false
+querier:
+  # Lines pushed with old timestamps (a month of history for replay tests) stay in
+  # the ingester until flushed; by default only the last 3h are asked of it.
+  query_ingesters_within: 0
 schema_config:
   configs:
     - from: 2024-01-01

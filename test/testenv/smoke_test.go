@@ -176,58 +176,22 @@ func pushLoki(lokiURL, labels, line string, ts time.Time) error {
 	return testenv.PushLoki(lokiURL, []push.Stream{{Labels: labels, Entries: []push.Entry{{Timestamp: ts, Line: line}}}})
 }
 
-type lokiStream struct {
-	Stream map[string]string `json:"stream"`
-	Values [][2]string       `json:"values"`
-}
-
-func queryRange(lokiURL, query string, start, end time.Time) ([]lokiStream, error) {
-	q := url.Values{
-		"query":     {query},
-		"start":     {strconv.FormatInt(start.UnixNano(), 10)},
-		"end":       {strconv.FormatInt(end.UnixNano(), 10)},
-		"limit":     {"100"},
-		"direction": {"forward"},
-	}
-	resp, err := http.Get(lokiURL + "/loki/api/v1/query_range?" + q.Encode())
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("query_range: %s: %s", resp.Status, body)
-	}
-	var r struct {
-		Data struct {
-			ResultType string       `json:"resultType"`
-			Result     []lokiStream `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, err
-	}
-	return r.Data.Result, nil
-}
-
-// waitForLine polls Loki until query returns a line containing want, and returns its stream.
-func waitForLine(t *testing.T, lokiURL, query, want string, start time.Time, timeout time.Duration) lokiStream {
+// waitForLine polls Loki until query returns a line containing want, and returns its entry.
+func waitForLine(t *testing.T, lokiURL, query, want string, start time.Time, timeout time.Duration) testenv.LokiEntry {
 	t.Helper()
-	var found lokiStream
+	var found testenv.LokiEntry
 	eventually.NoError(t, timeout, fmt.Sprintf("a line containing %q from %s", want, query), func() error {
-		streams, err := queryRange(lokiURL, query, start.Add(-time.Minute), time.Now().Add(time.Minute))
+		got, err := testenv.QueryLoki(t.Context(), lokiURL, query, start.Add(-time.Minute), time.Now().Add(time.Minute))
 		if err != nil {
 			return err
 		}
-		for _, s := range streams {
-			for _, v := range s.Values {
-				if strings.Contains(v[1], want) {
-					found = s
-					return nil
-				}
+		for _, e := range got {
+			if strings.Contains(e.Line, want) {
+				found = e
+				return nil
 			}
 		}
-		return fmt.Errorf("result %+v", streams)
+		return fmt.Errorf("result %+v", got)
 	})
 	return found
 }
@@ -253,8 +217,8 @@ func TestSmokeLokiPush(t *testing.T) {
 	}
 	s := waitForLine(t, env.LokiURL(), `{node="n1", source="kernel"} |= "Xid"`, line, now, 20*time.Second)
 	t.Logf("pushed and read back in %s", time.Since(t0).Round(time.Millisecond))
-	hasLabels(t, s.Stream, map[string]string{"node": "n1", "source": "kernel"})
-	t.Logf("stream labels: %v", s.Stream)
+	hasLabels(t, s.Labels, map[string]string{"node": "n1", "source": "kernel"})
+	t.Logf("stream labels: %v", s.Labels)
 }
 
 // otlpLogs builds an OTLP logs request with one record per (resource attributes, body).
@@ -302,10 +266,10 @@ func TestSmokeCollectorToLoki(t *testing.T) {
 		t.Fatalf("OTLP export: %s: %s", resp.Status, rb)
 	}
 	s := waitForLine(t, env.LokiURL(), `{k8s_node_name="n1"}`, line1, now, 30*time.Second)
-	hasLabels(t, s.Stream, map[string]string{"k8s_node_name": "n1", "service_name": "dmesg-exporter"})
-	t.Logf("k8s.node.name stream labels: %v", s.Stream)
+	hasLabels(t, s.Labels, map[string]string{"k8s_node_name": "n1", "service_name": "dmesg-exporter"})
+	t.Logf("k8s.node.name stream labels: %v", s.Labels)
 	s = waitForLine(t, env.LokiURL(), `{node="n2"}`, line2, now, 30*time.Second)
-	hasLabels(t, s.Stream, map[string]string{"node": "n2"})
+	hasLabels(t, s.Labels, map[string]string{"node": "n2"})
 }
 
 func TestFaultInjectionLokiRestart(t *testing.T) {

@@ -83,6 +83,40 @@ app.kubernetes.io/component: {{ . }}
 {{- printf "%s-probe-agent.%s.svc" (include "faultline.fullname" .) .Release.Namespace -}}
 {{- end -}}
 
+{{/*
+The data of a generated serving certificate Secret (toJson; read it back with fromJson):
+a CA and a certificate for the Service <short>.<namespace>.svc (and its shorter and
+longer names), or what the cluster's Secret already holds, so an upgrade keeps both.
+Call with (dict "ctx" $ "secret" <Secret name> "short" <Service name> "days" <validity>).
+*/}}
+{{- define "faultline.servingCertData" -}}
+{{- $ns := .ctx.Release.Namespace -}}
+{{- $old := lookup "v1" "Secret" $ns .secret -}}
+{{- $oldData := ($old | default dict).data | default dict -}}
+{{- if and (index $oldData "ca.crt") (index $oldData "tls.crt") (index $oldData "tls.key") -}}
+{{- pick $oldData "ca.crt" "tls.crt" "tls.key" | toJson -}}
+{{- else -}}
+{{- $days := int .days -}}
+{{- $name := printf "%s.%s.svc" .short $ns -}}
+{{- $ca := genCA (printf "%s-ca" .short) $days -}}
+{{- $names := list $name .short (printf "%s.%s" .short $ns) (printf "%s.cluster.local" $name) -}}
+{{- $crt := genSignedCert $name nil $names $days $ca -}}
+{{- dict "ca.crt" ($ca.Cert | b64enc) "tls.crt" ($crt.Cert | b64enc) "tls.key" ($crt.Key | b64enc) | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret with the collector receiver's certificate (tls.crt, tls.key, ca.crt). */}}
+{{- define "faultline.collectorTLSSecret" -}}
+{{- default (printf "%s-tls" (include "faultline.collectorName" .)) .Values.collector.tls.existingSecret -}}
+{{- end -}}
+
+{{/* Whether the chart's senders post to the chart's collector over TLS ("" when not). */}}
+{{- define "faultline.collectorTLS" -}}
+{{- if and .Values.collector.enabled .Values.collector.tls.enabled (not .Values.exporter.otlpEndpoint) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* Loki base URL without a trailing slash. */}}
 {{- define "faultline.lokiURL" -}}
 {{- required "loki.url is required" .Values.loki.url | trimSuffix "/" -}}
@@ -145,7 +179,7 @@ true
 {{- if .Values.exporter.otlpEndpoint -}}
 {{- .Values.exporter.otlpEndpoint | trimSuffix "/" -}}
 {{- else if .Values.collector.enabled -}}
-{{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" (ne .Values.collector.tls.existingSecret "")) (include "faultline.collectorName" .) .Release.Namespace (int .Values.collector.port) -}}
+{{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" .Values.collector.tls.enabled) (include "faultline.collectorName" .) .Release.Namespace (int .Values.collector.port) -}}
 {{- else -}}
 {{- fail "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint" -}}
 {{- end -}}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/lokisource"
+	"github.com/faultline-dev/faultline/logstream"
+)
+
+// lokiFlags are the Loki client's flags, shared by the controller and replay so that
+// replay reads Loki exactly as the controller does.
+type lokiFlags struct {
+	kernelSel, podSel, nvmlSel string
+}
+
+func (l *lokiFlags) register(f *pflag.FlagSet, c *lokisource.Config) {
+	f.StringVar(&c.URL, "loki-url", "", "Loki base URL, e.g. http://loki-gateway.loki:80")
+	f.StringVar(&c.Tenant, "loki-tenant", "", "X-Scope-OrgID")
+	f.StringVar(&c.BearerTokenFile, "loki-bearer-token-file", "", "file holding a bearer token (read at each request)")
+	f.StringVar(&c.Username, "loki-username", "", "basic auth user (password from $LOKI_PASSWORD)")
+	f.StringVar(&c.TLS.CAFile, "loki-ca-file", "", "CA certificates for Loki's TLS")
+	f.StringVar(&c.TLS.CertFile, "loki-cert-file", "", "client certificate for Loki")
+	f.StringVar(&c.TLS.KeyFile, "loki-key-file", "", "client key for Loki")
+	f.BoolVar(&c.TLS.InsecureSkipVerify, "loki-insecure-skip-verify", false, "do not verify Loki's certificate")
+	f.DurationVar(&c.MaxQueryLength, "loki-max-query-length", 721*time.Hour, "Loki's max_query_length: catch-ups ask for windows no longer than this")
+	f.Int64Var(&c.MaxResponseBytes, "loki-max-response-bytes", 16<<20, "largest query_range answer or tail message read; a larger page is asked again in smaller pages")
+	f.StringVar(&c.NodeLabel, "node-label", logstream.LabelNode, "label (or structured metadata) holding the node name")
+	f.StringVar(&l.kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")
+	f.StringVar(&l.podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
+	f.StringVar(&l.nvmlSel, "nvml-selector", `{source="nvml"}`, "LogQL stream selector of the GPU events the probe agents read through NVML")
+}
+
+// apply completes c after the flags were parsed: the password from $LOKI_PASSWORD.
+func (l *lokiFlags) apply(c *lokisource.Config) {
+	if pw := os.Getenv("LOKI_PASSWORD"); pw != "" {
+		c.Password = pw
+	}
+}
+
+func (l *lokiFlags) selectors() lokisource.Selectors {
+	return lokisource.Selectors{logstream.SourceKernel: l.kernelSel, logstream.SourcePod: l.podSel, logstream.SourceNVML: l.nvmlSel}
+}
+
+// decideFlags are the budget and storm-hold flags, shared by the controller and
+// replay so that replay decides as the controller does.
+type decideFlags struct {
+	ruleBudget map[string]int
+}
+
+func (d *decideFlags) register(f *pflag.FlagSet, c *decide.Config) {
+	f.Float64Var(&c.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes (matching --probe-node-selector, not opted out)")
+	f.IntVar(&c.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")
+	f.StringToIntVar(&d.ruleBudget, "rule-budget", nil, "per-rule budgets, pack/rule=N (repeatable or comma-separated)")
+	f.Float64Var(&c.StormShare, "storm-share", 0.2, "a rule firing on more than this share of eligible nodes (--probe-node-selector) within --storm-window is a fleet event: held")
+	f.DurationVar(&c.StormWindow, "storm-window", 10*time.Minute, "window of the storm hold")
+	f.BoolVar(&c.DisableStorm, "no-storm-hold", false, "disable the storm hold")
+}
+
+func (d *decideFlags) apply(c *decide.Config) { c.RuleBudgets = d.ruleBudget }

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/faultline-dev/faultline/controller/packwatch"
+	"github.com/faultline-dev/faultline/controller/replay"
+	"github.com/faultline-dev/faultline/rules"
+)
+
+// maxReplay bounds --since/--until: Loki keeps a month by default, and a replay of
+// more holds more of the fleet's history in its correlation state than is sensible.
+const maxReplay = 90 * 24 * time.Hour
+
+func newReplayCmd() *cobra.Command {
+	var (
+		cfg          replay.Config
+		lf           lokiFlags
+		df           decideFlags
+		kubeconfig   string
+		candidate    []string
+		baseline     []string
+		noDefaults   bool
+		since        time.Duration
+		until        string
+		format       string
+		nodeSelector string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay --packs DIR [--baseline DIR] [--since 720h] [--until TIME] [--format table|json]",
+		Short: "What-if: run candidate rule packs and the current ones over Loki's history and diff what each would have done",
+		Long: `Reads the lines of the last --since (up to --until) from Loki with the controller's
+own queries and catch-up reads, and runs them through the controller's match,
+correlate and decide stages — budgets and storm hold included — once with the
+candidate packs and once with the baseline packs. Prints which nodes each set
+would have tainted, held, probed or posted an Event for, when, by which rule,
+and the difference.
+
+Like the controller, each set is the built-in packs (unless --no-default-packs)
+followed by its directories: the candidate set takes --packs, the baseline set
+--baseline (none: the built-in packs alone, what a controller without --packs
+runs).
+
+The decisions rest on the live fleet, read once from the API server (get and list
+on Nodes only; nothing is written): the nodes matching --probe-node-selector and
+not opted out are the budget's and the storm hold's population. Taints are the
+replay's own: a node starts untainted, and a taint is lifted when its rule's
+recovery policy allows (a quiet time, or a new boot id in the node's lines).
+Probes are not run: a probe decision is reported as "probe".
+
+--format table (default) prints a summary per set and every (node, rule,
+outcome) with the set it comes from: candidate, baseline or both; a progress
+bar goes to standard error when it is a terminal. --format json prints one
+document: {since, until, fleet, candidate, baseline, diff}.
+
+Exit status: 0 when the replay ran, 1 on an error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "table" && format != "json" {
+				return fmt.Errorf("--format must be table or json, not %q", format)
+			}
+			if len(candidate) == 0 {
+				return errors.New("--packs is required: the candidate rule packs")
+			}
+			if cfg.Loki.URL == "" {
+				return errors.New("--loki-url is required")
+			}
+			end := time.Now()
+			if until != "" {
+				t, err := time.Parse(time.RFC3339, until)
+				if err != nil {
+					return fmt.Errorf("--until: want an RFC 3339 time: %w", err)
+				}
+				end = t
+			}
+			if since <= 0 || since > maxReplay {
+				return fmt.Errorf("--since must be between 1s and %s, not %s", maxReplay, since)
+			}
+			if cfg.Range.Step <= 0 || cfg.Range.MaxLines <= 0 {
+				return fmt.Errorf("--step (%s) and --max-step-lines (%d) must be positive", cfg.Range.Step, cfg.Range.MaxLines)
+			}
+			cfg.Range.From, cfg.Range.To = end.Add(-since), end
+			sel, err := labels.Parse(nodeSelector)
+			if err != nil {
+				return fmt.Errorf("--probe-node-selector: %w", err)
+			}
+			cand, err := replayEngine(!noDefaults, candidate)
+			if err != nil {
+				return fmt.Errorf("candidate packs: %w", err)
+			}
+			base, err := replayEngine(!noDefaults, baseline)
+			if err != nil {
+				return fmt.Errorf("baseline packs: %w", err)
+			}
+			lf.apply(&cfg.Loki)
+			df.apply(&cfg.Decide)
+			cfg.Selectors = lf.selectors()
+			cfg.Loki.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			rc, err := kubeRESTConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			client, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if cfg.Fleet, err = replay.LoadFleet(ctx, client, sel); err != nil {
+				return err
+			}
+			bar := newProgress(cmd.ErrOrStderr(), cfg.Range.From, cfg.Range.To)
+			sets := []struct {
+				name, packs string
+				eng         *rules.Engine
+				out         *replay.Set
+			}{
+				{"candidate", packsName(!noDefaults, candidate), cand, &replay.Set{}},
+				{"baseline", packsName(!noDefaults, baseline), base, &replay.Set{}},
+			}
+			for _, s := range sets {
+				c := cfg
+				c.Range.Progress = bar.step(s.name)
+				res, err := replay.Run(ctx, c, s.eng)
+				bar.done()
+				if err != nil {
+					return fmt.Errorf("%s packs: %w", s.name, err)
+				}
+				*s.out = replay.Set{Packs: s.packs, Result: res}
+			}
+			rep := replay.NewReport(cfg.Range.From, cfg.Range.To, cfg.Fleet, *sets[0].out, *sets[1].out)
+			if format == "json" {
+				return rep.WriteJSON(cmd.OutOrStdout())
+			}
+			return rep.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster); needs get and list on Nodes")
+	f.StringArrayVar(&candidate, "packs", nil, "candidate rule pack directory or file (repeatable), loaded after the built-in packs")
+	f.StringArrayVar(&baseline, "baseline", nil, "baseline rule pack directory or file (repeatable), loaded after the built-in packs; default: the built-in packs alone")
+	f.BoolVar(&noDefaults, "no-default-packs", false, "load the built-in packs in neither set")
+	f.DurationVar(&since, "since", 720*time.Hour, "replay this far back from --until")
+	f.StringVar(&until, "until", "", "end of the replay, RFC 3339 (default: now)")
+	f.StringVar(&format, "format", "table", "output format: table or json")
+	f.StringVar(&nodeSelector, "probe-node-selector", "nvidia.com/gpu.present=true", "the GPU nodes (label selector): the population of --budget-percent and --storm-share, as the controller's flag")
+	f.DurationVar(&cfg.Range.Step, "step", time.Hour, "stretch of history read from every query before its lines are merged by time")
+	f.IntVar(&cfg.Range.MaxLines, "max-step-lines", 1_000_000, "most lines one --step may hold in memory; more is an error (use a shorter --step)")
+	lf.register(f, &cfg.Loki)
+	df.register(f, &cfg.Decide)
+	return cmd
+}
+
+// replayEngine loads a pack set as the controller does: the built-in packs (when
+// defaults) and then dirs.
+func replayEngine(defaults bool, dirs []string) (*rules.Engine, error) {
+	if !defaults && len(dirs) == 0 {
+		return nil, errors.New("--no-default-packs leaves this set empty: give its directories")
+	}
+	w, err := packwatch.New(packwatch.Config{Defaults: defaults, Dirs: dirs})
+	if err != nil {
+		return nil, err
+	}
+	if len(w.Engine().Set().Rules) == 0 {
+		return nil, fmt.Errorf("no enabled rules in %s", packsName(defaults, dirs))
+	}
+	return w.Engine(), nil
+}
+
+func packsName(defaults bool, dirs []string) string {
+	var parts []string
+	if defaults {
+		parts = append(parts, "built-in")
+	}
+	parts = append(parts, dirs...)
+	return strings.Join(parts, "+")
+}
+
+// progress draws one line on a terminal: which set, how far through the stretch.
+// It draws nothing when w is not a terminal.
+type progress struct {
+	w        io.Writer
+	on       bool
+	from, to time.Time
+}
+
+func newProgress(w io.Writer, from, to time.Time) *progress {
+	f, ok := w.(*os.File)
+	return &progress{w: w, on: ok && term.IsTerminal(int(f.Fd())), from: from, to: to}
+}
+
+const barWidth = 40
+
+func (p *progress) step(name string) func(time.Time) {
+	if !p.on {
+		return nil
+	}
+	return func(done time.Time) {
+		frac := float64(done.Sub(p.from)) / float64(p.to.Sub(p.from))
+		frac = min(max(frac, 0), 1)
+		n := int(frac * barWidth)
+		fmt.Fprintf(p.w, "\r%-9s [%s%s] %3.0f%% %s", name, strings.Repeat("=", n), strings.Repeat(" ", barWidth-n),
+			frac*100, done.UTC().Format("2006-01-02 15:04"))
+	}
+}
+
+func (p *progress) done() {
+	if p.on {
+		fmt.Fprintln(p.w)
+	}
+}
