@@ -27,6 +27,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -187,16 +188,21 @@ spec:
 	// A recovery probe of gpu-a may be running now (TESTING); it fails again, so the
 	// label settles on FAIL.
 	cl.waitFor("gpu-a health label FAIL", 20*time.Second, func() bool { return cl.label("gpu-a", trigger.LabelHealth) == trigger.HealthFail })
-	nf, err := cl.record("gpu-a", "pcie-aer", aerRule)
-	if err != nil || nf.Status.Taint == nil || nf.Status.Taint.State != v1alpha1.TaintPlaced {
-		t.Fatalf("gpu-a's NodeFault: %+v %v", nf, err)
-	}
-	lines, _ := json.Marshal(nf.Status)
-	for _, want := range []string{"AER: Uncorrectable (Non-Fatal)", "probe: pciebw fail", "3: fail"} {
-		if !strings.Contains(string(lines), want) {
-			t.Errorf("evidence lacks %q: %s", want, lines)
+	// The record says Placed right after the Node update; the decision's history
+	// entry follows in the next write of the record.
+	eventually.NoError(t, 20*time.Second, "gpu-a's NodeFault records its taint and the failed probe", func() error {
+		nf, err := cl.record("gpu-a", "pcie-aer", aerRule)
+		if err != nil || nf.Status.Taint == nil || nf.Status.Taint.State != v1alpha1.TaintPlaced {
+			return fmt.Errorf("gpu-a's NodeFault: %+v %v", nf, err)
 		}
-	}
+		lines, _ := json.Marshal(nf.Status)
+		for _, want := range []string{"AER: Uncorrectable (Non-Fatal)", "probe: pciebw fail", "3: fail"} {
+			if !strings.Contains(string(lines), want) {
+				return fmt.Errorf("evidence lacks %q: %s", want, lines)
+			}
+		}
+		return nil
+	})
 	if len(cl.events("gpu-a", "ProbeFailed")) == 0 || len(cl.events("gpu-b", "ProbePassed")) == 0 {
 		t.Error("no ProbeFailed Event on gpu-a or no ProbePassed Event on gpu-b")
 	}
