@@ -100,6 +100,7 @@ type Controller struct {
 	ready     bool
 	refreshed map[string]time.Time     // fault key → last evidence write for an already-tainted node
 	recorded  map[string]recordedPhase // fault key → phase last written to its NodeFault
+	moves     map[string]bool          // nodes that joined (true) or left (false) the shard since the last reconcile
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
 	kickCh   chan struct{}     // asks for a reconcile now
@@ -145,7 +146,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, kickCh: make(chan struct{}, 1)}
+		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	rc := cfg.Records
@@ -163,6 +164,11 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if c.decider, err = decide.New(cfg.Decide); err != nil {
 		return nil, err
+	}
+	if c.actor.Sharded() {
+		if err := c.actor.OnMembership(c.noteMove); err != nil {
+			return nil, fmt.Errorf("controller: shard: %w", err)
+		}
 	}
 	pc := cfg.Packs
 	pc.OnReload = c.onReload

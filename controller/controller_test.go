@@ -137,6 +137,8 @@ type options struct {
 	probes   trigger.Config
 	act      act.Options
 	client   kubernetes.Interface // default: the cluster's
+	// lease and checkpoint name a shard's objects (default: the controller's).
+	lease, checkpoint string
 }
 
 // running is a replica run by the shared harness: Stop (also at cleanup) cancels it
@@ -172,7 +174,7 @@ func (cl *cluster) launch(o options) *running {
 		client = cl.cs
 	}
 	c, err := controller.New(controller.Config{
-		Client: client, Namespace: ns, Identity: o.identity, PodName: o.identity,
+		Client: client, Namespace: ns, Identity: o.identity, PodName: o.identity, LeaseName: o.lease, CheckpointName: o.checkpoint,
 		Election: leader.Config{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},

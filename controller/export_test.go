@@ -12,3 +12,5 @@ func (m *Metrics) Reloads() prometheus.Counter          { return m.reloads }
 func (m *Metrics) ReloadErrors() prometheus.Counter     { return m.reloadErrors }
 func (m *Metrics) ProbeResults() *prometheus.CounterVec { return m.probeResults }
 func (m *Metrics) ProbeSkipped() *prometheus.CounterVec { return m.probeSkipped }
+func (m *Metrics) OtherShard() prometheus.Counter       { return m.otherShard }
+func (m *Metrics) ShardMoves() *prometheus.CounterVec   { return m.shardMoves }

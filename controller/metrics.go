@@ -10,6 +10,8 @@ import (
 type Metrics struct {
 	lines            *prometheus.CounterVec
 	noNode           prometheus.Counter
+	otherShard       prometheus.Counter
+	shardMoves       *prometheus.CounterVec
 	matches          *prometheus.CounterVec
 	decisions        *prometheus.CounterVec
 	taintedNodes     prometheus.Gauge
@@ -34,6 +36,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Log lines read from Loki, by query (kernel, pod)."}, []string{"query"}),
 		noNode: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_lines_without_node_total",
 			Help: "Lines whose stream has no node label: counted and skipped."}),
+		otherShard: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_lines_other_shard_total",
+			Help: "Lines of nodes outside this controller's shard (--shard-label): skipped, that shard decides them."}),
+		shardMoves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_shard_moves_total",
+			Help: "Nodes that joined or left this controller's shard (relabelled, created, deleted), by direction."}, []string{"direction"}),
 		matches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_matches_total",
 			Help: "Lines matched, by rule (pack/id) and severity, whether or not the rule fired."}, []string{"rule", "severity"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_decisions_total",
@@ -67,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		loki: lokisource.NewPrometheusMetrics(reg),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.noNode, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held,
+		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.shardMoves, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held,
 			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped)
 	}
 	return m

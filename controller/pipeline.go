@@ -104,6 +104,7 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	defer func() {
 		c.mu.Lock()
 		c.src, c.leading = nil, false
+		c.moves = map[string]bool{}
 		c.mu.Unlock()
 	}()
 	// A taint the previous leader was placing when it stopped is adopted or its
@@ -149,6 +150,10 @@ func (c *Controller) pipeline(ctx context.Context) error {
 // process runs one line through match → decide → act.
 func (c *Controller) process(ctx context.Context, st stages, e logstream.Line) {
 	c.m.lines.WithLabelValues(e.Query).Inc()
+	if e.Node != "" && !c.owns(e.Node) {
+		c.m.otherShard.Inc() // its shard's controller reads it too
+		return
+	}
 	res := st.match.Process(e)
 	if e.Node == "" {
 		c.m.noNode.Inc()

@@ -28,6 +28,7 @@ func (c *Controller) reconcileLoop(ctx context.Context) {
 // Reconcile clears faults whose recovery policy allows it, notices taints removed by
 // hand, and applies held faults there is now room for.
 func (c *Controller) Reconcile(ctx context.Context) {
+	c.settleMoves()
 	c.checkPlacing(ctx, time.Minute)
 	active, err := c.actor.ListActive()
 	if err != nil {

@@ -138,17 +138,14 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 		if st.Phase != v1alpha1.PhaseHeld && !(st.Phase == v1alpha1.PhaseConfirming && confirmInFlight(st)) {
 			continue
 		}
-		r := set.Rule(nf.Spec.Pack, nf.Spec.Rule)
-		if r == nil {
+		if !c.actor.Owns(nf.Spec.Node) {
+			continue // another shard's node: that shard resumes it
+		}
+		f, ok := faultOf(set, &nf)
+		if !ok {
 			continue // the packs no longer have the rule
 		}
-		f := fault.Fault{Node: nf.Spec.Node, Rule: r, Captures: st.Captures, Count: int(st.Count)}
-		if st.LastSeen != nil {
-			f.Time = st.LastSeen.Time
-		}
-		for _, l := range st.Evidence {
-			f.Evidence = append(f.Evidence, logstream.Line{Time: l.Time.Time, Text: l.Text})
-		}
+		r := f.Rule
 		if st.Phase == v1alpha1.PhaseConfirming {
 			if r.Action != rules.ActionProbe {
 				continue // the rule no longer asks for probes
@@ -158,19 +155,42 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 			confirming++
 			continue
 		}
-		h := decide.HeldFault{Fault: f, Reason: decide.HoldReason(st.Reason), Message: st.Message, Updated: f.Time, Hits: int(st.Firings)}
-		if st.HeldSince != nil {
-			h.Since = st.HeldSince.Time
-		} else {
-			h.Since = f.Time
-		}
-		c.decider.Restore(h)
+		c.decider.Restore(heldOf(f, st))
 		held++
 	}
 	if held > 0 || confirming > 0 {
 		c.log.Info("resumed faults from their NodeFault records", "held", held, "confirmations", confirming)
 		c.updateGauges()
 	}
+}
+
+// faultOf rebuilds the fault a NodeFault record describes, with the packs' rule;
+// false when the packs no longer have it.
+func faultOf(set *rules.Set, nf *v1alpha1.NodeFault) (fault.Fault, bool) {
+	r := set.Rule(nf.Spec.Pack, nf.Spec.Rule)
+	if r == nil {
+		return fault.Fault{}, false
+	}
+	st := nf.Status
+	f := fault.Fault{Node: nf.Spec.Node, Rule: r, Captures: st.Captures, Count: int(st.Count)}
+	if st.LastSeen != nil {
+		f.Time = st.LastSeen.Time
+	}
+	for _, l := range st.Evidence {
+		f.Evidence = append(f.Evidence, logstream.Line{Time: l.Time.Time, Text: l.Text})
+	}
+	return f, true
+}
+
+// heldOf is the held fault a record in phase Held stands for, held since it was first.
+func heldOf(f fault.Fault, st v1alpha1.NodeFaultStatus) decide.HeldFault {
+	h := decide.HeldFault{Fault: f, Reason: decide.HoldReason(st.Reason), Message: st.Message, Updated: f.Time, Hits: int(st.Firings)}
+	if st.HeldSince != nil {
+		h.Since = st.HeldSince.Time
+	} else {
+		h.Since = f.Time
+	}
+	return h
 }
 
 // confirmInFlight says whether the last confirmation of a fault in phase Confirming

@@ -79,6 +79,7 @@ func newControllerCmd() *cobra.Command {
 		apiBurst   int
 		agentPods  *proberun.AgentPods
 		maxMode    string
+		shard      shardFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -139,6 +140,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			cfg.Packs.Defaults = !noDefaults
 			df.apply(&cfg.Decide)
 			cfg.Selectors = lf.selectors()
+			if err := shard.apply(&cfg); err != nil {
+				return err
+			}
 			cfg.Act.Instance = cfg.Identity
 			if cfg.Act.Eligible, err = pf.eligible(); err != nil {
 				return err
@@ -193,6 +197,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&listen, "listen", ":9401", "address for /metrics, /healthz, /readyz and /api/v1")
 	f.StringVar(&logFormat, "log-format", "json", "json or text")
 	pf.register(f)
+	shard.register(f)
 	return cmd
 }
 

@@ -81,6 +81,11 @@ type Options struct {
 	// storm hold (the GPU nodes faultline watches; nil: every node). CPU nodes
 	// beside them would otherwise inflate a percentage budget past the GPU fleet.
 	Eligible labels.Selector
+	// Shard, when set, restricts the Actor to one shard of the fleet: the Node
+	// informer lists and watches only the nodes it selects (so memory follows the
+	// shard, not the fleet), and the records of other nodes are left to their shard
+	// (see shard.go). Nil: every node.
+	Shard labels.Selector
 }
 
 // ErrOptedOut is matched (errors.Is) by the error Taint returns for a node labelled
@@ -170,7 +175,7 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	// to keep a large fleet's Nodes small. Writing such a copy back is safe: an
 	// update ignores a Node's status, and omitted managedFields keep the live ones.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
-		informers.WithTransform(stripNode))
+		informers.WithTransform(stripNode), informers.WithTweakListOptions(opts.shardListOptions))
 	ni := factory.Core().V1().Nodes()
 	a := &Actor{
 		client:  client,
@@ -330,7 +335,7 @@ func (a *Actor) ListActive() ([]NodeFaults, error) {
 		return nil, err
 	}
 	byNode := map[string][]*v1alpha1.NodeFault{}
-	for _, nf := range a.faults.List() {
+	for _, nf := range a.ownedFaults() {
 		if nf.Status.Taint != nil {
 			byNode[nf.Spec.Node] = append(byNode[nf.Spec.Node], nf)
 		}

@@ -180,7 +180,7 @@ func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted
 	}
 	now := a.opts.Now()
 	var errs []error
-	for _, nf := range a.faults.List() {
+	for _, nf := range a.ownedFaults() {
 		st := nf.Status.Taint
 		if st == nil || st.State != v1alpha1.TaintPlacing || now.Sub(st.Time.Time) < minAge {
 			continue

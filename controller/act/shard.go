@@ -1,0 +1,86 @@
+package act
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+)
+
+// shardListOptions restricts the Node informer's list and watch to the shard: the
+// apiserver filters, so the other shards' Nodes never reach this process.
+func (o Options) shardListOptions(lo *metav1.ListOptions) {
+	if o.Shard != nil {
+		lo.LabelSelector = o.Shard.String()
+	}
+}
+
+// Sharded reports whether the Actor acts on one shard of the fleet only.
+func (a *Actor) Sharded() bool { return a.opts.Shard != nil }
+
+// Owns reports whether node belongs to this Actor's shard (is in its Node cache);
+// without a shard every node does, known or not, as before sharding.
+func (a *Actor) Owns(node string) bool {
+	if a.opts.Shard == nil {
+		return true
+	}
+	_, err := a.nodes.Get(node)
+	return err == nil
+}
+
+// ownedFaults lists the records of the shard's nodes: a record of another shard's
+// node is that shard's to settle, recover or count.
+func (a *Actor) ownedFaults() []*v1alpha1.NodeFault {
+	all := a.faults.List()
+	if a.opts.Shard == nil {
+		return all
+	}
+	out := all[:0:0]
+	for _, nf := range all {
+		if a.Owns(nf.Spec.Node) {
+			out = append(out, nf)
+		}
+	}
+	return out
+}
+
+// HeldRecords returns the records of node in phase Held, from the cache: a node
+// that joined the shard brings the faults its previous shard held for it.
+func (a *Actor) HeldRecords(node string) []*v1alpha1.NodeFault {
+	var out []*v1alpha1.NodeFault
+	for _, nf := range a.faults.ForNode(node) {
+		if nf.Status.Phase == v1alpha1.PhaseHeld {
+			out = append(out, nf)
+		}
+	}
+	return out
+}
+
+// OnMembership calls f(node, true) when a node enters the shard after the initial
+// list (labelled into it, or created), and f(node, false) when one leaves it
+// (relabelled away, or deleted). f must not block: the informer waits on it.
+func (a *Actor) OnMembership(f func(node string, joined bool)) error {
+	name := func(obj any) string {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if n, ok := obj.(*corev1.Node); ok {
+			return n.Name
+		}
+		return ""
+	}
+	_, err := a.factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if n := name(obj); n != "" && !initial {
+				f(n, true)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if n := name(obj); n != "" {
+				f(n, false)
+			}
+		},
+	})
+	return err
+}
