@@ -15,7 +15,7 @@ var (
 		pr_emerg_ratelimited pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
 		pr_warn_once pr_info_once pr_notice_ratelimited pr_cont printk_ratelimited printk_once
 		nv_printf nvDbg_Printf portDbgPrintf NV_PRINTF_STRING nvswitch_os_print ucs_log_fatal_error
-		fprintf printf mlx5_err`)
+		fprintf printf mlx5_err log_unit_struct`)
 	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
 		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
 		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
@@ -72,7 +72,7 @@ func UserCall(call string) bool {
 	return userCalls[call] || strings.HasPrefix(call, "ucs_")
 }
 
-var userCalls = words(`WARN INFO TRACE printf fprintf mlx5_err ucs_log_fatal_error`)
+var userCalls = words(`WARN INFO TRACE printf fprintf mlx5_err ucs_log_fatal_error log_unit_struct`)
 
 // KnownCall reports whether Prefix knows what call prints before its format.
 func KnownCall(call string) bool {
