@@ -115,6 +115,8 @@ func TestAPIAuth(t *testing.T) {
 		{"GET", "/status?host=gpu-1&check=nvml", "", []string{"runner", "operator"}},
 		{"POST", "/api/v1/nodes/gpu-1/untaint", "", []string{"operator"}},
 		{"POST", "/api/v1/storms/nvidia-xid/xid-gpu-lost/release", "", []string{"operator"}},
+		{"POST", "/api/v1/fleet/some-fleet-fault/release", "", []string{"operator"}},
+		{"POST", "/api/v1/fleet/some-fleet-fault/dismiss", "", []string{"operator"}},
 	}
 	for _, e := range endpoints {
 		for who, tok := range tokens {

@@ -12,3 +12,5 @@ func (m *Metrics) Reloads() prometheus.Counter          { return m.reloads }
 func (m *Metrics) ReloadErrors() prometheus.Counter     { return m.reloadErrors }
 func (m *Metrics) ProbeResults() *prometheus.CounterVec { return m.probeResults }
 func (m *Metrics) ProbeSkipped() *prometheus.CounterVec { return m.probeSkipped }
+
+func (m *Metrics) FleetFaults() *prometheus.GaugeVec { return m.fleetFaults }

@@ -223,6 +223,9 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 		kind = "hold-" + string(d.Reason)
 		c.event(ctx, f, reason, fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message))
 		c.log.Warn("fault held", "node", f.Node, "rule", f.Rule.String(), "reason", d.Reason, "message", d.Message)
+		if d.Reason == decide.ReasonFleet {
+			c.syncFleets(ctx)
+		}
 	case decide.KindDryRun:
 		kind = "dry-run-" + string(d.Of)
 		c.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))

@@ -81,6 +81,9 @@ type Options struct {
 	// storm hold (the GPU nodes faultline watches; nil: every node). CPU nodes
 	// beside them would otherwise inflate a percentage budget past the GPU fleet.
 	Eligible labels.Selector
+	// TopologyLabels are the labels whose values the facts carry per eligible node
+	// (decide.NodeFacts.Topology), for fleet correlation.
+	TopologyLabels []string
 }
 
 // ErrOptedOut is matched (errors.Is) by the error Taint returns for a node labelled
@@ -417,6 +420,7 @@ func (a *Actor) computeFacts() (decide.NodeFacts, error) {
 			f.OptedOut[n.Name] = true
 		} else if a.eligible(n) {
 			f.Eligible++
+			a.topology(&f, n)
 		}
 	}
 	// A node carries faultline's taint for a fault when the fault's record owns it
@@ -434,4 +438,21 @@ func (a *Actor) computeFacts() (decide.NodeFacts, error) {
 		sort.Strings(keys)
 	}
 	return f, nil
+}
+
+// topology notes n's values of the topology labels in f.
+func (a *Actor) topology(f *decide.NodeFacts, n *corev1.Node) {
+	for _, l := range a.opts.TopologyLabels {
+		v, ok := n.Labels[l]
+		if !ok || v == "" {
+			continue
+		}
+		if f.Topology == nil {
+			f.Topology = map[string]map[string]string{}
+		}
+		if f.Topology[n.Name] == nil {
+			f.Topology[n.Name] = map[string]string{}
+		}
+		f.Topology[n.Name][l] = v
+	}
 }
