@@ -37,7 +37,7 @@ const (
 // +kubebuilder:resource:scope=Cluster,shortName=nf,categories=faultline
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.node`
-// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.spec.scope`
+// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.spec.scope`,priority=1
 // +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.rule`
 // +kubebuilder:printcolumn:name="Pack",type=string,JSONPath=`.spec.pack`,priority=1
 // +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=`.spec.severity`
