@@ -58,7 +58,7 @@ func (c *Controller) syncFleets(ctx context.Context) {
 				ch.Decision = "hold-fleet"
 			}
 		}
-		nf, created, err := c.records.RecordFleet(ctx, ch)
+		nf, raised, err := c.records.RecordFleet(ctx, ch)
 		if err != nil {
 			c.m.recordErrors.Inc()
 			c.log.Warn("fleet fault record not written", "fleet", name, "err", err)
@@ -70,7 +70,7 @@ func (c *Controller) syncFleets(ctx context.Context) {
 		}
 		c.fleetRecords[name] = w
 		c.mu.Unlock()
-		if created || !seen && f.Pending() {
+		if raised {
 			c.log.Warn("fleet fault raised", "fleet", name, "group", f.Group.String(), "pack", f.Family, "members", f.Members)
 			if err := c.actor.EventOn(nf, corev1.EventTypeWarning, reasonFleetFault, ch.Message); err != nil {
 				c.log.Warn("event not recorded", "fleet", name, "err", err)

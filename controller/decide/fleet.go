@@ -233,7 +233,8 @@ func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
 			fg.members[f.Node] = now
 		}
 	}
-	if d.fleetOf(f.Node, family) != nil {
+	taken := d.fleetMembers(family)
+	if taken[f.Node] {
 		return
 	}
 	// Raise the smallest group that reached its threshold, counting only nodes
@@ -248,7 +249,7 @@ func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
 		size := groupSize(g, facts)
 		n := 0
 		for node := range fg.fires {
-			if d.fleetOf(node, family) == nil {
+			if !taken[node] {
 				n++
 			}
 		}
@@ -263,17 +264,31 @@ func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
 	best.active, best.since, best.verdict = true, now, ""
 	best.members = map[string]time.Time{}
 	for node, t := range best.fires {
-		if d.fleetOf(node, family) == nil {
+		if !taken[node] {
 			best.members[node] = t
 		}
 	}
 	// Faults of the members already waiting (for budget) now wait for the verdict.
 	for _, e := range d.held.entries {
-		if e.fault.Rule != nil && e.fault.Rule.Pack == family && best.members[e.fault.Node] != (time.Time{}) &&
+		if _, member := best.members[e.fault.Node]; member && e.fault.Rule != nil && e.fault.Rule.Pack == family &&
 			e.reason != ReasonOptedOut {
 			e.reason, e.message = ReasonFleet, best.describe()
 		}
 	}
+}
+
+// fleetMembers is the set of nodes that are members of an active fleet fault of
+// family.
+func (d *Decider) fleetMembers(family string) map[string]bool {
+	out := map[string]bool{}
+	for _, fg := range d.fleet {
+		if fg.active && fg.family == family {
+			for n := range fg.members {
+				out[n] = true
+			}
+		}
+	}
+	return out
 }
 
 // fleetOf returns the active fleet fault of family that node is a member of.

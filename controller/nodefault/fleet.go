@@ -41,12 +41,14 @@ type FleetChange struct {
 }
 
 // RecordFleet applies c to the record of a fleet fault, creating it when there is
-// none; created says whether it did.
-func (s *Store) RecordFleet(ctx context.Context, c FleetChange) (nf *v1alpha1.NodeFault, created bool, err error) {
+// none; raised says whether the record entered phase Held with this change (it was
+// created, or it was in another phase).
+func (s *Store) RecordFleet(ctx context.Context, c FleetChange) (nf *v1alpha1.NodeFault, raised bool, err error) {
 	if c.Group.Label == "" || c.Group.Value == "" || c.Family == "" {
 		return nil, false, fmt.Errorf("nodefault: fleet fault without a group or a family (%+v, %q)", c.Group, c.Family)
 	}
 	name := FleetName(c.Group, c.Family)
+	created := false
 	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur, err := s.Get(ctx, name)
 		switch {
@@ -67,6 +69,7 @@ func (s *Store) RecordFleet(ctx context.Context, c FleetChange) (nf *v1alpha1.No
 		case err != nil:
 			return err
 		}
+		raised = c.Phase == v1alpha1.PhaseHeld && (created || cur.Status.Phase != v1alpha1.PhaseHeld)
 		st := cur.Status.DeepCopy()
 		s.apply(st, Change{Phase: c.Phase, Reason: c.Reason, Message: c.Message, Decision: c.Decision})
 		if cur.Status.Phase == v1alpha1.PhaseResolved && st.Phase != v1alpha1.PhaseResolved {
@@ -93,5 +96,5 @@ func (s *Store) RecordFleet(ctx context.Context, c FleetChange) (nf *v1alpha1.No
 	if err != nil {
 		return nil, false, fmt.Errorf("nodefault %s: %w", name, err)
 	}
-	return nf, created, nil
+	return nf, raised, nil
 }
