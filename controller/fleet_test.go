@@ -20,12 +20,10 @@ import (
 
 const rackLabel = "topology.kubernetes.io/rack"
 
-// TestFleetFault: link flaps on the 6 nodes of rack A raise one fleet fault (a
-// NodeFault of scope Fleet listing them, an Event, the gauge); from the third node
-// on their taints are held with reason fleet, so rack A does not lose six nodes. One
-// node of rack B with the same flaps is a node fault, tainted as before. An
-// operator's release taints the held rack-A nodes.
-func TestFleetFault(t *testing.T) {
+// rackCluster starts a cluster with the 6 nodes of rack A (a-0..a-5) and the 4 of
+// rack B, and the decide config of fleet correlation by rack.
+func rackCluster(t *testing.T) (*cluster, []string, decide.Config) {
+	t.Helper()
 	cl := newCluster(t)
 	var rackA []string
 	for i := range 6 {
@@ -41,6 +39,42 @@ func TestFleetFault(t *testing.T) {
 	}
 	dc := decide.Config{MaxPercent: 100, DisableStorm: true,
 		Fleet: decide.FleetConfig{Labels: []string{rackLabel, "topology.kubernetes.io/zone"}, MinNodes: 3}}
+	return cl, rackA, dc
+}
+
+// heldByFleet counts the nodes whose link-flap NodeFault is held with reason fleet.
+func heldByFleet(cl *cluster, nodes []string) int {
+	held := 0
+	for _, n := range nodes {
+		if nf, err := cl.record(n, "network", "link-flap"); err == nil && nf.Status.Phase == v1alpha1.PhaseHeld && nf.Status.Reason == "fleet" {
+			held++
+		}
+	}
+	return held
+}
+
+// postVerdict asks the API at url for a verdict on the fleet fault name.
+func postVerdict(t *testing.T, cl *cluster, url, name, verdict string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/api/v1/fleet/"+name+"/"+verdict, nil)
+	req.Header.Set("Authorization", "Bearer "+cl.operator())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", verdict, resp.Status)
+	}
+}
+
+// TestFleetFault: link flaps on the 6 nodes of rack A raise one fleet fault (a
+// NodeFault of scope Fleet listing them, an Event, the gauge); from the third node
+// on their taints are held with reason fleet, so rack A does not lose six nodes. One
+// node of rack B with the same flaps is a node fault, tainted as before. An
+// operator's release taints the held rack-A nodes.
+func TestFleetFault(t *testing.T) {
+	cl, rackA, dc := rackCluster(t)
 	r := cl.start(options{decide: dc})
 	now := time.Now()
 	for _, n := range append(slices.Clone(rackA), "b-0") {
@@ -63,15 +97,7 @@ func TestFleetFault(t *testing.T) {
 		t.Errorf("fleet fault spec %+v, phase %s (%s)", fleet.Spec, fleet.Status.Phase, fleet.Status.Reason)
 	}
 	cl.waitFor("b-0 tainted: a node fault as before", 30*time.Second, func() bool { return cl.tainted("b-0") })
-	cl.waitFor("four of rack A held with reason fleet", 30*time.Second, func() bool {
-		held := 0
-		for _, n := range rackA {
-			if nf, err := cl.record(n, "network", "link-flap"); err == nil && nf.Status.Phase == v1alpha1.PhaseHeld && nf.Status.Reason == "fleet" {
-				held++
-			}
-		}
-		return held == 4
-	})
+	cl.waitFor("four of rack A held with reason fleet", 30*time.Second, func() bool { return heldByFleet(cl, rackA) == 4 })
 	time.Sleep(time.Second) // reconcile passes: the fleet fault keeps holding
 	tainted := 0
 	for _, n := range rackA {
@@ -98,16 +124,7 @@ func TestFleetFault(t *testing.T) {
 	// The operator releases the fleet fault: the held rack-A nodes are tainted.
 	srv := httptest.NewServer(r.c.Handler())
 	t.Cleanup(srv.Close)
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/fleet/"+name+"/release", nil)
-	req.Header.Set("Authorization", "Bearer "+cl.operator())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("release: %s", resp.Status)
-	}
+	postVerdict(t, cl, srv.URL, name, "release")
 	cl.waitFor("all of rack A tainted after the release", 30*time.Second, func() bool {
 		for _, n := range rackA {
 			if !cl.tainted(n) {
@@ -122,5 +139,61 @@ func TestFleetFault(t *testing.T) {
 	})
 	if got := testutil.ToFloat64(r.m.FleetFaults().WithLabelValues(rackLabel, "network")); got != 0 {
 		t.Errorf("fleet fault gauge %v after the release, want 0", got)
+	}
+}
+
+// TestFleetFaultSurvivesLeaderChange: the fleet fault raised by one leader keeps
+// holding on the next (its state is saved with the read position); dismissing it
+// there resolves the held faults without a taint.
+func TestFleetFaultSurvivesLeaderChange(t *testing.T) {
+	cl, rackA, dc := rackCluster(t)
+	a := cl.start(options{identity: "replica-a", decide: dc})
+	for _, n := range rackA {
+		cl.push(n, time.Now(), linkFlap(3)...)
+	}
+	cl.waitFor("four of rack A held with reason fleet", 30*time.Second, func() bool { return heldByFleet(cl, rackA) == 4 })
+	a.Stop(t)
+
+	b := cl.start(options{identity: "replica-b", decide: dc})
+	cl.waitFor("replica-b holds the fleet fault", 20*time.Second, func() bool {
+		return testutil.ToFloat64(b.m.FleetFaults().WithLabelValues(rackLabel, "network")) == 1 &&
+			testutil.ToFloat64(b.m.Held().WithLabelValues("fleet")) == 4
+	})
+	time.Sleep(time.Second) // reconcile passes on the new leader
+	tainted := 0
+	for _, n := range rackA {
+		if cl.tainted(n) {
+			tainted++
+		}
+	}
+	if tainted != 2 {
+		t.Fatalf("%d nodes of rack A tainted after the leader change, want 2", tainted)
+	}
+
+	srv := httptest.NewServer(b.c.Handler())
+	t.Cleanup(srv.Close)
+	name := nodefault.FleetName(v1alpha1.FleetGroup{Label: rackLabel, Value: "a"}, "network")
+	postVerdict(t, cl, srv.URL, name, "dismiss")
+	cl.waitFor("the held faults resolved as dismissed", 20*time.Second, func() bool {
+		n := 0
+		for _, node := range rackA {
+			if nf, err := cl.record(node, "network", "link-flap"); err == nil && nf.Status.Phase == v1alpha1.PhaseResolved && nf.Status.Reason == "dismissed" {
+				n++
+			}
+		}
+		return n == 4
+	})
+	time.Sleep(time.Second)
+	tainted = 0
+	for _, n := range rackA {
+		if cl.tainted(n) {
+			tainted++
+		}
+	}
+	if tainted != 2 {
+		t.Errorf("%d nodes of rack A tainted after the dismissal, want still 2", tainted)
+	}
+	if got := testutil.ToFloat64(b.m.Held().WithLabelValues("fleet")); got != 0 {
+		t.Errorf("held{reason=fleet} %v after the dismissal, want 0", got)
 	}
 }
