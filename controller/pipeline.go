@@ -5,7 +5,8 @@
 //	source   lineSource    lokisource.Source   Loki (LogQL tail + catch-up) → logstream.Line
 //	match    lineMatcher   match.Stage         line → rule hits → correlated fault.Fault
 //	decide   faultDecider  decide.Decider      fault + decide.NodeFacts → decide.Decision
-//	                                           (modes, budgets, storm hold, held queue, dry-run)
+//	                                           (modes, budgets, storm hold, fleet faults,
+//	                                           held queue, dry-run)
 //	         factsReader   act.Actor           the decide.NodeFacts a decision rests on
 //	act      Controller.apply                  decision → act.Actor (taint, Event) and
 //	                                           nodefault.Store (the NodeFault record)
