@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/test/testenv"
 )
 
 const rackLabel = "topology.kubernetes.io/rack"
@@ -116,6 +119,18 @@ func TestFleetFault(t *testing.T) {
 	}
 	if ev := cl.events(name, "FleetFault"); len(ev) == 0 {
 		t.Error("no FleetFault Event on the fleet fault's record")
+	}
+	// kubectl get nodefaults lists the fleet fault beside the node faults.
+	out, err := exec.Command(testenv.Binary(t, "kubectl"), "--kubeconfig", cl.env.Kubeconfig(), "get", "nodefaults", "-o", "wide").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl: %v\n%s", err, out)
+	}
+	t.Logf("kubectl get nodefaults -o wide:\n%s", out)
+	if !slices.ContainsFunc(strings.Split(string(out), "\n"), func(l string) bool {
+		f := strings.Fields(l)
+		return len(f) > 6 && f[0] == name && f[1] == rackLabel+"=a" && f[2] == "Fleet" && f[3] == "*" && slices.Contains(f, "Held")
+	}) {
+		t.Errorf("no fleet fault row (node %s=a, scope Fleet, rule *, Held) in:\n%s", rackLabel, out)
 	}
 	if nf, err := store.Get(context.Background(), nodefault.FleetName(v1alpha1.FleetGroup{Label: rackLabel, Value: "b"}, "network")); err == nil {
 		t.Errorf("a fleet fault for rack B: %+v", nf.Spec)
