@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/kubeauth"
 )
 
@@ -42,6 +43,8 @@ type HeldView struct {
 //	GET  /api/v1/faults                    active faults per node, held faults, storms, budget   get faults
 //	POST /api/v1/nodes/{node}/untaint      remove faultline's taints (?rule=pack/id for one)     create faults/untaint {node}
 //	POST /api/v1/storms/{pack}/{rule}/release  end a storm's hold (the leader only)          create storms/release {pack/rule}
+//	POST /api/v1/fleet/{name}/release      a fleet fault's verdict: taint its held nodes         create fleet/release {name}
+//	POST /api/v1/fleet/{name}/dismiss      a fleet fault's verdict: drop them, no taint          create fleet/dismiss {name}
 //	GET  /api/v1/loki/health               503 while Loki refuses a query                        get faults
 //	probe endpoints: see trigger.Triggers.Register
 func (c *Controller) Handler() http.Handler {
@@ -98,6 +101,18 @@ func (c *Controller) Handler() http.Handler {
 		}
 		writeJSON(w, code, map[string]string{"released": r.PathValue("pack") + "/" + r.PathValue("rule")})
 	})
+	for verb, v := range map[string]decide.Verdict{"release": decide.VerdictReleased, "dismiss": decide.VerdictDismissed} {
+		mux.HandleFunc("POST /api/v1/fleet/{name}/"+verb, func(r *http.Request) kubeauth.Action {
+			return kubeauth.Action{Verb: "create", Resource: "fleet", Subresource: verb, Name: r.PathValue("name")}
+		}, func(w http.ResponseWriter, r *http.Request) {
+			code, msg := c.fleetVerdict(r.Context(), r.PathValue("name"), v)
+			if code != http.StatusOK {
+				http.Error(w, msg, code)
+				return
+			}
+			writeJSON(w, code, map[string]string{string(v): r.PathValue("name")})
+		})
+	}
 	c.triggers.Register(mux)
 	c.lokiHandlers(mux)
 	return outer

@@ -101,6 +101,8 @@ type Controller struct {
 	refreshed map[string]time.Time     // fault key → last evidence write for an already-tainted node
 	recorded  map[string]recordedPhase // fault key → phase last written to its NodeFault
 	moves     map[string]bool          // nodes that joined (true) or left (false) the shard since the last reconcile
+	// fleetRecords: fleet fault record name → what was last written to it.
+	fleetRecords map[string]fleetWritten
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
 	kickCh   chan struct{}     // asks for a reconcile now
@@ -146,7 +148,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, kickCh: make(chan struct{}, 1)}
+		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, fleetRecords: map[string]fleetWritten{}, kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	rc := cfg.Records
@@ -159,6 +161,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	ao := cfg.Act
 	ao.Records = c.records // the taint bookkeeping is written as this replica
+	ao.TopologyLabels = cfg.Decide.Fleet.Labels
 	if c.actor, err = act.New(cfg.Client, ao); err != nil {
 		return nil, err
 	}

@@ -14,3 +14,4 @@ func (m *Metrics) ProbeResults() *prometheus.CounterVec { return m.probeResults 
 func (m *Metrics) ProbeSkipped() *prometheus.CounterVec { return m.probeSkipped }
 func (m *Metrics) OtherShard() prometheus.Counter       { return m.otherShard }
 func (m *Metrics) ShardMoves() *prometheus.CounterVec   { return m.shardMoves }
+func (m *Metrics) FleetFaults() *prometheus.GaugeVec    { return m.fleetFaults }

@@ -18,6 +18,7 @@ type Metrics struct {
 	budgetLeft       prometheus.Gauge
 	eligibleNodes    prometheus.Gauge
 	held             *prometheus.GaugeVec
+	fleetFaults      *prometheus.GaugeVec
 	packRules        prometheus.Gauge
 	reloads          prometheus.Counter
 	reloadErrors     prometheus.Counter
@@ -52,7 +53,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		eligibleNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_eligible_nodes",
 			Help: "Nodes in the budget's and the storm hold's population: matching the eligible-node selector, not opted out."}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faultline_controller_held_faults",
-			Help: "Faults held instead of applied, by reason (budget, rule-budget, storm, opted-out)."}, []string{"reason"}),
+			Help: "Faults held instead of applied, by reason (budget, rule-budget, storm, opted-out, fleet, group-budget)."}, []string{"reason"}),
+		fleetFaults: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faultline_controller_fleet_faults",
+			Help: "Fleet faults waiting for an operator's verdict, by topology label and rule family (pack)."}, []string{"label", "family"}),
 		packRules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_rules_loaded",
 			Help: "Enabled rules in the active pack set."}),
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_pack_reloads_total",
@@ -73,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		loki: lokisource.NewPrometheusMetrics(reg),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.shardMoves, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held,
+		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.shardMoves, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
 			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped)
 	}
 	return m

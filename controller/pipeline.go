@@ -5,7 +5,8 @@
 //	source   lineSource    lokisource.Source   Loki (LogQL tail + catch-up) → logstream.Line
 //	match    lineMatcher   match.Stage         line → rule hits → correlated fault.Fault
 //	decide   faultDecider  decide.Decider      fault + decide.NodeFacts → decide.Decision
-//	                                           (modes, budgets, storm hold, held queue, dry-run)
+//	                                           (modes, budgets, storm hold, fleet faults,
+//	                                           held queue, dry-run)
 //	         factsReader   act.Actor           the decide.NodeFacts a decision rests on
 //	act      Controller.apply                  decision → act.Actor (taint, Event) and
 //	                                           nodefault.Store (the NodeFault record)
@@ -228,6 +229,9 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 		kind = "hold-" + string(d.Reason)
 		c.event(ctx, f, reason, fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message))
 		c.log.Warn("fault held", "node", f.Node, "rule", f.Rule.String(), "reason", d.Reason, "message", d.Message)
+		if d.Reason == decide.ReasonFleet {
+			c.syncFleets(ctx)
+		}
 	case decide.KindDryRun:
 		kind = "dry-run-" + string(d.Of)
 		c.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))

@@ -69,27 +69,67 @@ func (c *Controller) restoreStorms(raw []byte) {
 	if raw == nil {
 		return
 	}
-	var st decide.StormState
+	var st holdState
 	if err := json.Unmarshal(raw, &st); err != nil {
 		c.m.checkpointErrors.Inc()
 		c.log.Warn("saved storm state unreadable; storms start over", "err", err)
 		return
 	}
-	if active := c.decider.RestoreStorms(st); len(active) > 0 {
+	if active := c.decider.RestoreStorms(st.StormState); len(active) > 0 {
 		c.log.Info("storms resumed from the previous leader", "rules", active)
+	}
+	if st.Fleet != nil {
+		if pending := c.decider.RestoreFleet(*st.Fleet); len(pending) > 0 {
+			c.log.Info("fleet faults resumed from the previous leader", "fleet", pending)
+		}
 	}
 }
 
-// maxStormBytes bounds the storm state saved beside the position: the ConfigMap holds
-// at most 1 MiB, and the position must always fit.
-const maxStormBytes = 256 << 10
+// holdState is what is saved beside the position: the storm hold's state and,
+// under "fleet", fleet correlation's (decide.FleetState).
+type holdState struct {
+	decide.StormState
+	Fleet *decide.FleetState `json:"fleet,omitempty"`
+}
+
+// maxStormBytes bounds the storm state saved beside the position, maxFleetBytes
+// fleet correlation's: the ConfigMap holds at most 1 MiB, and the position must
+// always fit.
+const (
+	maxStormBytes = 256 << 10
+	maxFleetBytes = 256 << 10
+)
 
 // stormState encodes the storm hold's state for the checkpoint, within
-// maxStormBytes (see decide.StormState.Encode).
+// maxStormBytes (see decide.StormState.Encode), with fleet correlation's state
+// within maxFleetBytes: over it, the firings of groups without a fleet fault are
+// left out, then the fleet state altogether (the fleet faults' records stay).
 func (c *Controller) stormState() ([]byte, error) {
 	raw, trimmed, err := c.decider.StormState().Encode(maxStormBytes)
 	if trimmed {
 		c.log.Warn("storm state too large to save whole: saving the storms without their nodes", "limit", maxStormBytes)
 	}
-	return raw, err
+	if err != nil || len(c.cfg.Decide.Fleet.Labels) == 0 {
+		return raw, err
+	}
+	fs := c.decider.FleetState()
+	fleet, err := json.Marshal(fs)
+	if err == nil && len(fleet) > maxFleetBytes {
+		c.log.Warn("fleet state too large to save whole: saving the fleet faults only", "limit", maxFleetBytes)
+		fleet, err = json.Marshal(fs.Trim())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fleet state: %w", err)
+	}
+	if len(fleet) > maxFleetBytes {
+		c.m.checkpointErrors.Inc()
+		c.log.Error("fleet state too large to save: the next leader starts fleet correlation over", "limit", maxFleetBytes)
+		return raw, nil
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return nil, fmt.Errorf("storm state: %w", err)
+	}
+	all["fleet"] = fleet
+	return json.Marshal(all)
 }

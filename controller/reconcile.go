@@ -83,6 +83,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	for _, d := range c.decider.Release(facts) {
 		c.apply(ctx, d)
 	}
+	c.syncFleets(ctx)
 	c.collectResolved(ctx)
 	c.updateGauges()
 }
@@ -133,7 +134,8 @@ func (c *Controller) updateGauges() {
 	for _, h := range c.decider.Held() {
 		held[string(h.Reason)]++
 	}
-	for _, r := range []decide.HoldReason{decide.ReasonBudget, decide.ReasonRuleBudget, decide.ReasonStorm, decide.ReasonOptedOut} {
+	for _, r := range []decide.HoldReason{decide.ReasonBudget, decide.ReasonRuleBudget, decide.ReasonStorm, decide.ReasonOptedOut,
+		decide.ReasonFleet, decide.ReasonGroupBudget} {
 		c.m.held.WithLabelValues(string(r)).Set(float64(held[string(r)]))
 	}
 }

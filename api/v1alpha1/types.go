@@ -37,6 +37,7 @@ const (
 // +kubebuilder:resource:scope=Cluster,shortName=nf,categories=faultline
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.node`
+// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.spec.scope`,priority=1
 // +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.rule`
 // +kubebuilder:printcolumn:name="Pack",type=string,JSONPath=`.spec.pack`,priority=1
 // +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=`.spec.severity`
@@ -53,15 +54,47 @@ type NodeFault struct {
 	Status NodeFaultStatus `json:"status,omitempty"`
 }
 
+// Scope is what a NodeFault is about.
+// +kubebuilder:validation:Enum=Node;Fleet
+type Scope string
+
+// Scopes.
+const (
+	// ScopeNode: one node's fault.
+	ScopeNode Scope = "Node"
+	// ScopeFleet: a fleet fault: many nodes of one topology group (spec.group) hit
+	// the rules of one pack within a window; their taints are held until an
+	// operator releases or dismisses it.
+	ScopeFleet Scope = "Fleet"
+)
+
+// FleetGroup is the topology group of a fleet fault: the nodes whose label Label
+// has the value Value.
+type FleetGroup struct {
+	// +kubebuilder:validation:MinLength=1
+	Label string `json:"label"`
+	// +kubebuilder:validation:MinLength=1
+	Value string `json:"value"`
+}
+
 // NodeFaultSpec identifies the fault; it does not change over the object's life.
 type NodeFaultSpec struct {
-	// Node is the name of the faulty node.
+	// Scope is Node (the default) for one node's fault, Fleet for a fleet fault.
+	// +optional
+	// +kubebuilder:default=Node
+	Scope Scope `json:"scope,omitempty"`
+	// Group is the topology group of a fleet fault.
+	// +optional
+	Group *FleetGroup `json:"group,omitempty"`
+	// Node is the name of the faulty node; for a fleet fault, its group as
+	// label=value.
 	// +kubebuilder:validation:MinLength=1
 	Node string `json:"node"`
 	// Pack is the rule pack of the rule.
 	// +kubebuilder:validation:MinLength=1
 	Pack string `json:"pack"`
-	// Rule is the id of the rule that fired.
+	// Rule is the id of the rule that fired; "*" for a fleet fault (the pack's
+	// rules, its family).
 	// +kubebuilder:validation:MinLength=1
 	Rule string `json:"rule"`
 	// Severity is the rule's severity (critical, warning, info).
@@ -148,6 +181,11 @@ type NodeFaultStatus struct {
 	// trusted for that). Absent when the fault has no taint recorded on the node.
 	// +optional
 	Taint *TaintRecord `json:"taint,omitempty"`
+	// Members are, for a fleet fault, the nodes of its group that hit its pack's
+	// rules (at most 1024, sorted).
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	Members []string `json:"members,omitempty"`
 }
 
 // TaintState is where the fault's taint stands on the Node.

@@ -74,6 +74,7 @@ func newControllerCmd() *cobra.Command {
 		logFormat  string
 		lf         lokiFlags
 		df         decideFlags
+		ff         fleetFlags
 		pf         probeFlags
 		apiQPS     float32
 		apiBurst   int
@@ -139,6 +140,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			}
 			cfg.Packs.Defaults = !noDefaults
 			df.apply(&cfg.Decide)
+			ff.apply(&cfg.Decide.Fleet)
 			cfg.Selectors = lf.selectors()
 			if err := shard.apply(&cfg); err != nil {
 				return err
@@ -184,6 +186,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&maxMode, "max-mode", string(rules.ModeEnforce), "ceiling of every rule's mode (observe < annotate < enforce): a rule in a higher mode acts in this one")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
 	df.register(f, &cfg.Decide)
+	ff.register(f, &cfg.Decide.Fleet)
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")
 	f.Float32Var(&apiQPS, "kube-api-qps", 100, "requests per second to the Kubernetes API, sustained")
 	f.IntVar(&apiBurst, "kube-api-burst", 1000, "requests to the Kubernetes API allowed at once above --kube-api-qps (a burst of faults: about two per node)")

@@ -86,6 +86,9 @@ type Options struct {
 	// shard, not the fleet), and the records of other nodes are left to their shard
 	// (see shard.go). Nil: every node.
 	Shard labels.Selector
+	// TopologyLabels are the labels whose values the facts carry per eligible node
+	// (decide.NodeFacts.Topology), for fleet correlation.
+	TopologyLabels []string
 }
 
 // ErrOptedOut is matched (errors.Is) by the error Taint returns for a node labelled
@@ -422,6 +425,7 @@ func (a *Actor) computeFacts() (decide.NodeFacts, error) {
 			f.OptedOut[n.Name] = true
 		} else if a.eligible(n) {
 			f.Eligible++
+			a.topology(&f, n)
 		}
 	}
 	// A node carries faultline's taint for a fault when the fault's record owns it
@@ -439,4 +443,21 @@ func (a *Actor) computeFacts() (decide.NodeFacts, error) {
 		sort.Strings(keys)
 	}
 	return f, nil
+}
+
+// topology notes n's values of the topology labels in f.
+func (a *Actor) topology(f *decide.NodeFacts, n *corev1.Node) {
+	for _, l := range a.opts.TopologyLabels {
+		v, ok := n.Labels[l]
+		if !ok || v == "" {
+			continue
+		}
+		if f.Topology == nil {
+			f.Topology = map[string]map[string]string{}
+		}
+		if f.Topology[n.Name] == nil {
+			f.Topology[n.Name] = map[string]string{}
+		}
+		f.Topology[n.Name][l] = v
+	}
 }

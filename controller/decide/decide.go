@@ -146,6 +146,9 @@ type NodeFacts struct {
 	Tainted map[string][]string
 	// OptedOut holds the nodes labelled fault.LabelOptOut=true.
 	OptedOut map[string]bool
+	// Topology maps each eligible node to the values of its topology labels
+	// (Config.Fleet.Labels) that it has: fleet correlation's groups.
+	Topology map[string]map[string]string
 }
 
 // HasRuleTaint reports whether node carries the taint of the rule key ("pack/id").
@@ -199,6 +202,9 @@ type Config struct {
 	// NotApplied free a grant before its time.
 	PendingTTL time.Duration
 
+	// Fleet configures fleet correlation (fleet.go); off without labels.
+	Fleet FleetConfig
+
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -230,6 +236,9 @@ type Decider struct {
 	held   heldQueue
 	storms map[string]*storm
 	st     counters
+	// fleet tracks fleet correlation by group and family (fleet.go).
+	fleet        map[string]*fleetGroup
+	fleetDropped uint64
 }
 
 // New validates cfg, applies its defaults and returns a Decider.
@@ -287,6 +296,9 @@ func New(cfg Config) (*Decider, error) {
 	if cfg.PendingTTL < 0 {
 		return nil, fmt.Errorf("decide: PendingTTL %v is negative", cfg.PendingTTL)
 	}
+	if err := cfg.Fleet.validate(); err != nil {
+		return nil, err
+	}
 	rb := make(map[string]int, len(cfg.RuleBudgets))
 	for k, v := range cfg.RuleBudgets {
 		rb[k] = v
@@ -303,6 +315,7 @@ func New(cfg Config) (*Decider, error) {
 		held:   heldQueue{byKey: map[string]*heldEntry{}},
 		storms: map[string]*storm{},
 		st:     newCounters(),
+		fleet:  map[string]*fleetGroup{},
 	}, nil
 }
 
@@ -361,6 +374,7 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 	}
 	d.expireGrants(now)
 	d.refreshStorms(now)
+	d.refreshFleet(now)
 	key := f.Rule.String()
 	if dec, ok := d.staged(f); ok {
 		return d.finish(dec, false, now)
@@ -371,11 +385,13 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 	case rules.ActionTaint:
 		if !d.cfg.DryRun {
 			d.observe(key, f.Node, now, facts.Eligible)
+			d.observeFleet(f, facts, now)
 		}
 		return d.finish(d.taintPath(f, facts), true, now)
 	case rules.ActionProbe:
 		if !d.cfg.DryRun {
 			d.observe(key, f.Node, now, facts.Eligible)
+			d.observeFleet(f, facts, now)
 		}
 		if e := d.held.get(f.Key()); e != nil && e.probeFailed {
 			// A probe already failed for this fault and it waits for room; the new
@@ -441,6 +457,7 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 	now := d.now()
 	d.expireGrants(now)
 	d.refreshStorms(now)
+	d.refreshFleet(now)
 	d.expireHeld(now)
 	var out []Decision
 	for _, e := range slices.Clone(d.held.entries) {
@@ -555,6 +572,9 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 	if s := d.storms[key]; s.holding() {
 		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
 	}
+	if dec, ok := d.fleetDecision(f); ok {
+		return dec
+	}
 	if lim, ok := d.cfg.RuleBudgets[key]; ok {
 		if n := d.ruleNodes(key, facts); n >= lim {
 			return Decision{Kind: KindHold, Reason: ReasonRuleBudget, Fault: f,
@@ -562,6 +582,9 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 		}
 	}
 	used := d.usedNodes(facts)
+	if dec, ok := d.groupBudgetHold(f, facts, used); ok {
+		return dec
+	}
 	budget := d.Budget(facts.Eligible)
 	// A node faultline already tainted takes another taint for free, but only while
 	// the view is within the budget: a view over it may hold a node that was
@@ -593,6 +616,9 @@ func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
 	}
 	if s := d.storms[key]; s.holding() {
 		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
+	}
+	if dec, ok := d.fleetDecision(f); ok {
+		return dec
 	}
 	return Decision{Kind: KindProbe, Fault: f, Message: fmt.Sprintf("run probes %v to confirm", f.Rule.Probe.Checks)}
 }

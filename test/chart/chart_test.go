@@ -67,6 +67,8 @@ func TestRejects(t *testing.T) {
 		{"user pack not yaml", []string{"packs.user.notes=x"}, "'notes' does not match pattern"},
 		{"bad duration", []string{"controller.leaderElection.leaseDuration=15"}, "/controller/leaderElection/leaseDuration"},
 		{"unknown rule mode ceiling", []string{"controller.maxMode=enforcing"}, "/controller/maxMode"},
+		{"fleet of one node", []string{"controller.fleet.minNodes=1"}, "/controller/fleet/minNodes"},
+		{"fleet group budget over 100 %", []string{"controller.fleet.groupBudget=150"}, "/controller/fleet/groupBudget"},
 		{"otlp without a collector", []string{"collector.enabled=false"}, "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint"},
 		{"direct push with basic auth", []string{"exporter.output=loki", "loki.basicAuth.username=u", "loki.basicAuth.password=p"}, "exporter.output=loki cannot authenticate"},
 		{"collector TLS Secret with TLS off", []string{"collector.tls.enabled=false", "collector.tls.existingSecret=certs"}, "collector.tls.existingSecret is set but collector.tls.enabled is false"},
@@ -142,7 +144,8 @@ func TestDefaults(t *testing.T) {
 	}
 	for _, a := range []string{"--loki-url=http://loki-gateway.loki.svc.cluster.local", "--listen=:9401", "--no-default-packs",
 		"--packs=/etc/faultline/packs/defaults", "--probe-agent-port=9402", "--probe-node-selector=nvidia.com/gpu.present=true",
-		"--lease-duration=15s", "--renew-deadline=10s", "--retry-period=2s", "--dry-run=false"} {
+		"--lease-duration=15s", "--renew-deadline=10s", "--retry-period=2s", "--dry-run=false",
+		"--fleet-label=topology.kubernetes.io/rack", "--fleet-label=nvidia.com/gpu.clique", "--fleet-min-nodes=3", "--fleet-window=10m"} {
 		if !hasArg(cc, a) {
 			t.Errorf("controller args %v lack %s", cc.Args, a)
 		}
