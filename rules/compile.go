@@ -250,9 +250,12 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 		// pack says otherwise, because an automatic untaint needs a stated reason.
 		c.Recover = Recover{Manual: true}
 	}
-	var err error
-	if c.Regex, err = regexp.Compile(r.Match.Regex); err != nil {
-		return nil, fail("match.regex: %v", err)
+	c.Regex = r.re
+	if c.Regex == nil || c.Regex.String() != r.Match.Regex {
+		var err error
+		if c.Regex, err = regexp.Compile(r.Match.Regex); err != nil {
+			return nil, fail("match.regex: %v", err)
+		}
 	}
 	c.Literals = requiredLiterals(r.Match.Regex)
 	names := map[string]int{}
@@ -266,8 +269,12 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 		if cc.Position == "" {
 			cc.Position = "either"
 		}
-		if cc.Regex, err = regexp.Compile(cp.Regex); err != nil {
-			return nil, fail("match.companion.regex: %v", err)
+		cc.Regex = r.companionRe
+		if cc.Regex == nil || cc.Regex.String() != cp.Regex {
+			var err error
+			if cc.Regex, err = regexp.Compile(cp.Regex); err != nil {
+				return nil, fail("match.companion.regex: %v", err)
+			}
 		}
 		cc.Literals = requiredLiterals(cp.Regex)
 		c.Companion = cc

@@ -5,6 +5,7 @@ package rules
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -80,6 +81,10 @@ type Rule struct {
 
 	// Line is where the rule starts in its file (set by the loader).
 	Line int `yaml:"-"`
+
+	// re and companionRe are match.regex and match.companion.regex as validation
+	// compiled them, so that Compile does not compile them again.
+	re, companionRe *regexp.Regexp
 }
 
 // Match is the line pattern of a rule.

@@ -193,6 +193,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	mn := at(rn, "match")
 	re := v.regex(at(mn, "regex"), id, "match.regex", r.Match.Regex)
+	r.re = re
 	names := map[string]bool{} // captures of both regexes, for sources
 	primary := map[string]bool{}
 	if re != nil {
@@ -204,7 +205,9 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	if c := r.Match.Companion; c != nil {
 		cn := at(mn, "companion")
-		if cre := v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex); cre != nil {
+		cre := v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex)
+		r.companionRe = cre
+		if cre != nil {
 			for _, n := range cre.SubexpNames() {
 				if n != "" {
 					names[n] = true
