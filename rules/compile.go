@@ -36,6 +36,9 @@ type Compiled struct {
 	// Literals: every match contains one of these (ASCII case-insensitively); nil
 	// when none of minLiteralLen bytes was found and the regex runs on every line.
 	Literals []string
+	// facts are the regex's, from the parse that gave Literals; nil in a Compiled
+	// built by hand, and NewEngine then parses the regex itself.
+	facts *regexFacts
 
 	labels []labelMatcher
 	where  []condition
@@ -48,6 +51,7 @@ type CompiledCompanion struct {
 	Lines    int
 	Duration time.Duration
 	Literals []string
+	facts    *regexFacts
 }
 
 type labelMatcher struct {
@@ -257,7 +261,8 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 			return nil, fail("match.regex: %v", err)
 		}
 	}
-	c.Literals = requiredLiterals(r.Match.Regex)
+	facts := factsOf(r.Match.Regex)
+	c.Literals, c.facts = facts.literals, &facts
 	names := map[string]int{}
 	for i, n := range c.Regex.SubexpNames() {
 		if n != "" {
@@ -276,7 +281,8 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 				return nil, fail("match.companion.regex: %v", err)
 			}
 		}
-		cc.Literals = requiredLiterals(cp.Regex)
+		cfacts := factsOf(cp.Regex)
+		cc.Literals, cc.facts = cfacts.literals, &cfacts
 		c.Companion = cc
 	}
 	for name, w := range r.Match.Where {

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"regexp"
 	"slices"
 	"sort"
 	"sync"
@@ -59,6 +60,15 @@ type scratch struct {
 	groupDone []bool
 }
 
+// factsFor returns the facts Compile found, or parses re for them.
+func factsFor(f *regexFacts, re *regexp.Regexp) *regexFacts {
+	if f == nil {
+		parsed := factsOf(re.String())
+		f = &parsed
+	}
+	return f
+}
+
 // NewEngine builds the matcher for a compiled set.
 func NewEngine(set *Set) *Engine {
 	e := &Engine{set: set, groups: map[string]int{}}
@@ -85,11 +95,12 @@ func NewEngine(set *Set) *Engine {
 	e.companionMusts = make([][][]string, len(set.Rules))
 	e.windowLits = make([][]string, len(set.Rules))
 	for i, r := range set.Rules {
-		e.musts[i] = without(requiredLiteralSets(r.Regex.String()), r.Literals)
+		e.musts[i] = without(factsFor(r.facts, r.Regex).sets, r.Literals)
 		if r.Companion != nil {
-			e.companionMusts[i] = without(requiredLiteralSets(r.Companion.Regex.String()), r.Companion.Literals)
+			cf := factsFor(r.Companion.facts, r.Companion.Regex)
+			e.companionMusts[i] = without(cf.sets, r.Companion.Literals)
 			if re := r.Companion.Regex; !slices.ContainsFunc(re.SubexpNames(), func(n string) bool { return n != "" }) &&
-				!anchoredAtStart(re.String()) {
+				!cf.anchored {
 				for _, l := range r.Companion.Literals {
 					e.windowLits[i] = append(e.windowLits[i], lower(l))
 				}

@@ -39,3 +39,20 @@ func OneTokenisation(file string, data []byte) bool {
 		}
 	}
 }
+
+// TestingValuesLeftOut reports whether loading a file for matching tokenises it
+// without its rules' tests and sources (see blankTestingValues).
+func TestingValuesLeftOut(data []byte) bool {
+	text, cuts := blankTestingValues(data)
+	if cuts == nil {
+		return false
+	}
+	docs, err := parseNodes(text)
+	return err == nil && cutsAreRuleKeys(docs, cuts)
+}
+
+// requiredLiterals, requiredLiteralSets and anchoredAtStart are the regexFacts of
+// expr, one at a time.
+func requiredLiterals(expr string) []string      { return factsOf(expr).literals }
+func requiredLiteralSets(expr string) [][]string { return factsOf(expr).sets }
+func anchoredAtStart(expr string) bool           { return factsOf(expr).anchored }

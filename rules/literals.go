@@ -17,15 +17,32 @@ const minLiteralLen = 3
 // maxExact bounds the cross products built for small alternations such as (Fatal|Non-fatal).
 const maxExact = 16
 
-// requiredLiterals returns strings such that every match of expr contains at least
-// one of them, compared ASCII case-insensitively; nil means no such set was found
-// (the regex must run on every line).
-func requiredLiterals(expr string) []string {
+// regexFacts are what the engine reads of a regex's syntax.
+type regexFacts struct {
+	// literals: every match contains one of them, compared ASCII
+	// case-insensitively; nil means no such set was found (the regex must run on
+	// every line).
+	literals []string
+	// sets: every match contains one literal of each set (see literalSetsOf).
+	sets [][]string
+	// anchored: the regex holds ^ or \A, which match at the text's start but not in
+	// its middle (or it does not parse).
+	anchored bool
+}
+
+// factsOf parses expr once for all its regexFacts.
+func factsOf(expr string) regexFacts {
 	re, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
-		return nil
+		return regexFacts{anchored: true}
 	}
-	info := analyze(re.Simplify())
+	s := re.Simplify()
+	return regexFacts{literals: literalsOf(s), sets: literalSetsOf(s), anchored: anchoredAt(re)}
+}
+
+// literalsOf returns the required literals of a simplified regex (see regexFacts).
+func literalsOf(re *syntax.Regexp) []string {
+	info := analyze(re)
 	if !usable(info.required) {
 		return nil
 	}
@@ -282,18 +299,14 @@ const (
 	maxSetSize = 8
 )
 
-// requiredLiteralSets returns sets of lower-case literals such that every match of
-// expr contains one literal of each set: the pieces of a concatenation are each
-// required, where requiredLiterals keeps only the best. Checking them is much
+// literalSetsOf returns sets of lower-case literals such that every match of a
+// simplified regex contains one literal of each set: the pieces of a concatenation
+// are each required, where literalsOf keeps only the best. Checking them is much
 // cheaper than running a regex that fails, as most do on a candidate line.
-func requiredLiteralSets(expr string) [][]string {
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return nil
-	}
+func literalSetsOf(re *syntax.Regexp) [][]string {
 	var out [][]string
 	seen := map[string]bool{}
-	for _, set := range requiredSets(re.Simplify()) {
+	for _, set := range requiredSets(re) {
 		if len(set) > maxSetSize || len(out) == maxSets {
 			continue
 		}
@@ -393,13 +406,8 @@ func isWordByte(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
-// anchoredAtStart reports whether expr holds ^ or \A, which match at the text's
-// start but not in its middle (or does not parse).
-func anchoredAtStart(expr string) bool {
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return true
-	}
+// anchoredAt reports whether a regex holds ^ or \A.
+func anchoredAt(re *syntax.Regexp) bool {
 	var walk func(*syntax.Regexp) bool
 	walk = func(re *syntax.Regexp) bool {
 		if re.Op == syntax.OpBeginLine || re.Op == syntax.OpBeginText {

@@ -84,44 +84,70 @@ func ParseFile(file string, data []byte) ([]*Pack, error) { return Loader{}.Pars
 // ParseFile decodes the rule packs in one YAML file (documents separated by ---).
 // Unknown fields are errors; every error names file:line:column and the rule.
 func (l Loader) ParseFile(file string, data []byte) ([]*Pack, error) {
-	var packs []*Pack
-	var errs Errors
 	// Each document is tokenised once, into nodes: positions for errors come from
 	// them, and so do the values when every key is a known field (knownFieldsOnly).
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
+	var docs []*yaml.Node
+	var perr error
+	if l.MatchingOnly {
+		// Most of a pack's text is its rules' tests and sources: leave them out of
+		// the tokenising too, when the text without them proves to be the file
+		// less them (see blankTestingValues).
+		if text, cuts := blankTestingValues(data); cuts != nil {
+			if docs, perr = parseNodes(text); perr != nil || !cutsAreRuleKeys(docs, cuts) {
+				docs = nil
+			}
 		}
-		if err != nil {
-			errs = append(errs, yamlError(file, nil, err)...)
-			return nil, errs
-		}
+	}
+	if docs == nil {
+		docs, perr = parseNodes(data)
+	}
+	var packs []*Pack
+	var errs Errors
+	for _, doc := range docs {
 		if l.MatchingOnly {
-			dropTestingFields(&doc)
+			dropTestingFields(doc)
 		}
-		if !knownFieldsOnly(&doc, reflect.TypeOf(Pack{})) {
+		if !knownFieldsOnly(doc, reflect.TypeOf(Pack{})) {
 			// An unknown field or a shape knownFieldsOnly does not follow: the
 			// strict decoder's own pass gives the messages.
 			return l.parseFileStrict(file, data)
 		}
 		p := &Pack{File: file}
 		if err := doc.Decode(p); err != nil {
-			errs = append(errs, yamlError(file, &doc, err)...)
+			errs = append(errs, yamlError(file, doc, err)...)
 			continue
 		}
 		if len(doc.Content) == 0 {
 			continue // an empty document
 		}
-		errs = append(errs, validatePack(p, &doc)...)
+		errs = append(errs, validatePack(p, doc)...)
 		packs = append(packs, p)
+	}
+	if perr != nil {
+		errs = append(errs, yamlError(file, nil, perr)...)
+		return nil, errs
 	}
 	if len(packs) == 0 && len(errs) == 0 {
 		errs = append(errs, &Error{File: file, Msg: "no rule pack in file"})
 	}
 	return packs, errs.errorOrNil()
+}
+
+// parseNodes parses the documents of data into nodes, up to the first error.
+func parseNodes(data []byte) ([]*yaml.Node, error) {
+	var docs []*yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		doc := new(yaml.Node)
+		err := dec.Decode(doc)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return docs, err
+		}
+		docs = append(docs, doc)
+	}
 }
 
 // parseFileStrict decodes data twice, into nodes for positions and with yaml.v3's
@@ -164,34 +190,6 @@ func (l Loader) parseFileStrict(file string, data []byte) ([]*Pack, error) {
 		errs = append(errs, &Error{File: file, Msg: "no rule pack in file"})
 	}
 	return packs, errs.errorOrNil()
-}
-
-// testingFields are the rule fields only `faultline rules test` reads.
-var testingFields = map[string]bool{"tests": true, "sources": true, "benignSources": true}
-
-// dropTestingFields removes the testingFields of every rule from a pack document.
-func dropTestingFields(doc *yaml.Node) {
-	root := doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
-	}
-	seq := lookup(root, "spec", "rules")
-	if seq == nil || seq.Kind != yaml.SequenceNode {
-		return
-	}
-	for _, r := range seq.Content {
-		if r.Kind != yaml.MappingNode {
-			continue
-		}
-		kept := r.Content[:0]
-		for i := 0; i+1 < len(r.Content); i += 2 {
-			if k := r.Content[i]; k.Kind == yaml.ScalarNode && testingFields[k.Value] {
-				continue
-			}
-			kept = append(kept, r.Content[i], r.Content[i+1])
-		}
-		r.Content = kept
-	}
 }
 
 var yamlLineRe = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)

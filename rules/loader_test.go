@@ -66,6 +66,13 @@ func TestOneTokenisationIsTheStrictDecoder(t *testing.T) {
 		"two documents":          basePack + "---\n" + basePack,
 		"empty document":         "---\n---\n" + basePack,
 		"not a pack":             "- 1\n- 2\n",
+		// Lines that look like a testing key but are none, or whose value goes
+		// on past where a block value would end.
+		"tests in a block scalar":    basePack + "      description: |\n        tests:\n          - not a test\n",
+		"tests as a capture":         basePack + "      labels:\n        tests:\n          x\n",
+		"tests in a flow mapping":    basePack + "    - {id: f, match: {regex: x},\n       tests:\n         [{line: x}],\n       severity: info}\n",
+		"quoted value below the key": basePack + "      tests:\n        - line: \"a\n      b\"\n",
+		"sources then tests":         basePack + "      sources:\n      - {project: p, version: v, file: f, format: x}\n      # a comment\n\n      tests:\n        - line: x\n      cooldown: 1m\n",
 	} {
 		sameParse(t, rules.Loader{}, name+".yaml", []byte(doc))
 		if name != "unknown in tests" { // loading for matching does not read tests
@@ -89,6 +96,9 @@ func TestDefaultPacksTakeOneTokenisation(t *testing.T) {
 		}
 		if !rules.OneTokenisation(f, b) {
 			t.Errorf("%s: loads through the strict decoder (an alias, a merge key or an unknown field?)", f)
+		}
+		if !rules.TestingValuesLeftOut(b) {
+			t.Errorf("%s: loading for matching tokenises its tests and sources", f)
 		}
 	}
 }
