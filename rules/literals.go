@@ -421,29 +421,47 @@ func anchoredAt(re *syntax.Regexp) bool {
 // indexFold returns the index of the first occurrence of the lower-case literal in
 // s, folding ASCII letters of s, or -1.
 func indexFold(s, lower string) int {
-	// A byte of the literal that is no letter is the same in s: IndexByte
-	// (vectorised) finds the places to compare.
+	if len(lower) == 0 {
+		return 0
+	}
+	// IndexByte (vectorised) finds the places to compare, by the literal's byte
+	// that log text holds least often: a letter in either case.
 	k := 0
-	for k < len(lower) && 'a' <= lower[k] && lower[k] <= 'z' {
-		k++
-	}
-	if k == len(lower) {
-		for i := 0; i+len(lower) <= len(s); i++ {
-			if fold[s[i]] == lower[0] && equalFold(s[i:i+len(lower)], lower) {
-				return i
-			}
+	for i := 1; i < len(lower); i++ {
+		if byteFreq[lower[i]] < byteFreq[lower[k]] {
+			k = i
 		}
-		return -1
 	}
-	for i := k; i < len(s); i++ {
-		j := strings.IndexByte(s[i:], lower[k])
-		if j < 0 {
+	c := lower[k]
+	other := c // the byte's other case, if it is a letter
+	if 'a' <= c && c <= 'z' {
+		other = c - 'a' + 'A'
+	}
+	next := func(b byte, from int) int {
+		if from >= len(s) {
+			return len(s)
+		}
+		if j := strings.IndexByte(s[from:], b); j >= 0 {
+			return from + j
+		}
+		return len(s)
+	}
+	lo, up := next(c, k), len(s)
+	if other != c {
+		up = next(other, k)
+	}
+	for {
+		i := min(lo, up)
+		if i == len(s) {
 			return -1
 		}
-		i += j
 		if start := i - k; start+len(lower) <= len(s) && equalFold(s[start:start+len(lower)], lower) {
 			return start
 		}
+		if i == lo {
+			lo = next(c, i+1)
+		} else {
+			up = next(other, i+1)
+		}
 	}
-	return -1
 }
