@@ -109,13 +109,14 @@ func Compile(packs []*Pack) (*Set, error) {
 		}
 	}
 	set := &Set{Packs: packs}
+	facts := map[string]*regexFacts{} // rules that share a regex parse it once
 	for _, id := range order {
 		e := byID[id]
 		if e.r.Enabled != nil && !*e.r.Enabled {
 			set.Disabled = append(set.Disabled, id)
 			continue
 		}
-		c, err := compileRule(e.r, e.pack)
+		c, err := compileRule(e.r, e.pack, facts)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -203,7 +204,7 @@ func applyDefaults(r Rule, d Defaults) Rule {
 	return r
 }
 
-func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
+func compileRule(r Rule, p *Pack, facts map[string]*regexFacts) (*Compiled, *Error) {
 	fail := func(format string, args ...any) *Error {
 		return &Error{File: p.File, Line: r.Line, Pack: p.Metadata.Name, Rule: r.ID, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -261,8 +262,8 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 			return nil, fail("match.regex: %v", err)
 		}
 	}
-	facts := factsOf(r.Match.Regex)
-	c.Literals, c.facts = facts.literals, &facts
+	c.facts = factsCached(facts, r.Match.Regex)
+	c.Literals = c.facts.literals
 	names := map[string]int{}
 	for i, n := range c.Regex.SubexpNames() {
 		if n != "" {
@@ -281,8 +282,8 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 				return nil, fail("match.companion.regex: %v", err)
 			}
 		}
-		cfacts := factsOf(cp.Regex)
-		cc.Literals, cc.facts = cfacts.literals, &cfacts
+		cc.facts = factsCached(facts, cp.Regex)
+		cc.Literals = cc.facts.literals
 		c.Companion = cc
 	}
 	for name, w := range r.Match.Where {
@@ -300,6 +301,17 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 		c.labels = append(c.labels, labelMatcher{name: k, re: re})
 	}
 	return c, nil
+}
+
+// factsCached returns the regexFacts of expr, from cache when it has them.
+func factsCached(cache map[string]*regexFacts, expr string) *regexFacts {
+	f, ok := cache[expr]
+	if !ok {
+		parsed := factsOf(expr)
+		f = &parsed
+		cache[expr] = f
+	}
+	return f
 }
 
 // holds evaluates one condition on a captured value.

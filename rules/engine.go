@@ -139,7 +139,7 @@ func without(sets [][]string, lits []string) [][]string {
 		low[i] = lower(l)
 	}
 	sort.Strings(low)
-	out := sets[:0]
+	var out [][]string // not in place: sets are the Compiled rule's, kept for the next engine
 	for _, set := range sets {
 		if !slices.Equal(set, low) {
 			out = append(out, set)

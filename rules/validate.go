@@ -22,6 +22,8 @@ type validator struct {
 	p    *Pack
 	root *yaml.Node
 	errs Errors
+	// compiled holds the regexes compiled so far, by expression.
+	compiled map[string]*regexp.Regexp
 }
 
 func (v *validator) errAt(n *yaml.Node, rule, format string, args ...any) {
@@ -150,7 +152,16 @@ func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regexp.Regexp 
 		v.errAt(n, rule, "%s is empty", what)
 		return nil
 	}
+	if re, ok := v.compiled[expr]; ok {
+		return re // rules that share a regex (a YAML alias) compile it once
+	}
 	re, err := regexp.Compile(expr)
+	if err == nil {
+		if v.compiled == nil {
+			v.compiled = map[string]*regexp.Regexp{}
+		}
+		v.compiled[expr] = re
+	}
 	if err != nil {
 		// RE2 has no backreferences or lookaround: say so, since authors meet it often.
 		var se *syntax.Error
