@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math/bits"
 	"regexp"
 	"slices"
 	"sort"
@@ -187,13 +188,10 @@ func (e *Engine) Match(l Line, dst []Hit) []Hit {
 		if p == 0 && c == 0 {
 			continue
 		}
-		for bit := 0; bit < 64; bit++ {
+		for set := p | c; set != 0; set &= set - 1 { // the marked rules, in order
+			bit := bits.TrailingZeros64(set)
 			m := uint64(1) << bit
-			if (p|c)&m == 0 {
-				continue
-			}
-			i := w*64 + bit
-			dst = e.eval(i, l, p&m != 0, c&m != 0, s.groupDone, dst)
+			dst = e.eval(w*64+bit, l, p&m != 0, c&m != 0, s.groupDone, dst)
 		}
 		s.primary[w], s.companion[w] = 0, 0
 	}
