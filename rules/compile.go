@@ -31,14 +31,12 @@ type Compiled struct {
 	Sources       []SourceRef
 	BenignSources []SourceRef
 
-	Regex     *regexp.Regexp
 	Companion *CompiledCompanion
 	// Literals: every match contains one of these (ASCII case-insensitively); nil
 	// when none of minLiteralLen bytes was found and the regex runs on every line.
 	Literals []string
-	// facts are the regex's, from the parse that gave Literals; nil in a Compiled
-	// built by hand, and NewEngine then parses the regex itself.
-	facts *regexFacts
+	// regex is match.regex (see Regexp).
+	regex *regex
 
 	labels []labelMatcher
 	where  []condition
@@ -46,13 +44,15 @@ type Compiled struct {
 
 // CompiledCompanion is a compiled Companion.
 type CompiledCompanion struct {
-	Regex    *regexp.Regexp
 	Position string
 	Lines    int
 	Duration time.Duration
 	Literals []string
-	facts    *regexFacts
+	regex    *regex
 }
+
+// Regexp returns the companion's regex, compiled on first use.
+func (c *CompiledCompanion) Regexp() *regexp.Regexp { return c.regex.compiled() }
 
 type labelMatcher struct {
 	name string
@@ -109,14 +109,14 @@ func Compile(packs []*Pack) (*Set, error) {
 		}
 	}
 	set := &Set{Packs: packs}
-	facts := map[string]*regexFacts{} // rules that share a regex parse it once
+	parsed := map[string]*regex{} // rules that share a regex parse it once
 	for _, id := range order {
 		e := byID[id]
 		if e.r.Enabled != nil && !*e.r.Enabled {
 			set.Disabled = append(set.Disabled, id)
 			continue
 		}
-		c, err := compileRule(e.r, e.pack, facts)
+		c, err := compileRule(e.r, e.pack, parsed)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -204,7 +204,7 @@ func applyDefaults(r Rule, d Defaults) Rule {
 	return r
 }
 
-func compileRule(r Rule, p *Pack, facts map[string]*regexFacts) (*Compiled, *Error) {
+func compileRule(r Rule, p *Pack, parsed map[string]*regex) (*Compiled, *Error) {
 	fail := func(format string, args ...any) *Error {
 		return &Error{File: p.File, Line: r.Line, Pack: p.Metadata.Name, Rule: r.ID, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -255,17 +255,13 @@ func compileRule(r Rule, p *Pack, facts map[string]*regexFacts) (*Compiled, *Err
 		// pack says otherwise, because an automatic untaint needs a stated reason.
 		c.Recover = Recover{Manual: true}
 	}
-	c.Regex = r.re
-	if c.Regex == nil || c.Regex.String() != r.Match.Regex {
-		var err error
-		if c.Regex, err = regexp.Compile(r.Match.Regex); err != nil {
-			return nil, fail("match.regex: %v", err)
-		}
+	var err error
+	if c.regex, err = parsedRegex(parsed, r.re, r.Match.Regex); err != nil {
+		return nil, fail("match.regex: %v", err)
 	}
-	c.facts = factsCached(facts, r.Match.Regex)
-	c.Literals = c.facts.literals
+	c.Literals = c.regex.literals
 	names := map[string]int{}
-	for i, n := range c.Regex.SubexpNames() {
+	for i, n := range c.regex.names {
 		if n != "" {
 			names[n] = i
 		}
@@ -275,15 +271,10 @@ func compileRule(r Rule, p *Pack, facts map[string]*regexFacts) (*Compiled, *Err
 		if cc.Position == "" {
 			cc.Position = "either"
 		}
-		cc.Regex = r.companionRe
-		if cc.Regex == nil || cc.Regex.String() != cp.Regex {
-			var err error
-			if cc.Regex, err = regexp.Compile(cp.Regex); err != nil {
-				return nil, fail("match.companion.regex: %v", err)
-			}
+		if cc.regex, err = parsedRegex(parsed, r.companionRe, cp.Regex); err != nil {
+			return nil, fail("match.companion.regex: %v", err)
 		}
-		cc.facts = factsCached(facts, cp.Regex)
-		cc.Literals = cc.facts.literals
+		cc.Literals = cc.regex.literals
 		c.Companion = cc
 	}
 	for name, w := range r.Match.Where {
@@ -303,16 +294,25 @@ func compileRule(r Rule, p *Pack, facts map[string]*regexFacts) (*Compiled, *Err
 	return c, nil
 }
 
-// factsCached returns the regexFacts of expr, from cache when it has them.
-func factsCached(cache map[string]*regexFacts, expr string) *regexFacts {
-	f, ok := cache[expr]
-	if !ok {
-		parsed := factsOf(expr)
-		f = &parsed
-		cache[expr] = f
+// parsedRegex returns the regex of expr: the one validation parsed, one parsed
+// before for another rule, or a new one.
+func parsedRegex(cache map[string]*regex, validated *regex, expr string) (*regex, error) {
+	if re, ok := cache[expr]; ok {
+		return re, nil
 	}
-	return f
+	re := validated
+	if re == nil || re.expr != expr {
+		var err error
+		if re, err = parseRegex(expr); err != nil {
+			return nil, err
+		}
+	}
+	cache[expr] = re
+	return re, nil
 }
+
+// Regexp returns the rule's match.regex, compiled on first use.
+func (c *Compiled) Regexp() *regexp.Regexp { return c.regex.compiled() }
 
 // holds evaluates one condition on a captured value.
 func (cd *condition) holds(v string) bool {

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"math/bits"
-	"regexp"
 	"slices"
 	"sort"
 	"sync"
@@ -61,15 +60,6 @@ type scratch struct {
 	groupDone []bool
 }
 
-// factsFor returns the facts Compile found, or parses re for them.
-func factsFor(f *regexFacts, re *regexp.Regexp) *regexFacts {
-	if f == nil {
-		parsed := factsOf(re.String())
-		f = &parsed
-	}
-	return f
-}
-
 // NewEngine builds the matcher for a compiled set.
 func NewEngine(set *Set) *Engine {
 	e := &Engine{set: set, groups: map[string]int{}}
@@ -96,12 +86,11 @@ func NewEngine(set *Set) *Engine {
 	e.companionMusts = make([][][]string, len(set.Rules))
 	e.windowLits = make([][]string, len(set.Rules))
 	for i, r := range set.Rules {
-		e.musts[i] = without(factsFor(r.facts, r.Regex).sets, r.Literals)
+		e.musts[i] = without(r.regex.sets, r.Literals)
 		if r.Companion != nil {
-			cf := factsFor(r.Companion.facts, r.Companion.Regex)
-			e.companionMusts[i] = without(cf.sets, r.Companion.Literals)
-			if re := r.Companion.Regex; !slices.ContainsFunc(re.SubexpNames(), func(n string) bool { return n != "" }) &&
-				!cf.anchored {
+			cre := r.Companion.regex
+			e.companionMusts[i] = without(cre.sets, r.Companion.Literals)
+			if !slices.ContainsFunc(cre.names, func(n string) bool { return n != "" }) && !cre.anchored {
 				for _, l := range r.Companion.Literals {
 					e.windowLits[i] = append(e.windowLits[i], lower(l))
 				}
@@ -228,13 +217,14 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 		}
 	}
 	if companion && r.Companion != nil && holdsAll(l.Text, e.companionMusts[i]) {
+		re := r.Companion.Regexp()
 		if lits := e.windowLits[i]; lits != nil {
 			// No captures to report: whether it matches is all the hit needs.
-			if matchesNear(r.Companion.Regex, l.Text, lits) {
+			if matchesNear(re, l.Text, lits) {
 				dst = append(dst, Hit{Rule: r, Captures: map[string]string{}, Companion: true})
 			}
-		} else if m := r.Companion.Regex.FindStringSubmatchIndex(l.Text); m != nil {
-			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, l.Text, m), Companion: true})
+		} else if m := re.FindStringSubmatchIndex(l.Text); m != nil {
+			dst = append(dst, Hit{Rule: r, Captures: captures(re, l.Text, m), Companion: true})
 		}
 	}
 	return dst
@@ -254,7 +244,8 @@ func (r *Compiled) accepts(l Line) bool {
 }
 
 func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
-	m := r.Regex.FindStringSubmatchIndex(text)
+	re := r.Regexp()
+	m := re.FindStringSubmatchIndex(text)
 	if m == nil {
 		return nil, false
 	}
@@ -270,7 +261,7 @@ func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
 		}
 	}
 	caps := map[string]string{}
-	for i, n := range r.Regex.SubexpNames() {
+	for i, n := range re.SubexpNames() {
 		if n != "" && m[2*i] >= 0 {
 			caps[n] = text[m[2*i]:m[2*i+1]]
 		}

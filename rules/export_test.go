@@ -51,8 +51,17 @@ func TestingValuesLeftOut(data []byte) bool {
 	return err == nil && cutsAreRuleKeys(docs, cuts)
 }
 
-// requiredLiterals, requiredLiteralSets and anchoredAtStart are the regexFacts of
-// expr, one at a time.
-func requiredLiterals(expr string) []string      { return factsOf(expr).literals }
-func requiredLiteralSets(expr string) [][]string { return factsOf(expr).sets }
-func anchoredAtStart(expr string) bool           { return factsOf(expr).anchored }
+// requiredLiterals, requiredLiteralSets and anchoredAtStart read what parseRegex
+// finds of expr, one at a time; an expression that does not parse has no
+// literals and counts as anchored.
+func requiredLiterals(expr string) []string      { return parsedOrNot(expr).literals }
+func requiredLiteralSets(expr string) [][]string { return parsedOrNot(expr).sets }
+func anchoredAtStart(expr string) bool           { return parsedOrNot(expr).anchored }
+
+func parsedOrNot(expr string) *regex {
+	re, err := parseRegex(expr)
+	if err != nil {
+		return &regex{anchored: true}
+	}
+	return re
+}

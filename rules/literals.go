@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -17,8 +18,11 @@ const minLiteralLen = 3
 // maxExact bounds the cross products built for small alternations such as (Fatal|Non-fatal).
 const maxExact = 16
 
-// regexFacts are what the engine reads of a regex's syntax.
-type regexFacts struct {
+// regex is a rule's regular expression: what the engine reads of its syntax, from
+// one parse, and the program, compiled on first use. Most rules never meet a line
+// that holds their literals, so most are never compiled.
+type regex struct {
+	expr string
 	// literals: every match contains one of them, compared ASCII
 	// case-insensitively; nil means no such set was found (the regex must run on
 	// every line).
@@ -26,21 +30,33 @@ type regexFacts struct {
 	// sets: every match contains one literal of each set (see literalSetsOf).
 	sets [][]string
 	// anchored: the regex holds ^ or \A, which match at the text's start but not in
-	// its middle (or it does not parse).
+	// its middle.
 	anchored bool
+	// names are the capture names by index, as the program's SubexpNames.
+	names []string
+
+	once sync.Once
+	prog *regexp.Regexp
 }
 
-// factsOf parses expr once for all its regexFacts.
-func factsOf(expr string) regexFacts {
-	re, err := syntax.Parse(expr, syntax.Perl)
+// parseRegex parses expr (RE2 syntax, as regexp.Compile does) for its regex.
+func parseRegex(expr string) (*regex, error) {
+	tree, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
-		return regexFacts{anchored: true}
+		return nil, err
 	}
-	s := re.Simplify()
-	return regexFacts{literals: literalsOf(s), sets: literalSetsOf(s), anchored: anchoredAt(re)}
+	s := tree.Simplify()
+	return &regex{expr: expr, literals: literalsOf(s), sets: literalSetsOf(s), anchored: anchoredAt(tree), names: tree.CapNames()}, nil
 }
 
-// literalsOf returns the required literals of a simplified regex (see regexFacts).
+// compiled returns the program, compiling it the first time. regexp.Compile fails
+// only where syntax.Parse does, which parseRegex has ruled out.
+func (r *regex) compiled() *regexp.Regexp {
+	r.once.Do(func() { r.prog = regexp.MustCompile(r.expr) })
+	return r.prog
+}
+
+// literalsOf returns the required literals of a simplified regex (see regex).
 func literalsOf(re *syntax.Regexp) []string {
 	info := analyze(re)
 	if !usable(info.required) {

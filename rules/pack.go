@@ -5,7 +5,6 @@ package rules
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -83,8 +82,8 @@ type Rule struct {
 	Line int `yaml:"-"`
 
 	// re and companionRe are match.regex and match.companion.regex as validation
-	// compiled them, so that Compile does not compile them again.
-	re, companionRe *regexp.Regexp
+	// parsed them, so that Compile does not parse them again.
+	re, companionRe *regex
 }
 
 // Match is the line pattern of a rule.

@@ -101,7 +101,7 @@ func TestEnginesOfOneSetAgree(t *testing.T) {
 	}
 	checked := 0
 	for i, r := range set.Rules {
-		if want := without(factsOf(r.Regex.String()).sets, r.Literals); !reflect.DeepEqual(first.musts[i], want) {
+		if want := without(requiredLiteralSets(r.Regexp().String()), r.Literals); !reflect.DeepEqual(first.musts[i], want) {
 			t.Errorf("%s: literal sets %q, its regex has %q", r, first.musts[i], want)
 		}
 		checked += len(first.musts[i])

@@ -22,8 +22,8 @@ type validator struct {
 	p    *Pack
 	root *yaml.Node
 	errs Errors
-	// compiled holds the regexes compiled so far, by expression.
-	compiled map[string]*regexp.Regexp
+	// parsed holds the regexes parsed so far, by expression.
+	parsed map[string]*regex
 }
 
 func (v *validator) errAt(n *yaml.Node, rule, format string, args ...any) {
@@ -147,21 +147,17 @@ func (v *validator) probe(n *yaml.Node, rule string, p *Probe) {
 	v.enum(at(n, "onTimeout"), rule, "probe onTimeout", p.OnTimeout, true, "taint", "ignore")
 }
 
-func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regexp.Regexp {
+func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regex {
 	if expr == "" {
 		v.errAt(n, rule, "%s is empty", what)
 		return nil
 	}
-	if re, ok := v.compiled[expr]; ok {
-		return re // rules that share a regex (a YAML alias) compile it once
+	if re, ok := v.parsed[expr]; ok {
+		return re // rules that share a regex (a YAML alias) parse it once
 	}
-	re, err := regexp.Compile(expr)
-	if err == nil {
-		if v.compiled == nil {
-			v.compiled = map[string]*regexp.Regexp{}
-		}
-		v.compiled[expr] = re
-	}
+	// Parsing finds every error regexp.Compile would; the program is compiled when
+	// a line first needs it.
+	re, err := parseRegex(expr)
 	if err != nil {
 		// RE2 has no backreferences or lookaround: say so, since authors meet it often.
 		var se *syntax.Error
@@ -172,6 +168,10 @@ func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regexp.Regexp 
 		v.errAt(n, rule, "%s does not compile: %s", what, msg)
 		return nil
 	}
+	if v.parsed == nil {
+		v.parsed = map[string]*regex{}
+	}
+	v.parsed[expr] = re
 	return re
 }
 
@@ -208,7 +208,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	names := map[string]bool{} // captures of both regexes, for sources
 	primary := map[string]bool{}
 	if re != nil {
-		for _, n := range re.SubexpNames() {
+		for _, n := range re.names {
 			if n != "" {
 				names[n], primary[n] = true, true
 			}
@@ -219,7 +219,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 		cre := v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex)
 		r.companionRe = cre
 		if cre != nil {
-			for _, n := range cre.SubexpNames() {
+			for _, n := range cre.names {
 				if n != "" {
 					names[n] = true
 				}
