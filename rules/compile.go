@@ -38,11 +38,12 @@ type Compiled struct {
 	SameFaultAs string
 	faultOf     *Compiled
 
-	Regex     *regexp.Regexp
 	Companion *CompiledCompanion
 	// Literals: every match contains one of these (ASCII case-insensitively); nil
 	// when none of minLiteralLen bytes was found and the regex runs on every line.
 	Literals []string
+	// regex is match.regex (see Regexp).
+	regex *regex
 
 	labels []labelMatcher
 	where  []condition
@@ -50,12 +51,15 @@ type Compiled struct {
 
 // CompiledCompanion is a compiled Companion.
 type CompiledCompanion struct {
-	Regex    *regexp.Regexp
 	Position string
 	Lines    int
 	Duration time.Duration
 	Literals []string
+	regex    *regex
 }
+
+// Regexp returns the companion's regex, compiled on first use.
+func (c *CompiledCompanion) Regexp() *regexp.Regexp { return c.regex.compiled() }
 
 type labelMatcher struct {
 	name string
@@ -112,13 +116,14 @@ func Compile(packs []*Pack) (*Set, error) {
 		}
 	}
 	set := &Set{Packs: packs}
+	parsed := map[string]*regex{} // rules that share a regex parse it once
 	for _, id := range order {
 		e := byID[id]
 		if e.r.Enabled != nil && !*e.r.Enabled {
 			set.Disabled = append(set.Disabled, id)
 			continue
 		}
-		c, err := compileRule(e.r, e.pack)
+		c, err := compileRule(e.r, e.pack, parsed)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -251,7 +256,7 @@ func applyDefaults(r Rule, d Defaults) Rule {
 	return r
 }
 
-func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
+func compileRule(r Rule, p *Pack, parsed map[string]*regex) (*Compiled, *Error) {
 	fail := func(format string, args ...any) *Error {
 		return &Error{File: p.File, Line: r.Line, Pack: p.Metadata.Name, Rule: r.ID, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -307,12 +312,12 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 		c.Recover = Recover{Manual: true}
 	}
 	var err error
-	if c.Regex, err = regexp.Compile(r.Match.Regex); err != nil {
+	if c.regex, err = parsedRegex(parsed, r.re, r.Match.Regex); err != nil {
 		return nil, fail("match.regex: %v", err)
 	}
-	c.Literals = requiredLiterals(r.Match.Regex)
+	c.Literals = c.regex.literals
 	names := map[string]int{}
-	for i, n := range c.Regex.SubexpNames() {
+	for i, n := range c.regex.names {
 		if n != "" {
 			names[n] = i
 		}
@@ -322,10 +327,10 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 		if cc.Position == "" {
 			cc.Position = "either"
 		}
-		if cc.Regex, err = regexp.Compile(cp.Regex); err != nil {
+		if cc.regex, err = parsedRegex(parsed, r.companionRe, cp.Regex); err != nil {
 			return nil, fail("match.companion.regex: %v", err)
 		}
-		cc.Literals = requiredLiterals(cp.Regex)
+		cc.Literals = cc.regex.literals
 		c.Companion = cc
 	}
 	for name, w := range r.Match.Where {
@@ -344,6 +349,26 @@ func compileRule(r Rule, p *Pack) (*Compiled, *Error) {
 	}
 	return c, nil
 }
+
+// parsedRegex returns the regex of expr: the one validation parsed, one parsed
+// before for another rule, or a new one.
+func parsedRegex(cache map[string]*regex, validated *regex, expr string) (*regex, error) {
+	if re, ok := cache[expr]; ok {
+		return re, nil
+	}
+	re := validated
+	if re == nil || re.expr != expr {
+		var err error
+		if re, err = parseRegex(expr); err != nil {
+			return nil, err
+		}
+	}
+	cache[expr] = re
+	return re, nil
+}
+
+// Regexp returns the rule's match.regex, compiled on first use.
+func (c *Compiled) Regexp() *regexp.Regexp { return c.regex.compiled() }
 
 // holds evaluates one condition on a captured value.
 func (cd *condition) holds(v string) bool {

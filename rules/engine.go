@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math/bits"
 	"slices"
 	"sort"
 	"sync"
@@ -85,11 +86,11 @@ func NewEngine(set *Set) *Engine {
 	e.companionMusts = make([][][]string, len(set.Rules))
 	e.windowLits = make([][]string, len(set.Rules))
 	for i, r := range set.Rules {
-		e.musts[i] = without(requiredLiteralSets(r.Regex.String()), r.Literals)
+		e.musts[i] = without(r.regex.sets, r.Literals)
 		if r.Companion != nil {
-			e.companionMusts[i] = without(requiredLiteralSets(r.Companion.Regex.String()), r.Companion.Literals)
-			if re := r.Companion.Regex; !slices.ContainsFunc(re.SubexpNames(), func(n string) bool { return n != "" }) &&
-				!anchoredAtStart(re.String()) {
+			cre := r.Companion.regex
+			e.companionMusts[i] = without(cre.sets, r.Companion.Literals)
+			if !slices.ContainsFunc(cre.names, func(n string) bool { return n != "" }) && !cre.anchored {
 				for _, l := range r.Companion.Literals {
 					e.windowLits[i] = append(e.windowLits[i], lower(l))
 				}
@@ -128,7 +129,7 @@ func without(sets [][]string, lits []string) [][]string {
 		low[i] = lower(l)
 	}
 	sort.Strings(low)
-	out := sets[:0]
+	var out [][]string // not in place: sets are the Compiled rule's, kept for the next engine
 	for _, set := range sets {
 		if !slices.Equal(set, low) {
 			out = append(out, set)
@@ -176,13 +177,10 @@ func (e *Engine) Match(l Line, dst []Hit) []Hit {
 		if p == 0 && c == 0 {
 			continue
 		}
-		for bit := 0; bit < 64; bit++ {
+		for set := p | c; set != 0; set &= set - 1 { // the marked rules, in order
+			bit := bits.TrailingZeros64(set)
 			m := uint64(1) << bit
-			if (p|c)&m == 0 {
-				continue
-			}
-			i := w*64 + bit
-			dst = e.eval(i, l, p&m != 0, c&m != 0, s.groupDone, dst)
+			dst = e.eval(w*64+bit, l, p&m != 0, c&m != 0, s.groupDone, dst)
 		}
 		s.primary[w], s.companion[w] = 0, 0
 	}
@@ -219,13 +217,14 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 		}
 	}
 	if companion && r.Companion != nil && holdsAll(l.Text, e.companionMusts[i]) {
+		re := r.Companion.Regexp()
 		if lits := e.windowLits[i]; lits != nil {
 			// No captures to report: whether it matches is all the hit needs.
-			if matchesNear(r.Companion.Regex, l.Text, lits) {
+			if matchesNear(re, l.Text, lits) {
 				dst = append(dst, Hit{Rule: r, Captures: map[string]string{}, Companion: true})
 			}
-		} else if m := r.Companion.Regex.FindStringSubmatchIndex(l.Text); m != nil {
-			dst = append(dst, Hit{Rule: r, Captures: captures(r.Companion.Regex, l.Text, m), Companion: true})
+		} else if m := re.FindStringSubmatchIndex(l.Text); m != nil {
+			dst = append(dst, Hit{Rule: r, Captures: captures(re, l.Text, m), Companion: true})
 		}
 	}
 	return dst
@@ -245,7 +244,8 @@ func (r *Compiled) accepts(l Line) bool {
 }
 
 func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
-	m := r.Regex.FindStringSubmatchIndex(text)
+	re := r.Regexp()
+	m := re.FindStringSubmatchIndex(text)
 	if m == nil {
 		return nil, false
 	}
@@ -261,7 +261,7 @@ func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
 		}
 	}
 	caps := map[string]string{}
-	for i, n := range r.Regex.SubexpNames() {
+	for i, n := range re.SubexpNames() {
 		if n != "" && m[2*i] >= 0 {
 			caps[n] = text[m[2*i]:m[2*i+1]]
 		}

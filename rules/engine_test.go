@@ -186,7 +186,7 @@ func BenchmarkMatch(b *testing.B) {
 	stream := benignStream(b)
 	exprs := make([]string, len(e.Set().Rules))
 	for i, r := range e.Set().Rules {
-		exprs[i] = r.Regex.String()
+		exprs[i] = r.Regexp().String()
 	}
 	b.Run("engine", func(b *testing.B) {
 		var hits []rules.Hit

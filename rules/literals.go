@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -17,15 +18,47 @@ const minLiteralLen = 3
 // maxExact bounds the cross products built for small alternations such as (Fatal|Non-fatal).
 const maxExact = 16
 
-// requiredLiterals returns strings such that every match of expr contains at least
-// one of them, compared ASCII case-insensitively; nil means no such set was found
-// (the regex must run on every line).
-func requiredLiterals(expr string) []string {
-	re, err := syntax.Parse(expr, syntax.Perl)
+// regex is a rule's regular expression: what the engine reads of its syntax, from
+// one parse, and the program, compiled on first use. Most rules never meet a line
+// that holds their literals, so most are never compiled.
+type regex struct {
+	expr string
+	// literals: every match contains one of them, compared ASCII
+	// case-insensitively; nil means no such set was found (the regex must run on
+	// every line).
+	literals []string
+	// sets: every match contains one literal of each set (see literalSetsOf).
+	sets [][]string
+	// anchored: the regex holds ^ or \A, which match at the text's start but not in
+	// its middle.
+	anchored bool
+	// names are the capture names by index, as the program's SubexpNames.
+	names []string
+
+	once sync.Once
+	prog *regexp.Regexp
+}
+
+// parseRegex parses expr (RE2 syntax, as regexp.Compile does) for its regex.
+func parseRegex(expr string) (*regex, error) {
+	tree, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	info := analyze(re.Simplify())
+	s := tree.Simplify()
+	return &regex{expr: expr, literals: literalsOf(s), sets: literalSetsOf(s), anchored: anchoredAt(tree), names: tree.CapNames()}, nil
+}
+
+// compiled returns the program, compiling it the first time. regexp.Compile fails
+// only where syntax.Parse does, which parseRegex has ruled out.
+func (r *regex) compiled() *regexp.Regexp {
+	r.once.Do(func() { r.prog = regexp.MustCompile(r.expr) })
+	return r.prog
+}
+
+// literalsOf returns the required literals of a simplified regex (see regex).
+func literalsOf(re *syntax.Regexp) []string {
+	info := analyze(re)
 	if !usable(info.required) {
 		return nil
 	}
@@ -282,18 +315,14 @@ const (
 	maxSetSize = 8
 )
 
-// requiredLiteralSets returns sets of lower-case literals such that every match of
-// expr contains one literal of each set: the pieces of a concatenation are each
-// required, where requiredLiterals keeps only the best. Checking them is much
+// literalSetsOf returns sets of lower-case literals such that every match of a
+// simplified regex contains one literal of each set: the pieces of a concatenation
+// are each required, where literalsOf keeps only the best. Checking them is much
 // cheaper than running a regex that fails, as most do on a candidate line.
-func requiredLiteralSets(expr string) [][]string {
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return nil
-	}
+func literalSetsOf(re *syntax.Regexp) [][]string {
 	var out [][]string
 	seen := map[string]bool{}
-	for _, set := range requiredSets(re.Simplify()) {
+	for _, set := range requiredSets(re) {
 		if len(set) > maxSetSize || len(out) == maxSets {
 			continue
 		}
@@ -393,13 +422,8 @@ func isWordByte(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
-// anchoredAtStart reports whether expr holds ^ or \A, which match at the text's
-// start but not in its middle (or does not parse).
-func anchoredAtStart(expr string) bool {
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return true
-	}
+// anchoredAt reports whether a regex holds ^ or \A.
+func anchoredAt(re *syntax.Regexp) bool {
 	var walk func(*syntax.Regexp) bool
 	walk = func(re *syntax.Regexp) bool {
 		if re.Op == syntax.OpBeginLine || re.Op == syntax.OpBeginText {
@@ -413,29 +437,47 @@ func anchoredAtStart(expr string) bool {
 // indexFold returns the index of the first occurrence of the lower-case literal in
 // s, folding ASCII letters of s, or -1.
 func indexFold(s, lower string) int {
-	// A byte of the literal that is no letter is the same in s: IndexByte
-	// (vectorised) finds the places to compare.
+	if len(lower) == 0 {
+		return 0
+	}
+	// IndexByte (vectorised) finds the places to compare, by the literal's byte
+	// that log text holds least often: a letter in either case.
 	k := 0
-	for k < len(lower) && 'a' <= lower[k] && lower[k] <= 'z' {
-		k++
-	}
-	if k == len(lower) {
-		for i := 0; i+len(lower) <= len(s); i++ {
-			if fold[s[i]] == lower[0] && equalFold(s[i:i+len(lower)], lower) {
-				return i
-			}
+	for i := 1; i < len(lower); i++ {
+		if byteFreq[lower[i]] < byteFreq[lower[k]] {
+			k = i
 		}
-		return -1
 	}
-	for i := k; i < len(s); i++ {
-		j := strings.IndexByte(s[i:], lower[k])
-		if j < 0 {
+	c := lower[k]
+	other := c // the byte's other case, if it is a letter
+	if 'a' <= c && c <= 'z' {
+		other = c - 'a' + 'A'
+	}
+	next := func(b byte, from int) int {
+		if from >= len(s) {
+			return len(s)
+		}
+		if j := strings.IndexByte(s[from:], b); j >= 0 {
+			return from + j
+		}
+		return len(s)
+	}
+	lo, up := next(c, k), len(s)
+	if other != c {
+		up = next(other, k)
+	}
+	for {
+		i := min(lo, up)
+		if i == len(s) {
 			return -1
 		}
-		i += j
 		if start := i - k; start+len(lower) <= len(s) && equalFold(s[start:start+len(lower)], lower) {
 			return start
 		}
+		if i == lo {
+			lo = next(c, i+1)
+		} else {
+			up = next(other, i+1)
+		}
 	}
-	return -1
 }

@@ -110,11 +110,12 @@ func TestMatchesNearIsMatchString(t *testing.T) {
 }
 
 // TestIndexFold: the first place of a lower-case literal in a text, ASCII letters
-// folded, for literals with and without a byte that is no letter.
+// folded, for literals with and without a byte that is no letter, and whose rarest
+// byte is a letter, met in either case, at either end or repeated.
 func TestIndexFold(t *testing.T) {
 	r := rand.New(rand.NewSource(9))
 	alphabet := "abkKLlinUPup :.é_"
-	for _, lit := range []string{"link is up", "link", "k:", ": l", "ééa"} {
+	for _, lit := range []string{"link is up", "link", "k:", ": l", "ééa", "kk", "upk", "k", "a", "klk"} {
 		for n := 0; n < 20000; n++ {
 			b := make([]byte, r.Intn(30))
 			for i := range b {

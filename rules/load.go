@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -67,9 +68,91 @@ func (es Errors) errorOrNil() error {
 	return es
 }
 
+// Loader loads rule packs. The zero Loader decodes and validates every field.
+type Loader struct {
+	// MatchingOnly leaves out what only `faultline rules test` reads: a rule's
+	// tests, sources and benignSources are neither decoded nor validated. They are
+	// most of a pack's text, so a matcher (scan, the controller's default packs)
+	// loads in a fraction of the time; everything else is checked as strictly.
+	MatchingOnly bool
+}
+
+// ParseFile decodes the rule packs in one YAML file (documents separated by ---),
+// with every field.
+func ParseFile(file string, data []byte) ([]*Pack, error) { return Loader{}.ParseFile(file, data) }
+
 // ParseFile decodes the rule packs in one YAML file (documents separated by ---).
 // Unknown fields are errors; every error names file:line:column and the rule.
-func ParseFile(file string, data []byte) ([]*Pack, error) {
+func (l Loader) ParseFile(file string, data []byte) ([]*Pack, error) {
+	// Each document is tokenised once, into nodes: positions for errors come from
+	// them, and so do the values when every key is a known field (knownFieldsOnly).
+	var docs []*yaml.Node
+	var perr error
+	if l.MatchingOnly {
+		// Most of a pack's text is its rules' tests and sources: leave them out of
+		// the tokenising too, when the text without them proves to be the file
+		// less them (see blankTestingValues).
+		if text, cuts := blankTestingValues(data); cuts != nil {
+			if docs, perr = parseNodes(text); perr != nil || !cutsAreRuleKeys(docs, cuts) {
+				docs = nil
+			}
+		}
+	}
+	if docs == nil {
+		docs, perr = parseNodes(data)
+	}
+	var packs []*Pack
+	var errs Errors
+	for _, doc := range docs {
+		if l.MatchingOnly {
+			dropTestingFields(doc)
+		}
+		if !knownFieldsOnly(doc, reflect.TypeOf(Pack{})) {
+			// An unknown field or a shape knownFieldsOnly does not follow: the
+			// strict decoder's own pass gives the messages.
+			return l.parseFileStrict(file, data)
+		}
+		p := &Pack{File: file}
+		if err := doc.Decode(p); err != nil {
+			errs = append(errs, yamlError(file, doc, err)...)
+			continue
+		}
+		if len(doc.Content) == 0 {
+			continue // an empty document
+		}
+		errs = append(errs, validatePack(p, doc)...)
+		packs = append(packs, p)
+	}
+	if perr != nil {
+		errs = append(errs, yamlError(file, nil, perr)...)
+		return nil, errs
+	}
+	if len(packs) == 0 && len(errs) == 0 {
+		errs = append(errs, &Error{File: file, Msg: "no rule pack in file"})
+	}
+	return packs, errs.errorOrNil()
+}
+
+// parseNodes parses the documents of data into nodes, up to the first error.
+func parseNodes(data []byte) ([]*yaml.Node, error) {
+	var docs []*yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		doc := new(yaml.Node)
+		err := dec.Decode(doc)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return docs, err
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// parseFileStrict decodes data twice, into nodes for positions and with yaml.v3's
+// strict decoder for values and unknown fields.
+func (l Loader) parseFileStrict(file string, data []byte) ([]*Pack, error) {
 	var packs []*Pack
 	var errs Errors
 	nodes := yaml.NewDecoder(bytes.NewReader(data))
@@ -92,6 +175,13 @@ func ParseFile(file string, data []byte) ([]*Pack, error) {
 		}
 		if len(doc.Content) == 0 {
 			continue // an empty document
+		}
+		if l.MatchingOnly {
+			dropTestingFields(&doc)
+			for i := range p.Spec.Rules {
+				r := &p.Spec.Rules[i]
+				r.Tests, r.Sources, r.BenignSources = nil, nil, nil
+			}
 		}
 		errs = append(errs, validatePack(p, &doc)...)
 		packs = append(packs, p)
@@ -241,9 +331,13 @@ func keyNode(n *yaml.Node, keys ...string) *yaml.Node {
 	return nil
 }
 
+// LoadPaths loads packs, with every field, from files and directories (every *.yaml
+// and *.yml file in a directory, in name order; not recursive), in the order given.
+func LoadPaths(paths ...string) ([]*Pack, error) { return Loader{}.LoadPaths(paths...) }
+
 // LoadPaths loads packs from files and directories (every *.yaml and *.yml file in
 // a directory, in name order; not recursive), in the order given.
-func LoadPaths(paths ...string) ([]*Pack, error) {
+func (l Loader) LoadPaths(paths ...string) ([]*Pack, error) {
 	var packs []*Pack
 	var errs Errors
 	for _, p := range paths {
@@ -266,7 +360,7 @@ func LoadPaths(paths ...string) ([]*Pack, error) {
 			if err != nil {
 				return nil, fmt.Errorf("load pack: %w", err)
 			}
-			ps, err := ParseFile(f, data)
+			ps, err := l.ParseFile(f, data)
 			if err != nil {
 				errs = appendErr(errs, err)
 			}
@@ -276,8 +370,11 @@ func LoadPaths(paths ...string) ([]*Pack, error) {
 	return packs, errs.errorOrNil()
 }
 
+// LoadFS loads every *.yaml/*.yml file in dir of fsys, in name order, with every field.
+func LoadFS(fsys fs.FS, dir string) ([]*Pack, error) { return Loader{}.LoadFS(fsys, dir) }
+
 // LoadFS loads every *.yaml/*.yml file in dir of fsys, in name order.
-func LoadFS(fsys fs.FS, dir string) ([]*Pack, error) {
+func (l Loader) LoadFS(fsys fs.FS, dir string) ([]*Pack, error) {
 	files, err := yamlFiles(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("load packs from %s: %w", dir, err)
@@ -290,7 +387,7 @@ func LoadFS(fsys fs.FS, dir string) ([]*Pack, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load pack %s: %w", name, err)
 		}
-		ps, err := ParseFile(name, data)
+		ps, err := l.ParseFile(name, data)
 		if err != nil {
 			errs = appendErr(errs, err)
 		}

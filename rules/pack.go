@@ -90,6 +90,10 @@ type Rule struct {
 
 	// Line is where the rule starts in its file (set by the loader).
 	Line int `yaml:"-"`
+
+	// re and companionRe are match.regex and match.companion.regex as validation
+	// parsed them, so that Compile does not parse them again.
+	re, companionRe *regex
 }
 
 // Match is the line pattern of a rule.

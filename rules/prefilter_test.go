@@ -81,3 +81,32 @@ func TestGramFilterIsExact(t *testing.T) {
 		t.Fatalf("only %d texts held a pattern: the test does not exercise the filter", found)
 	}
 }
+
+// TestEnginesOfOneSetAgree: a compiled set keeps what NewEngine reads of it (the
+// regexes' literal sets), so a second engine over it, as a reload or a test builds,
+// checks the same literals as the first.
+func TestEnginesOfOneSetAgree(t *testing.T) {
+	ps, err := Loader{MatchingOnly: true}.LoadPaths("packs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := Compile(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := NewEngine(set), NewEngine(set)
+	if !reflect.DeepEqual(first.musts, second.musts) || !reflect.DeepEqual(first.companionMusts, second.companionMusts) ||
+		!reflect.DeepEqual(first.windowLits, second.windowLits) {
+		t.Fatal("a second engine over the same set checks other literals")
+	}
+	checked := 0
+	for i, r := range set.Rules {
+		if want := without(requiredLiteralSets(r.Regexp().String()), r.Literals); !reflect.DeepEqual(first.musts[i], want) {
+			t.Errorf("%s: literal sets %q, its regex has %q", r, first.musts[i], want)
+		}
+		checked += len(first.musts[i])
+	}
+	if checked == 0 {
+		t.Fatal("no rule has literal sets to check: the test shows nothing")
+	}
+}

@@ -22,6 +22,8 @@ type validator struct {
 	p    *Pack
 	root *yaml.Node
 	errs Errors
+	// parsed holds the regexes parsed so far, by expression.
+	parsed map[string]*regex
 }
 
 func (v *validator) errAt(n *yaml.Node, rule, format string, args ...any) {
@@ -154,12 +156,17 @@ func (v *validator) probe(n *yaml.Node, rule string, p *Probe) {
 	v.enum(at(n, "onTimeout"), rule, "probe onTimeout", p.OnTimeout, true, "taint", "ignore")
 }
 
-func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regexp.Regexp {
+func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regex {
 	if expr == "" {
 		v.errAt(n, rule, "%s is empty", what)
 		return nil
 	}
-	re, err := regexp.Compile(expr)
+	if re, ok := v.parsed[expr]; ok {
+		return re // rules that share a regex (a YAML alias) parse it once
+	}
+	// Parsing finds every error regexp.Compile would; the program is compiled when
+	// a line first needs it.
+	re, err := parseRegex(expr)
 	if err != nil {
 		// RE2 has no backreferences or lookaround: say so, since authors meet it often.
 		var se *syntax.Error
@@ -170,6 +177,10 @@ func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regexp.Regexp 
 		v.errAt(n, rule, "%s does not compile: %s", what, msg)
 		return nil
 	}
+	if v.parsed == nil {
+		v.parsed = map[string]*regex{}
+	}
+	v.parsed[expr] = re
 	return re
 }
 
@@ -206,10 +217,11 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	mn := at(rn, "match")
 	re := v.regex(at(mn, "regex"), id, "match.regex", r.Match.Regex)
+	r.re = re
 	names := map[string]bool{} // captures of both regexes, for sources
 	primary := map[string]bool{}
 	if re != nil {
-		for _, n := range re.SubexpNames() {
+		for _, n := range re.names {
 			if n != "" {
 				names[n], primary[n] = true, true
 			}
@@ -217,8 +229,10 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 	if c := r.Match.Companion; c != nil {
 		cn := at(mn, "companion")
-		if cre := v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex); cre != nil {
-			for _, n := range cre.SubexpNames() {
+		cre := v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex)
+		r.companionRe = cre
+		if cre != nil {
+			for _, n := range cre.names {
 				if n != "" {
 					names[n] = true
 				}

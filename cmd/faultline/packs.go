@@ -8,12 +8,16 @@ import (
 )
 
 // loadEngine loads packs from dirs (or the embedded defaults when none is given),
-// compiles them and builds the matcher.
-func loadEngine(dirs []string) (*rules.Engine, error) {
+// compiles them and builds the matcher. A loader for matching only (scan) leaves
+// out the rules' tests and sources; lint and test load everything.
+func loadEngine(l rules.Loader, dirs []string) (*rules.Engine, error) {
 	if len(dirs) == 0 {
+		if l.MatchingOnly {
+			return packs.MatchingEngine()
+		}
 		return packs.Engine()
 	}
-	ps, err := rules.LoadPaths(dirs...)
+	ps, err := l.LoadPaths(dirs...)
 	if err != nil {
 		return nil, err
 	}

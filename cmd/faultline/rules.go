@@ -22,7 +22,7 @@ func newRulesCmd() *cobra.Command {
 		Short: "Load and compile rule packs, report errors (file:line:column and rule) and warnings",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			eng, err := loadEngine(args)
+			eng, err := loadEngine(rules.Loader{}, args)
 			if err != nil {
 				return err
 			}
@@ -47,7 +47,7 @@ months, continuation indentation, CRI) and must reach the rule with the captures
 lists; every benignSources entry must not match any rule at warning or above.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			eng, err := loadEngine(args)
+			eng, err := loadEngine(rules.Loader{}, args)
 			if err != nil {
 				return err
 			}
@@ -90,7 +90,7 @@ otherwise. Exits 1 when a message is unaccounted.`,
 			if format != "text" && format != "json" {
 				return fmt.Errorf("--format must be text or json, not %q", format)
 			}
-			eng, err := loadEngine(packDirs)
+			eng, err := loadEngine(rules.Loader{}, packDirs)
 			if err != nil {
 				return err
 			}

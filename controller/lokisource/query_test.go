@@ -167,7 +167,7 @@ func TestEngineQueriesPerSource(t *testing.T) {
 				continue
 			}
 			for _, tc := range r.Tests {
-				if tc.Line == "" || len(r.Regex.FindStringIndex(tc.Line)) == 0 {
+				if tc.Line == "" || len(r.Regexp().FindStringIndex(tc.Line)) == 0 {
 					continue // a test of a non-match, or a companion line
 				}
 				checked++

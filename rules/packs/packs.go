@@ -13,14 +13,26 @@ import (
 //go:embed *.yaml
 var FS embed.FS
 
-// Load parses the default packs, in file name order.
+// Load parses the default packs, in file name order, with every field.
 func Load() ([]*rules.Pack, error) {
 	return rules.LoadFS(FS, ".")
 }
 
-// Engine compiles the default packs into a matcher.
-func Engine() (*rules.Engine, error) {
-	ps, err := Load()
+// LoadForMatching parses the default packs for a matcher: without the rules' tests
+// and sources, which `make test` runs and validates (see Engine).
+func LoadForMatching() ([]*rules.Pack, error) {
+	return rules.Loader{MatchingOnly: true}.LoadFS(FS, ".")
+}
+
+// Engine compiles the default packs, every field included, into a matcher.
+func Engine() (*rules.Engine, error) { return engine(Load) }
+
+// MatchingEngine compiles the default packs into a matcher, leaving out what only
+// testing reads (see LoadForMatching).
+func MatchingEngine() (*rules.Engine, error) { return engine(LoadForMatching) }
+
+func engine(load func() ([]*rules.Pack, error)) (*rules.Engine, error) {
+	ps, err := load()
 	if err != nil {
 		return nil, err
 	}
