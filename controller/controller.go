@@ -56,6 +56,8 @@ type Config struct {
 	Decide decide.Config
 	Act    act.Options
 	Probes trigger.Config
+	// Escalation configures the steps of the rules' escalation ladders.
+	Escalation EscalationConfig
 
 	// CheckpointEvery: how often the leader saves its read position (default 2s).
 	CheckpointEvery time.Duration
@@ -100,6 +102,7 @@ type Controller struct {
 	ready     bool
 	refreshed map[string]time.Time     // fault key → last evidence write for an already-tainted node
 	recorded  map[string]recordedPhase // fault key → phase last written to its NodeFault
+	climbing  map[string]bool          // fault key → a climb of its ladder is under way
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
 	kickCh   chan struct{}     // asks for a reconcile now
@@ -145,7 +148,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, kickCh: make(chan struct{}, 1)}
+		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, climbing: map[string]bool{}, kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	rc := cfg.Records

@@ -82,6 +82,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	for _, d := range c.decider.Release(facts) {
 		c.apply(ctx, d)
 	}
+	c.reconcileLadders(ctx)
 	c.collectResolved(ctx)
 	c.updateGauges()
 }

@@ -181,9 +181,10 @@ type Escalation struct {
 	// State is how far the step got.
 	// +optional
 	State StepState `json:"state,omitempty"`
-	// Time is when the step was reached.
+	// Time is when the step was reached; before the first, the time of the firing
+	// the climb counts from.
 	// +optional
-	Time *metav1.Time `json:"time,omitempty"`
+	Time *metav1.MicroTime `json:"time,omitempty"`
 	// Reason is the step's trigger: why it was reached.
 	// +optional
 	Reason string `json:"reason,omitempty"`
@@ -199,8 +200,9 @@ type Escalation struct {
 
 // Firing is one firing of the fault's rule on its node.
 type Firing struct {
-	// Time is the time of the firing's line.
-	Time metav1.Time `json:"time"`
+	// Time is the time of the firing's line (to the microsecond: firings of one
+	// second are told apart).
+	Time metav1.MicroTime `json:"time"`
 	// BootID is the node's boot id when the line was written, when known.
 	// +optional
 	BootID string `json:"bootID,omitempty"`
