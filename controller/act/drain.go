@@ -1,18 +1,18 @@
 package act
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/kubectl/pkg/drain"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 )
@@ -34,14 +34,25 @@ type DrainResult struct {
 }
 
 // Drain evicts the pods of node through the Eviction API, so PodDisruptionBudgets
-// are respected, with client-go's drain helper (k8s.io/kubectl/pkg/drain). It does
-// not cordon: the node already carries the rule's NoSchedule or NoExecute taint (the
-// ladder climbs from it), and the admission policy keeps the controller off
-// spec.unschedulable, which belongs to the operators. DaemonSet pods stay (they
-// tolerate the taint anyway); pods without a controller are not deleted (a drain
-// never loses a pod nobody would recreate): the attempt fails and says so.
-// timeout bounds the attempt (DefaultDrainTimeout when 0); gracePeriod < 0 keeps
-// each pod's own.
+// are respected. It does not cordon: the node already carries the rule's
+// NoSchedule or NoExecute taint (the ladder climbs from it), and the admission
+// policy keeps the controller off spec.unschedulable, which belongs to the
+// operators. It follows kubectl drain's rules: DaemonSet and mirror pods stay
+// (they tolerate the taint or belong to the kubelet), finished pods are left
+// alone, and a pod without a controller is never evicted (nobody would recreate
+// it): the attempt fails and says so. It does not wait for the evicted pods to
+// terminate: an accepted eviction is the kubelet's to finish.
+//
+// The drain helper of k8s.io/kubectl/pkg/drain is not used: it imports Go's
+// plugin package (through cli-runtime and kustomize), and with cgo that makes the
+// linker bind every symbol at start-up (-z now), which go-nvml's lazily bound
+// symbols (absent from older drivers) do not survive: every cgo binary and test
+// linking the controller and go-nvml would die at start.
+//
+// timeout bounds the attempt (DefaultDrainTimeout when 0): client-go retries a
+// refused eviction (429) by itself, so a budget that allows no disruption ends
+// the attempt at the deadline, as ErrDrainBlocked. gracePeriod < 0 keeps each
+// pod's own.
 func (a *Actor) Drain(ctx context.Context, node string, timeout time.Duration, gracePeriod int) (DrainResult, error) {
 	if err := a.ready(); err != nil {
 		return DrainResult{}, err
@@ -49,48 +60,72 @@ func (a *Actor) Drain(ctx context.Context, node string, timeout time.Duration, g
 	if timeout <= 0 {
 		timeout = DefaultDrainTimeout
 	}
-	// The deadline bounds every request too: client-go retries a refused eviction
-	// (429) by itself, which would otherwise outlast the helper's own timeout.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var res DrainResult
-	var mu sync.Mutex
-	errOut := &limitedBuffer{max: 16 << 10}
-	h := &drain.Helper{
-		Ctx:                 ctx,
-		Client:              a.client,
-		IgnoreAllDaemonSets: true,
-		DeleteEmptyDirData:  true,
-		GracePeriodSeconds:  gracePeriod,
-		Timeout:             timeout,
-		Out:                 &limitedBuffer{max: 16 << 10},
-		ErrOut:              errOut,
-		OnPodDeletionOrEvictionFinished: func(p *corev1.Pod, _ bool, err error) {
-			if err == nil {
-				mu.Lock()
-				res.Evicted = append(res.Evicted, p.Namespace+"/"+p.Name)
-				mu.Unlock()
-			}
-		},
+	pods, err := a.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(), Limit: maxDrainPods})
+	if err != nil {
+		return res, fmt.Errorf("drain %s: list pods: %w", node, err)
 	}
-	list, errs := h.GetPodsForDeletion(node)
+	if pods.Continue != "" {
+		return res, fmt.Errorf("drain %s: more than %d pods on the node", node, maxDrainPods)
+	}
+	var evict []corev1.Pod
+	var unmanaged, left []string
+	for _, p := range pods.Items {
+		ctrl := metav1.GetControllerOf(&p)
+		switch {
+		case p.DeletionTimestamp != nil, p.Status.Phase == corev1.PodSucceeded, p.Status.Phase == corev1.PodFailed:
+		case p.Annotations[corev1.MirrorPodAnnotationKey] != "":
+			left = append(left, p.Namespace+"/"+p.Name+" (mirror)")
+		case ctrl != nil && ctrl.Kind == "DaemonSet":
+			left = append(left, p.Namespace+"/"+p.Name+" (DaemonSet)")
+		case ctrl == nil:
+			unmanaged = append(unmanaged, p.Namespace+"/"+p.Name)
+		default:
+			evict = append(evict, p)
+		}
+	}
+	if len(left) > 0 {
+		res.Warnings = "left on the node: " + strings.Join(left, ", ")
+	}
+	if len(unmanaged) > 0 {
+		return res, fmt.Errorf("drain %s: pods without a controller would be lost, not evicted: %s", node, strings.Join(unmanaged, ", "))
+	}
+	var errs []error
+	var refused []corev1.Pod
+	for _, p := range evict {
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+		if gracePeriod >= 0 {
+			g := int64(gracePeriod)
+			ev.DeleteOptions = &metav1.DeleteOptions{GracePeriodSeconds: &g}
+		}
+		err := a.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			res.Evicted = append(res.Evicted, p.Namespace+"/"+p.Name)
+		case apierrors.IsTooManyRequests(err), errors.Is(err, context.DeadlineExceeded), ctx.Err() != nil:
+			refused = append(refused, p)
+		default:
+			errs = append(errs, fmt.Errorf("evict %s/%s: %w", p.Namespace, p.Name, err))
+		}
+	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("drain %s: %w", node, errors.Join(errs...))
 	}
-	res.Warnings = list.Warnings()
-	if err := h.DeleteOrEvictPods(list.Pods()); err != nil {
-		// A refused eviction is retried until the deadline; a budget's refusal is a
-		// wait, anything else a failure. The budgets themselves say which it was.
-		if pdb := a.blockingPDB(context.WithoutCancel(ctx), list.Pods()); pdb != "" {
+	if len(refused) > 0 {
+		// The budgets say whether it was theirs; the context is spent, so ask anew.
+		if pdb := a.blockingPDB(context.WithoutCancel(ctx), refused); pdb != "" {
 			return res, fmt.Errorf("drain %s: %w %s", node, ErrDrainBlocked, pdb)
 		}
-		if msg := errOut.String(); strings.Contains(msg, "disruption budget") {
-			return res, fmt.Errorf("drain %s: %w: %s", node, ErrDrainBlocked, msg)
-		}
-		return res, fmt.Errorf("drain %s: %w", node, err)
+		return res, fmt.Errorf("drain %s: %d eviction(s) not accepted within %s", node, len(refused), timeout)
 	}
 	return res, nil
 }
+
+// maxDrainPods bounds the pods one drain lists (a node runs at most a few hundred).
+const maxDrainPods = 1000
 
 // blockingPDB names the PodDisruptionBudget (namespace/name) that allows no
 // disruption of one of pods still there, or "" when none does.
@@ -115,29 +150,6 @@ func (a *Actor) blockingPDB(ctx context.Context, pods []corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-// limitedBuffer keeps at most max bytes of what is written to it (the rest is
-// dropped: the helper's progress lines are for logs, not for memory).
-type limitedBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   bytes.Buffer
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if room := l.max - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (l *limitedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Escalating lists the cached records of faults that climb a ladder: those whose
