@@ -149,6 +149,10 @@ func ladderError(c *Compiled) string {
 		if s.ProbeFailed && len(c.Probe.Checks) == 0 {
 			return fmt.Sprintf("escalate step %d: probeFailed needs the rule's probe.checks", i+1)
 		}
+		// The drain does not cordon: the rule's taint keeps the evicted pods away.
+		if s.Action == StepDrain && c.Taint.Effect == "PreferNoSchedule" {
+			return fmt.Sprintf("escalate step %d: drain needs a taint that keeps pods away (NoSchedule or NoExecute), not %s", i+1, c.Taint.Effect)
+		}
 	}
 	return ""
 }

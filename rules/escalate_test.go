@@ -97,4 +97,9 @@ spec:
 	if _, err := compile(t, event); err == nil || !strings.Contains(err.Error(), "escalate needs action taint or probe") {
 		t.Fatalf("an event rule's ladder: %v", err)
 	}
+	soft := strings.Replace(event, "action: event}", "action: taint, taint: {effect: PreferNoSchedule}}", 1)
+	soft = strings.Replace(soft, "{action: service, reboots: 1}", "{action: drain, reboots: 1}", 1)
+	if _, err := compile(t, soft); err == nil || !strings.Contains(err.Error(), "drain needs a taint that keeps pods away") {
+		t.Fatalf("a drain under a PreferNoSchedule taint: %v", err)
+	}
 }

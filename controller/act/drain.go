@@ -128,20 +128,16 @@ func (a *Actor) Drain(ctx context.Context, node string, timeout time.Duration, g
 const maxDrainPods = 1000
 
 // blockingPDB names the PodDisruptionBudget (namespace/name) that allows no
-// disruption of one of pods still there, or "" when none does.
+// disruption of one of pods, or "" when none does.
 func (a *Actor) blockingPDB(ctx context.Context, pods []corev1.Pod) string {
 	for _, p := range pods {
-		cur, err := a.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil || cur.DeletionTimestamp != nil {
-			continue // gone or going
-		}
 		pdbs, err := a.client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			continue
 		}
 		for _, b := range pdbs.Items {
 			sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
-			if err != nil || sel.Empty() || !sel.Matches(labels.Set(cur.Labels)) {
+			if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
 				continue
 			}
 			if b.Status.DisruptionsAllowed < 1 || b.Status.ObservedGeneration < b.Generation {
