@@ -47,7 +47,14 @@ func laddered(d decide.Decision) bool {
 // ladderFiring records a firing of a laddered fault (every one: the repeat trigger
 // counts them) and climbs its ladder when a step is due.
 func (c *Controller) ladderFiring(ctx context.Context, f fault.Fault) {
-	boot, _ := c.actor.BootID(f.Node)
+	// The boot the line was written in (its metadata), else the node's boot now.
+	var boot string
+	if n := len(f.Evidence); n > 0 {
+		boot = f.Evidence[n-1].Labels[logstream.MetaBootID]
+	}
+	if boot == "" {
+		boot, _ = c.actor.BootID(f.Node)
+	}
 	nf, err := c.records.Record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Fault: &f, BootID: boot, Firing: true})
 	if err != nil {
 		c.m.recordErrors.Inc()
