@@ -157,26 +157,35 @@ func (c *Controller) climb(ctx context.Context, f fault.Fault, nf *v1alpha1.Node
 	}
 	d := c.decider.Escalate(f, s, facts)
 	result := "ok"
-	defer func() { c.m.decisions.WithLabelValues(string(d.Kind), result, string(d.Mode)).Inc() }()
 	rec := &v1alpha1.Escalation{Step: int32(s.Index + 1), Action: string(s.Action), Reason: s.Why}
+	reason := ""
+	label := "escalate-" + string(s.Action)
 	switch d.Kind {
 	case decide.KindEscalate:
 		rec.State, rec.Message = c.takeStep(ctx, f, nf, s)
-		if rec.State == v1alpha1.StepFailed {
+		switch rec.State {
+		case v1alpha1.StepFailed:
 			result = "error"
+		case v1alpha1.StepWaiting:
+			result = "waiting"
 		}
 	case decide.KindHold:
-		rec.State, rec.Message = v1alpha1.StepHeld, d.Message
-		c.event(ctx, f, ReasonEscalationHeld, d.Message)
+		rec.State, rec.Message, reason = v1alpha1.StepHeld, d.Message, ReasonEscalationHeld
+		label = "hold-" + string(d.Reason)
 	default:
-		// Below enforce, or dry-run: said, not taken; the ladder does not move.
-		c.event(ctx, f, act.ReasonAnnotated, d.Message)
-		c.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Decision: string(d.Kind) + "-escalate", Message: d.Message})
-		return
+		label = string(d.Kind) + "-" + label
+		// Below enforce, or dry-run: said, not taken. The step stays held, so the
+		// ladder does not move past it until the rule may act.
+		rec.State, rec.Message, reason = v1alpha1.StepHeld, d.Message, act.ReasonAnnotated
 	}
-	if nf.Status.Escalation != nil && nf.Status.Escalation.Step == rec.Step && nf.Status.Escalation.State == rec.State &&
-		nf.Status.Escalation.Message == rec.Message {
-		return // a retry that changed nothing: no write
+	if old := nf.Status.Escalation; old != nil && old.Step == rec.Step && old.State == rec.State && old.Message == rec.Message {
+		return // a retry that changed nothing: no write, no Event
+	}
+	// Counted when the step's outcome changes: a wait retried every reconcile is
+	// one decision, not one a reconcile.
+	c.m.decisions.WithLabelValues(label, result, string(d.Mode)).Inc()
+	if reason != "" {
+		c.event(ctx, f, reason, d.Message)
 	}
 	if nf.Status.Escalation != nil && nf.Status.Escalation.Step == rec.Step && nf.Status.Escalation.Time != nil {
 		rec.Time = nf.Status.Escalation.Time // retries keep the time the step was reached

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -152,7 +153,7 @@ func TestEscalationLadder(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero := 0
-	cl.start(options{packs: []string{dir}, decide: decide.Config{MaxPercent: 100, DisableStorm: true},
+	r := cl.start(options{packs: []string{dir}, decide: decide.Config{MaxPercent: 100, DisableStorm: true},
 		escalate: controller.EscalationConfig{Remediator: rem, DrainTimeout: 2 * time.Second, DrainGraceSeconds: &zero}})
 
 	// Rung 0: the first Xid taints.
@@ -192,6 +193,13 @@ func TestEscalationLadder(t *testing.T) {
 		e := cl.escalation("gpu-1", "ladder-xid")
 		return e.Step == 1 && e.State == v1alpha1.StepDone && !cl.podExists("guarded-a")
 	})
+
+	decided := func(action, result string) float64 {
+		return testutil.ToFloat64(r.m.Decisions().WithLabelValues(action, result, "enforce"))
+	}
+	if d, w := decided("escalate-drain", "ok"), decided("escalate-drain", "waiting"); d != 2 || w != 1 {
+		t.Errorf("decisions{escalate-drain}: ok %v (want 2), waiting %v (want 1: the retries of the wait are not counted)", d, w)
+	}
 
 	// Rung 2: once more, and gpu-0 goes to service.
 	cl.push("gpu-0", time.Now(), xidLine)
