@@ -56,6 +56,8 @@ type Config struct {
 	Decide decide.Config
 	Act    act.Options
 	Probes trigger.Config
+	// Escalation configures the steps of the rules' escalation ladders.
+	Escalation EscalationConfig
 
 	// CheckpointEvery: how often the leader saves its read position (default 2s).
 	CheckpointEvery time.Duration
@@ -103,6 +105,7 @@ type Controller struct {
 	moves     map[string]bool          // nodes that joined (true) or left (false) the shard since the last reconcile
 	// fleetRecords: fleet fault record name → what was last written to it.
 	fleetRecords map[string]fleetWritten
+	climbing     map[string]bool // fault key → a climb of its ladder is under way
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
 	kickCh   chan struct{}     // asks for a reconcile now
@@ -148,7 +151,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, fleetRecords: map[string]fleetWritten{}, kickCh: make(chan struct{}, 1)}
+		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, fleetRecords: map[string]fleetWritten{}, climbing: map[string]bool{}, kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	rc := cfg.Records

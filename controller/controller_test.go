@@ -136,6 +136,7 @@ type options struct {
 	decide   decide.Config
 	probes   trigger.Config
 	act      act.Options
+	escalate controller.EscalationConfig
 	client   kubernetes.Interface // default: the cluster's
 	// lease and checkpoint name a shard's objects (default: the controller's).
 	lease, checkpoint string
@@ -178,7 +179,7 @@ func (cl *cluster) launch(o options) *running {
 		Election: leader.Config{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond},
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
-		Decide:   o.decide, Probes: o.probes, Act: o.act, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
+		Decide:   o.decide, Probes: o.probes, Act: o.act, Escalation: o.escalate, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
 		InitialLookback: time.Hour, Metrics: m, Auth: &kubeauth.Reviewer{Client: cl.cs, NegativeTTL: time.Millisecond},
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})

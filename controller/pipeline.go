@@ -190,6 +190,10 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 		if result == "ok" {
 			c.recordDecision(ctx, d, d.Message)
 		}
+		// Every firing counts on a ladder, those whose evidence write is skipped too.
+		if laddered(d) && (result == "ok" || result == "recent") {
+			c.ladderFiring(ctx, f)
+		}
 	}()
 	switch d.Kind {
 	case decide.KindTaint, decide.KindAlreadyTainted:

@@ -22,7 +22,9 @@ type Compiled struct {
 	Action      Action
 	// Mode is the rule's adoption stage: its own, else its pack's, else enforce.
 	// The controller may lower it further (a ceiling); see Mode.
-	Mode      Mode
+	Mode Mode
+	// Escalate is the rule's escalation ladder, in order (see Step).
+	Escalate  []Step
 	Exclusive string
 	Taint     Taint
 	Probe     Probe
@@ -214,6 +216,9 @@ func patch(dst *Rule, p Rule) {
 	if p.Mode != "" {
 		dst.Mode = p.Mode
 	}
+	if p.Escalate != nil {
+		dst.Escalate = p.Escalate
+	}
 	if p.Tests != nil {
 		dst.Tests = p.Tests
 	}
@@ -264,7 +269,7 @@ func compileRule(r Rule, p *Pack, parsed map[string]*regex) (*Compiled, *Error) 
 		ID: r.ID, Pack: p.Metadata.Name, File: p.File, Line: r.Line, Description: r.Description,
 		Source: r.Source, Severity: r.Severity, Action: r.Action, Exclusive: r.Exclusive,
 		Cooldown: r.Cooldown.D(), Tests: r.Tests, Sources: r.Sources, BenignSources: r.BenignSources,
-		SameFaultAs: r.SameFaultAs, Mode: r.Mode,
+		SameFaultAs: r.SameFaultAs, Mode: r.Mode, Escalate: r.Escalate,
 	}
 	if c.Mode == "" {
 		c.Mode = ModeEnforce
@@ -298,6 +303,9 @@ func compileRule(r Rule, p *Pack, parsed map[string]*regex) (*Compiled, *Error) 
 	}
 	if c.Action == ActionProbe && len(c.Probe.Checks) == 0 {
 		return nil, fail("action probe needs probe.checks")
+	}
+	if msg := ladderError(c); msg != "" {
+		return nil, fail("%s", msg)
 	}
 	c.Threshold = Threshold{Count: 1}
 	if r.Threshold != nil {

@@ -75,8 +75,11 @@ type Rule struct {
 	Cooldown  Duration   `yaml:"cooldown"`
 	Recover   *Recover   `yaml:"recover"`
 	// Mode overrides the pack's mode for this rule.
-	Mode  Mode       `yaml:"mode"`
-	Tests []RuleTest `yaml:"tests"`
+	Mode Mode `yaml:"mode"`
+	// Escalate is the rule's escalation ladder (see Step): what to do, in order,
+	// when a fault it acted on comes back, persists or fails its probe.
+	Escalate []Step     `yaml:"escalate"`
+	Tests    []RuleTest `yaml:"tests"`
 	// Sources are the format strings, in the programs that print them, whose lines
 	// the rule catches; BenignSources are format strings it must not catch.
 	Sources       []SourceRef `yaml:"sources"`

@@ -203,6 +203,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	v.taint(at(rn, "taint"), id, r.Taint)
 	v.labels(at(rn, "labels"), id, r.Labels)
 	v.probe(at(rn, "probe"), id, r.Probe)
+	v.escalate(at(rn, "escalate"), id, r)
 	if r.Threshold != nil {
 		tn := at(rn, "threshold")
 		if r.Threshold.Count < 1 {

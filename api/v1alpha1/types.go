@@ -42,6 +42,7 @@ const (
 // +kubebuilder:printcolumn:name="Pack",type=string,JSONPath=`.spec.pack`,priority=1
 // +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=`.spec.severity`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.escalation.action`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Count",type=integer,JSONPath=`.status.count`
 // +kubebuilder:printcolumn:name="Last-Seen",type=date,JSONPath=`.status.lastSeen`
@@ -186,6 +187,64 @@ type NodeFaultStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=1024
 	Members []string `json:"members,omitempty"`
+
+	// Escalation is where the fault stands on its rule's escalation ladder: the
+	// step reached, when and why. Absent for a rule without a ladder.
+	// +optional
+	Escalation *Escalation `json:"escalation,omitempty"`
+}
+
+// StepState is the state of the escalation step reached.
+type StepState string
+
+// Step states.
+const (
+	// StepDone: the step's action was carried out.
+	StepDone StepState = "Done"
+	// StepWaiting: the step is under way and waits (an eviction a
+	// PodDisruptionBudget blocks, a GPU in use); it is retried.
+	StepWaiting StepState = "Waiting"
+	// StepHeld: the step takes capacity and a budget or a storm holds it.
+	StepHeld StepState = "Held"
+	// StepFailed: the step's action failed; it is retried.
+	StepFailed StepState = "Failed"
+)
+
+// Escalation records a fault's climb of its rule's ladder.
+type Escalation struct {
+	// Step is the number (1-based) of the last step reached; 0 when none is.
+	Step int32 `json:"step"`
+	// Action is that step's action: taint, drain, gpu-reset, remediate, service.
+	// +optional
+	Action string `json:"action,omitempty"`
+	// State is how far the step got.
+	// +optional
+	State StepState `json:"state,omitempty"`
+	// Time is when the step was reached; before the first, the time of the firing
+	// the climb counts from.
+	// +optional
+	Time *metav1.MicroTime `json:"time,omitempty"`
+	// Reason is the step's trigger: why it was reached.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says what the step did or waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Firings are the rule's firings on the node (time and boot id), newest last:
+	// what the repeat and reboots triggers count.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Firings []Firing `json:"firings,omitempty"`
+}
+
+// Firing is one firing of the fault's rule on its node.
+type Firing struct {
+	// Time is the time of the firing's line (to the microsecond: firings of one
+	// second are told apart).
+	Time metav1.MicroTime `json:"time"`
+	// BootID is the node's boot id when the line was written, when known.
+	// +optional
+	BootID string `json:"bootID,omitempty"`
 }
 
 // TaintState is where the fault's taint stands on the Node.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -81,6 +82,7 @@ func newControllerCmd() *cobra.Command {
 		agentPods  *proberun.AgentPods
 		maxMode    string
 		shard      shardFlags
+		remedyDir  string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -119,6 +121,13 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			cfg.Client = client
+			dyn, err := dynamic.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			if cfg.Escalation.Remediator, err = act.NewRemediator(dyn, client.Discovery(), remedyDir, cfg.Namespace); err != nil {
+				return fmt.Errorf("--remediation-templates: %w", err)
+			}
 			reg := prometheus.NewRegistry()
 			limited := prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_api_rate_limited_total",
 				Help: "API requests refused with 429: their token was not cached and the token reviews per second were spent."})
@@ -185,6 +194,8 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
 	f.StringVar(&maxMode, "max-mode", string(rules.ModeEnforce), "ceiling of every rule's mode (observe < annotate < enforce): a rule in a higher mode acts in this one")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
+	f.StringVar(&remedyDir, "remediation-templates", "", "directory of remediation templates (NAME.yaml: one object with {{.Node}}-style placeholders) for the escalation step remediate")
+	f.DurationVar(&cfg.Escalation.DrainTimeout, "drain-timeout", act.DefaultDrainTimeout, "how long one attempt of an escalation's drain may take; a drain a PodDisruptionBudget blocks waits and is tried again")
 	df.register(f, &cfg.Decide)
 	ff.register(f, &cfg.Decide.Fleet)
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")

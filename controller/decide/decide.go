@@ -106,6 +106,8 @@ type Decision struct {
 	Mode rules.Mode
 	// Message explains the decision for logs and Events.
 	Message string
+	// Step is, for KindEscalate (and its holds and dry-runs), the escalation step.
+	Step *Step
 }
 
 // Effective is the kind of the decision, looking through dry-run.

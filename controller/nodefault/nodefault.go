@@ -39,6 +39,7 @@ const (
 	// maxHistory and maxProbes bound the status lists (the CRD's MaxItems is higher).
 	maxHistory = 20
 	maxProbes  = 10
+	maxFirings = 32
 	maxMessage = 1024
 )
 
@@ -220,6 +221,12 @@ type Change struct {
 	// ClearTaint removes it.
 	Taint      *v1alpha1.TaintRecord
 	ClearTaint bool
+	// Firing, with Fault, adds the firing (its time, BootID) to the escalation
+	// record its ladder's triggers count.
+	Firing bool
+	// Step, when set, becomes the escalation step reached (number, action, state,
+	// reason, message; time set here unless given); the firings are kept.
+	Step *v1alpha1.Escalation
 }
 
 // Record applies c to the NodeFault of a rule on node, creating it when there is
@@ -328,6 +335,34 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 	}
 	if c.ClearTaint {
 		st.Taint = nil
+	}
+	if c.Firing && c.Fault != nil {
+		if st.Escalation == nil {
+			// The climb counts from the firing that started it (the taint's).
+			t := metav1.NewMicroTime(c.Fault.Time)
+			st.Escalation = &v1alpha1.Escalation{Time: &t}
+		}
+		boot := c.BootID
+		if boot == "" {
+			boot = st.BootID
+		}
+		e := st.Escalation
+		e.Firings = append(e.Firings, v1alpha1.Firing{Time: metav1.NewMicroTime(c.Fault.Time), BootID: boot})
+		if n := len(e.Firings); n > maxFirings {
+			e.Firings = slices.Delete(e.Firings, 0, n-maxFirings)
+		}
+	}
+	if c.Step != nil {
+		e := *c.Step
+		if st.Escalation != nil {
+			e.Firings = st.Escalation.Firings
+		}
+		if e.Time == nil {
+			t := metav1.NewMicroTime(now.Time)
+			e.Time = &t
+		}
+		e.Reason, e.Message = truncate(e.Reason, maxMessage), truncate(e.Message, maxMessage)
+		st.Escalation = &e
 	}
 	if c.Taint != nil {
 		t := *c.Taint

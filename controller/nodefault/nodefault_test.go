@@ -126,7 +126,7 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 		get := kubectl("get", "nodefaults")
 		t.Logf("kubectl get nodefaults:\n%s", get)
 		header, row, _ := strings.Cut(get, "\n")
-		if strings.Join(strings.Fields(header), " ") != "NAME NODE RULE SEVERITY MODE PHASE COUNT LAST-SEEN AGE" ||
+		if strings.Join(strings.Fields(header), " ") != "NAME NODE RULE SEVERITY MODE STEP PHASE COUNT LAST-SEEN AGE" ||
 			strings.Join(strings.Fields(row)[:7], " ") != "gpu-17.nvidia-xid.xid-79 gpu-17 xid-79 critical enforce Tainted 2" {
 			t.Errorf("printer columns:\n%s", get)
 		}

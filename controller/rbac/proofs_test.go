@@ -13,6 +13,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -121,6 +122,28 @@ type proof struct {
 // proofs maps every permission of the ClusterRole and the Role to a call the
 // controller makes with it. A permission without a proof fails TestEveryPermissionHasAProof.
 var proofs = map[atom]proof{
+	{"", "pods", "list", "", ""}: {"the drain step lists the node's pods in every namespace (and the agent pods' informer lists its namespace's)", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		if _, err := sa.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=probe-agent", Limit: 1}); err != nil {
+			return err
+		}
+		_, err := sa.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + f.node, Limit: 1})
+		return err
+	}},
+	{"", "pods/eviction", "create", "", ""}: {"the drain step evicts a pod (the Eviction API enforces PodDisruptionBudgets)", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		name := fmt.Sprint("proof-", f.next())
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{NodeName: f.node, Containers: []corev1.Container{{Name: "c", Image: "proof"}}}}
+		if _, err := f.admin.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("admin: %w", err)
+		}
+		zero := int64(0)
+		return sa.PolicyV1().Evictions(metav1.NamespaceDefault).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &zero}})
+	}},
+	{"policy", "poddisruptionbudgets", "list", "", ""}: {"a blocked drain names the PodDisruptionBudget that blocks it", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		_, err := sa.PolicyV1().PodDisruptionBudgets(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	}},
 	{"", "nodes", "list", "", ""}: {"the Node informer lists", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 		return err
@@ -244,10 +267,6 @@ var proofs = map[atom]proof{
 		_, err = sa.CoordinationV1().Leases(f.ns).Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	}},
-	{"", "pods", "list", "", ""}: {"the agent pods' informer lists", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
-		_, err := sa.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=probe-agent", Limit: 1})
-		return err
-	}},
 	{"", "pods", "watch", "", ""}: {"the agent pods' informer watches", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		sec := int64(1)
 		w, err := sa.CoreV1().Pods(f.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=probe-agent", TimeoutSeconds: &sec})
@@ -346,7 +365,8 @@ func TestEveryPermissionHasAProof(t *testing.T) {
 		}
 	}
 	for _, a := range atoms(cr.Rules) {
-		if namespaced[a.resource] {
+		// The drain step lists a node's pods wherever they run.
+		if namespaced[a.resource] && !(a.resource == "pods" && a.verb == "list") {
 			t.Errorf("ClusterRole grants %s in every namespace: it belongs in the Role", a)
 		}
 	}

@@ -293,8 +293,10 @@ func TestControllerRBAC(t *testing.T) {
 			{ns, "", "configmaps", "", "update", false, "another"},
 			{ns, "", "configmaps", "", "get", false, ""},
 			{ns, "coordination.k8s.io", "leases", "", "update", false, ""},
-			// Pods of its namespace only, read only.
-			{metav1.NamespaceDefault, "", "pods", "", "list", false, ""},
+			// Pods: listed anywhere (the drain step), evicted (through the budgets),
+			// never read one by one, written or deleted.
+			{metav1.NamespaceDefault, "", "pods", "", "list", true, ""},
+			{metav1.NamespaceDefault, "", "pods", "eviction", "create", true, ""},
 			{ns, "", "pods", "", "get", false, ""},
 			{ns, "", "pods", "", "update", false, ""},
 			{ns, "", "pods", "exec", "create", false, ""},
@@ -309,7 +311,6 @@ func TestControllerRBAC(t *testing.T) {
 			{"kube-system", "", "secrets", "", "get", false, ""},
 			{metav1.NamespaceDefault, "", "pods", "", "create", false, ""},
 			{metav1.NamespaceDefault, "", "pods", "", "delete", false, ""},
-			{metav1.NamespaceDefault, "", "pods", "eviction", "create", false, ""},
 			{"kube-system", "", "configmaps", "", "patch", false, ""},
 			{"kube-system", "", "configmaps", "", "update", false, ""},
 			{metav1.NamespaceDefault, "", "configmaps", "", "get", false, ""},

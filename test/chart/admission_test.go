@@ -23,8 +23,9 @@ import (
 // TestControllerAdmissionPolicy installs the chart's ValidatingAdmissionPolicy in a
 // real apiserver and acts on a Node as the controller's ServiceAccount (with RBAC to
 // update any Node) and as another identity with the same RBAC: the controller may
-// set faultline.io/ taints, labels and annotations and the FaultlineFault
-// condition, and nothing else; the other identity is not affected.
+// set faultline.io/ taints, labels and annotations and the FaultlineFault and
+// FaultlineService conditions, and nothing else (no cordon: the drain step evicts
+// under the rule's taint); the other identity is not affected.
 func TestControllerAdmissionPolicy(t *testing.T) {
 	env, _ := startWithPolicy(t, "faultline-controller-nodes")
 	ctx := context.Background()
@@ -91,14 +92,16 @@ func TestControllerAdmissionPolicy(t *testing.T) {
 		t.Fatalf("controller: removing its own taint and label: %v", err)
 	}
 
-	// Status: the FaultlineFault condition only.
 	condPatch := func(typ string) []byte {
 		b, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
 			"type": typ, "status": "True", "reason": "Test", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}})
 		return b
 	}
-	if _, err := controller.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, condPatch("FaultlineFault"), metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatalf("controller: the FaultlineFault condition: %v", err)
+	// Status: the FaultlineFault condition and the service step's FaultlineService.
+	for _, c := range []string{"FaultlineFault", "FaultlineService"} {
+		if _, err := controller.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, condPatch(c), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("controller: the %s condition: %v", c, err)
+		}
 	}
 	_, err = controller.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, condPatch("Ready"), metav1.PatchOptions{}, "status")
 	refused("set the Ready condition", err)
