@@ -712,7 +712,16 @@ func TestActor(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually.True(t, 10*time.Second, "both records in the cache", func() bool { return len(a.faults.List()) >= 2 })
+		// The cache also holds the records of the other subtests: wait for these two.
+		eventually.True(t, 10*time.Second, "both Placing records in the cache", func() bool {
+			n := 0
+			for _, nf := range a.faults.List() {
+				if (nf.Spec.Node == "place-1" || nf.Spec.Node == "place-2") && nf.Status.Taint != nil && nf.Status.Taint.State == v1alpha1.TaintPlacing {
+					n++
+				}
+			}
+			return n == 2
+		})
 		if adopted, cleared, err := a.CheckPlacing(ctx, time.Hour); err != nil || len(adopted)+len(cleared) != 0 {
 			t.Fatalf("young Placing records settled: %v %v %v", adopted, cleared, err)
 		}
