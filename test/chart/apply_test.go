@@ -150,11 +150,16 @@ func TestApply(t *testing.T) {
 			{"", "create", "faultline.io", "probes", "", "gpu-1", true},
 			{"", "delete", "", "nodes", "", "gpu-1", false},
 			{"faultline", "get", "", "secrets", "", "", false},
-			// Only its own Lease and checkpoint; the agent pods of its namespace.
+			// Only its own Lease and checkpoint; the agent pods of its namespace watched.
 			{"faultline", "get", "", "configmaps", "", "faultline-default-packs", false},
 			{"faultline", "update", "coordination.k8s.io", "leases", "", "another", false},
-			{"faultline", "list", "", "pods", "", "", true},
-			{"default", "list", "", "pods", "", "", false},
+			{"faultline", "watch", "", "pods", "", "", true},
+			{"default", "watch", "", "pods", "", "", false},
+			// The ladder's drain step: pods listed everywhere and evicted, never deleted.
+			{"default", "list", "", "pods", "", "", true},
+			{"default", "create", "", "pods", "eviction", "", true},
+			{"default", "delete", "", "pods", "", "", false},
+			{"default", "list", "policy", "poddisruptionbudgets", "", "", true},
 		}},
 		{"faultline", "faultline-probe-agent", []check{
 			{"", "create", "authentication.k8s.io", "tokenreviews", "", "", true},
