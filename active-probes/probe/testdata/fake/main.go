@@ -4,7 +4,7 @@
 // links it under each name; it checks its arguments the way the real program would,
 // then prints a recorded output.
 //
-//	FAULTLINE_FAKE_OUTPUT_<PROG>  (PROG upper-case: PCIEBW, DGEMM, ...) the output file of
+//	FAULTLINE_FAKE_OUTPUT_<PROG>  (PROG upper-case, "-" as "_": PCIEBW, NVIDIA_SMI, ...) the output file of
 //	                       that program, when several fakes share one environment
 //	FAULTLINE_FAKE_OUTPUT  file whose content goes to stdout (required); <file>.stderr
 //	                       goes to stderr and <file>.exit holds the exit code, if present
@@ -64,7 +64,7 @@ func main() {
 			time.Sleep(dur)
 		}
 	}
-	path := os.Getenv("FAULTLINE_FAKE_OUTPUT_" + strings.ToUpper(prog))
+	path := os.Getenv("FAULTLINE_FAKE_OUTPUT_" + strings.ToUpper(strings.ReplaceAll(prog, "-", "_")))
 	if path == "" {
 		path = os.Getenv("FAULTLINE_FAKE_OUTPUT")
 	}
