@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/grafana/loki/pkg/push"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
@@ -120,7 +121,7 @@ func TestGPUResetStep(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "site.yaml"), []byte(resetPack), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cl.start(options{packs: []string{dir}, decide: decide.Config{MaxPercent: 100, DisableStorm: true}, probes: pc})
+	r := cl.start(options{packs: []string{dir}, decide: decide.Config{MaxPercent: 100, DisableStorm: true}, probes: pc})
 
 	cl.push("gpu-a", time.Now(), resetLine)
 	cl.push("gpu-b", time.Now(), resetLine)
@@ -158,6 +159,11 @@ func TestGPUResetStep(t *testing.T) {
 	}
 	if hasProbingTaint(cl, "gpu-a") {
 		t.Error("gpu-a's probing taint outlived the reset")
+	}
+	for _, check := range []string{"gpu-reset", "pciebw"} {
+		if n := testutil.ToFloat64(r.m.ProbeResults().WithLabelValues(check, "pass", "escalation")); n != 1 {
+			t.Errorf("%s passes counted for the escalation: %v, want 1", check, n)
+		}
 	}
 
 	// gpu-b: a pod holds a GPU; the agent refuses, the step waits and runs nothing.
