@@ -14,6 +14,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
@@ -149,6 +150,10 @@ func (c *Controller) climb(ctx context.Context, f fault.Fault, nf *v1alpha1.Node
 	label := "escalate-" + string(s.Action)
 	switch d.Kind {
 	case decide.KindEscalate:
+		// Reached when it starts: what the step itself records (gpu-reset's
+		// confirming probes) comes after it, for the step that follows.
+		started := metav1.NewMicroTime(time.Now())
+		rec.Time = &started
 		rec.State, rec.Message = c.takeStep(ctx, f, nf, s)
 		switch rec.State {
 		case v1alpha1.StepFailed:
@@ -235,7 +240,14 @@ func (c *Controller) takeStep(ctx context.Context, f fault.Fault, nf *v1alpha1.N
 		}
 		return done("created remediation " + obj + " from template " + s.Template)
 	case rules.StepGPUReset:
-		return fail(errors.New("gpu-reset is not implemented yet: the probe agent has no reset command"))
+		r, err := c.triggers.ResetGPUs(ctx, f)
+		if errors.Is(err, trigger.ErrGPUsBusy) {
+			return v1alpha1.StepWaiting, err.Error()
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return done(fmt.Sprintf("%s; confirming probes %s %s: %s", r.Message, strings.Join(r.Checks, ","), r.Verdict, r.Summary))
 	}
 	return fail(fmt.Errorf("unknown step action %q", s.Action))
 }

@@ -69,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_leader",
 			Help: "1 while this replica leads."}),
 		probeResults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_results_total",
-			Help: "Probe results received from agents (and the controller's own checks), by check, status and trigger (manual, schedule, rule, recovery)."},
+			Help: "Probe results received from agents (and the controller's own checks), by check, status and trigger (manual, schedule, rule, recovery, escalation)."},
 			[]string{"check", "status", "trigger"}),
 		probeSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_runs_skipped_total",
 			Help: "Scheduled probe rounds skipped because the previous round of the check was still running."}, []string{"check"}),

@@ -57,13 +57,23 @@ func pciebwOutput(t *testing.T, path string, slowGBps float64) string {
 // its own fake pciebw output) and returns its URL.
 func startAgent(t *testing.T, bin, kubeconfig, node, fakes, output string, extra ...string) string {
 	t.Helper()
-	// The agents listen on loopback, so their peers are loopback addresses; a kubelet
-	// API that reports no GPU pods; probe rounds far more often than a real cluster's.
+	// A kubelet API that reports no GPU pods.
+	args := append([]string{"--pod-resources-socket=" + testenv.StartPodResources(t).Socket}, extra...)
+	return startAgentEnv(t, bin, kubeconfig, node, fakes, []string{"FAULTLINE_FAKE_OUTPUT=" + output}, args...)
+}
+
+// startAgentEnv runs `faultline probe-agent` for a node with the fake GPU programs
+// in fakes, env added to its environment (the fakes' outputs) and args added to its
+// flags (a kubelet socket: --pod-resources-socket), and returns its URL.
+func startAgentEnv(t *testing.T, bin, kubeconfig, node, fakes string, env []string, extra ...string) string {
+	t.Helper()
+	// The agents listen on loopback, so their peers are loopback addresses; probe
+	// rounds far more often than a real cluster's.
 	args := append([]string{"probe-agent", "--node", node, "--listen", "127.0.0.1:0", "--kubeconfig", kubeconfig,
 		"--command", "pciebw=" + filepath.Join(fakes, "pciebw"), "--command", "dgemm=" + filepath.Join(fakes, "dgemm"),
-		"--allow-peer=127.0.0.0/8", "--pod-resources-socket=" + testenv.StartPodResources(t).Socket, "--max-runs-per-minute=6000"}, extra...)
+		"--allow-peer=127.0.0.0/8", "--max-runs-per-minute=6000"}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "FAULTLINE_FAKE_OUTPUT="+output)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

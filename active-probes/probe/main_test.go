@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// fakeBin is the directory holding the fake pciebw, dgemm, dcgmi and ping (testdata/fake),
+// fakeBin is the directory holding the fake pciebw, dgemm, dcgmi, ping and nvidia-smi (testdata/fake),
 // built once by TestMain.
 var fakeBin string
 
@@ -49,7 +49,7 @@ func buildFakes(dir string) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%v\n%s", err, out)
 	}
-	for _, name := range []string{"pciebw", "dgemm", "dcgmi", "ping"} {
+	for _, name := range []string{"pciebw", "dgemm", "dcgmi", "ping", "nvidia-smi"} {
 		if err := os.Symlink(exe, filepath.Join(dir, name)); err != nil {
 			return err
 		}

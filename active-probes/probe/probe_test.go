@@ -18,6 +18,7 @@ func TestRegistryHasEveryProbe(t *testing.T) {
 	}{
 		"nvml": {true, false}, "pciebw": {false, true}, "dgemm": {false, true},
 		"dcgm": {false, false}, "iperf3": {false, true}, "ping": {false, false}, "iperf3-server": {false, false},
+		"gpu-reset": {false, true},
 	}
 	var names []string
 	for _, s := range Default().List() {

@@ -153,7 +153,7 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 	f.StringVar(&keyFile, "tls-key-file", "", "key of --tls-cert-file")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for token and access reviews (default $KUBECONFIG, then in-cluster)")
 	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agent.TokenAudience+"); default the apiserver's")
-	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping); default: the name in $PATH")
+	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping, nvidia-smi); default: the name in $PATH")
 	f.StringArrayVar(&timeouts, "timeout", nil, "override a check's timeout, check=duration (repeatable)")
 	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")
 	f.StringVar(&cfg.SysfsRoot, "sysfs-root", "", "where sysfs is mounted (default /sys)")

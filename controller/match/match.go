@@ -66,7 +66,7 @@ func (s *Stage) Process(e logstream.Line) Result {
 		// A second witness (an NVML event beside the kernel's line) fires the fault of
 		// the rule it names: one fault, decided and recorded once.
 		res.Faults = append(res.Faults, fault.Fault{Node: e.Node, Rule: o.Rule.FaultRule(), Captures: o.Captures, Count: o.Count,
-			Time: e.Time, Evidence: o.Evidence})
+			Time: e.Time, Evidence: withLabels(o.Evidence, e)})
 	}
 	// Forget windows nobody can complete any more, now and then.
 	if e.Time.Sub(s.lastPrune) > time.Minute {
@@ -74,6 +74,19 @@ func (s *Stage) Process(e logstream.Line) Result {
 		s.lastPrune = e.Time
 	}
 	return res
+}
+
+// withLabels gives the firing line, the evidence's last, its labels and structured
+// metadata, which the correlator does not keep: the escalation's reboots trigger
+// reads the boot id the line was written in there.
+func withLabels(ev []logstream.Line, e logstream.Line) []logstream.Line {
+	n := len(ev)
+	if n == 0 || len(e.Labels) == 0 || !ev[n-1].Time.Equal(e.Time) || ev[n-1].Text != e.Text {
+		return ev
+	}
+	out := append([]logstream.Line(nil), ev...)
+	out[n-1].Labels = e.Labels
+	return out
 }
 
 // minHorizon keeps correlation state at least this long even when every rule looks

@@ -59,3 +59,22 @@ func TestProcess(t *testing.T) {
 		t.Fatalf("no node: %+v", r)
 	}
 }
+
+// The firing line keeps its labels and metadata in the evidence (the boot id the
+// ladder's reboots trigger reads); the lines before it are the correlator's.
+func TestFiringLineLabels(t *testing.T) {
+	e := engine(t)
+	s := New(func() *rules.Engine { return e })
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var r Result
+	for i, boot := range []string{"boot-1", "boot-1", "boot-2"} {
+		r = s.Process(logstream.Line{Node: "gpu-2", Source: logstream.SourceKernel, Stream: `{node="gpu-2"}`, Time: t0.Add(time.Duration(i) * time.Second),
+			Text: "eth0: Link down", Labels: map[string]string{logstream.MetaBootID: boot}})
+	}
+	if len(r.Faults) != 1 || len(r.Faults[0].Evidence) != 3 {
+		t.Fatalf("3 link-downs: %+v", r)
+	}
+	if ev := r.Faults[0].Evidence; ev[2].Labels[logstream.MetaBootID] != "boot-2" {
+		t.Errorf("the firing line's boot id: %v", ev[2].Labels)
+	}
+}

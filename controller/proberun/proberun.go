@@ -34,6 +34,9 @@ const (
 	TriggerSchedule Trigger = "schedule"
 	TriggerRule     Trigger = "rule"
 	TriggerRecovery Trigger = "recovery"
+	// TriggerEscalation: a step of a rule's escalation ladder (gpu-reset and the
+	// confirming probes after it).
+	TriggerEscalation Trigger = "escalation"
 )
 
 // State is the progress of a run or of one node in it.
@@ -68,13 +71,18 @@ type Request struct {
 
 // NodeRun is one node's part of a run.
 type NodeRun struct {
-	Node     string         `json:"node"`
-	State    State          `json:"state"`
-	Status   probe.Status   `json:"status,omitempty"`
-	Results  []probe.Result `json:"results,omitempty"`
-	Error    string         `json:"error,omitempty"`
-	Started  time.Time      `json:"started,omitempty"`
-	Finished time.Time      `json:"finished,omitempty"`
+	Node    string         `json:"node"`
+	State   State          `json:"state"`
+	Status  probe.Status   `json:"status,omitempty"`
+	Results []probe.Result `json:"results,omitempty"`
+	Error   string         `json:"error,omitempty"`
+	// Refused is the agent's HTTP status when it refused the run (409: containers
+	// hold the node's GPUs, or another invasive check runs there); Pods the pods it
+	// named.
+	Refused  int       `json:"refused,omitempty"`
+	Pods     []string  `json:"pods,omitempty"`
+	Started  time.Time `json:"started,omitempty"`
+	Finished time.Time `json:"finished,omitempty"`
 }
 
 // Run is a record of a request and what it found.
@@ -430,6 +438,10 @@ func (d *Dispatcher) runNode(ctx context.Context, run *Run, i int, node string, 
 	if err != nil {
 		nr.Error = err.Error()
 		nr.Status = probe.Worst(nr.Status, probe.StatusError)
+		var refused *agent.APIError
+		if errors.As(err, &refused) {
+			nr.Refused, nr.Pods = refused.Code, refused.Pods
+		}
 	}
 	d.running[node]--
 	if d.running[node] <= 0 {

@@ -67,9 +67,10 @@ func procStatus(pid int, field string) int64 {
 }
 
 // BuildFakeGPUPrograms builds the recorded-output stand-in for the programs that need a
-// GPU or DCGM (active-probes/probe/testdata/fake) and links it as pciebw, dgemm and
-// dcgmi in a new directory, which it returns. Each prints the file named by
-// FAULTLINE_FAKE_OUTPUT_<PROGRAM> or FAULTLINE_FAKE_OUTPUT.
+// GPU or DCGM (active-probes/probe/testdata/fake) and links it as pciebw, dgemm,
+// dcgmi and nvidia-smi in a new directory, which it returns. Each prints the file
+// named by FAULTLINE_FAKE_OUTPUT_<PROGRAM> (NVIDIA_SMI for nvidia-smi) or
+// FAULTLINE_FAKE_OUTPUT.
 func BuildFakeGPUPrograms(t TB) string {
 	t.Helper()
 	root, err := RepoRoot()
@@ -83,7 +84,7 @@ func BuildFakeGPUPrograms(t TB) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testenv: build the fake GPU programs: %v\n%s", err, out)
 	}
-	for _, name := range []string{"pciebw", "dgemm", "dcgmi"} {
+	for _, name := range []string{"pciebw", "dgemm", "dcgmi", "nvidia-smi"} {
 		if err := os.Symlink(filepath.Join(dir, "fake"), filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}

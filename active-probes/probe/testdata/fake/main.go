@@ -1,9 +1,10 @@
 // Command fake stands in for the programs the probes run where the real ones cannot
-// work (no GPU, no DCGM): pciebw, dgemm and dcgmi. The test binary builds it once and
+// work (no GPU, no DCGM): pciebw, dgemm, dcgmi, ping and nvidia-smi (--gpu-reset only:
+// it resets nothing). The test binary builds it once and
 // links it under each name; it checks its arguments the way the real program would,
 // then prints a recorded output.
 //
-//	FAULTLINE_FAKE_OUTPUT_<PROG>  (PROG upper-case: PCIEBW, DGEMM, ...) the output file of
+//	FAULTLINE_FAKE_OUTPUT_<PROG>  (PROG upper-case, "-" as "_": PCIEBW, NVIDIA_SMI, ...) the output file of
 //	                       that program, when several fakes share one environment
 //	FAULTLINE_FAKE_OUTPUT  file whose content goes to stdout (required); <file>.stderr
 //	                       goes to stderr and <file>.exit holds the exit code, if present
@@ -48,6 +49,8 @@ func main() {
 		err = checkDcgmi(args)
 	case "ping":
 		err = checkPing(args)
+	case "nvidia-smi":
+		err = checkNvidiaSMI(args)
 	default:
 		err = fmt.Errorf("unknown program name %q", prog)
 	}
@@ -61,7 +64,7 @@ func main() {
 			time.Sleep(dur)
 		}
 	}
-	path := os.Getenv("FAULTLINE_FAKE_OUTPUT_" + strings.ToUpper(prog))
+	path := os.Getenv("FAULTLINE_FAKE_OUTPUT_" + strings.ToUpper(strings.ReplaceAll(prog, "-", "_")))
 	if path == "" {
 		path = os.Getenv("FAULTLINE_FAKE_OUTPUT")
 	}
@@ -175,6 +178,24 @@ func checkPing(args []string) error {
 		return fmt.Errorf("usage: ping [options] <destination>")
 	}
 	return nil
+}
+
+// checkNvidiaSMI accepts "--gpu-reset [-i <id or PCI address>]", the only use the
+// probes make of nvidia-smi.
+func checkNvidiaSMI(args []string) error {
+	if len(args) == 0 || args[0] != "--gpu-reset" {
+		return fmt.Errorf("the fake only knows --gpu-reset, got %q", args)
+	}
+	switch len(args) {
+	case 1:
+		return nil
+	case 3:
+		if args[1] != "-i" || args[2] == "" || strings.HasPrefix(args[2], "-") {
+			return fmt.Errorf("expected -i <gpu>, got %q", args[1:])
+		}
+		return nil
+	}
+	return fmt.Errorf("unexpected arguments %q", args[1:])
 }
 
 // filterGPUs keeps the JSON lines whose "gpu" is in the set, and every other line.
