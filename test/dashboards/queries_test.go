@@ -542,6 +542,24 @@ func valueChecks(t *testing.T, s *stack) map[targetKey]check {
 		faults("Fault lines by node and kind", "E"): func(r result, _ map[targetKey]result) error {
 			return equalCounts(r.totals("node"), linkDownsByNode)
 		},
+		faults("Fault lines by node and kind", "F"): func(r result, _ map[targetKey]result) error {
+			return equalCounts(r.totals("node"), map[string]int{"gpu-1": len(nvmlXids)})
+		},
+		faults("Top Xid codes", "B"): func(r result, _ map[targetKey]result) error {
+			return equalCounts(r.totals("xid"), s.nvml)
+		},
+		faults("Xid codes by node and GPU", "B"): func(r result, _ map[targetKey]result) error {
+			want := map[string]int{}
+			for x, n := range s.nvml {
+				want["gpu-1 "+x] = n
+			}
+			for _, se := range r.Series {
+				if se.Labels["pci"] == "" {
+					return fmt.Errorf("no pci label: %v", se.Labels)
+				}
+			}
+			return equalCounts(r.totals("node", "xid"), want)
+		},
 		faults("Top Xid codes", "A"): func(r result, _ map[targetKey]result) error {
 			want := xids["gpu-1"]
 			got := r.totals("xid")

@@ -389,6 +389,8 @@ type stack struct {
 	written logData
 	kmsg    map[string]*kmsgFile
 	trainer *criLog
+	// nvml counts the NVML Xid lines pushed (pushNVML) by code, all of gpu-1.
+	nvml map[string]int
 	// rawLogs holds each component's output, shown when the test fails.
 	rawLogs string
 }
@@ -556,6 +558,7 @@ func startStack(t *testing.T) *stack {
 		r, err := lokiQuery(env.LokiURL(), `sum by (node) (count_over_time({source="pod"} |= "probe result" |= "\"component\":\"probe-agent\"" |= "\"check\":\"ping\"" [1h]))`, true, window{})
 		return err == nil && len(r.Series) == 2 && r.Series[0].last() >= 2 && r.Series[1].last() >= 2
 	})
+	s.pushNVML(t)
 	s.seedLifecycle(t)
 	time.Sleep(3 * time.Second) // a few more scrapes
 	return s
