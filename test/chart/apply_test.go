@@ -154,7 +154,11 @@ func TestApply(t *testing.T) {
 			{"faultline", "get", "", "configmaps", "", "faultline-default-packs", false},
 			{"faultline", "update", "coordination.k8s.io", "leases", "", "another", false},
 			{"faultline", "list", "", "pods", "", "", true},
-			{"default", "list", "", "pods", "", "", false},
+			// The ladder's drain step: a node's pods in every namespace, evicted through
+			// the Eviction API (PodDisruptionBudgets hold), never deleted.
+			{"default", "list", "", "pods", "", "", true},
+			{"default", "create", "", "pods", "eviction", "trainer-0", true},
+			{"default", "delete", "", "pods", "", "trainer-0", false},
 		}},
 		{"faultline", "faultline-probe-agent", []check{
 			{"", "create", "authentication.k8s.io", "tokenreviews", "", "", true},
