@@ -168,6 +168,7 @@ func New(cfg Config) (*Controller, error) {
 	if c.actor, err = act.New(cfg.Client, ao); err != nil {
 		return nil, err
 	}
+	c.m.setRecords(c.actor.NodeFaults)
 	if c.decider, err = decide.New(cfg.Decide); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package controller
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+)
 
 // The controller's collectors, for the tests to read with prometheus testutil.
 
@@ -15,3 +19,7 @@ func (m *Metrics) ProbeSkipped() *prometheus.CounterVec { return m.probeSkipped 
 func (m *Metrics) OtherShard() prometheus.Counter       { return m.otherShard }
 func (m *Metrics) ShardMoves() *prometheus.CounterVec   { return m.shardMoves }
 func (m *Metrics) FleetFaults() *prometheus.GaugeVec    { return m.fleetFaults }
+
+// Records is the collector of the NodeFault gauges; SetRecords names their source.
+func (m *Metrics) Records() prometheus.Collector                { return m.records }
+func (m *Metrics) SetRecords(list func() []*v1alpha1.NodeFault) { m.setRecords(list) }

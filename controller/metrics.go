@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 )
 
@@ -28,6 +31,7 @@ type Metrics struct {
 	probeResults     *prometheus.CounterVec
 	probeSkipped     *prometheus.CounterVec
 	loki             *lokisource.PrometheusMetrics
+	records          *recordsCollector
 }
 
 // NewMetrics creates the metrics and registers them with reg (if not nil).
@@ -73,11 +77,61 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"check", "status", "trigger"}),
 		probeSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_runs_skipped_total",
 			Help: "Scheduled probe rounds skipped because the previous round of the check was still running."}, []string{"check"}),
-		loki: lokisource.NewPrometheusMetrics(reg),
+		loki:    lokisource.NewPrometheusMetrics(reg),
+		records: &recordsCollector{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.shardMoves, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
-			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped)
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped, m.records)
 	}
 	return m
+}
+
+var (
+	faultsDesc = prometheus.NewDesc("faultline_controller_faults",
+		"NodeFault records by scope (Node, Fleet), phase and the mode the rule last acted in, from the controller's informer cache.",
+		[]string{"scope", "phase", "mode"}, nil)
+	stepsDesc = prometheus.NewDesc("faultline_controller_escalation_steps",
+		"Faults past the first rung of their rule's escalation ladder, by the action and state of the last step reached, from the controller's informer cache (resolved faults excluded).",
+		[]string{"action", "state"}, nil)
+)
+
+// recordsCollector counts the NodeFault records at each scrape, so the gauges are
+// what the apiserver holds (every replica's cache), not what one replica decided.
+type recordsCollector struct {
+	list atomic.Pointer[func() []*v1alpha1.NodeFault]
+}
+
+// setRecords names where the records come from (the actor's cache), once it exists.
+func (m *Metrics) setRecords(list func() []*v1alpha1.NodeFault) { m.records.list.Store(&list) }
+
+func (c *recordsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- faultsDesc
+	ch <- stepsDesc
+}
+
+func (c *recordsCollector) Collect(ch chan<- prometheus.Metric) {
+	list := c.list.Load()
+	if list == nil {
+		return
+	}
+	type fkey struct{ scope, phase, mode string }
+	type skey struct{ action, state string }
+	faults, steps := map[fkey]int{}, map[skey]int{}
+	for _, nf := range (*list)() {
+		scope := string(nf.Spec.Scope)
+		if scope == "" {
+			scope = string(v1alpha1.ScopeNode)
+		}
+		faults[fkey{scope, string(nf.Status.Phase), nf.Status.Mode}]++
+		if e := nf.Status.Escalation; e != nil && e.Step > 0 && nf.Status.Phase != v1alpha1.PhaseResolved {
+			steps[skey{e.Action, string(e.State)}]++
+		}
+	}
+	for k, n := range faults {
+		ch <- prometheus.MustNewConstMetric(faultsDesc, prometheus.GaugeValue, float64(n), k.scope, k.phase, k.mode)
+	}
+	for k, n := range steps {
+		ch <- prometheus.MustNewConstMetric(stepsDesc, prometheus.GaugeValue, float64(n), k.action, k.state)
+	}
 }

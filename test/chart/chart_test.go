@@ -69,6 +69,8 @@ func TestRejects(t *testing.T) {
 		{"unknown rule mode ceiling", []string{"controller.maxMode=enforcing"}, "/controller/maxMode"},
 		{"fleet of one node", []string{"controller.fleet.minNodes=1"}, "/controller/fleet/minNodes"},
 		{"fleet group budget over 100 %", []string{"controller.fleet.groupBudget=150"}, "/controller/fleet/groupBudget"},
+		{"drain timeout without a unit", []string{"controller.escalation.drainTimeout=30"}, "/controller/escalation/drainTimeout"},
+		{"remediation template name not a file name", []string{"controller.escalation.remediationTemplates.Self_Node=x"}, "'Self_Node' does not match pattern"},
 		{"otlp without a collector", []string{"collector.enabled=false"}, "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint"},
 		{"direct push with basic auth", []string{"exporter.output=loki", "loki.basicAuth.username=u", "loki.basicAuth.password=p"}, "exporter.output=loki cannot authenticate"},
 		{"collector TLS Secret with TLS off", []string{"collector.tls.enabled=false", "collector.tls.existingSecret=certs"}, "collector.tls.existingSecret is set but collector.tls.enabled is false"},
@@ -145,7 +147,8 @@ func TestDefaults(t *testing.T) {
 	for _, a := range []string{"--loki-url=http://loki-gateway.loki.svc.cluster.local", "--listen=:9401", "--no-default-packs",
 		"--packs=/etc/faultline/packs/defaults", "--probe-agent-port=9402", "--probe-node-selector=nvidia.com/gpu.present=true",
 		"--lease-duration=15s", "--renew-deadline=10s", "--retry-period=2s", "--dry-run=false",
-		"--fleet-label=topology.kubernetes.io/rack", "--fleet-label=nvidia.com/gpu.clique", "--fleet-min-nodes=3", "--fleet-window=10m"} {
+		"--fleet-label=topology.kubernetes.io/rack", "--fleet-label=nvidia.com/gpu.clique", "--fleet-min-nodes=3", "--fleet-window=10m",
+		"--drain-timeout=30s"} {
 		if !hasArg(cc, a) {
 			t.Errorf("controller args %v lack %s", cc.Args, a)
 		}
@@ -724,6 +727,20 @@ func TestValuesFiles(t *testing.T) {
 			if !hasArg(cc, a) {
 				t.Errorf("controller args %v lack %s", cc.Args, a)
 			}
+		}
+		// escalation.remediationTemplates: a ConfigMap of NAME.yaml files, mounted for
+		// --remediation-templates, the placeholders left for the controller.
+		if !hasArg(cc, "--remediation-templates=/etc/faultline/remediation") || !hasArg(cc, "--drain-timeout=2m") {
+			t.Errorf("controller args %v lack the remediation templates or the drain timeout", cc.Args)
+		}
+		vol, m := mountAt(&ctl.Spec.Template.Spec, cc, "/etc/faultline/remediation")
+		if vol == nil || vol.ConfigMap == nil || vol.ConfigMap.Name != "ex-faultline-remediation-templates" || !m.ReadOnly {
+			t.Errorf("remediation templates are not the ConfigMap ex-faultline-remediation-templates mounted read-only: %+v %+v", vol, m)
+		}
+		if cm := objs.find("ConfigMap", "ex-faultline-remediation-templates"); cm == nil {
+			t.Error("no ConfigMap ex-faultline-remediation-templates")
+		} else if tmpl := convert[corev1.ConfigMap](t, cm).Data["self-node.yaml"]; !strings.Contains(tmpl, `name: "{{.Node}}"`) || !strings.Contains(tmpl, "kind: SelfNodeRemediation") {
+			t.Errorf("self-node.yaml in the ConfigMap:\n%s", tmpl)
 		}
 		if e := env(cc, "LOKI_PASSWORD"); e == nil || e.ValueFrom.SecretKeyRef.Name != "loki-credentials" || e.ValueFrom.SecretKeyRef.Key != "token" {
 			t.Errorf("LOKI_PASSWORD %+v, want loki-credentials/token", e)

@@ -542,6 +542,24 @@ func valueChecks(t *testing.T, s *stack) map[targetKey]check {
 		faults("Fault lines by node and kind", "E"): func(r result, _ map[targetKey]result) error {
 			return equalCounts(r.totals("node"), linkDownsByNode)
 		},
+		faults("Fault lines by node and kind", "F"): func(r result, _ map[targetKey]result) error {
+			return equalCounts(r.totals("node"), map[string]int{"gpu-1": len(nvmlXids)})
+		},
+		faults("Top Xid codes", "B"): func(r result, _ map[targetKey]result) error {
+			return equalCounts(r.totals("xid"), s.nvml)
+		},
+		faults("Xid codes by node and GPU", "B"): func(r result, _ map[targetKey]result) error {
+			want := map[string]int{}
+			for x, n := range s.nvml {
+				want["gpu-1 "+x] = n
+			}
+			for _, se := range r.Series {
+				if se.Labels["pci"] == "" {
+					return fmt.Errorf("no pci label: %v", se.Labels)
+				}
+			}
+			return equalCounts(r.totals("node", "xid"), want)
+		},
 		faults("Top Xid codes", "A"): func(r result, _ map[targetKey]result) error {
 			want := xids["gpu-1"]
 			got := r.totals("xid")
@@ -670,7 +688,21 @@ func valueChecks(t *testing.T, s *stack) map[targetKey]check {
 		probesKey("Probe durations (s)", "A"):      present("check", "pciebw", "dgemm", "ping", "iperf3"),
 		probesKey("Loki lag (s)", "A"):             has("query", "kernel", "pod"),
 		probesKey("Held faults", "A"):              has("reason", "budget", "storm"),
-		probesKey("Taints, budget, rules", "B"):    countSeries(1),
+		// The lifecycle seed (seedLifecycle): one fault at the service step, one rule on
+		// trial in annotate, one fleet fault of the pack dashboards-fleet.
+		probesKey("Faults by escalation step", "A"): func(r result, _ map[targetKey]result) error {
+			if got := r.lasts("action", "state"); len(got) != 1 || got["service Done"] != 1 {
+				return fmt.Errorf("%v, want only service Done = 1", got)
+			}
+			return nil
+		},
+		probesKey("Faults by escalation step", "B"): has("action", "escalate-service"),
+		probesKey("Node faults by phase", "A"):      lastAtLeast(map[string]float64{"Tainted": 2, "Observed": 1}, "phase"),
+		probesKey("Open node faults by mode", "A"):  lastAtLeast(map[string]float64{"enforce": 2, "annotate": 1}, "mode"),
+		probesKey("Open node faults by mode", "B"):  has("mode", "enforce", "annotate"),
+		probesKey("Fleet faults", "A"):              lastIs(map[string]float64{"topology.kubernetes.io/rack dashboards-fleet": 1}, "label", "family"),
+		probesKey("Fleet faults", "B"):              lastIs(map[string]float64{"Held": 1}, "phase"),
+		probesKey("Taints, budget, rules", "B"):     countSeries(1),
 		probesKey("Matches by rule", "A"): func(r result, _ map[targetKey]result) error {
 			for _, se := range r.Series {
 				if strings.HasPrefix(se.Labels["rule"], "nvidia-xid/") && se.max() > 0 {
@@ -707,6 +739,19 @@ func has(label string, values ...string) check {
 		for _, v := range values {
 			if !got[v] {
 				return fmt.Errorf("no series with %s=%q: %v", label, v, got)
+			}
+		}
+		return nil
+	}
+}
+
+// lastAtLeast checks the last value of each series named (by labels) is at least want's.
+func lastAtLeast(want map[string]float64, labels ...string) check {
+	return func(r result, _ map[targetKey]result) error {
+		got := r.lasts(labels...)
+		for k, v := range want {
+			if got[k] < v {
+				return fmt.Errorf("%s: %v, want at least %v (all: %v)", k, got[k], v, got)
 			}
 		}
 		return nil

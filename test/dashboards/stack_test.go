@@ -389,6 +389,8 @@ type stack struct {
 	written logData
 	kmsg    map[string]*kmsgFile
 	trainer *criLog
+	// nvml counts the NVML Xid lines pushed (pushNVML) by code, all of gpu-1.
+	nvml map[string]int
 	// rawLogs holds each component's output, shown when the test fails.
 	rawLogs string
 }
@@ -500,7 +502,7 @@ func startStack(t *testing.T) *stack {
 	start(t, controllerLog.writer(t, filepath.Join(s.rawLogs, "controller.log")), nil, bin, "controller",
 		"--kubeconfig", env.Kubeconfig(), "--namespace", "faultline", "--identity", "faultline-controller-0",
 		"--loki-url", env.LokiURL(), "--listen", fmt.Sprintf("127.0.0.1:%d", controllerPort), "--initial-lookback", "1h",
-		"--budget-percent", "100", "--reconcile-interval", "1s",
+		"--budget-percent", "100", "--reconcile-interval", "1s", "--packs", writeLifecyclePacks(t), "--fleet-min-nodes", "2",
 		"--probe-agent", fmt.Sprintf("gpu-1=http://127.0.0.1:%d", agentPort["gpu-1"]),
 		"--probe-agent", fmt.Sprintf("gpu-2=http://127.0.0.1:%d", agentPort["gpu-2"]),
 		"--probe-token-file", tokenFile)
@@ -556,6 +558,8 @@ func startStack(t *testing.T) *stack {
 		r, err := lokiQuery(env.LokiURL(), `sum by (node) (count_over_time({source="pod"} |= "probe result" |= "\"component\":\"probe-agent\"" |= "\"check\":\"ping\"" [1h]))`, true, window{})
 		return err == nil && len(r.Series) == 2 && r.Series[0].last() >= 2 && r.Series[1].last() >= 2
 	})
+	s.pushNVML(t)
+	s.seedLifecycle(t)
 	time.Sleep(3 * time.Second) // a few more scrapes
 	return s
 }

@@ -51,7 +51,8 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 	for i := 0; i < d.o.Nodes; i++ {
 		name := fmt.Sprintf("gpu-%d", i)
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.count": "8"}}}
+			"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.count": "8",
+			rackLabel: rackOf(i)}}}
 		n, err := d.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 		if err != nil {
 			d.tb.Fatalf("node %s: %v", name, err)
@@ -116,10 +117,25 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 	if err := errors.Join(steps...); err != nil {
 		d.tb.Fatalf("RBAC: %v", err)
 	}
-	d.say("        nodes %s (8 × A100 each, labelled nvidia.com/gpu.present=true)", strings.Join(d.nodes, ", "))
+	d.say("        nodes %s (8 × A100 each, labelled nvidia.com/gpu.present=true; %s: gpu-0..2 in %s, the rest in %s)",
+		strings.Join(d.nodes, ", "), rackLabel, rackOf(0), rackOf(rackSize))
 	d.say("        ServiceAccounts faultline/faultline-controller (ClusterRole+Role faultline-controller, faultline-probe-runner)")
 	d.say("        and faultline/faultline-probe-agent (faultline-probe-agent)")
 	return ctrlToken, agentToken
+}
+
+// rackLabel is the topology label the controller groups nodes by for fleet faults
+// (one of its --fleet-label defaults): the first rackSize nodes share a rack.
+const (
+	rackLabel = "topology.kubernetes.io/rack"
+	rackSize  = 3
+)
+
+func rackOf(i int) string {
+	if i < rackSize {
+		return "rack-a"
+	}
+	return "rack-b"
 }
 
 // kubeconfigFor writes a kubeconfig that authenticates with a ServiceAccount token.

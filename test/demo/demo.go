@@ -232,11 +232,13 @@ func (d *demo) tryIt() {
   export KUBECONFIG=%s
   %s get nodes -o custom-columns='NAME:.metadata.name,HEALTH:.metadata.labels.faultline\.io/health,TAINTS:.spec.taints[*].value'
   %s get events -A --field-selector involvedObject.kind=Node
-  %s get nodefaults; %s describe nodefault gpu-3.nvidia-xid.xid-gpu-lost
+  %s get nodefaults -o wide; %s describe nodefault gpu-3.nvidia-xid.xid-gpu-lost
+  %s get nodes -l faultline.io/service=required                         # the hardware team's queue
 
   The controller API checks tokens; this one is a faultline-operator's:
   export TOKEN=%s
   curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/faults                  # active faults, held faults, budget
+  curl -s -X POST -H "Authorization: Bearer $TOKEN" %s/api/v1/fleet/NAME/dismiss  # verdict on rack-a's fleet fault (NAME: kubectl get nodefaults)
   %s probe run --kubeconfig %s --controller %s --node gpu-0,gpu-1 --check nvml --wait
   curl -s -H "Authorization: Bearer $TOKEN" '%s/status?check=nvml&host=gpu-0' # Autopilot-style
   %s untaint --kubeconfig %s --controller %s gpu-3
@@ -247,7 +249,7 @@ func (d *demo) tryIt() {
     f=%s; echo "3,$(( $(wc -l < $f) + 1 )),$(awk '{printf "%%.0f", $1*1000000}' /proc/uptime),-;NVRM: Xid (PCI:0000:07:00): 48, pid=1, name=x, An uncorrectable double bit error" >> $f
 
   Logs of every component: %s`,
-		d.env.Kubeconfig(), kubectl, kubectl, kubectl, kubectl,
-		d.apiToken, d.api, d.o.Binary, opConfig, d.api, d.api, d.o.Binary, opConfig, d.api, d.env.LokiURL(),
+		d.env.Kubeconfig(), kubectl, kubectl, kubectl, kubectl, kubectl,
+		d.apiToken, d.api, d.api, d.o.Binary, opConfig, d.api, d.api, d.o.Binary, opConfig, d.api, d.env.LokiURL(),
 		d.kmsg["gpu-4"].path, filepath.Join(d.o.Dir, "logs"))
 }

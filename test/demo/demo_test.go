@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,10 +31,22 @@ func TestDemoOnce(t *testing.T) {
 		t.Fatalf("faultline-demo --once: %v", err)
 	}
 	for _, want := range []string{"PASS  Xid 13 on gpu-1 → an Event", "PASS  Xid 79 on gpu-3 → tainted", "PASS  link flaps on gpu-2",
-		"PASS  LogQL finds the Xid line", "PASS  nvml passes on every node", "all 6 outcomes held"} {
+		"PASS  LogQL finds the Xid line", "PASS  nvml passes on every node",
+		"PASS  Xid 79 again on gpu-3 → ladder step 1 (drain)", "PASS  Xid 79 again on gpu-3 → ladder step 2 (service)",
+		"PASS  gpu-3 handed to the hardware team", "PASS  link flaps on three nodes of rack-a → one fleet fault",
+		"all 10 outcomes held"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+	// kubectl get nodefaults, printed at the end: gpu-3's fault at its ladder's
+	// service step, and the rack's fleet fault (named by its group, rule "*").
+	table := out.String()[strings.LastIndex(out.String(), "kubectl get nodefaults"):]
+	if !regexp.MustCompile(`(?m)^\s+\S+\s+gpu-3\s+xid-gpu-lost\s+critical\s+enforce\s+service\s`).MatchString(table) {
+		t.Errorf("kubectl get nodefaults lacks gpu-3's fault at step service:\n%s", table)
+	}
+	if !regexp.MustCompile(`(?m)^\s+\S+\s+topology\.kubernetes\.io/rack=rack-a\s+\*\s`).MatchString(table) {
+		t.Errorf("kubectl get nodefaults lacks rack-a's fleet fault:\n%s", table)
 	}
 }
 
