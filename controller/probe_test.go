@@ -195,6 +195,17 @@ spec:
 	if cl.tainted("gpu-b") {
 		t.Fatal("gpu-b tainted although its probe passed")
 	}
+	// A passed confirmation ends the Confirming phase: seen, not confirmed.
+	eventually.NoError(t, 20*time.Second, "gpu-b's NodeFault Observed with the passed verdict", func() error {
+		nf, err := cl.record("gpu-b", "pcie-aer", aerRule)
+		if err != nil {
+			return err
+		}
+		if nf.Status.Phase != v1alpha1.PhaseObserved || len(nf.Status.Probes) == 0 || nf.Status.Probes[len(nf.Status.Probes)-1].Verdict != "passed" {
+			return fmt.Errorf("gpu-b's record: phase %s, probes %+v", nf.Status.Phase, nf.Status.Probes)
+		}
+		return nil
+	})
 	// A recovery probe of gpu-a may be running now (TESTING); it fails again, so the
 	// label settles on FAIL.
 	cl.waitFor("gpu-a health label FAIL", 20*time.Second, func() bool { return cl.label("gpu-a", trigger.LabelHealth) == trigger.HealthFail })

@@ -322,9 +322,16 @@ func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 		// The probe verdict joins the log lines as evidence on the node.
 		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
 	}
-	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, "", &v1alpha1.ProbeVerdict{Purpose: "confirm",
-		Checks: f.Rule.Probe.Checks, Verdict: verdict(failed, timedOut), Message: summary})
 	next := t.deps.Decider.DecideProbeResult(f, failed, timedOut, facts)
+	// A confirmation that leads to nothing (the probe passed) ends the Confirming
+	// phase: the fault was seen and not confirmed. Any other outcome writes its own
+	// phase when it is applied.
+	var phase v1alpha1.Phase
+	if next.Kind == decide.KindNone {
+		phase = v1alpha1.PhaseObserved
+	}
+	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, phase, &v1alpha1.ProbeVerdict{Purpose: "confirm",
+		Checks: f.Rule.Probe.Checks, Verdict: verdict(failed, timedOut), Message: summary})
 	t.log.Info("probe confirmation", "node", f.Node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut,
 		"summary", summary, "decision", next.Kind, "message", next.Message)
 	if next.Kind != decide.KindNone {
