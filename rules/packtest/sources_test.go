@@ -32,15 +32,7 @@ spec:
 `
 
 func TestRunSources(t *testing.T) {
-	ps, err := rules.ParseFile("t.yaml", []byte(pack))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.Compile(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := packtest.RunSources(rules.NewEngine(set))
+	res := packtest.RunSources(engineOf(t, pack))
 	if len(res) != 4 {
 		t.Fatalf("%d results, want 4", len(res))
 	}
@@ -107,15 +99,7 @@ spec:
 // format passes, the same format without it finds no match; a concat source is
 // instantiated like a format.
 func TestRunSourcesCompanionAndKinds(t *testing.T) {
-	ps, err := rules.ParseFile("t.yaml", []byte(companionPack))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := rules.Compile(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := packtest.RunSources(rules.NewEngine(set))
+	res := packtest.RunSources(engineOf(t, companionPack))
 	if len(res) != 3 {
 		t.Fatalf("%d results, want 3", len(res))
 	}
@@ -142,4 +126,18 @@ func TestSourceKindErrors(t *testing.T) {
 			t.Errorf("%s: want error %q, got %v", name, tc.want, err)
 		}
 	}
+}
+
+// engineOf compiles a pack's text into an engine.
+func engineOf(t *testing.T, text string) *rules.Engine {
+	t.Helper()
+	ps, err := rules.ParseFile("t.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules.NewEngine(set)
 }

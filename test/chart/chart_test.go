@@ -76,17 +76,7 @@ func TestRejects(t *testing.T) {
 		{"collector TLS Secret with TLS off", []string{"collector.tls.enabled=false", "collector.tls.existingSecret=certs"}, "collector.tls.existingSecret is set but collector.tls.enabled is false"},
 		{"basic auth without a password", []string{"loki.basicAuth.username=u"}, "loki.basicAuth.username needs loki.basicAuth.password or loki.basicAuth.existingSecret"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := caseNamed(t, "defaults")
-			c.sets = tc.sets
-			out, err := helm(t, c.args(repoRoot(t))...)
-			if err == nil {
-				t.Fatalf("rendered with %v:\n%.400s", tc.sets, out)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error does not say %q:\n%v", tc.want, err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { mustRefuse(t, tc.sets, tc.want) })
 	}
 }
 
@@ -941,5 +931,20 @@ func copyDir(t testing.TB, from, to string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// mustRefuse renders the defaults with sets and wants the render refused with an
+// error saying want.
+func mustRefuse(t *testing.T, sets []string, want string) {
+	t.Helper()
+	c := caseNamed(t, "defaults")
+	c.sets = sets
+	out, err := helm(t, c.args(repoRoot(t))...)
+	if err == nil {
+		t.Fatalf("rendered with %v:\n%.400s", sets, out)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error does not say %q:\n%v", want, err)
 	}
 }
