@@ -63,10 +63,14 @@ func TestModes(t *testing.T) {
 	cl.waitFor("gpu-1 annotated", 20*time.Second, func() bool { return len(cl.events("gpu-1", "FaultAnnotated")) > 0 })
 	cl.waitFor("gpu-2 observed", 20*time.Second, func() bool { return decided(r, "observe", rules.ModeObserve) == 1 })
 
-	nf, err := cl.record("gpu-0", "nvidia-xid", "xid-gpu-lost")
-	if err != nil || nf.Status.Mode != string(rules.ModeEnforce) || nf.Status.Phase != v1alpha1.PhaseTainted {
-		t.Errorf("enforce rule's NodeFault: %+v, %v", nf, err)
-	}
+	// The record says Placed right after the Node update; the decision's mode and
+	// phase follow in the next write of the record.
+	var nf *v1alpha1.NodeFault
+	var err error
+	cl.waitFor("the enforce rule's NodeFault Tainted in mode enforce", 20*time.Second, func() bool {
+		nf, err = cl.record("gpu-0", "nvidia-xid", "xid-gpu-lost")
+		return err == nil && nf.Status.Mode == string(rules.ModeEnforce) && nf.Status.Phase == v1alpha1.PhaseTainted
+	})
 	cl.waitFor("gpu-1's NodeFault with its status", 10*time.Second, func() bool {
 		nf, err = cl.record("gpu-1", "network", "link-flap")
 		return err == nil && nf.Status.Phase != ""
