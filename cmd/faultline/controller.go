@@ -149,7 +149,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			}
 			cfg.Packs.Defaults = !noDefaults
 			df.apply(&cfg.Decide)
-			ff.apply(&cfg.Decide.Fleet)
+			if err := ff.apply(&cfg.Decide.Fleet); err != nil {
+				return err
+			}
 			cfg.Selectors = lf.selectors()
 			if err := shard.apply(&cfg); err != nil {
 				return err
