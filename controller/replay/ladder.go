@@ -66,17 +66,13 @@ func (r *run) climb(key string) error {
 	if lad == nil || t == nil || lad.probe {
 		return nil // the ladder climbs from the taint
 	}
+	if stop, err := r.needsProbe(lad); stop || err != nil {
+		return err
+	}
 	f := lad.fault
-	steps := f.Rule.Escalate
 	l := lad.l
 	l.TaintedSince = t.since
-	if i := l.Reached; (i == 0 || l.Done) && i < len(steps) && steps[i].ProbeFailed {
-		lad.probe = true
-		s := &StepRef{Step: i + 1, Action: steps[i].Action,
-			Why: "waits for a failed confirming probe: probes are not run in a replay"}
-		return r.res.put(f, OutcomeNeedsProbe, s, s.Why, r.now)
-	}
-	s, ok := decide.NextStep(steps, l, r.now)
+	s, ok := decide.NextStep(f.Rule.Escalate, l, r.now)
 	if !ok {
 		return nil
 	}
@@ -86,7 +82,26 @@ func (r *run) climb(key string) error {
 		r.taint(f)
 	}
 	lad.l.Reach(s, done, r.now)
-	return r.res.add(d, r.now)
+	if err := r.res.add(d, r.now); err != nil || !done {
+		return err
+	}
+	_, err := r.needsProbe(lad)
+	return err
+}
+
+// needsProbe reports, once, a next step whose trigger is a failed confirming
+// probe, and says whether the climb stops there.
+func (r *run) needsProbe(lad *ladder) (bool, error) {
+	if lad.probe {
+		return true, nil
+	}
+	steps, i := lad.fault.Rule.Escalate, lad.l.Reached
+	if (i > 0 && !lad.l.Done) || i >= len(steps) || !steps[i].ProbeFailed {
+		return false, nil
+	}
+	lad.probe = true
+	s := &StepRef{Step: i + 1, Action: steps[i].Action, Why: "waits for a failed confirming probe: probes are not run in a replay"}
+	return true, r.res.put(lad.fault, OutcomeNeedsProbe, s, s.Why, r.now)
 }
 
 // nextDue is the earliest time after now at which a taintedFor step of a climbing
