@@ -214,16 +214,35 @@ func TestReplayLadderAndFleet(t *testing.T) {
 	})
 
 	t.Run("table", func(t *testing.T) {
-		out, err := run(t, "", args("table", "--packs", laddered, "--packs", links, "--baseline", flat, "--baseline", links)...)
+		// Relative directories, as an operator names them (docs/replay.md shows the
+		// output).
+		dir := t.TempDir()
+		for name, text := range map[string]string{"current": ladderPack, "candidate": ladderPack + ladderSteps,
+			"network": fmt.Sprintf(replayPack, "manual", 3)} {
+			if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name, "pack.yaml"), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Chdir(dir)
+		sets := []string{"--packs", "candidate", "--packs", "network", "--baseline", "current", "--baseline", "network"}
+		out, err := run(t, "", args("table", sets...)...)
 		if err != nil {
 			t.Fatalf("replay: %v\n%s", err, out)
 		}
 		t.Logf("\n%s", out)
 		for _, want := range []string{"STEP", "FLEET GROUP", "both  " + rackLabel + "=a", "a-0,a-1,a-2,a-3,a-4,a-5",
-			"3 service (assumed)", "needs-probe"} {
+			"candidate  x-0   ladder-test/gpu-lost   escalate     3 service (assumed)", "needs-probe  4 remediate"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("table lacks %q", want)
 			}
 		}
+		js, err := run(t, "", args("json", sets...)...)
+		if err != nil {
+			t.Fatalf("replay: %v\n%s", err, js)
+		}
+		t.Logf("\n%s", js)
 	})
 }
