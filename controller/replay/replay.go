@@ -108,6 +108,7 @@ func Run(ctx context.Context, cfg Config, eng *rules.Engine) (*Result, error) {
 	}
 	r.res.Lines, r.res.NoNode = r.match.Stats.Lines, r.match.Stats.NoNode
 	r.res.finish(r.dec.Held(), r.dec.Fleets())
+	r.res.FleetDropped = r.dec.FleetDropped()
 	return r.res, nil
 }
 

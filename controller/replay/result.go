@@ -107,6 +107,9 @@ type Result struct {
 	// Fleets are the fleet faults raised (fleet correlation, FleetConfig), sorted
 	// by group and pack.
 	Fleets []FleetFault `json:"fleets"`
+	// FleetDropped counts the firings not correlated because decide.MaxFleetGroups
+	// groups were tracked already.
+	FleetDropped uint64 `json:"fleetDropped,omitempty"`
 
 	max   int
 	index map[string]int
