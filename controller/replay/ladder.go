@@ -107,8 +107,10 @@ func (r *run) needsProbe(lad *ladder) (bool, error) {
 // nextDue is the earliest time after now at which a taintedFor step of a climbing
 // ladder falls due; ok is false when none waits for one.
 func (r *run) nextDue() (due time.Time, ok bool) {
-	for _, key := range r.climbing() {
-		lad := r.ladders[key]
+	for key, lad := range r.ladders { // every line asks: no sorting, no allocation
+		if lad.probe || r.taints[key] == nil {
+			continue
+		}
 		steps := lad.fault.Rule.Escalate
 		i := lad.l.Reached
 		if lad.l.Reached > 0 && !lad.l.Done || i >= len(steps) || steps[i].TaintedFor <= 0 {
