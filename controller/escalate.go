@@ -38,12 +38,8 @@ const (
 	ReasonEscalationHeld = "FaultEscalationHeld"
 )
 
-// laddered says whether a decision on a fault of a rule with a ladder feeds the
-// ladder: a firing on a node the rule taints or tainted.
-func laddered(d decide.Decision) bool {
-	return d.Fault.Rule != nil && len(d.Fault.Rule.Escalate) > 0 &&
-		(d.Kind == decide.KindTaint || d.Kind == decide.KindAlreadyTainted)
-}
+// laddered: the decide stage says which decisions feed a ladder (replay asks it too).
+func laddered(d decide.Decision) bool { return decide.Laddered(d) }
 
 // ladderFiring records a firing of a laddered fault (every one: the repeat trigger
 // counts them) and climbs its ladder when a step is due.

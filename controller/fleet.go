@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
@@ -14,8 +15,12 @@ import (
 )
 
 // reasonFleetFault is the reason of the Event posted on a fleet fault's record when
-// it is raised.
-const reasonFleetFault = "FleetFault"
+// it is raised; reasonFleetFaultDryRun that of the Event on the controller's Pod
+// when one would have been raised in dry-run.
+const (
+	reasonFleetFault       = "FleetFault"
+	reasonFleetFaultDryRun = "FleetFaultDryRun"
+)
 
 // fleetWritten is what was last written to a fleet fault's record.
 type fleetWritten struct {
@@ -28,6 +33,10 @@ type fleetWritten struct {
 // and sets the fleet fault gauge.
 func (c *Controller) syncFleets(ctx context.Context) {
 	fleets := c.decider.Fleets()
+	if c.cfg.Decide.DryRun {
+		c.reportDryRunFleets(fleets)
+		return
+	}
 	c.m.fleetFaults.Reset()
 	for _, f := range fleets {
 		if f.Pending() {
@@ -122,4 +131,43 @@ func (c *Controller) fleetVerdict(ctx context.Context, name string, v decide.Ver
 	c.syncFleets(ctx)
 	c.kick() // released faults go ahead within the budgets
 	return http.StatusOK, ""
+}
+
+// reportDryRunFleets reports the fleet faults dry-run would have raised, each once
+// while it lasts: a log line, an Event on the controller's Pod (there is no record
+// to post it on) and decisions{action="dry-run-fleet-fault"}. No record is
+// written and nothing is held, so the gauge of fleet faults waiting for a verdict
+// stays at 0.
+func (c *Controller) reportDryRunFleets(fleets []decide.FleetFault) {
+	current := make(map[string]bool, len(fleets))
+	var raised []decide.FleetFault
+	c.mu.Lock()
+	for _, f := range fleets {
+		name := nodefault.FleetName(v1alpha1.FleetGroup{Label: f.Group.Label, Value: f.Group.Value}, f.Family)
+		current[name] = true
+		if _, seen := c.fleetRecords[name]; !seen {
+			c.fleetRecords[name] = fleetWritten{members: len(f.Members)}
+			raised = append(raised, f)
+		}
+	}
+	for name := range c.fleetRecords {
+		if !current[name] {
+			delete(c.fleetRecords, name) // forgotten: raised again, reported again
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range raised {
+		name := nodefault.FleetName(v1alpha1.FleetGroup{Label: f.Group.Label, Value: f.Group.Value}, f.Family)
+		msg := fmt.Sprintf("dry-run: would raise fleet fault %s: %d nodes of %s hit pack %s (threshold %d): %s; their taints for the pack would be held for an operator's verdict",
+			name, len(f.Members), f.Group, f.Family, f.Threshold, strings.Join(f.Members, ","))
+		c.m.decisions.WithLabelValues("dry-run-fleet-fault", "ok", "").Inc()
+		c.log.Warn("dry-run: fleet fault would be raised", "fleet", name, "group", f.Group.String(), "pack", f.Family, "members", f.Members)
+		if c.cfg.PodName == "" {
+			continue
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.cfg.PodName, Namespace: c.cfg.Namespace}}
+		if err := c.actor.EventOn(pod, corev1.EventTypeNormal, reasonFleetFaultDryRun, msg); err != nil {
+			c.log.Warn("event not recorded", "fleet", name, "err", err)
+		}
+	}
 }

@@ -212,3 +212,55 @@ func TestFleetFaultSurvivesLeaderChange(t *testing.T) {
 		t.Errorf("held{reason=fleet} %v after the dismissal, want 0", got)
 	}
 }
+
+// TestFleetFaultDryRun: in dry-run the fleet fault of rack A is reported as the one
+// that would be raised — an Event on the controller's Pod, a log line, the
+// decisions counter labelled dry-run-fleet-fault — and its members' decisions as
+// dry-run holds; no fleet fault record is written, nothing is held or tainted.
+func TestFleetFaultDryRun(t *testing.T) {
+	cl, rackA, dc := rackCluster(t)
+	dc.DryRun = true
+	r := cl.start(options{decide: dc})
+	now := time.Now()
+	for _, n := range append(slices.Clone(rackA), "b-0") {
+		cl.push(n, now, linkFlap(3)...)
+	}
+	cl.waitFor("a FleetFaultDryRun Event on the controller's Pod", 30*time.Second, func() bool {
+		return len(cl.events("replica-a", "FleetFaultDryRun")) == 1
+	})
+	ev := cl.events("replica-a", "FleetFaultDryRun")[0]
+	name := nodefault.FleetName(v1alpha1.FleetGroup{Label: rackLabel, Value: "a"}, "network")
+	// Reported when raised: with the nodes that raised it (later ones join it).
+	if !strings.HasPrefix(ev.Message, "dry-run: would raise fleet fault "+name) || !strings.Contains(ev.Message, "(threshold 3): a-0,a-1,a-2") ||
+		ev.Type != corev1.EventTypeNormal {
+		t.Errorf("Event %s %q, want a Normal one naming %s and the nodes that raised it", ev.Type, ev.Message, name)
+	}
+	cl.waitFor("four dry-run holds of rack A", 30*time.Second, func() bool {
+		return testutil.ToFloat64(r.m.Decisions().WithLabelValues("dry-run-hold", "ok", "enforce")) == 4
+	})
+	time.Sleep(time.Second) // reconcile passes: reported once, nothing written
+	if got := testutil.ToFloat64(r.m.Decisions().WithLabelValues("dry-run-fleet-fault", "ok", "")); got != 1 {
+		t.Errorf("decisions{action=dry-run-fleet-fault} %v, want 1", got)
+	}
+	if n := len(cl.events("replica-a", "FleetFaultDryRun")); n != 1 {
+		t.Errorf("%d FleetFaultDryRun Events, want 1", n)
+	}
+	store, err := nodefault.New(cl.cs, nodefault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nf, err := store.Get(context.Background(), name); err == nil {
+		t.Errorf("dry-run wrote the fleet fault record: %+v", nf.Status)
+	}
+	if got := testutil.ToFloat64(r.m.FleetFaults().WithLabelValues(rackLabel, "network")); got != 0 {
+		t.Errorf("fleet fault gauge %v in dry-run, want 0 (none waits for a verdict)", got)
+	}
+	if got := testutil.ToFloat64(r.m.Held().WithLabelValues("fleet")); got != 0 {
+		t.Errorf("held{reason=fleet} %v in dry-run, want 0", got)
+	}
+	for _, n := range append(slices.Clone(rackA), "b-0") {
+		if cl.tainted(n) {
+			t.Errorf("%s tainted in dry-run", n)
+		}
+	}
+}

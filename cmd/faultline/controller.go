@@ -100,6 +100,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return fmt.Errorf("--max-mode: %w", err)
 			}
 			cfg.Decide.MaxMode = m
+			if err := ff.apply(&cfg.Decide.Fleet); err != nil {
+				return err
+			}
 			if apiQPS <= 0 || apiBurst < 1 {
 				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
 			}
@@ -149,7 +152,6 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			}
 			cfg.Packs.Defaults = !noDefaults
 			df.apply(&cfg.Decide)
-			ff.apply(&cfg.Decide.Fleet)
 			cfg.Selectors = lf.selectors()
 			if err := shard.apply(&cfg); err != nil {
 				return err

@@ -27,3 +27,23 @@ func TestControllerRejectsBadMaxMode(t *testing.T) {
 		t.Errorf("err = %v, want --max-mode rejected with the modes", err)
 	}
 }
+
+// A bad fleet flag is refused before anything is started, naming the flag and the
+// value.
+func TestControllerRejectsBadFleetFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fleet-min-nodes", "1"}, "--fleet-min-nodes 1: must be at least 2"},
+		{[]string{"--fleet-min-share", "0"}, "--fleet-min-share 0: must be in (0, 1]"},
+		{[]string{"--fleet-window", "0s"}, "--fleet-window 0s: must be positive"},
+		{[]string{"--fleet-group-budget", "101"}, "--fleet-group-budget 101: must be 0"},
+		{[]string{"--fleet-label", ""}, `--fleet-label "": not a label key`},
+	} {
+		_, err := run(t, "", append([]string{"controller", "--loki-url", "http://127.0.0.1:1"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -28,6 +28,7 @@ func newReplayCmd() *cobra.Command {
 		cfg          replay.Config
 		lf           lokiFlags
 		df           decideFlags
+		ff           fleetFlags
 		kubeconfig   string
 		candidate    []string
 		baseline     []string
@@ -59,10 +60,20 @@ replay's own: a node starts untainted, and a taint is lifted when its rule's
 recovery policy allows (a quiet time, or a new boot id in the node's lines).
 Probes are not run: a probe decision is reported as "probe".
 
---format table (default) prints a summary per set and every (node, rule,
-outcome) with the set it comes from: candidate, baseline or both; a progress
-bar goes to standard error when it is a terminal. --format json prints one
-document: {since, until, fleet, candidate, baseline, diff}.
+A rule's escalation ladder climbs as in the controller, on the replayed firings:
+repeat and reboot triggers come from the lines (boot ids), a taintedFor step is
+reached when the taint has not been lifted by the rule's recovery policy (marked
+"assumed": an operator's untaint is not in the logs), and a probeFailed step is
+reported as "needs-probe", where the climb stops. Fleet correlation (--fleet-*
+flags, as the controller's) groups the nodes by the live fleet's topology
+labels; a fleet fault raised holds its members' taints of the pack to the end of
+the stretch.
+
+--format table (default) prints a summary per set, the fleet faults of either
+set, and every (node, rule, outcome, ladder step) with the set it comes from:
+candidate, baseline or both; a progress bar goes to standard error when it is a
+terminal. --format json prints one document: {since, until, fleet, candidate,
+baseline, diff, fleets}.
 
 Exit status: 0 when the replay ran, 1 on an error.`,
 		Args: cobra.NoArgs,
@@ -105,6 +116,9 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 			}
 			lf.apply(&cfg.Loki)
 			df.apply(&cfg.Decide)
+			if err := ff.apply(&cfg.Decide.Fleet); err != nil {
+				return err
+			}
 			cfg.Selectors = lf.selectors()
 			cfg.Loki.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			rc, err := kubeRESTConfig(kubeconfig)
@@ -116,7 +130,7 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 				return err
 			}
 			ctx := cmd.Context()
-			if cfg.Fleet, err = replay.LoadFleet(ctx, client, sel); err != nil {
+			if cfg.Fleet, err = replay.LoadFleet(ctx, client, sel, cfg.Decide.Fleet.Labels); err != nil {
 				return err
 			}
 			bar := newProgress(cmd.ErrOrStderr(), cfg.Range.From, cfg.Range.To)
@@ -158,6 +172,7 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 	f.IntVar(&cfg.Range.MaxLines, "max-step-lines", 1_000_000, "most lines one --step may hold in memory; more is an error (use a shorter --step)")
 	lf.register(f, &cfg.Loki)
 	df.register(f, &cfg.Decide)
+	ff.register(f, &cfg.Decide.Fleet)
 	return cmd
 }
 

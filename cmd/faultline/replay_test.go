@@ -341,6 +341,11 @@ func TestReplayRefusesBadInput(t *testing.T) {
 		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--max-step-lines", "0"}, "--max-step-lines (0) must be positive"},
 		{[]string{"--packs", t.TempDir(), "--loki-url", "http://127.0.0.1:1", "--no-default-packs", "--baseline", pack}, "candidate packs: no enabled rules in "},
 		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--no-default-packs"}, "baseline packs: --no-default-packs leaves this set empty"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--fleet-min-nodes", "1"}, "--fleet-min-nodes 1: must be at least 2"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--fleet-min-share", "1.5"}, "--fleet-min-share 1.5: must be in (0, 1]"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--fleet-window", "-1m"}, "--fleet-window -1m0s: must be positive"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--fleet-group-budget", "0.5"}, "--fleet-group-budget 0.5: must be 0"},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--fleet-label", "rack name"}, `--fleet-label "rack name": not a label key`},
 	} {
 		out, err := run(t, "", append([]string{"replay"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -170,7 +170,11 @@ type Config struct {
 	// records nothing: no held faults, no budget use, no storm observations. Each
 	// dry-run decision is therefore judged on the facts alone, as if it were the
 	// only fault. Dry-run is thus a ceiling of annotate that still reports what
-	// enforce would have done.
+	// enforce would have done. Fleet correlation is the exception: it still
+	// observes the firings, so that a fleet fault that would be raised is raised
+	// (Fleets) and its members' decisions say they would be held; it holds
+	// nothing and waits for no verdict, so it is forgotten once its group is quiet
+	// for a window.
 	DryRun bool
 	// MaxNodes caps the number of faultline-tainted nodes; 0 means no absolute cap.
 	MaxNodes int
@@ -387,14 +391,14 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 	case rules.ActionTaint:
 		if !d.cfg.DryRun {
 			d.observe(key, f.Node, now, facts.Eligible)
-			d.observeFleet(f, facts, now)
 		}
+		d.observeFleet(f, facts, now)
 		return d.finish(d.taintPath(f, facts), true, now)
 	case rules.ActionProbe:
 		if !d.cfg.DryRun {
 			d.observe(key, f.Node, now, facts.Eligible)
-			d.observeFleet(f, facts, now)
 		}
+		d.observeFleet(f, facts, now)
 		if e := d.held.get(f.Key()); e != nil && e.probeFailed {
 			// A probe already failed for this fault and it waits for room; the new
 			// firing only refreshes the evidence.

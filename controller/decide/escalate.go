@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -44,6 +45,40 @@ type Ladder struct {
 	Firings []Firing
 	// ProbeFailed is the time of the last failed confirming probe; zero if none.
 	ProbeFailed time.Time
+}
+
+// MaxFirings bounds Ladder.Firings, as a fault's record keeps them: the repeat
+// and reboots triggers look at no more.
+const MaxFirings = 32
+
+// Laddered says whether decision d feeds its fault's ladder: a firing of a rule
+// with escalation steps on a node the rule taints or tainted (the ladder climbs
+// from the taint).
+func Laddered(d Decision) bool {
+	return d.Fault.Rule != nil && len(d.Fault.Rule.Escalate) > 0 &&
+		(d.Kind == KindTaint || d.Kind == KindAlreadyTainted)
+}
+
+// Fire notes a firing of the rule on the node, as the fault's record does: the
+// first one starts the climb (Since), and only the newest MaxFirings are kept.
+func (l *Ladder) Fire(f Firing) {
+	if l.Reached == 0 && len(l.Firings) == 0 {
+		l.Since = f.Time
+	}
+	l.Firings = append(l.Firings, f)
+	if n := len(l.Firings); n > MaxFirings {
+		l.Firings = slices.Delete(l.Firings, 0, n-MaxFirings)
+	}
+}
+
+// Reach notes that step s was reached at t, and whether it was carried out; a
+// step reached again (a retry of a held or waiting one) keeps the time it was
+// first reached, as the fault's record does.
+func (l *Ladder) Reach(s Step, done bool, t time.Time) {
+	if l.Reached != s.Index+1 {
+		l.Since = t
+	}
+	l.Reached, l.Done = s.Index+1, done
 }
 
 // NextStep says which step of steps is due for a fault in state l at now, and why:

@@ -105,3 +105,31 @@ func TestEscalateBrakes(t *testing.T) {
 		t.Errorf("drain in dry-run: %s", dec)
 	}
 }
+
+// TestLadderBookkeeping: the first firing starts the climb, only the newest
+// MaxFirings are kept, and a step reached again keeps the time it was first
+// reached, as a fault's record keeps them.
+func TestLadderBookkeeping(t *testing.T) {
+	var l decide.Ladder
+	for i := range decide.MaxFirings + 5 {
+		l.Fire(decide.Firing{Time: t0.Add(time.Duration(i) * time.Minute), BootID: "b"})
+	}
+	if !l.Since.Equal(t0) || len(l.Firings) != decide.MaxFirings || !l.Firings[0].Time.Equal(t0.Add(5*time.Minute)) {
+		t.Fatalf("since %s, %d firings from %s: want the first firing's time and the newest %d", l.Since, len(l.Firings), l.Firings[0].Time, decide.MaxFirings)
+	}
+	drain := decide.Step{Index: 0, Step: ladder()[0]}
+	l.Reach(drain, false, t0.Add(time.Hour))
+	l.Reach(drain, true, t0.Add(2*time.Hour))
+	if l.Reached != 1 || !l.Done || !l.Since.Equal(t0.Add(time.Hour)) {
+		t.Errorf("after a held then done drain: %+v, want step 1 done since its first attempt", l)
+	}
+	l.Fire(decide.Firing{Time: t0.Add(3 * time.Hour)})
+	if !l.Since.Equal(t0.Add(time.Hour)) {
+		t.Errorf("a firing after a step moved the climb's start to %s", l.Since)
+	}
+	if !decide.Laddered(decide.Decision{Kind: decide.KindAlreadyTainted, Fault: flt(node(0), &rules.Compiled{Escalate: ladder()})}) ||
+		decide.Laddered(decide.Decision{Kind: decide.KindHold, Fault: flt(node(0), &rules.Compiled{Escalate: ladder()})}) ||
+		decide.Laddered(decide.Decision{Kind: decide.KindTaint, Fault: flt(node(0), &rules.Compiled{})}) {
+		t.Error("Laddered: want firings on a tainted node of a rule with a ladder only")
+	}
+}

@@ -350,11 +350,12 @@ func (d *Decider) groupBudgetHold(f fault.Fault, facts NodeFacts, used map[strin
 }
 
 // refreshFleet forgets groups with no firing within the window, except fleet
-// faults waiting for a verdict: those stay until an operator gives one.
+// faults waiting for a verdict: those stay until an operator gives one. In
+// dry-run none waits (nothing is held), so they go when their group is quiet.
 func (d *Decider) refreshFleet(now time.Time) {
 	for k, fg := range d.fleet {
 		fg.prune(now, d.cfg.Fleet.Window)
-		if len(fg.fires) == 0 && !fg.holding() {
+		if len(fg.fires) == 0 && (!fg.holding() || d.cfg.DryRun) {
 			delete(d.fleet, k)
 		}
 	}

@@ -185,3 +185,35 @@ func TestGroupBudget(t *testing.T) {
 		t.Error("a group budget over 100 % was accepted")
 	}
 }
+
+// TestFleetFaultDryRun: in dry-run the fleet fault is raised as it would be, its
+// members' decisions say they would be held for it, nothing is held, and it is
+// forgotten once its group is quiet for a window (no verdict is waited for).
+func TestFleetFaultDryRun(t *testing.T) {
+	clk := newClock()
+	cfg := fleetConfig()
+	cfg.DryRun = true
+	d := newDecider(t, cfg, clk)
+	facts := rackFacts()
+	r := rule("link-flap", rules.ActionTaint)
+	var got []string
+	for i := range 6 {
+		dec := d.Decide(flt(node(i), r), facts)
+		got = append(got, string(dec.Kind)+"("+string(dec.Of)+":"+string(dec.Reason)+")")
+		clk.Add(time.Second)
+	}
+	want := []string{"dry-run(taint:)", "dry-run(taint:)", "dry-run(hold:fleet)", "dry-run(hold:fleet)", "dry-run(hold:fleet)", "dry-run(hold:fleet)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rack a decisions %v, want %v", got, want)
+	}
+	if fl := d.Fleets(); len(fl) != 1 || fl[0].Group.Value != "a" || len(fl[0].Members) != 6 {
+		t.Fatalf("fleet faults %+v, want the one of rack a with its six nodes", fl)
+	}
+	if h := d.Held(); len(h) != 0 {
+		t.Errorf("dry-run held %d faults", len(h))
+	}
+	clk.Add(decide.DefaultFleetWindow + time.Second)
+	if fl := d.Fleets(); len(fl) != 0 {
+		t.Errorf("fleet faults %+v a window after the last firing, want none in dry-run", fl)
+	}
+}

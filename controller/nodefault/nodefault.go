@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
@@ -39,7 +40,7 @@ const (
 	// maxHistory and maxProbes bound the status lists (the CRD's MaxItems is higher).
 	maxHistory = 20
 	maxProbes  = 10
-	maxFirings = 32
+	maxFirings = decide.MaxFirings
 	maxMessage = 1024
 )
 

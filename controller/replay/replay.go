@@ -10,6 +10,12 @@
 // its rule's recovery policy allows (decide.Recoverable: after a quiet time, or when
 // the node's lines carry a new boot id). Probes are not run: a probe decision is
 // reported as such, and its taint is not assumed. Nothing is written anywhere.
+//
+// A rule's escalation ladder climbs as in the controller (ladder.go): the decide
+// stage's decide.NextStep and Decider.Escalate, on the firings of the replayed
+// lines. Fleet correlation runs in the decider with the live fleet's topology
+// labels; a fleet fault raised holds its members' taints to the end of the stretch,
+// as no operator's verdict is replayed.
 package replay
 
 import (
@@ -76,6 +82,7 @@ func Run(ctx context.Context, cfg Config, eng *rules.Engine) (*Result, error) {
 		taints:    map[string]*taint{},
 		boots:     map[string]string{},
 		lastMatch: map[string]time.Time{},
+		ladders:   map[string]*ladder{},
 	}
 	dc := cfg.Decide
 	dc.DryRun = false // replay records the decisions' effects on its own facts
@@ -91,12 +98,17 @@ func Run(ctx context.Context, cfg Config, eng *rules.Engine) (*Result, error) {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	if !r.now.IsZero() {
+		// Steps that fall due after the last line, up to the end of the stretch.
+		if err := r.advance(cfg.Range.To); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
 		if err := r.reconcile(); err != nil {
 			return nil, fmt.Errorf("replay: %w", err)
 		}
 	}
 	r.res.Lines, r.res.NoNode = r.match.Stats.Lines, r.match.Stats.NoNode
-	r.res.finish(r.dec.Held())
+	r.res.finish(r.dec.Held(), r.dec.Fleets())
+	r.res.FleetDropped = r.dec.FleetDropped()
 	return r.res, nil
 }
 
@@ -114,16 +126,21 @@ type run struct {
 	taints        map[string]*taint    // fault key → the replay's taint
 	boots         map[string]string    // node → boot id of its newest line
 	lastMatch     map[string]time.Time // fault key → last match of its rule on its node
+	ladders       map[string]*ladder   // fault key → its climb of its rule's ladder
 }
 
 // taint is a taint the replay placed.
 type taint struct {
 	fault fault.Fault
 	boot  string
+	since time.Time
 }
 
 // line is one line through match → decide, as the controller's pipeline runs it.
 func (r *run) line(l logstream.Line) error {
+	if err := r.advance(l.Time); err != nil {
+		return err
+	}
 	if l.Time.After(r.now) {
 		r.now = l.Time
 	}
@@ -150,15 +167,30 @@ func (r *run) line(l logstream.Line) error {
 	return nil
 }
 
-// apply records a decision and carries its effect out on the replay's facts.
+// apply records a decision and carries its effect out on the replay's facts; a
+// firing that feeds a ladder climbs it, as the controller's ladderFiring does.
 func (r *run) apply(d decide.Decision) error {
 	if d.Kind == decide.KindTaint {
-		f := d.Fault
-		key := f.Rule.String()
-		r.facts.Tainted[f.Node] = append(r.facts.Tainted[f.Node], key)
-		r.taints[f.Key()] = &taint{fault: f, boot: r.boots[f.Node]}
+		r.taint(d.Fault)
 	}
-	return r.res.add(d, r.now)
+	if err := r.res.add(d, r.now); err != nil {
+		return err
+	}
+	if decide.Laddered(d) {
+		return r.fire(d.Fault)
+	}
+	return nil
+}
+
+// taint notes f's taint in the replay's facts.
+func (r *run) taint(f fault.Fault) {
+	key := f.Rule.String()
+	if !r.facts.HasRuleTaint(f.Node, key) {
+		r.facts.Tainted[f.Node] = append(r.facts.Tainted[f.Node], key)
+	}
+	if r.taints[f.Key()] == nil {
+		r.taints[f.Key()] = &taint{fault: f, boot: r.boots[f.Node], since: r.now}
+	}
 }
 
 // reconcile does what the controller's reconcile loop does, on history's time:
@@ -174,12 +206,20 @@ func (r *run) reconcile() error {
 			continue
 		}
 		delete(r.taints, key)
+		delete(r.ladders, key) // the next taint climbs from the first step
 		r.untaint(f.Node, f.Rule.String())
 		r.dec.Untainted(f.Node, f.Rule.String())
 		r.res.recovered(f)
 	}
 	for _, d := range r.dec.Release(r.facts) {
 		if err := r.apply(d); err != nil {
+			return err
+		}
+	}
+	// The controller's reconcileLadders: steps due without a firing, and retries
+	// of held ones.
+	for _, key := range r.climbing() {
+		if err := r.climb(key); err != nil {
 			return err
 		}
 	}
