@@ -293,11 +293,13 @@ func TestControllerRBAC(t *testing.T) {
 			{ns, "", "configmaps", "", "update", false, "another"},
 			{ns, "", "configmaps", "", "get", false, ""},
 			{ns, "coordination.k8s.io", "leases", "", "update", false, ""},
-			// Pods: listed anywhere (the drain step), evicted (through the budgets),
-			// never read one by one, written or deleted.
+			// Pods: listed and read anywhere (the drain step), evicted (through the
+			// budgets), never written or deleted.
 			{metav1.NamespaceDefault, "", "pods", "", "list", true, ""},
+			{metav1.NamespaceDefault, "", "pods", "", "get", true, ""},
 			{metav1.NamespaceDefault, "", "pods", "eviction", "create", true, ""},
-			{ns, "", "pods", "", "get", false, ""},
+			{"", "apps", "daemonsets", "", "get", true, ""},
+			{"", "apps", "daemonsets", "", "list", false, ""},
 			{ns, "", "pods", "", "update", false, ""},
 			{ns, "", "pods", "exec", "create", false, ""},
 			// What it must not do.
