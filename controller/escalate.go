@@ -215,7 +215,11 @@ func (c *Controller) takeStep(ctx context.Context, f fault.Fault, nf *v1alpha1.N
 		if err != nil {
 			return fail(err)
 		}
-		return done(fmt.Sprintf("drained: %d pod(s) evicted %s", len(res.Evicted), strings.Join(res.Evicted, ", ")))
+		msg := fmt.Sprintf("drained: %d pod(s) evicted", len(res.Evicted))
+		if len(res.Evicted) > 0 {
+			msg += " (" + strings.Join(res.Evicted, ", ") + ")"
+		}
+		return done(msg)
 	case rules.StepService:
 		msg := fmt.Sprintf("%s (%s) escalated to service: %s; %s", f.Rule, f.Rule.Severity, s.Why, lastLine(f))
 		if err := c.actor.MarkForService(ctx, f.Node, msg); err != nil {
