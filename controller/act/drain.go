@@ -158,7 +158,7 @@ func (a *Actor) Drain(ctx context.Context, node string, opts DrainOptions) (Drai
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer acancel()
 	var refused []corev1.Pod
-	var terminating []string
+	var terminating, unread []string
 	for _, p := range pods {
 		id := p.Namespace + "/" + p.Name
 		if gone[id] {
@@ -169,7 +169,9 @@ func (a *Actor) Drain(ctx context.Context, node string, opts DrainOptions) (Drai
 		switch {
 		case apierrors.IsNotFound(gerr), gerr == nil && cur.UID != p.UID:
 			res.Evicted = append(res.Evicted, id)
-		case gerr == nil && cur.DeletionTimestamp != nil:
+		case gerr != nil:
+			unread = append(unread, id)
+		case cur.DeletionTimestamp != nil:
 			res.Evicted = append(res.Evicted, id)
 			terminating = append(terminating, id)
 		default:
@@ -182,6 +184,9 @@ func (a *Actor) Drain(ctx context.Context, node string, opts DrainOptions) (Drai
 			return res, fmt.Errorf("drain %s: %w %s", node, ErrDrainBlocked, pdb)
 		}
 		return res, fmt.Errorf("drain %s: %d eviction(s) not accepted within %s: %w", node, len(refused), timeout, err)
+	}
+	if len(unread) > 0 {
+		return res, fmt.Errorf("drain %s: pods not read back (%s): %w", node, strings.Join(unread, ", "), err)
 	}
 	if len(terminating) > 0 {
 		return res, fmt.Errorf("drain %s: %w after %s: %s", node, ErrDrainTerminating, timeout, strings.Join(terminating, ", "))
