@@ -62,7 +62,9 @@ type DrainResult struct {
 const maxDrainPods = 1000
 
 // Drain evicts the pods of node with kubectl's drain helper (k8s.io/kubectl/pkg/drain)
-// through the Eviction API (DisableEviction false), so PodDisruptionBudgets are
+// through the Eviction API (DisableEviction false; the helper falls back to deletes
+// only on a server without that API, older than any client-go here supports, and
+// the controller's role grants no pod delete), so PodDisruptionBudgets are
 // respected: a refused eviction is retried until the attempt's deadline and then
 // reported as ErrDrainBlocked, naming the budget. Then it waits, within the same
 // deadline, for the evicted pods to be gone, as kubectl drain does; pods still
