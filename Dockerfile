@@ -12,6 +12,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# Through make: it sets the build's flags (the tag kustomize_disable_go_plugin_support
+# in GOFLAGS, which keeps Go's plugin package out of the binary).
 RUN make build
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -9,6 +9,13 @@ GOTESTFLAGS ?=
 # go-nvml's mock and the NVML bindings need cgo.
 export CGO_ENABLED ?= 1
 export GOTOOLCHAIN ?= local
+# Every build and test needs this tag: it keeps Go's plugin package out of the
+# drain helper's dependencies (kustomize), without which a cgo binary that links
+# go-nvml dies at start (controller/act/buildtag_guard.go refuses such a build).
+# Exported through GOFLAGS so that go build, go test, go vet and the binaries the
+# tests build (test/testenv) all get it; GOFLAGS already set is kept.
+GO_TAGS := kustomize_disable_go_plugin_support
+export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -tags=$(GO_TAGS))
 
 .PHONY: all build build-cgo cuda demo test test-unit lint bench bench-scan bench-scale tools rules-test fuzz clean
 

@@ -25,8 +25,8 @@ type EscalationConfig struct {
 	// (recorded) until one is configured.
 	Remediator *act.Remediator
 	// DrainTimeout bounds one drain attempt (default act.DefaultDrainTimeout); a
-	// drain a PodDisruptionBudget blocks waits and is tried again at the next
-	// reconcile.
+	// drain a PodDisruptionBudget blocks, or whose evicted pods are still
+	// terminating, waits and is tried again at the next reconcile.
 	DrainTimeout time.Duration
 	// DrainGraceSeconds, when set, overrides the pods' termination grace period.
 	DrainGraceSeconds *int
@@ -203,18 +203,19 @@ func (c *Controller) takeStep(ctx context.Context, f fault.Fault, nf *v1alpha1.N
 		}
 		return done("tainted " + f.Rule.Taint.Key + "=" + f.Rule.Taint.Value + ":" + f.Rule.Taint.Effect)
 	case rules.StepDrain:
-		grace := -1
-		if ec.DrainGraceSeconds != nil {
-			grace = *ec.DrainGraceSeconds
-		}
-		res, err := c.actor.Drain(ctx, f.Node, ec.DrainTimeout, grace)
-		if errors.Is(err, act.ErrDrainBlocked) {
+		res, err := c.actor.Drain(ctx, f.Node, act.DrainOptions{Timeout: ec.DrainTimeout, GracePeriodSeconds: ec.DrainGraceSeconds,
+			Log: c.log.With("rule", f.Rule.String())})
+		if errors.Is(err, act.ErrDrainBlocked) || errors.Is(err, act.ErrDrainTerminating) {
 			return v1alpha1.StepWaiting, fmt.Sprintf("evicted %d pod(s); waiting: %v", len(res.Evicted), err)
 		}
 		if err != nil {
 			return fail(err)
 		}
-		return done(fmt.Sprintf("drained: %d pod(s) evicted %s", len(res.Evicted), strings.Join(res.Evicted, ", ")))
+		msg := fmt.Sprintf("drained: %d pod(s) evicted", len(res.Evicted))
+		if len(res.Evicted) > 0 {
+			msg += " (" + strings.Join(res.Evicted, ", ") + ")"
+		}
+		return done(msg)
 	case rules.StepService:
 		msg := fmt.Sprintf("%s (%s) escalated to service: %s; %s", f.Rule, f.Rule.Severity, s.Why, lastLine(f))
 		if err := c.actor.MarkForService(ctx, f.Node, msg); err != nil {

@@ -175,7 +175,7 @@ func TestEscalationLadder(t *testing.T) {
 		t.Errorf("gpu-0's pods are still there after its drain")
 	}
 	e := cl.escalation("gpu-0", "ladder-xid")
-	if e.Action != "drain" || !strings.Contains(e.Message, "2 pod(s) evicted") || !strings.Contains(e.Reason, "fired 1 time(s)") || e.Time == nil {
+	if e.Action != "drain" || !strings.Contains(e.Message, "2 pod(s) evicted (default/trainer-a, default/trainer-b)") || !strings.Contains(e.Reason, "fired 1 time(s)") || e.Time == nil {
 		t.Errorf("gpu-0's drain step: %+v", e)
 	}
 	cl.waitFor("gpu-1's drain waits on its PDB", 30*time.Second, func() bool {

@@ -1,131 +1,232 @@
 package act
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/kubectl/pkg/drain"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 )
 
 // DefaultDrainTimeout bounds one drain attempt: a drain that a PodDisruptionBudget
-// blocks longer is left waiting and tried again later, not waited on here.
+// blocks longer, or whose evicted pods take longer to terminate, is left waiting
+// and tried again later, not waited on here.
 const DefaultDrainTimeout = 30 * time.Second
 
 // ErrDrainBlocked is matched (errors.Is) by the error Drain returns when an eviction
 // was refused by a PodDisruptionBudget for the whole attempt: the step waits.
 var ErrDrainBlocked = errors.New("eviction blocked by a PodDisruptionBudget")
 
+// ErrDrainTerminating is matched (errors.Is) by the error Drain returns when every
+// eviction was accepted but some evicted pods were still terminating (their grace
+// period) at the end of the attempt: the step waits, and the next attempt waits on
+// them again.
+var ErrDrainTerminating = errors.New("evicted pods still terminating")
+
+// DrainOptions configures one drain attempt.
+type DrainOptions struct {
+	// Timeout bounds the attempt (DefaultDrainTimeout when 0).
+	Timeout time.Duration
+	// GracePeriodSeconds, when set, overrides each pod's termination grace period
+	// (0: at once); nil keeps each pod's own.
+	GracePeriodSeconds *int
+	// Log receives the drain helper's progress (Info) and retries (Warn); nil
+	// discards them.
+	Log *slog.Logger
+}
+
 // DrainResult is what one drain attempt did.
 type DrainResult struct {
-	// Evicted lists the pods evicted (namespace/name).
+	// Evicted lists the pods whose eviction was accepted (namespace/name), gone or
+	// still terminating, sorted.
 	Evicted []string
 	// Warnings are the drain helper's warnings (DaemonSet pods left, ...).
 	Warnings string
 }
 
-// Drain evicts the pods of node through the Eviction API, so PodDisruptionBudgets
-// are respected. It does not cordon: the node already carries the rule's
-// NoSchedule or NoExecute taint (the ladder climbs from it), and the admission
-// policy keeps the controller off spec.unschedulable, which belongs to the
-// operators. It follows kubectl drain's rules: DaemonSet and mirror pods stay
-// (they tolerate the taint or belong to the kubelet), finished pods are left
-// alone, and a pod without a controller is never evicted (nobody would recreate
-// it): the attempt fails and says so. It does not wait for the evicted pods to
-// terminate: an accepted eviction is the kubelet's to finish.
+// maxDrainPods bounds the pods one attempt evicts (the drain helper evicts each in
+// a goroutine of its own; a node runs at most its kubelet's max-pods, 110 by
+// default).
+const maxDrainPods = 1000
+
+// Drain evicts the pods of node with kubectl's drain helper (k8s.io/kubectl/pkg/drain)
+// through the Eviction API (DisableEviction false; the helper falls back to deletes
+// only on a server without that API, older than any client-go here supports, and
+// the controller's role grants no pod delete), so PodDisruptionBudgets are
+// respected: a refused eviction is retried until the attempt's deadline and then
+// reported as ErrDrainBlocked, naming the budget. Then it waits, within the same
+// deadline, for the evicted pods to be gone, as kubectl drain does; pods still
+// terminating at the deadline give ErrDrainTerminating.
 //
-// The drain helper of k8s.io/kubectl/pkg/drain is not used: it imports Go's
-// plugin package (through cli-runtime and kustomize), and with cgo that makes the
-// linker bind every symbol at start-up (-z now), which go-nvml's lazily bound
-// symbols (absent from older drivers) do not survive: every cgo binary and test
-// linking the controller and go-nvml would die at start.
+// It does not cordon (RunCordonOrUncordon is never called): the node already
+// carries the rule's NoSchedule or NoExecute taint (the ladder climbs from it), and
+// the admission policy keeps the controller off spec.unschedulable, which belongs
+// to the operators. What stays follows kubectl drain's rules, through the helper's
+// options:
+//   - DaemonSet pods stay (IgnoreAllDaemonSets: they tolerate the taint and their
+//     DaemonSet would recreate them), with a warning in DrainResult.Warnings; a pod
+//     whose DaemonSet is gone fails the attempt (Force false);
+//   - mirror pods stay (the helper always skips them: they belong to the kubelet);
+//   - a pod without a controller is never evicted (Force false: nobody would
+//     recreate it): the attempt fails, naming it, and nothing is evicted;
+//   - pods with emptyDir volumes are evicted (DeleteEmptyDirData: scratch space and
+//     /dev/shm of training pods, which their controller recreates elsewhere);
+//   - finished pods (Succeeded, Failed) are left alone (an additional filter: they
+//     hold no capacity, and a Job's finished pods are its record).
 //
-// timeout bounds the attempt (DefaultDrainTimeout when 0): client-go retries a
-// refused eviction (429) by itself, so a budget that allows no disruption ends
-// the attempt at the deadline, as ErrDrainBlocked. gracePeriod < 0 keeps each
-// pod's own.
-func (a *Actor) Drain(ctx context.Context, node string, timeout time.Duration, gracePeriod int) (DrainResult, error) {
+// The helper's output goes to opts.Log, never to stdout. Its retry of a refused
+// eviction pauses 5 s without watching the deadline, so an attempt may overrun
+// opts.Timeout by up to that pause.
+func (a *Actor) Drain(ctx context.Context, node string, opts DrainOptions) (DrainResult, error) {
 	if err := a.ready(); err != nil {
 		return DrainResult{}, err
 	}
+	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultDrainTimeout
 	}
+	grace := -1
+	if opts.GracePeriodSeconds != nil {
+		grace = *opts.GracePeriodSeconds
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("node", node)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+
+	var mu sync.Mutex
+	gone := map[string]bool{}
+	h := &drain.Helper{
+		Ctx:                 ctx,
+		Client:              a.client,
+		GracePeriodSeconds:  grace,
+		IgnoreAllDaemonSets: true,
+		DeleteEmptyDirData:  true,
+		Timeout:             timeout,
+		ChunkSize:           500,
+		AdditionalFilters:   []drain.PodFilter{leaveFinished},
+		Out:                 logWriter{log, slog.LevelInfo},
+		ErrOut:              logWriter{log, slog.LevelWarn},
+		OnPodDeletionOrEvictionFinished: func(p *corev1.Pod, _ bool, err error) {
+			if err == nil {
+				mu.Lock()
+				gone[p.Namespace+"/"+p.Name] = true
+				mu.Unlock()
+			}
+		},
+	}
 	var res DrainResult
-	pods, err := a.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(), Limit: maxDrainPods})
-	if err != nil {
-		return res, fmt.Errorf("drain %s: list pods: %w", node, err)
-	}
-	if pods.Continue != "" {
-		return res, fmt.Errorf("drain %s: more than %d pods on the node", node, maxDrainPods)
-	}
-	var evict []corev1.Pod
-	var unmanaged, left []string
-	for _, p := range pods.Items {
-		ctrl := metav1.GetControllerOf(&p)
-		switch {
-		case p.DeletionTimestamp != nil, p.Status.Phase == corev1.PodSucceeded, p.Status.Phase == corev1.PodFailed:
-		case p.Annotations[corev1.MirrorPodAnnotationKey] != "":
-			left = append(left, p.Namespace+"/"+p.Name+" (mirror)")
-		case ctrl != nil && ctrl.Kind == "DaemonSet":
-			left = append(left, p.Namespace+"/"+p.Name+" (DaemonSet)")
-		case ctrl == nil:
-			unmanaged = append(unmanaged, p.Namespace+"/"+p.Name)
-		default:
-			evict = append(evict, p)
-		}
-	}
-	if len(left) > 0 {
-		res.Warnings = "left on the node: " + strings.Join(left, ", ")
-	}
-	if len(unmanaged) > 0 {
-		return res, fmt.Errorf("drain %s: pods without a controller would be lost, not evicted: %s", node, strings.Join(unmanaged, ", "))
-	}
-	var errs []error
-	var refused []corev1.Pod
-	for _, p := range evict {
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-		if gracePeriod >= 0 {
-			g := int64(gracePeriod)
-			ev.DeleteOptions = &metav1.DeleteOptions{GracePeriodSeconds: &g}
-		}
-		err := a.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-			res.Evicted = append(res.Evicted, p.Namespace+"/"+p.Name)
-		case apierrors.IsTooManyRequests(err), errors.Is(err, context.DeadlineExceeded), ctx.Err() != nil:
-			refused = append(refused, p)
-		default:
-			errs = append(errs, fmt.Errorf("evict %s/%s: %w", p.Namespace, p.Name, err))
-		}
+	list, errs := h.GetPodsForDeletion(node)
+	if list != nil {
+		res.Warnings = list.Warnings()
 	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("drain %s: %w", node, errors.Join(errs...))
 	}
+	if res.Warnings != "" {
+		log.Info("drain leaves pods on the node", "warnings", res.Warnings)
+	}
+	pods := list.Pods()
+	if len(pods) > maxDrainPods {
+		return res, fmt.Errorf("drain %s: %d pods to evict, more than %d", node, len(pods), maxDrainPods)
+	}
+	err := h.DeleteOrEvictPods(pods)
+	mu.Lock()
+	defer mu.Unlock()
+	if err == nil {
+		for _, p := range pods {
+			res.Evicted = append(res.Evicted, p.Namespace+"/"+p.Name)
+		}
+		sort.Strings(res.Evicted)
+		return res, nil
+	}
+	// Which pods the attempt moved: the helper's error is one string per pod, so
+	// the pods themselves say it (the context is spent: ask anew, bounded).
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer acancel()
+	var refused []corev1.Pod
+	var terminating, unread []string
+	for _, p := range pods {
+		id := p.Namespace + "/" + p.Name
+		if gone[id] {
+			res.Evicted = append(res.Evicted, id)
+			continue
+		}
+		cur, gerr := a.client.CoreV1().Pods(p.Namespace).Get(actx, p.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr), gerr == nil && cur.UID != p.UID:
+			res.Evicted = append(res.Evicted, id)
+		case gerr != nil:
+			unread = append(unread, id)
+		case cur.DeletionTimestamp != nil:
+			res.Evicted = append(res.Evicted, id)
+			terminating = append(terminating, id)
+		default:
+			refused = append(refused, p)
+		}
+	}
+	sort.Strings(res.Evicted)
 	if len(refused) > 0 {
-		// The budgets say whether it was theirs; the context is spent, so ask anew.
-		if pdb := a.blockingPDB(context.WithoutCancel(ctx), refused); pdb != "" {
+		if pdb := a.blockingPDB(actx, refused); pdb != "" {
 			return res, fmt.Errorf("drain %s: %w %s", node, ErrDrainBlocked, pdb)
 		}
-		return res, fmt.Errorf("drain %s: %d eviction(s) not accepted within %s", node, len(refused), timeout)
+		return res, fmt.Errorf("drain %s: %d eviction(s) not accepted within %s: %w", node, len(refused), timeout, err)
 	}
+	if len(unread) > 0 {
+		return res, fmt.Errorf("drain %s: pods not read back (%s): %w", node, strings.Join(unread, ", "), err)
+	}
+	if len(terminating) > 0 {
+		return res, fmt.Errorf("drain %s: %w after %s: %s", node, ErrDrainTerminating, timeout, strings.Join(terminating, ", "))
+	}
+	// Every pod was evicted and is gone; what the helper reported came after.
+	log.Warn("drain finished with an error after every pod was gone", "err", err)
 	return res, nil
 }
 
-// maxDrainPods bounds the pods one drain lists (a node runs at most a few hundred).
-const maxDrainPods = 1000
+// leaveFinished keeps the drain off finished pods: they hold no capacity.
+func leaveFinished(p corev1.Pod) drain.PodDeleteStatus {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return drain.MakePodDeleteStatusSkip()
+	}
+	return drain.MakePodDeleteStatusOkay()
+}
+
+// maxLogLine bounds one logged line of the drain helper's output.
+const maxLogLine = 1024
+
+// logWriter turns the drain helper's output (one Fprintf per line) into log
+// records at level.
+type logWriter struct {
+	log   *slog.Logger
+	level slog.Level
+}
+
+func (w logWriter) Write(b []byte) (int, error) {
+	for _, line := range bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n")) {
+		if len(line) > maxLogLine {
+			line = line[:maxLogLine]
+		}
+		if len(line) > 0 {
+			w.log.Log(context.Background(), w.level, "drain: "+string(line))
+		}
+	}
+	return len(b), nil
+}
 
 // blockingPDB names the PodDisruptionBudget (namespace/name) that allows no
 // disruption of one of pods, or "" when none does.

@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -127,6 +129,27 @@ var proofs = map[atom]proof{
 			return err
 		}
 		_, err := sa.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + f.node, Limit: 1})
+		return err
+	}},
+	{"", "pods", "get", "", ""}: {"the drain step reads an evicted pod back until it is gone", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		name := fmt.Sprint("proof-", f.next())
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{NodeName: f.node, Containers: []corev1.Container{{Name: "c", Image: "proof"}}}}
+		if _, err := f.admin.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("admin: %w", err)
+		}
+		_, err := sa.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		return err
+	}},
+	{"apps", "daemonsets", "get", "", ""}: {"the drain step leaves a DaemonSet's pods once it has found their DaemonSet", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		sel := map[string]string{"app": "proof"}
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "proof", Namespace: metav1.NamespaceDefault},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "proof"}}}}}}
+		if _, err := f.admin.AppsV1().DaemonSets(metav1.NamespaceDefault).Create(ctx, ds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("admin: %w", err)
+		}
+		_, err := sa.AppsV1().DaemonSets(metav1.NamespaceDefault).Get(ctx, "proof", metav1.GetOptions{})
 		return err
 	}},
 	{"", "pods/eviction", "create", "", ""}: {"the drain step evicts a pod (the Eviction API enforces PodDisruptionBudgets)", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
@@ -365,8 +388,9 @@ func TestEveryPermissionHasAProof(t *testing.T) {
 		}
 	}
 	for _, a := range atoms(cr.Rules) {
-		// The drain step lists a node's pods wherever they run.
-		if namespaced[a.resource] && !(a.resource == "pods" && a.verb == "list") {
+		// The drain step lists a node's pods wherever they run and reads evicted
+		// ones back.
+		if namespaced[a.resource] && !(a.resource == "pods" && (a.verb == "list" || a.verb == "get")) {
 			t.Errorf("ClusterRole grants %s in every namespace: it belongs in the Role", a)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -140,6 +141,31 @@ func TestControllerRBAC(t *testing.T) {
 			}
 			return nil
 		})
+
+		// The drain step, as the controller: kubectl's drain helper finds the node's
+		// pods, reads the DaemonSet of one it leaves, evicts the other and reads it
+		// back until it is gone.
+		sel := map[string]string{"app": "drain-agent"}
+		ds := must(admin.AppsV1().DaemonSets(metav1.NamespaceDefault).Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "drain-agent"},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "agent"}}}}}}, metav1.CreateOptions{})).get(t)
+		yes := true
+		for name, owner := range map[string]metav1.OwnerReference{
+			"drain-agent-gpu-2": {APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: &yes},
+			"trainer-gpu-2":     {APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "trainer", UID: "trainer-uid", Controller: &yes},
+		} {
+			must(admin.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{owner}},
+				Spec:       corev1.PodSpec{NodeName: "gpu-2", Containers: []corev1.Container{{Name: "c", Image: "train"}}}}, metav1.CreateOptions{})).get(t)
+		}
+		zero := 0
+		dr, err := a.Drain(ctx, "gpu-2", act.DrainOptions{Timeout: 20 * time.Second, GracePeriodSeconds: &zero})
+		if err != nil || len(dr.Evicted) != 1 || dr.Evicted[0] != "default/trainer-gpu-2" {
+			t.Fatalf("Drain as the controller: %+v, %v", dr, err)
+		}
+		if _, err := admin.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "drain-agent-gpu-2", metav1.GetOptions{}); err != nil {
+			t.Fatalf("the DaemonSet's pod: %v", err)
+		}
 
 		// The checkpoint and leader election, with the project's own code.
 		store := checkpoint.New(cs, ns, controller.DefaultCheckpointName)
@@ -293,11 +319,13 @@ func TestControllerRBAC(t *testing.T) {
 			{ns, "", "configmaps", "", "update", false, "another"},
 			{ns, "", "configmaps", "", "get", false, ""},
 			{ns, "coordination.k8s.io", "leases", "", "update", false, ""},
-			// Pods: listed anywhere (the drain step), evicted (through the budgets),
-			// never read one by one, written or deleted.
+			// Pods: listed and read anywhere (the drain step), evicted (through the
+			// budgets), never written or deleted.
 			{metav1.NamespaceDefault, "", "pods", "", "list", true, ""},
+			{metav1.NamespaceDefault, "", "pods", "", "get", true, ""},
 			{metav1.NamespaceDefault, "", "pods", "eviction", "create", true, ""},
-			{ns, "", "pods", "", "get", false, ""},
+			{"", "apps", "daemonsets", "", "get", true, ""},
+			{"", "apps", "daemonsets", "", "list", false, ""},
 			{ns, "", "pods", "", "update", false, ""},
 			{ns, "", "pods", "exec", "create", false, ""},
 			// What it must not do.

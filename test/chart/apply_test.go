@@ -155,9 +155,13 @@ func TestApply(t *testing.T) {
 			{"faultline", "update", "coordination.k8s.io", "leases", "", "another", false},
 			{"faultline", "watch", "", "pods", "", "", true},
 			{"default", "watch", "", "pods", "", "", false},
-			// The ladder's drain step: pods listed everywhere and evicted, never deleted.
+			// The ladder's drain step (kubectl's drain helper): pods listed and read back
+			// everywhere and evicted, never deleted; a DaemonSet read before its pods are left.
 			{"default", "list", "", "pods", "", "", true},
+			{"default", "get", "", "pods", "", "", true},
 			{"default", "create", "", "pods", "eviction", "", true},
+			{"default", "get", "apps", "daemonsets", "", "", true},
+			{"default", "list", "apps", "daemonsets", "", "", false},
 			{"default", "delete", "", "pods", "", "", false},
 			{"default", "list", "policy", "poddisruptionbudgets", "", "", true},
 		}},

@@ -595,7 +595,7 @@ func TestBinaryRunsChartCommands(t *testing.T) {
 	testenv.Integration(t)
 	root := repoRoot(t)
 	bin := filepath.Join(t.TempDir(), "faultline")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/faultline")
+	build := exec.Command("go", "build", "-tags="+testenv.BuildTags, "-o", bin, "./cmd/faultline")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

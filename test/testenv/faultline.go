@@ -28,6 +28,19 @@ func BuildDemo(t TB) string {
 	return buildCommand(t, dir, "faultline-demo", "1")
 }
 
+// BuildFaultlineCgo builds the faultline binary with cgo, as `make build-cgo` builds
+// the probe agent's (it links go-nvml's bindings).
+func BuildFaultlineCgo(t TB) string {
+	t.Helper()
+	return buildCommand(t, t.TempDir(), "faultline", "1")
+}
+
+// BuildTags are the build tags every build of this module needs, as the Makefile's
+// GO_TAGS: without kustomize_disable_go_plugin_support a cgo build is refused
+// (controller/act/buildtag_guard.go). Passed on the command line, so a test run
+// given the tag by -tags rather than GOFLAGS builds its binaries with it too.
+const BuildTags = "kustomize_disable_go_plugin_support"
+
 // buildCommand builds ./cmd/<name> of this checkout into dir.
 func buildCommand(t TB, dir, name, cgo string) string {
 	t.Helper()
@@ -36,7 +49,7 @@ func buildCommand(t TB, dir, name, cgo string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
+	cmd := exec.Command("go", "build", "-tags="+BuildTags, "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
