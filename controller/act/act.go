@@ -26,7 +26,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,12 +130,8 @@ type Actor struct {
 	// so no decision rests on a cache that misses the Actor's own change.
 	written map[string]pendingWrite
 
-	// nodesGen counts changes the Node informer delivered; facts were computed at
-	// factsGen (the maps are shared read-only with the callers, see decide.NodeFacts).
-	nodesGen atomic.Uint64
-	factsMu  sync.Mutex
-	factsGen uint64
-	facts    *decide.NodeFacts
+	// index keeps the decide stage's facts from the informers' events.
+	index *factIndex
 
 	// beforeWrite, when set (by tests), runs just before each Node write.
 	beforeWrite func(node string, attempt int)
@@ -189,18 +184,14 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		written: map[string]pendingWrite{},
 		records: opts.Records,
 		faults:  faults,
+		index:   newFactIndex(opts.Eligible, opts.TopologyLabels),
 	}
-	// Any change of a Node or a record makes the next Facts recompute; until then
-	// per-fault decisions reuse the last facts instead of a pass over the fleet each.
-	bump := func() { a.nodesGen.Add(1) }
-	if err := faults.OnChange(bump); err != nil {
+	// The informers' events keep the facts indexed: a decision reads them without a
+	// pass over the fleet.
+	if err := faults.AddEventHandler(a.index.recordHandler()); err != nil {
 		return nil, fmt.Errorf("act: record informer: %w", err)
 	}
-	if _, err := ni.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { bump() },
-		UpdateFunc: func(any, any) { bump() },
-		DeleteFunc: func(any) { bump() },
-	}); err != nil {
+	if _, err := ni.Informer().AddEventHandler(a.index.nodeHandler()); err != nil {
 		return nil, fmt.Errorf("act: node informer: %w", err)
 	}
 	a.broadcaster = record.NewBroadcaster()
@@ -367,97 +358,11 @@ func (a *Actor) BootID(node string) (string, error) {
 	return n.Status.NodeInfo.BootID, nil
 }
 
-// EligibleNodes counts the nodes faultline may taint: those matching Options.Eligible
-// and not opted out (from the cache). The decide stage's budget is a share of it.
-func (a *Actor) EligibleNodes() (int, error) {
-	if err := a.ready(); err != nil {
-		return 0, err
-	}
-	nodes, err := a.nodes.List(labels.Everything())
-	if err != nil {
-		return 0, err
-	}
-	c := 0
-	for _, n := range nodes {
-		if a.eligible(n) {
-			c++
-		}
-	}
-	return c, nil
-}
-
-// eligible reports whether n counts in the budget's and the storm hold's population.
-func (a *Actor) eligible(n *corev1.Node) bool {
-	return !OptedOut(n) && a.opts.Eligible.Matches(labels.Set(n.Labels))
-}
-
-// Facts reads the fleet's state for the decide stage from the cache. It walks the
-// Nodes only when one changed since the last call; otherwise it returns the same
-// facts again (whose maps callers only read).
+// Facts reads the fleet's state for the decide stage from the index the informers
+// keep: no pass over the fleet. The facts' maps are shared: callers only read them.
 func (a *Actor) Facts() (decide.NodeFacts, error) {
 	if err := a.ready(); err != nil {
 		return decide.NodeFacts{}, err
 	}
-	a.factsMu.Lock()
-	defer a.factsMu.Unlock()
-	gen := a.nodesGen.Load()
-	if a.facts != nil && a.factsGen == gen {
-		return *a.facts, nil
-	}
-	f, err := a.computeFacts()
-	if err != nil {
-		return decide.NodeFacts{}, err
-	}
-	a.facts, a.factsGen = &f, gen
-	return f, nil
-}
-
-func (a *Actor) computeFacts() (decide.NodeFacts, error) {
-	nodes, err := a.nodes.List(labels.Everything())
-	if err != nil {
-		return decide.NodeFacts{}, err
-	}
-	f := decide.NodeFacts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
-	byName := make(map[string]*corev1.Node, len(nodes))
-	for _, n := range nodes {
-		byName[n.Name] = n
-		if OptedOut(n) {
-			f.OptedOut[n.Name] = true
-		} else if a.eligible(n) {
-			f.Eligible++
-			a.topology(&f, n)
-		}
-	}
-	// A node carries faultline's taint for a fault when the fault's record owns it
-	// (Placed, or Placing with the Node already updated) and the node has it.
-	for _, nf := range a.faults.List() {
-		st := nf.Status.Taint
-		if st == nil || (st.State != v1alpha1.TaintPlaced && st.State != v1alpha1.TaintPlacing) {
-			continue
-		}
-		if n := byName[nf.Spec.Node]; n != nil && hasTaintOf(n, st.Taint) {
-			f.Tainted[n.Name] = append(f.Tainted[n.Name], nf.Spec.Pack+"/"+nf.Spec.Rule)
-		}
-	}
-	for _, keys := range f.Tainted {
-		sort.Strings(keys)
-	}
-	return f, nil
-}
-
-// topology notes n's values of the topology labels in f.
-func (a *Actor) topology(f *decide.NodeFacts, n *corev1.Node) {
-	for _, l := range a.opts.TopologyLabels {
-		v, ok := n.Labels[l]
-		if !ok || v == "" {
-			continue
-		}
-		if f.Topology == nil {
-			f.Topology = map[string]map[string]string{}
-		}
-		if f.Topology[n.Name] == nil {
-			f.Topology[n.Name] = map[string]string{}
-		}
-		f.Topology[n.Name][l] = v
-	}
+	return a.index.Facts(), nil
 }
