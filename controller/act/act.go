@@ -169,9 +169,7 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	if opts.Eligible == nil {
 		opts.Eligible = labels.Everything()
 	}
-	// The cache drops what faultline never reads (managed fields, the image list)
-	// to keep a large fleet's Nodes small. Writing such a copy back is safe: an
-	// update ignores a Node's status, and omitted managedFields keep the live ones.
+	// The cache keeps only what faultline reads of a Node (see stripNode).
 	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
 		informers.WithTransform(stripNode), informers.WithTweakListOptions(opts.shardListOptions))
 	ni := factory.Core().V1().Nodes()
@@ -199,12 +197,29 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	return a, nil
 }
 
+// stripNode is the Node informer's transform: the cache keeps what faultline reads
+// or writes back, so that its memory follows the number of nodes, not the size of
+// their status. Kept: the metadata less its managed fields and the spec, whole (a
+// taint or label write is an Update of a cached copy, which sends both: an omitted
+// annotation or podCIDR would be removed or refused), the boot ID (recover: reboot)
+// and faultline's condition (compared before each condition patch). The rest
+// of the status (the kubelet's conditions, capacity, addresses, images, system
+// info) is dropped: an Update ignores a Node's status, and faultline writes status
+// only with patches of its own conditions, never a cached status.
 func stripNode(obj any) (any, error) {
-	if n, ok := obj.(*corev1.Node); ok {
-		n.ManagedFields = nil
-		n.Status.Images = nil
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	n.ManagedFields = nil
+	var conds []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if c.Type == fault.ConditionType {
+			conds = append(conds, c)
+		}
+	}
+	n.Status = corev1.NodeStatus{Conditions: conds, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
+	return n, nil
 }
 
 // Start starts the Node informer and the Event sink and waits until the cache has

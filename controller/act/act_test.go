@@ -631,6 +631,8 @@ func TestActor(t *testing.T) {
 		}
 	})
 
+	t.Run("CacheStripped", func(t *testing.T) { testCacheStripped(t, env.RESTConfig()) })
+
 	t.Run("PointerBounded", func(t *testing.T) {
 		createNodes(t, cs, "big-1")
 		a, _ := startActor(t, env.RESTConfig(), Options{})
