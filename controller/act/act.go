@@ -33,7 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -88,6 +87,10 @@ type Options struct {
 	// TopologyLabels are the labels whose values the facts carry per eligible node
 	// (decide.NodeFacts.Topology), for fleet correlation.
 	TopologyLabels []string
+
+	// nodeListPage is how many Nodes one list request asks for (default
+	// defaultNodeListPage); tests make it small.
+	nodeListPage int64
 }
 
 // ErrOptedOut is matched (errors.Is) by the error Taint returns for a node labelled
@@ -114,7 +117,8 @@ func (e *OptedOutError) Is(target error) bool { return target == ErrOptedOut }
 type Actor struct {
 	client      kubernetes.Interface
 	opts        Options
-	factory     informers.SharedInformerFactory
+	nodeInf     cache.SharedIndexInformer
+	nodeRun     sync.WaitGroup // the Node informer's run
 	nodes       corelisters.NodeLister
 	synced      cache.InformerSynced
 	broadcaster record.EventBroadcaster
@@ -169,16 +173,16 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	if opts.Eligible == nil {
 		opts.Eligible = labels.Everything()
 	}
-	// The cache keeps only what faultline reads of a Node (see stripNode).
-	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
-		informers.WithTransform(stripNode), informers.WithTweakListOptions(opts.shardListOptions))
-	ni := factory.Core().V1().Nodes()
+	ni, err := newNodeInformer(client, opts)
+	if err != nil {
+		return nil, err
+	}
 	a := &Actor{
 		client:  client,
 		opts:    opts,
-		factory: factory,
-		nodes:   ni.Lister(),
-		synced:  ni.Informer().HasSynced,
+		nodeInf: ni,
+		nodes:   corelisters.NewNodeLister(ni.GetIndexer()),
+		synced:  ni.HasSynced,
 		written: map[string]pendingWrite{},
 		records: opts.Records,
 		faults:  faults,
@@ -189,37 +193,12 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	if err := faults.AddEventHandler(a.index.recordHandler()); err != nil {
 		return nil, fmt.Errorf("act: record informer: %w", err)
 	}
-	if _, err := ni.Informer().AddEventHandler(a.index.nodeHandler()); err != nil {
+	if _, err := ni.AddEventHandler(a.index.nodeHandler()); err != nil {
 		return nil, fmt.Errorf("act: node informer: %w", err)
 	}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})
 	return a, nil
-}
-
-// stripNode is the Node informer's transform: the cache keeps what faultline reads
-// or writes back, so that its memory follows the number of nodes, not the size of
-// their status. Kept: the metadata less its managed fields and the spec, whole (a
-// taint or label write is an Update of a cached copy, which sends both: an omitted
-// annotation or podCIDR would be removed or refused), the boot ID (recover: reboot)
-// and faultline's condition (compared before each condition patch). The rest
-// of the status (the kubelet's conditions, capacity, addresses, images, system
-// info) is dropped: an Update ignores a Node's status, and faultline writes status
-// only with patches of its own conditions, never a cached status.
-func stripNode(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
-	}
-	n.ManagedFields = nil
-	var conds []corev1.NodeCondition
-	for _, c := range n.Status.Conditions {
-		if c.Type == fault.ConditionType {
-			conds = append(conds, c)
-		}
-	}
-	n.Status = corev1.NodeStatus{Conditions: conds, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
-	return n, nil
 }
 
 // Start starts the Node informer and the Event sink and waits until the cache has
@@ -236,7 +215,11 @@ func (a *Actor) Start(ctx context.Context) error {
 	a.mu.Unlock()
 
 	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
-	a.factory.Start(ctx.Done())
+	a.nodeRun.Add(1)
+	go func() {
+		defer a.nodeRun.Done()
+		a.nodeInf.Run(ctx.Done())
+	}()
 	go a.faults.Run(ctx.Done())
 	go func() {
 		<-ctx.Done()
@@ -257,7 +240,7 @@ func (a *Actor) Shutdown() {
 		return
 	}
 	cancel()
-	a.factory.Shutdown()
+	a.nodeRun.Wait()
 	a.broadcaster.Shutdown()
 }
 

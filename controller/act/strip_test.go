@@ -2,13 +2,17 @@ package act
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -121,5 +125,43 @@ func testCacheStripped(t *testing.T, cfg *rest.Config) {
 	}
 	if n := kept("after the untaint"); hasTaint(n, "faultline.io/faulty=xid-gpu-lost:NoSchedule") {
 		t.Fatalf("taints %v", n.Spec.Taints)
+	}
+}
+
+// testListPaged: the Node informer's list comes in pages, each stripped, and the
+// cache holds every Node of the cluster, as the API lists them, once it synced.
+func testListPaged(t *testing.T, cfg *rest.Config) {
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, kubeletNode(fmt.Sprintf("paged-%d", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, wc := startActor(t, cfg, Options{nodeListPage: 2})
+	if pages := int64(len(all.Items)+1) / 2; wc.lists.Load() < pages {
+		t.Fatalf("%d list requests for %d nodes in pages of 2, want at least %d", wc.lists.Load(), len(all.Items), pages)
+	}
+	cached, err := a.NodeLister().List(labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cached) < len(all.Items) {
+		t.Fatalf("%d nodes cached, %d listed", len(cached), len(all.Items))
+	}
+	for _, n := range cached {
+		if len(n.Status.Addresses) > 0 || n.Status.Capacity != nil || n.ManagedFields != nil {
+			t.Fatalf("node %s cached whole: %+v", n.Name, n.Status)
+		}
+		if strings.HasPrefix(n.Name, "paged-") && n.Status.NodeInfo.BootID != "boot-"+n.Name {
+			t.Fatalf("node %s: boot ID %q", n.Name, n.Status.NodeInfo.BootID)
+		}
 	}
 }
