@@ -134,8 +134,10 @@ type Actor struct {
 	// so no decision rests on a cache that misses the Actor's own change.
 	written map[string]pendingWrite
 
-	// index keeps the decide stage's facts from the informers' events.
-	index *factIndex
+	// index keeps the decide stage's facts from the informers' events; indexed
+	// say when it has the initial lists.
+	index   *factIndex
+	indexed []cache.InformerSynced
 
 	// beforeWrite, when set (by tests), runs just before each Node write.
 	beforeWrite func(node string, attempt int)
@@ -190,19 +192,25 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	}
 	// The informers' events keep the facts indexed: a decision reads them without a
 	// pass over the fleet.
-	if err := faults.AddEventHandler(a.index.recordHandler()); err != nil {
+	// Start waits until both handlers have been handed the initial lists, so that
+	// the facts are complete from the first decision on.
+	recs, err := faults.AddEventHandler(a.index.recordHandler())
+	if err != nil {
 		return nil, fmt.Errorf("act: record informer: %w", err)
 	}
-	if _, err := ni.AddEventHandler(a.index.nodeHandler()); err != nil {
+	nodes, err := ni.AddEventHandler(a.index.nodeHandler())
+	if err != nil {
 		return nil, fmt.Errorf("act: node informer: %w", err)
 	}
+	a.indexed = []cache.InformerSynced{recs.HasSynced, nodes.HasSynced}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})
 	return a, nil
 }
 
-// Start starts the Node informer and the Event sink and waits until the cache has
-// synced. Everything stops when ctx is done or Shutdown is called.
+// Start starts the informers and the Event sink and waits until the caches have
+// synced and the facts index has their initial lists. Everything stops when ctx is
+// done or Shutdown is called.
 func (a *Actor) Start(ctx context.Context) error {
 	a.mu.Lock()
 	if a.started {
@@ -225,7 +233,7 @@ func (a *Actor) Start(ctx context.Context) error {
 		<-ctx.Done()
 		a.broadcaster.Shutdown()
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), a.synced, a.faults.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), append([]cache.InformerSynced{a.synced, a.faults.HasSynced}, a.indexed...)...) {
 		return fmt.Errorf("act: node and NodeFault caches did not sync: %w", context.Cause(ctx))
 	}
 	return nil
