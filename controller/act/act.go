@@ -366,6 +366,7 @@ func (a *Actor) BootID(node string) (string, error) {
 
 // Facts reads the fleet's state for the decide stage from the index the informers
 // keep: no pass over the fleet. The facts' maps are shared: callers only read them.
+// Safe to call from several goroutines.
 func (a *Actor) Facts() (decide.NodeFacts, error) {
 	if err := a.ready(); err != nil {
 		return decide.NodeFacts{}, err

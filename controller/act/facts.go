@@ -22,7 +22,8 @@ import (
 //
 // Reads are safe while the handlers update: Facts hands out a snapshot whose maps
 // are never written again (rebuilt, in O(tainted + opted-out nodes), only after a
-// change), and the topology is read through the index's own lock (Groups).
+// change), and the topology is read through the index's own lock (Groups), so it
+// may be newer than the rest of a snapshot; each of its answers is consistent.
 type factIndex struct {
 	eligible labels.Selector
 	topo     []string // the topology labels whose values the facts carry
