@@ -246,8 +246,8 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 		c.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)
 	case decide.KindNone:
 	}
-	// Only a taint or a hold changes the gauges: refresh them then, not on every
-	// Event (Reconcile refreshes them periodically too).
+	// Gauges need a pass over every Node: refresh them when a taint or a hold
+	// changed them, not on every Event (Reconcile refreshes them periodically too).
 	if d.Kind == decide.KindTaint || d.Kind == decide.KindHold {
 		c.updateGauges()
 	}
