@@ -123,6 +123,8 @@ func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result
 	return res, nil
 }
 
+// updateGauges sets the gauges from the facts the informers keep indexed and the
+// decider's state: its cost follows the faults, not the fleet.
 func (c *Controller) updateGauges() {
 	facts, err := c.facts()
 	if err != nil {

@@ -26,7 +26,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -89,6 +87,10 @@ type Options struct {
 	// TopologyLabels are the labels whose values the facts carry per eligible node
 	// (decide.NodeFacts.Topology), for fleet correlation.
 	TopologyLabels []string
+
+	// nodeListPage is how many Nodes one list request asks for (default
+	// defaultNodeListPage); tests make it small.
+	nodeListPage int64
 }
 
 // ErrOptedOut is matched (errors.Is) by the error Taint returns for a node labelled
@@ -115,7 +117,8 @@ func (e *OptedOutError) Is(target error) bool { return target == ErrOptedOut }
 type Actor struct {
 	client      kubernetes.Interface
 	opts        Options
-	factory     informers.SharedInformerFactory
+	nodeInf     cache.SharedIndexInformer
+	nodeRun     sync.WaitGroup // the Node informer's run
 	nodes       corelisters.NodeLister
 	synced      cache.InformerSynced
 	broadcaster record.EventBroadcaster
@@ -131,12 +134,10 @@ type Actor struct {
 	// so no decision rests on a cache that misses the Actor's own change.
 	written map[string]pendingWrite
 
-	// nodesGen counts changes the Node informer delivered; facts were computed at
-	// factsGen (the maps are shared read-only with the callers, see decide.NodeFacts).
-	nodesGen atomic.Uint64
-	factsMu  sync.Mutex
-	factsGen uint64
-	facts    *decide.NodeFacts
+	// index keeps the decide stage's facts from the informers' events; indexed
+	// say when it has the initial lists.
+	index   *factIndex
+	indexed []cache.InformerSynced
 
 	// beforeWrite, when set (by tests), runs just before each Node write.
 	beforeWrite func(node string, attempt int)
@@ -174,50 +175,42 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	if opts.Eligible == nil {
 		opts.Eligible = labels.Everything()
 	}
-	// The cache drops what faultline never reads (managed fields, the image list)
-	// to keep a large fleet's Nodes small. Writing such a copy back is safe: an
-	// update ignores a Node's status, and omitted managedFields keep the live ones.
-	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
-		informers.WithTransform(stripNode), informers.WithTweakListOptions(opts.shardListOptions))
-	ni := factory.Core().V1().Nodes()
+	ni, err := newNodeInformer(client, opts)
+	if err != nil {
+		return nil, err
+	}
 	a := &Actor{
 		client:  client,
 		opts:    opts,
-		factory: factory,
-		nodes:   ni.Lister(),
-		synced:  ni.Informer().HasSynced,
+		nodeInf: ni,
+		nodes:   corelisters.NewNodeLister(ni.GetIndexer()),
+		synced:  ni.HasSynced,
 		written: map[string]pendingWrite{},
 		records: opts.Records,
 		faults:  faults,
+		index:   newFactIndex(opts.Eligible, opts.TopologyLabels),
 	}
-	// Any change of a Node or a record makes the next Facts recompute; until then
-	// per-fault decisions reuse the last facts instead of a pass over the fleet each.
-	bump := func() { a.nodesGen.Add(1) }
-	if err := faults.OnChange(bump); err != nil {
+	// The informers' events keep the facts indexed: a decision reads them without a
+	// pass over the fleet.
+	// Start waits until both handlers have been handed the initial lists, so that
+	// the facts are complete from the first decision on.
+	recs, err := faults.AddEventHandler(a.index.recordHandler())
+	if err != nil {
 		return nil, fmt.Errorf("act: record informer: %w", err)
 	}
-	if _, err := ni.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { bump() },
-		UpdateFunc: func(any, any) { bump() },
-		DeleteFunc: func(any) { bump() },
-	}); err != nil {
+	nodes, err := ni.AddEventHandler(a.index.nodeHandler())
+	if err != nil {
 		return nil, fmt.Errorf("act: node informer: %w", err)
 	}
+	a.indexed = []cache.InformerSynced{recs.HasSynced, nodes.HasSynced}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})
 	return a, nil
 }
 
-func stripNode(obj any) (any, error) {
-	if n, ok := obj.(*corev1.Node); ok {
-		n.ManagedFields = nil
-		n.Status.Images = nil
-	}
-	return obj, nil
-}
-
-// Start starts the Node informer and the Event sink and waits until the cache has
-// synced. Everything stops when ctx is done or Shutdown is called.
+// Start starts the informers and the Event sink and waits until the caches have
+// synced and the facts index has their initial lists. Everything stops when ctx is
+// done or Shutdown is called.
 func (a *Actor) Start(ctx context.Context) error {
 	a.mu.Lock()
 	if a.started {
@@ -230,13 +223,17 @@ func (a *Actor) Start(ctx context.Context) error {
 	a.mu.Unlock()
 
 	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
-	a.factory.Start(ctx.Done())
+	a.nodeRun.Add(1)
+	go func() {
+		defer a.nodeRun.Done()
+		a.nodeInf.Run(ctx.Done())
+	}()
 	go a.faults.Run(ctx.Done())
 	go func() {
 		<-ctx.Done()
 		a.broadcaster.Shutdown()
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), a.synced, a.faults.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), append([]cache.InformerSynced{a.synced, a.faults.HasSynced}, a.indexed...)...) {
 		return fmt.Errorf("act: node and NodeFault caches did not sync: %w", context.Cause(ctx))
 	}
 	return nil
@@ -251,7 +248,7 @@ func (a *Actor) Shutdown() {
 		return
 	}
 	cancel()
-	a.factory.Shutdown()
+	a.nodeRun.Wait()
 	a.broadcaster.Shutdown()
 }
 
@@ -367,97 +364,12 @@ func (a *Actor) BootID(node string) (string, error) {
 	return n.Status.NodeInfo.BootID, nil
 }
 
-// EligibleNodes counts the nodes faultline may taint: those matching Options.Eligible
-// and not opted out (from the cache). The decide stage's budget is a share of it.
-func (a *Actor) EligibleNodes() (int, error) {
-	if err := a.ready(); err != nil {
-		return 0, err
-	}
-	nodes, err := a.nodes.List(labels.Everything())
-	if err != nil {
-		return 0, err
-	}
-	c := 0
-	for _, n := range nodes {
-		if a.eligible(n) {
-			c++
-		}
-	}
-	return c, nil
-}
-
-// eligible reports whether n counts in the budget's and the storm hold's population.
-func (a *Actor) eligible(n *corev1.Node) bool {
-	return !OptedOut(n) && a.opts.Eligible.Matches(labels.Set(n.Labels))
-}
-
-// Facts reads the fleet's state for the decide stage from the cache. It walks the
-// Nodes only when one changed since the last call; otherwise it returns the same
-// facts again (whose maps callers only read).
+// Facts reads the fleet's state for the decide stage from the index the informers
+// keep: no pass over the fleet. The facts' maps are shared: callers only read them.
+// Safe to call from several goroutines.
 func (a *Actor) Facts() (decide.NodeFacts, error) {
 	if err := a.ready(); err != nil {
 		return decide.NodeFacts{}, err
 	}
-	a.factsMu.Lock()
-	defer a.factsMu.Unlock()
-	gen := a.nodesGen.Load()
-	if a.facts != nil && a.factsGen == gen {
-		return *a.facts, nil
-	}
-	f, err := a.computeFacts()
-	if err != nil {
-		return decide.NodeFacts{}, err
-	}
-	a.facts, a.factsGen = &f, gen
-	return f, nil
-}
-
-func (a *Actor) computeFacts() (decide.NodeFacts, error) {
-	nodes, err := a.nodes.List(labels.Everything())
-	if err != nil {
-		return decide.NodeFacts{}, err
-	}
-	f := decide.NodeFacts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
-	byName := make(map[string]*corev1.Node, len(nodes))
-	for _, n := range nodes {
-		byName[n.Name] = n
-		if OptedOut(n) {
-			f.OptedOut[n.Name] = true
-		} else if a.eligible(n) {
-			f.Eligible++
-			a.topology(&f, n)
-		}
-	}
-	// A node carries faultline's taint for a fault when the fault's record owns it
-	// (Placed, or Placing with the Node already updated) and the node has it.
-	for _, nf := range a.faults.List() {
-		st := nf.Status.Taint
-		if st == nil || (st.State != v1alpha1.TaintPlaced && st.State != v1alpha1.TaintPlacing) {
-			continue
-		}
-		if n := byName[nf.Spec.Node]; n != nil && hasTaintOf(n, st.Taint) {
-			f.Tainted[n.Name] = append(f.Tainted[n.Name], nf.Spec.Pack+"/"+nf.Spec.Rule)
-		}
-	}
-	for _, keys := range f.Tainted {
-		sort.Strings(keys)
-	}
-	return f, nil
-}
-
-// topology notes n's values of the topology labels in f.
-func (a *Actor) topology(f *decide.NodeFacts, n *corev1.Node) {
-	for _, l := range a.opts.TopologyLabels {
-		v, ok := n.Labels[l]
-		if !ok || v == "" {
-			continue
-		}
-		if f.Topology == nil {
-			f.Topology = map[string]map[string]string{}
-		}
-		if f.Topology[n.Name] == nil {
-			f.Topology[n.Name] = map[string]string{}
-		}
-		f.Topology[n.Name][l] = v
-	}
+	return a.index.Facts(), nil
 }

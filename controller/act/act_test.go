@@ -28,8 +28,8 @@ import (
 )
 
 // writeCounter counts the requests that write Nodes (PUT, PATCH) and NodeFault
-// records (POST, PUT) through a client.
-type writeCounter struct{ n, records atomic.Int64 }
+// records (POST, PUT) through a client, and its lists of Nodes.
+type writeCounter struct{ n, records, lists atomic.Int64 }
 
 type countingTransport struct {
 	rt http.RoundTripper
@@ -39,6 +39,9 @@ type countingTransport struct {
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if (r.Method == http.MethodPut || r.Method == http.MethodPatch) && strings.HasPrefix(r.URL.Path, "/api/v1/nodes") {
 		t.c.n.Add(1)
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/api/v1/nodes" && r.URL.Query().Get("watch") != "true" {
+		t.c.lists.Add(1)
 	}
 	if (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.HasPrefix(r.URL.Path, "/apis/faultline.io/") {
 		t.c.records.Add(1)
@@ -573,8 +576,8 @@ func TestActor(t *testing.T) {
 			t.Fatalf("facts %+v, %v", facts, err)
 		}
 		all, _ := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if e, err := a.EligibleNodes(); err != nil || e != len(all.Items)-1 || facts.Eligible != e {
-			t.Fatalf("EligibleNodes = %d, %v; %d nodes, one opted out", e, err, len(all.Items))
+		if facts.Eligible != len(all.Items)-1 {
+			t.Fatalf("%d eligible nodes; %d nodes, one opted out", facts.Eligible, len(all.Items))
 		}
 		// No Node changed: the same facts again, without a pass over the fleet.
 		again, _ := a.Facts()
@@ -630,6 +633,9 @@ func TestActor(t *testing.T) {
 			t.Fatalf("transition time went back")
 		}
 	})
+
+	t.Run("CacheStripped", func(t *testing.T) { testCacheStripped(t, env.RESTConfig()) })
+	t.Run("ListPaged", func(t *testing.T) { testListPaged(t, env.RESTConfig()) })
 
 	t.Run("PointerBounded", func(t *testing.T) {
 		createNodes(t, cs, "big-1")

@@ -70,7 +70,7 @@ func (a *Actor) OnMembership(f func(node string, joined bool)) error {
 		}
 		return ""
 	}
-	_, err := a.factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	_, err := a.nodeInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if n := name(obj); n != "" && !initial {
 				f(n, true)

@@ -151,6 +151,43 @@ type NodeFacts struct {
 	// Topology maps each eligible node to the values of its topology labels
 	// (Config.Fleet.Labels) that it has: fleet correlation's groups.
 	Topology map[string]map[string]string
+	// Groups, when set, answers the topology questions in place of Topology, without
+	// a pass over the nodes: a caller that keeps the topology indexed (the
+	// controller's Node informer) sets it instead of building the map per decision.
+	Groups TopologyIndex
+}
+
+// TopologyIndex is an index of the eligible nodes' topology label values. Its
+// methods may be called concurrently with updates of the index.
+type TopologyIndex interface {
+	// Labels returns node's topology values (nil: none, or the node is not
+	// eligible). The map is read-only.
+	Labels(node string) map[string]string
+	// Size counts the eligible nodes of g.
+	Size(g Group) int
+}
+
+// topologyOf returns node's topology values, from Groups when set.
+func (f NodeFacts) topologyOf(node string) map[string]string {
+	if f.Groups != nil {
+		return f.Groups.Labels(node)
+	}
+	return f.Topology[node]
+}
+
+// groupSize counts the eligible nodes of g (those with topology facts), from
+// Groups when set.
+func (f NodeFacts) groupSize(g Group) int {
+	if f.Groups != nil {
+		return f.Groups.Size(g)
+	}
+	n := 0
+	for _, labels := range f.Topology {
+		if labels[g.Label] == g.Value {
+			n++
+		}
+	}
+	return n
 }
 
 // HasRuleTaint reports whether node carries the taint of the rule key ("pack/id").

@@ -22,7 +22,7 @@ import (
 // NVLink, InfiniBand), which is what a shared part breaks.
 //
 // Groups are the values of the topology labels (FleetConfig.Labels) among the
-// eligible nodes (NodeFacts.Topology). A node is in one group per label; when a
+// eligible nodes (NodeFacts.Topology, or its Groups index). A node is in one group per label; when a
 // firing brings several of its groups to the threshold, the smallest group (the
 // most specific part: a rack before its zone) gets the fleet fault, and nodes
 // already members of a fleet fault of the family do not count toward another.
@@ -181,7 +181,7 @@ func (g *fleetGroup) prune(now time.Time, window time.Duration) {
 
 // groupsOf lists node's groups in label order.
 func (d *Decider) groupsOf(node string, facts NodeFacts) []Group {
-	labels := facts.Topology[node]
+	labels := facts.topologyOf(node)
 	var out []Group
 	for _, l := range d.cfg.Fleet.Labels {
 		if v := labels[l]; v != "" {
@@ -189,17 +189,6 @@ func (d *Decider) groupsOf(node string, facts NodeFacts) []Group {
 		}
 	}
 	return out
-}
-
-// groupSize counts the eligible nodes of g (those with topology facts).
-func groupSize(g Group, facts NodeFacts) int {
-	n := 0
-	for _, labels := range facts.Topology {
-		if labels[g.Label] == g.Value {
-			n++
-		}
-	}
-	return n
 }
 
 // fleetThreshold is the node count that raises a fleet fault in a group of size.
@@ -246,7 +235,7 @@ func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
 		if fg == nil || fg.active {
 			continue
 		}
-		size := groupSize(g, facts)
+		size := facts.groupSize(g)
 		n := 0
 		for node := range fg.fires {
 			if !taken[node] {
@@ -332,11 +321,11 @@ func (d *Decider) groupBudgetHold(f fault.Fault, facts NodeFacts, used map[strin
 		return Decision{}, false
 	}
 	for _, g := range d.groupsOf(f.Node, facts) {
-		size := groupSize(g, facts)
+		size := facts.groupSize(g)
 		lim := max(int(math.Floor(pct*float64(size)/100+eps)), 1)
 		n := 0
 		for node := range used {
-			if facts.Topology[node][g.Label] == g.Value {
+			if facts.topologyOf(node)[g.Label] == g.Value {
 				n++
 			}
 		}

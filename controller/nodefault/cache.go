@@ -74,15 +74,10 @@ func (c *Cache) Run(stop <-chan struct{}) { c.inf.Run(stop) }
 // HasSynced reports whether the first list has been delivered.
 func (c *Cache) HasSynced() bool { return c.inf.HasSynced() }
 
-// OnChange calls f (with no argument: callers recompute) on every add, update and
-// delete of a NodeFault.
-func (c *Cache) OnChange(f func()) error {
-	_, err := c.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { f() },
-		UpdateFunc: func(any, any) { f() },
-		DeleteFunc: func(any) { f() },
-	})
-	return err
+// AddEventHandler registers h for every add, update and delete of a NodeFault; the
+// registration's HasSynced says when h has been handed the initial list.
+func (c *Cache) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return c.inf.AddEventHandler(h)
 }
 
 // ForNode returns the cached records of node. They are shared: do not modify them.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,8 @@ func TestControllerAdmissionPolicy(t *testing.T) {
 		Labels:      map[string]string{"team": "a", "faultline.io/health": "ok"},
 		Annotations: map[string]string{"owner": "infra"}},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.9"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +74,10 @@ func TestControllerAdmissionPolicy(t *testing.T) {
 	refused("a near-miss key", update(controller, func(n *corev1.Node) { n.Labels["faultline.io.evil.com/x"] = "y" }))
 	refused("delete the Node", controller.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}))
 
-	// Its own keys pass.
+	// Its own keys pass, written from a copy of its Node cache, which holds no
+	// kubelet status: an update leaves the status as it is.
 	if err := update(controller, func(n *corev1.Node) {
+		n.Status = corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "faultline.io/faulty", Effect: corev1.TaintEffectNoSchedule})
 		n.Labels["faultline.io/health"] = "faulty"
 		n.Annotations["faultline.io/faults"] = "gpu-vap.nvidia-xid.xid-79"
@@ -125,6 +130,11 @@ func TestControllerAdmissionPolicy(t *testing.T) {
 	if !keys["example.com/maintenance"] || !keys["example.com/evil"] || keys["faultline.io/faulty"] || n.Labels["team"] != "b" ||
 		n.Annotations["owner"] != "infra" || n.Annotations["faultline.io/faults"] == "" {
 		t.Errorf("node after the test: taints %v, labels %v, annotations %v", keys, n.Labels, n.Annotations)
+	}
+	if len(n.Status.Addresses) != 1 || !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Reason == "KubeletReady"
+	}) {
+		t.Errorf("node status after the test: %+v", n.Status)
 	}
 }
 

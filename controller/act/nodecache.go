@@ -1,0 +1,97 @@
+package act
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/faultline-dev/faultline/controller/fault"
+)
+
+// defaultNodeListPage is how many Nodes one list request of the Node informer asks
+// for.
+const defaultNodeListPage = 500
+
+// newNodeInformer is the Node informer (of the shard), its cache stripped to what
+// faultline reads (stripNode). Its list is read in pages, each page stripped before
+// the next is read: a list served at once from the apiserver's watch cache (what an
+// informer asks for by default) holds every whole Node of the fleet, and its body,
+// in memory at the same time, and the process keeps that peak long after the list.
+func newNodeInformer(client kubernetes.Interface, o Options) (cache.SharedIndexInformer, error) {
+	nodes := client.CoreV1().Nodes()
+	lw := &cache.ListWatch{
+		ListFunc: func(lo metav1.ListOptions) (runtime.Object, error) {
+			o.shardListOptions(&lo)
+			return listStripped(context.Background(), nodes, lo, cmp.Or(o.nodeListPage, defaultNodeListPage))
+		},
+		WatchFunc: func(lo metav1.ListOptions) (watch.Interface, error) {
+			o.shardListOptions(&lo)
+			return nodes.Watch(context.Background(), lo)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.Node{}, cache.SharedIndexInformerOptions{ResyncPeriod: o.Resync})
+	if err := inf.SetTransform(stripNode); err != nil {
+		return nil, fmt.Errorf("act: node informer: %w", err)
+	}
+	return inf, nil
+}
+
+// listStripped lists the Nodes lo selects, pageSize at a time from a consistent
+// snapshot (the first page's resourceVersion: what the watch then starts from).
+func listStripped(ctx context.Context, nodes typedcorev1.NodeInterface, lo metav1.ListOptions, pageSize int64) (*corev1.NodeList, error) {
+	// Pages need a consistent read: the watch cache (resourceVersion "0") would
+	// ignore the limit and send everything at once.
+	lo.ResourceVersion, lo.ResourceVersionMatch, lo.Limit, lo.Continue = "", "", pageSize, ""
+	out := &corev1.NodeList{}
+	for {
+		page, err := nodes.List(ctx, lo)
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		for i := range page.Items {
+			if _, err := stripNode(&page.Items[i]); err != nil {
+				return nil, err
+			}
+		}
+		// Copied out of the page: the page's whole Nodes are garbage from here on.
+		out.Items = append(out.Items, page.Items...)
+		out.ResourceVersion = page.ResourceVersion
+		if page.Continue == "" {
+			return out, nil
+		}
+		lo.Continue = page.Continue
+	}
+}
+
+// stripNode is the Node informer's transform: the cache keeps what faultline reads
+// or writes back, so that its memory follows the number of nodes, not the size of
+// their status. Kept: the metadata less its managed fields and the spec, whole (a
+// taint or label write is an Update of a cached copy, which sends both: an omitted
+// annotation or podCIDR would be removed or refused), the boot ID (recover: reboot)
+// and faultline's condition (compared before each condition patch). The rest of the
+// status (the kubelet's conditions, capacity, addresses, images, system info) is
+// dropped: an Update ignores a Node's status, and faultline writes status only with
+// patches of its own conditions, never a cached status.
+func stripNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.ManagedFields = nil
+	var conds []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if c.Type == fault.ConditionType {
+			conds = append(conds, c)
+		}
+	}
+	n.Status = corev1.NodeStatus{Conditions: conds, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
+	return n, nil
+}
