@@ -136,7 +136,7 @@ type Actor struct {
 
 	// index keeps the decide stage's facts from the informers' events; indexed
 	// say when it has the initial lists.
-	index   *factIndex
+	index   *FactIndex
 	indexed []cache.InformerSynced
 
 	// beforeWrite, when set (by tests), runs just before each Node write.
@@ -188,7 +188,7 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		written: map[string]pendingWrite{},
 		records: opts.Records,
 		faults:  faults,
-		index:   newFactIndex(opts.Eligible, opts.TopologyLabels),
+		index:   NewFactIndex(opts.Eligible, opts.TopologyLabels),
 	}
 	// The informers' events keep the facts indexed: a decision reads them without a
 	// pass over the fleet.

@@ -14,7 +14,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/decide"
 )
 
-// factIndex keeps the decide stage's facts (decide.NodeFacts) up to date from the
+// FactIndex keeps the decide stage's facts (decide.NodeFacts) up to date from the
 // Node and NodeFault informers' events, so that a decision reads them without a
 // pass over the fleet: a Node event costs the node's own records, a record event
 // its node's records. Heartbeats (status updates that change none of the facts)
@@ -24,7 +24,7 @@ import (
 // are never written again (rebuilt, in O(tainted + opted-out nodes), only after a
 // change), and the topology is read through the index's own lock (Groups), so it
 // may be newer than the rest of a snapshot; each of its answers is consistent.
-type factIndex struct {
+type FactIndex struct {
 	eligible labels.Selector
 	topo     []string // the topology labels whose values the facts carry
 
@@ -55,13 +55,17 @@ type recordFacts struct {
 	owns       bool
 }
 
-func newFactIndex(eligible labels.Selector, topology []string) *factIndex {
-	return &factIndex{eligible: eligible, topo: topology,
+// NewFactIndex returns an empty index; eligible nil counts every node.
+func NewFactIndex(eligible labels.Selector, topology []string) *FactIndex {
+	if eligible == nil {
+		eligible = labels.Everything()
+	}
+	return &FactIndex{eligible: eligible, topo: topology,
 		nodes: map[string]nodeFacts{}, records: map[string]recordFacts{}, byNode: map[string]map[string]struct{}{},
 		optedOut: map[string]bool{}, tainted: map[string][]string{}, groups: map[decide.Group]int{}}
 }
 
-func (x *factIndex) factsOf(n *corev1.Node) nodeFacts {
+func (x *FactIndex) factsOf(n *corev1.Node) nodeFacts {
 	var f nodeFacts
 	if OptedOut(n) {
 		f.optedOut = true
@@ -97,8 +101,12 @@ func recordFactsOf(nf *v1alpha1.NodeFault) recordFacts {
 	return r
 }
 
+// AddNode records n, as the Node informer's handler does: for a caller that fills
+// the index from a node list (a replay against the live fleet).
+func (x *FactIndex) AddNode(n *corev1.Node) { x.setNode(n.Name, n) }
+
 // setNode records n (nil: the node named name is gone from the cache).
-func (x *factIndex) setNode(name string, n *corev1.Node) {
+func (x *FactIndex) setNode(name string, n *corev1.Node) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	old, had := x.nodes[name]
@@ -123,7 +131,7 @@ func (x *factIndex) setNode(name string, n *corev1.Node) {
 }
 
 // count adds (d = +1) or removes (-1) node's share of the counts.
-func (x *factIndex) count(node string, f nodeFacts, d int) {
+func (x *FactIndex) count(node string, f nodeFacts, d int) {
 	if f.optedOut {
 		if d > 0 {
 			x.optedOut[node] = true
@@ -143,7 +151,7 @@ func (x *factIndex) count(node string, f nodeFacts, d int) {
 }
 
 // setRecord records the record under key (nil: deleted).
-func (x *factIndex) setRecord(key string, nf *v1alpha1.NodeFault) {
+func (x *FactIndex) setRecord(key string, nf *v1alpha1.NodeFault) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	old, had := x.records[key]
@@ -181,7 +189,7 @@ func (x *factIndex) setRecord(key string, nf *v1alpha1.NodeFault) {
 
 // retaint recomputes node's entry of the tainted set: the rules whose records own
 // a taint the node carries. Its cost is the node's records.
-func (x *factIndex) retaint(node string) {
+func (x *FactIndex) retaint(node string) {
 	n, ok := x.nodes[node]
 	var keys []string
 	if ok {
@@ -202,7 +210,7 @@ func (x *factIndex) retaint(node string) {
 
 // Facts returns the current facts. Their maps are shared with other callers and
 // never written: read them only.
-func (x *factIndex) Facts() decide.NodeFacts {
+func (x *FactIndex) Facts() decide.NodeFacts {
 	x.mu.RLock()
 	if !x.changed && x.snap != nil {
 		f := *x.snap
@@ -223,21 +231,21 @@ func (x *factIndex) Facts() decide.NodeFacts {
 }
 
 // Labels is decide.TopologyIndex's: node's topology values (a map never written).
-func (x *factIndex) Labels(node string) map[string]string {
+func (x *FactIndex) Labels(node string) map[string]string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.nodes[node].topology
 }
 
 // Size is decide.TopologyIndex's: the eligible nodes with g's value.
-func (x *factIndex) Size(g decide.Group) int {
+func (x *FactIndex) Size(g decide.Group) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.groups[g]
 }
 
 // nodeHandler keeps the index up to date from the Node informer.
-func (x *factIndex) nodeHandler() cache.ResourceEventHandler {
+func (x *FactIndex) nodeHandler() cache.ResourceEventHandler {
 	set := func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok {
 			x.setNode(n.Name, n)
@@ -259,7 +267,7 @@ func (x *factIndex) nodeHandler() cache.ResourceEventHandler {
 }
 
 // recordHandler keeps the index up to date from the NodeFault informer.
-func (x *factIndex) recordHandler() cache.ResourceEventHandler {
+func (x *FactIndex) recordHandler() cache.ResourceEventHandler {
 	set := func(obj any, deleted bool) {
 		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {

@@ -19,11 +19,17 @@ import (
 	"github.com/faultline-dev/faultline/controller/fault"
 )
 
+// oracleFacts are facts computed from scratch, the topology as a plain map.
+type oracleFacts struct {
+	decide.NodeFacts
+	topology map[string]map[string]string
+}
+
 // recomputeFacts is the facts computed from scratch, with a pass over every Node and
 // every record, as the Actor did per decision before the index: the oracle the
 // index is held to.
-func recomputeFacts(nodes []*corev1.Node, recs []*v1alpha1.NodeFault, eligible labels.Selector, topo []string) decide.NodeFacts {
-	f := decide.NodeFacts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}
+func recomputeFacts(nodes []*corev1.Node, recs []*v1alpha1.NodeFault, eligible labels.Selector, topo []string) oracleFacts {
+	f := oracleFacts{NodeFacts: decide.NodeFacts{Tainted: map[string][]string{}, OptedOut: map[string]bool{}}}
 	byName := make(map[string]*corev1.Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
@@ -33,13 +39,13 @@ func recomputeFacts(nodes []*corev1.Node, recs []*v1alpha1.NodeFault, eligible l
 			f.Eligible++
 			for _, l := range topo {
 				if v := n.Labels[l]; v != "" {
-					if f.Topology == nil {
-						f.Topology = map[string]map[string]string{}
+					if f.topology == nil {
+						f.topology = map[string]map[string]string{}
 					}
-					if f.Topology[n.Name] == nil {
-						f.Topology[n.Name] = map[string]string{}
+					if f.topology[n.Name] == nil {
+						f.topology[n.Name] = map[string]string{}
 					}
-					f.Topology[n.Name][l] = v
+					f.topology[n.Name][l] = v
 				}
 			}
 		}
@@ -129,7 +135,7 @@ type fleetModel struct {
 	names    []string // node names: some of them are never created
 	nodes    map[string]*corev1.Node
 	recs     map[string]*v1alpha1.NodeFault
-	idx      *factIndex
+	idx      *FactIndex
 	nodeH    cache.ResourceEventHandler
 	recordH  cache.ResourceEventHandler
 	recNames []string
@@ -137,7 +143,7 @@ type fleetModel struct {
 
 func newFleetModel(seed uint64, nodes, records int) *fleetModel {
 	m := &fleetModel{r: rand.New(rand.NewPCG(seed, 1)), nodes: map[string]*corev1.Node{},
-		recs: map[string]*v1alpha1.NodeFault{}, idx: newFactIndex(gpuNodes, topoLabels)}
+		recs: map[string]*v1alpha1.NodeFault{}, idx: NewFactIndex(gpuNodes, topoLabels)}
 	m.nodeH, m.recordH = m.idx.nodeHandler(), m.idx.recordHandler()
 	for i := range nodes + nodes/4 {
 		m.names = append(m.names, fmt.Sprintf("node-%05d", i))
@@ -199,7 +205,7 @@ func (m *fleetModel) step() {
 	}
 }
 
-func (m *fleetModel) oracle() decide.NodeFacts {
+func (m *fleetModel) oracle() oracleFacts {
 	return recomputeFacts(slicesOf(m.nodes), slicesOf(m.recs), gpuNodes, topoLabels)
 }
 
@@ -212,7 +218,7 @@ func slicesOf[T any](m map[string]*T) []*T {
 }
 
 // sameFacts reports how got (from the index) differs from want (recomputed), or "".
-func sameFacts(got, want decide.NodeFacts, names []string) string {
+func sameFacts(got decide.NodeFacts, want oracleFacts, names []string) string {
 	if got.Eligible != want.Eligible {
 		return fmt.Sprintf("eligible %d, want %d", got.Eligible, want.Eligible)
 	}
@@ -227,10 +233,10 @@ func sameFacts(got, want decide.NodeFacts, names []string) string {
 	}
 	sizes := map[decide.Group]int{}
 	for _, n := range names {
-		if l := got.Groups.Labels(n); !maps.Equal(l, want.Topology[n]) {
-			return fmt.Sprintf("topology of %s %v, want %v", n, l, want.Topology[n])
+		if l := got.Groups.Labels(n); !maps.Equal(l, want.topology[n]) {
+			return fmt.Sprintf("topology of %s %v, want %v", n, l, want.topology[n])
 		}
-		for l, v := range want.Topology[n] {
+		for l, v := range want.topology[n] {
 			sizes[decide.Group{Label: l, Value: v}]++
 		}
 	}
@@ -265,7 +271,7 @@ func TestFactIndexMatchesRecomputation(t *testing.T) {
 // heartbeat (a Node update that changes none of it) returns the same maps, and a
 // snapshot handed out is never written afterwards.
 func TestFactIndexReuse(t *testing.T) {
-	x := newFactIndex(labels.Everything(), nil)
+	x := NewFactIndex(labels.Everything(), nil)
 	h := x.nodeHandler()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{fault.LabelOptOut: "true"}}}
 	h.OnAdd(n, false)
@@ -335,7 +341,7 @@ func TestFactIndexConcurrent(t *testing.T) {
 // before the index), at 2,000 and 20,000 nodes with 1 % of them tainted.
 func BenchmarkFacts(b *testing.B) {
 	for _, size := range []int{2000, 20000} {
-		x := newFactIndex(gpuNodes, topoLabels)
+		x := NewFactIndex(gpuNodes, topoLabels)
 		nh, rh := x.nodeHandler(), x.recordHandler()
 		var nodes []*corev1.Node
 		var recs []*v1alpha1.NodeFault

@@ -148,12 +148,11 @@ type NodeFacts struct {
 	Tainted map[string][]string
 	// OptedOut holds the nodes labelled fault.LabelOptOut=true.
 	OptedOut map[string]bool
-	// Topology maps each eligible node to the values of its topology labels
-	// (Config.Fleet.Labels) that it has: fleet correlation's groups.
-	Topology map[string]map[string]string
-	// Groups, when set, answers the topology questions in place of Topology, without
-	// a pass over the nodes: a caller that keeps the topology indexed (the
-	// controller's Node informer) sets it instead of building the map per decision.
+	// Groups holds the eligible nodes' values of the topology labels
+	// (Config.Fleet.Labels): fleet correlation's groups. Nil: no node is grouped.
+	// It is an index (act.FactIndex, kept by the controller's Node informer and
+	// filled from the node list by a replay), so a decision never passes over the
+	// nodes.
 	Groups TopologyIndex
 }
 
@@ -167,27 +166,20 @@ type TopologyIndex interface {
 	Size(g Group) int
 }
 
-// topologyOf returns node's topology values, from Groups when set.
+// topologyOf returns node's topology values.
 func (f NodeFacts) topologyOf(node string) map[string]string {
-	if f.Groups != nil {
-		return f.Groups.Labels(node)
+	if f.Groups == nil {
+		return nil
 	}
-	return f.Topology[node]
+	return f.Groups.Labels(node)
 }
 
-// groupSize counts the eligible nodes of g (those with topology facts), from
-// Groups when set.
+// groupSize counts the eligible nodes of g.
 func (f NodeFacts) groupSize(g Group) int {
-	if f.Groups != nil {
-		return f.Groups.Size(g)
+	if f.Groups == nil {
+		return 0
 	}
-	n := 0
-	for _, labels := range f.Topology {
-		if labels[g.Label] == g.Value {
-			n++
-		}
-	}
-	return n
+	return f.Groups.Size(g)
 }
 
 // HasRuleTaint reports whether node carries the taint of the rule key ("pack/id").

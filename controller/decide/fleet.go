@@ -22,7 +22,7 @@ import (
 // NVLink, InfiniBand), which is what a shared part breaks.
 //
 // Groups are the values of the topology labels (FleetConfig.Labels) among the
-// eligible nodes (NodeFacts.Topology, or its Groups index). A node is in one group per label; when a
+// eligible nodes (NodeFacts.Groups). A node is in one group per label; when a
 // firing brings several of its groups to the threshold, the smallest group (the
 // most specific part: a rack before its zone) gets the fleet fault, and nodes
 // already members of a fleet fault of the family do not count toward another.

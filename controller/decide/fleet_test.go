@@ -12,17 +12,29 @@ import (
 
 const rackLabel = "topology.kubernetes.io/rack"
 
+// topoIndex answers the topology questions as the controller's index does
+// (NodeFacts.Groups), from a map of node → topology values.
+type topoIndex struct {
+	labels map[string]map[string]string
+	sizes  map[decide.Group]int
+}
+
+func (x topoIndex) Labels(node string) map[string]string { return x.labels[node] }
+func (x topoIndex) Size(g decide.Group) int              { return x.sizes[g] }
+
 // rackFacts: nodes 0-5 in rack a, 6-9 in rack b, all in zone z, none tainted.
 func rackFacts() decide.NodeFacts {
-	f := decide.NodeFacts{Eligible: 10, Tainted: map[string][]string{}, Topology: map[string]map[string]string{}}
+	x := topoIndex{labels: map[string]map[string]string{}, sizes: map[decide.Group]int{}}
 	for i := range 10 {
 		rack := "a"
 		if i >= 6 {
 			rack = "b"
 		}
-		f.Topology[node(i)] = map[string]string{rackLabel: rack, "topology.kubernetes.io/zone": "z"}
+		x.labels[node(i)] = map[string]string{rackLabel: rack, "topology.kubernetes.io/zone": "z"}
+		x.sizes[decide.Group{Label: rackLabel, Value: rack}]++
+		x.sizes[decide.Group{Label: "topology.kubernetes.io/zone", Value: "z"}]++
 	}
-	return f
+	return decide.NodeFacts{Eligible: 10, Tainted: map[string][]string{}, Groups: x}
 }
 
 func fleetConfig() decide.Config {

@@ -20,10 +20,10 @@ type Fleet struct {
 	Nodes    int             `json:"nodes"`    // all nodes listed
 	Eligible int             `json:"eligible"` // matching the selector and not opted out
 	OptedOut map[string]bool `json:"optedOut,omitempty"`
-	// Grouped counts the eligible nodes with a topology label; Topology maps each
-	// to its values of them (decide.NodeFacts.Topology).
-	Grouped  int                          `json:"grouped"`
-	Topology map[string]map[string]string `json:"-"`
+	// Grouped counts the eligible nodes with a topology label.
+	Grouped int `json:"grouped"`
+	// groups indexes the eligible nodes' topology values (nil: none grouped).
+	groups decide.TopologyIndex
 }
 
 // FleetFault is a fleet fault a replay raised: Members of Group hit the rules of
@@ -45,15 +45,13 @@ const (
 	nodePage = 500
 )
 
-// LoadFleet lists the Nodes (get/list only: a replay writes nothing) and counts them
-// as the controller's act stage does: eligible when they match eligible (nil: every
-// node) and are not labelled fault.LabelOptOut=true; an eligible node's values of
-// the topology labels are its fleet groups.
+// LoadFleet lists the Nodes (get/list only: a replay writes nothing) and indexes
+// them with the controller's own index (act.FactIndex): eligible when they match
+// eligible (nil: every node) and are not labelled fault.LabelOptOut=true; an
+// eligible node's values of the topology labels are its fleet groups.
 func LoadFleet(ctx context.Context, client kubernetes.Interface, eligible labels.Selector, topology []string) (Fleet, error) {
-	if eligible == nil {
-		eligible = labels.Everything()
-	}
-	f := Fleet{OptedOut: map[string]bool{}}
+	idx := act.NewFactIndex(eligible, topology)
+	var f Fleet
 	opts := metav1.ListOptions{Limit: nodePage}
 	for {
 		l, err := client.CoreV1().Nodes().List(ctx, opts)
@@ -62,37 +60,29 @@ func LoadFleet(ctx context.Context, client kubernetes.Interface, eligible labels
 		}
 		for i := range l.Items {
 			n := &l.Items[i]
+			idx.AddNode(n)
 			f.Nodes++
-			switch {
-			case act.OptedOut(n):
-				f.OptedOut[n.Name] = true
-			case eligible.Matches(labels.Set(n.Labels)):
-				f.Eligible++
-				for _, l := range topology {
-					if v := n.Labels[l]; v != "" {
-						if f.Topology == nil {
-							f.Topology = map[string]map[string]string{}
-						}
-						if f.Topology[n.Name] == nil {
-							f.Topology[n.Name] = map[string]string{}
-						}
-						f.Topology[n.Name][l] = v
-					}
-				}
+			if len(idx.Labels(n.Name)) > 0 {
+				f.Grouped++
 			}
 		}
 		if f.Nodes > maxNodes {
 			return Fleet{}, fmt.Errorf("replay: more than %d nodes", maxNodes)
 		}
 		if l.Continue == "" {
-			f.Grouped = len(f.Topology)
-			return f, nil
+			break
 		}
 		opts.Continue = l.Continue
 	}
+	facts := idx.Facts()
+	f.Eligible, f.OptedOut = facts.Eligible, facts.OptedOut
+	if len(topology) > 0 {
+		f.groups = idx
+	}
+	return f, nil
 }
 
 // facts are the decide facts of the fleet before any replayed taint.
 func (f Fleet) facts() decide.NodeFacts {
-	return decide.NodeFacts{Eligible: f.Eligible, Tainted: map[string][]string{}, OptedOut: f.OptedOut, Topology: f.Topology}
+	return decide.NodeFacts{Eligible: f.Eligible, Tainted: map[string][]string{}, OptedOut: f.OptedOut, Groups: f.groups}
 }
