@@ -85,7 +85,7 @@ type Options struct {
 	// (see shard.go). Nil: every node.
 	Shard labels.Selector
 	// TopologyLabels are the labels whose values the facts carry per eligible node
-	// (decide.NodeFacts.Topology), for fleet correlation.
+	// (decide.NodeFacts.Groups), for fleet correlation.
 	TopologyLabels []string
 
 	// nodeListPage is how many Nodes one list request asks for (default
