@@ -123,19 +123,34 @@ func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p pl
 }
 
 // settle writes, after the Node update, each fault's final taint entry (Placed or
-// Existing) where it changed, and removes the entries of the cleared faults.
-func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, cleared []string, firing *rules.Compiled) error {
+// Existing) where it changed, and removes the entries of the cleared faults. A
+// non-zero decision is applied to the firing fault's record in the same write.
+func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, cleared []string, firing *rules.Compiled, decision nodefault.Change) error {
 	var errs []string
+	pending := !isZero(decision) && firing != nil
 	for _, e := range p.entries {
 		want := v1alpha1.TaintExisting
 		if e.TaintPlaced {
 			want = v1alpha1.TaintPlaced
 		}
+		ch := nodefault.Change{Rule: ruleIf(firing, e), Taint: &v1alpha1.TaintRecord{Taint: e.Taint, State: want}}
 		if s, ok := old.states[e.ID()]; ok && s.State == want && s.Taint == e.Taint {
+			ch.Taint = nil // unchanged: its time stays
+		}
+		switch {
+		case pending && ch.Rule != nil:
+			ch = merged(decision, ch)
+			pending = false
+		case ch.Taint == nil:
 			continue
 		}
-		if err := a.writeTaint(ctx, node, e, want, ruleIf(firing, e)); err != nil {
+		if _, err := a.records.Record(ctx, node, e.Pack, e.Rule, ch); err != nil {
 			errs = append(errs, fmt.Sprintf("record %s %s: %v", e.ID(), want, err))
+		}
+	}
+	if pending { // the firing fault has no taint entry (its rule has no taint)
+		if _, err := a.records.Record(ctx, node, firing.Pack, firing.ID, decision); err != nil {
+			errs = append(errs, fmt.Sprintf("record %s: decision: %v", firing, err))
 		}
 	}
 	for _, id := range cleared {
@@ -148,6 +163,20 @@ func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, c
 		return fmt.Errorf("node %s updated, its records not: %s", node, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// merged is the decision's change with the taint entry of ch.
+func merged(decision, ch nodefault.Change) nodefault.Change {
+	decision.Taint = ch.Taint
+	if decision.Rule == nil {
+		decision.Rule = ch.Rule
+	}
+	return decision
+}
+
+func isZero(ch nodefault.Change) bool {
+	return ch.Mode == "" && ch.Phase == "" && ch.Decision == "" && ch.Fault == nil && ch.BootID == "" && ch.Probe == nil &&
+		ch.Taint == nil && !ch.ClearTaint && !ch.Firing && ch.Step == nil
 }
 
 func ruleIf(r *rules.Compiled, e fault.Evidence) *rules.Compiled {
