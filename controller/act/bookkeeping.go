@@ -66,11 +66,15 @@ func evidenceOf(nf *v1alpha1.NodeFault) fault.Evidence {
 type recorded struct {
 	entries []fault.Evidence
 	states  map[string]v1alpha1.TaintRecord // pack/rule → the record's taint entry
+	// objs are the records as last read or written (pack/rule →), so that a write
+	// need not read its record again.
+	objs map[string]*v1alpha1.NodeFault
 }
 
 func recordedOf(recs []*v1alpha1.NodeFault) recorded {
-	r := recorded{states: map[string]v1alpha1.TaintRecord{}}
+	r := recorded{states: map[string]v1alpha1.TaintRecord{}, objs: map[string]*v1alpha1.NodeFault{}}
 	for _, nf := range recs {
+		r.objs[nf.Spec.Pack+"/"+nf.Spec.Rule] = nf
 		if nf.Status.Taint == nil {
 			continue
 		}
@@ -104,6 +108,24 @@ func (a *Actor) writeTaint(ctx context.Context, node string, e fault.Evidence, s
 	return err
 }
 
+// writeRecord applies ch to the record of e, on the copy in old when there is one,
+// and keeps the record as written there.
+func (a *Actor) writeRecord(ctx context.Context, node string, old recorded, e fault.Evidence, ch nodefault.Change) error {
+	var (
+		nf  *v1alpha1.NodeFault
+		err error
+	)
+	if known := old.objs[e.ID()]; known != nil {
+		nf, err = a.records.RecordOn(ctx, known, ch)
+	} else {
+		nf, err = a.records.Record(ctx, node, e.Pack, e.Rule, ch)
+	}
+	if err == nil && old.objs != nil {
+		old.objs[e.ID()] = nf
+	}
+	return err
+}
+
 // markPlacing writes Placing to the record of each fault the plan gives a taint it
 // did not own: before the Node update, so that a crash after it leaves a record the
 // next leader checks against the Node instead of a taint nobody owns.
@@ -115,7 +137,8 @@ func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p pl
 		if s, ok := old.states[e.ID()]; ok && (s.State == v1alpha1.TaintPlaced || s.State == v1alpha1.TaintPlacing) && s.Taint == e.Taint {
 			continue
 		}
-		if err := a.writeTaint(ctx, node, e, v1alpha1.TaintPlacing, ruleIf(firing, e)); err != nil {
+		ch := nodefault.Change{Rule: ruleIf(firing, e), Taint: &v1alpha1.TaintRecord{Taint: e.Taint, State: v1alpha1.TaintPlacing}}
+		if err := a.writeRecord(ctx, node, old, e, ch); err != nil {
 			return fmt.Errorf("record %s placing %s: %w", e.ID(), e.Taint, err)
 		}
 	}
@@ -144,7 +167,7 @@ func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, c
 		case ch.Taint == nil:
 			continue
 		}
-		if _, err := a.records.Record(ctx, node, e.Pack, e.Rule, ch); err != nil {
+		if err := a.writeRecord(ctx, node, old, e, ch); err != nil {
 			errs = append(errs, fmt.Sprintf("record %s %s: %v", e.ID(), want, err))
 		}
 	}
