@@ -115,9 +115,12 @@ func (a *Actor) writeRecord(ctx context.Context, node string, old recorded, e fa
 		nf  *v1alpha1.NodeFault
 		err error
 	)
-	if known := old.objs[e.ID()]; known != nil {
+	switch known, listed := old.objs[e.ID()]; {
+	case known != nil:
 		nf, err = a.records.RecordOn(ctx, known, ch)
-	} else {
+	case old.objs != nil && !listed: // the node's records were just listed without it
+		nf, err = a.records.RecordNew(ctx, node, e.Pack, e.Rule, ch)
+	default:
 		nf, err = a.records.Record(ctx, node, e.Pack, e.Rule, ch)
 	}
 	if err == nil && old.objs != nil {
