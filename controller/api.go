@@ -133,16 +133,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // saves it at once with the position, so that the next leader keeps it released.
 func (c *Controller) releaseStorm(ctx context.Context, key string) (int, string) {
 	c.mu.Lock()
-	src := c.src
+	pos := c.pos
 	c.mu.Unlock()
-	if src == nil {
+	if pos == nil {
 		return http.StatusServiceUnavailable, "this replica does not lead: ask the leader"
 	}
 	if !c.decider.ReleaseStorm(key) {
 		return http.StatusNotFound, "rule " + key + " is not held by a storm"
 	}
 	c.log.Warn("storm released by an operator", "rule", key)
-	c.savePosition(ctx, src)
+	c.savePosition(ctx, pos, true)
 	c.kick() // its held faults go ahead within the budgets
 	return http.StatusOK, ""
 }

@@ -70,6 +70,9 @@ type Config struct {
 	// the same fault must not turn into one Node write (and Event) per line, which
 	// would stall the pipeline behind the client's rate limit.
 	EvidenceRefresh time.Duration
+	// ActWorkers: how many decisions are carried out at once, each node's one at a
+	// time and in order (default DefaultActWorkers).
+	ActWorkers int
 
 	// Records configures the NodeFault records (retention, Grafana link); the
 	// owner is Identity.
@@ -96,9 +99,11 @@ type Controller struct {
 
 	mu        sync.Mutex
 	src       *lokisource.Source // while leading
+	pos       *positions         // while leading: the read positions of the term
 	lastMatch map[string]time.Time
 	leading   bool
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
+	taintedAt time.Time       // when that reconcile read them
 	ready     bool
 	refreshed map[string]time.Time     // fault key → last evidence write for an already-tainted node
 	recorded  map[string]recordedPhase // fault key → phase last written to its NodeFault
@@ -106,6 +111,13 @@ type Controller struct {
 	// fleetRecords: fleet fault record name → what was last written to it.
 	fleetRecords map[string]fleetWritten
 	climbing     map[string]bool // fault key → a climb of its ladder is under way
+
+	// decideMu orders the decisions (numbered by decided) against the taints that
+	// failed (failed: fault key → the number of decisions made when it failed).
+	decideMu sync.Mutex
+	decided  uint64
+	failed   map[string]uint64
+	gaugeCh  chan struct{} // asks gaugeLoop for a refresh
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
 	kickCh   chan struct{}     // asks for a reconcile now
@@ -141,6 +153,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.EvidenceRefresh <= 0 {
 		cfg.EvidenceRefresh = 30 * time.Second
 	}
+	if cfg.ActWorkers <= 0 {
+		cfg.ActWorkers = DefaultActWorkers
+	}
 	if cfg.Selectors == nil {
 		cfg.Selectors = lokisource.DefaultSelectors()
 	}
@@ -151,7 +166,8 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, fleetRecords: map[string]fleetWritten{}, climbing: map[string]bool{}, kickCh: make(chan struct{}, 1)}
+		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, fleetRecords: map[string]fleetWritten{}, climbing: map[string]bool{}, kickCh: make(chan struct{}, 1),
+		failed: map[string]uint64{}, gaugeCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	rc := cfg.Records

@@ -40,14 +40,19 @@ func TestBudgetOverEligibleNodes(t *testing.T) {
 		return testutil.ToFloat64(r.m.Held().WithLabelValues("budget")) + testutil.ToFloat64(r.m.Held().WithLabelValues("storm"))
 	}
 	cl.waitFor("20 faults held", 30*time.Second, func() bool { return held() == faulty-10 })
-	time.Sleep(time.Second)
-	tainted := 0
-	for i := 0; i < faulty; i++ {
-		if cl.tainted(fmt.Sprintf("gpu-%03d", i)) {
-			tainted++
+	count := func() int {
+		n := 0
+		for i := 0; i < faulty; i++ {
+			if cl.tainted(fmt.Sprintf("gpu-%03d", i)) {
+				n++
+			}
 		}
+		return n
 	}
-	if tainted != 10 {
+	// The taints are carried out on the workers, after their decisions.
+	cl.waitFor("10 tainted", 30*time.Second, func() bool { return count() >= 10 })
+	time.Sleep(time.Second)
+	if tainted := count(); tainted != 10 {
 		t.Errorf("%d GPU nodes tainted, want 10 (10 %% of 100 GPU nodes)", tainted)
 	}
 	if s := testutil.ToFloat64(r.m.Held().WithLabelValues("storm")); s == 0 {

@@ -93,9 +93,9 @@ func (c *Controller) syncFleets(ctx context.Context) {
 // that the next leader keeps it.
 func (c *Controller) fleetVerdict(ctx context.Context, name string, v decide.Verdict) (int, string) {
 	c.mu.Lock()
-	src := c.src
+	pos := c.pos
 	c.mu.Unlock()
-	if src == nil {
+	if pos == nil {
 		return http.StatusServiceUnavailable, "this replica does not lead: ask the leader"
 	}
 	var target *decide.FleetFault
@@ -127,7 +127,7 @@ func (c *Controller) fleetVerdict(ctx context.Context, name string, v decide.Ver
 		return http.StatusBadRequest, "unknown verdict " + string(v)
 	}
 	c.log.Warn("fleet fault verdict by an operator", "fleet", name, "verdict", v, "members", strings.Join(target.Members, ","))
-	c.savePosition(ctx, src)
+	c.savePosition(ctx, pos, true)
 	c.syncFleets(ctx)
 	c.kick() // released faults go ahead within the budgets
 	return http.StatusOK, ""

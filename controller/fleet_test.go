@@ -101,14 +101,19 @@ func TestFleetFault(t *testing.T) {
 	}
 	cl.waitFor("b-0 tainted: a node fault as before", 30*time.Second, func() bool { return cl.tainted("b-0") })
 	cl.waitFor("four of rack A held with reason fleet", 30*time.Second, func() bool { return heldByFleet(cl, rackA) == 4 })
-	time.Sleep(time.Second) // reconcile passes: the fleet fault keeps holding
-	tainted := 0
-	for _, n := range rackA {
-		if cl.tainted(n) {
-			tainted++
+	count := func() int {
+		n := 0
+		for _, node := range rackA {
+			if cl.tainted(node) {
+				n++
+			}
 		}
+		return n
 	}
-	if tainted != 2 {
+	// The taints are carried out on the workers, after their decisions.
+	cl.waitFor("two of rack A tainted", 30*time.Second, func() bool { return count() >= 2 })
+	time.Sleep(time.Second) // reconcile passes: the fleet fault keeps holding
+	if tainted := count(); tainted != 2 {
 		t.Errorf("%d nodes of rack A tainted, want the 2 before the fleet fault was raised", tainted)
 	}
 	if got := testutil.ToFloat64(r.m.FleetFaults().WithLabelValues(rackLabel, "network")); got != 1 {

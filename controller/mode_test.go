@@ -63,14 +63,18 @@ func TestModes(t *testing.T) {
 	cl.waitFor("gpu-1 annotated", 20*time.Second, func() bool { return len(cl.events("gpu-1", "FaultAnnotated")) > 0 })
 	cl.waitFor("gpu-2 observed", 20*time.Second, func() bool { return decided(r, "observe", rules.ModeObserve) == 1 })
 
-	// The record says Placed right after the Node update; the decision's mode and
-	// phase follow in the next write of the record.
+	// The record says Placed in the same write as the decision's mode and phase:
+	// never one without the other.
 	var nf *v1alpha1.NodeFault
 	var err error
-	cl.waitFor("the enforce rule's NodeFault Tainted in mode enforce", 20*time.Second, func() bool {
+	cl.waitFor("the enforce rule's NodeFault Placed", 20*time.Second, func() bool {
 		nf, err = cl.record("gpu-0", "nvidia-xid", "xid-gpu-lost")
-		return err == nil && nf.Status.Mode == string(rules.ModeEnforce) && nf.Status.Phase == v1alpha1.PhaseTainted
+		return err == nil && nf.Status.Taint != nil && nf.Status.Taint.State == v1alpha1.TaintPlaced
 	})
+	if st := nf.Status; st.Mode != string(rules.ModeEnforce) || st.Phase != v1alpha1.PhaseTainted ||
+		len(st.History) == 0 || st.History[len(st.History)-1].Kind != string(decide.KindTaint) {
+		t.Errorf("the enforce rule's NodeFault says Placed without its decision (mode %q, phase %q, history %+v)", st.Mode, st.Phase, st.History)
+	}
 	cl.waitFor("gpu-1's NodeFault with its status", 10*time.Second, func() bool {
 		nf, err = cl.record("gpu-1", "network", "link-flap")
 		return err == nil && nf.Status.Phase != ""

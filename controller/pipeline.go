@@ -9,7 +9,9 @@
 //	                                           held queue, dry-run)
 //	         factsReader   act.Actor           the decide.NodeFacts a decision rests on
 //	act      Controller.apply                  decision → act.Actor (taint, Event) and
-//	                                           nodefault.Store (the NodeFault record)
+//	                                           nodefault.Store (the NodeFault record),
+//	                                           carried out by actqueue.Queue: a pool of
+//	                                           workers, one task at a time per node
 //
 // Beside the line stream, started with it and stopped with it:
 //
@@ -28,6 +30,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/actqueue"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/lokisource"
@@ -62,7 +65,11 @@ type stages struct {
 	match  lineMatcher
 	facts  factsReader
 	decide faultDecider
-	act    func(context.Context, decide.Decision)
+	// act carries a decision out, later and on a worker; an error (ctx ended while
+	// the queue was full) leaves the line not fully decided.
+	act func(ctx context.Context, line uint64, d decide.Decision, seq uint64) error
+	// queue carries the decisions out and knows which lines are done.
+	queue *actqueue.Queue
 }
 
 // lead runs the pipeline while this replica holds the lease.
@@ -99,12 +106,17 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	q, err := actqueue.New(c.cfg.ActWorkers, actLimit(c.cfg.ActWorkers))
+	if err != nil {
+		return err
+	}
+	pos := &positions{src: src, q: q, last: from}
 	c.mu.Lock()
-	c.src, c.leading = src, true
+	c.src, c.pos, c.leading = src, pos, true
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.src, c.leading = nil, false
+		c.src, c.pos, c.leading = nil, nil, false
 		c.moves = map[string]bool{}
 		c.mu.Unlock()
 	}()
@@ -117,43 +129,62 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		match:  match.New(c.packs.Engine),
 		facts:  c.actor,
 		decide: c.decider,
-		act:    c.apply,
+		queue:  q,
+	}
+	st.act = func(ctx context.Context, line uint64, d decide.Decision, seq uint64) error {
+		return q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) { c.carry(ctx, d, seq) })
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	beside := []func(context.Context){
 		c.triggers.RunSchedules,
 		c.reconcileLoop,
-		func(ctx context.Context) { c.saveLoop(ctx, src) },
+		c.gaugeLoop,
+		q.Run,
+		func(ctx context.Context) { c.saveLoop(ctx, pos) },
 	}
 	var wg sync.WaitGroup
 	for _, run := range beside {
 		wg.Add(1)
 		go func() { defer wg.Done(); run(pctx) }()
 	}
-	// source → match → decide → act, one line at a time, in arrival order.
+	// source → match → decide, one line at a time, in arrival order; act on the
+	// queue's workers. The line is read on while they work, until the queue is full.
 	err = st.source.Run(pctx, from, func(l logstream.Line) error {
-		c.process(pctx, st, l)
 		// Cancelled during the line (leadership lost, shutdown): its decisions may be
 		// half done, so the line stays unread and the next leader decides it again.
-		if err := pctx.Err(); err != nil {
+		if err := c.process(pctx, st, l); err != nil {
 			return fmt.Errorf("line of %s at %s not fully decided: %w", l.Node, l.Time.Format(time.RFC3339Nano), err)
 		}
 		return nil
 	})
 	cancel()
 	wg.Wait()
-	// Save the final position so the next leader starts exactly here.
-	c.savePosition(context.WithoutCancel(ctx), src)
+	// Save the last position whose lines were all carried out, so the next leader
+	// starts exactly there; the lines of work cancelled above it are decided again.
+	c.savePosition(context.WithoutCancel(ctx), pos, false)
 	return err
 }
 
-// process runs one line through match → decide → act.
-func (c *Controller) process(ctx context.Context, st stages, e logstream.Line) {
+// process runs one line through match → decide and queues the decisions.
+func (c *Controller) process(ctx context.Context, st stages, e logstream.Line) error {
+	line := st.queue.Begin()
+	if err := c.decideLine(ctx, st, line, e); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st.queue.End(line)
+	return nil
+}
+
+// decideLine runs one line through match → decide and hands each decision to act.
+func (c *Controller) decideLine(ctx context.Context, st stages, line uint64, e logstream.Line) error {
 	c.m.lines.WithLabelValues(e.Query).Inc()
 	if e.Node != "" && !c.owns(e.Node) {
 		c.m.otherShard.Inc() // its shard's controller reads it too
-		return
+		return nil
 	}
 	res := st.match.Process(e)
 	if e.Node == "" {
@@ -169,13 +200,20 @@ func (c *Controller) process(ctx context.Context, st stages, e logstream.Line) {
 		if f.Rule.Action == rules.ActionNone {
 			continue // evidence-only rules (context lines) need no decision
 		}
-		facts, err := st.facts.Facts()
+		d, seq, err := c.decideOne(st, f)
 		if err != nil {
 			c.log.Error("node facts", "err", err)
 			continue
 		}
-		st.act(ctx, st.decide.Decide(f, facts))
+		if err := st.act(ctx, line, d, seq); err != nil {
+			// Not carried out: its grant would hold budget for a taint never placed.
+			if d.Kind == decide.KindTaint {
+				c.notApplied(f)
+			}
+			return err
+		}
 	}
+	return nil
 }
 
 func (c *Controller) facts() (decide.NodeFacts, error) { return c.actor.Facts() }
@@ -185,9 +223,10 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 	f := d.Fault
 	kind := string(d.Kind)
 	result := "ok"
+	recorded := false // the decision went to the record with the taint's Placed
 	defer func() { c.m.decisions.WithLabelValues(kind, result, string(d.Mode)).Inc() }()
 	defer func() {
-		if result == "ok" {
+		if result == "ok" && !recorded {
 			c.recordDecision(ctx, d, d.Message)
 		}
 		// Every firing counts on a ladder, those whose evidence write is skipped too.
@@ -202,13 +241,18 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 			return
 		}
 		boot, _ := c.actor.BootID(f.Node)
-		res, err := c.actor.TaintNode(ctx, f, boot)
+		ch, due := c.decisionChange(d, d.Message)
+		res, err := c.actor.TaintNodeRecording(ctx, f, boot, ch)
+		recorded = due
 		if err != nil {
+			if due {
+				c.recordUndue(f.Key())
+			}
 			result = "error"
 			if errors.Is(err, act.ErrOptedOut) {
 				result = "opted-out"
 			}
-			c.decider.NotApplied(f)
+			c.notApplied(f)
 			c.log.Warn("taint not applied", "node", f.Node, "rule", f.Rule.String(), "err", err)
 			return
 		}
@@ -247,9 +291,10 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 	case decide.KindNone:
 	}
 	// Gauges need a pass over every Node: refresh them when a taint or a hold
-	// changed them, not on every Event (Reconcile refreshes them periodically too).
+	// changed them, not on every Event (Reconcile refreshes them periodically too),
+	// and coalesced: a burst carried out by many workers refreshes them a few times.
 	if d.Kind == decide.KindTaint || d.Kind == decide.KindHold {
-		c.updateGauges()
+		c.gaugesDue()
 	}
 }
 

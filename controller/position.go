@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/faultline-dev/faultline/controller/actqueue"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 )
@@ -29,7 +31,7 @@ func (c *Controller) loadPosition(ctx context.Context) (lokisource.Checkpoint, e
 	return cp, nil
 }
 
-func (c *Controller) saveLoop(ctx context.Context, src *lokisource.Source) {
+func (c *Controller) saveLoop(ctx context.Context, pos *positions) {
 	t := time.NewTicker(c.cfg.CheckpointEvery)
 	defer t.Stop()
 	for {
@@ -37,30 +39,85 @@ func (c *Controller) saveLoop(ctx context.Context, src *lokisource.Source) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.savePosition(ctx, src)
+			c.savePosition(ctx, pos, false)
 		}
 	}
 }
 
-// savePosition saves the read position with the storm hold's state: the next
-// leader decides again the lines after the position, against the storms as they
-// were when it was saved.
-func (c *Controller) savePosition(ctx context.Context, src *lokisource.Source) {
-	cp := src.Checkpoint()
-	raw, err := json.Marshal(cp)
-	if err != nil {
-		c.log.Error("checkpoint", "err", err)
-		return
-	}
+// position is a read position with the storm hold's state, taken when the lines up
+// to mark had been read: saved once they are all carried out.
+type position struct {
+	cp     lokisource.Checkpoint
+	storms []byte
+	mark   uint64
+}
+
+// positions are a term's read positions: those taken and not yet saved, oldest
+// first, and the last saved (at first, the one the term resumed from).
+type positions struct {
+	src *lokisource.Source
+	q   *actqueue.Queue
+
+	mu    sync.Mutex
+	taken []position
+	last  lokisource.Checkpoint
+}
+
+// maxPositions bounds the positions waiting for their lines' work: past it the
+// newest is replaced, so a save waits at most for work queued since.
+const maxPositions = 4
+
+// savePosition takes the read position now, and saves the newest position taken
+// whose lines are all carried out, with the storm hold's state as it was then: the
+// next leader decides again the lines after it, against those storms. stormsNow
+// saves the storm state of now instead (an operator released a storm or gave a
+// fleet verdict: it must stand), with the last saved position when no newer one is
+// carried out.
+func (c *Controller) savePosition(ctx context.Context, pos *positions, stormsNow bool) {
+	pos.mu.Lock()
+	defer pos.mu.Unlock()
+	// The position first, then the mark: every line the position covers was begun
+	// before the mark was read.
+	cp := pos.src.Checkpoint()
 	storms, err := c.stormState()
 	if err != nil {
 		c.log.Error("checkpoint: storm state", "err", err)
 		storms = nil
 	}
-	if err := c.store.SaveState(ctx, raw, cp.Min(), storms); err != nil {
+	p := position{cp: cp, storms: storms, mark: pos.q.Mark()}
+	if n := len(pos.taken); n == maxPositions {
+		pos.taken[n-1] = p
+	} else {
+		pos.taken = append(pos.taken, p)
+	}
+	done := -1
+	for i, p := range pos.taken {
+		if pos.q.DoneThrough(p.mark) {
+			done = i
+		}
+	}
+	save := position{cp: pos.last}
+	switch {
+	case done >= 0:
+		save = pos.taken[done]
+		pos.taken = pos.taken[done+1:]
+	case !stormsNow:
+		return
+	}
+	if stormsNow {
+		save.storms = storms
+	}
+	raw, err := json.Marshal(save.cp)
+	if err != nil {
+		c.log.Error("checkpoint", "err", err)
+		return
+	}
+	if err := c.store.SaveState(ctx, raw, save.cp.Min(), save.storms); err != nil {
 		c.log.Warn("checkpoint not saved, will retry", "err", err)
 		c.m.checkpointErrors.Inc()
+		return
 	}
+	pos.last = save.cp
 }
 
 // restoreStorms takes over the storm state the previous leader saved: a storm that

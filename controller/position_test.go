@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // stallNodeWrites passes every request on, except Node writes: those wait until the
@@ -31,8 +33,9 @@ func (s stallNodeWrites) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // TestCancelledDecisionIsRetried: the leader stops while the taint of an Xid 79 is
-// being written. The line's decision did not complete, so the position it saves stays
-// before that line, and the next leader reads it again and taints the node.
+// being written. Meanwhile it reads on (later lines of another node, fully decided)
+// and saves its position several times: the position stays before the stalled line
+// all the same, and the next leader reads it again and taints the node.
 func TestCancelledDecisionIsRetried(t *testing.T) {
 	cl := newCluster(t, "gpu-0", "gpu-1")
 	stalled := make(chan string, 1)
@@ -51,6 +54,11 @@ func TestCancelledDecisionIsRetried(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leader never wrote gpu-0")
 	}
+	cl.push("gpu-1", time.Now(), linkFlap(1)...) // one flap: read, decided, no write
+	cl.waitFor("the lines after the stalled one read", 20*time.Second, func() bool {
+		return testutil.ToFloat64(a.m.LinesRead().WithLabelValues(logstream.SourceKernel)) >= 3
+	})
+	time.Sleep(time.Second) // several saves of the position
 	a.Stop(t)
 	if cl.tainted("gpu-0") {
 		t.Fatal("gpu-0 tainted through a stalled write")

@@ -209,21 +209,27 @@ spec:
 	// A recovery probe of gpu-a may be running now (TESTING); it fails again, so the
 	// label settles on FAIL.
 	cl.waitFor("gpu-a health label FAIL", 20*time.Second, func() bool { return cl.label("gpu-a", trigger.LabelHealth) == trigger.HealthFail })
-	// The record says Placed right after the Node update; the decision's history
-	// entry follows in the next write of the record.
-	eventually.NoError(t, 20*time.Second, "gpu-a's NodeFault records its taint and the failed probe", func() error {
-		nf, err := cl.record("gpu-a", "pcie-aer", aerRule)
+	// The record says Placed in the same write as the decision's phase, history
+	// entry and evidence (the probe's verdict was written before): never one without
+	// the other.
+	var nf *v1alpha1.NodeFault
+	eventually.NoError(t, 20*time.Second, "gpu-a's NodeFault records its taint", func() error {
+		var err error
+		nf, err = cl.record("gpu-a", "pcie-aer", aerRule)
 		if err != nil || nf.Status.Taint == nil || nf.Status.Taint.State != v1alpha1.TaintPlaced {
 			return fmt.Errorf("gpu-a's NodeFault: %+v %v", nf, err)
 		}
-		lines, _ := json.Marshal(nf.Status)
-		for _, want := range []string{"AER: Uncorrectable (Non-Fatal)", "probe: pciebw fail", "3: fail"} {
-			if !strings.Contains(string(lines), want) {
-				return fmt.Errorf("evidence lacks %q: %s", want, lines)
-			}
-		}
 		return nil
 	})
+	lines, _ := json.Marshal(nf.Status)
+	for _, want := range []string{"AER: Uncorrectable (Non-Fatal)", "probe: pciebw fail", "3: fail"} {
+		if !strings.Contains(string(lines), want) {
+			t.Errorf("gpu-a's NodeFault says Placed, its evidence lacks %q: %s", want, lines)
+		}
+	}
+	if st := nf.Status; st.Phase != v1alpha1.PhaseTainted || len(st.History) == 0 || st.History[len(st.History)-1].Kind != string(decide.KindTaint) {
+		t.Errorf("gpu-a's NodeFault says Placed without its decision (phase %q, history %+v)", st.Phase, st.History)
+	}
 	if len(cl.events("gpu-a", "ProbeFailed")) == 0 || len(cl.events("gpu-b", "ProbePassed")) == 0 {
 		t.Error("no ProbeFailed Event on gpu-a or no ProbePassed Event on gpu-b")
 	}

@@ -64,17 +64,20 @@ func (c *Controller) Reconcile(ctx context.Context) {
 			c.log.Info("recovered", "node", nf.Node, "rule", ev.ID(), "why", why)
 		}
 	}
+	seen := time.Now()
 	facts, err := c.facts()
 	if err != nil {
 		return
 	}
-	// Taints removed by hand (faultline untaint, kubectl) free their budget now.
+	// Taints removed by hand (faultline untaint, kubectl) free their budget now; a
+	// taint decided since the last pass may still be on its way to the Node.
 	c.mu.Lock()
 	for node := range c.tainted {
 		if len(facts.Tainted[node]) == 0 {
-			c.decider.Untainted(node)
+			c.decider.UntaintedBefore(node, c.taintedAt)
 		}
 	}
+	c.taintedAt = seen
 	c.tainted = map[string]bool{}
 	for node := range facts.Tainted {
 		c.tainted[node] = true

@@ -35,21 +35,39 @@ func phaseOf(d decide.Decision) v1alpha1.Phase {
 // written is written at most every EvidenceRefresh, so a burst of one fault does not
 // become a burst of writes.
 func (c *Controller) recordDecision(ctx context.Context, d decide.Decision, message string) {
+	if ch, due := c.decisionChange(d, message); due {
+		f := d.Fault
+		c.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, ch)
+	}
+}
+
+// decisionChange is the change recordDecision writes for d, and whether it is due
+// (see recordDecision); a due change is noted as written (recordUndue takes that
+// back when the write does not happen).
+func (c *Controller) decisionChange(d decide.Decision, message string) (nodefault.Change, bool) {
 	f := d.Fault
 	phase := phaseOf(d)
 	if phase == "" || (f.Rule.Action != rules.ActionTaint && f.Rule.Action != rules.ActionProbe) {
-		return
+		return nodefault.Change{}, false
 	}
 	if !c.recordDue(f.Key(), phase) {
-		return
+		return nodefault.Change{}, false
 	}
 	boot, _ := c.actor.BootID(f.Node)
 	kind := string(d.Kind)
 	if d.Kind == decide.KindDryRun {
 		kind += "-" + string(d.Of)
 	}
-	c.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Fault: &f, BootID: boot, Phase: phase, Mode: d.Mode,
-		Reason: string(d.Reason), Message: message, Decision: kind})
+	return nodefault.Change{Fault: &f, BootID: boot, Phase: phase, Mode: d.Mode,
+		Reason: string(d.Reason), Message: message, Decision: kind}, true
+}
+
+// recordUndue forgets that a fault's record was written (the write failed), so the
+// next decision on it writes it.
+func (c *Controller) recordUndue(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.recorded, key)
 }
 
 // record applies a change to a NodeFault; a failure is logged and counted, never

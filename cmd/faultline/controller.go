@@ -103,6 +103,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if err := ff.apply(&cfg.Decide.Fleet); err != nil {
 				return err
 			}
+			if cfg.ActWorkers < 1 || cfg.ActWorkers > maxActWorkers {
+				return fmt.Errorf("--act-workers (%d) must be between 1 and %d", cfg.ActWorkers, maxActWorkers)
+			}
 			if apiQPS <= 0 || apiBurst < 1 {
 				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
 			}
@@ -203,6 +206,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")
 	f.Float32Var(&apiQPS, "kube-api-qps", 100, "requests per second to the Kubernetes API, sustained")
 	f.IntVar(&apiBurst, "kube-api-burst", 1000, "requests to the Kubernetes API allowed at once above --kube-api-qps (a burst of faults: about two per node)")
+	f.IntVar(&cfg.ActWorkers, "act-workers", controller.DefaultActWorkers, "decisions carried out at once (taint writes, Events, records), each node's one at a time and in order; decided one at a time whatever this is")
 	f.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", 10*time.Second, "how often recoveries and held faults are checked")
 	f.DurationVar(&cfg.Records.Retention, "nodefault-retention", 7*24*time.Hour, "how long a Resolved NodeFault is kept before it is deleted")
 	f.StringVar(&cfg.Records.GrafanaURL, "grafana-url", "", "Grafana base URL: each NodeFault links to its lines in Explore")
@@ -298,3 +302,7 @@ func redactURL(s string) string {
 	}
 	return u.Redacted()
 }
+
+// maxActWorkers bounds --act-workers: past the client's rate limit more workers
+// only wait.
+const maxActWorkers = 1024

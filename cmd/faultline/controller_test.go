@@ -20,6 +20,16 @@ func TestControllerRejectsNonPositiveAPILimits(t *testing.T) {
 	}
 }
 
+// --act-workers out of range is refused before anything is started, naming the flag.
+func TestControllerRejectsBadActWorkers(t *testing.T) {
+	for _, n := range []string{"0", "-1", "1025"} {
+		_, err := run(t, "", "controller", "--loki-url", "http://127.0.0.1:1", "--act-workers", n)
+		if err == nil || !strings.Contains(err.Error(), "--act-workers") {
+			t.Errorf("--act-workers %s: err = %v, want it rejected", n, err)
+		}
+	}
+}
+
 // A bad --max-mode is refused before anything is started, naming the flag.
 func TestControllerRejectsBadMaxMode(t *testing.T) {
 	_, err := run(t, "", "controller", "--loki-url", "http://127.0.0.1:1", "--max-mode", "enforcing")

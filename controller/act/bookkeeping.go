@@ -66,11 +66,15 @@ func evidenceOf(nf *v1alpha1.NodeFault) fault.Evidence {
 type recorded struct {
 	entries []fault.Evidence
 	states  map[string]v1alpha1.TaintRecord // pack/rule → the record's taint entry
+	// objs are the records as last read or written (pack/rule →), so that a write
+	// need not read its record again.
+	objs map[string]*v1alpha1.NodeFault
 }
 
 func recordedOf(recs []*v1alpha1.NodeFault) recorded {
-	r := recorded{states: map[string]v1alpha1.TaintRecord{}}
+	r := recorded{states: map[string]v1alpha1.TaintRecord{}, objs: map[string]*v1alpha1.NodeFault{}}
 	for _, nf := range recs {
+		r.objs[nf.Spec.Pack+"/"+nf.Spec.Rule] = nf
 		if nf.Status.Taint == nil {
 			continue
 		}
@@ -104,6 +108,27 @@ func (a *Actor) writeTaint(ctx context.Context, node string, e fault.Evidence, s
 	return err
 }
 
+// writeRecord applies ch to the record of e, on the copy in old when there is one,
+// and keeps the record as written there.
+func (a *Actor) writeRecord(ctx context.Context, node string, old recorded, e fault.Evidence, ch nodefault.Change) error {
+	var (
+		nf  *v1alpha1.NodeFault
+		err error
+	)
+	switch known, listed := old.objs[e.ID()]; {
+	case known != nil:
+		nf, err = a.records.RecordOn(ctx, known, ch)
+	case old.objs != nil && !listed: // the node's records were just listed without it
+		nf, err = a.records.RecordNew(ctx, node, e.Pack, e.Rule, ch)
+	default:
+		nf, err = a.records.Record(ctx, node, e.Pack, e.Rule, ch)
+	}
+	if err == nil && old.objs != nil {
+		old.objs[e.ID()] = nf
+	}
+	return err
+}
+
 // markPlacing writes Placing to the record of each fault the plan gives a taint it
 // did not own: before the Node update, so that a crash after it leaves a record the
 // next leader checks against the Node instead of a taint nobody owns.
@@ -115,7 +140,8 @@ func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p pl
 		if s, ok := old.states[e.ID()]; ok && (s.State == v1alpha1.TaintPlaced || s.State == v1alpha1.TaintPlacing) && s.Taint == e.Taint {
 			continue
 		}
-		if err := a.writeTaint(ctx, node, e, v1alpha1.TaintPlacing, ruleIf(firing, e)); err != nil {
+		ch := nodefault.Change{Rule: ruleIf(firing, e), Taint: &v1alpha1.TaintRecord{Taint: e.Taint, State: v1alpha1.TaintPlacing}}
+		if err := a.writeRecord(ctx, node, old, e, ch); err != nil {
 			return fmt.Errorf("record %s placing %s: %w", e.ID(), e.Taint, err)
 		}
 	}
@@ -123,19 +149,34 @@ func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p pl
 }
 
 // settle writes, after the Node update, each fault's final taint entry (Placed or
-// Existing) where it changed, and removes the entries of the cleared faults.
-func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, cleared []string, firing *rules.Compiled) error {
+// Existing) where it changed, and removes the entries of the cleared faults. A
+// non-zero decision is applied to the firing fault's record in the same write.
+func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, cleared []string, firing *rules.Compiled, decision nodefault.Change) error {
 	var errs []string
+	pending := !isZero(decision) && firing != nil
 	for _, e := range p.entries {
 		want := v1alpha1.TaintExisting
 		if e.TaintPlaced {
 			want = v1alpha1.TaintPlaced
 		}
+		ch := nodefault.Change{Rule: ruleIf(firing, e), Taint: &v1alpha1.TaintRecord{Taint: e.Taint, State: want}}
 		if s, ok := old.states[e.ID()]; ok && s.State == want && s.Taint == e.Taint {
+			ch.Taint = nil // unchanged: its time stays
+		}
+		switch {
+		case pending && ch.Rule != nil:
+			ch = merged(decision, ch)
+			pending = false
+		case ch.Taint == nil:
 			continue
 		}
-		if err := a.writeTaint(ctx, node, e, want, ruleIf(firing, e)); err != nil {
+		if err := a.writeRecord(ctx, node, old, e, ch); err != nil {
 			errs = append(errs, fmt.Sprintf("record %s %s: %v", e.ID(), want, err))
+		}
+	}
+	if pending { // the firing fault has no taint entry (its rule has no taint)
+		if _, err := a.records.Record(ctx, node, firing.Pack, firing.ID, decision); err != nil {
+			errs = append(errs, fmt.Sprintf("record %s: decision: %v", firing, err))
 		}
 	}
 	for _, id := range cleared {
@@ -148,6 +189,20 @@ func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, c
 		return fmt.Errorf("node %s updated, its records not: %s", node, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// merged is the decision's change with the taint entry of ch.
+func merged(decision, ch nodefault.Change) nodefault.Change {
+	decision.Taint = ch.Taint
+	if decision.Rule == nil {
+		decision.Rule = ch.Rule
+	}
+	return decision
+}
+
+func isZero(ch nodefault.Change) bool {
+	return ch.Mode == "" && ch.Phase == "" && ch.Decision == "" && ch.Fault == nil && ch.BootID == "" && ch.Probe == nil &&
+		ch.Taint == nil && !ch.ClearTaint && !ch.Firing && ch.Step == nil
 }
 
 func ruleIf(r *rules.Compiled, e fault.Evidence) *rules.Compiled {

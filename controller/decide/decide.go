@@ -544,6 +544,23 @@ func (d *Decider) Untainted(node string, keys ...string) {
 	}
 }
 
+// UntaintedBefore is Untainted for every taint of node granted before t: a caller
+// that saw node tainted at t and untainted now frees what it saw removed, not the
+// grants of taints decided since (still being placed).
+func (d *Decider) UntaintedBefore(node string, t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := d.grants[node]
+	for key, at := range g {
+		if at.Before(t) {
+			delete(g, key)
+		}
+	}
+	if len(g) == 0 {
+		delete(d.grants, node)
+	}
+}
+
 // NotApplied tells the Decider that the caller could not apply a KindTaint decision
 // for f (an API error): the budget reserved for it is freed. The fault is not
 // queued again; it comes back when the rule fires again.

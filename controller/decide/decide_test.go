@@ -367,6 +367,29 @@ func TestUntaintedFreesPendingGrant(t *testing.T) {
 	}
 }
 
+// UntaintedBefore frees the grants older than the given time only: a taint decided
+// after the caller last saw the node tainted is still on its way and keeps its budget.
+func TestUntaintedBeforeKeepsNewerGrants(t *testing.T) {
+	clk := newClock()
+	d := newDecider(t, decide.Config{MaxNodes: 2, DisableStorm: true}, clk)
+	a, b := rule("a", rules.ActionTaint), rule("b", rules.ActionTaint)
+	facts := decide.NodeFacts{Eligible: 20}
+	d.Decide(flt(node(0), a), facts)
+	clk.Add(time.Second)
+	seen := clk.Now()
+	clk.Add(time.Second)
+	d.Decide(flt(node(0), b), facts) // decided after the caller's look
+	d.Decide(flt(node(1), a), facts)
+	d.UntaintedBefore(node(0), seen)
+	if got := d.Decide(flt(node(2), a), facts); got.Kind != decide.KindHold {
+		t.Fatalf("node 0's newer grant freed: a third node got %s, want a hold", got.Kind)
+	}
+	d.UntaintedBefore(node(0), clk.Now().Add(time.Second))
+	if got := d.Decide(flt(node(2), a), facts); got.Kind != decide.KindTaint {
+		t.Fatalf("node 0's grants all older: a third node got %s, want a taint", got.Kind)
+	}
+}
+
 func TestPendingGrantExpires(t *testing.T) {
 	clk := newClock()
 	d := newDecider(t, decide.Config{MaxNodes: 1, PendingTTL: time.Minute, DisableStorm: true}, clk)

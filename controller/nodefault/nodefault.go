@@ -233,13 +233,44 @@ type Change struct {
 // Record applies c to the NodeFault of a rule on node, creating it when there is
 // none (a Resolved one is reopened). node, pack and rule come from c.Fault when set.
 func (s *Store) Record(ctx context.Context, node, pack, rule string, c Change) (*v1alpha1.NodeFault, error) {
+	return s.record(ctx, node, pack, rule, c, nil, false)
+}
+
+// RecordOn is Record on known, the record as last read or written: the first
+// attempt writes on it without reading the record again (a round trip less), a
+// conflict reads it again.
+func (s *Store) RecordOn(ctx context.Context, known *v1alpha1.NodeFault, c Change) (*v1alpha1.NodeFault, error) {
+	return s.record(ctx, known.Spec.Node, known.Spec.Pack, known.Spec.Rule, c, known, false)
+}
+
+// RecordNew is Record for a record the caller has just seen absent: the first
+// attempt creates it without reading it; one created meanwhile is read and updated.
+func (s *Store) RecordNew(ctx context.Context, node, pack, rule string, c Change) (*v1alpha1.NodeFault, error) {
+	return s.record(ctx, node, pack, rule, c, nil, true)
+}
+
+func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, known *v1alpha1.NodeFault, absent bool) (*v1alpha1.NodeFault, error) {
 	if c.Fault != nil {
 		node, pack, rule = c.Fault.Node, c.Fault.Rule.Pack, c.Fault.Rule.ID
 	}
 	name := Name(node, pack, rule)
+	if known != nil && known.Name != name {
+		known = nil
+	}
 	var out *v1alpha1.NodeFault
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := s.Get(ctx, name)
+		var cur *v1alpha1.NodeFault
+		var err error
+		switch {
+		case known != nil:
+			cur, known = known.DeepCopy(), nil
+			cur.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeFault"}
+		case absent:
+			absent = false
+			err = apierrors.NewNotFound(v1alpha1.SchemeGroupVersion.WithResource("nodefaults").GroupResource(), name)
+		default:
+			cur, err = s.Get(ctx, name)
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			nf := &v1alpha1.NodeFault{
@@ -255,6 +286,9 @@ func (s *Store) Record(ctx context.Context, node, pack, rule string, c Change) (
 			}
 			var created v1alpha1.NodeFault
 			if err := s.do(ctx, "POST", s.path(""), nf, &created); err != nil {
+				if apierrors.IsAlreadyExists(err) { // created meanwhile: read it, try again
+					return apierrors.NewConflict(v1alpha1.SchemeGroupVersion.WithResource("nodefaults").GroupResource(), name, err)
+				}
 				return err
 			}
 			cur = &created

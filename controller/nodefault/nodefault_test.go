@@ -186,3 +186,43 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 		}
 	})
 }
+
+// RecordOn writes on the record the caller holds without reading it first, and reads
+// it again when that copy is stale; RecordNew creates without reading, and updates a
+// record created meanwhile: no change is lost either way.
+func TestRecordOnAndRecordNew(t *testing.T) {
+	testenv.Integration(t)
+	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	env.InstallCRD(t, v1alpha1.CRDYAML)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := xidFault("gpu-3", time.Now())
+	first, err := st.RecordNew(ctx, "gpu-3", f.Rule.Pack, f.Rule.ID, nodefault.Change{Fault: &f, Decision: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Created meanwhile (by first): RecordNew reads it and adds its change.
+	if _, err := st.RecordNew(ctx, "gpu-3", f.Rule.Pack, f.Rule.ID, nodefault.Change{Decision: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	// first is stale now: RecordOn conflicts, reads again, and adds its change.
+	got, err := st.RecordOn(ctx, first, nodefault.Change{Decision: "three"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, d := range got.Status.History {
+		kinds = append(kinds, d.Kind)
+	}
+	if strings.Join(kinds, ",") != "one,two,three" {
+		t.Fatalf("history %v, want one,two,three", kinds)
+	}
+	// got is current: RecordOn writes on it.
+	if again, err := st.RecordOn(ctx, got, nodefault.Change{Decision: "four"}); err != nil || len(again.Status.History) != 4 {
+		t.Fatalf("RecordOn on the current copy: %v, %+v", err, again)
+	}
+}

@@ -67,6 +67,7 @@ func TestRejects(t *testing.T) {
 		{"user pack not yaml", []string{"packs.user.notes=x"}, "'notes' does not match pattern"},
 		{"bad duration", []string{"controller.leaderElection.leaseDuration=15"}, "/controller/leaderElection/leaseDuration"},
 		{"unknown rule mode ceiling", []string{"controller.maxMode=enforcing"}, "/controller/maxMode"},
+		{"no act workers", []string{"controller.actWorkers=0"}, "/controller/actWorkers"},
 		{"fleet of one node", []string{"controller.fleet.minNodes=1"}, "/controller/fleet/minNodes"},
 		{"fleet group budget over 100 %", []string{"controller.fleet.groupBudget=150"}, "/controller/fleet/groupBudget"},
 		{"drain timeout without a unit", []string{"controller.escalation.drainTimeout=30"}, "/controller/escalation/drainTimeout"},
@@ -713,7 +714,7 @@ func TestValuesFiles(t *testing.T) {
 		cc := container(t, &ctl.Spec.Template.Spec, "controller")
 		for _, a := range []string{"--loki-url=https://loki.example.com", "--loki-tenant=gpu-fleet", "--loki-username=faultline",
 			"--packs=/etc/faultline/packs/user", "--budget-percent=5", "--budget-max=20", "--node-condition=true", "--storm-share=0.3",
-			"--grafana-url=https://grafana.example.com"} {
+			"--grafana-url=https://grafana.example.com", "--act-workers=16"} {
 			if !hasArg(cc, a) {
 				t.Errorf("controller args %v lack %s", cc.Args, a)
 			}

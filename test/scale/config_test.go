@@ -14,6 +14,7 @@ type config struct {
 	samples    int // single Xid 79 lines on quiet nodes, for line → taint latency
 	candRate   int // candidate lines per second (pass the LogQL filter, taint nothing)
 	benignRate int // benign kernel lines per second, round robin over every node
+	apiQPS     int // the controller's --kube-api-qps; 0: its default
 }
 
 // Environment variables that size a run.
@@ -23,6 +24,7 @@ const (
 	envSamples = "FAULTLINE_SCALE_SAMPLES"
 	envRate    = "FAULTLINE_SCALE_CANDIDATE_RATE"
 	envBenign  = "FAULTLINE_SCALE_BENIGN_RATE"
+	envAPIQPS  = "FAULTLINE_SCALE_KUBE_API_QPS"
 )
 
 // Limits keep a mistyped variable from asking for more than one machine can hold.
@@ -41,6 +43,7 @@ func loadConfig(t *testing.T) config {
 	c.candRate = envInt(t, envRate, 200, 0, maxRate)
 	// Every node sends a benign line every 10 s on average.
 	c.benignRate = envInt(t, envBenign, c.nodes/10, 0, maxRate)
+	c.apiQPS = envInt(t, envAPIQPS, 0, 0, maxRate)
 	if c.samples+c.burst >= c.nodes {
 		t.Fatalf("%d nodes cannot hold %d latency samples, a burst of %d on distinct nodes and quiet ones",
 			c.nodes, c.samples, c.burst)

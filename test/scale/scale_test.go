@@ -78,7 +78,11 @@ func TestScale(t *testing.T) {
 	// Every sample node is tainted; of the burst, three quarters fit the budget.
 	budget := cfg.samples + cfg.burst*3/4
 	wantHeld := cfg.burst - cfg.burst*3/4
-	ctrl := startController(t, env, namespace, "--budget-percent", "100", "--budget-max", strconv.Itoa(budget))
+	flags := []string{"--budget-percent", "100", "--budget-max", strconv.Itoa(budget)}
+	if cfg.apiQPS > 0 {
+		flags = append(flags, "--kube-api-qps", strconv.Itoa(cfg.apiQPS))
+	}
+	ctrl := startController(t, env, namespace, flags...)
 	// Idle: leading, its caches synced over the whole fleet, the heartbeats running.
 	time.Sleep(10 * time.Second)
 	idle := ctrl.rss()

@@ -1,0 +1,173 @@
+// Package actqueue carries out decisions concurrently: a bounded pool of workers
+// runs the tasks added under a key (a node) one at a time and in the order they were
+// added, tasks of different keys in parallel. It also tracks which lines' tasks are
+// all done, so that a read position is saved only past work that is carried out.
+//
+// The keys go through client-go's workqueue, which never hands one key to two
+// workers at once; each key's tasks wait in a FIFO beside it.
+package actqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Task carries out one decision. It gets the queue's context: when that ends the
+// task should stop, and its line counts as not done.
+type Task func(ctx context.Context)
+
+type item struct {
+	line uint64
+	run  Task
+}
+
+// Queue is a pool of workers with per-key order, a bound on the tasks it holds,
+// and line completion tracking. Use New, then Run.
+type Queue struct {
+	workers int
+	keys    workqueue.TypedInterface[string]
+	slots   chan struct{} // one per task queued or running: the back-pressure
+
+	mu     sync.Mutex
+	chains map[string][]item // key → its tasks not yet started, in order
+	last   uint64            // the newest line begun
+	open   map[uint64]int    // line → its tasks not done, +1 while the line is being added
+}
+
+// New returns a Queue of workers workers holding at most limit tasks (queued or
+// running); Add blocks past it.
+func New(workers, limit int) (*Queue, error) {
+	if workers < 1 || limit < 1 {
+		return nil, fmt.Errorf("actqueue: workers (%d) and limit (%d) must be positive", workers, limit)
+	}
+	return &Queue{
+		workers: workers,
+		keys:    workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "faultline-act"}),
+		slots:   make(chan struct{}, limit),
+		chains:  map[string][]item{},
+		open:    map[uint64]int{},
+	}, nil
+}
+
+// Run runs the workers until ctx ends, then waits for the tasks running to return.
+// Tasks not started by then are dropped with their lines left not done.
+func (q *Queue) Run(ctx context.Context) {
+	stop := context.AfterFunc(ctx, q.keys.ShutDown)
+	defer stop()
+	var wg sync.WaitGroup
+	for range q.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for q.work(ctx) {
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// work runs the next task of one key; false when the queue is shut down.
+func (q *Queue) work(ctx context.Context) bool {
+	key, shutdown := q.keys.Get()
+	if shutdown {
+		return false
+	}
+	defer q.keys.Done(key)
+	q.mu.Lock()
+	chain := q.chains[key]
+	if len(chain) == 0 { // an Add whose task an earlier Get already ran
+		q.mu.Unlock()
+		return true
+	}
+	it := chain[0]
+	q.mu.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	it.run(ctx)
+	q.mu.Lock()
+	// Cancelled during the task: it may be half done, so its line stays not done.
+	if ctx.Err() == nil {
+		q.finish(it.line)
+	}
+	if chain = q.chains[key][1:]; len(chain) == 0 {
+		delete(q.chains, key)
+	} else {
+		q.chains[key] = chain
+		q.keys.Add(key) // handed out again once Done: one task of a key at a time
+	}
+	q.mu.Unlock()
+	<-q.slots
+	return true
+}
+
+// Begin starts a line: its tasks are added with its number, and it is not done
+// before End.
+func (q *Queue) Begin() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.last++
+	q.open[q.last] = 1
+	return q.last
+}
+
+// End marks a line fully added: it is done once its tasks are.
+func (q *Queue) End(line uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.finish(line)
+}
+
+// ErrFull is returned by Add when ctx ends while it waits for room.
+var ErrFull = errors.New("actqueue: queue full")
+
+// Add queues a task of line under key, after the key's earlier tasks. It blocks
+// while the queue holds its limit, until a task finishes or ctx ends.
+func (q *Queue) Add(ctx context.Context, line uint64, key string, t Task) error {
+	select {
+	case q.slots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrFull, ctx.Err())
+	}
+	q.mu.Lock()
+	q.open[line]++
+	q.chains[key] = append(q.chains[key], item{line: line, run: t})
+	q.mu.Unlock()
+	q.keys.Add(key)
+	return nil
+}
+
+// finish counts one task (or the line's own hold) of line done; q.mu is held.
+func (q *Queue) finish(line uint64) {
+	if q.open[line]--; q.open[line] <= 0 {
+		delete(q.open, line)
+	}
+}
+
+// Mark is the newest line begun: a read position taken before Mark is called
+// covers only lines at or before it.
+func (q *Queue) Mark() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.last
+}
+
+// DoneThrough reports whether every line up to mark is done: begun, ended and all
+// its tasks carried out without being cancelled.
+func (q *Queue) DoneThrough(mark uint64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for line := range q.open {
+		if line <= mark {
+			return false
+		}
+	}
+	return true
+}
+
+// Len is the number of tasks queued or running.
+func (q *Queue) Len() int { return len(q.slots) }

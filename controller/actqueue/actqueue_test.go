@@ -1,0 +1,157 @@
+package actqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/faultline-dev/faultline/controller/actqueue"
+	"github.com/faultline-dev/faultline/test/eventually"
+)
+
+// Tasks of one key run one at a time, in order; keys run in parallel.
+func TestOrderPerKeyAndParallelKeys(t *testing.T) {
+	q, err := actqueue.New(8, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+
+	const keys, perKey = 10, 30
+	var (
+		mu      sync.Mutex
+		got     = map[string][]int{}
+		running = map[string]bool{}
+		overlap atomic.Int32 // a key run by two workers at once
+		peak    atomic.Int32 // tasks running at once, all keys
+		now     atomic.Int32
+	)
+	for i := range perKey {
+		for k := range keys {
+			key := fmt.Sprintf("node-%d", k)
+			line := q.Begin()
+			if err := q.Add(ctx, line, key, func(context.Context) {
+				mu.Lock()
+				if running[key] {
+					overlap.Add(1)
+				}
+				running[key] = true
+				mu.Unlock()
+				if n := now.Add(1); n > peak.Load() {
+					peak.Store(n)
+				}
+				time.Sleep(time.Millisecond)
+				now.Add(-1)
+				mu.Lock()
+				running[key] = false
+				got[key] = append(got[key], i)
+				mu.Unlock()
+			}); err != nil {
+				t.Fatal(err)
+			}
+			q.End(line)
+		}
+	}
+	last := q.Mark()
+	eventually.True(t, 10*time.Second, "every line done", func() bool { return q.DoneThrough(last) })
+	if n := overlap.Load(); n != 0 {
+		t.Errorf("%d tasks ran while another task of their key was running", n)
+	}
+	if peak.Load() < 2 {
+		t.Errorf("at most %d task(s) ran at once: keys did not run in parallel", peak.Load())
+	}
+	mu.Lock()
+	for k, seq := range got {
+		if len(seq) != perKey {
+			t.Errorf("%s: %d tasks ran, want %d", k, len(seq), perKey)
+		}
+		for i, v := range seq {
+			if v != i {
+				t.Errorf("%s: task %d ran in place %d: order not kept (%v)", k, v, i, seq)
+				break
+			}
+		}
+	}
+	mu.Unlock()
+	cancel()
+	<-done
+}
+
+// A line is done only when it has ended and all its tasks ran; an earlier line not
+// done keeps every later line from counting as done through.
+func TestDoneThrough(t *testing.T) {
+	q, err := actqueue.New(2, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx)
+
+	release := make(chan struct{})
+	first := q.Begin()
+	if err := q.Add(ctx, first, "a", func(context.Context) { <-release }); err != nil {
+		t.Fatal(err)
+	}
+	q.End(first)
+	second := q.Begin() // a line without tasks
+	q.End(second)
+	third := q.Begin()
+	if q.DoneThrough(second) {
+		t.Fatal("line 2 counts as done through while line 1's task is running")
+	}
+	close(release)
+	eventually.True(t, 5*time.Second, "lines 1 and 2 done", func() bool { return q.DoneThrough(second) })
+	if q.DoneThrough(third) {
+		t.Fatal("line 3 counts as done before End")
+	}
+	q.End(third)
+	if !q.DoneThrough(third) {
+		t.Fatal("line 3 without tasks is not done after End")
+	}
+}
+
+// Past its limit Add waits for room, and gives up when its context ends; a task
+// cancelled while running leaves its line not done.
+func TestBoundAndCancel(t *testing.T) {
+	q, err := actqueue.New(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	runDone := make(chan struct{})
+	go func() { q.Run(ctx); close(runDone) }()
+
+	line := q.Begin()
+	block := func(ctx context.Context) { close(ran); <-ctx.Done() }
+	if err := q.Add(ctx, line, "a", block); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
+	if err := q.Add(ctx, line, "b", func(context.Context) {}); err != nil {
+		t.Fatal(err)
+	}
+	short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer stop()
+	// The one worker runs "a" until cancelled, so "b" waits: the queue is full.
+	if err := q.Add(short, line, "c", func(context.Context) {}); !errors.Is(err, actqueue.ErrFull) {
+		t.Fatalf("Add past the limit: %v, want ErrFull", err)
+	}
+	q.End(line)
+	cancel()
+	<-runDone
+	if q.DoneThrough(line) {
+		t.Fatal("a line whose task was cancelled counts as done")
+	}
+	if _, err := actqueue.New(0, 1); err == nil {
+		t.Fatal("New accepted 0 workers")
+	}
+}
