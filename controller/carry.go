@@ -74,8 +74,8 @@ func (c *Controller) gaugesDue() {
 	}
 }
 
-// gaugeLoop refreshes the gauges when asked, at most every gaugeEvery: a refresh
-// reads every node's facts.
+// gaugeLoop refreshes the gauges when asked, at most every gaugeEvery (a refresh
+// reads the indexed facts and walks the held faults).
 func (c *Controller) gaugeLoop(ctx context.Context) {
 	for {
 		select {

@@ -290,9 +290,9 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 		c.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)
 	case decide.KindNone:
 	}
-	// Gauges need a pass over every Node: refresh them when a taint or a hold
-	// changed them, not on every Event (Reconcile refreshes them periodically too),
-	// and coalesced: a burst carried out by many workers refreshes them a few times.
+	// Refresh the gauges when a taint or a hold changed them, not on every Event
+	// (Reconcile refreshes them periodically too), coalesced: a burst carried out
+	// by many workers refreshes them a few times, not once per decision.
 	if d.Kind == decide.KindTaint || d.Kind == decide.KindHold {
 		c.gaugesDue()
 	}
