@@ -45,6 +45,10 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 		mu      sync.Mutex
 		tainted = map[string]bool{}
 		most    int
+		// taintedOptedOut lists the nodes that gained a faultline taint while
+		// labelled opted out, in the watch's order (a taint placed just before the
+		// label, by a held fault of an earlier round going ahead, is allowed).
+		taintedOptedOut []string
 	)
 	watched := make(chan struct{})
 	go func() {
@@ -55,7 +59,11 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 				continue
 			}
 			mu.Lock()
+			was := tainted[n.Name]
 			tainted[n.Name] = ev.Type != watch.Deleted && hasFaultTaint(n)
+			if !was && tainted[n.Name] && n.Labels[fault.LabelOptOut] == "true" {
+				taintedOptedOut = append(taintedOptedOut, n.Name)
+			}
 			c := 0
 			for _, on := range tainted {
 				if on {
@@ -74,7 +82,8 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 	pushed := 0
 	for round := range rounds {
 		// A node opted out just before its burst: the decision may or may not see the
-		// label yet; the taint is refused either way.
+		// label yet; the taint is refused either way. (A held fault of an earlier
+		// round may have tainted it just before the label: the watch tells.)
 		optOut := nodes[rng.IntN(fleet)]
 		cl.setLabel(optOut, fault.LabelOptOut, "true")
 		burst := []string{optOut, fmt.Sprintf("ghost-%d-a", round), fmt.Sprintf("ghost-%d-b", round)}
@@ -112,9 +121,11 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 		if c := count(); c != budget {
 			t.Fatalf("round %d: %d nodes tainted, budget %d", round, c, budget)
 		}
-		if cl.tainted(optOut) {
-			t.Errorf("round %d: opted-out %s tainted", round, optOut)
+		mu.Lock()
+		if len(taintedOptedOut) > 0 {
+			t.Errorf("round %d: tainted while opted out: %v", round, taintedOptedOut)
 		}
+		mu.Unlock()
 		// Free the budget for the next round: held faults of earlier rounds go ahead
 		// meanwhile, under the same budget.
 		cl.setLabel(optOut, fault.LabelOptOut, "false")
