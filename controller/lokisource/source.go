@@ -80,6 +80,10 @@ type queryState struct {
 	mu   sync.Mutex
 	win  *window
 	good string // the last LogQL Loki accepted
+	size readSize
+	// emitted and dups count the entries delivered and those skipped as read
+	// before, for the poll to see whether it found anything the tail missed.
+	emitted, dups int64
 }
 
 type running struct {
@@ -146,7 +150,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.CheckpointKeys = 1000
 	}
 	if cfg.QueryTimeout <= 0 {
-		cfg.QueryTimeout = time.Minute
+		cfg.QueryTimeout = DefaultQueryTimeout
 	}
 	if cfg.MaxQueryLength <= 0 {
 		cfg.MaxQueryLength = 721 * time.Hour
