@@ -55,15 +55,20 @@ func (z *readSize) shrink(asked int64, maxLimit int) bool {
 	return true
 }
 
-// success counts a page Loki answered and doubles a shrunk size after growAfter of
-// them in a row, up to the bounds; true when the size changed.
-func (z *readSize) success(maxSpan int64, maxLimit int) bool {
+// success counts a page Loki answered for a window of asked ns and doubles a
+// shrunk size after growAfter of them in a row, up to the bounds; a window already
+// longer than what was asked goes back to its bound at once (it no longer limits
+// the question). True when the size changed.
+func (z *readSize) success(asked, maxSpan int64, maxLimit int) bool {
 	if z.span >= maxSpan && z.limit >= maxLimit {
 		return false
 	}
 	z.ok++
 	if z.ok < growAfter {
 		return false
+	}
+	if z.span > asked {
+		z.span = maxSpan
 	}
 	z.span = min(maxSpan, 2*z.span)
 	z.limit = min(maxLimit, 2*z.limit)

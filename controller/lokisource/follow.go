@@ -173,17 +173,21 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 			started := time.Now()
 			st.mu.Lock()
 			from := max(st.win.floor, min(st.win.maxTs, p.from)-int64(margin))
-			emitted, dups := st.emitted, st.dups
+			missed, dups := st.missed, st.dups
+			// A newer line the tail may still be about to deliver.
+			st.missedBefore = started.Add(-s.cfg.DelayFor - tailSlack).UnixNano()
 			st.mu.Unlock()
-			if err := s.catchUp(ctx, log, q, st, from, emit); err != nil {
+			err := s.catchUp(ctx, log, q, st, from, emit)
+			st.mu.Lock()
+			st.missedBefore = 0
+			missed, dups = st.missed-missed, st.dups-dups
+			st.mu.Unlock()
+			if err != nil {
 				return outcome{err: err, ready: time.Since(up)}
 			}
-			st.mu.Lock()
-			emitted, dups = st.emitted-emitted, st.dups-dups
-			st.mu.Unlock()
-			if p.done(started, emitted, dups) {
+			if p.done(started, missed, dups) {
 				s.m.PollInterval(q.Name, p.interval)
-				log.Debug("poll interval changed", "interval", p.interval, "missed_by_tail", emitted, "read_again", dups)
+				log.Debug("poll interval changed", "interval", p.interval, "missed_by_tail", missed, "read_again", dups)
 			}
 			timer.Reset(p.interval)
 		case m, ok := <-t.msgs:
@@ -280,7 +284,7 @@ func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *q
 			return err
 		}
 		st.mu.Lock()
-		grown := st.size.success(maxSpan, maxLimit)
+		grown := st.size.success(wend-start, maxSpan, maxLimit)
 		sz = st.size
 		st.mu.Unlock()
 		if grown {
@@ -312,11 +316,14 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 	if len(es) == 0 {
 		return nil
 	}
-	emitted, dups, ahead, behind, earlier := 0, 0, 0, 0, 0
+	emitted, dups, missed, ahead, behind, earlier := 0, 0, 0, 0, 0, 0
+	st.mu.Lock()
+	missedBefore := st.missedBefore
+	st.mu.Unlock()
 	defer func() {
 		st.mu.Lock()
-		st.emitted += int64(emitted)
 		st.dups += int64(dups)
+		st.missed += int64(missed)
 		newest := st.win.maxTs
 		st.mu.Unlock()
 		if emitted > 0 {
@@ -373,6 +380,9 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 				return &emitError{err: err}
 			}
 			emitted++
+			if !live && e.ts < missedBefore {
+				missed++
+			}
 		}
 		st.mu.Lock()
 		st.win.add(k, e.ts, now.UnixNano())

@@ -14,6 +14,10 @@ const (
 	// later than that are still delivered by the tail, or read after a reconnect
 	// (Overlap).
 	lateMargin = 5 * time.Second
+	// tailSlack (plus DelayFor): how long the tail may take to deliver a line
+	// that reached Loki; a poll that finds only lines newer than that found
+	// nothing the tail missed.
+	tailSlack = 3 * time.Second
 	// maxPollFactor bounds the interval to this many PollIntervals.
 	maxPollFactor = 8
 )
@@ -29,18 +33,18 @@ func newPoller(base time.Duration, pageLimit int, start time.Time) *poller {
 	return &poller{base: base, interval: base, pageLimit: pageLimit, from: start.UnixNano()}
 }
 
-// done records a poll that started at started, emitted lines the tail had missed
-// and re-read dups lines the tail had delivered, and sets the next interval: twice
+// done records a poll that started at started, emitted missed lines the tail
+// should have delivered already and re-read dups lines the tail had delivered, and sets the next interval: twice
 // as long (up to maxPollFactor times the base) when it found nothing new but
 // re-read at least a page, the base otherwise. True when the interval changed.
 //
 // A poll covers every line present in Loki when it ran, from where the previous
 // poll started less lateMargin; so any line reaching Loki at most lateMargin after
 // its timestamp is read by the first poll after it arrived, whatever the interval.
-func (p *poller) done(started time.Time, emitted, dups int64) bool {
+func (p *poller) done(started time.Time, missed, dups int64) bool {
 	p.from = started.UnixNano()
 	next := p.base
-	if emitted == 0 && dups >= int64(p.pageLimit) {
+	if missed == 0 && dups >= int64(p.pageLimit) {
 		next = min(2*p.interval, maxPollFactor*p.base)
 	}
 	changed := next != p.interval

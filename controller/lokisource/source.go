@@ -81,9 +81,10 @@ type queryState struct {
 	win  *window
 	good string // the last LogQL Loki accepted
 	size readSize
-	// emitted and dups count the entries delivered and those skipped as read
-	// before, for the poll to see whether it found anything the tail missed.
-	emitted, dups int64
+	// dups counts the entries skipped as read before; missed counts the entries a
+	// catch-up emitted with a timestamp before missedBefore (Unix ns, set while the
+	// poll runs, 0 otherwise): for the poll to see whether it found anything the tail missed.
+	dups, missed, missedBefore int64
 }
 
 type running struct {
