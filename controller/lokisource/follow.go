@@ -248,6 +248,13 @@ func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *q
 	pages, n := 0, 0
 	for start < end {
 		span, limit := min(spanCap, sz.span), min(limitCap, sz.limit)
+		now := time.Now().UnixNano()
+		if start+span >= now {
+			// After now there are only lines of leading node clocks: the window
+			// reaching past now goes to the end at once, so a shrunk window does not
+			// cost a query per window up to CreationGracePeriod ahead.
+			span = spanCap
+		}
 		wend := min(end, start+span)
 		es, err := s.queryRange(ctx, q.LogQL, start, wend, limit)
 		reason, slow := slowAnswer(ctx, err)
@@ -267,7 +274,8 @@ func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *q
 		case slow:
 			s.m.CatchUpShrink(q.Name, reason)
 			st.mu.Lock()
-			shrunk := st.size.shrink(wend-start, maxLimit)
+			// Halve what was asked of the past: the future part holds next to nothing.
+			shrunk := st.size.shrink(max(1, min(wend, now)-start), maxLimit)
 			sz = st.size
 			st.mu.Unlock()
 			if !shrunk {
