@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// DefaultQueryTimeout is Config.QueryTimeout's default: below Loki's default
+// http_server_write_timeout of 30s.
+const DefaultQueryTimeout = 20 * time.Second
+
 // Config configures a Source. Only URL and Queries are required.
 type Config struct {
 	// URL is Loki's base URL (http or https), for example http://loki:3100 or
@@ -51,7 +55,11 @@ type Config struct {
 	// MaxCatchUp, when set, limits how far back a query reads: a position older
 	// than now-MaxCatchUp starts there instead (logged as a gap).
 	MaxCatchUp time.Duration
-	// QueryTimeout bounds one query_range request; default 1m.
+	// QueryTimeout bounds one query_range request, answer read included; default
+	// DefaultQueryTimeout. A catch-up page that takes longer is asked again for a
+	// shorter window and a smaller page (as is one Loki cuts off), so keep it below
+	// Loki's server.http_server_write_timeout (30s by default): past that, Loki ends
+	// the answer anyway.
 	QueryTimeout time.Duration
 	// MaxQueryLength is Loki's max_query_length (limits_config): a catch-up asks
 	// for windows no longer than this; default 721h, Loki's default.
@@ -77,8 +85,12 @@ type Config struct {
 	// catch-up cannot fault a node again for what happened before its reboot.
 	BootID func(node string) string
 	// PollInterval: while tailing, the query is also read with query_range this
-	// often (from the position, deduplicated), because Loki's tail can stop
-	// delivering a busy stream without reporting dropped entries; default 2s.
+	// often, because Loki's tail can stop delivering a busy stream without
+	// reporting dropped entries; default 2s. Each poll reads on from where the
+	// previous one started, less 5s for lines that reach Loki late. While polls
+	// find nothing the tail missed and re-read at least a page of lines, the
+	// interval doubles, up to 8 times PollInterval; a poll that finds a missed line
+	// (or reads less than a page) brings it back to PollInterval.
 	PollInterval time.Duration
 	// TailIdleTimeout: a tail that sends nothing, not even a ping (Loki pings every
 	// second), for this long is considered dead; default 30s.

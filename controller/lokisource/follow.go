@@ -158,21 +158,38 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 	}
 	up := time.Now()
 	log.Debug("tailing", "start", unixTime(tailStart))
-	poll := time.NewTicker(s.cfg.PollInterval)
-	defer poll.Stop()
+	p := newPoller(s.cfg.PollInterval, s.cfg.PageLimit, up)
+	s.m.PollInterval(q.Name, p.interval)
+	timer := time.NewTimer(p.interval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return outcome{ready: time.Since(up)}
-		case <-poll.C:
-			// A short overlap: this only covers what the tail missed; lines that
-			// reach Loki later still are read after a reconnect (Overlap).
+		case <-timer.C:
+			// Only covers what the tail missed; lines that reach Loki later than
+			// the margin still are read after a reconnect (Overlap).
+			margin := min(s.cfg.Overlap, lateMargin)
+			started := time.Now()
 			st.mu.Lock()
-			from := st.win.resumeFrom(min(s.cfg.Overlap, 5*time.Second))
+			from := max(st.win.floor, min(st.win.maxTs, p.from)-int64(margin))
+			missed, dups := st.missed, st.dups
+			// A newer line the tail may still be about to deliver.
+			st.missedBefore = started.Add(-s.cfg.DelayFor - tailSlack).UnixNano()
 			st.mu.Unlock()
-			if err := s.catchUp(ctx, log, q, st, from, emit); err != nil {
+			err := s.catchUp(ctx, log, q, st, from, emit)
+			st.mu.Lock()
+			st.missedBefore = 0
+			missed, dups = st.missed-missed, st.dups-dups
+			st.mu.Unlock()
+			if err != nil {
 				return outcome{err: err, ready: time.Since(up)}
 			}
+			if p.done(started, missed, dups) {
+				s.m.PollInterval(q.Name, p.interval)
+				log.Debug("poll interval changed", "interval", p.interval, "missed_by_tail", missed, "read_again", dups)
+			}
+			timer.Reset(p.interval)
 		case m, ok := <-t.msgs:
 			if !ok {
 				return outcome{err: t.err, ready: time.Since(up)}
@@ -216,31 +233,71 @@ func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *que
 // of the live source and the whole of History.
 func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *queryState, from, end int64, emit func(logstream.Line) error) error {
 	t0 := time.Now()
-	span := int64(s.cfg.MaxQueryLength)
-	limit := s.cfg.PageLimit
+	maxSpan, maxLimit := int64(s.cfg.MaxQueryLength), s.cfg.PageLimit
+	// Caps for this catch-up: Loki's max_query_length when shorter than configured,
+	// pages of fewer lines when lines are big.
+	spanCap, limitCap := maxSpan, maxLimit
+	st.mu.Lock()
+	set := st.size.init(maxSpan, maxLimit)
+	sz := st.size
+	st.mu.Unlock()
+	if set {
+		s.m.CatchUpSize(q.Name, time.Duration(sz.span), sz.limit)
+	}
 	start := from
 	pages, n := 0, 0
 	for start < end {
+		span, limit := min(spanCap, sz.span), min(limitCap, sz.limit)
+		now := time.Now().UnixNano()
+		if start+span >= now {
+			// After now there are only lines of leading node clocks: the window
+			// reaching past now goes to the end at once, so a shrunk window does not
+			// cost a query per window up to CreationGracePeriod ahead.
+			span = spanCap
+		}
 		wend := min(end, start+span)
 		es, err := s.queryRange(ctx, q.LogQL, start, wend, limit)
+		reason, slow := slowAnswer(ctx, err)
 		switch {
 		case errors.Is(err, errTooLarge) && limit > 1:
 			// Big lines: the same stretch again in smaller pages (for the rest of
 			// this catch-up).
 			s.m.ReadLimit(q.Name, "response")
-			limit = max(1, limit/2)
-			log.Warn("Loki's answer exceeds the response size limit; asking for smaller pages", "limit_bytes", s.cfg.MaxResponseBytes, "page_limit", limit)
+			limitCap = max(1, limit/2)
+			log.Warn("Loki's answer exceeds the response size limit; asking for smaller pages", "limit_bytes", s.cfg.MaxResponseBytes, "page_limit", limitCap)
 			continue
 		case isQueryTooLong(err) && span > int64(time.Minute):
 			// Loki's max_query_length is shorter than configured.
-			span /= 2
-			log.Warn("Loki refused the time range; asking for shorter windows", "window", time.Duration(span), "err", err)
+			spanCap = span / 2
+			log.Warn("Loki refused the time range; asking for shorter windows", "window", time.Duration(spanCap), "err", err)
+			continue
+		case slow:
+			s.m.CatchUpShrink(q.Name, reason)
+			st.mu.Lock()
+			// Halve what was asked of the past: the future part holds next to nothing.
+			shrunk := st.size.shrink(max(1, min(wend, now)-start), maxLimit)
+			sz = st.size
+			st.mu.Unlock()
+			if !shrunk {
+				return fmt.Errorf("loki query_range of %s from %s (window and page at their floors): %w", q.Name, unixTime(start), err)
+			}
+			s.m.CatchUpSize(q.Name, time.Duration(sz.span), sz.limit)
+			log.Warn("Loki did not answer in time; asking for shorter windows and smaller pages",
+				"reason", reason, "window", time.Duration(sz.span), "page_limit", sz.limit, "err", err)
 			continue
 		case errors.Is(err, errTooLarge):
 			s.m.ReadLimit(q.Name, "response")
 			return fmt.Errorf("one entry at %s exceeds the response size limit of %d bytes: %w", unixTime(start), s.cfg.MaxResponseBytes, err)
 		case err != nil:
 			return err
+		}
+		st.mu.Lock()
+		grown := st.size.success(wend-start, maxSpan, maxLimit)
+		sz = st.size
+		st.mu.Unlock()
+		if grown {
+			s.m.CatchUpSize(q.Name, time.Duration(sz.span), sz.limit)
+			log.Info("Loki answers again; asking for longer windows and larger pages", "window", time.Duration(sz.span), "page_limit", sz.limit)
 		}
 		pages++
 		n += len(es)
@@ -267,13 +324,18 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 	if len(es) == 0 {
 		return nil
 	}
-	emitted, dups, ahead, behind, earlier := 0, 0, 0, 0, 0
+	emitted, dups, missed, ahead, behind, earlier := 0, 0, 0, 0, 0, 0
+	st.mu.Lock()
+	missedBefore := st.missedBefore
+	st.mu.Unlock()
 	defer func() {
+		st.mu.Lock()
+		st.dups += int64(dups)
+		st.missed += int64(missed)
+		newest := st.win.maxTs
+		st.mu.Unlock()
 		if emitted > 0 {
 			s.m.Lines(q.Name, emitted)
-			st.mu.Lock()
-			newest := st.win.maxTs
-			st.mu.Unlock()
 			s.m.Lag(q.Name, time.Duration(time.Now().UnixNano()-newest))
 		}
 		if dups > 0 {
@@ -326,6 +388,9 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 				return &emitError{err: err}
 			}
 			emitted++
+			if !live && e.ts < missedBefore {
+				missed++
+			}
 		}
 		st.mu.Lock()
 		st.win.add(k, e.ts, now.UnixNano())

@@ -36,19 +36,30 @@ type Metrics interface {
 	// EarlierBoot counts lines skipped because they come from an earlier boot of
 	// their node than its current one.
 	EarlierBoot(query string, n int)
+	// CatchUpShrink counts catch-up pages Loki did not answer in time, each asked
+	// again for a shorter window and a smaller page; reason is "timeout", "eof" or
+	// "status" (a 504 or a 5xx that timed out).
+	CatchUpShrink(query, reason string)
+	// CatchUpSize reports the window and page a catch-up asks for after it changed.
+	CatchUpSize(query string, window time.Duration, limit int)
+	// PollInterval reports the interval of the poll while tailing after it changed.
+	PollInterval(query string, d time.Duration)
 }
 
 type nopMetrics struct{}
 
-func (nopMetrics) Lines(string, int)                {}
-func (nopMetrics) Duplicates(string, int)           {}
-func (nopMetrics) DroppedEntries(string, int)       {}
-func (nopMetrics) Reconnect(string, string)         {}
-func (nopMetrics) Lag(string, time.Duration)        {}
-func (nopMetrics) ReadLimit(string, string)         {}
-func (nopMetrics) Refused(string, bool)             {}
-func (nopMetrics) ClockClamped(string, string, int) {}
-func (nopMetrics) EarlierBoot(string, int)          {}
+func (nopMetrics) Lines(string, int)                      {}
+func (nopMetrics) Duplicates(string, int)                 {}
+func (nopMetrics) DroppedEntries(string, int)             {}
+func (nopMetrics) Reconnect(string, string)               {}
+func (nopMetrics) Lag(string, time.Duration)              {}
+func (nopMetrics) ReadLimit(string, string)               {}
+func (nopMetrics) Refused(string, bool)                   {}
+func (nopMetrics) ClockClamped(string, string, int)       {}
+func (nopMetrics) EarlierBoot(string, int)                {}
+func (nopMetrics) CatchUpShrink(string, string)           {}
+func (nopMetrics) CatchUpSize(string, time.Duration, int) {}
+func (nopMetrics) PollInterval(string, time.Duration)     {}
 
 // PrometheusMetrics implements Metrics with Prometheus collectors.
 type PrometheusMetrics struct {
@@ -58,6 +69,8 @@ type PrometheusMetrics struct {
 	readLimit, refusals        *prometheus.CounterVec
 	refused                    *prometheus.GaugeVec
 	clamped, earlierBoot       *prometheus.CounterVec
+	shrinks                    *prometheus.CounterVec
+	window, pageLimit, poll    *prometheus.GaugeVec
 }
 
 // NewPrometheusMetrics creates the collectors and registers them with reg (if not nil).
@@ -93,9 +106,22 @@ func NewPrometheusMetrics(reg prometheus.Registerer) *PrometheusMetrics {
 		earlierBoot: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faultline_loki_earlier_boot_lines_total", Help: "Lines skipped because they come from an earlier boot of their node than the current one, by query.",
 		}, []string{"query"}),
+		shrinks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_loki_catchup_shrinks_total", Help: "Catch-up pages Loki did not answer in time, asked again for a shorter window and a smaller page, by query and reason (timeout, eof, status).",
+		}, []string{"query", "reason"}),
+		window: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_loki_catchup_window_seconds", Help: "Longest time window a catch-up asks for (shorter for a while after Loki answered too slowly), by query.",
+		}, []string{"query"}),
+		pageLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_loki_catchup_page_limit", Help: "Lines per page a catch-up asks for (fewer for a while after Loki answered too slowly), by query.",
+		}, []string{"query"}),
+		poll: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faultline_loki_poll_interval_seconds", Help: "Interval of the query_range poll while tailing (longer while polls only re-read what the tail delivered), by query.",
+		}, []string{"query"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.duplicates, m.dropped, m.reconnects, m.lag, m.readLimit, m.refusals, m.refused, m.clamped, m.earlierBoot)
+		reg.MustRegister(m.lines, m.duplicates, m.dropped, m.reconnects, m.lag, m.readLimit, m.refusals, m.refused, m.clamped, m.earlierBoot,
+			m.shrinks, m.window, m.pageLimit, m.poll)
 	}
 	return m
 }
@@ -142,4 +168,20 @@ func (m *PrometheusMetrics) ClockClamped(q, direction string, n int) {
 // EarlierBoot implements Metrics.
 func (m *PrometheusMetrics) EarlierBoot(q string, n int) {
 	m.earlierBoot.WithLabelValues(q).Add(float64(n))
+}
+
+// CatchUpShrink implements Metrics.
+func (m *PrometheusMetrics) CatchUpShrink(q, reason string) {
+	m.shrinks.WithLabelValues(q, reason).Inc()
+}
+
+// CatchUpSize implements Metrics.
+func (m *PrometheusMetrics) CatchUpSize(q string, window time.Duration, limit int) {
+	m.window.WithLabelValues(q).Set(window.Seconds())
+	m.pageLimit.WithLabelValues(q).Set(float64(limit))
+}
+
+// PollInterval implements Metrics.
+func (m *PrometheusMetrics) PollInterval(q string, d time.Duration) {
+	m.poll.WithLabelValues(q).Set(d.Seconds())
 }

@@ -8,14 +8,17 @@
 //     now plus CreationGracePeriod, in windows no longer than MaxQueryLength, each
 //     page by page: each next page starts at the last entry's timestamp
 //     (inclusive), until a page comes back with fewer than PageLimit entries (a
-//     page over MaxResponseBytes is asked again with half the entries);
+//     page over MaxResponseBytes is asked again with half the entries, and one Loki
+//     does not answer in time, within QueryTimeout, is asked again for a shorter
+//     window and a smaller page, which grow back once Loki answers);
 //  2. open the tail websocket, starting at the newest entry read;
 //  3. once Loki has registered the tail (its first ping or message), catch up once
 //     more from the position minus Overlap, which covers whatever arrived between
 //     step 1 and the tail and more than the tail's own history (at most PageLimit
 //     entries) could hold;
-//  4. stream the tail until it ends, fails or reports dropped_entries; then start
-//     again at step 1, after a backoff when Loki failed.
+//  4. stream the tail until it ends, fails or reports dropped_entries, polling
+//     with query_range meanwhile (poll.go); then start again at step 1, after a
+//     backoff when Loki failed.
 //
 // Reads overlap on purpose; every query deduplicates its entries by a hash of
 // (stream labels, timestamp, line) over a window of DedupeWindow of entry time, so
@@ -80,6 +83,11 @@ type queryState struct {
 	mu   sync.Mutex
 	win  *window
 	good string // the last LogQL Loki accepted
+	size readSize
+	// dups counts the entries skipped as read before; missed counts the entries a
+	// catch-up emitted with a timestamp before missedBefore (Unix ns, set while the
+	// poll runs, 0 otherwise): for the poll to see whether it found anything the tail missed.
+	dups, missed, missedBefore int64
 }
 
 type running struct {
@@ -146,7 +154,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.CheckpointKeys = 1000
 	}
 	if cfg.QueryTimeout <= 0 {
-		cfg.QueryTimeout = time.Minute
+		cfg.QueryTimeout = DefaultQueryTimeout
 	}
 	if cfg.MaxQueryLength <= 0 {
 		cfg.MaxQueryLength = 721 * time.Hour
