@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,19 +24,6 @@ import (
 
 // maxPointerBytes bounds the pointer annotation.
 const maxPointerBytes = 4096
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
 
 // evidenceOf reads a record with a taint entry as the fault it records on its node.
 // TaintPlaced says whether faultline owns the taint: Placed, or Placing (the Node
@@ -220,7 +206,7 @@ func pointer(node string, entries []fault.Evidence) string {
 		names = append(names, nodefault.Name(node, e.Pack, e.Rule))
 	}
 	sort.Strings(names)
-	return truncate(strings.Join(names, ","), maxPointerBytes)
+	return nodefault.Truncate(strings.Join(names, ","), maxPointerBytes)
 }
 
 // CheckPlacing settles the records a writer left in Placing (a crash between the

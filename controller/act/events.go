@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // Event reasons, one per kind of decision.
@@ -89,7 +90,7 @@ func (a *Actor) EventOn(object runtime.Object, eventType, reason, message string
 	if err := a.ready(); err != nil {
 		return err
 	}
-	a.recorder.Event(object, eventType, reason, truncate(message, messageLimit))
+	a.recorder.Event(object, eventType, reason, nodefault.Truncate(message, messageLimit))
 	return nil
 }
 
@@ -99,7 +100,7 @@ func (a *Actor) eventOnNode(n *corev1.Node, rule, severity, reason, message stri
 	}
 	ann := map[string]string{}
 	if rule != "" {
-		ann[EventAnnotationRule] = truncate(rule, 256)
+		ann[EventAnnotationRule] = nodefault.Truncate(rule, 256)
 	}
 	if severity != "" {
 		ann[EventAnnotationSeverity] = severity
@@ -107,5 +108,5 @@ func (a *Actor) eventOnNode(n *corev1.Node, rule, severity, reason, message stri
 	if len(ann) == 0 {
 		ann = nil
 	}
-	a.recorder.AnnotatedEventf(n, ann, EventType(reason), reason, "%s", truncate(message, messageLimit))
+	a.recorder.AnnotatedEventf(n, ann, EventType(reason), reason, "%s", nodefault.Truncate(message, messageLimit))
 }

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // The service step's marks on a Node, for the hardware team.
@@ -28,7 +30,7 @@ func (a *Actor) MarkForService(ctx context.Context, node, message string) error 
 	}
 	now := metav1.NewTime(a.opts.Now())
 	c := corev1.NodeCondition{Type: ConditionService, Status: corev1.ConditionTrue, Reason: "Escalated",
-		Message: truncate(message, messageLimit), LastHeartbeatTime: now, LastTransitionTime: now}
+		Message: nodefault.Truncate(message, messageLimit), LastHeartbeatTime: now, LastTransitionTime: now}
 	// Conditions merge by type in a strategic merge patch: the kubelet's own are
 	// left alone.
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})

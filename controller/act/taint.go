@@ -471,7 +471,7 @@ func (a *Actor) syncCondition(ctx context.Context, n *corev1.Node, entries []fau
 		}
 		want.Status = corev1.ConditionTrue
 		want.Reason = newest.Rule
-		want.Message = truncate("faults: "+strings.Join(ids, ", "), messageLimit)
+		want.Message = nodefault.Truncate("faults: "+strings.Join(ids, ", "), messageLimit)
 	}
 	if cur == nil && want.Status == corev1.ConditionFalse {
 		return false, nil

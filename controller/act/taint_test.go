@@ -1,26 +1,8 @@
 package act
 
 import (
-	"strings"
 	"testing"
-	"unicode/utf8"
 )
-
-func TestTruncateKeepsUTF8(t *testing.T) {
-	s := strings.Repeat("é", 100) // 200 bytes
-	for n := 4; n < 210; n++ {
-		got := truncate(s, n)
-		if len(got) > n && len(s) > n {
-			t.Fatalf("truncate(%d) = %d bytes", n, len(got))
-		}
-		if !utf8.ValidString(got) {
-			t.Fatalf("truncate(%d) is not valid UTF-8: %q", n, got)
-		}
-	}
-	if got := truncate("short", 10); got != "short" {
-		t.Fatalf("truncate changed a short string: %q", got)
-	}
-}
 
 func TestParseTaint(t *testing.T) {
 	for _, tc := range []struct {

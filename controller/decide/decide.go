@@ -675,6 +675,15 @@ func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
 	return Decision{Kind: KindProbe, Fault: f, Message: fmt.Sprintf("run probes %v to confirm", f.Rule.Probe.Checks)}
 }
 
+// asDryRun counts dec as a dry-run of what it would have done, and wraps it so.
+func (d *Decider) asDryRun(dec Decision) Decision {
+	d.st.decisions[KindDryRun]++
+	d.st.dryRuns[dec.Kind]++
+	dec.Of, dec.Kind = dec.Kind, KindDryRun
+	dec.Message = "dry-run: would " + string(dec.Of) + ": " + dec.Message
+	return dec
+}
+
 // finish applies a decision's effects (unless dry-run), counts it and wraps it for
 // dry-run. probeFailed marks a hold whose release needs no further probe.
 func (d *Decider) finish(dec Decision, probeFailed bool, now time.Time) Decision {
@@ -688,11 +697,7 @@ func (d *Decider) finish(dec Decision, probeFailed bool, now time.Time) Decision
 			d.st.decisions[dec.Kind]++
 			return dec
 		}
-		d.st.decisions[KindDryRun]++
-		d.st.dryRuns[dec.Kind]++
-		dec.Of, dec.Kind = dec.Kind, KindDryRun
-		dec.Message = "dry-run: would " + string(dec.Of) + ": " + dec.Message
-		return dec
+		return d.asDryRun(dec)
 	}
 	d.st.decisions[dec.Kind]++
 	switch dec.Kind {

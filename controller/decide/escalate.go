@@ -169,11 +169,7 @@ func (d *Decider) Escalate(f fault.Fault, s Step, facts NodeFacts) Decision {
 		dec = d.stepBrakes(dec, facts)
 	}
 	if d.cfg.DryRun && dec.Kind != KindObserve && dec.Kind != KindAnnotate {
-		d.st.decisions[KindDryRun]++
-		d.st.dryRuns[dec.Kind]++
-		dec.Of, dec.Kind = dec.Kind, KindDryRun
-		dec.Message = "dry-run: would " + string(dec.Of) + ": " + dec.Message
-		return dec
+		return d.asDryRun(dec)
 	}
 	d.st.decisions[dec.Kind]++
 	switch dec.Kind {

@@ -324,7 +324,7 @@ func labelValue(s string) string {
 
 func fillSpec(sp *v1alpha1.NodeFaultSpec, r *rules.Compiled) {
 	sp.Severity, sp.Action = string(r.Severity), string(r.Action)
-	sp.Description = truncate(r.Description, maxMessage)
+	sp.Description = Truncate(r.Description, maxMessage)
 	if t := r.Taint; t.Key != "" {
 		sp.Taint = t.Key + "=" + t.Value + ":" + t.Effect
 	}
@@ -343,10 +343,10 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 		if c.Phase == v1alpha1.PhaseResolved && st.Phase != v1alpha1.PhaseResolved {
 			st.ResolvedAt = &now
 		}
-		st.Phase, st.Reason, st.Message = c.Phase, c.Reason, truncate(c.Message, maxMessage)
+		st.Phase, st.Reason, st.Message = c.Phase, c.Reason, Truncate(c.Message, maxMessage)
 	}
 	if c.Decision != "" {
-		st.History = append(st.History, v1alpha1.Decision{Time: now, Kind: c.Decision, Message: truncate(c.Message, maxMessage)})
+		st.History = append(st.History, v1alpha1.Decision{Time: now, Kind: c.Decision, Message: Truncate(c.Message, maxMessage)})
 		if n := len(st.History); n > maxHistory {
 			st.History = slices.Delete(st.History, 0, n-maxHistory)
 		}
@@ -356,7 +356,7 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 		if p.Time.IsZero() {
 			p.Time = now
 		}
-		p.Message = truncate(p.Message, maxMessage)
+		p.Message = Truncate(p.Message, maxMessage)
 		st.Probes = append(st.Probes, p)
 		if n := len(st.Probes); n > maxProbes {
 			st.Probes = slices.Delete(st.Probes, 0, n-maxProbes)
@@ -396,7 +396,7 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 			t := metav1.NewMicroTime(now.Time)
 			e.Time = &t
 		}
-		e.Reason, e.Message = truncate(e.Reason, maxMessage), truncate(e.Message, maxMessage)
+		e.Reason, e.Message = Truncate(e.Reason, maxMessage), Truncate(e.Message, maxMessage)
 		st.Escalation = &e
 	}
 	if c.Taint != nil {
@@ -418,7 +418,7 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 			if st.Captures == nil {
 				st.Captures = map[string]string{}
 			}
-			st.Captures[truncate(k, s.opts.MaxLineBytes)] = truncate(v, s.opts.MaxLineBytes)
+			st.Captures[Truncate(k, s.opts.MaxLineBytes)] = Truncate(v, s.opts.MaxLineBytes)
 		}
 		lines := f.Evidence
 		if len(lines) > s.opts.MaxLines {
@@ -426,7 +426,7 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 		}
 		st.Evidence = st.Evidence[:0]
 		for _, l := range lines {
-			st.Evidence = append(st.Evidence, v1alpha1.EvidenceLine{Time: metav1.NewTime(l.Time), Text: truncate(l.Text, s.opts.MaxLineBytes)})
+			st.Evidence = append(st.Evidence, v1alpha1.EvidenceLine{Time: metav1.NewTime(l.Time), Text: Truncate(l.Text, s.opts.MaxLineBytes)})
 		}
 		st.Query, st.Link = s.query(f)
 	}
@@ -487,8 +487,9 @@ func (s *Store) Collect(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…".
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…":
+// for the bounded fields of records, Events and conditions.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
