@@ -21,6 +21,8 @@ const (
 	minReadLimit = 50
 	// growAfter successful pages double a shrunk window and page.
 	growAfter = 4
+	// minDenseSpan is the floor of a window bounded by the density of lines.
+	minDenseSpan = int64(time.Millisecond)
 )
 
 // readSize is the window (ns) and page a query's catch-up asks for: Config's

@@ -246,8 +246,18 @@ func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *q
 	}
 	start := from
 	pages, n := 0, 0
+	// dense bounds the window after a full page (0: unbounded): to answer a page,
+	// Loki reads every selected stream from the window's start until it has the
+	// page or reaches the window's end, so a wide window over a dense stretch costs
+	// the whole window's lines for one page of them. After a full page the next
+	// window spans twice the stretch that page covered; each window that does not
+	// fill its page doubles it.
+	var dense int64
 	for start < end {
 		span, limit := min(spanCap, sz.span), min(limitCap, sz.limit)
+		if dense > 0 {
+			span = min(span, dense)
+		}
 		now := time.Now().UnixNano()
 		if start+span >= now {
 			// After now there are only lines of leading node clocks: the window
@@ -306,6 +316,9 @@ func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *q
 		}
 		if len(es) < limit {
 			start = wend // this window is done
+			if dense > 0 {
+				dense = min(2*dense, maxSpan)
+			}
 			continue
 		}
 		last := es[len(es)-1].ts
@@ -313,6 +326,7 @@ func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *q
 			log.Warn("a whole page shares one timestamp; skipping the rest of that timestamp", "timestamp", unixTime(last), "limit", limit)
 			last = start + 1
 		}
+		dense = max(minDenseSpan, 2*(last-start))
 		start = last
 	}
 	log.Debug("caught up", "from", unixTime(from), "pages", pages, "entries", n, "took", time.Since(t0).Round(time.Millisecond))

@@ -65,6 +65,7 @@ func TestLokiEdgeCases(t *testing.T) {
 
 	t.Run("History", func(t *testing.T) { testHistory(t, loki) })
 	t.Run("SlowCatchUp", func(t *testing.T) { testSlowCatchUp(t, loki) })
+	t.Run("DenseCatchUp", func(t *testing.T) { testDenseCatchUp(t, loki) })
 	t.Run("PollReadsWhatTheTailMisses", func(t *testing.T) { testPollReadsWhatTheTailMisses(t, loki) })
 
 	t.Run("RefusedQueryKeepsLastGood", func(t *testing.T) {

@@ -1,0 +1,119 @@
+package lokisource
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grafana/loki/pkg/push"
+)
+
+// statsProxy forwards to a real Loki and adds up, over the catch-up's query_range
+// pages, the lines Loki says it processed to answer them.
+type statsProxy struct {
+	pages, processed atomic.Int64
+	srv              *httptest.Server
+}
+
+func newStatsProxy(t *testing.T, loki string) *statsProxy {
+	t.Helper()
+	target, err := url.Parse(loki)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }} // the tail too
+	p := &statsProxy{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != queryRangePath || r.Header.Get(encodingHeader) == "" {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, loki+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			t.Errorf("proxy: %v", err)
+			return
+		}
+		req.Header = r.Header.Clone()
+		req.Header.Del("Accept-Encoding")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		var st struct {
+			Data struct {
+				Stats struct {
+					Summary struct {
+						TotalLinesProcessed int64 `json:"totalLinesProcessed"`
+					} `json:"summary"`
+				} `json:"stats"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(bytes.NewReader(body)).Decode(&st); err != nil {
+			t.Errorf("proxy: stats: %v", err)
+		}
+		p.pages.Add(1)
+		p.processed.Add(st.Data.Stats.Summary.TotalLinesProcessed)
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		w.Write(body)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// testDenseCatchUp: a catch-up over a dense stretch (far more lines than a page,
+// in many streams, beside lines the filter drops) asks for windows that fit about
+// a page, so Loki processes each line a few times at most, not once per page.
+func testDenseCatchUp(t *testing.T, loki string) {
+	const streams, perStream, pageLimit = 40, 60, 100
+	start := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
+	var want []string
+	for i := range streams {
+		var es []push.Entry
+		for j := range perStream {
+			at := start.Add(time.Duration(j)*time.Second + time.Duration(i)*10*time.Millisecond)
+			line := fmt.Sprintf("dense %03d.%02d", j, i)
+			es = append(es, push.Entry{Timestamp: at, Line: line},
+				push.Entry{Timestamp: at.Add(time.Millisecond), Line: fmt.Sprintf("benign %03d.%02d", j, i)})
+		}
+		pushOrFail(t, loki, push.Stream{Labels: fmt.Sprintf(`{test="dense", node="n-dense-%02d"}`, i), Entries: es})
+	}
+	for j := range perStream {
+		for i := range streams {
+			want = append(want, fmt.Sprintf("dense %03d.%02d", j, i))
+		}
+	}
+
+	p := newStatsProxy(t, loki)
+	r := run(t, Config{URL: p.srv.URL, PageLimit: pageLimit,
+		Queries: []Query{{Name: "kernel", LogQL: `{test="dense"} |= "dense"`}}}, StartAt(start))
+	r.waitFor(t, want...)
+	var got []string
+	for _, l := range r.lines() {
+		got = append(got, l.Text)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("emitted %d lines, want %d once each and in order", len(got), len(want))
+	}
+	total := int64(2 * streams * perStream) // the lines of the selected streams
+	pages, processed := p.pages.Load(), p.processed.Load()
+	t.Logf("%d pages; Loki processed %d lines for %d matching of %d selected", pages, processed, len(want), total)
+	if processed > 4*total {
+		t.Errorf("Loki processed %d lines over %d pages, more than 4 times the %d selected", processed, pages, total)
+	}
+}
