@@ -224,7 +224,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	go c.packs.Run(ctx)
 	ec := c.cfg.Election
-	ec.Client, ec.Namespace, ec.Name, ec.Identity = c.cfg.Client, c.cfg.Namespace, c.cfg.LeaseName, c.cfg.Identity
+	if ec.Client == nil {
+		ec.Client = c.cfg.Client
+	}
+	ec.Namespace, ec.Name, ec.Identity = c.cfg.Namespace, c.cfg.LeaseName, c.cfg.Identity
 	ec.OnNewLeader = func(id string) { c.log.Info("leader", "identity", id, "self", id == c.cfg.Identity) }
 	return leader.Run(ctx, ec, c.lead)
 }

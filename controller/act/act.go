@@ -66,6 +66,10 @@ type Options struct {
 	// Instance is the Events' reporting instance, the controller's pod name
 	// (default: the host name).
 	Instance string
+	// Events, when set, is the client Events are sent with (default: the Actor's
+	// client). Given a rate limiter of its own, a burst's Events never wait in
+	// front of its taints.
+	Events kubernetes.Interface
 	// Resync is the Node informer's resync period (default 0: none).
 	Resync time.Duration
 	// Records writes the taint bookkeeping to the NodeFault records (default: a
@@ -166,6 +170,9 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("act: %w", err)
 	}
+	// Records are read from this cache where it shows the Store's own writes: a
+	// burst of new faults reads none from the API server.
+	opts.Records.UseCache(faults)
 	if opts.Backoff.Steps <= 0 {
 		opts.Backoff = DefaultBackoff
 	}
@@ -222,7 +229,11 @@ func (a *Actor) Start(ctx context.Context) error {
 	a.started = true
 	a.mu.Unlock()
 
-	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	events := a.opts.Events
+	if events == nil {
+		events = a.client
+	}
+	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	a.nodeRun.Add(1)
 	go func() {
 		defer a.nodeRun.Done()

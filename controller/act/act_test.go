@@ -29,7 +29,7 @@ import (
 
 // writeCounter counts the requests that write Nodes (PUT, PATCH) and NodeFault
 // records (POST, PUT) through a client, and its lists of Nodes.
-type writeCounter struct{ n, records, lists atomic.Int64 }
+type writeCounter struct{ n, records, recordReads, lists atomic.Int64 }
 
 type countingTransport struct {
 	rt http.RoundTripper
@@ -45,6 +45,9 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.HasPrefix(r.URL.Path, "/apis/faultline.io/") {
 		t.c.records.Add(1)
+	}
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/apis/faultline.io/") && r.URL.Query().Get("watch") != "true" {
+		t.c.recordReads.Add(1)
 	}
 	return t.rt.RoundTrip(r)
 }
@@ -150,7 +153,7 @@ func hasTaint(n *corev1.Node, s string) bool {
 // from the API server, sorted by pack/rule.
 func recordedOn(t *testing.T, a *Actor, node string) []fault.Evidence {
 	t.Helper()
-	r, err := a.readRecorded(context.Background(), node)
+	r, err := a.readRecorded(context.Background(), node, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,6 +460,47 @@ func TestActor(t *testing.T) {
 		n := getNode(t, cs, "rw-1")
 		if hasTaint(n, "faultline.io/faulty=xid-gpu-lost:NoSchedule") || n.Annotations[fault.AnnotationFaults] != "" || len(recordedOn(t, a, "rw-1")) != 0 {
 			t.Fatalf("left: %v %q", n.Spec.Taints, n.Annotations[fault.AnnotationFaults])
+		}
+	})
+
+	t.Run("RecordsReadFromTheCache", func(t *testing.T) {
+		// A new fault on a quiet node reads no record from the API server: the
+		// record is created, set Placing and Placed (three writes), the Node
+		// written once. A second fault on the same node right after, before the
+		// informer can show the first's record, still plans on it.
+		a, wc := startActor(t, env.RESTConfig(), Options{})
+		other := rule("nvidia-xid", "xid-other", "faultline.io/other", "xid-other")
+		for i := range 8 {
+			node := fmt.Sprintf("cached-%d", i)
+			createNodes(t, cs, node)
+			eventually.NoError(t, 10*time.Second, node+" cached", func() error {
+				_, err := a.NodeLister().Get(node)
+				return err
+			})
+			reads, records, writes := wc.recordReads.Load(), wc.records.Load(), wc.n.Load()
+			if err := a.Taint(ctx, xidFault(node, xid, t0), ""); err != nil {
+				t.Fatal(err)
+			}
+			if d := wc.recordReads.Load() - reads; d != 0 {
+				t.Fatalf("%s: a new fault read %d records from the API server", node, d)
+			}
+			if dr, dn := wc.records.Load()-records, wc.n.Load()-writes; dr != 3 || dn != 1 {
+				t.Fatalf("%s: a new fault took %d record writes and %d Node writes, want 3 and 1", node, dr, dn)
+			}
+			if err := a.Taint(ctx, xidFault(node, other, t0), ""); err != nil {
+				t.Fatal(err)
+			}
+			n := getNode(t, cs, node)
+			if !hasTaint(n, "faultline.io/faulty=xid-gpu-lost:NoSchedule") || !hasTaint(n, "faultline.io/other=xid-other:NoSchedule") {
+				t.Fatalf("%s: taints %v", node, n.Spec.Taints)
+			}
+			evs := recordedOn(t, a, node)
+			if len(evs) != 2 || !evs[0].TaintPlaced || !evs[1].TaintPlaced {
+				t.Fatalf("%s: recorded %+v, want both faults Placed", node, evs)
+			}
+			if got := n.Annotations[fault.AnnotationFaults]; strings.Count(got, ",") != 1 {
+				t.Fatalf("%s: pointer %q does not name both records", node, got)
+			}
 		}
 	})
 

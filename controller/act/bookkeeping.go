@@ -72,10 +72,11 @@ func recordedOf(recs []*v1alpha1.NodeFault) recorded {
 	return r
 }
 
-// readRecorded reads node's records from the API server, not the cache: a Node write
-// is planned on them.
-func (a *Actor) readRecorded(ctx context.Context, node string) (recorded, error) {
-	l, err := a.records.ForNode(ctx, node)
+// readRecorded reads node's records, the ones a Node write is planned on: from the
+// cache where it shows the Actor's own writes of them, from the API server when
+// fresh (a retry after a conflict) or where it does not.
+func (a *Actor) readRecorded(ctx context.Context, node string, fresh bool) (recorded, error) {
+	l, err := a.records.ForNode(ctx, node, fresh)
 	if err != nil {
 		return recorded{}, err
 	}

@@ -87,7 +87,7 @@ func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID st
 		res = Result{Node: f.Node, Rule: id, Attempts: res.Attempts + 1}
 		// The records first: the Node is read last, just before its update.
 		var err error
-		if old, err = a.readRecorded(ctx, f.Node); err != nil {
+		if old, err = a.readRecorded(ctx, f.Node, res.Attempts > 1); err != nil {
 			return err
 		}
 		n, err := a.readNode(ctx, f.Node, res.Attempts > 1)
@@ -217,7 +217,9 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
 		res = Result{Node: node, Rule: rule, Attempts: res.Attempts + 1}
 		var err error
-		if old, err = a.readRecorded(ctx, node); err != nil {
+		// Removing taints is rare and undoes what the records say faultline owns:
+		// planned on the records as the API server has them.
+		if old, err = a.readRecorded(ctx, node, true); err != nil {
 			return err
 		}
 		n, err := a.readNode(ctx, node, res.Attempts > 1)

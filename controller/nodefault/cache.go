@@ -86,6 +86,13 @@ func (c *Cache) ForNode(node string) []*v1alpha1.NodeFault {
 	return toNodeFaults(objs)
 }
 
+// get returns the cached record name (shared: do not modify it).
+func (c *Cache) get(name string) (*v1alpha1.NodeFault, bool) {
+	o, ok, _ := c.inf.GetStore().GetByKey(name) // cluster-scoped: the key is the name
+	nf, _ := o.(*v1alpha1.NodeFault)
+	return nf, ok && nf != nil
+}
+
 // List returns every cached record. They are shared: do not modify them.
 func (c *Cache) List() []*v1alpha1.NodeFault { return toNodeFaults(c.inf.GetStore().List()) }
 

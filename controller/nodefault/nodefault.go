@@ -67,6 +67,7 @@ type Options struct {
 type Store struct {
 	rc   rest.Interface
 	opts Options
+	rt   readThrough
 }
 
 // New returns a Store on client.
@@ -179,9 +180,18 @@ func (s *Store) List(ctx context.Context) ([]v1alpha1.NodeFault, error) {
 	return l.Items, nil
 }
 
-// ForNode returns the NodeFaults of node, read from the API server (not a cache):
-// the records a Node write is planned on.
-func (s *Store) ForNode(ctx context.Context, node string) ([]v1alpha1.NodeFault, error) {
+// ForNode returns the NodeFaults of node: the records a Node write is planned on.
+// They come from the cache (UseCache) when it shows the Store's own last writes of
+// the node's records, else (and always when fresh) from the API server.
+func (s *Store) ForNode(ctx context.Context, node string, fresh bool) ([]v1alpha1.NodeFault, error) {
+	if c := s.cacheFor(node); c != nil && !fresh {
+		cached := c.ForNode(node)
+		out := make([]v1alpha1.NodeFault, 0, len(cached))
+		for _, nf := range cached {
+			out = append(out, *nf.DeepCopy())
+		}
+		return out, nil
+	}
 	var l v1alpha1.NodeFaultList
 	if err := s.do(ctx, "GET", s.path(""), nil, &l, "labelSelector", LabelNode+"="+labelValue(node)); err != nil {
 		return nil, fmt.Errorf("nodefault: list %s's: %w", node, err)
@@ -232,6 +242,7 @@ type Change struct {
 
 // Record applies c to the NodeFault of a rule on node, creating it when there is
 // none (a Resolved one is reopened). node, pack and rule come from c.Fault when set.
+// The record is read from the cache when it is current there (see UseCache).
 func (s *Store) Record(ctx context.Context, node, pack, rule string, c Change) (*v1alpha1.NodeFault, error) {
 	return s.record(ctx, node, pack, rule, c, nil, false)
 }
@@ -256,6 +267,12 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 	name := Name(node, pack, rule)
 	if known != nil && known.Name != name {
 		known = nil
+	}
+	if known == nil && !absent {
+		if c := s.cacheFor(node, name); c != nil {
+			known, absent = c.get(name)
+			absent = !absent
+		}
 	}
 	var out *v1alpha1.NodeFault
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -291,6 +308,7 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 				}
 				return err
 			}
+			s.noteWrite(&created, false)
 			cur = &created
 		case err != nil:
 			return err
@@ -305,6 +323,7 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 		if err := s.do(ctx, "PUT", s.path(name)+"/status", cur, &updated); err != nil {
 			return err
 		}
+		s.noteWrite(&updated, false)
 		out = &updated
 		return nil
 	})
@@ -482,6 +501,7 @@ func (s *Store) Collect(ctx context.Context) (int, error) {
 			}
 			continue
 		}
+		s.noteWrite(&nf, true)
 		n++
 	}
 	return n, errors.Join(errs...)

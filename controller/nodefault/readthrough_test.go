@@ -1,0 +1,118 @@
+package nodefault_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// recordRequests counts the record reads (not watches) and the conflicts a client
+// gets.
+type recordRequests struct {
+	rt               http.RoundTripper
+	reads, conflicts *atomic.Int64
+}
+
+func (c recordRequests) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/apis/faultline.io/") && r.URL.Query().Get("watch") != "true" {
+		c.reads.Add(1)
+	}
+	resp, err := c.rt.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusConflict {
+		c.conflicts.Add(1)
+	}
+	return resp, err
+}
+
+// TestRecordReadsTheCache: a Store on a synced cache reads no record from the API
+// server where the cache shows its own last writes, and reads them there where the
+// cache does not yet: a change written right after another builds on it, without a
+// conflict, and a node's records read right after a write include it.
+func TestRecordReadsTheCache(t *testing.T) {
+	testenv.Integration(t)
+	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	env.InstallCRD(t, v1alpha1.CRDYAML)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var reads, conflicts atomic.Int64
+	cfg := rest.CopyConfig(env.RESTConfig())
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts} }
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := nodefault.New(cs, nodefault.Options{Owner: "controller-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := nodefault.NewCache(cs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.Run(ctx.Done())
+	eventually.True(t, 10*time.Second, "cache synced", c.HasSynced)
+	st.UseCache(c)
+
+	history := func(nf v1alpha1.NodeFault) string {
+		var kinds []string
+		for _, d := range nf.Status.History {
+			kinds = append(kinds, d.Kind)
+		}
+		return strings.Join(kinds, ",")
+	}
+	for i := range 20 {
+		node := fmt.Sprintf("rt-%d", i)
+		f := xidFault(node, time.Now())
+		r0 := reads.Load()
+		if _, err := st.Record(ctx, node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Fault: &f, Decision: "one"}); err != nil {
+			t.Fatal(err)
+		}
+		if d := reads.Load() - r0; d != 0 {
+			t.Fatalf("%s: a new record read %d times from the API server, want 0 (the cache shows it absent)", node, d)
+		}
+		if _, err := st.Record(ctx, node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Decision: "two"}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := st.ForNode(ctx, node, false)
+		if err != nil || len(l) != 1 || history(l[0]) != "one,two" {
+			got := ""
+			if len(l) > 0 {
+				got = history(l[0])
+			}
+			t.Fatalf("%s: records right after the writes: %v, %d records, history %q, want one record with one,two", node, err, len(l), got)
+		}
+		// Once the cache shows the last write, a change reads nothing.
+		eventually.NoError(t, 10*time.Second, node+" cached", func() error {
+			if l := c.ForNode(node); len(l) != 1 || history(*l[0]) != "one,two" {
+				return fmt.Errorf("cached: %d records", len(l))
+			}
+			return nil
+		})
+		r0 = reads.Load()
+		nf, err := st.Record(ctx, node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Decision: "three"})
+		if err != nil {
+			t.Fatalf("%s: third change: %v", node, err)
+		}
+		if h := history(*nf); h != "one,two,three" {
+			t.Fatalf("%s: history %q after the third change", node, h)
+		}
+		if d := reads.Load() - r0; d != 0 {
+			t.Fatalf("%s: a change on a current cache read %d times from the API server", node, d)
+		}
+	}
+	if n := conflicts.Load(); n != 0 {
+		t.Errorf("%d conflicts: a write was planned on a cached copy older than the Store's own write", n)
+	}
+}
