@@ -127,6 +127,16 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			cfg.Client = client
+			// The Lease and the Events each get a client with a rate limiter of its
+			// own: a burst's thousands of writes must not delay the lease's renewal
+			// past --renew-deadline (the leader would step down mid-burst), and its
+			// Events, sent after each taint, must not wait in front of the next ones.
+			if cfg.Election.Client, err = sideClient(rc, electionQPS, electionBurst); err != nil {
+				return err
+			}
+			if cfg.Act.Events, err = sideClient(rc, rc.QPS, rc.Burst); err != nil {
+				return err
+			}
 			dyn, err := dynamic.NewForConfig(rc)
 			if err != nil {
 				return err
@@ -204,8 +214,8 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	df.register(f, &cfg.Decide)
 	ff.register(f, &cfg.Decide.Fleet)
 	f.DurationVar(&cfg.InitialLookback, "initial-lookback", 10*time.Minute, "with no saved position, start this far back")
-	f.Float32Var(&apiQPS, "kube-api-qps", 500, "requests per second to the Kubernetes API, sustained (spent only while faults are carried out: a new fault's taint is six requests)")
-	f.IntVar(&apiBurst, "kube-api-burst", 2000, "requests to the Kubernetes API allowed at once above --kube-api-qps (a 1,000-node burst of faults is about 5,500 requests)")
+	f.Float32Var(&apiQPS, "kube-api-qps", 500, "requests per second to the Kubernetes API, sustained (spent only while faults are carried out: a new fault's taint is four requests; Events have a client of their own with the same limits)")
+	f.IntVar(&apiBurst, "kube-api-burst", 2000, "requests to the Kubernetes API allowed at once above --kube-api-qps (a 1,000-node burst of faults is about 3,500 requests, and 1,000 Events)")
 	f.IntVar(&cfg.ActWorkers, "act-workers", controller.DefaultActWorkers, "decisions carried out at once (taint writes, Events, records), each node's one at a time and in order; decided one at a time whatever this is")
 	f.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", 10*time.Second, "how often recoveries and held faults are checked")
 	f.DurationVar(&cfg.Records.Retention, "nodefault-retention", 7*24*time.Hour, "how long a Resolved NodeFault is kept before it is deleted")
@@ -306,3 +316,13 @@ func redactURL(s string) string {
 // maxActWorkers bounds --act-workers: past the client's rate limit more workers
 // only wait.
 const maxActWorkers = 1024
+
+// The Lease's client: a renewal every --retry-period, a few requests each.
+const electionQPS, electionBurst = 5, 10
+
+// sideClient is a client on rc's connection settings with a rate limiter of its own.
+func sideClient(rc *rest.Config, qps float32, burst int) (kubernetes.Interface, error) {
+	c := rest.CopyConfig(rc)
+	c.QPS, c.Burst, c.RateLimiter = qps, burst, nil
+	return kubernetes.NewForConfig(c)
+}
