@@ -178,7 +178,39 @@ func (c *controllerProc) logLag(t *testing.T, when string) {
 		return
 	}
 	read, _ := c.metric("faultline_loki_lines_total", nil)
-	t.Logf("%s: controller read %.0f candidate lines, reading lag %.1f s (summed over queries)", when, read, lag)
+	dups, _ := c.metric("faultline_loki_duplicates_total", nil)
+	t.Logf("%s: controller read %.0f candidate lines (and %.0f again), reading lag %.1f s (summed over queries)", when, read, dups, lag)
+}
+
+// logLokiQueries logs how many query_range requests Loki answered and how long
+// they took, to tell Loki's share of a slow read.
+func logLokiQueries(t *testing.T, lokiURL string) {
+	t.Helper()
+	fams, err := scrapeURL(lokiURL + "/metrics")
+	if err != nil {
+		t.Logf("Loki's metrics: %v", err)
+		return
+	}
+	var n uint64
+	var secs float64
+	for _, m := range fams["loki_request_duration_seconds"].GetMetric() {
+		route, method := "", ""
+		for _, lp := range m.GetLabel() {
+			switch lp.GetName() {
+			case "route":
+				route = lp.GetValue()
+			case "method":
+				method = lp.GetValue()
+			}
+		}
+		if route == "loki_api_v1_query_range" && method == "POST" { // the controller's; GET: the frontend's splits
+			n += m.GetHistogram().GetSampleCount()
+			secs += m.GetHistogram().GetSampleSum()
+		}
+	}
+	if n > 0 {
+		t.Logf("Loki answered %d query_range requests in %.1f s (mean %.0f ms)", n, secs, 1000*secs/float64(n))
+	}
 }
 
 func (c *controllerProc) scrape() (map[string]*dto.MetricFamily, error) {
@@ -187,17 +219,25 @@ func (c *controllerProc) scrape() (map[string]*dto.MetricFamily, error) {
 	if c.fams != nil && time.Since(c.scraped) < scrapeEvery {
 		return c.fams, nil
 	}
-	resp, err := http.Get("http://" + c.addr + "/metrics")
+	fams, err := scrapeURL("http://" + c.addr + "/metrics")
 	if err != nil {
-		return nil, fmt.Errorf("scrape controller: %w", err)
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	c.fams, c.scraped = fams, time.Now()
+	return fams, nil
+}
+
+func scrapeURL(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("scrape: %w", err)
 	}
 	defer resp.Body.Close()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("parse controller metrics: %w", err)
+		return nil, fmt.Errorf("parse metrics of %s: %w", url, err)
 	}
-	c.fams, c.scraped = fams, time.Now()
 	return fams, nil
 }
 

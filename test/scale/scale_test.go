@@ -193,6 +193,7 @@ func TestScale(t *testing.T) {
 	}
 	cpu, wall := ctrl.cpu()
 	t.Logf("controller CPU %.1f s in %.1f s (%.0f%% of one core)", cpu.Seconds(), wall.Seconds(), 100*cpu.Seconds()/wall.Seconds())
+	logLokiQueries(t, env.LokiURL())
 	sent, failed, errs := p.report()
 	t.Logf("background: %d lines pushed, %d refused (%v)", sent, failed, errs)
 	if failed > 0 {
