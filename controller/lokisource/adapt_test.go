@@ -95,10 +95,17 @@ func TestPoller(t *testing.T) {
 	start := time.Unix(100, 0)
 	p := newPoller(base, page, start)
 	at := start
-	// Nothing new, a page or more re-read: doubling, up to 8 times the base.
+	// Nothing new, a page or more re-read: doubling after slowAfter such polls in
+	// a row, up to 8 times the base.
 	for _, want := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second, 16 * time.Second} {
-		at = at.Add(p.interval)
-		p.done(at, 0, page)
+		before := p.interval
+		for i := range slowAfter {
+			at = at.Add(p.interval)
+			p.done(at, 0, page)
+			if i < slowAfter-1 && p.interval != before {
+				t.Fatalf("interval %s after %d clean polls, want %s still", p.interval, i+1, before)
+			}
+		}
 		if p.interval != want || p.from != at.UnixNano() {
 			t.Fatalf("interval %s from %d, want %s from %d", p.interval, p.from, want, at.UnixNano())
 		}
@@ -106,6 +113,16 @@ func TestPoller(t *testing.T) {
 	// A line the tail missed: back to the base at once.
 	if !p.done(at.Add(p.interval), 1, page) || p.interval != base {
 		t.Fatalf("after a missed line: %s, want %s", p.interval, base)
+	}
+	// A miss between clean polls starts the count again.
+	for range slowAfter - 1 {
+		p.done(at, 0, page)
+	}
+	p.done(at, 1, page)
+	for range slowAfter - 1 {
+		if p.done(at, 0, page) {
+			t.Fatalf("interval changed to %s before %d clean polls in a row", p.interval, slowAfter)
+		}
 	}
 	// Light load: stays at the base.
 	if p.done(at.Add(2*p.interval), 0, page-1) || p.interval != base {

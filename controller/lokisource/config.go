@@ -87,10 +87,10 @@ type Config struct {
 	// PollInterval: while tailing, the query is also read with query_range this
 	// often, because Loki's tail can stop delivering a busy stream without
 	// reporting dropped entries; default 2s. Each poll reads on from where the
-	// previous one started, less 5s for lines that reach Loki late. While polls
-	// find nothing the tail missed and re-read at least a page of lines, the
-	// interval doubles, up to 8 times PollInterval; a poll that finds a missed line
-	// (or reads less than a page) brings it back to PollInterval.
+	// previous one started, less 5s for lines that reach Loki late. After 4 polls
+	// in a row that find nothing the tail missed and re-read at least a page of
+	// lines, the interval doubles, up to 8 times PollInterval; a poll that finds a
+	// missed line (or reads less than a page) brings it back to PollInterval.
 	PollInterval time.Duration
 	// TailIdleTimeout: a tail that sends nothing, not even a ping (Loki pings every
 	// second), for this long is considered dead; default 30s.
