@@ -28,6 +28,7 @@ func (l *lokiFlags) register(f *pflag.FlagSet, c *lokisource.Config) {
 	f.BoolVar(&c.TLS.InsecureSkipVerify, "loki-insecure-skip-verify", false, "do not verify Loki's certificate")
 	f.DurationVar(&c.MaxQueryLength, "loki-max-query-length", 721*time.Hour, "Loki's max_query_length: catch-ups ask for windows no longer than this")
 	f.DurationVar(&c.QueryTimeout, "loki-query-timeout", lokisource.DefaultQueryTimeout, "longest a query_range may take, answer included; a catch-up page past it is asked again for a shorter window and a smaller page. Keep it below Loki's server.http_server_write_timeout (30s by default)")
+	f.IntVar(&c.PageLimit, "loki-page-limit", lokisource.DefaultPageLimit, "lines per query_range page (Loki's max_entries_limit_per_query; a larger page Loki refuses is asked again at Loki's limit). Loki's cost is mostly per page: fewer, larger pages keep up with more lines")
 	f.Int64Var(&c.MaxResponseBytes, "loki-max-response-bytes", 16<<20, "largest query_range answer or tail message read; a larger page is asked again in smaller pages")
 	f.StringVar(&c.NodeLabel, "node-label", logstream.LabelNode, "label (or structured metadata) holding the node name")
 	f.StringVar(&l.kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")

@@ -17,10 +17,10 @@ import (
 )
 
 // statsProxy forwards to a real Loki and adds up, over the catch-up's query_range
-// pages, the lines Loki says it processed to answer them.
+// pages, the lines Loki says it processed to answer them, and the pages it refused.
 type statsProxy struct {
-	pages, processed atomic.Int64
-	srv              *httptest.Server
+	pages, processed, refused atomic.Int64
+	srv                       *httptest.Server
 }
 
 func newStatsProxy(t *testing.T, loki string) *statsProxy {
@@ -52,6 +52,12 @@ func newStatsProxy(t *testing.T, loki string) *statsProxy {
 		body, err := io.ReadAll(resp.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		if resp.StatusCode != http.StatusOK {
+			p.refused.Add(1)
+			w.WriteHeader(resp.StatusCode)
+			w.Write(body)
 			return
 		}
 		var st struct {
@@ -115,5 +121,35 @@ func testDenseCatchUp(t *testing.T, loki string) {
 	t.Logf("%d pages; Loki processed %d lines for %d matching of %d selected", pages, processed, len(want), total)
 	if processed > 4*total {
 		t.Errorf("Loki processed %d lines over %d pages, more than 4 times the %d selected", processed, pages, total)
+	}
+}
+
+// testPageOverLokisLimit: pages of the default size on a Loki whose
+// max_entries_limit_per_query is lower: the first page is refused, asked again at
+// Loki's limit, and every later page asks for no more.
+func testPageOverLokisLimit(t *testing.T, loki string) {
+	start := time.Now().Add(-time.Minute).Truncate(time.Second)
+	var es []push.Entry
+	var want []string
+	for i := range 3*testMaxEntries + 50 {
+		line := fmt.Sprintf("limited %04d", i)
+		want = append(want, line)
+		es = append(es, push.Entry{Timestamp: start.Add(time.Duration(i) * time.Millisecond), Line: line})
+	}
+	pushOrFail(t, loki, push.Stream{Labels: `{test="limited", node="n-limited"}`, Entries: es})
+	p := newStatsProxy(t, loki)
+	r := run(t, Config{URL: p.srv.URL, Queries: []Query{{Name: "kernel", LogQL: `{test="limited"}`}}}, StartAt(start))
+	r.waitFor(t, want...)
+	if got := r.lines(); len(got) != len(want) || got[0].Text != want[0] || got[len(got)-1].Text != want[len(want)-1] {
+		t.Fatalf("emitted %d lines, want %d in order", len(got), len(want))
+	}
+	if n := p.refused.Load(); n != 1 {
+		t.Errorf("Loki refused %d pages, want 1 (the first; later pages ask for its limit)", n)
+	}
+	if n := p.pages.Load(); n < 4 {
+		t.Errorf("%d pages answered, want at least 4 of %d lines", n, testMaxEntries)
+	}
+	if c := r.src.pageCap.Load(); c != testMaxEntries {
+		t.Errorf("page cap %d, want Loki's %d", c, testMaxEntries)
 	}
 }

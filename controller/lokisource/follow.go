@@ -130,7 +130,11 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 	if err != nil {
 		return outcome{err: err}
 	}
-	conn, resp, err := s.dialer.DialContext(ctx, s.tailURL(q.LogQL, tailStart, s.cfg.PageLimit), h)
+	tailLimit := s.cfg.PageLimit
+	if c := int(s.pageCap.Load()); c > 0 {
+		tailLimit = min(tailLimit, c)
+	}
+	conn, resp, err := s.dialer.DialContext(ctx, s.tailURL(q.LogQL, tailStart, tailLimit), h)
 	if err != nil {
 		if resp != nil {
 			body := make([]byte, 1024)
@@ -237,6 +241,9 @@ func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *q
 	// Caps for this catch-up: Loki's max_query_length when shorter than configured,
 	// pages of fewer lines when lines are big.
 	spanCap, limitCap := maxSpan, maxLimit
+	if c := int(s.pageCap.Load()); c > 0 {
+		limitCap = min(limitCap, c)
+	}
 	st.mu.Lock()
 	set := st.size.init(maxSpan, maxLimit)
 	sz := st.size
@@ -275,6 +282,14 @@ func (s *Source) readRange(ctx context.Context, log *slog.Logger, q Query, st *q
 			s.m.ReadLimit(q.Name, "response")
 			limitCap = max(1, limit/2)
 			log.Warn("Loki's answer exceeds the response size limit; asking for smaller pages", "limit_bytes", s.cfg.MaxResponseBytes, "page_limit", limitCap)
+			continue
+		case entriesLimit(err, limit) > 0:
+			// Loki's max_entries_limit_per_query is lower than the page asked:
+			// asked again at Loki's limit, for every page from now on.
+			limitCap = entriesLimit(err, limit)
+			if s.pageCap.Swap(int64(limitCap)) != int64(limitCap) {
+				log.Warn("Loki refused the page size; asking for pages of its limit", "page_limit", limitCap, "err", err)
+			}
 			continue
 		case isQueryTooLong(err) && span > int64(time.Minute):
 			// Loki's max_query_length is shorter than configured.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,26 @@ func isQueryTooLong(err error) bool {
 	var se *statusError
 	return errors.As(err, &se) && se.permanent() && strings.Contains(se.body, "query time range exceeds the limit")
 }
+
+// entriesLimit is the page size Loki allows when err is its refusal of a page of
+// limit lines as over its max_entries_limit_per_query ("max entries limit per
+// query exceeded, limit > max_entries_limit_per_query (N > M)"): M, or half of
+// limit when the message does not say; 0 when err is not that refusal.
+func entriesLimit(err error, limit int) int {
+	var se *statusError
+	if !errors.As(err, &se) || se.code != http.StatusBadRequest || limit <= 1 ||
+		!strings.Contains(se.body, "max entries limit per query exceeded") {
+		return 0
+	}
+	if m := entriesLimitRe.FindStringSubmatch(se.body); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil && n > 0 && n < limit {
+			return n
+		}
+	}
+	return max(1, limit/2)
+}
+
+var entriesLimitRe = regexp.MustCompile(`\(\d+ > (\d+)\)`)
 
 // permanent reports whether retrying cannot help: the query itself is wrong.
 func (e *statusError) permanent() bool { return e.code == http.StatusBadRequest }

@@ -50,6 +50,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -68,6 +69,9 @@ type Source struct {
 	boots  *bootTracker // nil without Config.BootID
 
 	emitMu sync.Mutex // serializes emit across queries
+	// pageCap is Loki's max_entries_limit_per_query once a page above it was
+	// refused (0: none seen); pages ask for no more from then on.
+	pageCap atomic.Int64
 
 	mu      sync.Mutex
 	queries []Query
@@ -128,7 +132,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.NodeLabel = logstream.LabelNode
 	}
 	if cfg.PageLimit <= 0 {
-		cfg.PageLimit = 1000
+		cfg.PageLimit = DefaultPageLimit
 	}
 	if cfg.DelayFor < 0 || cfg.DelayFor > 5*time.Second {
 		return nil, fmt.Errorf("lokisource: delay_for %s: Loki allows 0 to 5s", cfg.DelayFor)

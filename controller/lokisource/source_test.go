@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,10 @@ import (
 // needs several windows.
 const testMaxQueryLength = time.Hour
 
+// testMaxEntries is the test Loki's max_entries_limit_per_query, below
+// DefaultPageLimit.
+const testMaxEntries = 400
+
 // TestLokiEdgeCases runs the Source against one real Loki configured with short or
 // wide limits; each subtest uses streams of its own nodes.
 func TestLokiEdgeCases(t *testing.T) {
@@ -34,6 +39,8 @@ func TestLokiEdgeCases(t *testing.T) {
 		"max_line_size":           "1MB",
 		"ingestion_rate_mb":       "64",
 		"ingestion_burst_size_mb": "64",
+		// Below the default page: pages shrink to it.
+		"max_entries_limit_per_query": strconv.Itoa(testMaxEntries),
 	}})
 	loki := env.LokiURL()
 
@@ -66,6 +73,7 @@ func TestLokiEdgeCases(t *testing.T) {
 	t.Run("History", func(t *testing.T) { testHistory(t, loki) })
 	t.Run("SlowCatchUp", func(t *testing.T) { testSlowCatchUp(t, loki) })
 	t.Run("DenseCatchUp", func(t *testing.T) { testDenseCatchUp(t, loki) })
+	t.Run("PageOverLokisLimit", func(t *testing.T) { testPageOverLokisLimit(t, loki) })
 	t.Run("PollReadsWhatTheTailMisses", func(t *testing.T) { testPollReadsWhatTheTailMisses(t, loki) })
 
 	t.Run("RefusedQueryKeepsLastGood", func(t *testing.T) {
