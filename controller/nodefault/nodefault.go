@@ -184,7 +184,11 @@ func (s *Store) List(ctx context.Context) ([]v1alpha1.NodeFault, error) {
 // They come from the cache (UseCache) when it shows the Store's own last writes of
 // the node's records, else (and always when fresh) from the API server.
 func (s *Store) ForNode(ctx context.Context, node string, fresh bool) ([]v1alpha1.NodeFault, error) {
-	if c := s.cacheFor(node); c != nil && !fresh {
+	var c *Cache
+	if !fresh {
+		c = s.cacheFor(node)
+	}
+	if c != nil {
 		cached := c.ForNode(node)
 		out := make([]v1alpha1.NodeFault, 0, len(cached))
 		for _, nf := range cached {
@@ -270,8 +274,11 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 	}
 	if known == nil && !absent {
 		if c := s.cacheFor(node, name); c != nil {
-			known, absent = c.get(name)
-			absent = !absent
+			if cached, ok := c.get(name); ok {
+				known = cached // copied before it is written on
+			} else {
+				absent = true
+			}
 		}
 	}
 	var out *v1alpha1.NodeFault
