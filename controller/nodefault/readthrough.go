@@ -19,12 +19,16 @@ import (
 // followed before the watch delivered it).
 const writeTTL = 30 * time.Second
 
+// sweepEvery writes, the expired ones are forgotten.
+const sweepEvery = 1024
+
 // readThrough is the Store's view of the informer and of its own writes.
 type readThrough struct {
 	mu      sync.Mutex
 	cache   *Cache
 	written map[string]ownWrite // record name →
 	byNode  map[string]map[string]bool
+	inserts int
 }
 
 // ownWrite is the Store's last write of a record: the resourceVersion it got, or
@@ -34,6 +38,17 @@ type ownWrite struct {
 	rv      string
 	deleted bool
 	at      time.Time
+}
+
+// forget drops the Store's last write of name (a record of node). Guarded by mu.
+func (rt *readThrough) forget(name, node string) {
+	delete(rt.written, name)
+	if ns := rt.byNode[node]; ns != nil {
+		delete(ns, name)
+		if len(ns) == 0 {
+			delete(rt.byNode, node)
+		}
+	}
 }
 
 // UseCache makes the Store read records from c once c has synced (nil: always from
@@ -55,7 +70,16 @@ func (s *Store) noteWrite(nf *v1alpha1.NodeFault, deleted bool) {
 	if rt.written == nil {
 		rt.written, rt.byNode = map[string]ownWrite{}, map[string]map[string]bool{}
 	}
-	rt.written[nf.Name] = ownWrite{node: nf.Spec.Node, rv: nf.ResourceVersion, deleted: deleted, at: time.Now()}
+	now := time.Now()
+	if rt.inserts++; rt.inserts%sweepEvery == 0 {
+		// Writes of records never read again would stay: forget the expired.
+		for name, w := range rt.written {
+			if now.Sub(w.at) > writeTTL {
+				rt.forget(name, w.node)
+			}
+		}
+	}
+	rt.written[nf.Name] = ownWrite{node: nf.Spec.Node, rv: nf.ResourceVersion, deleted: deleted, at: now}
 	names := rt.byNode[nf.Spec.Node]
 	if names == nil {
 		names = map[string]bool{}
@@ -89,13 +113,7 @@ func (s *Store) cacheFor(node string, names ...string) *Cache {
 		cached, found := c.get(name)
 		caught := (w.deleted && !found) || (!w.deleted && found && cached.ResourceVersion == w.rv)
 		if caught || time.Since(w.at) > writeTTL {
-			delete(rt.written, name)
-			if ns := rt.byNode[w.node]; ns != nil {
-				delete(ns, name)
-				if len(ns) == 0 {
-					delete(rt.byNode, w.node)
-				}
-			}
+			rt.forget(name, w.node)
 			continue
 		}
 		current = false
