@@ -148,7 +148,7 @@ func testSlowCatchUp(t *testing.T, loki string) {
 func testPollReadsWhatTheTailMisses(t *testing.T, loki string) {
 	const stream, base = `{source="kernel", node="n-poll"}`, 300 * time.Millisecond
 	p := newSlowProxy(t, loki, 0, 0)
-	r := run(t, Config{URL: p.srv.URL, PollInterval: base, PageLimit: 20,
+	r := run(t, Config{URL: p.srv.URL, PollInterval: base, PageLimit: 200,
 		Queries: []Query{{Name: "kernel", LogQL: `{node="n-poll"}`}}}, Checkpoint{})
 	r.waitTail(t, loki, stream)
 
@@ -184,7 +184,8 @@ func testPollReadsWhatTheTailMisses(t *testing.T, loki string) {
 		}
 	}()
 	defer func() { close(stop); wg.Wait() }()
-	eventually.True(t, 20*time.Second, "poll interval at its longest under load", func() bool {
+	// slowAfter clean polls per doubling, each reading about a second of the load.
+	eventually.True(t, 60*time.Second, "poll interval at its longest under load", func() bool {
 		return testutil.ToFloat64(r.m.poll.WithLabelValues("kernel")) == (maxPollFactor * base).Seconds()
 	})
 	pushed := time.Now()
