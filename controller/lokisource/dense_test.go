@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -36,47 +35,26 @@ func newStatsProxy(t *testing.T, loki string) *statsProxy {
 			rp.ServeHTTP(w, r)
 			return
 		}
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, loki+r.URL.RequestURI(), r.Body)
-		if err != nil {
-			t.Errorf("proxy: %v", err)
-			return
-		}
-		req.Header = r.Header.Clone()
-		req.Header.Del("Accept-Encoding")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		if resp.StatusCode != http.StatusOK {
-			p.refused.Add(1)
-			w.WriteHeader(resp.StatusCode)
-			w.Write(body)
-			return
-		}
-		var st struct {
-			Data struct {
-				Stats struct {
-					Summary struct {
-						TotalLinesProcessed int64 `json:"totalLinesProcessed"`
-					} `json:"summary"`
-				} `json:"stats"`
-			} `json:"data"`
-		}
-		if err := json.NewDecoder(bytes.NewReader(body)).Decode(&st); err != nil {
-			t.Errorf("proxy: stats: %v", err)
-		}
-		p.pages.Add(1)
-		p.processed.Add(st.Data.Stats.Summary.TotalLinesProcessed)
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		w.Write(body)
+		forwardWhole(t, w, r, loki, func(status int, body []byte) {
+			if status != http.StatusOK {
+				p.refused.Add(1)
+				return
+			}
+			var st struct {
+				Data struct {
+					Stats struct {
+						Summary struct {
+							TotalLinesProcessed int64 `json:"totalLinesProcessed"`
+						} `json:"summary"`
+					} `json:"stats"`
+				} `json:"data"`
+			}
+			if err := json.NewDecoder(bytes.NewReader(body)).Decode(&st); err != nil {
+				t.Errorf("proxy: stats: %v", err)
+			}
+			p.pages.Add(1)
+			p.processed.Add(st.Data.Stats.Summary.TotalLinesProcessed)
+		})
 	}))
 	t.Cleanup(p.srv.Close)
 	return p

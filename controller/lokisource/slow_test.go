@@ -79,6 +79,12 @@ func newSlowProxy(t *testing.T, loki string, cut, delay int) *slowProxy {
 
 // forward answers a query_range with Loki's whole answer, read before it is sent.
 func (p *slowProxy) forward(t *testing.T, w http.ResponseWriter, r *http.Request, loki string) {
+	forwardWhole(t, w, r, loki, nil)
+}
+
+// forwardWhole answers r with loki's whole answer, read before it is sent and
+// shown to seen first (when set).
+func forwardWhole(t *testing.T, w http.ResponseWriter, r *http.Request, loki string, seen func(status int, body []byte)) {
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, loki+r.URL.RequestURI(), r.Body)
 	if err != nil {
 		t.Errorf("proxy: %v", err)
@@ -96,6 +102,9 @@ func (p *slowProxy) forward(t *testing.T, w http.ResponseWriter, r *http.Request
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
+	}
+	if seen != nil {
+		seen(resp.StatusCode, body)
 	}
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 	w.WriteHeader(resp.StatusCode)
