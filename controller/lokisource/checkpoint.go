@@ -30,7 +30,7 @@ type Position struct {
 	// resumed query re-reads from Since and skips the listed entries, so lines that
 	// reached Loki late (with older timestamps than lines already read) are not lost.
 	Since time.Time `json:"since"`
-	// Keys identify entries (a hash of stream, timestamp and line).
+	// Keys identify entries (a hash of stream, node, timestamp and line).
 	Keys []string `json:"keys,omitempty"`
 }
 
@@ -52,12 +52,22 @@ func (c Checkpoint) Min() time.Time {
 	return m
 }
 
-// key identifies an entry: a 128-bit hash of its stream, timestamp and line.
+// key identifies an entry: a 128-bit hash of its stream, timestamp and line, and
+// of its node where the node is structured metadata rather than a stream label
+// (one stream then carries many nodes, and two of them can log the same line at
+// the same nanosecond). An entry whose node is a stream label keeps the key it
+// had before nodes could be metadata, so a checkpoint written then still matches.
 type key [16]byte
 
-func entryKey(stream string, ts int64, line string) key {
+func entryKey(stream, metaNode string, ts int64, line string) key {
 	h := sha256.New()
 	h.Write([]byte(stream))
+	if metaNode != "" {
+		// A canonical stream ends in "}" and escapes control bytes, so "\x01"
+		// cannot be part of it.
+		h.Write([]byte{1})
+		h.Write([]byte(metaNode))
+	}
 	var b [9]byte
 	binary.BigEndian.PutUint64(b[1:], uint64(ts))
 	h.Write(b[:]) // b[0] = 0 separates the stream from the timestamp

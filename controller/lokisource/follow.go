@@ -385,7 +385,7 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		k := entryKey(e.stream, e.ts, e.line)
+		k := entryKey(e.stream, e.metaNode(s.cfg.NodeLabel), e.ts, e.line)
 		st.mu.Lock()
 		dup := st.win.seen(k)
 		st.mu.Unlock()

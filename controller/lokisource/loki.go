@@ -162,6 +162,15 @@ type entry struct {
 	line   string
 }
 
+// metaNode is the entry's node where it is structured metadata, not a stream
+// label: "" when the stream names it (or nothing does).
+func (e entry) metaNode(label string) string {
+	if _, ok := e.labels[label]; ok {
+		return ""
+	}
+	return e.meta[label]
+}
+
 type wireStream struct {
 	Stream map[string]string `json:"stream"`
 	Values []wireValue       `json:"values"`

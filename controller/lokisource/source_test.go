@@ -184,6 +184,40 @@ func TestLokiEdgeCases(t *testing.T) {
 		}
 	})
 
+	t.Run("NodeAsStructuredMetadata", func(t *testing.T) {
+		// One stream carries every node, as where Loki keeps the node as structured
+		// metadata (its default for OTLP's k8s.node.name): two nodes log the same
+		// line at the same nanosecond, once before the Source starts (catch-up) and
+		// once while it tails (tail and poll both read it).
+		same := func(at time.Time, line string) push.Stream {
+			var es []push.Entry
+			for _, n := range []string{"n-meta-1", "n-meta-2"} {
+				es = append(es, push.Entry{Timestamp: at, Line: line, StructuredMetadata: push.LabelsAdapter{{Name: logstream.LabelNode, Value: n}}})
+			}
+			return push.Stream{Labels: `{source="kernel", fleet="meta"}`, Entries: es}
+		}
+		pushOrFail(t, loki, same(time.Now().Add(-time.Minute), "Xid 79 on two nodes, read by the catch-up"))
+		r := run(t, Config{URL: loki, PollInterval: 500 * time.Millisecond,
+			Queries: []Query{{Name: "kernel", LogQL: `{fleet="meta"}`}}}, StartAt(time.Now().Add(-2*time.Minute)))
+		r.waitTail(t, loki, `{source="kernel", fleet="meta"}`)
+		pushOrFail(t, loki, same(time.Now(), "Xid 79 on two nodes, read while tailing"))
+		time.Sleep(3 * time.Second) // polls re-read both pairs
+		for _, text := range []string{"Xid 79 on two nodes, read by the catch-up", "Xid 79 on two nodes, read while tailing"} {
+			eventually.NoError(t, 30*time.Second, "the line emitted once per node", func() error {
+				nodes := map[string]int{}
+				for _, l := range r.lines() {
+					if l.Text == text {
+						nodes[l.Node]++
+					}
+				}
+				if len(nodes) != 2 || nodes["n-meta-1"] != 1 || nodes["n-meta-2"] != 1 {
+					return fmt.Errorf("%q emitted for nodes %v, want once for each of n-meta-1 and n-meta-2", text, nodes)
+				}
+				return nil
+			})
+		}
+	})
+
 	t.Run("EarlierBootDoesNotRetaint", func(t *testing.T) {
 		now := time.Now()
 		meta := func(boot string) push.LabelsAdapter {
