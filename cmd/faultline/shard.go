@@ -27,7 +27,7 @@ func (s *shardFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.value, "shard", "", "this controller's value of --shard-label: it owns the nodes labelled so, with its own Lease, checkpoint and budget")
 	f.StringVar(&s.name, "shard-name", "", "names the shard's Lease faultline-controller-NAME and checkpoint faultline-checkpoint-NAME (default: the --shard value; a DNS label)")
 	f.StringSliceVar(&s.others, "shard-default-except", nil, "make this the default shard: it also owns nodes without --shard-label or with a value outside these (the other shards' values)")
-	f.StringVar(&s.matcher, "shard-stream-matcher", "", `LogQL label matcher added to every stream selector so Loki sends only this shard's lines, e.g. node=~"gpu-a-.*" (default: every candidate line is read; other shards' are skipped)`)
+	f.StringVar(&s.matcher, "shard-stream-matcher", "", `LogQL label matcher added to every stream selector so Loki sends only this shard's lines, e.g. node=~"gpu-a-.*", or, starting with "|", a label filter after it for a node label Loki keeps as structured metadata, e.g. '| node=~"gpu-a-.*"' (default: every candidate line is read; other shards' are skipped)`)
 }
 
 // apply configures cfg for the shard: the Node selector, the Lease and checkpoint

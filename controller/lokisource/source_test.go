@@ -216,6 +216,19 @@ func TestLokiEdgeCases(t *testing.T) {
 				return nil
 			})
 		}
+
+		// A shard's matcher on the node, as a label filter: only its node's lines.
+		sel, err := Selectors{"kernel": `{fleet="meta"}`}.WithMatcher(`| node="n-meta-1"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shard := run(t, Config{URL: loki, Queries: []Query{{Name: "kernel", LogQL: sel["kernel"]}}}, StartAt(time.Now().Add(-2*time.Minute)))
+		got := shard.waitFor(t, "Xid 79 on two nodes, read by the catch-up", "Xid 79 on two nodes, read while tailing")
+		for _, l := range got {
+			if l.Node != "n-meta-1" {
+				t.Errorf("the shard of n-meta-1 read %q of %q", l.Text, l.Node)
+			}
+		}
 	})
 
 	t.Run("EarlierBootDoesNotRetaint", func(t *testing.T) {
