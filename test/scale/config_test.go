@@ -15,6 +15,9 @@ type config struct {
 	candRate   int // candidate lines per second (pass the LogQL filter, taint nothing)
 	benignRate int // benign kernel lines per second, round robin over every node
 	apiQPS     int // the controller's --kube-api-qps; 0: its default
+	// nodeMeta: the node is structured metadata of each line, not a stream label,
+	// so one stream carries every node (Loki's OTLP intake without node promoted).
+	nodeMeta bool
 }
 
 // Environment variables that size a run.
@@ -25,6 +28,7 @@ const (
 	envRate    = "FAULTLINE_SCALE_CANDIDATE_RATE"
 	envBenign  = "FAULTLINE_SCALE_BENIGN_RATE"
 	envAPIQPS  = "FAULTLINE_SCALE_KUBE_API_QPS"
+	envNodeIn  = "FAULTLINE_SCALE_NODE_IN" // "label" (default) or "metadata"
 )
 
 // Limits keep a mistyped variable from asking for more than one machine can hold.
@@ -44,6 +48,13 @@ func loadConfig(t *testing.T) config {
 	// Every node sends a benign line every 10 s on average.
 	c.benignRate = envInt(t, envBenign, c.nodes/10, 0, maxRate)
 	c.apiQPS = envInt(t, envAPIQPS, 0, 0, maxRate)
+	switch v := os.Getenv(envNodeIn); v {
+	case "", "label":
+	case "metadata":
+		c.nodeMeta = true
+	default:
+		t.Fatalf("%s=%q: want label or metadata", envNodeIn, v)
+	}
 	if c.samples+c.burst >= c.nodes {
 		t.Fatalf("%d nodes cannot hold %d latency samples, a burst of %d on distinct nodes and quiet ones",
 			c.nodes, c.samples, c.burst)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/grafana/loki/pkg/push"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // Lines the background sends. The benign ones are what a healthy node's kernel says
@@ -27,25 +29,49 @@ const (
 
 // pusher sends kernel lines to Loki's push API as the dmesg-exporter's pipeline does.
 type pusher struct {
-	url    string
-	client *http.Client
-	sent   atomic.Int64 // candidate and benign lines accepted
-	failed atomic.Int64 // lines in pushes Loki refused or that did not arrive
-	mu     sync.Mutex
-	errs   []error // the first few push failures, for the report
+	url      string
+	nodeMeta bool // see kernelStream
+	client   *http.Client
+	sent     atomic.Int64 // candidate and benign lines accepted
+	failed   atomic.Int64 // lines in pushes Loki refused or that did not arrive
+	mu       sync.Mutex
+	errs     []error // the first few push failures, for the report
 }
 
-func newPusher(lokiURL string) *pusher {
-	return &pusher{url: lokiURL + "/loki/api/v1/push", client: &http.Client{Timeout: 30 * time.Second}}
+func newPusher(lokiURL string, nodeMeta bool) *pusher {
+	return &pusher{url: lokiURL + "/loki/api/v1/push", nodeMeta: nodeMeta, client: &http.Client{Timeout: 30 * time.Second}}
 }
 
-// kernelStream is one node's kernel log stream with lines stamped from at on.
-func kernelStream(node string, at time.Time, lines ...string) push.Stream {
+// kernelStream is one node's kernel log stream with lines stamped from at on: the
+// node is a stream label, or with nodeMeta structured metadata of each line.
+func kernelStream(nodeMeta bool, node string, at time.Time, lines ...string) push.Stream {
 	entries := make([]push.Entry, len(lines))
 	for i, l := range lines {
 		entries[i] = push.Entry{Timestamp: at.Add(time.Duration(i) * time.Microsecond), Line: l}
+		if nodeMeta {
+			entries[i].StructuredMetadata = push.LabelsAdapter{{Name: logstream.LabelNode, Value: node}}
+		}
 	}
-	return push.Stream{Labels: fmt.Sprintf(`{node=%q, source="kernel"}`, node), Entries: entries}
+	if nodeMeta {
+		return push.Stream{Labels: `{source="kernel"}`, Entries: entries}
+	}
+	return push.Stream{Labels: fmt.Sprintf(`{%s=%q, source="kernel"}`, logstream.LabelNode, node), Entries: entries}
+}
+
+// byLabels merges streams of the same labels, in order, as a collector's push
+// carries them (one stream per label set).
+func byLabels(streams []push.Stream) []push.Stream {
+	at := map[string]int{}
+	var out []push.Stream
+	for _, s := range streams {
+		if i, ok := at[s.Labels]; ok {
+			out[i].Entries = append(out[i].Entries, s.Entries...)
+			continue
+		}
+		at[s.Labels] = len(out)
+		out = append(out, s)
+	}
+	return out
 }
 
 // push sends streams in one request; a failure is counted and kept, not fatal, as the
@@ -55,7 +81,7 @@ func (p *pusher) push(ctx context.Context, streams []push.Stream) error {
 	for _, s := range streams {
 		n += len(s.Entries)
 	}
-	err := p.send(ctx, streams)
+	err := p.send(ctx, byLabels(streams))
 	if err != nil && ctx.Err() != nil {
 		return err // the run is over, not a refusal
 	}
@@ -117,11 +143,11 @@ func (p *pusher) background(ctx context.Context, nodes, candNodes []string, cand
 			if cand%4 == 0 {
 				line = fmt.Sprintf(aerLine, cand%8)
 			}
-			streams = append(streams, kernelStream(candNodes[cand%len(candNodes)], now.Add(time.Duration(i)), line))
+			streams = append(streams, kernelStream(p.nodeMeta, candNodes[cand%len(candNodes)], now.Add(time.Duration(i)), line))
 			cand++
 		}
 		for i := 0; i < benignRate/ticks; i++ {
-			streams = append(streams, kernelStream(nodes[benign%len(nodes)], now.Add(time.Duration(i)), benignLine))
+			streams = append(streams, kernelStream(p.nodeMeta, nodes[benign%len(nodes)], now.Add(time.Duration(i)), benignLine))
 			benign++
 		}
 		if len(streams) > 0 {

@@ -45,6 +45,9 @@ func TestScale(t *testing.T) {
 	t0 := time.Now()
 	nodes := env.AddKwokNodes(t, cfg.nodes)
 	t.Logf("%d kwok nodes created in %s", cfg.nodes, time.Since(t0).Round(time.Millisecond))
+	if cfg.nodeMeta {
+		t.Logf("the node of each line is structured metadata: one stream for every node")
+	}
 	// Latency samples and the burst use the last nodes, which send nothing else but
 	// benign lines; candidate lines come from all the others.
 	sampleNodes := nodes[cfg.nodes-cfg.samples:]
@@ -87,7 +90,7 @@ func TestScale(t *testing.T) {
 	time.Sleep(10 * time.Second)
 	idle := ctrl.rss()
 
-	p := newPusher(env.LokiURL())
+	p := newPusher(env.LokiURL(), cfg.nodeMeta)
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	bgDone := make(chan struct{})
 	go func() {
@@ -102,7 +105,7 @@ func TestScale(t *testing.T) {
 	pushedAt := make(map[string]time.Time, len(sampleNodes))
 	for _, n := range sampleNodes {
 		at := time.Now()
-		if err := p.push(ctx, []push.Stream{kernelStream(n, at, xid79Line)}); err != nil {
+		if err := p.push(ctx, []push.Stream{kernelStream(p.nodeMeta, n, at, xid79Line)}); err != nil {
 			t.Fatal(err)
 		}
 		pushedAt[n] = at
@@ -131,11 +134,12 @@ func TestScale(t *testing.T) {
 	}
 	ctrl.logLag(t, "after the latency samples")
 
-	// The burst: one push, every node a stream of its own.
+	// The burst: one push, every node a stream of its own (or, with the node as
+	// metadata, one stream of the same line at the same time from every node).
 	var streams []push.Stream
 	burstAt := time.Now()
 	for _, n := range burstNodes {
-		streams = append(streams, kernelStream(n, burstAt, xid79Line))
+		streams = append(streams, kernelStream(p.nodeMeta, n, burstAt, xid79Line))
 	}
 	if err := p.push(ctx, streams); err != nil {
 		t.Fatal(err)
