@@ -10,7 +10,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -136,16 +135,9 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 	})
 
 	t.Run("NotWritableByNode", func(t *testing.T) {
-		cfg := rest.CopyConfig(env.RESTConfig())
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:gpu-17", Groups: []string{"system:nodes", "system:authenticated"}}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns, err := nodefault.New(cs, nodefault.Options{Owner: "kubelet"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, ns := storeAs(t, env, "kubelet", func(cfg *rest.Config) {
+			cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:gpu-17", Groups: []string{"system:nodes", "system:authenticated"}}
+		})
 		other := xidFault("gpu-18", clk.Now())
 		if _, err := ns.Record(ctx, "", "", "", nodefault.Change{Fault: &other, Phase: v1alpha1.PhaseResolved}); !apierrors.IsForbidden(err) {
 			t.Errorf("node creating a NodeFault: %v, want Forbidden", err)

@@ -40,6 +40,23 @@ func (c recordRequests) RoundTrip(r *http.Request) (*http.Response, error) {
 // server where the cache shows its own last writes, and reads them there where the
 // cache does not yet: a change written right after another builds on it, without a
 // conflict, and a node's records read right after a write include it.
+// storeAs returns a client on the apiserver's config changed by edit, and a Store
+// with owner on it.
+func storeAs(t *testing.T, env *testenv.Env, owner string, edit func(*rest.Config)) (kubernetes.Interface, *nodefault.Store) {
+	t.Helper()
+	cfg := rest.CopyConfig(env.RESTConfig())
+	edit(cfg)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := nodefault.New(cs, nodefault.Options{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, st
+}
+
 func TestRecordReadsTheCache(t *testing.T) {
 	testenv.Integration(t)
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
@@ -47,16 +64,9 @@ func TestRecordReadsTheCache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var reads, conflicts atomic.Int64
-	cfg := rest.CopyConfig(env.RESTConfig())
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts} }
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := nodefault.New(cs, nodefault.Options{Owner: "controller-0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, st := storeAs(t, env, "controller-0", func(cfg *rest.Config) {
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts} }
+	})
 	c, err := nodefault.NewCache(cs, 0)
 	if err != nil {
 		t.Fatal(err)

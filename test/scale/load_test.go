@@ -43,16 +43,16 @@ func newPusher(lokiURL string, nodeMeta bool) *pusher {
 }
 
 // kernelStream is one node's kernel log stream with lines stamped from at on: the
-// node is a stream label, or with nodeMeta structured metadata of each line.
-func kernelStream(nodeMeta bool, node string, at time.Time, lines ...string) push.Stream {
+// node is a stream label, or with p.nodeMeta structured metadata of each line.
+func (p *pusher) kernelStream(node string, at time.Time, lines ...string) push.Stream {
 	entries := make([]push.Entry, len(lines))
 	for i, l := range lines {
 		entries[i] = push.Entry{Timestamp: at.Add(time.Duration(i) * time.Microsecond), Line: l}
-		if nodeMeta {
+		if p.nodeMeta {
 			entries[i].StructuredMetadata = push.LabelsAdapter{{Name: logstream.LabelNode, Value: node}}
 		}
 	}
-	if nodeMeta {
+	if p.nodeMeta {
 		return push.Stream{Labels: `{source="kernel"}`, Entries: entries}
 	}
 	return push.Stream{Labels: fmt.Sprintf(`{%s=%q, source="kernel"}`, logstream.LabelNode, node), Entries: entries}
@@ -143,11 +143,11 @@ func (p *pusher) background(ctx context.Context, nodes, candNodes []string, cand
 			if cand%4 == 0 {
 				line = fmt.Sprintf(aerLine, cand%8)
 			}
-			streams = append(streams, kernelStream(p.nodeMeta, candNodes[cand%len(candNodes)], now.Add(time.Duration(i)), line))
+			streams = append(streams, p.kernelStream(candNodes[cand%len(candNodes)], now.Add(time.Duration(i)), line))
 			cand++
 		}
 		for i := 0; i < benignRate/ticks; i++ {
-			streams = append(streams, kernelStream(p.nodeMeta, nodes[benign%len(nodes)], now.Add(time.Duration(i)), benignLine))
+			streams = append(streams, p.kernelStream(nodes[benign%len(nodes)], now.Add(time.Duration(i)), benignLine))
 			benign++
 		}
 		if len(streams) > 0 {

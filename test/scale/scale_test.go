@@ -105,7 +105,7 @@ func TestScale(t *testing.T) {
 	pushedAt := make(map[string]time.Time, len(sampleNodes))
 	for _, n := range sampleNodes {
 		at := time.Now()
-		if err := p.push(ctx, []push.Stream{kernelStream(p.nodeMeta, n, at, xid79Line)}); err != nil {
+		if err := p.push(ctx, []push.Stream{p.kernelStream(n, at, xid79Line)}); err != nil {
 			t.Fatal(err)
 		}
 		pushedAt[n] = at
@@ -139,7 +139,7 @@ func TestScale(t *testing.T) {
 	var streams []push.Stream
 	burstAt := time.Now()
 	for _, n := range burstNodes {
-		streams = append(streams, kernelStream(p.nodeMeta, n, burstAt, xid79Line))
+		streams = append(streams, p.kernelStream(n, burstAt, xid79Line))
 	}
 	if err := p.push(ctx, streams); err != nil {
 		t.Fatal(err)
