@@ -61,12 +61,20 @@ func xidFault(node string, at time.Time) fault.Fault {
 // installed: created, updated, read back field for field (a field the CRD's schema
 // lacks would be pruned), not writable by a node's identity, and collected after the
 // retention period.
-func TestNodeFaultInAPIServer(t *testing.T) {
+// withNodeFaults starts an apiserver with the NodeFault CRD; the context ends
+// after timeout or with the test.
+func withNodeFaults(t *testing.T, timeout time.Duration) (*testenv.Env, context.Context) {
+	t.Helper()
 	testenv.Integration(t)
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
 	env.InstallCRD(t, v1alpha1.CRDYAML)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return env, ctx
+}
+
+func TestNodeFaultInAPIServer(t *testing.T) {
+	env, ctx := withNodeFaults(t, 2*time.Minute)
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	st, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-0", Retention: time.Hour,
 		GrafanaURL: "https://grafana.example", Now: clk.Now})
@@ -183,11 +191,7 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 // it again when that copy is stale; RecordNew creates without reading, and updates a
 // record created meanwhile: no change is lost either way.
 func TestRecordOnAndRecordNew(t *testing.T) {
-	testenv.Integration(t)
-	env := testenv.Start(t, testenv.Options{Kubernetes: true})
-	env.InstallCRD(t, v1alpha1.CRDYAML)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	env, ctx := withNodeFaults(t, time.Minute)
 	st, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-0"})
 	if err != nil {
 		t.Fatal(err)

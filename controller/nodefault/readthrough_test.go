@@ -1,7 +1,6 @@
 package nodefault_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -58,11 +57,7 @@ func storeAs(t *testing.T, env *testenv.Env, owner string, edit func(*rest.Confi
 }
 
 func TestRecordReadsTheCache(t *testing.T) {
-	testenv.Integration(t)
-	env := testenv.Start(t, testenv.Options{Kubernetes: true})
-	env.InstallCRD(t, v1alpha1.CRDYAML)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	env, ctx := withNodeFaults(t, time.Minute)
 	var reads, conflicts atomic.Int64
 	cs, st := storeAs(t, env, "controller-0", func(cfg *rest.Config) {
 		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts} }
