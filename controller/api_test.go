@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/faultline-dev/faultline/controller/rbac"
+	"github.com/faultline-dev/faultline/test/eventually"
 )
 
 // apiUser returns a token for a ServiceAccount bound to role (nil: no role).
@@ -39,6 +41,24 @@ func (cl *cluster) apiUser(name string, role *rbacv1.ClusterRole) string {
 	}, metav1.CreateOptions{})
 	if err != nil {
 		cl.t.Fatal(err)
+	}
+	// The apiserver's authorizer sees a new binding through its informers, a moment
+	// after the create: wait until it allows the role's first rule, so a request
+	// made at once is not refused for a binding not yet seen.
+	for _, r := range role.Rules {
+		if len(r.Resources) == 0 || len(r.Verbs) == 0 || len(r.APIGroups) == 0 {
+			continue
+		}
+		user := "system:serviceaccount:" + ns + ":" + name
+		eventually.True(cl.t, 30*time.Second, "the binding of "+user+" authorizes", func() bool {
+			sar, err := cl.cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+					Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Group: r.APIGroups[0], Resource: r.Resources[0], Verb: r.Verbs[0]}},
+			}, metav1.CreateOptions{})
+			return err == nil && sar.Status.Allowed
+		})
+		break
 	}
 	return tok
 }
