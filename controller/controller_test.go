@@ -18,6 +18,7 @@ import (
 	"github.com/grafana/loki/pkg/push"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -499,7 +500,7 @@ func TestDetectionLatency(t *testing.T) {
 		nodes = append(nodes, fmt.Sprintf("lat-%03d", i))
 	}
 	cl := newCluster(t, nodes...)
-	cl.start(options{decide: decide.Config{MaxPercent: 100, DisableStorm: true}})
+	r := cl.start(options{decide: decide.Config{MaxPercent: 100, DisableStorm: true}})
 	var lat []time.Duration
 	for _, node := range nodes {
 		t0 := time.Now()
@@ -512,6 +513,38 @@ func TestDetectionLatency(t *testing.T) {
 	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
 	t.Logf("detection latency, line pushed into Loki → taint on the Node, %d events: p50 %s, p99 %s, max %s",
 		len(lat), p50.Round(time.Millisecond), p99.Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+
+	// The controller's two histograms split each latency: line → decision (within
+	// line pushed → taint seen), then decision → taint, record and Event written.
+	var total time.Duration
+	for _, l := range lat {
+		total += l
+	}
+	cl.waitFor("every taint carried out", 10*time.Second, func() bool {
+		return histogram(t, r.m.CarryTime().WithLabelValues("taint")).GetSampleCount() == n
+	})
+	read, write := histogram(t, r.m.DecisionDelay()), histogram(t, r.m.CarryTime().WithLabelValues("taint"))
+	if read.GetSampleCount() != n {
+		t.Errorf("%d decision delays observed, want %d", read.GetSampleCount(), n)
+	}
+	if s := read.GetSampleSum(); s <= 0 || s > total.Seconds() {
+		t.Errorf("decision delays sum to %.3f s, want within the %.3f s the latencies sum to", s, total.Seconds())
+	}
+	if write.GetSampleSum() <= 0 {
+		t.Errorf("taints carried out in %.3f s in all", write.GetSampleSum())
+	}
+	t.Logf("of which line → decision %.0f ms and decision → taint written %.0f ms on average",
+		1000*read.GetSampleSum()/n, 1000*write.GetSampleSum()/n)
+}
+
+// histogram reads a histogram's counts.
+func histogram(t *testing.T, o prometheus.Observer) *dto.Histogram {
+	t.Helper()
+	var m dto.Metric
+	if err := o.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram()
 }
 
 // A burst of the same fault on one node is read at once: after the taint, the

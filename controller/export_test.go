@@ -19,6 +19,8 @@ func (m *Metrics) ProbeSkipped() *prometheus.CounterVec { return m.probeSkipped 
 func (m *Metrics) OtherShard() prometheus.Counter       { return m.otherShard }
 func (m *Metrics) ShardMoves() *prometheus.CounterVec   { return m.shardMoves }
 func (m *Metrics) FleetFaults() *prometheus.GaugeVec    { return m.fleetFaults }
+func (m *Metrics) DecisionDelay() prometheus.Histogram  { return m.decideDelay }
+func (m *Metrics) CarryTime() *prometheus.HistogramVec  { return m.carryTime }
 
 // Records is the collector of the NodeFault gauges; SetRecords names their source.
 func (m *Metrics) Records() prometheus.Collector                { return m.records }

@@ -17,6 +17,8 @@ type Metrics struct {
 	shardMoves       *prometheus.CounterVec
 	matches          *prometheus.CounterVec
 	decisions        *prometheus.CounterVec
+	decideDelay      prometheus.Histogram
+	carryTime        *prometheus.HistogramVec
 	taintedNodes     prometheus.Gauge
 	budgetLeft       prometheus.Gauge
 	eligibleNodes    prometheus.Gauge
@@ -50,6 +52,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_decisions_total",
 			Help: "Decisions by action (taint, event, probe, annotate, observe, hold-<reason>, dry-run-<action>, untaint, ...), result and the mode the rule acted in (observe, annotate, enforce)."},
 			[]string{"action", "result", "mode"}),
+		// line → taint in two parts, to tell a slow read from slow API writes.
+		decideDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "faultline_controller_decision_delay_seconds",
+			Help:    "From a fault's line (its node's clock, bounded by the controller's) to its decision: Loki's delivery and the controller's reading.",
+			Buckets: latencyBuckets}),
+		carryTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "faultline_controller_carry_seconds",
+			Help:    "From a decision to its end, waiting for a worker included, by action (taint: the taint, its record and Event written).",
+			Buckets: latencyBuckets}, []string{"action"}),
 		taintedNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_taints_active",
 			Help: "Nodes carrying a taint faultline placed."}),
 		budgetLeft: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_budget_left",
@@ -81,11 +90,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		records: &recordsCollector{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.shardMoves, m.matches, m.decisions, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
+		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
 			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped, m.records)
 	}
 	return m
 }
+
+// latencyBuckets span a line → taint path from tens of milliseconds to a reader or
+// writer minutes behind.
+var latencyBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
 var (
 	faultsDesc = prometheus.NewDesc("faultline_controller_faults",

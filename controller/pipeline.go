@@ -132,7 +132,11 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		queue:  q,
 	}
 	st.act = func(ctx context.Context, line uint64, d decide.Decision, seq uint64) error {
-		return q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) { c.carry(ctx, d, seq) })
+		decided := time.Now()
+		return q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) {
+			c.carry(ctx, d, seq)
+			c.m.carryTime.WithLabelValues(string(d.Kind)).Observe(time.Since(decided).Seconds())
+		})
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -205,6 +209,7 @@ func (c *Controller) decideLine(ctx context.Context, st stages, line uint64, e l
 			c.log.Error("node facts", "err", err)
 			continue
 		}
+		c.m.decideDelay.Observe(time.Since(e.Time).Seconds())
 		if err := st.act(ctx, line, d, seq); err != nil {
 			// Not carried out: its grant would hold budget for a taint never placed.
 			if d.Kind == decide.KindTaint {

@@ -122,6 +122,45 @@ func (c *controllerProc) metric(name string, match map[string]string) (float64, 
 	return total, nil
 }
 
+// logSplit logs the controller's own split of line → taint so far: line → decision
+// (Loki's delivery and the reading) and decision → carried out (a worker's wait and
+// the API writes), each as a mean and the upper bound of the bucket holding its p99.
+func (c *controllerProc) logSplit(t *testing.T, when string) {
+	t.Helper()
+	fams, err := c.scrape()
+	if err != nil {
+		t.Logf("%s: %v", when, err)
+		return
+	}
+	parts := []struct{ what, name, action string }{
+		{"line → decision", "faultline_controller_decision_delay_seconds", ""},
+		{"decision → taint carried out", "faultline_controller_carry_seconds", "taint"},
+	}
+	for _, p := range parts {
+		for _, m := range fams[p.name].GetMetric() {
+			action := ""
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "action" {
+					action = lp.GetValue()
+				}
+			}
+			h := m.GetHistogram()
+			if action != p.action || h.GetSampleCount() == 0 {
+				continue
+			}
+			p99 := "+Inf"
+			for _, b := range h.GetBucket() {
+				if float64(b.GetCumulativeCount()) >= 0.99*float64(h.GetSampleCount()) {
+					p99 = strconv.FormatFloat(1000*b.GetUpperBound(), 'f', 0, 64) + " ms"
+					break
+				}
+			}
+			t.Logf("%s: %s: %d, mean %.0f ms, p99 at most %s", when, p.what, h.GetSampleCount(),
+				1000*h.GetSampleSum()/float64(h.GetSampleCount()), p99)
+		}
+	}
+}
+
 // cpu returns the CPU time the controller used (user and system) and the wall time
 // since it started.
 func (c *controllerProc) cpu() (used, wall time.Duration) {

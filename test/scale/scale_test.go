@@ -133,6 +133,7 @@ func TestScale(t *testing.T) {
 		latencies = append(latencies, seen.Sub(pushedAt[n]))
 	}
 	ctrl.logLag(t, "after the latency samples")
+	ctrl.logSplit(t, "after the latency samples")
 
 	// The burst: one push, every node a stream of its own (or, with the node as
 	// metadata, one stream of the same line at the same time from every node).
