@@ -73,6 +73,7 @@ func newControllerCmd() *cobra.Command {
 		listen     string
 		noDefaults bool
 		logFormat  string
+		logLevel   slog.Level
 		lf         lokiFlags
 		df         decideFlags
 		ff         fleetFlags
@@ -109,9 +110,10 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if apiQPS <= 0 || apiBurst < 1 {
 				return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", apiQPS, apiBurst)
 			}
-			var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			opts := &slog.HandlerOptions{Level: logLevel}
+			var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), opts)
 			if logFormat == "text" {
-				h = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+				h = slog.NewTextHandler(cmd.ErrOrStderr(), opts)
 			}
 			cfg.Log = slog.New(h).With("identity", cfg.Identity)
 			rc, err := kubeRESTConfig(kubeconfig)
@@ -226,6 +228,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.DurationVar(&cfg.Election.RetryPeriod, "retry-period", 2*time.Second, "leader election retry period")
 	f.StringVar(&listen, "listen", ":9401", "address for /metrics, /healthz, /readyz and /api/v1")
 	f.StringVar(&logFormat, "log-format", "json", "json or text")
+	f.TextVar(&logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	pf.register(f)
 	shard.register(f)
 	return cmd

@@ -57,3 +57,11 @@ func TestControllerRejectsBadFleetFlags(t *testing.T) {
 		}
 	}
 }
+
+// A bad --log-level is refused before anything is started, naming the flag.
+func TestControllerRejectsBadLogLevel(t *testing.T) {
+	_, err := run(t, "", "controller", "--loki-url", "http://127.0.0.1:1", "--log-level", "verbose")
+	if err == nil || !strings.Contains(err.Error(), "--log-level") {
+		t.Errorf("err = %v, want --log-level rejected", err)
+	}
+}
