@@ -15,6 +15,7 @@ type config struct {
 	candRate   int // candidate lines per second (pass the LogQL filter, taint nothing)
 	benignRate int // benign kernel lines per second, round robin over every node
 	apiQPS     int // the controller's --kube-api-qps; 0: its default
+	actWorkers int // the controller's --act-workers; 0: its default
 	// nodeMeta: the node is structured metadata of each line, not a stream label,
 	// so one stream carries every node (Loki's OTLP intake without node promoted).
 	nodeMeta bool
@@ -28,7 +29,9 @@ const (
 	envRate    = "FAULTLINE_SCALE_CANDIDATE_RATE"
 	envBenign  = "FAULTLINE_SCALE_BENIGN_RATE"
 	envAPIQPS  = "FAULTLINE_SCALE_KUBE_API_QPS"
+	envWorkers = "FAULTLINE_SCALE_ACT_WORKERS"
 	envNodeIn  = "FAULTLINE_SCALE_NODE_IN" // "label" (default) or "metadata"
+	envLog     = "FAULTLINE_SCALE_LOG"     // a file to write the controller's log to
 )
 
 // Limits keep a mistyped variable from asking for more than one machine can hold.
@@ -48,6 +51,7 @@ func loadConfig(t *testing.T) config {
 	// Every node sends a benign line every 10 s on average.
 	c.benignRate = envInt(t, envBenign, c.nodes/10, 0, maxRate)
 	c.apiQPS = envInt(t, envAPIQPS, 0, 0, maxRate)
+	c.actWorkers = envInt(t, envWorkers, 0, 0, 1024)
 	switch v := os.Getenv(envNodeIn); v {
 	case "", "label":
 	case "metadata":

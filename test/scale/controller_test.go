@@ -53,7 +53,7 @@ func startController(t *testing.T, env *testenv.Env, namespace string, extra ...
 	l.Close()
 	args := append([]string{"controller", "--kubeconfig", env.Kubeconfig(), "--loki-url", env.LokiURL(),
 		"--namespace", namespace, "--identity", "scale", "--listen", addr, "--initial-lookback", "1m",
-		"--log-format", "text"}, extra...)
+		"--log-format", "text", "--log-level", "debug"}, extra...)
 	c := &controllerProc{cmd: exec.Command(bin, args...), addr: addr, stderr: &syncBuffer{}, stop: make(chan struct{})}
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c.cmd.Stderr = c.stderr
@@ -68,6 +68,11 @@ func startController(t *testing.T, env *testenv.Env, namespace string, extra ...
 		_ = c.cmd.Wait()
 		if t.Failed() {
 			t.Logf("controller log ends:\n%s", tail(c.stderr.String(), 30))
+		}
+		if f := os.Getenv(envLog); f != "" {
+			if err := os.WriteFile(f, []byte(c.stderr.String()), 0o644); err != nil {
+				t.Errorf("%s: %v", envLog, err)
+			}
 		}
 	})
 	c.done.Add(1)
@@ -122,9 +127,10 @@ func (c *controllerProc) metric(name string, match map[string]string) (float64, 
 	return total, nil
 }
 
-// logSplit logs the controller's own split of line → taint so far: line → decision
-// (Loki's delivery and the reading) and decision → carried out (a worker's wait and
-// the API writes), each as a mean and the upper bound of the bucket holding its p99.
+// logSplit logs the controller's own split of line → decision so far: line →
+// decision (Loki's delivery and the reading) and decision → carried out (a worker's
+// wait and the API writes) by action, each as a count, a mean and the upper bound
+// of the bucket holding its p99.
 func (c *controllerProc) logSplit(t *testing.T, when string) {
 	t.Helper()
 	fams, err := c.scrape()
@@ -132,20 +138,17 @@ func (c *controllerProc) logSplit(t *testing.T, when string) {
 		t.Logf("%s: %v", when, err)
 		return
 	}
-	parts := []struct{ what, name, action string }{
-		{"line → decision", "faultline_controller_decision_delay_seconds", ""},
-		{"decision → taint carried out", "faultline_controller_carry_seconds", "taint"},
-	}
-	for _, p := range parts {
+	for _, p := range []struct{ what, name string }{
+		{"line → decision", "faultline_controller_decision_delay_seconds"},
+		{"decision → carried out", "faultline_controller_carry_seconds"},
+	} {
 		for _, m := range fams[p.name].GetMetric() {
-			action := ""
+			what := p.what
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "action" {
-					action = lp.GetValue()
-				}
+				what += " (" + lp.GetValue() + ")"
 			}
 			h := m.GetHistogram()
-			if action != p.action || h.GetSampleCount() == 0 {
+			if h.GetSampleCount() == 0 {
 				continue
 			}
 			p99 := "+Inf"
@@ -155,7 +158,7 @@ func (c *controllerProc) logSplit(t *testing.T, when string) {
 					break
 				}
 			}
-			t.Logf("%s: %s: %d, mean %.0f ms, p99 at most %s", when, p.what, h.GetSampleCount(),
+			t.Logf("%s: %s: %d, mean %.0f ms, p99 at most %s", when, what, h.GetSampleCount(),
 				1000*h.GetSampleSum()/float64(h.GetSampleCount()), p99)
 		}
 	}
@@ -218,7 +221,15 @@ func (c *controllerProc) logLag(t *testing.T, when string) {
 	}
 	read, _ := c.metric("faultline_loki_lines_total", nil)
 	dups, _ := c.metric("faultline_loki_duplicates_total", nil)
-	t.Logf("%s: controller read %.0f candidate lines (and %.0f again), reading lag %.1f s (summed over queries)", when, read, dups, lag)
+	missed, _ := c.metric("faultline_loki_tail_missed_lines_total", nil)
+	var reconnects []string
+	for _, reason := range []string{"error", "closed", "dropped", "read_limit"} {
+		if n, _ := c.metric("faultline_loki_reconnects_total", map[string]string{"reason": reason}); n > 0 {
+			reconnects = append(reconnects, fmt.Sprintf("%s %.0f", reason, n))
+		}
+	}
+	t.Logf("%s: controller read %.0f candidate lines (and %.0f again; %.0f found by the poll that the tail missed), reading lag %.1f s (summed over queries), reconnects %v",
+		when, read, dups, missed, lag, reconnects)
 }
 
 // logLokiQueries logs how many query_range requests Loki answered and how long

@@ -85,6 +85,9 @@ func TestScale(t *testing.T) {
 	if cfg.apiQPS > 0 {
 		flags = append(flags, "--kube-api-qps", strconv.Itoa(cfg.apiQPS))
 	}
+	if cfg.actWorkers > 0 {
+		flags = append(flags, "--act-workers", strconv.Itoa(cfg.actWorkers))
+	}
 	ctrl := startController(t, env, namespace, flags...)
 	// Idle: leading, its caches synced over the whole fleet, the heartbeats running.
 	time.Sleep(10 * time.Second)
@@ -175,6 +178,7 @@ func TestScale(t *testing.T) {
 		}
 	}
 	ctrl.logLag(t, "after the burst")
+	ctrl.logSplit(t, "after the burst (samples included)")
 	stopBackground()
 	<-bgDone
 	peak := max(ctrl.peak.Load(), ctrl.rss())
