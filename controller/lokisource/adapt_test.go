@@ -91,41 +91,105 @@ func TestReadSize(t *testing.T) {
 }
 
 func TestPoller(t *testing.T) {
-	const base, page = 2 * time.Second, 1000
-	start := time.Unix(100, 0)
-	p := newPoller(base, page, start)
-	at := start
-	// Nothing new, a page or more re-read: doubling after slowAfter such polls in
-	// a row, up to 8 times the base.
-	for _, want := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second, 16 * time.Second} {
-		before := p.interval
-		for i := range slowAfter {
-			at = at.Add(p.interval)
-			p.done(at, 0, page)
-			if i < slowAfter-1 && p.interval != before {
-				t.Fatalf("interval %s after %d clean polls, want %s still", p.interval, i+1, before)
-			}
+	const base = 2 * time.Second
+	const quick = 10 * time.Millisecond // how long a poll took, unless said
+	at := time.Unix(100, 0)
+	p := newPoller(base, time.Second, at)
+	poll := func(took time.Duration, r pollResult) bool {
+		at = at.Add(p.interval)
+		changed, _ := p.done(at, took, r)
+		if p.from != at.UnixNano() {
+			t.Fatalf("poll at %d recorded as at %d", at.UnixNano(), p.from)
 		}
-		if p.interval != want || p.from != at.UnixNano() {
-			t.Fatalf("interval %s from %d, want %s from %d", p.interval, p.from, want, at.UnixNano())
+		return changed
+	}
+	missed := pollResult{polled: 1, missed: 1}
+	// The tail delivered everything, the lines polls read first too.
+	clean := pollResult{delivered: 1 << 20}
+	// The tail delivering everything: the base, never longer.
+	for range 3 * slowAfter {
+		if poll(quick, clean) || p.interval != base {
+			t.Fatalf("interval %s with the tail delivering everything, want %s", p.interval, base)
 		}
 	}
-	// A line the tail missed: back to the base at once.
-	if !p.done(at.Add(p.interval), 1, page) || p.interval != base {
-		t.Fatalf("after a missed line: %s, want %s", p.interval, base)
+	// A line the tail missed: fastPoll at once, or half as long as the poll took.
+	if !poll(quick, missed) || p.interval != fastPoll {
+		t.Fatalf("after a line the tail missed: %s, want %s", p.interval, fastPoll)
 	}
+	if !poll(600*time.Millisecond, missed) || p.interval != 300*time.Millisecond {
+		t.Fatalf("after a slow poll that found a line the tail missed: %s, want 300ms", p.interval)
+	}
+	poll(quick, missed)
 	// A miss between clean polls starts the count again.
 	for range slowAfter - 1 {
-		p.done(at, 0, page)
+		poll(quick, clean)
 	}
-	p.done(at, 1, page)
+	poll(quick, missed)
 	for range slowAfter - 1 {
-		if p.done(at, 0, page) {
+		if poll(quick, clean) {
 			t.Fatalf("interval changed to %s before %d clean polls in a row", p.interval, slowAfter)
 		}
 	}
-	// Light load: stays at the base.
-	if p.done(at.Add(2*p.interval), 0, page-1) || p.interval != base {
-		t.Fatalf("light load: %s, want %s", p.interval, base)
+	// Clean polls double it back, up to the base.
+	poll(quick, clean)
+	if p.interval != 2*fastPoll {
+		t.Fatalf("after %d clean polls from %s: %s, want %s", slowAfter, fastPoll, p.interval, 2*fastPoll)
+	}
+	for range 10 * slowAfter {
+		poll(quick, clean)
+	}
+	if p.interval != base {
+		t.Fatalf("after many clean polls: %s, want %s", p.interval, base)
+	}
+}
+
+// Lines a poll read before the tail delivered them are owed by the tail: delivered
+// within the slack, the tail keeps up (the poll slows down); not delivered, the tail
+// drops lines (the poll runs at fastPoll).
+func TestPollerOwed(t *testing.T) {
+	const slack = time.Second
+	at := time.Unix(100, 0)
+	p := newPoller(2*time.Second, slack, at)
+	poll := func(d time.Duration, r pollResult) bool {
+		at = at.Add(d)
+		return p.dropped(at, r) > 0
+	}
+	// Read first, delivered by the tail before the next polls: paid.
+	for range 3 * slowAfter {
+		if poll(300*time.Millisecond, pollResult{polled: 40, delivered: 40}) {
+			t.Fatal("the tail delivered every line a poll read first, yet dropping")
+		}
+	}
+	if poll(300*time.Millisecond, pollResult{delivered: 40}) || len(p.owed) != 0 {
+		t.Fatalf("every line paid, yet dropping or %d debts left", len(p.owed))
+	}
+	// Paid late, but within the slack.
+	poll(300*time.Millisecond, pollResult{polled: 10})
+	if poll(300*time.Millisecond, pollResult{}) || poll(300*time.Millisecond, pollResult{delivered: 10}) {
+		t.Fatal("lines delivered within the slack counted as dropped")
+	}
+	// Partly paid: the rest is overdue once the slack has passed.
+	poll(300*time.Millisecond, pollResult{polled: 10})
+	if poll(300*time.Millisecond, pollResult{delivered: 9}) {
+		t.Fatal("dropping before the slack passed")
+	}
+	at = at.Add(slack)
+	if n := p.dropped(at, pollResult{}); n != 1 {
+		t.Fatalf("a line a poll read first and the tail never delivered: %d dropped, want 1", n)
+	}
+	if len(p.owed) != 0 {
+		t.Fatalf("%d debts left after they were settled", len(p.owed))
+	}
+	// A line the poll found older than the slack: dropped at once, and not owed.
+	at = at.Add(300 * time.Millisecond)
+	if n := p.dropped(at, pollResult{polled: 1, missed: 1}); n != 1 || len(p.owed) != 0 {
+		t.Fatalf("a missed line: %d dropped, %d debts, want 1 and none", n, len(p.owed))
+	}
+	// The debts are bounded.
+	for range 2 * maxOwed {
+		poll(time.Millisecond, pollResult{polled: 1})
+	}
+	if len(p.owed) > maxOwed {
+		t.Fatalf("%d debts kept, want at most %d", len(p.owed), maxOwed)
 	}
 }

@@ -142,6 +142,20 @@ func (w *window) add(k key, ts, now int64) {
 	}
 }
 
+// countBuckets counts the keys remembered in n buckets of step after start (Unix
+// ns), as Source.countBuckets counts Loki's entries: bucket i holds those with a
+// timestamp in (start+i*step, start+(i+1)*step].
+func (w *window) countBuckets(start int64, step time.Duration, n int) []int64 {
+	counts := make([]int64, n)
+	end := start + int64(n)*int64(step)
+	for _, ts := range w.keys {
+		if ts > start && ts <= end {
+			counts[(ts-start-1)/int64(step)]++
+		}
+	}
+	return counts
+}
+
 // prune forgets the keys older than floor and, past maxKeys, raises floor.
 func (w *window) prune() {
 	if len(w.keys) > w.maxKeys {

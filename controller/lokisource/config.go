@@ -88,12 +88,12 @@ type Config struct {
 	// catch-up cannot fault a node again for what happened before its reboot.
 	BootID func(node string) string
 	// PollInterval: while tailing, the query is also read with query_range this
-	// often, because Loki's tail can stop delivering a busy stream without
-	// reporting dropped entries; default 2s. Each poll reads on from where the
-	// previous one started, less 5s for lines that reach Loki late. After 4 polls
-	// in a row that find nothing the tail missed and re-read at least a page of
-	// lines, the interval doubles, up to 8 times PollInterval; a poll that finds a
-	// missed line (or reads less than a page) brings it back to PollInterval.
+	// often, because Loki's tail drops lines under load without reporting them;
+	// default 2s. While the tail drops lines, polls run every 150 ms instead (or half
+	// as long as the last one took, if longer). Each poll reads on from where the
+	// previous one started, less 250 ms; once a second of lines is 5 s old, an
+	// audit has Loki count its lines and reads it again if Loki holds lines not
+	// read (lines that reach Loki late).
 	PollInterval time.Duration
 	// TailIdleTimeout: a tail that sends nothing, not even a ping (Loki pings every
 	// second), for this long is considered dead; default 30s.

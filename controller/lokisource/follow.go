@@ -162,36 +162,27 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 	}
 	up := time.Now()
 	log.Debug("tailing", "start", unixTime(tailStart))
-	p := newPoller(s.cfg.PollInterval, s.cfg.PageLimit, up)
+	p := newPoller(s.cfg.PollInterval, s.cfg.DelayFor+tailSlack, up)
 	s.m.PollInterval(q.Name, p.interval)
 	timer := time.NewTimer(p.interval)
 	defer timer.Stop()
+	actx, stopAudit := context.WithCancel(ctx)
+	audited := make(chan error, 1)
+	go func() { audited <- s.auditLoop(actx, log, q, st, newAuditor(up), emit) }()
+	defer func() {
+		stopAudit()
+		<-audited
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return outcome{ready: time.Since(up)}
+		case err := <-audited:
+			audited <- nil // for the deferred wait
+			return outcome{err: err, ready: time.Since(up)}
 		case <-timer.C:
-			// Only covers what the tail missed; lines that reach Loki later than
-			// the margin still are read after a reconnect (Overlap).
-			margin := min(s.cfg.Overlap, lateMargin)
-			started := time.Now()
-			st.mu.Lock()
-			from := max(st.win.floor, min(st.win.maxTs, p.from)-int64(margin))
-			missed, dups := st.missed, st.dups
-			// A newer line the tail may still be about to deliver.
-			st.missedBefore = started.Add(-s.cfg.DelayFor - tailSlack).UnixNano()
-			st.mu.Unlock()
-			err := s.catchUp(ctx, log, q, st, from, emit)
-			st.mu.Lock()
-			st.missedBefore = 0
-			missed, dups = st.missed-missed, st.dups-dups
-			st.mu.Unlock()
-			if err != nil {
+			if err := s.poll(ctx, log, q, st, p, emit); err != nil {
 				return outcome{err: err, ready: time.Since(up)}
-			}
-			if p.done(started, missed, dups) {
-				s.m.PollInterval(q.Name, p.interval)
-				log.Debug("poll interval changed", "interval", p.interval, "missed_by_tail", missed, "read_again", dups)
 			}
 			timer.Reset(p.interval)
 		case m, ok := <-t.msgs:
@@ -353,14 +344,22 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 	if len(es) == 0 {
 		return nil
 	}
-	emitted, dups, missed, ahead, behind, earlier := 0, 0, 0, 0, 0, 0
+	// One read at a time per query (the tail and polls, and the audit beside them):
+	// an entry is looked up, emitted and remembered before another read sees it.
+	st.deliverMu.Lock()
+	defer st.deliverMu.Unlock()
+	emitted, dups, missed, polled, ahead, behind, earlier := 0, 0, 0, 0, 0, 0, 0
 	st.mu.Lock()
 	missedBefore := st.missedBefore
 	st.mu.Unlock()
 	defer func() {
 		st.mu.Lock()
-		st.dups += int64(dups)
-		st.missed += int64(missed)
+		st.counts.dups += int64(dups)
+		st.counts.missed += int64(missed)
+		st.counts.polled += int64(polled)
+		if live {
+			st.counts.redelivered += int64(dups)
+		}
 		newest := st.win.maxTs
 		st.mu.Unlock()
 		if emitted > 0 {
@@ -417,8 +416,11 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 				return &emitError{err: err}
 			}
 			emitted++
-			if !live && e.ts < missedBefore {
-				missed++
+			if !live && missedBefore > 0 {
+				polled++
+				if e.ts < missedBefore {
+					missed++
+				}
 			}
 		}
 		st.mu.Lock()

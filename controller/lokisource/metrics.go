@@ -44,6 +44,13 @@ type Metrics interface {
 	CatchUpSize(query string, window time.Duration, limit int)
 	// PollInterval reports the interval of the poll while tailing after it changed.
 	PollInterval(query string, d time.Duration)
+	// MissedByTail counts lines the tail should have delivered and did not (a poll
+	// found them older than the tail's slack, or read them first and the tail did
+	// not deliver them within it): Loki's tail dropping lines without reporting them.
+	MissedByTail(query string, n int)
+	// AuditReads counts the seconds of lines an audit read again because Loki held
+	// more of their lines than were read (or did not count them).
+	AuditReads(query string, n int)
 }
 
 type nopMetrics struct{}
@@ -60,6 +67,8 @@ func (nopMetrics) EarlierBoot(string, int)                {}
 func (nopMetrics) CatchUpShrink(string, string)           {}
 func (nopMetrics) CatchUpSize(string, time.Duration, int) {}
 func (nopMetrics) PollInterval(string, time.Duration)     {}
+func (nopMetrics) MissedByTail(string, int)               {}
+func (nopMetrics) AuditReads(string, int)                 {}
 
 // PrometheusMetrics implements Metrics with Prometheus collectors.
 type PrometheusMetrics struct {
@@ -71,6 +80,7 @@ type PrometheusMetrics struct {
 	clamped, earlierBoot       *prometheus.CounterVec
 	shrinks                    *prometheus.CounterVec
 	window, pageLimit, poll    *prometheus.GaugeVec
+	missed, auditReads         *prometheus.CounterVec
 }
 
 // NewPrometheusMetrics creates the collectors and registers them with reg (if not nil).
@@ -118,10 +128,16 @@ func NewPrometheusMetrics(reg prometheus.Registerer) *PrometheusMetrics {
 		poll: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "faultline_loki_poll_interval_seconds", Help: "Interval of the query_range poll while tailing (longer while polls only re-read what the tail delivered), by query.",
 		}, []string{"query"}),
+		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_loki_tail_missed_lines_total", Help: "Lines Loki's tail should have delivered and did not, read by the poll instead (the tail drops lines under load without reporting them), by query.",
+		}, []string{"query"}),
+		auditReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faultline_loki_audit_rereads_total", Help: "Seconds of lines read again because Loki counted more lines in them than were read (lines that reached Loki late and that the tail dropped) or did not count them, by query.",
+		}, []string{"query"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.duplicates, m.dropped, m.reconnects, m.lag, m.readLimit, m.refusals, m.refused, m.clamped, m.earlierBoot,
-			m.shrinks, m.window, m.pageLimit, m.poll)
+			m.shrinks, m.window, m.pageLimit, m.poll, m.missed, m.auditReads)
 	}
 	return m
 }
@@ -184,4 +200,14 @@ func (m *PrometheusMetrics) CatchUpSize(q string, window time.Duration, limit in
 // PollInterval implements Metrics.
 func (m *PrometheusMetrics) PollInterval(q string, d time.Duration) {
 	m.poll.WithLabelValues(q).Set(d.Seconds())
+}
+
+// MissedByTail implements Metrics.
+func (m *PrometheusMetrics) MissedByTail(q string, n int) {
+	m.missed.WithLabelValues(q).Add(float64(n))
+}
+
+// AuditReads implements Metrics.
+func (m *PrometheusMetrics) AuditReads(q string, n int) {
+	m.auditReads.WithLabelValues(q).Add(float64(n))
 }

@@ -1,12 +1,14 @@
 package lokisource
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +32,9 @@ type slowProxy struct {
 	cut, delay int64
 	n          atomic.Int64 // catch-up query_range requests seen
 	srv        *httptest.Server
+	// noCounts refuses metric queries (the audit's counts), as some gateways do.
+	noCounts atomic.Bool
+	refused  atomic.Int64 // metric queries refused
 }
 
 func newSlowProxy(t *testing.T, loki string, cut, delay int) *slowProxy {
@@ -48,6 +53,19 @@ func newSlowProxy(t *testing.T, loki string, cut, delay int) *slowProxy {
 		}
 	}}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == queryRangePath && p.noCounts.Load() {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if strings.Contains(string(body), "count_over_time") {
+				p.refused.Add(1)
+				http.Error(w, "metric queries are not allowed here", http.StatusForbidden)
+				return
+			}
+		}
 		// Only the catch-up's pages (with the encoding flags), not the query check.
 		if r.URL.Path != queryRangePath || r.Header.Get(encodingHeader) == "" {
 			rp.ServeHTTP(w, r)
@@ -152,8 +170,9 @@ func testSlowCatchUp(t *testing.T, loki string) {
 }
 
 // testPollReadsWhatTheTailMisses: lines the tail never delivers are read by the
-// poll, a late one too, also after the poll slowed down under load (the interval
-// back at its base after such a find is checked by TestPoller).
+// poll, a late one by the audit, and under load the poll runs at its base interval
+// while the tail delivers everything, at fastPoll while it drops lines (the
+// schedule itself is checked by TestPoller).
 func testPollReadsWhatTheTailMisses(t *testing.T, loki string) {
 	const stream, base = `{source="kernel", node="n-poll"}`, 300 * time.Millisecond
 	p := newSlowProxy(t, loki, 0, 0)
@@ -170,16 +189,19 @@ func testPollReadsWhatTheTailMisses(t *testing.T, loki string) {
 	pushLine(t, loki, stream, time.Now().Add(-3*time.Second), "a late line "+hiddenFromTail)
 	r.waitFor(t, "a late line "+hiddenFromTail)
 
-	// Under load the tail delivers everything: the poll slows down.
+	// Under load the tail delivers everything: the poll at its base.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
+	load := func(hidden bool) {
 		defer wg.Done()
 		for i := 0; ; i++ {
 			var es []push.Entry
 			for j := range 30 {
-				es = append(es, push.Entry{Timestamp: time.Now(), Line: fmt.Sprintf("load %d.%d", i, j)})
+				line := fmt.Sprintf("load %d.%d", i, j)
+				if hidden && j%3 == 0 {
+					line += " " + hiddenFromTail
+				}
+				es = append(es, push.Entry{Timestamp: time.Now(), Line: line})
 			}
 			if err := testenv.PushLoki(loki, []push.Stream{{Labels: stream, Entries: es}}); err != nil {
 				t.Errorf("push: %v", err)
@@ -191,16 +213,49 @@ func testPollReadsWhatTheTailMisses(t *testing.T, loki string) {
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
-	// slowAfter clean polls per doubling, each reading about a second of the load.
-	eventually.True(t, 60*time.Second, "poll interval at its longest under load", func() bool {
-		return testutil.ToFloat64(r.m.poll.WithLabelValues("kernel")) == (maxPollFactor * base).Seconds()
-	})
+	}
+	wg.Add(1)
+	go load(false)
+	interval := func() time.Duration {
+		return time.Duration(testutil.ToFloat64(r.m.poll.WithLabelValues("kernel")) * float64(time.Second))
+	}
+	eventually.True(t, 30*time.Second, "poll interval at its base under load", func() bool { return interval() == base })
 	pushed := time.Now()
 	pushLine(t, loki, stream, pushed, "a line under load "+hiddenFromTail)
 	r.waitFor(t, "a line under load "+hiddenFromTail)
-	if d := time.Since(pushed); d > maxPollFactor*base+5*time.Second {
-		t.Errorf("the line the tail missed took %s, want at most the longest poll interval %s and a few seconds", d, maxPollFactor*base)
+	if d := time.Since(pushed); d > base+5*time.Second {
+		t.Errorf("the line the tail missed took %s, want at most the poll interval %s and a few seconds", d, base)
+	}
+	close(stop)
+	wg.Wait()
+
+	// A tail that drops a third of the lines: the poll at fastPoll (as long as a
+	// poll takes at most), and every line read.
+	stop = make(chan struct{})
+	wg.Add(1)
+	go load(true)
+	defer func() { close(stop); wg.Wait() }()
+	eventually.True(t, 30*time.Second, "poll interval short while the tail drops lines", func() bool {
+		return interval() < base && testutil.ToFloat64(r.m.missed.WithLabelValues("kernel")) > 0
+	})
+}
+
+// testAuditWithoutCounts: where Loki's counts are refused (a gateway that allows
+// only log queries), the audit reads the seconds again instead, so a late line the
+// tail never delivers is still read, once.
+func testAuditWithoutCounts(t *testing.T, loki string) {
+	const stream = `{source="kernel", node="n-nocount"}`
+	p := newSlowProxy(t, loki, 0, 0)
+	p.noCounts.Store(true)
+	r := run(t, Config{URL: p.srv.URL, PollInterval: 300 * time.Millisecond,
+		Queries: []Query{{Name: "kernel", LogQL: `{node="n-nocount"}`}}}, Checkpoint{})
+	r.waitTail(t, loki, stream)
+	pushLine(t, loki, stream, time.Now(), "a newer tailed line")
+	r.waitFor(t, "a newer tailed line")
+	// Older than the poll's margin: only the audit reads it.
+	pushLine(t, loki, stream, time.Now().Add(-2*time.Second), "a late line "+hiddenFromTail)
+	r.waitFor(t, "a late line "+hiddenFromTail)
+	if p.refused.Load() == 0 || testutil.ToFloat64(r.m.auditReads.WithLabelValues("kernel")) == 0 {
+		t.Errorf("%d counts refused, %v seconds read again: want both above 0", p.refused.Load(), testutil.ToFloat64(r.m.auditReads.WithLabelValues("kernel")))
 	}
 }

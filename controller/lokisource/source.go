@@ -84,14 +84,23 @@ type Source struct {
 // queryState is one query's read position and dedupe window; it outlives the
 // goroutine following the query (SetQueries may restart that with a new filter).
 type queryState struct {
-	mu   sync.Mutex
-	win  *window
-	good string // the last LogQL Loki accepted
-	size readSize
-	// dups counts the entries skipped as read before; missed counts the entries a
-	// catch-up emitted with a timestamp before missedBefore (Unix ns, set while the
-	// poll runs, 0 otherwise): for the poll to see whether it found anything the tail missed.
-	dups, missed, missedBefore int64
+	deliverMu sync.Mutex // held by deliver
+	mu        sync.Mutex
+	win       *window
+	good      string // the last LogQL Loki accepted
+	size      readSize
+	counts    readCounts
+	// missedBefore (Unix ns) is set while a poll runs, 0 otherwise: see readCounts.
+	missedBefore int64
+}
+
+// readCounts count what reads found, for the poll's schedule.
+type readCounts struct {
+	// dups: entries skipped as emitted before; polled: entries a poll emitted (read
+	// before the tail delivered them), missed: those of them with a timestamp
+	// before missedBefore (lines the tail should have delivered already);
+	// redelivered: entries the tail delivered after a read had emitted them.
+	dups, polled, missed, redelivered int64
 }
 
 type running struct {

@@ -75,6 +75,8 @@ func TestLokiEdgeCases(t *testing.T) {
 	t.Run("DenseCatchUp", func(t *testing.T) { testDenseCatchUp(t, loki) })
 	t.Run("PageOverLokisLimit", func(t *testing.T) { testPageOverLokisLimit(t, loki) })
 	t.Run("PollReadsWhatTheTailMisses", func(t *testing.T) { testPollReadsWhatTheTailMisses(t, loki) })
+	t.Run("CountBuckets", func(t *testing.T) { testCountBuckets(t, loki) })
+	t.Run("AuditWithoutCounts", func(t *testing.T) { testAuditWithoutCounts(t, loki) })
 
 	t.Run("RefusedQueryKeepsLastGood", func(t *testing.T) {
 		good := Query{Name: "kernel", LogQL: `{node="n-refused"}`}
