@@ -3,6 +3,7 @@ package lokisource
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/faultline-dev/faultline/logstream"
@@ -10,23 +11,27 @@ import (
 
 // auditor is the schedule of one tail's audits.
 type auditor struct {
-	audited int64 // Unix ns: where the audited steps end
-	warned  bool  // that Loki does not count
+	audited int64        // Unix ns: where the audited steps end
+	polled  atomic.Int64 // Unix ns: where the last poll (or the catch-up) started
+	warned  bool         // that Loki does not count
 }
 
 // newAuditor audits the steps from lateMargin before start on: lines that reach
-// Loki late after the catch-up that preceded the tail.
+// Loki late after the catch-up, which ran until start, that preceded the tail.
 func newAuditor(start time.Time) *auditor {
 	step := int64(auditStep)
-	return &auditor{audited: (start.UnixNano()-int64(lateMargin))/step*step - step}
+	a := &auditor{audited: (start.UnixNano()-int64(lateMargin))/step*step - step}
+	a.polled.Store(start.UnixNano())
+	return a
 }
 
 // due says which steps an audit at now counts: those not audited yet that ended
-// lateMargin ago or earlier, in whole steps. So each step is counted once, once
-// every line that reaches Loki at most lateMargin late is in it.
+// lateMargin ago or earlier, and before the last poll started (what a poll is
+// about to read is not audited), in whole steps. So each step is counted once,
+// once every line that reaches Loki at most lateMargin late is in it.
 func (a *auditor) due(now time.Time) (start int64, n int, ok bool) {
 	step := int64(auditStep)
-	end := (now.UnixNano() - int64(lateMargin)) / step * step
+	end := min(now.UnixNano()-int64(lateMargin), a.polled.Load()) / step * step
 	start = max(a.audited, end-maxAuditSteps*step)
 	return start, int((end - start) / step), end > start
 }

@@ -47,7 +47,7 @@ func testCountBuckets(t *testing.T, loki string) {
 }
 
 // Audits count whole steps, each once, in order and without a gap, each once it
-// ended lateMargin ago, from lateMargin before the start on.
+// ended lateMargin ago and a poll read past it, from lateMargin before the start on.
 func TestAuditor(t *testing.T) {
 	step := int64(auditStep)
 	start := time.Unix(100, 300)
@@ -57,6 +57,7 @@ func TestAuditor(t *testing.T) {
 	audits := 0
 	for range 40 {
 		at = at.Add(300 * time.Millisecond)
+		a.polled.Store(at.UnixNano())
 		from, n, due := a.due(at)
 		if !due {
 			if at.UnixNano()-int64(lateMargin) >= next+step {
@@ -75,7 +76,14 @@ func TestAuditor(t *testing.T) {
 	if audits < 10 {
 		t.Errorf("%d audits in 12 s, want about one a second", audits)
 	}
+	// Not past where the last poll started: the poll reads that first.
+	polled := (at.UnixNano() - int64(lateMargin) + 3*step) / step * step
+	a.polled.Store(polled + step/2)
+	if _, n, due := a.due(at.Add(time.Minute)); !due || a.audited+int64(n)*step != polled {
+		t.Errorf("audit a minute later, polls until %d: %d steps from %d, want up to %d", polled+step/2, n, a.audited, polled)
+	}
 	// After an hour without an audit: at most maxAuditSteps.
+	a.polled.Store(at.Add(time.Hour).UnixNano())
 	if _, n, due := a.due(at.Add(time.Hour)); !due || n != maxAuditSteps {
 		t.Errorf("audit after an hour: %d steps (due %v), want %d", n, due, maxAuditSteps)
 	}

@@ -168,7 +168,8 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 	defer timer.Stop()
 	actx, stopAudit := context.WithCancel(ctx)
 	audited := make(chan error, 1)
-	go func() { audited <- s.auditLoop(actx, log, q, st, newAuditor(up), emit) }()
+	a := newAuditor(up)
+	go func() { audited <- s.auditLoop(actx, log, q, st, a, emit) }()
 	defer func() {
 		stopAudit()
 		<-audited
@@ -184,6 +185,7 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 			if err := s.poll(ctx, log, q, st, p, emit); err != nil {
 				return outcome{err: err, ready: time.Since(up)}
 			}
+			a.polled.Store(p.from)
 			timer.Reset(p.interval)
 		case m, ok := <-t.msgs:
 			if !ok {
