@@ -258,6 +258,15 @@ func canonicalLabels(l map[string]string) string {
 	return b.String()
 }
 
+// queryAnswer is query_range's answer, its result of type T.
+type queryAnswer[T any] struct {
+	Status string `json:"status"`
+	Data   struct {
+		ResultType string `json:"resultType"`
+		Result     T      `json:"result"`
+	} `json:"data"`
+}
+
 // queryRange reads one page, forward from start (inclusive) to end (exclusive).
 func (s *Source) queryRange(ctx context.Context, query string, start, end int64, limit int) ([]entry, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
@@ -267,13 +276,7 @@ func (s *Source) queryRange(ctx context.Context, query string, start, end int64,
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Data   struct {
-			ResultType string       `json:"resultType"`
-			Result     []wireStream `json:"result"`
-		} `json:"data"`
-	}
+	var r queryAnswer[[]wireStream]
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, s.cfg.MaxResponseBytes)).Decode(&r); err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -308,8 +311,8 @@ func (s *Source) queryRange(ctx context.Context, query string, start, end int64,
 // countBuckets counts the entries of the log query query in n buckets of step
 // (whole milliseconds) after start (Unix ns): bucket i holds the entries with a
 // timestamp in (start+i*step, start+(i+1)*step], as Loki's count_over_time counts
-// them at the bucket's end. Loki answers it from its index and chunks without
-// sending the lines, so a count costs it a fraction of reading them.
+// them at the bucket's end. Loki sends a number per bucket, not the lines; it still
+// runs the query's filter over them, so a count costs it about what a read does.
 func (s *Source) countBuckets(ctx context.Context, query string, start int64, step time.Duration, n int) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
 	defer cancel()
@@ -326,15 +329,10 @@ func (s *Source) countBuckets(ctx context.Context, query string, start int64, st
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Values [][2]json.RawMessage `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
+	// A matrix: series of [<seconds, a JSON number>, "<count>"].
+	var r queryAnswer[[]struct {
+		Values [][2]json.RawMessage `json:"values"`
+	}]
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, s.cfg.MaxResponseBytes)).Decode(&r); err != nil {
 		return nil, fmt.Errorf("loki count: decode: %w", err)
 	}
@@ -345,7 +343,7 @@ func (s *Source) countBuckets(ctx context.Context, query string, start int64, st
 	startMs := start / int64(time.Millisecond)
 	for _, series := range r.Data.Result {
 		for _, v := range series.Values {
-			// [<seconds, a JSON number>, "<count>"]; milliseconds are exact in it.
+			// Milliseconds are exact in the seconds.
 			at, err := strconv.ParseFloat(string(v[0]), 64)
 			if err != nil {
 				return nil, fmt.Errorf("loki count: timestamp %s: %w", v[0], err)
