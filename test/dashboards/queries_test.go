@@ -711,13 +711,10 @@ func valueChecks(t *testing.T, s *stack) map[targetKey]check {
 			}
 			return fmt.Errorf("no Xid rule matching: %v", r.Series)
 		},
-		probesKey("Exporter batch latency p99 (s)", "A"): func(r result, _ map[targetKey]result) error {
-			if v := r.Series[0].max(); !(v > 0 && v < 10) {
-				return fmt.Errorf("p99 %v s", v)
-			}
-			return nil
-		},
-		probesKey("Probe runs by outcome", "A"): present("status", "pass", "fail"),
+		probesKey("Exporter batch latency p99 (s)", "A"): quantileWithin(10),
+		probesKey("Probe runs by outcome", "A"):          present("status", "pass", "fail"),
+		probesKey("Line → taint p99 (s)", "A"):           quantileWithin(60),
+		probesKey("Line → taint p99 (s)", "B"):           quantileWithin(60),
 		probesKey("Time since the last probe run (s)", "A"): func(r result, _ map[targetKey]result) error {
 			for _, se := range r.Series {
 				if v := se.last(); !(v >= 0 && v < 600) {
@@ -726,6 +723,20 @@ func valueChecks(t *testing.T, s *stack) map[targetKey]check {
 			}
 			return nil
 		},
+	}
+}
+
+// quantileWithin checks a quantile's one series reached a value above 0 and below
+// limit (seconds) within the range.
+func quantileWithin(limit float64) check {
+	return func(r result, _ map[targetKey]result) error {
+		if len(r.Series) != 1 {
+			return fmt.Errorf("%d series, want 1", len(r.Series))
+		}
+		if v := r.Series[0].max(); !(v > 0 && v < limit) {
+			return fmt.Errorf("quantile at most %v s, want above 0 and below %v", v, limit)
+		}
+		return nil
 	}
 }
 
