@@ -143,6 +143,23 @@ func TestPoller(t *testing.T) {
 	}
 }
 
+// A poll re-reads as much as its interval, at least fastMargin and at most
+// lateMargin.
+func TestPollerMargin(t *testing.T) {
+	p := newPoller(2*time.Second, time.Second, time.Unix(100, 0))
+	for _, c := range []struct{ interval, want time.Duration }{
+		{2 * time.Second, 2 * time.Second},
+		{fastPoll, fastMargin},
+		{600 * time.Millisecond, 600 * time.Millisecond},
+		{time.Minute, lateMargin},
+	} {
+		p.interval = c.interval
+		if got := p.margin(); got != c.want {
+			t.Errorf("interval %s: margin %s, want %s", c.interval, got, c.want)
+		}
+	}
+}
+
 // Lines a poll read before the tail delivered them are owed by the tail: delivered
 // within the slack, the tail keeps up (the poll slows down); not delivered, the tail
 // drops lines (the poll runs at fastPoll).

@@ -91,9 +91,9 @@ type Config struct {
 	// often, because Loki's tail drops lines under load without reporting them;
 	// default 2s. While the tail drops lines, polls run every 150 ms instead (or half
 	// as long as the last one took, if longer). Each poll reads on from where the
-	// previous one started, less 250 ms; once a second of lines is 5 s old, an
-	// audit has Loki count its lines and reads it again if Loki holds lines not
-	// read (lines that reach Loki late).
+	// previous one started, less its interval (at least 250 ms); once a second of
+	// lines is 5 s old, an audit has Loki count its lines and reads it again if Loki
+	// holds lines not read (lines that reach Loki late).
 	PollInterval time.Duration
 	// TailIdleTimeout: a tail that sends nothing, not even a ping (Loki pings every
 	// second), for this long is considered dead; default 30s.

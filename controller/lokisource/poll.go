@@ -18,17 +18,18 @@ import (
 // (or half its own duration, whichever is longer, so that polls take at most two
 // thirds of the time).
 //
-// A poll reads on from where the previous one started, less fastMargin for lines
-// still on their way into Loki. Lines that reach Loki later than that are found by
-// the audit, which runs beside the polls: once a second of lines is lateMargin old,
+// A poll reads on from where the previous one started, less its interval (at least
+// fastMargin) for lines still on their way into Loki. Lines that reach Loki later
+// than that are found by the audit, which runs beside the polls: once a second of lines is lateMargin old,
 // Loki counts the query's lines in it (a metric query: Loki sends a count, not the
 // lines), and the second is read again only if Loki holds more lines than were
-// read. So each line is read about once and counted once, however often the poll
-// runs.
+// read. So each line is read at most about twice and counted once, however often
+// the poll runs.
 const (
 	// fastPoll: the shortest interval, while the tail drops lines.
 	fastPoll = 150 * time.Millisecond
-	// fastMargin: a poll re-reads this much before where the previous one started.
+	// fastMargin: a poll re-reads at least this much before where the previous one
+	// started (see poller.margin).
 	fastMargin = 250 * time.Millisecond
 	// auditStep, lateMargin: see above. Lines later than lateMargin are still
 	// delivered by the tail, or read after a reconnect (Overlap).
@@ -67,6 +68,16 @@ type pollResult struct {
 
 func newPoller(base, slack time.Duration, start time.Time) *poller {
 	return &poller{base: base, interval: base, slack: slack, from: start.UnixNano()}
+}
+
+// margin is how much before where the previous poll started the next one reads:
+// as long as the interval, at least fastMargin, at most lateMargin. So a line that
+// reaches Loki up to an interval late is read by the next poll, not seconds later by
+// the audit (and after lines newer than it, which a rule that counts a sequence
+// would miss); and polls read each line at most about twice, however short the
+// interval.
+func (p *poller) margin() time.Duration {
+	return max(fastMargin, min(p.interval, lateMargin))
 }
 
 // dropped settles what the tail owes after a poll that started at started: the
@@ -133,7 +144,7 @@ func (p *poller) done(started time.Time, took time.Duration, r pollResult) (chan
 func (s *Source) poll(ctx context.Context, log *slog.Logger, q Query, st *queryState, p *poller, emit func(logstream.Line) error) error {
 	started := time.Now()
 	st.mu.Lock()
-	from := max(st.win.floor, min(st.win.maxTs, p.from)-int64(min(s.cfg.Overlap, fastMargin)))
+	from := max(st.win.floor, min(st.win.maxTs, p.from)-int64(min(s.cfg.Overlap, p.margin())))
 	before := st.counts // since the previous poll: the tail's
 	st.counts = readCounts{}
 	// A newer line the tail may still be about to deliver.
