@@ -140,7 +140,7 @@ func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p pl
 // non-zero decision is applied to the firing fault's record in the same write.
 func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, cleared []string, firing *rules.Compiled, decision nodefault.Change) error {
 	var errs []string
-	pending := !isZero(decision) && firing != nil
+	pending := !decision.IsZero() && firing != nil
 	for _, e := range p.entries {
 		want := v1alpha1.TaintExisting
 		if e.TaintPlaced {
@@ -185,11 +185,6 @@ func merged(decision, ch nodefault.Change) nodefault.Change {
 		decision.Rule = ch.Rule
 	}
 	return decision
-}
-
-func isZero(ch nodefault.Change) bool {
-	return ch.Mode == "" && ch.Phase == "" && ch.Decision == "" && ch.Fault == nil && ch.BootID == "" && ch.Probe == nil &&
-		ch.Taint == nil && !ch.ClearTaint && !ch.Firing && ch.Step == nil
 }
 
 func ruleIf(r *rules.Compiled, e fault.Evidence) *rules.Compiled {

@@ -41,6 +41,16 @@ func NewCache(client kubernetes.Interface, resync time.Duration) (*Cache, error)
 			return nil, nil
 		},
 	})
+	// A record created placing reads as one (see AnnotationPlacing) here as from the
+	// Store's own reads.
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		if nf, ok := obj.(*v1alpha1.NodeFault); ok {
+			readPlacing(nf)
+		}
+		return obj, nil
+	}); err != nil {
+		return nil, fmt.Errorf("nodefault: informer: %w", err)
+	}
 	return &Cache{inf: inf}, nil
 }
 

@@ -37,6 +37,7 @@ const (
 	DefaultRetention    = 7 * 24 * time.Hour
 	DefaultMaxLines     = 10
 	DefaultMaxLineBytes = 1024
+	DefaultOwner        = "faultline"
 	// maxHistory and maxProbes bound the status lists (the CRD's MaxItems is higher).
 	maxHistory = 20
 	maxProbes  = 10
@@ -46,7 +47,8 @@ const (
 
 // Options configure a Store.
 type Options struct {
-	// Owner is the identity written to status.owner (the controller's pod name).
+	// Owner is the identity written to status.owner (the controller's pod name;
+	// default DefaultOwner).
 	Owner string
 	// Retention is how long a Resolved NodeFault is kept (default 7 days).
 	Retention time.Duration
@@ -92,6 +94,9 @@ func New(client kubernetes.Interface, opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Owner == "" {
+		opts.Owner = DefaultOwner // a written status always names one (see statusUnwritten)
 	}
 	// The core REST client reaches any path of the API server; AbsPath points it at
 	// the faultline.io group.
@@ -168,6 +173,7 @@ func (s *Store) Get(ctx context.Context, name string) (*v1alpha1.NodeFault, erro
 	if err := s.do(ctx, "GET", s.path(name), nil, &nf); err != nil {
 		return nil, err
 	}
+	readPlacing(&nf)
 	return &nf, nil
 }
 
@@ -176,6 +182,9 @@ func (s *Store) List(ctx context.Context) ([]v1alpha1.NodeFault, error) {
 	var l v1alpha1.NodeFaultList
 	if err := s.do(ctx, "GET", s.path(""), nil, &l); err != nil {
 		return nil, fmt.Errorf("nodefault: list: %w", err)
+	}
+	for i := range l.Items {
+		readPlacing(&l.Items[i])
 	}
 	return l.Items, nil
 }
@@ -203,6 +212,7 @@ func (s *Store) ForNode(ctx context.Context, node string, fresh bool) ([]v1alpha
 	out := l.Items[:0]
 	for _, nf := range l.Items {
 		if nf.Spec.Node == node { // the label is cut to 63 characters
+			readPlacing(&nf)
 			out = append(out, nf)
 		}
 	}
@@ -212,6 +222,49 @@ func (s *Store) ForNode(ctx context.Context, node string, fresh bool) ([]v1alpha
 // LabelNode labels each NodeFault with its node (cut to a label value's 63
 // characters), for a selective list.
 const LabelNode = "faultline.io/node"
+
+// AnnotationPlacing, on a record whose status no controller has written yet, says
+// the record was created to place its taint (the annotation's value,
+// key=value:effect): it reads as status.taint Placing, dated at the record's
+// creation. A create cannot write the status (the status subresource ignores it),
+// so without it a new fault's taint would cost a status write before the Node update
+// as well as after. Only an identity that may create NodeFaults (the controller's)
+// can set it, and once a status is written the status alone counts.
+const AnnotationPlacing = "faultline.io/placing"
+
+// readPlacing gives a record created placing (see AnnotationPlacing) the taint
+// entry its annotation stands for. Every record read or created passes through it
+// (the informer as a transform), so that no reader sees the two forms.
+func readPlacing(nf *v1alpha1.NodeFault) {
+	taint, ok := nf.Annotations[AnnotationPlacing]
+	if !ok || taint == "" || !statusUnwritten(&nf.Status) {
+		return
+	}
+	nf.Status.Taint = &v1alpha1.TaintRecord{Taint: taint, State: v1alpha1.TaintPlacing, Time: nf.CreationTimestamp}
+}
+
+// statusUnwritten reports whether no Store has written st: every status write sets
+// the owner (New makes sure there is one).
+func statusUnwritten(st *v1alpha1.NodeFaultStatus) bool {
+	return st.Owner == "" && st.Phase == "" && st.Taint == nil && len(st.History) == 0
+}
+
+// placingOnly reports whether c only marks a taint Placing (with the rule for the
+// spec of a record it creates): the change a create can carry as AnnotationPlacing.
+func placingOnly(c Change) bool {
+	if c.Taint == nil || c.Taint.State != v1alpha1.TaintPlacing || c.Taint.Taint == "" {
+		return false
+	}
+	c.Taint = nil
+	return c.IsZero()
+}
+
+// IsZero reports whether c changes nothing in a status (Rule only fills the spec
+// of a record c creates; Reason and Message go with Phase or Decision).
+func (c Change) IsZero() bool {
+	return c.Mode == "" && c.Phase == "" && c.Decision == "" && c.Fault == nil && c.BootID == "" && c.Probe == nil &&
+		c.Taint == nil && !c.ClearTaint && !c.Firing && c.Step == nil
+}
 
 // Change is one update of a record.
 type Change struct {
@@ -308,6 +361,10 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 			case c.Rule != nil:
 				fillSpec(&nf.Spec, c.Rule)
 			}
+			placing := placingOnly(c)
+			if placing {
+				nf.Annotations = map[string]string{AnnotationPlacing: c.Taint.Taint}
+			}
 			var created v1alpha1.NodeFault
 			if err := s.do(ctx, "POST", s.path(""), nf, &created); err != nil {
 				if apierrors.IsAlreadyExists(err) { // created meanwhile: read it, try again
@@ -315,7 +372,12 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 				}
 				return err
 			}
+			readPlacing(&created)
 			s.noteWrite(&created, false)
+			if placing { // the create said it all: no status write
+				out = &created
+				return nil
+			}
 			cur = &created
 		case err != nil:
 			return err

@@ -2,10 +2,13 @@ package nodefault_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os/exec"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -220,5 +224,99 @@ func TestRecordOnAndRecordNew(t *testing.T) {
 	// got is current: RecordOn writes on it.
 	if again, err := st.RecordOn(ctx, got, nodefault.Change{Decision: "four"}); err != nil || len(again.Status.History) != 4 {
 		t.Fatalf("RecordOn on the current copy: %v, %+v", err, again)
+	}
+}
+
+// TestCreatedPlacing: a new record that only marks its taint Placing is one request,
+// the create (the annotation stands for the status a create cannot write), and reads
+// as Placing from every read: the Store's and the informer's. Once a status is
+// written, the status alone counts, even from a Store configured without an owner.
+func TestCreatedPlacing(t *testing.T) {
+	env, ctx := withNodeFaults(t, time.Minute)
+	var reads, conflicts, writes atomic.Int64
+	cs, st := storeAs(t, env, "", func(cfg *rest.Config) {
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return recordRequests{rt, &reads, &conflicts, &writes}
+		}
+	})
+	c, err := nodefault.NewCache(cs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.Run(ctx.Done())
+	eventually.True(t, 10*time.Second, "cache synced", c.HasSynced)
+
+	const taint = "faultline.io/faulty=xid-79:NoSchedule"
+	f := xidFault("gpu-p", time.Now())
+	placing := func(what string, nf *v1alpha1.NodeFault) error {
+		if tr := nf.Status.Taint; tr == nil || tr.State != v1alpha1.TaintPlacing || tr.Taint != taint || tr.Time.IsZero() {
+			return fmt.Errorf("%s: taint entry %+v, want %s Placing with a time", what, tr, taint)
+		}
+		return nil
+	}
+	w0 := writes.Load()
+	created, err := st.RecordNew(ctx, "gpu-p", f.Rule.Pack, f.Rule.ID, nodefault.Change{Rule: f.Rule,
+		Taint: &v1alpha1.TaintRecord{Taint: taint, State: v1alpha1.TaintPlacing}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := writes.Load() - w0; d != 1 {
+		t.Fatalf("a record created placing took %d writes, want 1 (the create)", d)
+	}
+	if err := placing("as created", created); err != nil {
+		t.Fatal(err)
+	}
+	if created.Spec.Taint != taint || created.Spec.Severity != string(f.Rule.Severity) {
+		t.Fatalf("spec %+v: the rule's spec not filled", created.Spec)
+	}
+	got, err := st.Get(ctx, created.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := placing("Get", got); err != nil {
+		t.Fatal(err)
+	}
+	l, err := st.ForNode(ctx, "gpu-p", true)
+	if err != nil || len(l) != 1 {
+		t.Fatalf("ForNode: %v, %d records", err, len(l))
+	}
+	if err := placing("ForNode", &l[0]); err != nil {
+		t.Fatal(err)
+	}
+	eventually.NoError(t, 10*time.Second, "the informer reads it Placing", func() error {
+		cached := c.ForNode("gpu-p")
+		if len(cached) != 1 {
+			return fmt.Errorf("%d cached records", len(cached))
+		}
+		return placing("cache", cached[0])
+	})
+
+	// Cleared (a crash before the Node update, settled): the annotation stays on
+	// the object, and no longer counts.
+	if _, err := st.Record(ctx, "gpu-p", f.Rule.Pack, f.Rule.ID, nodefault.Change{ClearTaint: true}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := st.List(ctx)
+	if err != nil || len(all) != 1 {
+		t.Fatalf("List: %v, %d records", err, len(all))
+	}
+	if all[0].Annotations[nodefault.AnnotationPlacing] != taint || all[0].Status.Taint != nil || all[0].Status.Owner == "" {
+		t.Fatalf("after the taint entry was cleared: annotations %v, status %+v", all[0].Annotations, all[0].Status)
+	}
+	eventually.NoError(t, 10*time.Second, "the informer reads it cleared", func() error {
+		if cached := c.ForNode("gpu-p"); len(cached) != 1 || cached[0].Status.Taint != nil {
+			return fmt.Errorf("cached: %+v", cached)
+		}
+		return nil
+	})
+
+	// A new record with more than the mark (a hold) is created, then written.
+	w0 = writes.Load()
+	held, err := st.RecordNew(ctx, "gpu-q", f.Rule.Pack, f.Rule.ID, nodefault.Change{Rule: f.Rule, Phase: v1alpha1.PhaseHeld})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := writes.Load() - w0; d != 2 || held.Status.Phase != v1alpha1.PhaseHeld || held.Annotations[nodefault.AnnotationPlacing] != "" {
+		t.Fatalf("a held record: %d writes, phase %q, annotations %v", d, held.Status.Phase, held.Annotations)
 	}
 }

@@ -17,16 +17,20 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// recordRequests counts the record reads (not watches) and the conflicts a client
-// gets.
+// recordRequests counts the record reads (not watches), the record writes (nil:
+// not counted) and the conflicts a client gets.
 type recordRequests struct {
-	rt               http.RoundTripper
-	reads, conflicts *atomic.Int64
+	rt                       http.RoundTripper
+	reads, conflicts, writes *atomic.Int64
 }
 
 func (c recordRequests) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/apis/faultline.io/") && r.URL.Query().Get("watch") != "true" {
+	records := strings.HasPrefix(r.URL.Path, "/apis/faultline.io/")
+	if r.Method == http.MethodGet && records && r.URL.Query().Get("watch") != "true" {
 		c.reads.Add(1)
+	}
+	if r.Method != http.MethodGet && records && c.writes != nil {
+		c.writes.Add(1)
 	}
 	resp, err := c.rt.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusConflict {
@@ -60,7 +64,7 @@ func TestRecordReadsTheCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
 	var reads, conflicts atomic.Int64
 	cs, st := storeAs(t, env, "controller-0", func(cfg *rest.Config) {
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts} }
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
 	})
 	c, err := nodefault.NewCache(cs, 0)
 	if err != nil {
