@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -163,6 +164,7 @@ func asServiceAccount(t *testing.T, env *testenv.Env, namespace, name string) ku
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitAllowed(t, cs, authorizationv1.ResourceAttributes{Verb: "update", Resource: "nodes"})
 	return cs
 }
 

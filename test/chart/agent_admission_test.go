@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,6 +131,7 @@ func TestProbeAgentAdmissionPolicy(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitAllowed(t, client(runner), authorizationv1.ResourceAttributes{Verb: "create", Group: kubeauth.Group, Resource: agent.Resource, Name: "gpu-a"})
 	out := runAgent(t, ag, runner, agent.RunRequest{Checks: []string{"stress"}, Force: true})
 	if len(out.Results) != 1 || out.Results[0].Status != probe.StatusPass || !tainted.Load() {
 		t.Errorf("invasive run under the policy: %+v, tainted while running: %v", out, tainted.Load())

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -196,33 +195,18 @@ func TestApply(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, ch := range a.checks {
-				what := fmt.Sprintf("%s %s.%s/%s %q in %q", ch.verb, ch.resource, ch.group, ch.sub, ch.name, ch.ns)
-				// The authorizer learns new bindings through informers: poll briefly for
-				// an allowed check; a denied one is asked after the allowed ones settled.
-				review := func() (authorizationv1.SubjectAccessReviewStatus, error) {
-					r, err := as.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-						Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-							Namespace: ch.ns, Verb: ch.verb, Group: ch.group, Resource: ch.resource, Subresource: ch.sub, Name: ch.name}},
-					}, metav1.CreateOptions{})
-					if err != nil {
-						return authorizationv1.SubjectAccessReviewStatus{}, fmt.Errorf("%s: %w", what, err)
-					}
-					return r.Status, nil
-				}
+				attrs := authorizationv1.ResourceAttributes{
+					Namespace: ch.ns, Verb: ch.verb, Group: ch.group, Resource: ch.resource, Subresource: ch.sub, Name: ch.name}
+				// A denied check is asked after the allowed ones settled.
 				if ch.allowed {
-					eventually.NoError(t, 15*time.Second, fmt.Sprintf("%s/%s allowed to %s", a.ns, a.sa, what), func() error {
-						st, err := review()
-						if err == nil && !st.Allowed {
-							err = fmt.Errorf("denied (%s)", st.Reason)
-						}
-						return err
-					})
+					waitAllowed(t, as, attrs)
 					continue
 				}
-				st, err := review()
+				st, err := selfReview(ctx, as, attrs)
 				if err != nil {
 					t.Fatal(err)
 				}
+				what := fmt.Sprintf("%s %s.%s/%s %q in %q", ch.verb, ch.resource, ch.group, ch.sub, ch.name, ch.ns)
 				if st.Allowed {
 					t.Errorf("%s/%s may %s, want denied (%s)", a.ns, a.sa, what, st.Reason)
 				}

@@ -3,6 +3,7 @@ package chart
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,16 +13,21 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -336,4 +342,28 @@ func lookup(m map[string]any, path ...string) any {
 		cur = mm[p]
 	}
 	return cur
+}
+
+// selfReview asks the apiserver whether the identity of cs may do attrs.
+func selfReview(ctx context.Context, cs kubernetes.Interface, attrs authorizationv1.ResourceAttributes) (authorizationv1.SubjectAccessReviewStatus, error) {
+	r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+	if err != nil {
+		return authorizationv1.SubjectAccessReviewStatus{}, fmt.Errorf("review %s %s.%s %q: %w", attrs.Verb, attrs.Resource, attrs.Group, attrs.Name, err)
+	}
+	return r.Status, nil
+}
+
+// waitAllowed waits until the identity of cs may do attrs: the authorizer learns
+// new roles and bindings through informers, a moment after they are created.
+func waitAllowed(t testing.TB, cs kubernetes.Interface, attrs authorizationv1.ResourceAttributes) {
+	t.Helper()
+	what := fmt.Sprintf("allowed to %s %s.%s/%s %q in %q", attrs.Verb, attrs.Resource, attrs.Group, attrs.Subresource, attrs.Name, attrs.Namespace)
+	eventually.NoError(t, 15*time.Second, what, func() error {
+		st, err := selfReview(context.Background(), cs, attrs)
+		if err == nil && !st.Allowed {
+			err = fmt.Errorf("denied (%s)", st.Reason)
+		}
+		return err
+	})
 }
