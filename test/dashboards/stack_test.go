@@ -337,7 +337,7 @@ func (c *criLog) writer(t *testing.T, raw string) io.Writer {
 }
 
 // start runs a faultline component until the test ends.
-func start(t *testing.T, w io.Writer, env []string, bin string, args ...string) {
+func start(t *testing.T, w io.Writer, env []string, bin string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -347,6 +347,7 @@ func start(t *testing.T, w io.Writer, env []string, bin string, args ...string) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
 }
 
 // apiToken authenticates the test's calls to the controller's API (the cluster
@@ -499,7 +500,7 @@ func startStack(t *testing.T) *stack {
 			"--listen", fmt.Sprintf("127.0.0.1:%d", exporterPort[n]), "--batch-wait", "200ms"}, out...)...)
 	}
 	s.api = fmt.Sprintf("http://127.0.0.1:%d", controllerPort)
-	start(t, controllerLog.writer(t, filepath.Join(s.rawLogs, "controller.log")), nil, bin, "controller",
+	controller := start(t, controllerLog.writer(t, filepath.Join(s.rawLogs, "controller.log")), nil, bin, "controller",
 		"--kubeconfig", env.Kubeconfig(), "--namespace", "faultline", "--identity", "faultline-controller-0",
 		"--loki-url", env.LokiURL(), "--listen", fmt.Sprintf("127.0.0.1:%d", controllerPort), "--initial-lookback", "1h",
 		"--budget-percent", "100", "--reconcile-interval", "1s", "--packs", writeLifecyclePacks(t), "--fleet-min-nodes", "2",
@@ -515,6 +516,7 @@ func startStack(t *testing.T) *stack {
 	t.Cleanup(func() {
 		if t.Failed() {
 			s.dumpLive(t)
+			dumpGoroutines(t, controller, filepath.Join(s.rawLogs, "controller.log"))
 		}
 	})
 	eventually.True(t, time.Minute, "the controller to lead", func() bool {
@@ -618,6 +620,60 @@ func (s *stack) waitShipped(t *testing.T) {
 	})
 }
 
+// dumpGoroutines stops a component with SIGQUIT and shows the goroutines of its
+// stack dump that run faultline's code: where a stalled stage waits.
+func dumpGoroutines(t *testing.T, cmd *exec.Cmd, rawLog string) {
+	if cmd.Process.Signal(syscall.SIGQUIT) != nil {
+		return
+	}
+	_ = cmd.Wait()
+	var out []byte
+	for range 50 { // the log's copier writes the dump out after the exit
+		time.Sleep(100 * time.Millisecond)
+		b, _ := os.ReadFile(rawLog)
+		if len(b) == len(out) && len(b) > 0 {
+			break
+		}
+		out = b
+	}
+	_, dump, ok := strings.Cut(string(out), "SIGQUIT: quit")
+	if !ok {
+		t.Logf("--- no goroutine dump in %s", filepath.Base(rawLog))
+		return
+	}
+	// Each goroutine shortened to its state and faultline's frames (function and
+	// file:line, the innermost first: where it waits); alike ones are counted once.
+	count := map[string]int{}
+	var order []string
+	for _, g := range strings.Split(strings.TrimSpace(dump), "\n\n") {
+		lines := strings.Split(g, "\n")
+		state := lines[0]
+		if i := strings.Index(state, "["); i >= 0 {
+			state = state[i:]
+		}
+		kept := []string{state}
+		for i := 1; i+1 < len(lines); i++ {
+			if strings.HasPrefix(lines[i], "github.com/faultline-dev/faultline/") { // a frame, not "created by"
+				fn := lines[i][:max(strings.LastIndex(lines[i], "("), 0)]
+				file, _, _ := strings.Cut(strings.TrimSpace(lines[i+1]), " ")
+				kept = append(kept, "  "+fn+" "+filepath.Base(file))
+			}
+		}
+		if len(kept) == 1 {
+			continue
+		}
+		k := strings.Join(kept, "\n")
+		if count[k]++; count[k] == 1 {
+			order = append(order, k)
+		}
+	}
+	var b strings.Builder
+	for _, k := range order {
+		fmt.Fprintf(&b, "%d × %s\n", count[k], k)
+	}
+	t.Logf("--- %s: the goroutines in faultline's code\n%s", filepath.Base(rawLog), b.String())
+}
+
 // dumpLogs shows the end of each component's output.
 func (s *stack) dumpLogs(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(s.rawLogs, "*.log"))
@@ -685,7 +741,7 @@ func (s *stack) dumpLive(t *testing.T) {
 		resp.Body.Close()
 		var ms []string
 		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "faultline_") {
+			if strings.HasPrefix(l, "faultline_") && !strings.Contains(l, "_bucket{") {
 				ms = append(ms, l)
 			}
 		}
