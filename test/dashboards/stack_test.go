@@ -394,6 +394,8 @@ type stack struct {
 	nvml map[string]int
 	// rawLogs holds each component's output, shown when the test fails.
 	rawLogs string
+	// step is what the stack was waiting for last: the dumps after a failure name it.
+	step string
 }
 
 // startStack runs Kubernetes, Loki (behind the OpenTelemetry Collector), Prometheus,
@@ -519,13 +521,15 @@ func startStack(t *testing.T) *stack {
 			dumpGoroutines(t, controller, filepath.Join(s.rawLogs, "controller.log"))
 		}
 	})
-	eventually.True(t, time.Minute, "the controller to lead", func() bool {
+	s.step = "the controller to lead"
+	eventually.True(t, time.Minute, s.step, func() bool {
 		var f struct {
 			Leader bool `json:"leader"`
 		}
 		return getJSON(s.api+"/api/v1/faults", &f) == nil && f.Leader
 	})
-	eventually.True(t, time.Minute, "gpu-1 tainted", func() bool {
+	s.step = "gpu-1 tainted"
+	eventually.True(t, time.Minute, s.step, func() bool {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "gpu-1", metav1.GetOptions{})
 		return err == nil && len(n.Spec.Taints) > 0
 	})
@@ -539,7 +543,8 @@ func startStack(t *testing.T) *stack {
 	// The controller reads a page of lines at a time and counts it once it has acted
 	// on every line (one Node update per fault): wait until it has.
 	var read float64
-	eventually.True(t, 2*time.Minute, "the controller to read the kernel and pod lines", func() bool {
+	s.step = "the controller to read the kernel and pod lines"
+	eventually.True(t, 2*time.Minute, s.step, func() bool {
 		r, err := promQuery(env.PrometheusURL(), `faultline_loki_lines_total{query=~"kernel|pod"}`, true, window{})
 		if err != nil || len(r.Series) != 2 {
 			return false
@@ -552,17 +557,22 @@ func startStack(t *testing.T) *stack {
 	s.write(t, second)
 	s.probe(t, `{"nodes":["gpu-1","gpu-2"],"checks":["pciebw","ping"],"force":true,"params":{"ping":{"peer":"127.0.0.1","count":"2"}}}`)
 	s.waitShipped(t)
-	eventually.True(t, 2*time.Minute, "the controller to read the second batch", func() bool {
+	s.step = "the controller to read the second batch"
+	eventually.True(t, 2*time.Minute, s.step, func() bool {
 		r, err := promQuery(env.PrometheusURL(), `faultline_loki_lines_total{query="kernel"}`, true, window{})
 		return err == nil && len(r.Series) == 1 && r.Series[0].last() > read
 	})
-	eventually.True(t, time.Minute, "both agents' second ping results in Loki", func() bool {
+	s.step = "both agents' second ping results in Loki"
+	eventually.True(t, time.Minute, s.step, func() bool {
 		r, err := lokiQuery(env.LokiURL(), `sum by (node) (count_over_time({source="pod"} |= "probe result" |= "\"component\":\"probe-agent\"" |= "\"check\":\"ping\"" [1h]))`, true, window{})
 		return err == nil && len(r.Series) == 2 && r.Series[0].last() >= 2 && r.Series[1].last() >= 2
 	})
+	s.step = "the NVML lines in Loki"
 	s.pushNVML(t)
+	s.step = "the lifecycle seed"
 	s.seedLifecycle(t)
 	time.Sleep(3 * time.Second) // a few more scrapes
+	s.step = "the dashboards' queries"
 	return s
 }
 
@@ -602,6 +612,7 @@ func (s *stack) waitShipped(t *testing.T) {
 	for _, ls := range s.written.kernel {
 		want += len(ls)
 	}
+	s.step = fmt.Sprintf("%d kernel lines in Loki and Prometheus", want)
 	eventually.True(t, time.Minute, fmt.Sprintf("%d kernel lines in Loki", want), func() bool {
 		r, err := lokiQuery(s.env.LokiURL(), `sum by (node) (count_over_time({source="kernel"} [1h]))`, true, window{})
 		if err != nil || len(r.Series) != 2 {
@@ -692,6 +703,7 @@ func (s *stack) dumpLogs(t *testing.T) {
 // running is tried again.
 func (s *stack) probe(t *testing.T, body string) {
 	t.Helper()
+	s.step = "the probe run " + body
 	eventually.NoError(t, time.Minute, "a probe run that no other invasive probe held up", func() error {
 		resp, err := call(http.MethodPost, s.api+"/api/v1/probes", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -745,7 +757,7 @@ func (s *stack) dumpLive(t *testing.T) {
 				ms = append(ms, l)
 			}
 		}
-		t.Logf("--- the controller's metrics\n%s", strings.Join(ms, "\n"))
+		t.Logf("--- the controller's metrics, after a failure waiting for %s\n%s", s.step, strings.Join(ms, "\n"))
 	}
 	if err := getJSON(s.env.PrometheusURL()+"/api/v1/targets", &targets); err == nil {
 		for _, tg := range targets.Data.ActiveTargets {
