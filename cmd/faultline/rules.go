@@ -77,14 +77,22 @@ lists; every benignSources entry must not match any rule at warning or above.`,
 func newRulesCoverageCmd() *cobra.Command {
 	var packDirs []string
 	var inventory, format string
+	var perFile bool
 	cmd := &cobra.Command{
 		Use:   "coverage",
-		Short: "How much of the source inventory the packs cover: per source file, messages, covered, ignored, unaccounted",
-		Long: `Reads the source inventory (rules/sources/inventory: the error-level messages of
-every source file the packs rely on) and matches a line generated from each message's
-format string against the packs. A message is covered when a rule with an action
-other than none matches it, ignored when the inventory gives a reason, unaccounted
-otherwise. Exits 1 when a message is unaccounted.`,
+		Short: "How much of the source inventory the packs cover: per project and version, messages, covered, ignored, unaccounted",
+		Long: `Reads the source inventory (rules/sources/inventory: the messages at warning level
+or above, and the link-state messages, of every source file the packs rely on, in every
+version of it that fleets run) and matches a line generated from each message's format
+string against the packs. A message is covered when a rule with an action other than
+none matches it, ignored when the inventory gives a reason, unaccounted otherwise.
+
+The table counts, per project and version, the messages that version prints; the total
+counts each wording once, however many versions print it. Exits 1 when a message is
+unaccounted.`,
+		Example: `  faultline rules coverage
+  faultline rules coverage --files
+  faultline rules coverage --format json | jq '.versions[] | select(.project == "linux")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -111,14 +119,24 @@ otherwise. Exits 1 when a message is unaccounted.`,
 				}
 			} else {
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "source\tmessages\tcovered\tignored\tunaccounted\t")
-				for _, s := range rep.Sources {
-					fmt.Fprintf(tw, "%s@%s:%s\t%d\t%d\t%d\t%d\t\n", s.Project, s.Version, s.File, s.Messages, s.Covered, s.Ignored, s.Unaccounted)
+				fmt.Fprintln(tw, "project\tversion\tfiles\tmessages\tcovered\tignored\tunaccounted\t")
+				for _, v := range rep.Versions {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", v.Project, v.Version, v.Files, v.Messages, v.Covered, v.Ignored, v.Unaccounted)
 				}
 				t := rep.Total
-				fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t\n", t.Messages, t.Covered, t.Ignored, t.Unaccounted)
+				fmt.Fprintf(tw, "total (each wording once)\t\t%d\t%d\t%d\t%d\t%d\t\n", len(rep.Sources), t.Messages, t.Covered, t.Ignored, t.Unaccounted)
 				if err := tw.Flush(); err != nil {
 					return err
+				}
+				if perFile {
+					tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+					fmt.Fprintln(tw, "\nfile\tversions\tmessages\tcovered\tignored\tunaccounted\t")
+					for _, s := range rep.Sources {
+						fmt.Fprintf(tw, "%s:%s\t%d\t%d\t%d\t%d\t%d\t\n", s.Project, s.File, len(s.Versions), s.Messages, s.Covered, s.Ignored, s.Unaccounted)
+					}
+					if err := tw.Flush(); err != nil {
+						return err
+					}
 				}
 				for _, s := range rep.Sources {
 					for _, m := range s.UnaccountedMessages {
@@ -138,5 +156,6 @@ otherwise. Exits 1 when a message is unaccounted.`,
 	cmd.Flags().StringSliceVar(&packDirs, "packs", nil, "rule pack files or directories (default: the built-in packs)")
 	cmd.Flags().StringVar(&inventory, "inventory", "rules/sources/inventory", "directory of the source inventory")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&perFile, "files", false, "also list the coverage of each source file (text format)")
 	return cmd
 }

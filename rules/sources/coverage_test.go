@@ -26,10 +26,10 @@ func TestInventoryAccounted(t *testing.T) {
 	}
 	for _, s := range rep.Sources {
 		for _, m := range s.UnaccountedMessages {
-			t.Errorf("%s@%s %s:%d: %s(%q) is neither covered by a rule nor ignored with a reason", s.Project, s.Version, s.File, m.Line, m.Call, m.Format)
+			t.Errorf("%s %s:%d %v: %s(%q) is neither covered by a rule nor ignored with a reason", s.Project, s.File, m.Line, m.Versions, m.Call, m.Format)
 		}
 		for _, st := range s.Stale {
-			t.Errorf("%s@%s %s: %s (refresh the inventory)", s.Project, s.Version, s.File, st)
+			t.Errorf("%s %s: %s (refresh the inventory)", s.Project, s.File, st)
 		}
 	}
 	if rep.Total.Covered == 0 {

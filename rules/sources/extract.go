@@ -86,13 +86,15 @@ var builtinMacros = map[string]string{
 	"FW_INFO": "[Firmware Info]: ",
 }
 
-// Message is one error-level print call of a source file.
+// Message is one print call of a source file that the inventory lists.
 type Message struct {
 	Line   int    `yaml:"line" json:"line"`
 	Call   string `yaml:"call" json:"call"`
 	Level  string `yaml:"level" json:"level"`
 	Func   string `yaml:"func,omitempty" json:"func,omitempty"`
 	Format string `yaml:"format" json:"format"`
+	// Versions are the versions of the file that print it, newest first.
+	Versions []string `yaml:"versions" json:"versions"`
 	// Rule is the rule a line generated from the format matched when the inventory
 	// was written; the coverage test checks it still does.
 	Rule string `yaml:"rule,omitempty" json:"rule,omitempty"`
@@ -109,14 +111,32 @@ var (
 	stringRe     = regexp.MustCompile(`"((?:[^"\\\n]|\\.)*)"`)
 )
 
-// Extract lists the error-level print calls of one C or C++ source file, with
-// their format strings as printed (adjacent literals and string macros joined),
-// and returns the file's pr_fmt prefix if it has one.
+// Extract lists the print calls of one C or C++ source file that can mean a
+// fault: every call at warning level or above, and the informational calls whose
+// format speaks of a link or a carrier (NIC link down/up, PCIe link lost), with
+// their format strings as printed (adjacent literals and string macros joined);
+// it also returns the file's pr_fmt prefix if it has one.
 func Extract(file string, src []byte) (Extracted, error) {
-	return extract(file, src, false)
+	x, err := extract(file, src, true)
+	if err != nil {
+		return x, err
+	}
+	kept := x.Messages[:0]
+	for _, m := range x.Messages {
+		if m.Level != "info" && m.Level != "notice" || linkStateRe.MatchString(m.Format) {
+			kept = append(kept, m)
+		}
+	}
+	x.Messages = kept
+	return x, nil
 }
 
-// ExtractAll is Extract with the warning and informational calls too.
+// linkStateRe finds the informational formats of link state: drivers print a
+// NIC's link going down or up, and a PCIe link's loss, at info or notice level.
+var linkStateRe = regexp.MustCompile(`(?i)\blink\b|carrier|\blnk\b`)
+
+// ExtractAll is Extract with every informational call too (to find a rule's
+// sources; the inventory does not list them).
 func ExtractAll(file string, src []byte) (Extracted, error) {
 	return extract(file, src, true)
 }

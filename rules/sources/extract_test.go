@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -19,7 +20,9 @@ static int demo_probe(struct pci_dev *pdev,
 {
 	// dev_err(&pdev->dev, "commented out\n");
 	dev_err(&pdev->dev, "probe failed, err %d\n", err);
-	dev_info(&pdev->dev, "info is not error level\n");
+	dev_info(&pdev->dev, "info is not listed\n");
+	dev_warn(&pdev->dev, "I/O %d QID %d timeout, aborting\n", tag, qid);
+	netdev_info(netdev, "NIC Link is Down\n");
 	printk(KERN_ERR DEMO_PFX "bad state 0x%" PRIx64 "\n", st);
 	printk(KERN_INFO DEMO_PFX "not listed\n");
 	if (x) {
@@ -34,7 +37,8 @@ other_fn(void)
 {
 	pr_crit("a \"quoted\" word, (parens) and commas\n");
 	NV_PRINTF(LEVEL_ERROR, "GSP RM heartbeat timed out\n");
-	NV_PRINTF(LEVEL_INFO, "not an error\n");
+	NV_PRINTF(LEVEL_INFO, "not listed\n");
+	NV_PRINTF(LEVEL_WARNING, "a warning is listed\n");
 	dev_err(dev, fmt_variable, a);
 	xfs_alert_tag(mp, XFS_PTAG_SHUTDOWN, "Please umount the filesystem");
 #if 0
@@ -63,12 +67,15 @@ func TestExtract(t *testing.T) {
 	}
 	want := []Message{
 		{Line: 11, Call: "dev_err", Level: "err", Func: "demo_probe", Format: "probe failed, err %d\n"},
-		{Line: 13, Call: "printk", Level: "err", Func: "demo_probe", Format: "demo: bad state 0x%llx\n"},
-		{Line: 16, Call: "mlx5_core_err", Level: "err", Func: "demo_probe", Format: "cmd %s(0x%x) timeout\n"},
-		{Line: 25, Call: "pr_crit", Level: "crit", Func: "other_fn", Format: "a \"quoted\" word, (parens) and commas\n"},
-		{Line: 26, Call: "NV_PRINTF", Level: "err", Func: "other_fn", Format: "GSP RM heartbeat timed out\n"},
-		{Line: 29, Call: "xfs_alert_tag", Level: "alert", Func: "other_fn", Format: "Please umount the filesystem"},
-		{Line: 38, Call: "pr_err", Level: "err", Func: "DEMOCHECK", Format: "demo check failed: %d\n"},
+		{Line: 13, Call: "dev_warn", Level: "warn", Func: "demo_probe", Format: "I/O %d QID %d timeout, aborting\n"},
+		{Line: 14, Call: "netdev_info", Level: "info", Func: "demo_probe", Format: "NIC Link is Down\n"},
+		{Line: 15, Call: "printk", Level: "err", Func: "demo_probe", Format: "demo: bad state 0x%llx\n"},
+		{Line: 18, Call: "mlx5_core_err", Level: "err", Func: "demo_probe", Format: "cmd %s(0x%x) timeout\n"},
+		{Line: 27, Call: "pr_crit", Level: "crit", Func: "other_fn", Format: "a \"quoted\" word, (parens) and commas\n"},
+		{Line: 28, Call: "NV_PRINTF", Level: "err", Func: "other_fn", Format: "GSP RM heartbeat timed out\n"},
+		{Line: 30, Call: "NV_PRINTF", Level: "warn", Func: "other_fn", Format: "a warning is listed\n"},
+		{Line: 32, Call: "xfs_alert_tag", Level: "alert", Func: "other_fn", Format: "Please umount the filesystem"},
+		{Line: 41, Call: "pr_err", Level: "err", Func: "DEMOCHECK", Format: "demo check failed: %d\n"},
 	}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Errorf("Extract:\n got %+v\nwant %+v", msgs, want)
@@ -81,5 +88,67 @@ func TestExtractLimits(t *testing.T) {
 	}
 	if _, err := Extract("x.c", []byte("void f(void) { dev_err(d, \"x\"; }")); err == nil {
 		t.Error("an unbalanced call was accepted")
+	}
+}
+
+// TestMergeVersions merges two versions of a file: an unchanged wording is one
+// entry listing both versions, a changed one an entry per wording, a changed
+// pr_fmt makes every pr_err format of that version a wording of its own, and
+// re-extracting a version replaces what it printed.
+func TestMergeVersions(t *testing.T) {
+	v6 := "#define pr_fmt(fmt) \"nvme: \" fmt\nvoid f(void) {\n\tpr_err(\"controller is down\\n\");\n\tdev_warn(d, \"I/O tag %d timeout, aborting\\n\", t);\n}\n"
+	v5 := "void f(void) {\n\tpr_err(\"controller is down\\n\");\n\tdev_warn(d, \"I/O %d QID %d timeout, aborting\\n\", t, q);\n}\n"
+	inv := &Inventory{Project: "linux", File: "drivers/nvme/host/core.c", Source: "kernel"}
+	for _, v := range []struct{ version, src string }{{"v5.10.262", v5}, {"v6.12.117", v6}, {"v6.1.192", v6}} {
+		x, err := Extract(inv.File, []byte(v.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv.Merge(Version{Version: v.version}, x, NewestFirst)
+	}
+	var got []string
+	for _, m := range inv.Messages {
+		got = append(got, fmt.Sprintf("%s %q %v", m.Call, m.Format, m.Versions))
+	}
+	want := []string{
+		`pr_err "controller is down\n" [v6.12.117 v6.1.192]`,
+		`dev_warn "I/O tag %d timeout, aborting\n" [v6.12.117 v6.1.192]`,
+		`pr_err "controller is down\n" [v5.10.262]`,
+		`dev_warn "I/O %d QID %d timeout, aborting\n" [v5.10.262]`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("merged:\n got %q\nwant %q", got, want)
+	}
+	if vs := []string{inv.Versions[0].Version, inv.Versions[1].Version, inv.Versions[2].Version}; !reflect.DeepEqual(vs, []string{"v6.12.117", "v6.1.192", "v5.10.262"}) {
+		t.Errorf("versions %v, want newest first", vs)
+	}
+	x, err := Extract(inv.File, []byte(v5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.Merge(Version{Version: "v6.1.192"}, x, NewestFirst)
+	if n := len(inv.Messages); n != 4 || !reflect.DeepEqual(inv.Messages[2].Versions, []string{"v6.1.192", "v5.10.262"}) {
+		t.Errorf("re-extracting v6.1.192 with v5.10's text: %+v", inv.Messages)
+	}
+	if err := inv.Drop("v6.1.192"); err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Versions) != 2 || len(inv.Messages) != 4 || !reflect.DeepEqual(inv.Messages[0].Versions, []string{"v6.12.117"}) {
+		t.Errorf("after dropping v6.1.192: %+v %+v", inv.Versions, inv.Messages)
+	}
+	if err := inv.Drop("v1"); err == nil {
+		t.Error("dropping an unknown version was accepted")
+	}
+}
+
+func TestVersionLess(t *testing.T) {
+	ordered := []string{"v4.18.0", "v5.4.0", "v5.10.262", "v6.1.192", "v6.12.117", "v7.2"}
+	for i := 1; i < len(ordered); i++ {
+		if !VersionLess(ordered[i-1], ordered[i]) || VersionLess(ordered[i], ordered[i-1]) {
+			t.Errorf("%s < %s does not hold", ordered[i-1], ordered[i])
+		}
+	}
+	if !VersionLess("535.288.01", "595.45.04") || !VersionLess("v2.29.7-1", "v2.30.7-1") || VersionLess("v1.22.0", "v1.22.0") {
+		t.Error("driver or library versions misordered")
 	}
 }

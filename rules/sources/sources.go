@@ -20,27 +20,65 @@ import (
 )
 
 // MaxInventoryFile bounds one inventory file.
-const MaxInventoryFile = 4 << 20
+const MaxInventoryFile = 8 << 20
 
-// Inventory is the error-level messages of one source file at one version.
+// Inventory is the messages one source file prints, across the versions of the
+// file that fleets run: a message whose wording did not change is one entry that
+// lists the versions printing it; a changed wording is an entry of its own.
 type Inventory struct {
 	Project string `yaml:"project" json:"project"`
-	Version string `yaml:"version" json:"version"`
 	File    string `yaml:"file" json:"file"`
 	// Source is the kind of log the messages reach: kernel or pod.
 	Source rules.Source `yaml:"source" json:"source"`
-	// Prefix is the file's pr_fmt, printed before pr_err formats.
-	Prefix string `yaml:"prefix,omitempty" json:"prefix,omitempty"`
-	// DevPrefix is the file's dev_fmt, printed after the device by dev_err formats.
-	DevPrefix string    `yaml:"devPrefix,omitempty" json:"devPrefix,omitempty"`
-	Messages  []Message `yaml:"messages" json:"messages"`
+	// Versions are the versions of the file read, newest first.
+	Versions []Version `yaml:"versions" json:"versions"`
+	Messages []Message `yaml:"messages" json:"messages"`
 
 	// Path is the inventory file it was read from (set by Load).
 	Path string `yaml:"-" json:"-"`
 }
 
-// Name is project@version:file.
-func (inv *Inventory) Name() string { return inv.Project + "@" + inv.Version + ":" + inv.File }
+// Version is one version of a source file that the inventory was extracted from.
+type Version struct {
+	// Version is the release: a tag (v6.12.117, 595.45.04, v2.30.7-1).
+	Version string `yaml:"version" json:"version"`
+	// From says where the file of that version was read (a package, a tag).
+	From string `yaml:"from,omitempty" json:"from,omitempty"`
+	// Prefix is the file's pr_fmt in that version, printed before pr_err formats.
+	Prefix string `yaml:"prefix,omitempty" json:"prefix,omitempty"`
+	// DevPrefix is the file's dev_fmt, printed after the device by dev_err formats.
+	DevPrefix string `yaml:"devPrefix,omitempty" json:"devPrefix,omitempty"`
+}
+
+// Name is project:file.
+func (inv *Inventory) Name() string { return inv.Project + ":" + inv.File }
+
+// version returns the entry of v, or nil.
+func (inv *Inventory) version(v string) *Version {
+	for i := range inv.Versions {
+		if inv.Versions[i].Version == v {
+			return &inv.Versions[i]
+		}
+	}
+	return nil
+}
+
+// prefixes returns the pr_fmt and dev_fmt a message is printed with: those of
+// the newest version that prints it.
+func (inv *Inventory) prefixes(m Message) (prefix, devPrefix string) {
+	for _, v := range inv.Versions {
+		if contains(m.Versions, v.Version) {
+			return v.Prefix, v.DevPrefix
+		}
+	}
+	return "", ""
+}
+
+// FileName is the name of the inventory file of a project's source file.
+func FileName(project, file string) string {
+	r := strings.NewReplacer("/", "_", " ", "_", "@", "_", ":", "_")
+	return r.Replace(project) + "__" + r.Replace(file) + ".yaml"
+}
 
 // Load reads every *.yaml inventory file of dir, in name order.
 func Load(dir string) ([]*Inventory, error) {
@@ -85,11 +123,18 @@ func ReadFile(p string) (*Inventory, error) {
 		return nil, fmt.Errorf("inventory %s: %w", p, err)
 	}
 	inv.Path = p
-	if inv.Project == "" || inv.Version == "" || inv.File == "" {
-		return nil, fmt.Errorf("inventory %s: project, version and file must be set", p)
+	if inv.Project == "" || inv.File == "" || len(inv.Versions) == 0 {
+		return nil, fmt.Errorf("inventory %s: project, file and versions must be set", p)
 	}
 	if inv.Source != rules.SourceKernel && inv.Source != rules.SourcePod {
 		return nil, fmt.Errorf("inventory %s: source must be kernel or pod, not %q", p, inv.Source)
+	}
+	seen := map[string]bool{}
+	for _, v := range inv.Versions {
+		if v.Version == "" || seen[v.Version] {
+			return nil, fmt.Errorf("inventory %s: version %q is empty or listed twice", p, v.Version)
+		}
+		seen[v.Version] = true
 	}
 	for i, m := range inv.Messages {
 		if _, err := printf.Parse(m.Format); err != nil {
@@ -98,8 +143,114 @@ func ReadFile(p string) (*Inventory, error) {
 		if !printf.KnownCall(m.Call) {
 			return nil, fmt.Errorf("inventory %s: message %d (line %d): unknown call %q", p, i+1, m.Line, m.Call)
 		}
+		if len(m.Versions) == 0 {
+			return nil, fmt.Errorf("inventory %s: message %d (line %d): no version prints it", p, i+1, m.Line)
+		}
+		for _, v := range m.Versions {
+			if !seen[v] {
+				return nil, fmt.Errorf("inventory %s: message %d (line %d): version %q is not among the file's versions", p, i+1, m.Line, v)
+			}
+		}
 	}
 	return &inv, nil
+}
+
+// Merge adds the messages one version of the file prints (x, extracted from that
+// version) to the inventory: a message printed with the same call, format and
+// prefix as an entry gets the version added to its list; any other is a new
+// entry. The versions stay ordered as given by order (newest first).
+func (inv *Inventory) Merge(v Version, x Extracted, order func(a, b string) bool) {
+	v.Prefix, v.DevPrefix = x.Prefix, x.DevPrefix
+	key := func(m Message, prefix, devPrefix string) string {
+		p := prefix
+		if printf.DeviceCall(m.Call) {
+			p = devPrefix
+		}
+		return m.Call + "\x00" + m.Format + "\x00" + p
+	}
+	// Entries are found by what they print, before a re-extracted version is
+	// taken off them, so their ignore reasons stay.
+	at := map[string]int{}
+	for i, m := range inv.Messages {
+		p, dp := inv.prefixes(m)
+		at[key(m, p, dp)] = i
+	}
+	if old := inv.version(v.Version); old != nil {
+		// Re-extracting a version replaces what it printed.
+		*old = v
+		for i := range inv.Messages {
+			inv.Messages[i].Versions = without(inv.Messages[i].Versions, v.Version)
+		}
+	} else {
+		inv.Versions = append(inv.Versions, v)
+	}
+	sort.SliceStable(inv.Versions, func(i, j int) bool { return order(inv.Versions[i].Version, inv.Versions[j].Version) })
+	for _, m := range x.Messages {
+		k := key(m, v.Prefix, v.DevPrefix)
+		if i, ok := at[k]; ok {
+			e := &inv.Messages[i]
+			if !contains(e.Versions, v.Version) {
+				e.Versions = append(e.Versions, v.Version)
+			}
+			continue
+		}
+		m.Versions = []string{v.Version}
+		at[k] = len(inv.Messages)
+		inv.Messages = append(inv.Messages, m)
+	}
+	// Drop entries no version prints any more; order each entry's versions and
+	// the entries by where the newest version that prints them has them.
+	kept := inv.Messages[:0]
+	for _, m := range inv.Messages {
+		if len(m.Versions) > 0 {
+			sort.SliceStable(m.Versions, func(i, j int) bool { return order(m.Versions[i], m.Versions[j]) })
+			kept = append(kept, m)
+		}
+	}
+	inv.Messages = kept
+	rank := map[string]int{}
+	for i, v := range inv.Versions {
+		rank[v.Version] = i
+	}
+	sort.SliceStable(inv.Messages, func(i, j int) bool {
+		a, b := inv.Messages[i], inv.Messages[j]
+		if ra, rb := rank[a.Versions[0]], rank[b.Versions[0]]; ra != rb {
+			return ra < rb
+		}
+		return a.Line < b.Line
+	})
+}
+
+// Drop removes a version from the inventory, with the entries only it printed.
+func (inv *Inventory) Drop(version string) error {
+	if inv.version(version) == nil {
+		return fmt.Errorf("%s: no version %q", inv.Name(), version)
+	}
+	vers := inv.Versions[:0]
+	for _, v := range inv.Versions {
+		if v.Version != version {
+			vers = append(vers, v)
+		}
+	}
+	inv.Versions = vers
+	kept := inv.Messages[:0]
+	for _, m := range inv.Messages {
+		if m.Versions = without(m.Versions, version); len(m.Versions) > 0 {
+			kept = append(kept, m)
+		}
+	}
+	inv.Messages = kept
+	return nil
+}
+
+func without(list []string, s string) []string {
+	out := list[:0]
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // Write stores an inventory as YAML.
@@ -113,7 +264,7 @@ func Write(p string, inv *Inventory) error {
 		return fmt.Errorf("write inventory %s: %w", p, err)
 	}
 	data := []byte(buf.String())
-	head := "# Error-level messages of " + inv.Name() + ", extracted by\n" +
+	head := "# Messages of " + inv.Name() + " in every version listed, extracted by\n" +
 		"# rules/sources/extract; each is covered by a rule or ignored with a reason.\n"
 	if err := os.WriteFile(p, append([]byte(head), data...), 0o644); err != nil {
 		return fmt.Errorf("write inventory: %w", err)
@@ -137,36 +288,38 @@ func inventoryNode(inv *Inventory) *yaml.Node {
 		}
 		return m
 	}
+	quoted := func(v string) *yaml.Node {
+		n := str(v)
+		n.Style = yaml.DoubleQuotedStyle
+		return n
+	}
+	vers := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, v := range inv.Versions {
+		e := mapping("version", quoted(v.Version), "from", str(v.From), "prefix", str(v.Prefix), "devPrefix", str(v.DevPrefix))
+		if v.Prefix != "" {
+			e.Content[5].Style = yaml.DoubleQuotedStyle
+		}
+		vers.Content = append(vers.Content, e)
+	}
 	msgs := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 	for _, m := range inv.Messages {
-		f := str(m.Format)
-		f.Style = yaml.DoubleQuotedStyle
+		vs := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+		for _, v := range m.Versions {
+			vs.Content = append(vs.Content, quoted(v))
+		}
 		msgs.Content = append(msgs.Content, mapping("line", num(m.Line), "call", str(m.Call), "level", str(m.Level),
-			"func", str(m.Func), "format", f, "rule", str(m.Rule), "ignore", str(m.Ignore)))
+			"func", str(m.Func), "format", quoted(m.Format), "versions", vs, "rule", str(m.Rule), "ignore", str(m.Ignore)))
 	}
-	root := mapping("project", str(inv.Project), "version", str(inv.Version), "file", str(inv.File),
-		"source", str(string(inv.Source)), "prefix", str(inv.Prefix), "devPrefix", str(inv.DevPrefix))
-	root.Content = append(root.Content, str("messages"), msgs)
+	root := mapping("project", str(inv.Project), "file", str(inv.File), "source", str(string(inv.Source)))
+	root.Content = append(root.Content, str("versions"), vers, str("messages"), msgs)
 	return root
 }
-
-// quoteSpaces double-quotes scalars with tabs, newlines or edge spaces, which
-// block styles cannot carry faithfully.
-func quoteSpaces(n *yaml.Node) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && (strings.ContainsAny(n.Value, "\t\n") || strings.TrimSpace(n.Value) != n.Value) {
-		n.Style = yaml.DoubleQuotedStyle
-	}
-	for _, c := range n.Content {
-		quoteSpaces(c)
-	}
-}
-
 // Lines generates the log lines of one message (a format can span several), with
 // fixed values for some conversions (nil: all generated).
 func Lines(inv *Inventory, m Message, fixed map[int]string) ([]string, error) {
-	prefix := inv.Prefix
+	prefix, devPrefix := inv.prefixes(m)
 	if printf.DeviceCall(m.Call) {
-		prefix = inv.DevPrefix
+		prefix = devPrefix
 	}
 	in, err := printf.Message(m.Call, m.Func, prefix, inv.File, m.Format, 0, fixed)
 	if err != nil {
@@ -237,11 +390,11 @@ func (c *Counts) add(o Counts) {
 	c.Unaccounted += o.Unaccounted
 }
 
-// FileCoverage is the coverage of one inventory file.
+// FileCoverage is the coverage of one inventory file, every version together.
 type FileCoverage struct {
-	Project string `json:"project"`
-	Version string `json:"version"`
-	File    string `json:"file"`
+	Project  string   `json:"project"`
+	File     string   `json:"file"`
+	Versions []string `json:"versions"`
 	Counts
 	// Unaccounted lists the messages neither covered nor ignored; Stale the
 	// covered messages whose recorded rule is no longer among those that match.
@@ -249,41 +402,121 @@ type FileCoverage struct {
 	Stale               []string  `json:"stale,omitempty"`
 }
 
-// Report is the coverage of a whole inventory.
+// VersionCoverage is the coverage of the messages one version of a project prints,
+// over every file of the inventory that has that version.
+type VersionCoverage struct {
+	Project string `json:"project"`
+	Version string `json:"version"`
+	Files   int    `json:"files"`
+	Counts
+}
+
+// Report is the coverage of a whole inventory. Total counts each entry once (a
+// wording printed by several versions is one message); Versions counts, per
+// project and version, the messages that version prints.
 type Report struct {
-	Sources []FileCoverage `json:"sources"`
-	Total   Counts         `json:"total"`
+	Sources  []FileCoverage    `json:"sources"`
+	Versions []VersionCoverage `json:"versions"`
+	Total    Counts            `json:"total"`
 }
 
 // Coverage classifies every message of the inventories against the engine's rules.
 func Coverage(e *rules.Engine, invs []*Inventory) (*Report, error) {
 	rep := &Report{}
+	type pv struct{ project, version string }
+	perVersion := map[pv]*VersionCoverage{}
+	var order []pv
 	for _, inv := range invs {
-		fc := FileCoverage{Project: inv.Project, Version: inv.Version, File: inv.File}
+		fc := FileCoverage{Project: inv.Project, File: inv.File}
+		for _, v := range inv.Versions {
+			fc.Versions = append(fc.Versions, v.Version)
+			k := pv{inv.Project, v.Version}
+			if perVersion[k] == nil {
+				perVersion[k] = &VersionCoverage{Project: inv.Project, Version: v.Version}
+				order = append(order, k)
+			}
+			perVersion[k].Files++
+		}
 		for _, m := range inv.Messages {
-			fc.Messages++
+			var c Counts
+			c.Messages++
 			ids, err := Classify(e, inv, m)
 			if err != nil {
 				return nil, err
 			}
 			switch {
 			case len(ids) > 0:
-				fc.Covered++
+				c.Covered++
 				if m.Rule != "" && !contains(ids, m.Rule) {
 					fc.Stale = append(fc.Stale, fmt.Sprintf("line %d: recorded %s, matches %s", m.Line, m.Rule, strings.Join(ids, ", ")))
 				}
 			case m.Ignore != "":
-				fc.Ignored++
+				c.Ignored++
 			default:
-				fc.Unaccounted++
+				c.Unaccounted++
 				fc.UnaccountedMessages = append(fc.UnaccountedMessages, m)
+			}
+			fc.add(c)
+			for _, v := range m.Versions {
+				perVersion[pv{inv.Project, v}].add(c)
 			}
 		}
 		rep.Total.add(fc.Counts)
 		rep.Sources = append(rep.Sources, fc)
 	}
+	sort.SliceStable(order, func(i, j int) bool {
+		if order[i].project != order[j].project {
+			return order[i].project < order[j].project
+		}
+		return VersionLess(order[j].version, order[i].version)
+	})
+	for _, k := range order {
+		rep.Versions = append(rep.Versions, *perVersion[k])
+	}
 	return rep, nil
 }
+
+// VersionLess orders release names by their numbers (v5.10.262 < v6.1.192 <
+// v6.12.117; 535.288.01 < 595.45.04; v2.29.7-1 < v2.30.7-1), text between them
+// compared as text.
+func VersionLess(a, b string) bool {
+	for a != "" && b != "" {
+		na, ra := leadingNumber(a)
+		nb, rb := leadingNumber(b)
+		switch {
+		case na >= 0 && nb >= 0:
+			if na != nb {
+				return na < nb
+			}
+			a, b = ra, rb
+		case a[0] != b[0]:
+			return a[0] < b[0]
+		default:
+			a, b = a[1:], b[1:]
+		}
+	}
+	return len(a) < len(b)
+}
+
+// leadingNumber parses the decimal number s starts with (-1 when none) and
+// returns the rest.
+func leadingNumber(s string) (int, string) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return -1, s
+	}
+	n, err := strconv.Atoi(s[:i])
+	if err != nil {
+		return -1, s
+	}
+	return n, s[i:]
+}
+
+// NewestFirst orders versions for an inventory: newest first.
+func NewestFirst(a, b string) bool { return VersionLess(b, a) }
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -308,4 +541,15 @@ func Refresh(e *rules.Engine, inv *Inventory) error {
 		}
 	}
 	return nil
+}
+
+// quoteSpaces double-quotes scalars with tabs, newlines or edge spaces, which
+// block styles cannot carry faithfully.
+func quoteSpaces(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && (strings.ContainsAny(n.Value, "\t\n") || strings.TrimSpace(n.Value) != n.Value) {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	for _, c := range n.Content {
+		quoteSpaces(c)
+	}
 }

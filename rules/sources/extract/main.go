@@ -1,17 +1,23 @@
-// Command extract lists the error-level print calls of one source file (a kernel
-// driver, the NVIDIA driver, NCCL, UCX) into an inventory file of rules/sources,
-// recording for each the rule of the packs that covers it. Ignore reasons already
-// in the output file are kept. With -refresh it re-records the covering rules of
+// Command extract lists the print calls of one source file (a kernel driver, the
+// NVIDIA driver, NCCL, UCX, a user-space tool) that can mean a fault into the
+// inventory file of that source file, for one version: messages that version
+// prints with a wording already listed get the version added; new wordings are new
+// entries. It records for each the rule of the packs that covers it and keeps the
+// ignore reasons already there. With -refresh it re-records the covering rules of
 // every inventory file of a directory, after the packs changed.
 //
-//	go run ./rules/sources/extract -project torvalds/linux -version v6.8 \
-//	    -file drivers/net/ethernet/mellanox/mlx5/core/health.c -o rules/sources/inventory/x.yaml health.c
+//	go run ./rules/sources/extract -project linux -version v6.12.117 \
+//	    -from "Debian linux-source-6.12 6.12.117-1~deb12u1" \
+//	    -file drivers/nvme/host/core.c -inventory rules/sources/inventory core.c
+//	go run ./rules/sources/extract -project linux -version v6.12.117 -file drivers/nvme/host/core.c -drop
 //	go run ./rules/sources/extract -refresh rules/sources/inventory
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -28,14 +34,16 @@ func main() {
 
 func run(args []string) error {
 	fl := flag.NewFlagSet("extract", flag.ContinueOnError)
-	project := fl.String("project", "", "project the file belongs to (owner/name)")
-	version := fl.String("version", "", "release tag or commit of the file")
+	project := fl.String("project", "", "project the file belongs to (linux, NVIDIA/open-gpu-kernel-modules, NVIDIA/nccl, ...)")
+	version := fl.String("version", "", "release tag of the file (v6.12.117, 595.45.04, v2.30.7-1)")
+	from := fl.String("from", "", "where this version of the file was read (a package and its version, a tag)")
 	file := fl.String("file", "", "path of the file in the project")
 	source := fl.String("source", "kernel", "kind of log the messages reach: kernel or pod")
 	packs := fl.String("packs", "rules/packs", "rule packs that decide coverage")
-	out := fl.String("o", "", "inventory file to write (its ignore reasons are kept)")
-	all := fl.Bool("all", false, "list warning and informational calls too (to find a rule's sources; not for the inventory)")
+	dir := fl.String("inventory", "rules/sources/inventory", "inventory directory; the file's inventory is created or extended there")
+	all := fl.Bool("all", false, "print every call, informational ones too, instead of writing the inventory (to find a rule's sources)")
 	refresh := fl.String("refresh", "", "re-record the covering rules of every inventory file in this directory")
+	drop := fl.Bool("drop", false, "remove -version from the file's inventory instead (no LOCAL-FILE)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -58,49 +66,55 @@ func run(args []string) error {
 		}
 		return nil
 	}
-	if fl.NArg() != 1 || *project == "" || *version == "" || *file == "" || *out == "" {
-		return fmt.Errorf("usage: extract -project P -version V -file PATH -o OUT [-source kernel|pod] LOCAL-FILE")
+	out := filepath.Join(*dir, sources.FileName(*project, *file))
+	if *drop {
+		inv, err := sources.ReadFile(out)
+		if err != nil {
+			return err
+		}
+		if err := inv.Drop(*version); err != nil {
+			return err
+		}
+		return sources.Write(out, inv)
+	}
+	if fl.NArg() != 1 || *project == "" || *version == "" || *file == "" {
+		return fmt.Errorf("usage: extract -project P -version V [-from WHERE] -file PATH [-inventory DIR] [-source kernel|pod] LOCAL-FILE")
 	}
 	src, err := os.ReadFile(fl.Arg(0))
 	if err != nil {
 		return err
 	}
-	extract := sources.Extract
 	if *all {
-		extract = sources.ExtractAll
+		x, err := sources.ExtractAll(*file, src)
+		if err != nil {
+			return err
+		}
+		for _, m := range x.Messages {
+			fmt.Printf("%d\t%s\t%s\t%s\t%q\n", m.Line, m.Level, m.Call, m.Func, m.Format)
+		}
+		return nil
 	}
-	x, err := extract(*file, src)
+	x, err := sources.Extract(*file, src)
 	if err != nil {
 		return err
 	}
-	inv := &sources.Inventory{Project: *project, Version: *version, File: *file, Source: rules.Source(*source),
-		Prefix: x.Prefix, DevPrefix: x.DevPrefix, Messages: x.Messages}
-	if old, err := sources.ReadFile(*out); err == nil {
-		keepIgnores(inv, old)
+	inv, err := sources.ReadFile(out)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		inv = &sources.Inventory{Project: *project, File: *file, Source: rules.Source(*source)}
+	case err != nil:
+		return err
+	case inv.Source != rules.Source(*source):
+		return fmt.Errorf("%s: the inventory's source is %s, not %s", out, inv.Source, *source)
 	}
+	inv.Merge(sources.Version{Version: *version, From: *from}, x, sources.NewestFirst)
 	if err := sources.Refresh(eng, inv); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
-	return sources.Write(*out, inv)
-}
-
-// keepIgnores carries the ignore reasons of a previous extraction over to the
-// messages with the same call and format.
-func keepIgnores(inv, old *sources.Inventory) {
-	reasons := map[string]string{}
-	for _, m := range old.Messages {
-		if m.Ignore != "" {
-			reasons[m.Call+"\x00"+m.Format] = m.Ignore
-		}
-	}
-	for i, m := range inv.Messages {
-		if r, ok := reasons[m.Call+"\x00"+m.Format]; ok {
-			inv.Messages[i].Ignore = r
-		}
-	}
+	return sources.Write(out, inv)
 }
 
 func engine(dir string) (*rules.Engine, error) {

@@ -37,8 +37,8 @@ func TestExtractKeepsReasonsAndRefreshes(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(packs, "t.yaml"), []byte(testPack), 0o644))
 	src := filepath.Join(dir, "drv.c")
 	must(t, os.WriteFile(src, []byte(testSource), 0o644))
-	out := filepath.Join(inv, "drv.yaml")
-	args := []string{"-packs", packs, "-project", "example/drv", "-version", "v1", "-file", "drivers/drv/drv.c", "-o", out, src}
+	out := filepath.Join(inv, sources.FileName("example/drv", "drivers/drv/drv.c"))
+	args := []string{"-packs", packs, "-project", "example/drv", "-version", "v1", "-file", "drivers/drv/drv.c", "-inventory", inv, src}
 
 	must(t, run(args))
 	got := read(t, out)
@@ -60,6 +60,19 @@ func TestExtractKeepsReasonsAndRefreshes(t *testing.T) {
 	}
 	if err := run([]string{"-packs", packs, "-project", "p"}); err == nil {
 		t.Error("missing arguments were accepted")
+	}
+
+	// A second version with one wording changed: the unchanged message lists
+	// both versions; -drop takes the second away again.
+	must(t, os.WriteFile(src, []byte(strings.Replace(testSource, "register dump follows", "register dump:", 1)), 0o644))
+	must(t, run([]string{"-packs", packs, "-project", "example/drv", "-version", "v2", "-file", "drivers/drv/drv.c", "-inventory", inv, src}))
+	got = read(t, out)
+	if len(got.Messages) != 3 || strings.Join(got.Messages[0].Versions, ",") != "v2,v1" {
+		t.Fatalf("after a second version: %+v", got.Messages)
+	}
+	must(t, run([]string{"-packs", packs, "-project", "example/drv", "-version", "v2", "-file", "drivers/drv/drv.c", "-inventory", inv, "-drop"}))
+	if got = read(t, out); len(got.Messages) != 2 || len(got.Versions) != 1 || got.Messages[1].Ignore == "" {
+		t.Errorf("after dropping v2: %+v", got)
 	}
 }
 
