@@ -314,6 +314,7 @@ func inventoryNode(inv *Inventory) *yaml.Node {
 	root.Content = append(root.Content, str("versions"), vers, str("messages"), msgs)
 	return root
 }
+
 // Lines generates the log lines of one message (a format can span several), with
 // fixed values for some conversions (nil: all generated).
 func Lines(inv *Inventory, m Message, fixed map[int]string) ([]string, error) {
