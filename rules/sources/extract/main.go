@@ -10,7 +10,7 @@
 //	    -from "Debian linux-source-6.12 6.12.117-1~deb12u1" \
 //	    -file drivers/nvme/host/core.c -inventory rules/sources/inventory core.c
 //	go run ./rules/sources/extract -project linux -version v6.12.117 -file drivers/nvme/host/core.c -drop
-//	go run ./rules/sources/extract -refresh rules/sources/inventory
+//	go run ./rules/sources/extract -refresh rules/sources/inventory [-match 'linux__drivers_nvme_*']
 package main
 
 import (
@@ -43,6 +43,7 @@ func run(args []string) error {
 	dir := fl.String("inventory", "rules/sources/inventory", "inventory directory; the file's inventory is created or extended there")
 	all := fl.Bool("all", false, "print every call, informational ones too, instead of writing the inventory (to find a rule's sources)")
 	refresh := fl.String("refresh", "", "re-record the covering rules of every inventory file in this directory")
+	match := fl.String("match", "*", "with -refresh: only the inventory files whose name matches this glob (NVIDIA_*, linux__drivers_nvme_*)")
 	drop := fl.Bool("drop", false, "remove -version from the file's inventory instead (no LOCAL-FILE)")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -57,6 +58,12 @@ func run(args []string) error {
 			return err
 		}
 		for _, inv := range invs {
+			if ok, err := filepath.Match(*match, filepath.Base(inv.Path)); err != nil || !ok {
+				if err != nil {
+					return fmt.Errorf("-match: %w", err)
+				}
+				continue
+			}
 			if err := sources.Refresh(eng, inv); err != nil {
 				return err
 			}
