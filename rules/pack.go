@@ -198,6 +198,11 @@ type SourceRef struct {
 	// link-up before a link-down): the tester prints it with this source, in the
 	// order the companion's position asks for.
 	Companion *SourceRef `yaml:"companion"`
+	// NotAlone names the lines (1-based) of a multi-line format that are not
+	// distinctive on their own (a generic "Call Trace:", a register line), with
+	// why. Every other line must match the rule alone: a log pipeline or a paste
+	// may keep only some lines of a multi-line message.
+	NotAlone map[int]string `yaml:"notAlone"`
 }
 
 // SourceKind is how a program builds a line from its code.

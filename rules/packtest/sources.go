@@ -124,8 +124,39 @@ func runSource(e *rules.Engine, r *rules.Compiled, idx int, s rules.SourceRef, b
 				res.Failures = append(res.Failures, fmt.Sprintf("%s prefix, values %d: %s", lp.Name, v+1, f))
 			}
 		}
+		if !benign {
+			res.Failures = append(res.Failures, checkAlone(e, r, s, printf.Lines(in.Text), v)...)
+		}
 	}
 	return res
+}
+
+// checkAlone checks each line of a multi-line format on its own, under every
+// prefix: a log pipeline or a paste may keep only some lines of a message, and
+// each distinctive line must still reach the rule. Lines the source names in
+// notAlone are skipped; a notAlone entry past the format's lines is an error.
+func checkAlone(e *rules.Engine, r *rules.Compiled, s rules.SourceRef, lines []string, variant int) []string {
+	var out []string
+	for n := range s.NotAlone {
+		if n < 1 || n > len(lines) {
+			out = append(out, fmt.Sprintf("notAlone names line %d of a %d-line format", n, len(lines)))
+		}
+	}
+	if len(lines) < 2 {
+		return out
+	}
+	for i, l := range lines {
+		if _, skip := s.NotAlone[i+1]; skip {
+			continue
+		}
+		for _, lp := range prefixesFor(r.Source, s.Call) {
+			if f := checkGenerated(e, r, []string{l}, lp, nil, false); f != "" {
+				out = append(out, fmt.Sprintf("line %d of %d alone, %s prefix, values %d: %s (list it in notAlone with a reason if it is not distinctive)", i+1, len(lines), lp.Name, variant+1, f))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // checkGenerated feeds one generated message, under one prefix, through logline,
