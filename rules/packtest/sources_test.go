@@ -141,3 +141,53 @@ func engineOf(t *testing.T, text string) *rules.Engine {
 	}
 	return rules.NewEngine(set)
 }
+
+const multiLinePack = `apiVersion: faultline.io/v1
+kind: RulePack
+metadata: {name: t}
+spec:
+  defaults: {source: kernel, severity: warning, action: event}
+  rules:
+    - id: spans-lines
+      match: {regex: 'installed in this system has\s+fallen off the bus'}
+      sources:
+        - {project: p, version: v, file: x.c, call: printk,
+           format: "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x\nNVRM: installed in this system has\nNVRM: fallen off the bus.\n"}
+    - id: each-line
+      match: {regex: 'NVRM: The NVIDIA GPU [0-9a-f:.]+$|installed in this system has$|fallen off the bus'}
+      sources:
+        - {project: p, version: v, file: x.c, call: printk,
+           format: "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x\nNVRM: installed in this system has\nNVRM: fallen off the bus.\n"}
+    - id: generic-line-named
+      match: {regex: 'BUG: soft lockup - CPU#-?\d+ stuck'}
+      sources:
+        - {project: p, version: v, file: kernel/watchdog.c, call: printk,
+           format: "BUG: soft lockup - CPU#%d stuck for %ds!\nCall Trace:\n", notAlone: {2: "generic backtrace header"}}
+    - id: bad-not-alone
+      match: {regex: 'soft lockup'}
+      sources:
+        - {project: p, version: v, file: kernel/watchdog.c, call: printk,
+           format: "BUG: soft lockup\n", notAlone: {3: "no such line"}}
+`
+
+// TestEachLineAlone: a rule that only matches across the lines of a multi-line
+// format fails on each line alone; one that matches every line passes; a line
+// named in notAlone is skipped; a notAlone entry past the lines is an error.
+func TestEachLineAlone(t *testing.T) {
+	got := map[string]packtest.Result{}
+	for _, r := range packtest.RunSources(engineOf(t, multiLinePack)) {
+		got[r.Rule.ID] = r
+	}
+	if r := got["spans-lines"]; r.OK() || !strings.Contains(strings.Join(r.Failures, "\n"), "line 3 of 3 alone") {
+		t.Errorf("spans-lines: want a failure for line 3 alone, got %v", r.Failures)
+	}
+	if r := got["each-line"]; !r.OK() {
+		t.Errorf("each-line: %v", r.Failures)
+	}
+	if r := got["generic-line-named"]; !r.OK() {
+		t.Errorf("generic-line-named: %v", r.Failures)
+	}
+	if r := got["bad-not-alone"]; r.OK() || !strings.Contains(strings.Join(r.Failures, "\n"), "notAlone names line 3 of a 1-line format") {
+		t.Errorf("bad-not-alone: want the out-of-range notAlone reported, got %v", r.Failures)
+	}
+}
