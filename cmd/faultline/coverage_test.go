@@ -59,7 +59,7 @@ messages:
 	var rep struct {
 		Total    map[string]int `json:"total"`
 		Versions []struct {
-			Project, Version                          string
+			Project, Version                        string
 			Messages, Covered, Ignored, Unaccounted int
 		} `json:"versions"`
 	}
