@@ -142,6 +142,20 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return "sd 0:0:0:0: [sda] ", nil
 	case strings.HasPrefix(call, "shost_"):
 		return "scsi host0: ", nil
+	case call == "sd_printk":
+		return "sd 0:0:0:0: [sda] ", nil
+	case call == "ext4_msg":
+		return "EXT4-fs (sda1): ", nil
+	case call == "ext4_warning":
+		return "EXT4-fs warning (device sda1): " + fn + ":1580: ", nil
+	case call == "ext4_warning_inode":
+		return "EXT4-fs warning (device sda1): " + fn + ":1580: inode #12: comm kworker/u16:3: ", nil
+	case call == "ext4_error" || call == "ext4_error_err" || call == "ext4_abort":
+		return "EXT4-fs error (device sda1): " + fn + ":1580: comm kworker/u16:3: ", nil
+	case call == "ext4_error_file" || call == "EXT4_ERROR_FILE":
+		return "EXT4-fs error (device sda1): " + fn + ":1580: inode #12: comm python3: path /data/x: ", nil
+	case strings.HasPrefix(call, "ext4_error_inode") || strings.HasPrefix(call, "EXT4_ERROR_INODE"):
+		return "EXT4-fs error (device sda1): " + fn + ":1580: inode #12: comm kworker/u16:3: ", nil
 	case call == "slave_err" || call == "slave_warn" || call == "slave_info":
 		return "bond0: (slave eth2): ", nil
 	}

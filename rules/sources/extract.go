@@ -41,6 +41,13 @@ func init() {
 	add(1, -1, `ata_dev_err ata_link_err ata_port_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
 	add(2, 0, `NV_DEV_PRINTF sdev_printk scmd_printk shost_printk`)
+	add(2, 0, `sd_printk`)
+	add(2, 1, `ext4_msg`)
+	add(1, -1, `ext4_error EXT4_ERROR_INODE`)
+	add(2, -1, `ext4_error_err ext4_abort EXT4_ERROR_INODE_ERR EXT4_ERROR_FILE`)
+	add(3, -1, `ext4_error_inode_block`)
+	add(4, -1, `ext4_error_inode ext4_error_file`)
+	add(5, -1, `ext4_error_inode_err`)
 	add(2, 1, `edac_mc_printk`)
 	add(2, 0, `edac_printk`)
 	add(0, -1, `WARN`)
@@ -57,6 +64,7 @@ func init() {
 		xfs_notice xfs_info`)
 	lower(2, -1, `slave_warn slave_info`)
 	lower(1, -1, `ata_dev_warn ata_dev_info ata_link_warn ata_link_info ata_port_warn ata_port_info fprintf`)
+	lower(1, -1, `ext4_warning ext4_warning_inode`)
 }
 
 // lowerLevels are the level arguments below error.
