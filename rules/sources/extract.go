@@ -37,6 +37,8 @@ func init() {
 		mlx5_core_err mlx5_core_err_rl mlx4_err ibdev_err ibdev_err_ratelimited
 		xfs_emerg xfs_alert xfs_crit xfs_err`)
 	add(0, -1, `ucs_error ucs_fatal`)
+	// The NVIDIA RM prints Xid lines with portDbgPrintf, which has no level: always printed.
+	add(0, -1, `portDbgPrintf`)
 	add(2, -1, `xfs_alert_tag slave_err`)
 	add(1, -1, `ata_dev_err ata_link_err ata_port_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
