@@ -15,7 +15,7 @@ var (
 		pr_emerg_ratelimited pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
 		pr_warn_once pr_info_once pr_notice_ratelimited pr_cont printk_ratelimited printk_once printk_deferred
 		nv_printf nvDbg_Printf portDbgPrintf NV_PRINTF_STRING nvswitch_os_print ucs_log_fatal_error
-		fprintf printf mlx5_err log_unit_struct`)
+		fprintf printf mlx5_err log_unit_struct syslog SYSLOG_VERBOSE Wprintf Gprintf Lprintf`)
 	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
 		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
 		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
@@ -72,7 +72,9 @@ func UserCall(call string) bool {
 	return userCalls[call] || strings.HasPrefix(call, "ucs_")
 }
 
-var userCalls = words(`WARN INFO TRACE printf fprintf mlx5_err ucs_log_fatal_error log_unit_struct`)
+var userCalls = words(`WARN INFO TRACE printf fprintf mlx5_err ucs_log_fatal_error log_unit_struct
+	syslog SYSLOG_VERBOSE syslog_device SYSLOG_DEVICE_VERBOSE Wprintf Gprintf Lprintf Eprintf SYSERRprintf
+	log error fatal warning info EFA_WARN EFA_WARN_ONCE FI_WARN FI_WARN_ONCE FI_WARN_SPARSE verbs_err verbs_warn`)
 
 // KnownCall reports whether Prefix knows what call prints before its format.
 func KnownCall(call string) bool {
@@ -158,6 +160,43 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return "EXT4-fs error (device sda1): " + fn + ":1580: inode #12: comm kworker/u16:3: ", nil
 	case call == "slave_err" || call == "slave_warn" || call == "slave_info":
 		return "bond0: (slave eth2): ", nil
+	case call == "Eprintf" || call == "SYSERRprintf":
+		// mcelog's errors on stderr (through syslog, the tag is the program's name).
+		return "mcelog: ", nil
+	case call == "log":
+		// rasdaemon's log(): syslog, and stderr after the tool's name.
+		return "rasdaemon: ", nil
+	case call == "syslog_device" || call == "SYSLOG_DEVICE_VERBOSE":
+		// nvidia-persistenced names the device before the message.
+		return "device 0000:3b:00.0 - ", nil
+	case call == "error" || call == "fatal" || call == "warning" || call == "info":
+		// Slurm's log: the level, after the daemon's time in its log file, or after
+		// "slurmstepd: " in a job's output.
+		lvl := map[string]string{"error": "error: ", "fatal": "fatal: ", "warning": "warning: ", "info": ""}[call]
+		step := strings.Contains(file, "slurmstepd")
+		switch {
+		case variant%2 == 1 && step:
+			return "[2026-11-23T19:26:50.123] [1234.batch] " + lvl, nil
+		case variant%2 == 1:
+			return "[2026-11-23T19:26:50.123] " + lvl, nil
+		case step:
+			return "slurmstepd: " + lvl, nil
+		}
+		return lvl, nil
+	case strings.HasPrefix(call, "EFA_WARN") || strings.HasPrefix(call, "FI_WARN"):
+		// libfabric's fi_log: package:pid:time:prefix:provider:subsystem:func():line<level>.
+		prov := "core"
+		if i := strings.Index(file, "prov/"); i >= 0 {
+			prov, _, _ = strings.Cut(file[i+len("prov/"):], "/")
+		}
+		return fmt.Sprintf("libfabric:%d:%d::%s:cq:%s():%d<warn> ", 12345+variant, 1732394000+variant, prov, fn, 210+variant), nil
+	case call == "verbs_err" || call == "verbs_warn":
+		// rdma-core's verbs_log: the device, the function and the line.
+		dev := "mlx5_0"
+		if strings.Contains(file, "providers/efa") {
+			dev = "rdmap16s27"
+		}
+		return fmt.Sprintf("%s: %s:%d: ", dev, fn, 210+variant), nil
 	}
 	return "", fmt.Errorf("unknown printing call %q", call)
 }

@@ -56,3 +56,29 @@ func TestExpand(t *testing.T) {
 		t.Error("Expand accepted $6 for five conversions")
 	}
 }
+
+// TestUserSpacePrefixes: what the printing calls of node tools print before the format.
+func TestUserSpacePrefixes(t *testing.T) {
+	cases := []struct {
+		call, fn, file string
+		variant        int
+		want           string
+	}{
+		{"error", "", "src/slurmd/slurmstepd/req.c", 0, "slurmstepd: error: "},
+		{"error", "", "src/slurmd/slurmd/req.c", 1, "[2026-11-23T19:26:50.123] error: "},
+		{"Eprintf", "", "mcelog.c", 0, "mcelog: "},
+		{"log", "", "ras-mc-handler.c", 0, "rasdaemon: "},
+		{"syslog_device", "", "nvidia-persistenced.c", 0, "device 0000:3b:00.0 - "},
+		{"EFA_WARN", "efa_cq_handle_error", "prov/efa/src/efa_cq.c", 0, "libfabric:12345:1732394000::efa:cq:efa_cq_handle_error():210<warn> "},
+		{"verbs_err", "efa_create_qp", "providers/efa/verbs.c", 0, "rdmap16s27: efa_create_qp:210: "},
+	}
+	for _, c := range cases {
+		got, err := Prefix(c.call, c.fn, "", c.file, c.variant)
+		if err != nil || got != c.want {
+			t.Errorf("Prefix(%s, %s) = %q, %v; want %q", c.call, c.file, got, err, c.want)
+		}
+		if !UserCall(c.call) {
+			t.Errorf("%s is not a user-space call", c.call)
+		}
+	}
+}

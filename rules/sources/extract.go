@@ -53,6 +53,14 @@ func init() {
 	add(2, 1, `edac_mc_printk`)
 	add(2, 0, `edac_printk`)
 	add(0, -1, `WARN`)
+	// User-space programs of GPU nodes: mcelog's Eprintf/SYSERRprintf/Lprintf, Slurm's
+	// error()/fatal(), syslog(3) and nvidia-persistenced's syslog_device (level first),
+	// rasdaemon's log(where, level, fmt), libfabric's EFA_WARN/FI_WARN, rdma-core's verbs_err.
+	add(0, -1, `Eprintf SYSERRprintf Lprintf error fatal`)
+	add(1, 0, `syslog SYSLOG_VERBOSE`)
+	add(2, 1, `syslog_device SYSLOG_DEVICE_VERBOSE log`)
+	add(1, -1, `EFA_WARN EFA_WARN_ONCE verbs_err`)
+	add(2, -1, `FI_WARN FI_WARN_ONCE FI_WARN_SPARSE`)
 	lower := func(format, level int, names string) {
 		for _, n := range strings.Fields(names) {
 			lowerCalls[n] = printCall{format: format, level: level}
@@ -67,6 +75,10 @@ func init() {
 	lower(2, -1, `slave_warn slave_info`)
 	lower(1, -1, `ata_dev_warn ata_dev_info ata_link_warn ata_link_info ata_port_warn ata_port_info fprintf`)
 	lower(1, -1, `ext4_warning ext4_warning_inode`)
+	// mcelog's decoded machine checks (Wprintf, Gprintf: syslog at warning), Slurm's
+	// warning() and info(), rdma-core's verbs_warn.
+	lower(0, -1, `Wprintf Gprintf warning info`)
+	lower(1, -1, `verbs_warn`)
 }
 
 // lowerLevels are the level arguments below error.
@@ -74,12 +86,14 @@ var lowerLevels = map[string]string{
 	"KERN_WARNING": "warn", "KERN_NOTICE": "notice", "KERN_INFO": "info",
 	"LEVEL_WARNING": "warn", "LEVEL_NOTICE": "notice", "LEVEL_INFO": "info",
 	"NV_DBG_WARNINGS": "warn", "NV_DBG_INFO": "info",
+	"LOG_WARNING": "warn", "LOG_NOTICE": "notice", "LOG_INFO": "info",
 }
 
 // errorLevels are the level arguments that make a call error-level.
 var errorLevels = map[string]string{
 	"KERN_EMERG": "emerg", "KERN_ALERT": "alert", "KERN_CRIT": "crit", "KERN_ERR": "err",
 	"LEVEL_ERROR": "err", "LEVEL_FATAL": "fatal", "NV_DBG_ERRORS": "err",
+	"LOG_EMERG": "emerg", "LOG_ALERT": "alert", "LOG_CRIT": "crit", "LOG_ERR": "err",
 }
 
 // builtinMacros are the string macros of headers that formats concatenate.

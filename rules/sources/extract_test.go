@@ -152,3 +152,44 @@ func TestVersionLess(t *testing.T) {
 		t.Error("driver or library versions misordered")
 	}
 }
+
+// TestExtractNodeTools: the printing calls of node daemons and tools, with their
+// levels: syslog and syslog_device take the level first, rasdaemon's log() second.
+func TestExtractNodeTools(t *testing.T) {
+	src := `
+void f(void)
+{
+	syslog(LOG_ERR, "Failed to open %s: %s", path, strerror(errno));
+	syslog(LOG_INFO, "not listed");
+	syslog_device(&dev->pci_info, LOG_WARNING, "Could not Enable UVM Persistence mode : 0x%x", st);
+	log(ALL, LOG_ERR, "Cannot access mc_event ce trigger ` + "`%s`" + `\n", trigger);
+	Eprintf("Cannot open pidfile ` + "`%s'" + `", pidfile);
+	Wprintf("Hardware event. This is not a software error.\n");
+	error("Detected %u oom-kill event(s) in %ps.", n, &step_id);
+	info("not listed either");
+	EFA_WARN(FI_LOG_CQ, "Unable to poll CQ: %s\n", fi_strerror(-ret));
+	verbs_err(verbs_get_ctx(ctx), "Failed to create QP\n");
+}
+`
+	x, err := Extract("tool.c", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range x.Messages {
+		got = append(got, fmt.Sprintf("%s %s %q", m.Call, m.Level, m.Format))
+	}
+	want := []string{
+		`syslog err "Failed to open %s: %s"`,
+		`syslog_device warn "Could not Enable UVM Persistence mode : 0x%x"`,
+		"log err \"Cannot access mc_event ce trigger `%s`\\n\"",
+		"Eprintf err \"Cannot open pidfile `%s'\"",
+		`Wprintf warn "Hardware event. This is not a software error.\n"`,
+		`error err "Detected %u oom-kill event(s) in %ps."`,
+		`EFA_WARN err "Unable to poll CQ: %s\n"`,
+		`verbs_err err "Failed to create QP\n"`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Extract:\n got %q\nwant %q", got, want)
+	}
+}
