@@ -37,6 +37,9 @@ func init() {
 		mlx5_core_err mlx5_core_err_rl mlx4_err ibdev_err ibdev_err_ratelimited
 		xfs_emerg xfs_alert xfs_crit xfs_err`)
 	add(0, -1, `ucs_error ucs_fatal`)
+	// ucs_log(level, fmt, ...): UCX passes the level in a variable (the error level
+	// a transport configured), so it is listed as an error.
+	add(1, -1, `ucs_log`)
 	// The NVIDIA RM prints Xid lines with portDbgPrintf, which has no level: always printed.
 	add(0, -1, `portDbgPrintf`)
 	add(2, -1, `xfs_alert_tag slave_err`)

@@ -54,6 +54,7 @@ other_fn(void)
 	}						\
 } while (0)
 #define DEMO_LOUD(x) pr_info("not listed either\n")
+static void demo_cqe(int log_level) { ucs_log(log_level, "%s on %s:%d\n", err, dev, port); }
 `
 
 func TestExtract(t *testing.T) {
@@ -76,6 +77,7 @@ func TestExtract(t *testing.T) {
 		{Line: 30, Call: "NV_PRINTF", Level: "warn", Func: "other_fn", Format: "a warning is listed\n"},
 		{Line: 32, Call: "xfs_alert_tag", Level: "alert", Func: "other_fn", Format: "Please umount the filesystem"},
 		{Line: 41, Call: "pr_err", Level: "err", Func: "DEMOCHECK", Format: "demo check failed: %d\n"},
+		{Line: 46, Call: "ucs_log", Level: "err", Func: "demo_cqe", Format: "%s on %s:%d\n"},
 	}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Errorf("Extract:\n got %+v\nwant %+v", msgs, want)
