@@ -58,11 +58,11 @@ func init() {
 	add(0, -1, `WARN`)
 	// User-space programs of GPU nodes: mcelog's Eprintf/SYSERRprintf/Lprintf, Slurm's
 	// error()/fatal(), syslog(3) and nvidia-persistenced's syslog_device (level first),
-	// rasdaemon's log(where, level, fmt), libfabric's EFA_WARN/FI_WARN, rdma-core's verbs_err.
+	// rasdaemon's log(where, level, fmt), libfabric's EFA_WARN/FI_WARN, rdma-core's verbs_err and mlx5_err.
 	add(0, -1, `Eprintf SYSERRprintf Lprintf error fatal`)
 	add(1, 0, `syslog SYSLOG_VERBOSE`)
 	add(2, 1, `syslog_device SYSLOG_DEVICE_VERBOSE log`)
-	add(1, -1, `EFA_WARN EFA_WARN_ONCE verbs_err`)
+	add(1, -1, `EFA_WARN EFA_WARN_ONCE verbs_err mlx5_err`)
 	add(2, -1, `FI_WARN FI_WARN_ONCE FI_WARN_SPARSE`)
 	lower := func(format, level int, names string) {
 		for _, n := range strings.Fields(names) {
