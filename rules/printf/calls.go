@@ -121,6 +121,9 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 			return "NVRM: GPU0 " + fn + ": ", nil
 		}
 		return "NVRM: " + fn + ": ", nil
+	case call == "NV_ERROR_LOG_DATA" || call == "NV_ERROR_LOG_COND":
+		// NV_PRINTF_ADD_PREFIX: "NVRM: ", no function.
+		return "NVRM: ", nil
 	case call == "NV_DEV_PRINTF" || call == "NV_DEV_PRINTF_STATUS":
 		return "NVRM: GPU 0000:3b:00.0: ", nil
 	case strings.HasPrefix(call, "xfs_"):

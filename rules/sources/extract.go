@@ -42,6 +42,9 @@ func init() {
 	add(1, -1, `ucs_log`)
 	// The NVIDIA RM prints Xid lines with portDbgPrintf, which has no level: always printed.
 	add(0, -1, `portDbgPrintf`)
+	// NV_ERROR_LOG_DATA(pGpu, num, fmt, ...) prints "NVRM: " fmt unconditionally (the
+	// GSP RPC dumps); NV_ERROR_LOG_COND does when it logs no Xid.
+	add(2, -1, `NV_ERROR_LOG_DATA NV_ERROR_LOG_COND`)
 	add(2, -1, `xfs_alert_tag slave_err`)
 	add(1, -1, `ata_dev_err ata_link_err ata_port_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
