@@ -20,9 +20,11 @@ var (
 		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
 		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
 		pci_emerg pci_alert pci_crit pci_err pci_warn pci_notice pci_info pci_err_ratelimited
-		pci_warn_ratelimited pci_info_ratelimited dev_printk pci_printk e_dev_err e_dev_warn e_dev_info`)
+		pci_warn_ratelimited pci_info_ratelimited dev_printk pci_printk e_dev_err e_dev_warn e_dev_info
+		ctrl_err ctrl_warn ctrl_info`)
 	netdevCalls = words(`netdev_emerg netdev_alert netdev_crit netdev_err netdev_warn netdev_notice
-		netdev_info netdev_err_once netdev_warn_once net_err_ratelimited e_err e_warn e_info`)
+		netdev_info netdev_err_once netdev_warn_once net_err_ratelimited e_err e_warn e_info
+		netdev_info_once e_crit netif_emerg netif_alert netif_crit netif_err netif_warn netif_notice netif_info`)
 	mlx5FuncCalls = words(`mlx5_core_err mlx5_core_err_rl mlx5_core_warn mlx5_core_warn_rl
 		mlx5_core_warn_once mlx5_core_dbg`)
 )
@@ -44,6 +46,12 @@ var devices = []struct{ path, dev, netdev string }{
 	{"infiniband/core", "mlx5_core 0000:3b:00.0", "ib0"},
 	{"intel/ixgbe", "ixgbe 0000:01:00.0", "ixgbe 0000:01:00.0 eth2"},
 	{"intel/i40e", "i40e 0000:3b:00.0", "i40e 0000:3b:00.0 eth2"},
+	{"intel/igb", "igb 0000:02:00.0", "igb 0000:02:00.0 eno1"},
+	{"intel/igc", "igc 0000:05:00.0", "igc 0000:05:00.0 enp5s0"},
+	{"intel/ice", "ice 0000:17:00.0", "ice 0000:17:00.0 ens1f0"},
+	{"broadcom/bnxt", "bnxt_en 0000:3b:00.0", "bnxt_en 0000:3b:00.0 eno1np0"},
+	{"amazon/ena", "ena 0000:00:05.0", "ena 0000:00:05.0 eth0"},
+	{"infiniband/hw/efa", "efa 0000:00:06.0", "efa 0000:00:06.0 eth1"},
 	{"drivers/nvme", "nvme nvme0", "nvme0"},
 	{"drivers/pci", "pcieport 0000:00:01.0", ""},
 	{"drivers/net/bonding", "bond0", "bond0"},

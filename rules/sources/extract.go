@@ -47,6 +47,11 @@ func init() {
 	add(2, -1, `NV_ERROR_LOG_DATA NV_ERROR_LOG_COND`)
 	add(2, -1, `xfs_alert_tag slave_err`)
 	add(1, -1, `ata_dev_err ata_link_err ata_port_err`)
+	// NIC and PCIe hotplug drivers' wrappers: netif_err(priv, type, dev, fmt), ixgbe's
+	// e_err(msglvl, fmt) and e_dev_err(fmt), pciehp's ctrl_err(ctrl, fmt).
+	add(3, -1, `netif_emerg netif_alert netif_crit netif_err`)
+	add(1, -1, `e_err e_crit ctrl_err`)
+	add(0, -1, `e_dev_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
 	add(2, 0, `NV_DEV_PRINTF sdev_printk scmd_printk shost_printk`)
 	add(2, 0, `sd_printk`)
@@ -85,6 +90,9 @@ func init() {
 	// warning() and info(), rdma-core's verbs_warn.
 	lower(0, -1, `Wprintf Gprintf warning info`)
 	lower(1, -1, `verbs_warn`)
+	lower(3, -1, `netif_warn netif_notice netif_info`)
+	lower(1, -1, `e_warn e_info ctrl_warn ctrl_info netdev_warn_once netdev_info_once mlx5_core_warn_once`)
+	lower(0, -1, `e_dev_warn e_dev_info`)
 }
 
 // lowerLevels are the level arguments below error.
