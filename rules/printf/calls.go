@@ -82,7 +82,8 @@ func UserCall(call string) bool {
 
 var userCalls = words(`WARN INFO TRACE printf fprintf mlx5_err ucs_log_fatal_error log_unit_struct
 	syslog SYSLOG_VERBOSE syslog_device SYSLOG_DEVICE_VERBOSE Wprintf Gprintf Lprintf Eprintf SYSERRprintf
-	log error fatal warning info EFA_WARN EFA_WARN_ONCE FI_WARN FI_WARN_ONCE FI_WARN_SPARSE verbs_err verbs_warn`)
+	log error fatal warning info EFA_WARN EFA_WARN_ONCE FI_WARN FI_WARN_ONCE FI_WARN_SPARSE verbs_err verbs_warn
+	TORCH_CHECK TORCH_CHECK_WITH C10_THROW_ERROR TORCH_WARN TORCH_WARN_ONCE LOG(FATAL) LOG(ERROR) LOG(WARNING)`)
 
 // KnownCall reports whether Prefix knows what call prints before its format.
 func KnownCall(call string) bool {
@@ -136,6 +137,20 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return "NVRM: GPU 0000:3b:00.0: ", nil
 	case strings.HasPrefix(call, "xfs_"):
 		return "XFS (sda1): ", nil
+	case call == "TORCH_CHECK" || call == "TORCH_CHECK_WITH" || call == "C10_THROW_ERROR":
+		// PyTorch raises the message; Python prints the exception's type before it.
+		return "RuntimeError: ", nil
+	case call == "TORCH_WARN" || call == "TORCH_WARN_ONCE" || call == "LOG(FATAL)" || call == "LOG(ERROR)" || call == "LOG(WARNING)":
+		// c10's glog-style prefix: level letter, date, time, file:line; TORCH_WARN adds "Warning: ".
+		lvl, warn := map[string]string{"LOG(FATAL)": "F", "LOG(ERROR)": "E"}[call], ""
+		if lvl == "" {
+			lvl = "W"
+		}
+		if strings.HasPrefix(call, "TORCH_WARN") {
+			warn = "Warning: "
+		}
+		base := file[strings.LastIndexByte(file, '/')+1:]
+		return fmt.Sprintf("[%s1127 06:46:14.%09d %s:%d] %s", lvl, 408271257+variant, base, 607+variant, warn), nil
 	case call == "WARN" || call == "INFO" || call == "TRACE":
 		return fmt.Sprintf("gpu-node-7:%d:%d [%d] NCCL %s ", 12345+variant, 12400+variant, 3+variant, call), nil
 	case call == "ucs_error" || call == "ucs_warn" || call == "ucs_fatal" || call == "ucs_diag" || call == "ucs_log":

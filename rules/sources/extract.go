@@ -15,6 +15,9 @@ const MaxSource = 8 << 20
 type printCall struct {
 	format int // index of the argument that starts the format
 	level  int // index of a level argument that must name an error level; -1: none
+	// concat: the message is every argument from format on, joined (C++ macros
+	// such as TORCH_CHECK that build it with c10::str); runtime values become %s.
+	concat bool
 }
 
 // errorCalls are the printing calls the inventory lists: KERN_ERR and above;
@@ -64,6 +67,21 @@ func init() {
 	add(2, 1, `edac_mc_printk`)
 	add(2, 0, `edac_printk`)
 	add(0, -1, `WARN`)
+	// PyTorch (c10): exceptions and warnings whose message is the remaining
+	// arguments joined; LOG(ERROR) << ... streams are read in extract.
+	for _, c := range []struct {
+		format int
+		names  string
+		lower  bool
+	}{{1, `TORCH_CHECK C10_THROW_ERROR`, false}, {2, `TORCH_CHECK_WITH`, false}, {0, `TORCH_WARN TORCH_WARN_ONCE`, true}} {
+		for _, n := range strings.Fields(c.names) {
+			if c.lower {
+				lowerCalls[n] = printCall{format: c.format, level: -1, concat: true}
+			} else {
+				errorCalls[n] = printCall{format: c.format, level: -1, concat: true}
+			}
+		}
+	}
 	// User-space programs of GPU nodes: mcelog's Eprintf/SYSERRprintf/Lprintf, Slurm's
 	// error()/fatal(), syslog(3) and nvidia-persistenced's syslog_device (level first),
 	// rasdaemon's log(where, level, fmt), libfabric's EFA_WARN/FI_WARN, rdma-core's verbs_err and mlx5_err.
@@ -253,6 +271,14 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 				if depth == 0 {
 					lastIdent = name
 				}
+				if name == "LOG" {
+					if m, end, ok := logStream(code, k, all); ok {
+						m.Line, m.Func = lineOf(code, i), fn
+						x.Messages = append(x.Messages, m)
+						i = end
+						continue
+					}
+				}
 				pc, ok := errorCalls[name]
 				if !ok && all {
 					pc, ok = lowerCalls[name]
@@ -311,12 +337,133 @@ func callMessage(name string, pc printCall, args []string, macros map[string]str
 	if pc.format >= len(args) {
 		return m, false
 	}
+	if pc.concat {
+		f, ok := joined(args[pc.format:], macros)
+		if !ok || strings.TrimSpace(f) == "" {
+			return m, false
+		}
+		if strings.HasPrefix(name, "TORCH_WARN") {
+			m.Level = "warn"
+		}
+		m.Format = f
+		return m, true
+	}
 	f, ok := literal(args[pc.format], macros)
 	if !ok || strings.TrimSpace(f) == "" {
 		return m, false
 	}
 	m.Format = f
 	return m, true
+}
+
+// logLevels are the glog/c10 levels of LOG(LEVEL) << ... that the inventory lists.
+var logLevels = map[string]string{"FATAL": "crit", "ERROR": "err", "WARNING": "warn"}
+
+// logStream reads a C++ log stream, LOG(ERROR) << a << b;, whose call's
+// parenthesis opens at open: the message is the streamed operands joined. It
+// returns the index of the statement's end.
+func logStream(code string, open int, all bool) (Message, int, bool) {
+	end := matchParen(code, open)
+	if end < 0 {
+		return Message{}, 0, false
+	}
+	lv, ok := logLevels[strings.TrimSpace(code[open+1:end])]
+	if !ok || lv == "warn" && !all {
+		return Message{}, 0, false
+	}
+	j := end + 1
+	for j < len(code) && (code[j] == ' ' || code[j] == '\t' || code[j] == '\n') {
+		j++
+	}
+	if !strings.HasPrefix(code[j:], "<<") {
+		return Message{}, 0, false
+	}
+	stop, depth := -1, 0
+	for k := j; k < len(code) && stop < 0; k++ {
+		switch code[k] {
+		case '"', '\'':
+			k = skipQuoted(code, k)
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+		case ';':
+			if depth == 0 {
+				stop = k
+			}
+		}
+	}
+	if stop < 0 {
+		return Message{}, 0, false
+	}
+	var parts []string
+	depth, from := 0, j+2
+	for k := j + 2; k < stop; k++ {
+		switch code[k] {
+		case '"', '\'':
+			k = skipQuoted(code, k)
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+		case '<':
+			if depth == 0 && k+1 < stop && code[k+1] == '<' {
+				parts = append(parts, code[from:k])
+				from = k + 2
+				k++
+			}
+		}
+	}
+	parts = append(parts, code[from:stop])
+	f, ok := joined(parts, nil)
+	if !ok || strings.TrimSpace(f) == "" {
+		return Message{}, 0, false
+	}
+	name := "LOG(" + strings.TrimSpace(code[open+1:end]) + ")"
+	return Message{Call: name, Level: lv, Format: f}, stop, true
+}
+
+// joined builds the message of C++ code that joins its pieces (c10::str's
+// arguments, a stream's operands): string literals as written, with % doubled,
+// and c10::str(...) read inside; any other value is a runtime string (%s). It
+// reports whether any piece was a literal.
+func joined(args []string, macros map[string]string) (string, bool) {
+	var b strings.Builder
+	found := false
+	for _, a := range args {
+		a = strings.TrimSpace(a)
+		if in, ok := strings.CutPrefix(a, "c10::str("); ok && strings.HasSuffix(in, ")") && matchParen(a, len("c10::str")) == len(a)-1 {
+			f, ok := joined(splitArgs(in[:len(in)-1]), macros)
+			b.WriteString(f)
+			found = found || ok
+			continue
+		}
+		if strings.HasPrefix(a, "\"") {
+			if f, ok := literal(a, macros); ok {
+				b.WriteString(strings.ReplaceAll(f, "%", "%%"))
+				found = true
+				if end := skipQuoted(a, 0); !onlyLiterals(a) && end > 0 {
+					b.WriteString("%s")
+				}
+				continue
+			}
+		}
+		b.WriteString("%s")
+	}
+	return b.String(), found
+}
+
+// onlyLiterals reports whether an argument is adjacent string literals alone.
+func onlyLiterals(a string) bool {
+	rest := strings.TrimSpace(a)
+	for rest != "" {
+		if rest[0] != '"' {
+			return false
+		}
+		end := skipQuoted(rest, 0)
+		rest = strings.TrimSpace(rest[end+1:])
+	}
+	return true
 }
 
 // literal joins the string literals and string macros of one argument; an

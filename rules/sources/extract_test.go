@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/faultline-dev/faultline/rules/printf"
 )
 
 // A made-up driver exercising what the extractor must handle: pr_fmt, string
@@ -193,5 +195,44 @@ void f(void)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Extract:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestExtractCxx reads PyTorch's C++ messages: TORCH_CHECK and friends join their
+// message arguments (c10::str inside them too), LOG(ERROR) streams join their
+// operands; runtime values are %s and a literal % is doubled.
+func TestExtractCxx(t *testing.T) {
+	const src = `namespace c10d {
+void ProcessGroupNCCL::watchdog() {
+  TORCH_CHECK(ok, "NCCL communicator was aborted on rank ", rank_, ".");
+  TORCH_CHECK_WITH(DistBackendError, false, c10::str("Timeout at ", 100, "%"));
+  TORCH_WARN("watchdog is ", "slow");
+  LOG(ERROR) << logPrefix() << "Heartbeat monitor timed out! " << n;
+  LOG(INFO) << "not listed";
+  TORCH_CHECK(cond);
+}
+}
+`
+	x, err := Extract("torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range x.Messages {
+		got = append(got, fmt.Sprintf("%d %s %s %q", m.Line, m.Call, m.Level, m.Format))
+	}
+	want := []string{
+		`3 TORCH_CHECK err "NCCL communicator was aborted on rank %s."`,
+		`4 TORCH_CHECK_WITH err "Timeout at %s%%"`,
+		`5 TORCH_WARN warn "watchdog is slow"`,
+		`6 LOG(ERROR) err "%sHeartbeat monitor timed out! %s"`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Extract:\n got %q\nwant %q", got, want)
+	}
+	for _, m := range x.Messages {
+		if !printf.KnownCall(m.Call) || !printf.UserCall(m.Call) {
+			t.Errorf("%s: not a known user-space call", m.Call)
+		}
 	}
 }
