@@ -38,7 +38,7 @@ func init() {
 		dev_crit_ratelimited dev_alert_ratelimited pci_emerg pci_alert pci_crit pci_err
 		pci_err_ratelimited netdev_emerg netdev_alert netdev_crit netdev_err netdev_err_once
 		mlx5_core_err mlx5_core_err_rl mlx4_err ibdev_err ibdev_err_ratelimited
-		xfs_emerg xfs_alert xfs_crit xfs_err`)
+		xfs_emerg xfs_alert xfs_crit xfs_err xfs_alert_ratelimited xfs_err_ratelimited`)
 	add(0, -1, `ucs_error ucs_fatal`)
 	// ucs_log(level, fmt, ...): UCX passes the level in a variable (the error level
 	// a transport configured), so it is listed as an error.
@@ -100,7 +100,7 @@ func init() {
 	lower(1, -1, `dev_warn dev_notice dev_info dev_warn_ratelimited dev_warn_once pci_warn
 		pci_notice pci_info netdev_warn netdev_notice netdev_info mlx5_core_warn mlx5_core_warn_rl
 		mlx5_core_info mlx4_warn mlx4_info ibdev_warn ibdev_info ipoib_warn xfs_warn
-		xfs_notice xfs_info`)
+		xfs_notice xfs_info xfs_warn_ratelimited xfs_warn_once`)
 	lower(2, -1, `slave_warn slave_info`)
 	lower(1, -1, `ata_dev_warn ata_dev_info ata_link_warn ata_link_info ata_port_warn ata_port_info fprintf`)
 	lower(1, -1, `ext4_warning ext4_warning_inode`)
