@@ -229,6 +229,7 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 		x.DevPrefix, _ = literal(m[1], macros)
 	}
 	var depth int
+	var braces []bool // per open brace: a namespace's
 	var fn, lastIdent string
 	for i := 0; i < len(code); i++ {
 		c := code[i]
@@ -236,11 +237,24 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 		case c == '"' || c == '\'':
 			i = skipQuoted(code, i)
 		case c == '{':
+			// A C++ namespace's braces do not nest functions.
+			ns := namespaceRe.MatchString(code[:i])
+			braces = append(braces, ns)
+			if ns {
+				continue
+			}
 			if depth == 0 {
 				fn = lastIdent
 			}
 			depth++
 		case c == '}':
+			if n := len(braces); n > 0 {
+				ns := braces[n-1]
+				braces = braces[:n-1]
+				if ns {
+					continue
+				}
+			}
 			if depth > 0 {
 				depth--
 			}
@@ -272,7 +286,7 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 					lastIdent = name
 				}
 				if name == "LOG" {
-					if m, end, ok := logStream(code, k, all); ok {
+					if m, end, ok := logStream(code, k, all, resolver(code, i, macros)); ok {
 						m.Line, m.Func = lineOf(code, i), fn
 						x.Messages = append(x.Messages, m)
 						i = end
@@ -288,7 +302,7 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 					if end < 0 {
 						return x, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
 					}
-					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros, all); ok {
+					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros, all, resolver(code, i, macros)); ok {
 						m.Line, m.Func = lineOf(code, i), fn
 						x.Messages = append(x.Messages, m)
 					}
@@ -302,7 +316,7 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 	return x, nil
 }
 
-func callMessage(name string, pc printCall, args []string, macros map[string]string, all bool) (Message, bool) {
+func callMessage(name string, pc printCall, args []string, macros map[string]string, all bool, resolve func(string) (string, bool)) (Message, bool) {
 	m := Message{Call: name, Level: "err"}
 	if pc.level >= 0 {
 		if pc.level >= len(args) {
@@ -338,7 +352,7 @@ func callMessage(name string, pc printCall, args []string, macros map[string]str
 		return m, false
 	}
 	if pc.concat {
-		f, ok := joined(args[pc.format:], macros)
+		f, ok := joined(args[pc.format:], macros, resolve)
 		if !ok || strings.TrimSpace(f) == "" {
 			return m, false
 		}
@@ -362,7 +376,7 @@ var logLevels = map[string]string{"FATAL": "crit", "ERROR": "err", "WARNING": "w
 // logStream reads a C++ log stream, LOG(ERROR) << a << b;, whose call's
 // parenthesis opens at open: the message is the streamed operands joined. It
 // returns the index of the statement's end.
-func logStream(code string, open int, all bool) (Message, int, bool) {
+func logStream(code string, open int, all bool, resolve func(string) (string, bool)) (Message, int, bool) {
 	end := matchParen(code, open)
 	if end < 0 {
 		return Message{}, 0, false
@@ -415,7 +429,7 @@ func logStream(code string, open int, all bool) (Message, int, bool) {
 		}
 	}
 	parts = append(parts, code[from:stop])
-	f, ok := joined(parts, nil)
+	f, ok := joined(parts, nil, resolve)
 	if !ok || strings.TrimSpace(f) == "" {
 		return Message{}, 0, false
 	}
@@ -427,13 +441,28 @@ func logStream(code string, open int, all bool) (Message, int, bool) {
 // arguments, a stream's operands): string literals as written, with % doubled,
 // and c10::str(...) read inside; any other value is a runtime string (%s). It
 // reports whether any piece was a literal.
-func joined(args []string, macros map[string]string) (string, bool) {
+func joined(args []string, macros map[string]string, resolve func(string) (string, bool)) (string, bool) {
 	var b strings.Builder
 	found := false
 	for _, a := range args {
 		a = strings.TrimSpace(a)
 		if in, ok := strings.CutPrefix(a, "c10::str("); ok && strings.HasSuffix(in, ")") && matchParen(a, len("c10::str")) == len(a)-1 {
-			f, ok := joined(splitArgs(in[:len(in)-1]), macros)
+			f, ok := joined(splitArgs(in[:len(in)-1]), macros, resolve)
+			b.WriteString(f)
+			found = found || ok
+			continue
+		}
+		if resolve != nil && identRe.MatchString(a) {
+			// A message built before into a variable: std::string msg = c10::str(...).
+			if f, ok := resolve(a); ok {
+				b.WriteString(f)
+				found = true
+				continue
+			}
+		}
+		if parts := splitPlus(a); len(parts) > 1 {
+			// std::string pieces joined with +.
+			f, ok := joined(parts, macros, resolve)
 			b.WriteString(f)
 			found = found || ok
 			continue
@@ -451,6 +480,55 @@ func joined(args []string, macros map[string]string) (string, bool) {
 		b.WriteString("%s")
 	}
 	return b.String(), found
+}
+
+var (
+	identRe     = regexp.MustCompile(`^[A-Za-z_]\w*$`)
+	namespaceRe = regexp.MustCompile(`(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s+"C")\s*$`)
+)
+
+// resolver finds, for a message variable used by the call at i, the c10::str it
+// was built with in the lines before (std::string msg = c10::str(...);).
+func resolver(code string, i int, macros map[string]string) func(string) (string, bool) {
+	return func(ident string) (string, bool) {
+		from := i - 6000
+		if from < 0 {
+			from = 0
+		}
+		re := regexp.MustCompile(`\b` + regexp.QuoteMeta(ident) + `\s*=\s*c10::str\(`)
+		locs := re.FindAllStringIndex(code[from:i], -1)
+		if len(locs) == 0 {
+			return "", false
+		}
+		open := from + locs[len(locs)-1][1] - 1
+		end := matchParen(code, open)
+		if end < 0 || end > i {
+			return "", false
+		}
+		return joined(splitArgs(code[open+1:end]), macros, nil)
+	}
+}
+
+// splitPlus splits an expression at its top-level + operators.
+func splitPlus(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"', '\'':
+			i = skipQuoted(s, i)
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+		case '+':
+			if depth == 0 && (i+1 >= len(s) || s[i+1] != '+') && (i == 0 || s[i-1] != '+') {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
 }
 
 // onlyLiterals reports whether an argument is adjacent string literals alone.

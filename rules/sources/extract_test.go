@@ -200,7 +200,8 @@ void f(void)
 
 // TestExtractCxx reads PyTorch's C++ messages: TORCH_CHECK and friends join their
 // message arguments (c10::str inside them too), LOG(ERROR) streams join their
-// operands; runtime values are %s and a literal % is doubled.
+// operands; runtime values are %s and a literal % is doubled; a message variable
+// is read from the c10::str it was built with.
 func TestExtractCxx(t *testing.T) {
 	const src = `namespace c10d {
 void ProcessGroupNCCL::watchdog() {
@@ -210,6 +211,9 @@ void ProcessGroupNCCL::watchdog() {
   LOG(ERROR) << logPrefix() << "Heartbeat monitor timed out! " << n;
   LOG(INFO) << "not listed";
   TORCH_CHECK(cond);
+  std::string msg = c10::str("[Rank ", rank_, "] Watchdog caught collective operation timeout: ", *this);
+  LOG(ERROR) << msg;
+  C10_THROW_ERROR(DistBackendError, msg + e.what() + ". This may indicate a network set up issue.");
 }
 }
 `
@@ -226,6 +230,8 @@ void ProcessGroupNCCL::watchdog() {
 		`4 TORCH_CHECK_WITH err "Timeout at %s%%"`,
 		`5 TORCH_WARN warn "watchdog is slow"`,
 		`6 LOG(ERROR) err "%sHeartbeat monitor timed out! %s"`,
+		`10 LOG(ERROR) err "[Rank %s] Watchdog caught collective operation timeout: %s"`,
+		`11 C10_THROW_ERROR err "[Rank %s] Watchdog caught collective operation timeout: %s%s. This may indicate a network set up issue."`,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Extract:\n got %q\nwant %q", got, want)
