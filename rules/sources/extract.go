@@ -487,25 +487,41 @@ var (
 	namespaceRe = regexp.MustCompile(`(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s+"C")\s*$`)
 )
 
-// resolver finds, for a message variable used by the call at i, the c10::str it
-// was built with in the lines before (std::string msg = c10::str(...);).
+// resolver finds, for a message variable used by the call at i, what it was
+// built from in the lines before: std::string msg = c10::str(...); or
+// std::string err = "..." + x + "...";.
 func resolver(code string, i int, macros map[string]string) func(string) (string, bool) {
 	return func(ident string) (string, bool) {
 		from := i - 6000
 		if from < 0 {
 			from = 0
 		}
-		re := regexp.MustCompile(`\b` + regexp.QuoteMeta(ident) + `\s*=\s*c10::str\(`)
+		re := regexp.MustCompile(`\b` + regexp.QuoteMeta(ident) + `\s*=[^=]`)
 		locs := re.FindAllStringIndex(code[from:i], -1)
 		if len(locs) == 0 {
 			return "", false
 		}
-		open := from + locs[len(locs)-1][1] - 1
-		end := matchParen(code, open)
-		if end < 0 || end > i {
+		start := from + locs[len(locs)-1][1] - 1
+		end, depth := -1, 0
+		for k := start; k < i && end < 0; k++ {
+			switch code[k] {
+			case '"', '\'':
+				k = skipQuoted(code, k)
+			case '(', '[', '{':
+				depth++
+			case ')', ']', '}':
+				depth--
+			case ';':
+				if depth == 0 {
+					end = k
+				}
+			}
+		}
+		if end < 0 {
 			return "", false
 		}
-		return joined(splitArgs(code[open+1:end]), macros, nil)
+		expr := strings.ReplaceAll(code[start:end], "\\\n", "\n")
+		return joined([]string{expr}, macros, nil)
 	}
 }
 
@@ -549,7 +565,8 @@ func onlyLiterals(a string) bool {
 func literal(arg string, macros map[string]string) (string, bool) {
 	var b strings.Builder
 	found := false
-	rest := strings.TrimSpace(arg)
+	// A macro body's line continuations are blanks.
+	rest := strings.TrimSpace(strings.ReplaceAll(arg, "\\\n", "\n"))
 	for rest != "" {
 		switch {
 		case rest[0] == '"':

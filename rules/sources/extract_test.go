@@ -216,6 +216,12 @@ void ProcessGroupNCCL::watchdog() {
   C10_THROW_ERROR(DistBackendError, msg + e.what() + ". This may indicate a network set up issue.");
 }
 }
+#define C10D_ASSERT(cmd) do { \
+    fprintf(                  \
+        stderr,               \
+        "NCCL error in: %s\n", \
+        f);                   \
+  } while (0)
 `
 	x, err := Extract("torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", []byte(src))
 	if err != nil {
@@ -232,6 +238,7 @@ void ProcessGroupNCCL::watchdog() {
 		`6 LOG(ERROR) err "%sHeartbeat monitor timed out! %s"`,
 		`10 LOG(ERROR) err "[Rank %s] Watchdog caught collective operation timeout: %s"`,
 		`11 C10_THROW_ERROR err "[Rank %s] Watchdog caught collective operation timeout: %s%s. This may indicate a network set up issue."`,
+		`15 fprintf warn "NCCL error in: %s\n"`,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Extract:\n got %q\nwant %q", got, want)
