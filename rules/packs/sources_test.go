@@ -14,7 +14,6 @@ import (
 var awaitingSources = map[string]string{
 	"nvidia-driver/fabric-manager-exit":  "printed by nvidia-fabricmanager-start.sh, which ships only in the Fabric Manager package; no public repository or Fabric Manager user guide states the message",
 	"nvidia-driver/fabric-manager-error": "nv-fabricmanager's own log lines: its source is not public and no Fabric Manager user guide text found quotes them",
-	"nvidia-driver/device-open-failed":   "printk(\"NVRM: %s: minor %d, module->open() failed, error %d\\n\") exists only in nv-frontend.c of closed drivers before 390: the 390 series (AOSC-Tracking/nvidia-390 at 2cdbadc5, kernel/nvidia/nv-frontend.c) no longer prints it, no open-gpu-kernel-modules tag (515.43.04 to 595.45.04) does, and no versioned public repository holds an older copy",
 }
 
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
