@@ -89,12 +89,15 @@ func TestKillLeaderMidStream(t *testing.T) {
 		if total == 0 {
 			lost++
 		}
-		// The record outlives the replica that wrote it, and owns the taint.
-		nf, err := cl.record(n, "nvidia-xid", xid79Rule)
-		if err != nil {
-			t.Errorf("%s: NodeFault: %v", n, err)
-			continue
-		}
+		// The record outlives the replica that wrote it, and owns the taint. Its
+		// status is written one request after the taint (by the next leader, for a
+		// taint the killed one placed): wait for it rather than race it.
+		var nf *v1alpha1.NodeFault
+		var err error
+		cl.waitFor(n+"'s NodeFault with the taint placed", 30*time.Second, func() bool {
+			nf, err = cl.record(n, "nvidia-xid", xid79Rule)
+			return err == nil && nf.Status.Taint != nil && nf.Status.Taint.State == v1alpha1.TaintPlaced && len(nf.Status.Evidence) > 0
+		})
 		if nf.Status.Phase != v1alpha1.PhaseTainted || len(nf.Status.Evidence) == 0 ||
 			nf.Status.Taint == nil || nf.Status.Taint.State != v1alpha1.TaintPlaced ||
 			(nf.Status.Owner != "replica-a" && nf.Status.Owner != "replica-b") {

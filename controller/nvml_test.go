@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faultline-dev/faultline/active-probes/nvmlevents"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/logstream"
@@ -54,13 +55,13 @@ func TestNVMLSecondWitness(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	nf, err := records.Get(ctx, nodefault.Name("gpu-1", "nvidia-xid", "xid-gpu-lost"))
-	if err != nil {
-		t.Fatalf("gpu-1: the NVML-only Xid 79's NodeFault: %v", err)
-	}
-	if len(nf.Status.Evidence) == 0 || nf.Status.Evidence[len(nf.Status.Evidence)-1].Text != nvmlXid79 {
-		t.Errorf("gpu-1 NodeFault evidence %+v, want the NVML line", nf.Status.Evidence)
-	}
+	// The taint is placed first and the evidence written with the status that
+	// records it, one request later: wait for that write rather than racing it.
+	var nf *v1alpha1.NodeFault
+	cl.waitFor("gpu-1's NodeFault with the NVML line as evidence", 20*time.Second, func() bool {
+		nf, err = records.Get(ctx, nodefault.Name("gpu-1", "nvidia-xid", "xid-gpu-lost"))
+		return err == nil && len(nf.Status.Evidence) > 0 && nf.Status.Evidence[len(nf.Status.Evidence)-1].Text == nvmlXid79
+	})
 	all, err := records.List(ctx)
 	if err != nil {
 		t.Fatal(err)
