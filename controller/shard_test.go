@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"testing"
 	"time"
 
@@ -118,11 +119,14 @@ func TestShards(t *testing.T) {
 		if got := len(cl.faultTaints(n)); got != 1 {
 			t.Errorf("%s carries %d faultline taints, want 1", n, got)
 		}
-		nf, err := cl.record(n, "nvidia-xid", "xid-gpu-lost")
-		if err != nil {
-			t.Errorf("%s: %v", n, err)
-			continue
-		}
+		// The status (owner, history) is written one request after the taint:
+		// wait for it rather than race it.
+		var nf *v1alpha1.NodeFault
+		cl.waitFor(n+"'s NodeFault with its taint placed", 20*time.Second, func() bool {
+			var err error
+			nf, err = cl.record(n, "nvidia-xid", "xid-gpu-lost")
+			return err == nil && nf.Status.Taint != nil && nf.Status.Taint.State == v1alpha1.TaintPlaced
+		})
 		if nf.Status.Owner != owner[n] {
 			t.Errorf("%s's fault written by %q, want its shard %q", n, nf.Status.Owner, owner[n])
 		}
