@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 )
