@@ -135,6 +135,19 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return "NVRM: ", nil
 	case call == "NV_DEV_PRINTF" || call == "NV_DEV_PRINTF_STATUS":
 		return "NVRM: GPU 0000:3b:00.0: ", nil
+	case strings.HasPrefix(call, "nvEvoLog"):
+		// nvkms_log: "nvidia-modeset: ", the level's word, then "GPU:%d: " for a
+		// device's or display's message (nvVEvoLog); the call carries its level.
+		lvl := "ERROR: "
+		if strings.Contains(call, "EVO_LOG_WARN") {
+			lvl = "WARNING: "
+		} else if strings.Contains(call, "EVO_LOG_INFO") {
+			lvl = ""
+		}
+		if strings.HasPrefix(call, "nvEvoLog(") || call == "nvEvoLog" {
+			return "nvidia-modeset: " + lvl, nil
+		}
+		return "nvidia-modeset: " + lvl + "GPU:0: ", nil
 	case strings.HasPrefix(call, "xfs_"):
 		return "XFS (sda1): ", nil
 	case call == "TORCH_CHECK" || call == "TORCH_CHECK_WITH" || call == "C10_THROW_ERROR":

@@ -57,6 +57,11 @@ func init() {
 	add(0, -1, `e_dev_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
 	add(2, 0, `NV_DEV_PRINTF sdev_printk scmd_printk shost_printk`)
+	// nvidia-modeset: nvEvoLogDev(pDevEvo, EVO_LOG_ERROR, fmt, ...), nvEvoLogDisp
+	// likewise, nvEvoLog(EVO_LOG_ERROR, fmt, ...); nvkms_log prints the level's word,
+	// so the call is recorded with its level ("nvEvoLogDev(EVO_LOG_ERROR)").
+	add(2, 1, `nvEvoLogDev nvEvoLogDisp`)
+	add(1, 0, `nvEvoLog`)
 	add(2, 0, `sd_printk`)
 	add(2, 1, `ext4_msg`)
 	add(1, -1, `ext4_error EXT4_ERROR_INODE`)
@@ -118,13 +123,14 @@ var lowerLevels = map[string]string{
 	"KERN_WARNING": "warn", "KERN_NOTICE": "notice", "KERN_INFO": "info",
 	"LEVEL_WARNING": "warn", "LEVEL_NOTICE": "notice", "LEVEL_INFO": "info",
 	"NV_DBG_WARNINGS": "warn", "NV_DBG_INFO": "info",
+	"EVO_LOG_WARN": "warn", "EVO_LOG_INFO": "info",
 	"LOG_WARNING": "warn", "LOG_NOTICE": "notice", "LOG_INFO": "info",
 }
 
 // errorLevels are the level arguments that make a call error-level.
 var errorLevels = map[string]string{
 	"KERN_EMERG": "emerg", "KERN_ALERT": "alert", "KERN_CRIT": "crit", "KERN_ERR": "err",
-	"LEVEL_ERROR": "err", "LEVEL_FATAL": "fatal", "NV_DBG_ERRORS": "err",
+	"LEVEL_ERROR": "err", "LEVEL_FATAL": "fatal", "NV_DBG_ERRORS": "err", "EVO_LOG_ERROR": "err",
 	"LOG_EMERG": "emerg", "LOG_ALERT": "alert", "LOG_CRIT": "crit", "LOG_ERR": "err",
 }
 
@@ -334,6 +340,9 @@ func callMessage(name string, pc printCall, args []string, macros map[string]str
 			return m, false
 		}
 		m.Level = l
+		if strings.HasPrefix(name, "nvEvoLog") {
+			m.Call = name + "(" + lv[0] + ")"
+		}
 	} else if _, low := lowerCalls[name]; low {
 		m.Level = "warn"
 		if strings.Contains(name, "info") || name == "INFO" || name == "ucs_diag" {

@@ -249,3 +249,36 @@ void ProcessGroupNCCL::watchdog() {
 		}
 	}
 }
+
+// TestExtractNvkms reads nvidia-modeset's logging calls: the level argument picks
+// the entry's level and is kept in the call, since nvkms_log prints its word.
+func TestExtractNvkms(t *testing.T) {
+	src := `static void f(NVDevEvoPtr pDevEvo)
+{
+    nvEvoLogDev(pDevEvo, EVO_LOG_ERROR,
+                "Idling display engine timed out: 0x%08x:%d:%d:%d", a, b, c, d);
+    nvEvoLogDisp(pDispEvo, EVO_LOG_WARN, "HDMI FRL link training failed.");
+    nvEvoLogDev(pDevEvo, EVO_LOG_INFO, "informational");
+}
+`
+	x, err := Extract("src/nvidia-modeset/src/nvkms-demo.c", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Message{
+		{Line: 3, Call: "nvEvoLogDev(EVO_LOG_ERROR)", Level: "err", Func: "f", Format: "Idling display engine timed out: 0x%08x:%d:%d:%d"},
+		{Line: 5, Call: "nvEvoLogDisp(EVO_LOG_WARN)", Level: "warn", Func: "f", Format: "HDMI FRL link training failed."},
+	}
+	if !reflect.DeepEqual(x.Messages, want) {
+		t.Errorf("Extract:\n got %+v\nwant %+v", x.Messages, want)
+	}
+	for call, prefix := range map[string]string{
+		"nvEvoLogDev(EVO_LOG_ERROR)": "nvidia-modeset: ERROR: GPU:0: ",
+		"nvEvoLogDisp(EVO_LOG_WARN)": "nvidia-modeset: WARNING: GPU:0: ",
+		"nvEvoLog(EVO_LOG_ERROR)":    "nvidia-modeset: ERROR: ",
+	} {
+		if got, err := printf.Prefix(call, "f", "", "nvkms-demo.c", 0); err != nil || got != prefix {
+			t.Errorf("Prefix(%s) = %q, %v; want %q", call, got, err, prefix)
+		}
+	}
+}
