@@ -80,7 +80,7 @@ func UserCall(call string) bool {
 	return userCalls[call] || strings.HasPrefix(call, "ucs_")
 }
 
-var userCalls = words(`WARN INFO TRACE printf fprintf mlx5_err ucs_log_fatal_error log_unit_struct
+var userCalls = words(`WARN INFO TRACE NCCL_OFI_WARN printf fprintf mlx5_err ucs_log_fatal_error log_unit_struct
 	syslog SYSLOG_VERBOSE syslog_device SYSLOG_DEVICE_VERBOSE Wprintf Gprintf Lprintf Eprintf SYSERRprintf
 	log error fatal warning info EFA_WARN EFA_WARN_ONCE FI_WARN FI_WARN_ONCE FI_WARN_SPARSE verbs_err verbs_warn
 	TORCH_CHECK TORCH_CHECK_WITH C10_THROW_ERROR TORCH_WARN TORCH_WARN_ONCE LOG(FATAL) LOG(ERROR) LOG(WARNING)`)
@@ -166,6 +166,9 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return fmt.Sprintf("[%s1127 06:46:14.%09d %s:%d] %s", lvl, 408271257+variant, base, 607+variant, warn), nil
 	case call == "WARN" || call == "INFO" || call == "TRACE":
 		return fmt.Sprintf("gpu-node-7:%d:%d [%d] NCCL %s ", 12345+variant, 12400+variant, 3+variant, call), nil
+	case call == "NCCL_OFI_WARN":
+		// aws-ofi-nccl passes "NET/OFI " fmt to NCCL's logger at WARN.
+		return fmt.Sprintf("gpu-node-7:%d:%d [%d] NCCL WARN NET/OFI ", 12345+variant, 12400+variant, 3+variant), nil
 	case call == "ucs_error" || call == "ucs_warn" || call == "ucs_fatal" || call == "ucs_diag" || call == "ucs_log":
 		// UCS_LOG_FMT: time, [host:pid:thread], file:line, component, level.
 		lvl := map[string]string{"ucs_error": "ERROR", "ucs_log": "ERROR", "ucs_warn": "WARN", "ucs_fatal": "FATAL", "ucs_diag": "DIAG"}[call]

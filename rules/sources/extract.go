@@ -72,6 +72,8 @@ func init() {
 	add(2, 1, `edac_mc_printk`)
 	add(2, 0, `edac_printk`)
 	add(0, -1, `WARN`)
+	// aws-ofi-nccl's NCCL_OFI_WARN(fmt, ...): NCCL's logger at WARN, "NET/OFI " first.
+	add(0, -1, `NCCL_OFI_WARN`)
 	// PyTorch (c10): exceptions and warnings whose message is the remaining
 	// arguments joined; LOG(ERROR) << ... streams are read in extract.
 	for _, c := range []struct {

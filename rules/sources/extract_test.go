@@ -282,3 +282,24 @@ func TestExtractNvkms(t *testing.T) {
 		}
 	}
 }
+
+// TestExtractNcclOfi reads aws-ofi-nccl's NCCL_OFI_WARN, which NCCL's logger prints
+// as a NCCL WARN with "NET/OFI " before the format.
+func TestExtractNcclOfi(t *testing.T) {
+	src := `int f(void)
+{
+	NCCL_OFI_WARN("Couldn't open AV. RC: %d, ERROR: %s", ret, fi_strerror(-ret));
+}
+`
+	x, err := Extract("src/nccl_ofi_ofiutils.cpp", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Message{{Line: 3, Call: "NCCL_OFI_WARN", Level: "err", Func: "f", Format: "Couldn't open AV. RC: %d, ERROR: %s"}}
+	if !reflect.DeepEqual(x.Messages, want) {
+		t.Errorf("Extract:\n got %+v\nwant %+v", x.Messages, want)
+	}
+	if p, err := printf.Prefix("NCCL_OFI_WARN", "f", "", "src/nccl_ofi_ofiutils.cpp", 0); err != nil || p != "gpu-node-7:12345:12400 [3] NCCL WARN NET/OFI " {
+		t.Errorf("Prefix(NCCL_OFI_WARN) = %q, %v", p, err)
+	}
+}
