@@ -21,6 +21,11 @@ import (
 // packs, so a pack rewrite can be judged on the corpus before it replaces them.
 const corpusPacksEnv = "FAULTLINE_CORPUS_PACKS"
 
+// showLines (FAULTLINE_CORPUS_LINES=1) also lists the tuning part's fault lines
+// that no rule matches, in events that other lines found: the lines of a
+// multi-line report that a paste or a pipeline may keep alone.
+var showLines = os.Getenv("FAULTLINE_CORPUS_LINES") == "1"
+
 // Thresholds the packs must meet on the corpus.
 const (
 	minEventRecall  = 0.95
@@ -262,6 +267,8 @@ func TestCorpusQuality(t *testing.T) {
 					cl.lineHits++
 					fig.total.lineHits++
 					found = true
+				} else if showLines && !c.checking() {
+					t.Logf("unmatched %s line at %s: %s", ev[0].class(), c.where(), c.RawLine)
 				}
 			case "negative":
 				fig.benign++
