@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -123,7 +124,7 @@ func TestDefaults(t *testing.T) {
 	_, appVersion := chartMeta(t)
 
 	// Controller: two replicas, leader election in the release namespace, packs from
-	// the default-packs ConfigMap, least privilege.
+	// the default packs' ConfigMaps, least privilege.
 	ctl := deployment(t, objs, "faultline-controller")
 	if ctl.Spec.Replicas == nil || *ctl.Spec.Replicas != 2 {
 		t.Errorf("controller replicas = %v, want 2", ctl.Spec.Replicas)
@@ -149,12 +150,38 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("controller env %s is not the downward API's %s: %+v", name, field, e)
 		}
 	}
+	// One ConfigMap per default pack (together they are over a ConfigMap's 1 MiB),
+	// projected into one read-only directory, each holding its pack file as is.
 	vol, m := mountAt(&ctl.Spec.Template.Spec, cc, "/etc/faultline/packs/defaults")
-	if vol == nil || vol.ConfigMap == nil || vol.ConfigMap.Name != "faultline-default-packs" || !m.ReadOnly {
-		t.Errorf("default packs are not the ConfigMap faultline-default-packs mounted read-only: %+v %+v", vol, m)
+	packFiles, err := filepath.Glob(filepath.Join(repoRoot(t), "rules", "packs", "*.yaml"))
+	if err != nil || len(packFiles) == 0 {
+		t.Fatalf("no default packs in rules/packs: %v", err)
 	}
-	if objs.find("ConfigMap", "faultline-default-packs") == nil {
-		t.Error("no ConfigMap faultline-default-packs")
+	if vol == nil || vol.Projected == nil || len(vol.Projected.Sources) != len(packFiles) || !m.ReadOnly {
+		t.Errorf("default packs are not %d ConfigMaps projected read-only: %+v %+v", len(packFiles), vol, m)
+	} else {
+		for i, p := range packFiles {
+			name := "faultline-default-packs-" + strings.TrimSuffix(filepath.Base(p), ".yaml")
+			if src := vol.Projected.Sources[i]; src.ConfigMap == nil || src.ConfigMap.Name != name {
+				t.Errorf("projected source %d: %+v, want the ConfigMap %s", i, src, name)
+			}
+			cm := objs.find("ConfigMap", name)
+			if cm == nil {
+				t.Errorf("no ConfigMap %s", name)
+				continue
+			}
+			want, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+			if got := data[filepath.Base(p)]; got != string(want) {
+				t.Errorf("ConfigMap %s does not hold %s as is (%d bytes, want %d)", name, p, len(got), len(want))
+			}
+			if n := len(data[filepath.Base(p)]); n > 1<<20 {
+				t.Errorf("ConfigMap %s holds %d bytes, over the 1 MiB a ConfigMap may hold", name, n)
+			}
+		}
 	}
 	if cm := objs.find("ConfigMap", "faultline-checkpoint"); cm == nil || cm.GetNamespace() != "faultline" {
 		t.Error("no checkpoint ConfigMap faultline-checkpoint in the release namespace")

@@ -219,3 +219,11 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/*
+The ConfigMap of one default pack: <fullname>-default-packs-<file name without .yaml>
+(dict "fullname" ... "path" "packs/00-nvidia-xid.yaml").
+*/}}
+{{- define "faultline.defaultPackConfigMap" -}}
+{{- printf "%s-default-packs-%s" .fullname (base .path | trimSuffix ".yaml") | lower | trunc 63 | trimSuffix "-" -}}
+{{- end }}
