@@ -18,6 +18,10 @@ const minLiteralLen = 3
 // maxExact bounds the cross products built for small alternations such as (Fatal|Non-fatal).
 const maxExact = 16
 
+// maxPrefix bounds the sets of prefixes kept for an alternation's branches (see
+// litInfo.prefix), and the literals built from them.
+const maxPrefix = 64
+
 // regex is a rule's regular expression: what the engine reads of its syntax, from
 // one parse, and the program, compiled on first use. Most rules never meet a line
 // that holds their literals, so most are never compiled.
@@ -80,12 +84,25 @@ func usable(set []string) bool {
 // litInfo describes what a sub-expression matches.
 // exact: the sub-expression matches exactly one of these strings (nil: unknown).
 // required: every match contains one of these strings (nil: unknown).
+// prefix: every match starts with one of these strings (nil: unknown). A literal
+// before an alternation of branches that each start with their own words
+// ("NVRM: (?:GSP RPC timeout|FATAL: ...)", as syntax.Parse factors common prefixes
+// out) then yields the joined literals, rarer than the shared word alone.
 type litInfo struct {
 	exact    []string
 	required []string
+	prefix   []string
 }
 
 func analyze(re *syntax.Regexp) litInfo {
+	in := analyzeOp(re)
+	if in.exact != nil {
+		in.prefix = in.exact
+	}
+	return in
+}
+
+func analyzeOp(re *syntax.Regexp) litInfo {
 	switch re.Op {
 	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText,
 		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
@@ -107,7 +124,8 @@ func analyze(re *syntax.Regexp) litInfo {
 	case syntax.OpCapture:
 		return analyze(re.Sub[0])
 	case syntax.OpPlus:
-		return litInfo{required: analyze(re.Sub[0]).required}
+		in := analyze(re.Sub[0])
+		return litInfo{required: in.required, prefix: in.prefix}
 	case syntax.OpRepeat:
 		if re.Min == 0 {
 			return litInfo{}
@@ -116,12 +134,12 @@ func analyze(re *syntax.Regexp) litInfo {
 		if re.Min == 1 && re.Max == 1 {
 			return in
 		}
-		return litInfo{required: in.required}
+		return litInfo{required: in.required, prefix: in.prefix}
 	case syntax.OpConcat:
 		return analyzeConcat(re.Sub)
 	case syntax.OpAlternate:
 		var out litInfo
-		exactOK, reqOK := true, true
+		exactOK, reqOK, prefixOK := true, true, true
 		for _, sub := range re.Sub {
 			in := analyze(sub)
 			if in.exact == nil {
@@ -130,14 +148,21 @@ func analyze(re *syntax.Regexp) litInfo {
 			if in.required == nil {
 				reqOK = false
 			}
+			if in.prefix == nil {
+				prefixOK = false
+			}
 			out.exact = append(out.exact, in.exact...)
 			out.required = append(out.required, in.required...)
+			out.prefix = append(out.prefix, in.prefix...)
 		}
 		if !exactOK || len(out.exact) > maxExact {
 			out.exact = nil
 		}
 		if !reqOK {
 			out.required = nil
+		}
+		if !prefixOK || len(out.prefix) > maxPrefix {
+			out.prefix = nil
 		}
 		if out.exact != nil && (out.required == nil || !usable(out.required)) {
 			out.required = out.exact
@@ -158,6 +183,9 @@ func analyzeConcat(subs []*syntax.Regexp) litInfo {
 	}
 	run := []string{""}
 	allExact := true
+	// prefix: what every match starts with, while it is known.
+	var prefix []string
+	prefixOpen := true
 	for _, sub := range subs {
 		in := analyze(sub)
 		if in.exact != nil && len(run)*len(in.exact) <= maxExact {
@@ -169,6 +197,22 @@ func analyzeConcat(subs []*syntax.Regexp) litInfo {
 			}
 			run = next
 			continue
+		}
+		// The exact run before this piece, joined with how the piece starts, is
+		// in every match too.
+		if in.prefix != nil && len(run)*len(in.prefix) <= maxPrefix {
+			joined := make([]string, 0, len(run)*len(in.prefix))
+			for _, a := range run {
+				for _, b := range in.prefix {
+					joined = append(joined, a+b)
+				}
+			}
+			consider(nonEmpty(joined))
+			if prefixOpen {
+				prefix, prefixOpen = joined, false
+			}
+		} else if prefixOpen {
+			prefix, prefixOpen = run, false
 		}
 		allExact = false
 		consider(nonEmpty(run))
@@ -183,6 +227,12 @@ func analyzeConcat(subs []*syntax.Regexp) litInfo {
 	out := litInfo{required: best}
 	if allExact {
 		out.exact = run
+	}
+	if prefixOpen {
+		prefix = run
+	}
+	if len(prefix) > 0 && len(prefix) <= maxPrefix {
+		out.prefix = prefix
 	}
 	return out
 }

@@ -24,6 +24,12 @@ func TestRequiredLiterals(t *testing.T) {
 		{`.*`, nil},   // nothing required
 		{`(?:x)?abc`, []string{"abc"}},
 		{`foo(bar|baz)qux`, []string{"foobarqux", "foobazqux"}},
+		// A shared word before branches that start with their own words: the joined
+		// literals, rarer than the word alone (syntax.Parse factors "NVRM: " out).
+		{`NVRM: (?:GSP RPC timeout \d+|FATAL: Failed to re-allocate BAR1|BAR\d+ is \d+M)`,
+			[]string{"NVRM: GSP RPC timeout ", "NVRM: FATAL: Failed to re-allocate BAR1", "NVRM: BAR"}},
+		{`nvidia-modeset: (?:WARNING|ERROR): GPU:-?\d+: (?P<e>.+)`, []string{"nvidia-modeset: WARNING: GPU:", "nvidia-modeset: ERROR: GPU:"}},
+		{`mlx5_core \S+: (?:cmd_work_handler|health_recover)\w*:\d+`, []string{": cmd_work_handler", ": health_recover"}},
 	}
 	for _, c := range cases {
 		if got := requiredLiterals(c.expr); !reflect.DeepEqual(got, c.want) {
