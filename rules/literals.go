@@ -123,6 +123,14 @@ func analyzeOp(re *syntax.Regexp) litInfo {
 		return litInfo{}
 	case syntax.OpCapture:
 		return analyze(re.Sub[0])
+	case syntax.OpQuest:
+		// x? is "" or x: exact when x is (" expedited" in "detected(?: expedited)?"),
+		// so the words around it still join; it requires nothing.
+		in := analyze(re.Sub[0])
+		if in.exact != nil && len(in.exact) < maxExact {
+			return litInfo{exact: append([]string{""}, in.exact...)}
+		}
+		return litInfo{}
 	case syntax.OpPlus:
 		in := analyze(re.Sub[0])
 		return litInfo{required: in.required, prefix: in.prefix}
@@ -380,10 +388,30 @@ func literalSetsOf(re *syntax.Regexp) [][]string {
 		for i, l := range set {
 			set[i] = strings.ToLower(l)
 		}
+		set = withoutSuperstrings(set)
 		sort.Strings(set)
 		if k := strings.Join(set, "\x00"); !seen[k] {
 			seen[k] = true
 			out = append(out, set)
+		}
+	}
+	return out
+}
+
+// withoutSuperstrings drops the members of a set that contain another member: a
+// line holding "foobar" holds "bar", so {"bar", "foobar"} asks for "bar".
+func withoutSuperstrings(set []string) []string {
+	out := set[:0]
+	for i, l := range set {
+		redundant := false
+		for j, m := range set {
+			if i != j && len(m) < len(l) && strings.Contains(l, m) {
+				redundant = true
+				break
+			}
+		}
+		if !redundant {
+			out = append(out, l)
 		}
 	}
 	return out

@@ -30,6 +30,9 @@ func TestRequiredLiterals(t *testing.T) {
 			[]string{"NVRM: GSP RPC timeout ", "NVRM: FATAL: Failed to re-allocate BAR1", "NVRM: BAR"}},
 		{`nvidia-modeset: (?:WARNING|ERROR): GPU:-?\d+: (?P<e>.+)`, []string{"nvidia-modeset: WARNING: GPU:", "nvidia-modeset: ERROR: GPU:"}},
 		{`mlx5_core \S+: (?:cmd_work_handler|health_recover)\w*:\d+`, []string{": cmd_work_handler", ": health_recover"}},
+		// An optional piece is "" or itself: the words around it still join.
+		{`INFO: \S+ (?:self-detected|detected(?: expedited)?) stalls? on`,
+			[]string{"self-detected stall on", "self-detected stalls on", "detected stall on", "detected stalls on", "detected expedited stall on", "detected expedited stalls on"}},
 	}
 	for _, c := range cases {
 		if got := requiredLiterals(c.expr); !reflect.DeepEqual(got, c.want) {
