@@ -66,7 +66,7 @@ func literalsOf(re *syntax.Regexp) []string {
 	if !usable(info.required) {
 		return nil
 	}
-	return dedupe(info.required)
+	return withoutSuperstrings(dedupe(info.required))
 }
 
 func usable(set []string) bool {
@@ -398,14 +398,15 @@ func literalSetsOf(re *syntax.Regexp) [][]string {
 	return out
 }
 
-// withoutSuperstrings drops the members of a set that contain another member: a
-// line holding "foobar" holds "bar", so {"bar", "foobar"} asks for "bar".
+// withoutSuperstrings drops the members of a set that contain another member
+// (ASCII case-insensitively, as the prefilter reads them): a line holding
+// "foobar" holds "bar", so {"bar", "foobar"} asks for "bar".
 func withoutSuperstrings(set []string) []string {
 	out := set[:0]
 	for i, l := range set {
 		redundant := false
 		for j, m := range set {
-			if i != j && len(m) < len(l) && strings.Contains(l, m) {
+			if i != j && len(m) < len(l) && strings.Contains(strings.ToLower(l), strings.ToLower(m)) {
 				redundant = true
 				break
 			}

@@ -32,7 +32,7 @@ func TestRequiredLiterals(t *testing.T) {
 		{`mlx5_core \S+: (?:cmd_work_handler|health_recover)\w*:\d+`, []string{": cmd_work_handler", ": health_recover"}},
 		// An optional piece is "" or itself: the words around it still join.
 		{`INFO: \S+ (?:self-detected|detected(?: expedited)?) stalls? on`,
-			[]string{"self-detected stall on", "self-detected stalls on", "detected stall on", "detected stalls on", "detected expedited stall on", "detected expedited stalls on"}},
+			[]string{" self-detected stall on", " self-detected stalls on", " detected stall on", " detected stalls on", " detected expedited stall on", " detected expedited stalls on"}},
 	}
 	for _, c := range cases {
 		if got := requiredLiterals(c.expr); !reflect.DeepEqual(got, c.want) {
