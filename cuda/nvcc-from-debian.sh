@@ -52,6 +52,15 @@ LIBRARIES =+ \$(_SPACE_) -L$ROOT/usr/lib/x86_64-linux-gnu/stubs -L$ROOT/usr/lib/
 PROFILE
   touch "$DIR/.done"
 fi
+# Recent glibc releases declare the C23 functions cospi, sinpi and rsqrt (and their float
+# forms) with noexcept in C++; CUDA 11.8's headers declare them without, and nvcc
+# refuses the mismatch ("exception specification is incompatible"). Declaring them
+# noexcept too, as later CUDA releases do, fits both older and newer glibc.
+math=$ROOT/usr/include/crt/math_functions.h
+if [ -f "$math" ] && ! grep -q 'cospi(double x) noexcept' "$math"; then
+  sed -i -E 's/^(extern __DEVICE_FUNCTIONS_DECL__ __device_builtin__ (double|float) +(cospi|sinpi|rsqrt)f?\((double|float) x\));$/\1 noexcept (true);/' "$math"
+  log "declared cospi, sinpi and rsqrt noexcept in $math (recent glibc declares them too)"
+fi
 "$NVCC" --version | tail -1 >&2
 # nvcc 11.8 wants gcc 11 as host compiler; Debian ships it with the toolkit, in $ROOT/usr/bin.
 echo "PATH=$ROOT/usr/bin:\$PATH make -C cuda NVCC=$NVCC"
