@@ -8,11 +8,9 @@ import (
 	"github.com/faultline-dev/faultline/rules/sources"
 )
 
-// TestInventoryAccounted fails when a message of the inventory is neither covered
-// by the default packs nor ignored with a reason, or when the rule an inventory file
-// records for a message no longer matches it: the packs and the inventory move
-// together (go run ./rules/sources/extract -refresh rules/sources/inventory).
-func TestInventoryAccounted(t *testing.T) {
+// coverage classifies the inventory against the default packs.
+func coverage(t *testing.T) *sources.Report {
+	t.Helper()
 	eng, err := packs.Engine()
 	if err != nil {
 		t.Fatal(err)
@@ -25,6 +23,15 @@ func TestInventoryAccounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rep
+}
+
+// TestInventoryAccounted fails when a message of the inventory is neither covered
+// by the default packs nor ignored with a reason, or when the rule an inventory file
+// records for a message no longer matches it: the packs and the inventory move
+// together (go run ./rules/sources/extract -refresh rules/sources/inventory).
+func TestInventoryAccounted(t *testing.T) {
+	rep := coverage(t)
 	for _, s := range rep.Sources {
 		for _, m := range s.UnaccountedMessages {
 			t.Errorf("%s %s:%d %v: %s(%q) is neither covered by a rule nor ignored with a reason", s.Project, s.File, m.Line, m.Versions, m.Call, m.Format)
@@ -79,18 +86,7 @@ const (
 // driver branches, Linux releases, the last releases of NCCL and UCX) and that
 // the per-version counts add up: every version's messages are covered or ignored.
 func TestCoverageByVersion(t *testing.T) {
-	eng, err := packs.Engine()
-	if err != nil {
-		t.Fatal(err)
-	}
-	invs, err := sources.Load("inventory")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := sources.Coverage(eng, invs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := coverage(t)
 	branches := map[string]bool{}
 	versions := map[string]int{}
 	for _, v := range rep.Versions {

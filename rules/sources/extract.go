@@ -403,21 +403,7 @@ func logStream(code string, open int, all bool, resolve func(string) (string, bo
 	if !strings.HasPrefix(code[j:], "<<") {
 		return Message{}, 0, false
 	}
-	stop, depth := -1, 0
-	for k := j; k < len(code) && stop < 0; k++ {
-		switch code[k] {
-		case '"', '\'':
-			k = skipQuoted(code, k)
-		case '(', '[', '{':
-			depth++
-		case ')', ']', '}':
-			depth--
-		case ';':
-			if depth == 0 {
-				stop = k
-			}
-		}
-	}
+	stop := statementEnd(code, j, len(code))
 	if stop < 0 {
 		return Message{}, 0, false
 	}
@@ -513,21 +499,7 @@ func resolver(code string, i int, macros map[string]string) func(string) (string
 			return "", false
 		}
 		start := from + locs[len(locs)-1][1] - 1
-		end, depth := -1, 0
-		for k := start; k < i && end < 0; k++ {
-			switch code[k] {
-			case '"', '\'':
-				k = skipQuoted(code, k)
-			case '(', '[', '{':
-				depth++
-			case ')', ']', '}':
-				depth--
-			case ';':
-				if depth == 0 {
-					end = k
-				}
-			}
-		}
+		end := statementEnd(code, start, i)
 		if end < 0 {
 			return "", false
 		}
@@ -717,6 +689,27 @@ func skipQuoted(s string, i int) int {
 		}
 	}
 	return len(s) - 1
+}
+
+// statementEnd returns the index of the ';' that ends the statement starting at
+// from (outside brackets and literals), looking no further than limit; -1 if none.
+func statementEnd(code string, from, limit int) int {
+	depth := 0
+	for k := from; k < limit; k++ {
+		switch code[k] {
+		case '"', '\'':
+			k = skipQuoted(code, k)
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+		case ';':
+			if depth == 0 {
+				return k
+			}
+		}
+	}
+	return -1
 }
 
 func matchParen(s string, open int) int {
