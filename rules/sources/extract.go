@@ -510,24 +510,9 @@ func resolver(code string, i int, macros map[string]string) func(string) (string
 
 // splitPlus splits an expression at its top-level + operators.
 func splitPlus(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '"', '\'':
-			i = skipQuoted(s, i)
-		case '(', '[', '{':
-			depth++
-		case ')', ']', '}':
-			depth--
-		case '+':
-			if depth == 0 && (i+1 >= len(s) || s[i+1] != '+') && (i == 0 || s[i-1] != '+') {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, s[start:])
+	return splitTop(s, func(i int) bool {
+		return s[i] == '+' && (i+1 >= len(s) || s[i+1] != '+') && (i == 0 || s[i-1] != '+')
+	})
 }
 
 // onlyLiterals reports whether an argument is adjacent string literals alone.
@@ -731,6 +716,11 @@ func matchParen(s string, open int) int {
 }
 
 func splitArgs(s string) []string {
+	return splitTop(s, func(i int) bool { return s[i] == ',' })
+}
+
+// splitTop splits s at the bytes sep accepts that are outside brackets and literals.
+func splitTop(s string, sep func(i int) bool) []string {
 	var out []string
 	depth, start := 0, 0
 	for i := 0; i < len(s); i++ {
@@ -741,8 +731,8 @@ func splitArgs(s string) []string {
 			depth++
 		case ')', ']', '}':
 			depth--
-		case ',':
-			if depth == 0 {
+		default:
+			if depth == 0 && sep(i) {
 				out = append(out, s[start:i])
 				start = i + 1
 			}
