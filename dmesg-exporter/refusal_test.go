@@ -1,6 +1,7 @@
 package exporter_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -103,8 +104,14 @@ func TestRefusedPodLinesDoNotHoldKernelLines(t *testing.T) {
 		BootTime: k.boot, StatePath: statePath, Sender: ship.NewLoki(srv, ship.LokiOptions{}), Metrics: m,
 		PodLogs: &podlogs.Config{Root: root, PollInterval: 20 * time.Millisecond, RescanInterval: 50 * time.Millisecond}})
 
+	// Healthy's nil (nothing refused yet) is not the state waited for: it must say
+	// the pod records are refused.
 	eventually.NoError(t, 10*time.Second, "/healthz reporting the refusal", func() error {
-		if err := r.ex.Healthy(); err == nil || !strings.Contains(err.Error(), "refuses pod records") {
+		err := r.ex.Healthy()
+		if err == nil {
+			return errors.New("healthy: no refusal reported yet")
+		}
+		if !strings.Contains(err.Error(), "refuses pod records") {
 			return err
 		}
 		return nil
