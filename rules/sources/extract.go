@@ -407,25 +407,13 @@ func logStream(code string, open int, all bool, resolve func(string) (string, bo
 	if stop < 0 {
 		return Message{}, 0, false
 	}
-	var parts []string
-	depth, from := 0, j+2
-	for k := j + 2; k < stop; k++ {
-		switch code[k] {
-		case '"', '\'':
-			k = skipQuoted(code, k)
-		case '(', '[', '{':
-			depth++
-		case ')', ']', '}':
-			depth--
-		case '<':
-			if depth == 0 && k+1 < stop && code[k+1] == '<' {
-				parts = append(parts, code[from:k])
-				from = k + 2
-				k++
-			}
+	stream := code[j+2 : stop]
+	parts := splitTop(stream, func(i int) int {
+		if stream[i] == '<' && i+1 < len(stream) && stream[i+1] == '<' {
+			return 2
 		}
-	}
-	parts = append(parts, code[from:stop])
+		return 0
+	})
 	f, ok := joined(parts, nil, resolve)
 	if !ok || strings.TrimSpace(f) == "" {
 		return Message{}, 0, false
@@ -510,8 +498,11 @@ func resolver(code string, i int, macros map[string]string) func(string) (string
 
 // splitPlus splits an expression at its top-level + operators.
 func splitPlus(s string) []string {
-	return splitTop(s, func(i int) bool {
-		return s[i] == '+' && (i+1 >= len(s) || s[i+1] != '+') && (i == 0 || s[i-1] != '+')
+	return splitTop(s, func(i int) int {
+		if s[i] == '+' && (i+1 >= len(s) || s[i+1] != '+') && (i == 0 || s[i-1] != '+') {
+			return 1
+		}
+		return 0
 	})
 }
 
@@ -716,11 +707,17 @@ func matchParen(s string, open int) int {
 }
 
 func splitArgs(s string) []string {
-	return splitTop(s, func(i int) bool { return s[i] == ',' })
+	return splitTop(s, func(i int) int {
+		if s[i] == ',' {
+			return 1
+		}
+		return 0
+	})
 }
 
-// splitTop splits s at the bytes sep accepts that are outside brackets and literals.
-func splitTop(s string, sep func(i int) bool) []string {
+// splitTop splits s at the separators outside brackets and literals: sep(i) is the
+// length of the separator that starts at i (0: none).
+func splitTop(s string, sep func(i int) int) []string {
 	var out []string
 	depth, start := 0, 0
 	for i := 0; i < len(s); i++ {
@@ -732,9 +729,10 @@ func splitTop(s string, sep func(i int) bool) []string {
 		case ')', ']', '}':
 			depth--
 		default:
-			if depth == 0 && sep(i) {
+			if n := sep(i); depth == 0 && n > 0 {
 				out = append(out, s[start:i])
-				start = i + 1
+				start = i + n
+				i += n - 1
 			}
 		}
 	}
