@@ -46,8 +46,9 @@ type corpusLine struct {
 	// Group is shared by the lines of one multi-line event, kept in order.
 	Group string `json:"group"`
 
-	file string // the corpus file it is in
-	n    int    // 1-based line number in that file
+	file    string // the corpus file it is in
+	n       int    // 1-based line number in that file
+	inCheck bool   // in the checking part (see checking)
 }
 
 // where names the line for a reader: file:line.
@@ -89,6 +90,7 @@ func loadCorpus(t *testing.T) []corpusLine {
 				t.Fatalf("%s:%d: %v", filepath.Base(name), n, err)
 			}
 			c.file, c.n = filepath.Base(name), n
+			c.inCheck = inCheckingPart(c.Source)
 			out = append(out, c)
 		}
 		err = sc.Err()
@@ -116,11 +118,14 @@ func thread(source string) string {
 	return strings.TrimRight(source, "/")
 }
 
-// checking reports whether a line belongs to the checking part.
-func (c corpusLine) checking() bool {
-	sum := sha256.Sum256([]byte(thread(c.Source)))
+// inCheckingPart reports whether the lines of a source belong to the checking part.
+func inCheckingPart(source string) bool {
+	sum := sha256.Sum256([]byte(thread(source)))
 	return sum[0]%10 < checkingBuckets
 }
+
+// checking reports whether a line belongs to the checking part.
+func (c corpusLine) checking() bool { return c.inCheck }
 
 // corpusEvents splits the corpus into events. A group's lines must be adjacent and
 // agree on label and polarity, or the per-event figures would mean nothing.
