@@ -14,6 +14,7 @@ type Metrics struct {
 	lines            *prometheus.CounterVec
 	noNode           prometheus.Counter
 	otherShard       prometheus.Counter
+	warmLines        *prometheus.CounterVec
 	shardMoves       *prometheus.CounterVec
 	matches          *prometheus.CounterVec
 	decisions        *prometheus.CounterVec
@@ -45,6 +46,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Lines whose stream has no node label: counted and skipped."}),
 		otherShard: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_lines_other_shard_total",
 			Help: "Lines of nodes outside this controller's shard (--shard-label): skipped, that shard decides them."}),
+		warmLines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_warmup_lines_total",
+			Help: "Lines read again before a saved read position when a term starts, to fill the rules' windows (not decided again), by result (ok, error, too_many_lines)."}, []string{"result"}),
 		shardMoves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_shard_moves_total",
 			Help: "Nodes that joined or left this controller's shard (relabelled, created, deleted), by direction."}, []string{"direction"}),
 		matches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_matches_total",
@@ -90,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		records: &recordsCollector{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
+		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
 			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped, m.records)
 	}
 	return m

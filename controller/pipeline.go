@@ -91,7 +91,7 @@ func (c *Controller) lead(ctx context.Context) {
 // pipeline runs the stages (see the top of this file) until ctx ends or the source
 // fails.
 func (c *Controller) pipeline(ctx context.Context) error {
-	from, err := c.loadPosition(ctx)
+	from, saved, err := c.loadPosition(ctx)
 	if err != nil {
 		return err
 	}
@@ -140,6 +140,13 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if saved {
+		warmUp(pctx, src, from, c.packs.Engine().Set().Horizon(), func(l logstream.Line) {
+			if l.Node != "" && c.owns(l.Node) {
+				st.match.Process(l)
+			}
+		}, c.m.warmLines, c.log)
+	}
 	beside := []func(context.Context){
 		c.triggers.RunSchedules,
 		c.reconcileLoop,

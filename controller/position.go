@@ -12,23 +12,22 @@ import (
 	"github.com/faultline-dev/faultline/controller/lokisource"
 )
 
-func (c *Controller) loadPosition(ctx context.Context) (lokisource.Checkpoint, error) {
+func (c *Controller) loadPosition(ctx context.Context) (cp lokisource.Checkpoint, saved bool, err error) {
 	raw, storms, err := c.store.LoadState(ctx)
 	if err != nil {
-		return lokisource.Checkpoint{}, err
+		return lokisource.Checkpoint{}, false, err
 	}
 	c.restoreStorms(storms)
 	if raw == nil {
 		start := time.Now().Add(-c.cfg.InitialLookback)
 		c.log.Info("no saved position: starting from the lookback", "start", start)
-		return lokisource.StartAt(start), nil
+		return lokisource.StartAt(start), false, nil
 	}
-	var cp lokisource.Checkpoint
 	if err := json.Unmarshal(raw, &cp); err != nil {
-		return lokisource.Checkpoint{}, fmt.Errorf("checkpoint: %w", err)
+		return lokisource.Checkpoint{}, false, fmt.Errorf("checkpoint: %w", err)
 	}
 	c.log.Info("resuming from the saved position", "position", cp.Min())
-	return cp, nil
+	return cp, true, nil
 }
 
 func (c *Controller) saveLoop(ctx context.Context, pos *positions) {

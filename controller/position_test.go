@@ -66,3 +66,28 @@ func TestCancelledDecisionIsRetried(t *testing.T) {
 	cl.start(options{identity: "replica-b", decide: dc})
 	cl.waitFor("gpu-0 tainted by the next leader", 30*time.Second, func() bool { return cl.tainted("gpu-0") })
 }
+
+// TestFailoverKeepsWindows: two link flaps are read by one leader, the third by the
+// next: the next leader reads the rules' horizon before the saved position again
+// (deciding nothing on it), so the flap's window spans the fail-over and the third
+// flap taints, as it would have with one leader.
+func TestFailoverKeepsWindows(t *testing.T) {
+	cl := newCluster(t, "gpu-0", "gpu-1")
+	dc := decide.Config{MaxPercent: 100, DisableStorm: true}
+	a := cl.start(options{identity: "replica-a", decide: dc})
+	cl.push("gpu-0", time.Now(), linkFlap(2)...)
+	cl.waitFor("the first two flaps read", 20*time.Second, func() bool {
+		return testutil.ToFloat64(a.m.LinesRead().WithLabelValues(logstream.SourceKernel)) >= 4
+	})
+	time.Sleep(time.Second) // several saves of the position
+	a.Stop(t)
+	if cl.tainted("gpu-0") {
+		t.Fatal("gpu-0 tainted after two flaps")
+	}
+	b := cl.start(options{identity: "replica-b", decide: dc})
+	cl.push("gpu-0", time.Now(), linkFlap(1)...)
+	cl.waitFor("gpu-0 tainted by the third flap, read by the next leader", 30*time.Second, func() bool { return cl.tainted("gpu-0") })
+	if n := testutil.ToFloat64(b.m.WarmLines().WithLabelValues("ok")); n != 4 {
+		t.Errorf("the next leader read %v lines again before its position, want the 4 of the first two flaps", n)
+	}
+}

@@ -387,6 +387,9 @@ func (s *Source) deliver(ctx context.Context, q Query, st *queryState, es []entr
 			return err
 		}
 		k := entryKey(e.stream, e.metaNode(s.cfg.NodeLabel), e.ts, e.line)
+		if st.keep != nil && !st.keep(k, e.ts) {
+			continue
+		}
 		st.mu.Lock()
 		dup := st.win.seen(k)
 		st.mu.Unlock()

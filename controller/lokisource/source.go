@@ -92,6 +92,9 @@ type queryState struct {
 	counts    readCounts
 	// missedBefore (Unix ns) is set while a poll runs, 0 otherwise: see readCounts.
 	missedBefore int64
+	// keep, when set, passes over the entries it rejects (Warm reads only the
+	// entries a resumed Run will not emit).
+	keep func(k key, ts int64) bool
 }
 
 // readCounts count what reads found, for the poll's schedule.

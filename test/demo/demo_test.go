@@ -22,12 +22,14 @@ func TestDemoOnce(t *testing.T) {
 	testenv.Integration(t)
 	bin := testenv.BuildDemo(t)
 	var out bytes.Buffer
-	cmd := exec.Command(bin, "--once")
+	dir := filepath.Join(t.TempDir(), "demo")
+	cmd := exec.Command(bin, "--once", "--dir", dir)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()
 	err := cmd.Run()
 	t.Logf("faultline-demo --once: %s\n%s", time.Since(t0).Round(time.Millisecond), out.String())
 	if err != nil {
+		logComponents(t, filepath.Join(dir, "logs"))
 		t.Fatalf("faultline-demo --once: %v", err)
 	}
 	for _, want := range []string{"PASS  Xid 13 on gpu-1 → an Event", "PASS  Xid 79 on gpu-3 → tainted", "PASS  link flaps on gpu-2",
@@ -47,6 +49,40 @@ func TestDemoOnce(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\s+\S+\s+topology\.kubernetes\.io/rack=rack-a\s+\*\s`).MatchString(table) {
 		t.Errorf("kubectl get nodefaults lacks rack-a's fleet fault:\n%s", table)
+	}
+}
+
+// logComponents logs what a failed run's components said that explains an outcome:
+// the controller's and the exporters' warnings and errors and the controller's
+// terms (leading, resuming, warm-up), then the end of the controller's log.
+func logComponents(t *testing.T, logs string) {
+	t.Helper()
+	telling := regexp.MustCompile(`level=(WARN|ERROR)|leading|resuming|warm|restarting|lost`)
+	files, _ := filepath.Glob(filepath.Join(logs, "*.log"))
+	for _, f := range files {
+		name := filepath.Base(f)
+		if name != "controller.log" && !strings.HasPrefix(name, "dmesg-exporter-") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Logf("%s: %v", name, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		var said []string
+		for _, l := range lines {
+			if telling.MatchString(l) {
+				said = append(said, l)
+			}
+		}
+		if len(said) > 200 {
+			said = said[len(said)-200:]
+		}
+		t.Logf("----- %s: %d of %d lines -----\n%s", name, len(said), len(lines), strings.Join(said, "\n"))
+		if name == "controller.log" {
+			t.Logf("----- the last 60 lines of controller.log -----\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
+		}
 	}
 }
 
