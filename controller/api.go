@@ -10,6 +10,7 @@ import (
 
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/kubeauth"
 )
 
@@ -72,7 +73,7 @@ func (c *Controller) Handler() http.Handler {
 			resp.Held = append(resp.Held, HeldView{Node: h.Fault.Node, Rule: h.Fault.Rule.String(), Reason: string(h.Reason),
 				Message: h.Message, Since: h.Since, Hits: h.Hits})
 		}
-		if facts, err := c.facts(); err == nil {
+		if facts, err := c.actor.Facts(); err == nil {
 			resp.Budget = c.decider.BudgetLeft(facts)
 		}
 		writeJSON(w, http.StatusOK, resp)
@@ -94,7 +95,14 @@ func (c *Controller) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/storms/{pack}/{rule}/release", func(r *http.Request) kubeauth.Action {
 		return kubeauth.Action{Verb: "create", Resource: "storms", Subresource: "release", Name: r.PathValue("pack") + "/" + r.PathValue("rule")}
 	}, func(w http.ResponseWriter, r *http.Request) {
-		code, msg := c.releaseStorm(r.Context(), r.PathValue("pack")+"/"+r.PathValue("rule"))
+		key := r.PathValue("pack") + "/" + r.PathValue("rule")
+		code, msg := c.verdict(r.Context(), func(context.Context) (int, string) {
+			if !c.decider.ReleaseStorm(key) {
+				return http.StatusNotFound, "rule " + key + " is not held by a storm"
+			}
+			c.log.Warn("storm released by an operator", "rule", key)
+			return http.StatusOK, ""
+		})
 		if code != http.StatusOK {
 			http.Error(w, msg, code)
 			return
@@ -105,7 +113,9 @@ func (c *Controller) Handler() http.Handler {
 		mux.HandleFunc("POST /api/v1/fleet/{name}/"+verb, func(r *http.Request) kubeauth.Action {
 			return kubeauth.Action{Verb: "create", Resource: "fleet", Subresource: verb, Name: r.PathValue("name")}
 		}, func(w http.ResponseWriter, r *http.Request) {
-			code, msg := c.fleetVerdict(r.Context(), r.PathValue("name"), v)
+			code, msg := c.verdict(r.Context(), func(ctx context.Context) (int, string) {
+				return c.fleet.verdict(ctx, r.PathValue("name"), v)
+			})
 			if code != http.StatusOK {
 				http.Error(w, msg, code)
 				return
@@ -114,7 +124,11 @@ func (c *Controller) Handler() http.Handler {
 		})
 	}
 	c.triggers.Register(mux)
-	c.lokiHandlers(mux)
+	lokiHandlers(mux, func() *lokisource.Source {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.src
+	})
 	return outer
 }
 
@@ -129,20 +143,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-// releaseStorm ends the storm hold of a rule (pack/id) by an operator's decision, and
-// saves it at once with the position, so that the next leader keeps it released.
-func (c *Controller) releaseStorm(ctx context.Context, key string) (int, string) {
+// verdict carries out an operator's verdict (a storm released, a fleet fault
+// released or dismissed) on the leader, and saves it at once with the position, so
+// that the next leader keeps it; held faults it frees go ahead within the budgets.
+func (c *Controller) verdict(ctx context.Context, do func(context.Context) (int, string)) (int, string) {
 	c.mu.Lock()
 	pos := c.pos
 	c.mu.Unlock()
 	if pos == nil {
 		return http.StatusServiceUnavailable, "this replica does not lead: ask the leader"
 	}
-	if !c.decider.ReleaseStorm(key) {
-		return http.StatusNotFound, "rule " + key + " is not held by a storm"
+	if code, msg := do(ctx); code != http.StatusOK {
+		return code, msg
 	}
-	c.log.Warn("storm released by an operator", "rule", key)
-	c.savePosition(ctx, pos, true)
-	c.kick() // its held faults go ahead within the budgets
+	c.keep.save(ctx, pos, true)
+	c.fleet.sync(ctx)
+	c.kick()
 	return http.StatusOK, ""
 }

@@ -2,10 +2,19 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/actqueue"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/trigger"
 )
 
 // DefaultActWorkers is how many decisions are carried out at once by default: a
@@ -18,72 +27,230 @@ const DefaultActWorkers = 64
 // (back-pressure) instead of holding an unbounded backlog in memory.
 func actLimit(workers int) int { return max(1024, 64*workers) }
 
-// decideOne decides a fault, one at a time: the budget and the storm hold see every
+// carrier makes the decisions and carries them out: every decision, whether on a
+// line, a held fault released or a probe's verdict, goes through the term's action
+// queue (one task at a time per node, in decision order) and is reported (Event,
+// NodeFault record, metric, log).
+type carrier struct {
+	decider   *decide.Decider
+	actor     *act.Actor
+	rec       *recorder
+	fleet     *fleetBook
+	gauges    *gauges
+	triggers  *trigger.Triggers
+	decisions *prometheus.CounterVec
+	log       *slog.Logger
+	// ladder counts a firing of a fault whose rule has an escalation ladder.
+	ladder func(context.Context, fault.Fault)
+
+	mu sync.Mutex
+	q  *actqueue.Queue // the term's queue; nil between terms
+
+	// decideMu orders the decisions (numbered by decided) against the taints that
+	// failed (failed: fault key → the number of decisions made when it failed).
+	decideMu sync.Mutex
+	decided  uint64
+	failed   map[string]uint64
+}
+
+// term starts (q) or ends (nil) a term's queue.
+func (k *carrier) term(q *actqueue.Queue) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.q = q
+}
+
+// decide decides a fault, one at a time: the budget and the storm hold see every
 // earlier decision. seq numbers the decision for carry (see notApplied).
-func (c *Controller) decideOne(st stages, f fault.Fault) (decide.Decision, uint64, error) {
-	c.decideMu.Lock()
-	defer c.decideMu.Unlock()
-	facts, err := st.facts.Facts()
+func (k *carrier) decide(f fault.Fault, facts factsReader, decider faultDecider) (decide.Decision, uint64, error) {
+	k.decideMu.Lock()
+	defer k.decideMu.Unlock()
+	nf, err := facts.Facts()
 	if err != nil {
 		return decide.Decision{}, 0, err
 	}
-	d := st.decide.Decide(f, facts)
-	c.decided++
-	return d, c.decided, nil
+	d := decider.Decide(f, nf)
+	k.decided++
+	return d, k.decided, nil
 }
 
 // notApplied frees the budget a taint decision reserved when the taint was not
 // placed. Decisions made before it may have found the fault "already tainted" on
 // that reservation alone; carry skips them, so they cannot place the taint without
 // budget.
-func (c *Controller) notApplied(f fault.Fault) {
-	c.decideMu.Lock()
-	defer c.decideMu.Unlock()
-	c.decider.NotApplied(f)
-	if len(c.failed) >= maxFailedMarks {
-		c.failed = map[string]uint64{} // the oldest are long carried out
+func (k *carrier) notApplied(f fault.Fault) {
+	k.decideMu.Lock()
+	defer k.decideMu.Unlock()
+	k.decider.NotApplied(f)
+	if len(k.failed) >= maxFailedMarks {
+		k.failed = map[string]uint64{} // the oldest are long carried out
 	}
-	c.failed[f.Key()] = c.decided
+	k.failed[f.Key()] = k.decided
 }
 
 // maxFailedMarks bounds the taints remembered as failed.
 const maxFailedMarks = 10000
 
 // carry carries out decision number seq on a worker.
-func (c *Controller) carry(ctx context.Context, d decide.Decision, seq uint64) {
+func (k *carrier) carry(ctx context.Context, d decide.Decision, seq uint64) {
 	if d.Kind == decide.KindAlreadyTainted {
-		c.decideMu.Lock()
-		at, failed := c.failed[d.Fault.Key()]
-		c.decideMu.Unlock()
+		k.decideMu.Lock()
+		at, failed := k.failed[d.Fault.Key()]
+		k.decideMu.Unlock()
 		if failed && seq <= at {
 			// Decided on the reservation of a taint that then failed: the node does
 			// not carry it and no budget is held for it.
-			c.m.decisions.WithLabelValues(string(d.Kind), "error", string(d.Mode)).Inc()
-			c.log.Warn("taint not applied: the taint this decision counted on failed",
+			k.decisions.WithLabelValues(string(d.Kind), "error", string(d.Mode)).Inc()
+			k.log.Warn("taint not applied: the taint this decision counted on failed",
 				"node", d.Fault.Node, "rule", d.Fault.Rule.String())
 			return
 		}
 	}
-	c.apply(ctx, d)
+	k.apply(ctx, d)
 }
 
-// gaugesDue asks gaugeLoop for a refresh of the gauges.
-func (c *Controller) gaugesDue() {
+// submit carries out a decision made off the line path (a held fault released, a
+// probe's verdict) through the term's queue, after the node's earlier decisions,
+// and waits for room; between terms (no queue: this replica does not lead) it is
+// carried out at once, as a probe verdict arriving then still must be.
+func (k *carrier) submit(ctx context.Context, d decide.Decision) {
+	k.mu.Lock()
+	q := k.q
+	k.mu.Unlock()
+	if q == nil {
+		k.apply(ctx, d)
+		return
+	}
+	line := q.Begin()
+	if err := q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) { k.apply(ctx, d) }); err != nil {
+		k.log.Warn("decision not queued: the term ended", "node", d.Fault.Node, "rule", d.Fault.Rule.String(), "kind", d.Kind, "err", err)
+	}
+	q.End(line)
+}
+
+// apply carries a decision out and reports it (Event, metric, log).
+func (k *carrier) apply(ctx context.Context, d decide.Decision) {
+	f := d.Fault
+	kind := string(d.Kind)
+	result := "ok"
+	recorded := false // the decision went to the record with the taint's Placed
+	defer func() { k.decisions.WithLabelValues(kind, result, string(d.Mode)).Inc() }()
+	defer func() {
+		if result == "ok" && !recorded {
+			k.rec.decision(ctx, d, d.Message)
+		}
+		// Every firing counts on a ladder, those whose evidence write is skipped too.
+		if laddered(d) && (result == "ok" || result == "recent") {
+			k.ladder(ctx, f)
+		}
+	}()
+	switch d.Kind {
+	case decide.KindTaint, decide.KindAlreadyTainted:
+		if d.Kind == decide.KindAlreadyTainted && !k.rec.store.RefreshDue(f.Key()) {
+			result = "recent"
+			return
+		}
+		boot, _ := k.actor.BootID(f.Node)
+		ch, due := k.rec.change(d, d.Message)
+		res, err := k.actor.TaintNodeRecording(ctx, f, boot, ch)
+		recorded = due
+		if err != nil {
+			if due {
+				k.rec.store.Undue(f.Key())
+			}
+			result = "error"
+			if errors.Is(err, act.ErrOptedOut) {
+				result = "opted-out"
+			}
+			k.notApplied(f)
+			k.log.Warn("taint not applied", "node", f.Node, "rule", f.Rule.String(), "err", err)
+			return
+		}
+		// The actor records the FaultTainted Event with the evidence.
+		k.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
+	case decide.KindEvent:
+		k.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, lastLine(f)))
+	case decide.KindProbe:
+		// The taint waits for the probes; the line stream does not.
+		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, lastLine(f))
+		if !k.triggers.On() {
+			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
+				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
+		}
+		k.event(ctx, f, act.ReasonEvent, msg)
+		go k.triggers.Confirm(ctx, f)
+	case decide.KindHold:
+		reason := act.ReasonHeld
+		if d.Reason == decide.ReasonStorm {
+			reason = act.ReasonStormHold
+		}
+		kind = "hold-" + string(d.Reason)
+		k.event(ctx, f, reason, fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message))
+		k.log.Warn("fault held", "node", f.Node, "rule", f.Rule.String(), "reason", d.Reason, "message", d.Message)
+		if d.Reason == decide.ReasonFleet {
+			k.fleet.sync(ctx)
+		}
+	case decide.KindDryRun:
+		kind = "dry-run-" + string(d.Of)
+		k.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))
+	case decide.KindAnnotate:
+		k.event(ctx, f, act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, lastLine(f)))
+	case decide.KindObserve:
+		// Counted by the metric above; the log is the only other trace.
+		k.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)
+	case decide.KindNone:
+	}
+	// Refresh the gauges when a taint or a hold changed them, not on every Event
+	// (Reconcile refreshes them periodically too), coalesced: a burst carried out
+	// by many workers refreshes them a few times, not once per decision.
+	if d.Kind == decide.KindTaint || d.Kind == decide.KindHold {
+		k.gauges.due()
+	}
+}
+
+func (k *carrier) event(ctx context.Context, f fault.Fault, reason, msg string) {
+	if err := k.actor.Event(ctx, f.Node, f, reason, msg); err != nil {
+		k.log.Warn("event not recorded", "node", f.Node, "reason", reason, "err", err)
+	}
+}
+
+func lastLine(f fault.Fault) string {
+	if len(f.Evidence) == 0 {
+		return ""
+	}
+	l := f.Evidence[len(f.Evidence)-1].Text
+	if len(l) > 300 {
+		l = l[:300] + "…"
+	}
+	return fmt.Sprintf("%d match(es), last: %q", f.Count, l)
+}
+
+// gauges refreshes the controller's gauges from the facts the informers keep
+// indexed and the decider's state: its cost follows the faults, not the fleet.
+type gauges struct {
+	actor   *act.Actor
+	decider *decide.Decider
+	m       *Metrics
+	ch      chan struct{} // asks loop for a refresh
+}
+
+// due asks loop for a refresh.
+func (g *gauges) due() {
 	select {
-	case c.gaugeCh <- struct{}{}:
+	case g.ch <- struct{}{}:
 	default:
 	}
 }
 
-// gaugeLoop refreshes the gauges when asked, at most every gaugeEvery (a refresh
-// reads the indexed facts and walks the held faults).
-func (c *Controller) gaugeLoop(ctx context.Context) {
+// loop refreshes the gauges when asked, at most every gaugeEvery (a refresh reads
+// the indexed facts and walks the held faults).
+func (g *gauges) loop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.gaugeCh:
-			c.updateGauges()
+		case <-g.ch:
+			g.update()
 		}
 		select {
 		case <-ctx.Done():
@@ -94,3 +261,22 @@ func (c *Controller) gaugeLoop(ctx context.Context) {
 }
 
 const gaugeEvery = 250 * time.Millisecond
+
+// update sets the gauges now.
+func (g *gauges) update() {
+	facts, err := g.actor.Facts()
+	if err != nil {
+		return
+	}
+	g.m.taintedNodes.Set(float64(len(facts.Tainted)))
+	g.m.budgetLeft.Set(float64(g.decider.BudgetLeft(facts)))
+	g.m.eligibleNodes.Set(float64(facts.Eligible))
+	held := map[string]int{}
+	for _, h := range g.decider.Held() {
+		held[string(h.Reason)]++
+	}
+	for _, r := range []decide.HoldReason{decide.ReasonBudget, decide.ReasonRuleBudget, decide.ReasonStorm, decide.ReasonOptedOut,
+		decide.ReasonFleet, decide.ReasonGroupBudget} {
+		g.m.held.WithLabelValues(string(r)).Set(float64(held[string(r)]))
+	}
+}

@@ -94,30 +94,23 @@ type Controller struct {
 	actor   *act.Actor
 	decider *decide.Decider
 	packs   *packwatch.Watcher
-	store   *checkpoint.Store
+	keep    *keeper
 	records *nodefault.Store
+	rec     *recorder
+	shard   *shard
+	fleet   *fleetBook
+	carrier *carrier
+	gauges  *gauges
 
 	mu        sync.Mutex
 	src       *lokisource.Source // while leading
 	pos       *positions         // while leading: the read positions of the term
-	lastMatch map[string]time.Time
+	seen      *lastSeen
 	leading   bool
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
 	taintedAt time.Time       // when that reconcile read them
 	ready     bool
-	refreshed map[string]time.Time     // fault key → last evidence write for an already-tainted node
-	recorded  map[string]recordedPhase // fault key → phase last written to its NodeFault
-	moves     map[string]bool          // nodes that joined (true) or left (false) the shard since the last reconcile
-	// fleetRecords: fleet fault record name → what was last written to it.
-	fleetRecords map[string]fleetWritten
-	climbing     map[string]bool // fault key → a climb of its ladder is under way
-
-	// decideMu orders the decisions (numbered by decided) against the taints that
-	// failed (failed: fault key → the number of decisions made when it failed).
-	decideMu sync.Mutex
-	decided  uint64
-	failed   map[string]uint64
-	gaugeCh  chan struct{} // asks gaugeLoop for a refresh
+	climbing  map[string]bool // fault key → a climb of its ladder is under way
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
 	kickCh   chan struct{}     // asks for a reconcile now
@@ -165,9 +158,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, fleetRecords: map[string]fleetWritten{}, climbing: map[string]bool{}, kickCh: make(chan struct{}, 1),
-		failed: map[string]uint64{}, gaugeCh: make(chan struct{}, 1)}
+	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, seen: &lastSeen{at: map[string]time.Time{}}, tainted: map[string]bool{},
+		climbing: map[string]bool{}, kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	rc := cfg.Records
@@ -175,6 +167,7 @@ func New(cfg Config) (*Controller, error) {
 	if rc.NodeLabel == "" {
 		rc.NodeLabel = cfg.Loki.NodeLabel
 	}
+	rc.Refresh = cfg.EvidenceRefresh
 	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
 		return nil, err
 	}
@@ -184,12 +177,20 @@ func New(cfg Config) (*Controller, error) {
 	if c.actor, err = act.New(cfg.Client, ao); err != nil {
 		return nil, err
 	}
+	c.rec = &recorder{store: c.records, actor: c.actor, errors: c.m.recordErrors, log: c.log}
 	c.m.setRecords(c.actor.NodeFaults)
 	if c.decider, err = decide.New(cfg.Decide); err != nil {
 		return nil, err
 	}
+	c.fleet = &fleetBook{decider: c.decider, rec: c.rec, actor: c.actor, decisions: c.m.decisions, pending: c.m.fleetFaults,
+		log: c.log, dryRun: cfg.Decide.DryRun, pod: podOf(cfg), written: map[string]fleetWritten{}}
+	c.gauges = &gauges{actor: c.actor, decider: c.decider, m: c.m, ch: make(chan struct{}, 1)}
+	c.carrier = &carrier{decider: c.decider, actor: c.actor, rec: c.rec, fleet: c.fleet, gauges: c.gauges,
+		decisions: c.m.decisions, log: c.log, ladder: c.ladderFiring, failed: map[string]uint64{}}
+	c.shard = &shard{actor: c.actor, decider: c.decider, set: func() *rules.Set { return c.packs.Engine().Set() },
+		moved: c.m.shardMoves, log: c.log}
 	if c.actor.Sharded() {
-		if err := c.actor.OnMembership(c.noteMove); err != nil {
+		if err := c.actor.OnMembership(c.shard.note); err != nil {
 			return nil, fmt.Errorf("controller: shard: %w", err)
 		}
 	}
@@ -199,13 +200,16 @@ func New(cfg Config) (*Controller, error) {
 	if c.packs, err = packwatch.New(pc); err != nil {
 		return nil, fmt.Errorf("controller: rule packs: %w", err)
 	}
-	c.store = checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName)
-	c.triggers, err = trigger.New(cfg.Probes, trigger.Deps{Actor: c.actor, Decider: c.decider, Facts: c.facts,
-		Apply: c.apply, Record: c.recordProbe, Kick: c.kick, Results: c.m.probeResults, Skipped: c.m.probeSkipped,
+	c.keep = &keeper{store: checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName), decider: c.decider,
+		fleet: len(cfg.Decide.Fleet.Labels) > 0, lookback: cfg.InitialLookback, every: cfg.CheckpointEvery,
+		errors: c.m.checkpointErrors, log: c.log}
+	c.triggers, err = trigger.New(cfg.Probes, trigger.Deps{Actor: c.actor, Decider: c.decider, Facts: c.actor.Facts,
+		Apply: c.carrier.submit, Record: c.rec.probe, Kick: c.kick, Results: c.m.probeResults, Skipped: c.m.probeSkipped,
 		Log: c.log, Life: c.life})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
+	c.carrier.triggers = c.triggers
 	return c, nil
 }
 
@@ -249,10 +253,10 @@ func (c *Controller) onReload(e *rules.Engine) {
 func (c *Controller) onPackError(err error) {
 	c.m.reloadErrors.Inc()
 	c.log.Error("rule packs rejected; the last good set stays active", "err", err)
-	if c.cfg.PodName == "" {
+	pod := podOf(c.cfg)
+	if pod == nil {
 		return
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.cfg.PodName, Namespace: c.cfg.Namespace}}
 	msg := err.Error()
 	if len(msg) > 1000 {
 		msg = msg[:1000] + "…"
@@ -260,6 +264,15 @@ func (c *Controller) onPackError(err error) {
 	if e := c.actor.EventOn(pod, corev1.EventTypeWarning, act.ReasonPackReloadFailed, msg); e != nil {
 		c.log.Warn("event not recorded", "err", e)
 	}
+}
+
+// podOf is the controller's own Pod, where Events about the controller go; nil when
+// its name is not known.
+func podOf(cfg Config) *corev1.Pod {
+	if cfg.PodName == "" {
+		return nil
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: cfg.PodName, Namespace: cfg.Namespace}}
 }
 
 // Ready reports whether the replica can serve (its Node cache is synced).

@@ -134,7 +134,7 @@ func (c *Controller) climb(ctx context.Context, f fault.Fault, nf *v1alpha1.Node
 	if !ok {
 		return
 	}
-	facts, err := c.facts()
+	facts, err := c.actor.Facts()
 	if err != nil {
 		c.log.Error("node facts", "err", err)
 		return
@@ -173,12 +173,12 @@ func (c *Controller) climb(ctx context.Context, f fault.Fault, nf *v1alpha1.Node
 	// one decision, not one a reconcile.
 	c.m.decisions.WithLabelValues(label, result, string(d.Mode)).Inc()
 	if reason != "" {
-		c.event(ctx, f, reason, d.Message)
+		c.carrier.event(ctx, f, reason, d.Message)
 	}
 	if nf.Status.Escalation != nil && nf.Status.Escalation.Step == rec.Step && nf.Status.Escalation.Time != nil {
 		rec.Time = nf.Status.Escalation.Time // retries keep the time the step was reached
 	}
-	c.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Step: rec,
+	c.rec.write(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Step: rec,
 		Decision: "escalate-" + string(s.Action), Message: fmt.Sprintf("step %d %s (%s): %s", rec.Step, rec.State, s.Why, rec.Message)})
 	c.log.Info("escalation", "node", f.Node, "rule", f.Rule.String(), "step", rec.Step, "action", rec.Action, "state", rec.State, "message", rec.Message)
 }
@@ -187,7 +187,7 @@ func (c *Controller) climb(ctx context.Context, f fault.Fault, nf *v1alpha1.Node
 func (c *Controller) takeStep(ctx context.Context, f fault.Fault, nf *v1alpha1.NodeFault, s decide.Step) (v1alpha1.StepState, string) {
 	ec := c.cfg.Escalation
 	done := func(msg string) (v1alpha1.StepState, string) {
-		c.event(ctx, f, ReasonEscalated, fmt.Sprintf("%s: step %d (%s): %s", f.Rule, s.Index+1, s.Action, msg))
+		c.carrier.event(ctx, f, ReasonEscalated, fmt.Sprintf("%s: step %d (%s): %s", f.Rule, s.Index+1, s.Action, msg))
 		return v1alpha1.StepDone, msg
 	}
 	fail := func(err error) (v1alpha1.StepState, string) {

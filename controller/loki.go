@@ -3,27 +3,16 @@ package controller
 import (
 	"net/http"
 
+	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/kubeauth"
 )
-
-// currentBootID is the Node's current boot ID for the Loki source's earlier-boot
-// filter; "" (no filtering) while the Node is unknown or the cache not synced.
-func (c *Controller) currentBootID(node string) string {
-	id, err := c.actor.BootID(node)
-	if err != nil {
-		return ""
-	}
-	return id
-}
 
 // lokiHandlers serves GET /api/v1/loki/health: 503 with each refused query (its
 // LogQL and Loki's answer) while Loki refuses one, 200 otherwise. Not the liveness
 // probe: restarting the controller cannot fix a query.
-func (c *Controller) lokiHandlers(mux *kubeauth.Mux) {
+func lokiHandlers(mux *kubeauth.Mux, source func() *lokisource.Source) {
 	mux.HandleFunc("GET /api/v1/loki/health", kubeauth.Fixed(actReadFaults), func(w http.ResponseWriter, r *http.Request) {
-		c.mu.Lock()
-		src := c.src
-		c.mu.Unlock()
+		src := source()
 		if src == nil {
 			_, _ = w.Write([]byte("not leading\n"))
 			return

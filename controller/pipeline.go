@@ -24,12 +24,10 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/actqueue"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -70,6 +68,11 @@ type stages struct {
 	act func(ctx context.Context, line uint64, d decide.Decision, seq uint64) error
 	// queue carries the decisions out and knows which lines are done.
 	queue *actqueue.Queue
+
+	carrier *carrier
+	owns    func(node string) bool // the node is this shard's
+	seen    *lastSeen
+	m       *Metrics
 }
 
 // lead runs the pipeline while this replica holds the lease.
@@ -91,14 +94,18 @@ func (c *Controller) lead(ctx context.Context) {
 // pipeline runs the stages (see the top of this file) until ctx ends or the source
 // fails.
 func (c *Controller) pipeline(ctx context.Context) error {
-	from, saved, err := c.loadPosition(ctx)
+	from, saved, err := c.keep.load(ctx)
 	if err != nil {
 		return err
 	}
 	lc := c.cfg.Loki
 	lc.Queries = lokisource.EngineQueries(c.cfg.Selectors, c.packs.Engine())
 	lc.Metrics = c.m.loki
-	lc.BootID = c.currentBootID
+	lc.BootID = func(node string) string {
+		// "" (no filtering) while the Node is unknown or the cache not synced.
+		id, _ := c.actor.BootID(node)
+		return id
+	}
 	if lc.Logger == nil {
 		lc.Logger = c.log
 	}
@@ -114,15 +121,18 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	c.mu.Lock()
 	c.src, c.pos, c.leading = src, pos, true
 	c.mu.Unlock()
+	c.shard.lead(true)
+	c.carrier.term(q)
 	defer func() {
 		c.mu.Lock()
 		c.src, c.pos, c.leading = nil, nil, false
-		c.moves = map[string]bool{}
 		c.mu.Unlock()
+		c.shard.lead(false)
+		c.carrier.term(nil)
 	}()
 	// A taint the previous leader was placing when it stopped is adopted or its
 	// record cleared; faults it held wait here too, in their order.
-	c.checkPlacing(ctx, 0)
+	c.rec.checkPlacing(ctx, 0)
 	c.resumeHeld(ctx)
 	st := stages{
 		source: src,
@@ -130,11 +140,16 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		facts:  c.actor,
 		decide: c.decider,
 		queue:  q,
+
+		carrier: c.carrier,
+		owns:    c.shard.owns,
+		seen:    c.seen,
+		m:       c.m,
 	}
 	st.act = func(ctx context.Context, line uint64, d decide.Decision, seq uint64) error {
 		decided := time.Now()
 		return q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) {
-			c.carry(ctx, d, seq)
+			c.carrier.carry(ctx, d, seq)
 			c.m.carryTime.WithLabelValues(string(d.Kind)).Observe(time.Since(decided).Seconds())
 		})
 	}
@@ -142,7 +157,7 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	defer cancel()
 	if saved {
 		warmUp(pctx, src, from, c.packs.Engine().Set().Horizon(), func(l logstream.Line) {
-			if l.Node != "" && c.owns(l.Node) {
+			if l.Node != "" && c.shard.owns(l.Node) {
 				st.match.Process(l)
 			}
 		}, c.m.warmLines, c.log)
@@ -150,9 +165,9 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	beside := []func(context.Context){
 		c.triggers.RunSchedules,
 		c.reconcileLoop,
-		c.gaugeLoop,
+		c.gauges.loop,
 		q.Run,
-		func(ctx context.Context) { c.saveLoop(ctx, pos) },
+		func(ctx context.Context) { c.keep.saveLoop(ctx, pos) },
 	}
 	var wg sync.WaitGroup
 	for _, run := range beside {
@@ -164,7 +179,7 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	err = st.source.Run(pctx, from, func(l logstream.Line) error {
 		// Cancelled during the line (leadership lost, shutdown): its decisions may be
 		// half done, so the line stays unread and the next leader decides it again.
-		if err := c.process(pctx, st, l); err != nil {
+		if err := st.process(pctx, l); err != nil {
 			return fmt.Errorf("line of %s at %s not fully decided: %w", l.Node, l.Time.Format(time.RFC3339Nano), err)
 		}
 		return nil
@@ -173,14 +188,14 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	wg.Wait()
 	// Save the last position whose lines were all carried out, so the next leader
 	// starts exactly there; the lines of work cancelled above it are decided again.
-	c.savePosition(context.WithoutCancel(ctx), pos, false)
+	c.keep.save(context.WithoutCancel(ctx), pos, false)
 	return err
 }
 
 // process runs one line through match → decide and queues the decisions.
-func (c *Controller) process(ctx context.Context, st stages, e logstream.Line) error {
+func (st stages) process(ctx context.Context, e logstream.Line) error {
 	line := st.queue.Begin()
-	if err := c.decideLine(ctx, st, line, e); err != nil {
+	if err := st.decideLine(ctx, line, e); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -191,36 +206,34 @@ func (c *Controller) process(ctx context.Context, st stages, e logstream.Line) e
 }
 
 // decideLine runs one line through match → decide and hands each decision to act.
-func (c *Controller) decideLine(ctx context.Context, st stages, line uint64, e logstream.Line) error {
-	c.m.lines.WithLabelValues(e.Query).Inc()
-	if e.Node != "" && !c.owns(e.Node) {
-		c.m.otherShard.Inc() // its shard's controller reads it too
+func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) error {
+	st.m.lines.WithLabelValues(e.Query).Inc()
+	if e.Node != "" && !st.owns(e.Node) {
+		st.m.otherShard.Inc() // its shard's controller reads it too
 		return nil
 	}
 	res := st.match.Process(e)
 	if e.Node == "" {
-		c.m.noNode.Inc()
+		st.m.noNode.Inc()
 	}
 	for _, o := range res.Matches {
-		c.m.matches.WithLabelValues(o.Rule.String(), string(o.Rule.Severity)).Inc()
-		c.mu.Lock()
-		c.lastMatch[fault.Key(e.Node, o.Rule.Pack, o.Rule.ID)] = e.Time
-		c.mu.Unlock()
+		st.m.matches.WithLabelValues(o.Rule.String(), string(o.Rule.Severity)).Inc()
+		st.seen.note(fault.Key(e.Node, o.Rule.Pack, o.Rule.ID), e.Time)
 	}
 	for _, f := range res.Faults {
 		if f.Rule.Action == rules.ActionNone {
 			continue // evidence-only rules (context lines) need no decision
 		}
-		d, seq, err := c.decideOne(st, f)
+		d, seq, err := st.carrier.decide(f, st.facts, st.decide)
 		if err != nil {
-			c.log.Error("node facts", "err", err)
-			continue
+			// The line stays unread: the term restarts and decides it again.
+			return fmt.Errorf("node facts: %w", err)
 		}
-		c.m.decideDelay.Observe(time.Since(e.Time).Seconds())
+		st.m.decideDelay.Observe(time.Since(e.Time).Seconds())
 		if err := st.act(ctx, line, d, seq); err != nil {
 			// Not carried out: its grant would hold budget for a taint never placed.
 			if d.Kind == decide.KindTaint {
-				c.notApplied(f)
+				st.carrier.notApplied(f)
 			}
 			return err
 		}
@@ -228,117 +241,27 @@ func (c *Controller) decideLine(ctx context.Context, st stages, line uint64, e l
 	return nil
 }
 
-func (c *Controller) facts() (decide.NodeFacts, error) { return c.actor.Facts() }
-
-// apply carries a decision out and reports it (Event, metric, log).
-func (c *Controller) apply(ctx context.Context, d decide.Decision) {
-	f := d.Fault
-	kind := string(d.Kind)
-	result := "ok"
-	recorded := false // the decision went to the record with the taint's Placed
-	defer func() { c.m.decisions.WithLabelValues(kind, result, string(d.Mode)).Inc() }()
-	defer func() {
-		if result == "ok" && !recorded {
-			c.recordDecision(ctx, d, d.Message)
-		}
-		// Every firing counts on a ladder, those whose evidence write is skipped too.
-		if laddered(d) && (result == "ok" || result == "recent") {
-			c.ladderFiring(ctx, f)
-		}
-	}()
-	switch d.Kind {
-	case decide.KindTaint, decide.KindAlreadyTainted:
-		if d.Kind == decide.KindAlreadyTainted && !c.refreshDue(f.Key()) {
-			result = "recent"
-			return
-		}
-		boot, _ := c.actor.BootID(f.Node)
-		ch, due := c.decisionChange(d, d.Message)
-		res, err := c.actor.TaintNodeRecording(ctx, f, boot, ch)
-		recorded = due
-		if err != nil {
-			if due {
-				c.recordUndue(f.Key())
-			}
-			result = "error"
-			if errors.Is(err, act.ErrOptedOut) {
-				result = "opted-out"
-			}
-			c.notApplied(f)
-			c.log.Warn("taint not applied", "node", f.Node, "rule", f.Rule.String(), "err", err)
-			return
-		}
-		// The actor records the FaultTainted Event with the evidence.
-		c.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
-	case decide.KindEvent:
-		c.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, lastLine(f)))
-	case decide.KindProbe:
-		// The taint waits for the probes; the line stream does not.
-		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, lastLine(f))
-		if !c.triggers.On() {
-			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
-				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
-		}
-		c.event(ctx, f, act.ReasonEvent, msg)
-		go c.triggers.Confirm(ctx, f)
-	case decide.KindHold:
-		reason := act.ReasonHeld
-		if d.Reason == decide.ReasonStorm {
-			reason = act.ReasonStormHold
-		}
-		kind = "hold-" + string(d.Reason)
-		c.event(ctx, f, reason, fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message))
-		c.log.Warn("fault held", "node", f.Node, "rule", f.Rule.String(), "reason", d.Reason, "message", d.Message)
-		if d.Reason == decide.ReasonFleet {
-			c.syncFleets(ctx)
-		}
-	case decide.KindDryRun:
-		kind = "dry-run-" + string(d.Of)
-		c.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))
-	case decide.KindAnnotate:
-		c.event(ctx, f, act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, lastLine(f)))
-	case decide.KindObserve:
-		// Counted by the metric above; the log is the only other trace.
-		c.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)
-	case decide.KindNone:
-	}
-	// Refresh the gauges when a taint or a hold changed them, not on every Event
-	// (Reconcile refreshes them periodically too), coalesced: a burst carried out
-	// by many workers refreshes them a few times, not once per decision.
-	if d.Kind == decide.KindTaint || d.Kind == decide.KindHold {
-		c.gaugesDue()
-	}
+// lastSeen remembers when each fault (by key) last matched a line: a recovery
+// "after" counts from the last match, not from the taint.
+type lastSeen struct {
+	mu sync.Mutex
+	at map[string]time.Time
 }
 
-// refreshDue says whether the evidence of an already-tainted fault may be written
-// now, and notes the write.
-func (c *Controller) refreshDue(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	if last, ok := c.refreshed[key]; ok && now.Sub(last) < c.cfg.EvidenceRefresh {
-		return false
+func (l *lastSeen) note(key string, t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.at) >= maxLastSeen {
+		l.at = map[string]time.Time{} // the oldest are long past their recovery
 	}
-	if len(c.refreshed) > 100000 {
-		c.refreshed = map[string]time.Time{}
-	}
-	c.refreshed[key] = now
-	return true
+	l.at[key] = t
 }
 
-func (c *Controller) event(ctx context.Context, f fault.Fault, reason, msg string) {
-	if err := c.actor.Event(ctx, f.Node, f, reason, msg); err != nil {
-		c.log.Warn("event not recorded", "node", f.Node, "reason", reason, "err", err)
-	}
+func (l *lastSeen) get(key string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.at[key]
 }
 
-func lastLine(f fault.Fault) string {
-	if len(f.Evidence) == 0 {
-		return ""
-	}
-	l := f.Evidence[len(f.Evidence)-1].Text
-	if len(l) > 300 {
-		l = l[:300] + "…"
-	}
-	return fmt.Sprintf("%d match(es), last: %q", f.Count, l)
-}
+// maxLastSeen bounds the faults remembered by lastSeen.
+const maxLastSeen = 200000

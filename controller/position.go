@@ -4,41 +4,59 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/faultline-dev/faultline/controller/actqueue"
+	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 )
 
-func (c *Controller) loadPosition(ctx context.Context) (cp lokisource.Checkpoint, saved bool, err error) {
-	raw, storms, err := c.store.LoadState(ctx)
+// keeper saves and loads the read position with the decider's storm and fleet
+// state, in the checkpoint ConfigMap.
+type keeper struct {
+	store    *checkpoint.Store
+	decider  *decide.Decider
+	fleet    bool // fleet correlation is on: its state is saved too
+	lookback time.Duration
+	every    time.Duration
+	errors   prometheus.Counter
+	log      *slog.Logger
+}
+
+// load reads the saved position (saved false: there is none, start from the
+// lookback) and restores the storm and fleet state saved with it.
+func (k *keeper) load(ctx context.Context) (cp lokisource.Checkpoint, saved bool, err error) {
+	raw, storms, err := k.store.LoadState(ctx)
 	if err != nil {
 		return lokisource.Checkpoint{}, false, err
 	}
-	c.restoreStorms(storms)
+	k.restore(storms)
 	if raw == nil {
-		start := time.Now().Add(-c.cfg.InitialLookback)
-		c.log.Info("no saved position: starting from the lookback", "start", start)
+		start := time.Now().Add(-k.lookback)
+		k.log.Info("no saved position: starting from the lookback", "start", start)
 		return lokisource.StartAt(start), false, nil
 	}
 	if err := json.Unmarshal(raw, &cp); err != nil {
 		return lokisource.Checkpoint{}, false, fmt.Errorf("checkpoint: %w", err)
 	}
-	c.log.Info("resuming from the saved position", "position", cp.Min())
+	k.log.Info("resuming from the saved position", "position", cp.Min())
 	return cp, true, nil
 }
 
-func (c *Controller) saveLoop(ctx context.Context, pos *positions) {
-	t := time.NewTicker(c.cfg.CheckpointEvery)
+func (k *keeper) saveLoop(ctx context.Context, pos *positions) {
+	t := time.NewTicker(k.every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.savePosition(ctx, pos, false)
+			k.save(ctx, pos, false)
 		}
 	}
 }
@@ -66,21 +84,21 @@ type positions struct {
 // newest is replaced, so a save waits at most for work queued since.
 const maxPositions = 4
 
-// savePosition takes the read position now, and saves the newest position taken
+// save takes the read position now, and saves the newest position taken
 // whose lines are all carried out, with the storm hold's state as it was then: the
 // next leader decides again the lines after it, against those storms. stormsNow
 // saves the storm state of now instead (an operator released a storm or gave a
 // fleet verdict: it must stand), with the last saved position when no newer one is
 // carried out.
-func (c *Controller) savePosition(ctx context.Context, pos *positions, stormsNow bool) {
+func (k *keeper) save(ctx context.Context, pos *positions, stormsNow bool) {
 	pos.mu.Lock()
 	defer pos.mu.Unlock()
 	// The position first, then the mark: every line the position covers was begun
 	// before the mark was read.
 	cp := pos.src.Checkpoint()
-	storms, err := c.stormState()
+	storms, err := k.state()
 	if err != nil {
-		c.log.Error("checkpoint: storm state", "err", err)
+		k.log.Error("checkpoint: storm state", "err", err)
 		storms = nil
 	}
 	p := position{cp: cp, storms: storms, mark: pos.q.Mark()}
@@ -108,35 +126,35 @@ func (c *Controller) savePosition(ctx context.Context, pos *positions, stormsNow
 	}
 	raw, err := json.Marshal(save.cp)
 	if err != nil {
-		c.log.Error("checkpoint", "err", err)
+		k.log.Error("checkpoint", "err", err)
 		return
 	}
-	if err := c.store.SaveState(ctx, raw, save.cp.Min(), save.storms); err != nil {
-		c.log.Warn("checkpoint not saved, will retry", "err", err)
-		c.m.checkpointErrors.Inc()
+	if err := k.store.SaveState(ctx, raw, save.cp.Min(), save.storms); err != nil {
+		k.log.Warn("checkpoint not saved, will retry", "err", err)
+		k.errors.Inc()
 		return
 	}
 	pos.last = save.cp
 }
 
-// restoreStorms takes over the storm state the previous leader saved: a storm that
+// restore takes over the storm state the previous leader saved: a storm that
 // held faults still holds them, and an operator's release of it stands.
-func (c *Controller) restoreStorms(raw []byte) {
+func (k *keeper) restore(raw []byte) {
 	if raw == nil {
 		return
 	}
 	var st holdState
 	if err := json.Unmarshal(raw, &st); err != nil {
-		c.m.checkpointErrors.Inc()
-		c.log.Warn("saved storm state unreadable; storms start over", "err", err)
+		k.errors.Inc()
+		k.log.Warn("saved storm state unreadable; storms start over", "err", err)
 		return
 	}
-	if active := c.decider.RestoreStorms(st.StormState); len(active) > 0 {
-		c.log.Info("storms resumed from the previous leader", "rules", active)
+	if active := k.decider.RestoreStorms(st.StormState); len(active) > 0 {
+		k.log.Info("storms resumed from the previous leader", "rules", active)
 	}
 	if st.Fleet != nil {
-		if pending := c.decider.RestoreFleet(*st.Fleet); len(pending) > 0 {
-			c.log.Info("fleet faults resumed from the previous leader", "fleet", pending)
+		if pending := k.decider.RestoreFleet(*st.Fleet); len(pending) > 0 {
+			k.log.Info("fleet faults resumed from the previous leader", "fleet", pending)
 		}
 	}
 }
@@ -156,30 +174,30 @@ const (
 	maxFleetBytes = 256 << 10
 )
 
-// stormState encodes the storm hold's state for the checkpoint, within
+// state encodes the storm hold's state for the checkpoint, within
 // maxStormBytes (see decide.StormState.Encode), with fleet correlation's state
 // within maxFleetBytes: over it, the firings of groups without a fleet fault are
 // left out, then the fleet state altogether (the fleet faults' records stay).
-func (c *Controller) stormState() ([]byte, error) {
-	raw, trimmed, err := c.decider.StormState().Encode(maxStormBytes)
+func (k *keeper) state() ([]byte, error) {
+	raw, trimmed, err := k.decider.StormState().Encode(maxStormBytes)
 	if trimmed {
-		c.log.Warn("storm state too large to save whole: saving the storms without their nodes", "limit", maxStormBytes)
+		k.log.Warn("storm state too large to save whole: saving the storms without their nodes", "limit", maxStormBytes)
 	}
-	if err != nil || len(c.cfg.Decide.Fleet.Labels) == 0 {
+	if err != nil || !k.fleet {
 		return raw, err
 	}
-	fs := c.decider.FleetState()
+	fs := k.decider.FleetState()
 	fleet, err := json.Marshal(fs)
 	if err == nil && len(fleet) > maxFleetBytes {
-		c.log.Warn("fleet state too large to save whole: saving the fleet faults only", "limit", maxFleetBytes)
+		k.log.Warn("fleet state too large to save whole: saving the fleet faults only", "limit", maxFleetBytes)
 		fleet, err = json.Marshal(fs.Trim())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fleet state: %w", err)
 	}
 	if len(fleet) > maxFleetBytes {
-		c.m.checkpointErrors.Inc()
-		c.log.Error("fleet state too large to save: the next leader starts fleet correlation over", "limit", maxFleetBytes)
+		k.errors.Inc()
+		k.log.Error("fleet state too large to save: the next leader starts fleet correlation over", "limit", maxFleetBytes)
 		return raw, nil
 	}
 	var all map[string]json.RawMessage

@@ -28,8 +28,8 @@ func (c *Controller) reconcileLoop(ctx context.Context) {
 // Reconcile clears faults whose recovery policy allows it, notices taints removed by
 // hand, and applies held faults there is now room for.
 func (c *Controller) Reconcile(ctx context.Context) {
-	c.settleMoves()
-	c.checkPlacing(ctx, time.Minute)
+	c.shard.settle()
+	c.rec.checkPlacing(ctx, time.Minute)
 	active, err := c.actor.ListActive()
 	if err != nil {
 		c.log.Warn("reconcile", "err", err)
@@ -42,13 +42,11 @@ func (c *Controller) Reconcile(ctx context.Context) {
 			if !ev.TaintPlaced {
 				continue
 			}
-			c.mu.Lock()
-			last := c.lastMatch[fault.Key(nf.Node, ev.Pack, ev.Rule)]
-			c.mu.Unlock()
+			last := c.seen.get(fault.Key(nf.Node, ev.Pack, ev.Rule))
 			if last.Before(ev.Time) {
 				last = ev.Time
 			}
-			af := decide.ActiveFault{Node: nf.Node, Rule: c.rule(ev), Evidence: ev}
+			af := decide.ActiveFault{Node: nf.Node, Rule: c.packs.Engine().Set().Rule(ev.Pack, ev.Rule), Evidence: ev}
 			af.ProbesPassed = c.triggers.Recovery(ctx, af, boot, last, now)
 			ok, why := c.decider.Recoverable(af, now, boot, last)
 			if !ok {
@@ -59,13 +57,13 @@ func (c *Controller) Reconcile(ctx context.Context) {
 				continue
 			}
 			c.decider.Untainted(nf.Node, ev.ID())
-			c.resolved(ctx, nf.Node, []string{ev.ID()}, "recovered: "+why)
+			c.rec.resolved(ctx, nf.Node, []string{ev.ID()}, "recovered: "+why)
 			c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
 			c.log.Info("recovered", "node", nf.Node, "rule", ev.ID(), "why", why)
 		}
 	}
 	seen := time.Now()
-	facts, err := c.facts()
+	facts, err := c.actor.Facts()
 	if err != nil {
 		return
 	}
@@ -84,12 +82,12 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, d := range c.decider.Release(facts) {
-		c.apply(ctx, d)
+		c.carrier.submit(ctx, d)
 	}
-	c.syncFleets(ctx)
+	c.fleet.sync(ctx)
 	c.reconcileLadders(ctx)
-	c.collectResolved(ctx)
-	c.updateGauges()
+	c.rec.collect(ctx)
+	c.gauges.update()
 }
 
 // untaintMode is the mode label of untaint decisions: only enforce places taints,
@@ -104,11 +102,6 @@ func (c *Controller) kick() {
 	}
 }
 
-// rule finds the loaded rule of an evidence entry (nil if the packs no longer have it).
-func (c *Controller) rule(ev fault.Evidence) *rules.Compiled {
-	return c.packs.Engine().Set().Rule(ev.Pack, ev.Rule)
-}
-
 // Untaint removes faultline's taint(s) from a node (rule "" or "*": all) — the API
 // and `faultline untaint` behind it.
 func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result, error) {
@@ -120,28 +113,8 @@ func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result
 		return res, err
 	}
 	c.decider.Untainted(node)
-	c.resolved(ctx, node, res.Cleared, "untainted by request")
+	c.rec.resolved(ctx, node, res.Cleared, "untainted by request")
 	c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
-	c.updateGauges()
+	c.gauges.update()
 	return res, nil
-}
-
-// updateGauges sets the gauges from the facts the informers keep indexed and the
-// decider's state: its cost follows the faults, not the fleet.
-func (c *Controller) updateGauges() {
-	facts, err := c.facts()
-	if err != nil {
-		return
-	}
-	c.m.taintedNodes.Set(float64(len(facts.Tainted)))
-	c.m.budgetLeft.Set(float64(c.decider.BudgetLeft(facts)))
-	c.m.eligibleNodes.Set(float64(facts.Eligible))
-	held := map[string]int{}
-	for _, h := range c.decider.Held() {
-		held[string(h.Reason)]++
-	}
-	for _, r := range []decide.HoldReason{decide.ReasonBudget, decide.ReasonRuleBudget, decide.ReasonStorm, decide.ReasonOptedOut,
-		decide.ReasonFleet, decide.ReasonGroupBudget} {
-		c.m.held.WithLabelValues(string(r)).Set(float64(held[string(r)]))
-	}
 }

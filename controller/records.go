@@ -2,10 +2,14 @@ package controller
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
@@ -28,32 +32,41 @@ func phaseOf(d decide.Decision) v1alpha1.Phase {
 	return ""
 }
 
-// recordDecision writes a decision on a fault to its NodeFault. Only faults of rules
+// recorder writes what happens to a fault to its NodeFault record: decisions, probe
+// verdicts, resolutions. The store remembers what it last wrote (nodefault.Store.Due),
+// so a burst of one fault is not a burst of writes.
+type recorder struct {
+	store  *nodefault.Store
+	actor  *act.Actor
+	errors prometheus.Counter
+	log    *slog.Logger
+}
+
+// decision writes a decision on a fault to its NodeFault. Only faults of rules
 // that can taint (action taint or probe) have a record, and only from mode annotate
 // up: a rule in mode observe writes nothing (phaseOf gives no phase), so observing
 // a noisy rule across a fleet costs the apiserver nothing. A repeat of the phase last
-// written is written at most every EvidenceRefresh, so a burst of one fault does not
-// become a burst of writes.
-func (c *Controller) recordDecision(ctx context.Context, d decide.Decision, message string) {
-	if ch, due := c.decisionChange(d, message); due {
+// written is written at most every EvidenceRefresh.
+func (r *recorder) decision(ctx context.Context, d decide.Decision, message string) {
+	if ch, due := r.change(d, message); due {
 		f := d.Fault
-		c.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, ch)
+		r.write(ctx, f.Node, f.Rule.Pack, f.Rule.ID, ch)
 	}
 }
 
-// decisionChange is the change recordDecision writes for d, and whether it is due
-// (see recordDecision); a due change is noted as written (recordUndue takes that
-// back when the write does not happen).
-func (c *Controller) decisionChange(d decide.Decision, message string) (nodefault.Change, bool) {
+// change is the change decision writes for d, and whether it is due (see
+// decision); a due change is noted as written (store.Undue takes that back when the
+// write does not happen).
+func (r *recorder) change(d decide.Decision, message string) (nodefault.Change, bool) {
 	f := d.Fault
 	phase := phaseOf(d)
 	if phase == "" || (f.Rule.Action != rules.ActionTaint && f.Rule.Action != rules.ActionProbe) {
 		return nodefault.Change{}, false
 	}
-	if !c.recordDue(f.Key(), phase) {
+	if !r.store.Due(f.Key(), phase) {
 		return nodefault.Change{}, false
 	}
-	boot, _ := c.actor.BootID(f.Node)
+	boot, _ := r.actor.BootID(f.Node)
 	kind := string(d.Kind)
 	if d.Kind == decide.KindDryRun {
 		kind += "-" + string(d.Of)
@@ -62,80 +75,47 @@ func (c *Controller) decisionChange(d decide.Decision, message string) (nodefaul
 		Reason: string(d.Reason), Message: message, Decision: kind}, true
 }
 
-// recordUndue forgets that a fault's record was written (the write failed), so the
-// next decision on it writes it.
-func (c *Controller) recordUndue(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.recorded, key)
-}
-
-// record applies a change to a NodeFault; a failure is logged and counted, never
+// write applies a change to a NodeFault; a failure is logged and counted, never
 // fatal to the decision already carried out.
-func (c *Controller) record(ctx context.Context, node, pack, rule string, ch nodefault.Change) {
-	if _, err := c.records.Record(ctx, node, pack, rule, ch); err != nil {
-		c.m.recordErrors.Inc()
-		c.log.Warn("NodeFault not written", "node", node, "rule", pack+"/"+rule, "err", err)
+func (r *recorder) write(ctx context.Context, node, pack, rule string, ch nodefault.Change) {
+	if _, err := r.store.Record(ctx, node, pack, rule, ch); err != nil {
+		r.errors.Inc()
+		r.log.Warn("NodeFault not written", "node", node, "rule", pack+"/"+rule, "err", err)
 	}
 }
 
-// recordDue says whether a fault's record may be written in phase now, and notes it.
-func (c *Controller) recordDue(key string, phase v1alpha1.Phase) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	last, ok := c.recorded[key]
-	if ok && last.phase == phase && now.Sub(last.at) < c.cfg.EvidenceRefresh {
-		return false
-	}
-	if len(c.recorded) > 100000 {
-		c.recorded = map[string]recordedPhase{}
-	}
-	c.recorded[key] = recordedPhase{phase: phase, at: now}
-	return true
-}
-
-type recordedPhase struct {
-	phase v1alpha1.Phase
-	at    time.Time
-}
-
-// recordProbe notes a phase and a probe verdict on a fault's NodeFault (the probe
+// probe notes a phase and a probe verdict on a fault's NodeFault (the probe
 // triggers call it).
-func (c *Controller) recordProbe(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict) {
+func (r *recorder) probe(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict) {
 	if phase != "" {
-		c.mu.Lock()
-		c.recorded[fault.Key(node, pack, rule)] = recordedPhase{phase: phase, at: time.Now()}
-		c.mu.Unlock()
+		r.store.Noted(fault.Key(node, pack, rule), phase)
 	}
-	c.record(ctx, node, pack, rule, nodefault.Change{Phase: phase, Probe: v})
+	r.write(ctx, node, pack, rule, nodefault.Change{Phase: phase, Probe: v})
 }
 
 // resolved marks the records of node's cleared faults (pack/rule ids) Resolved.
-func (c *Controller) resolved(ctx context.Context, node string, ids []string, why string) {
+func (r *recorder) resolved(ctx context.Context, node string, ids []string, why string) {
 	for _, id := range ids {
 		pack, rule, ok := strings.Cut(id, "/")
 		if !ok {
 			continue
 		}
-		c.mu.Lock()
-		delete(c.recorded, fault.Key(node, pack, rule))
-		c.mu.Unlock()
-		c.record(ctx, node, pack, rule, nodefault.Change{Phase: v1alpha1.PhaseResolved, Message: why, Decision: "untaint"})
+		r.store.Undue(fault.Key(node, pack, rule))
+		r.write(ctx, node, pack, rule, nodefault.Change{Phase: v1alpha1.PhaseResolved, Message: why, Decision: "untaint"})
 	}
 }
 
 // checkPlacing settles the taint entries a writer left in Placing (see
 // act.CheckPlacing): at the start of a term for any age (the previous leader is
 // gone), in Reconcile for those older than a minute.
-func (c *Controller) checkPlacing(ctx context.Context, minAge time.Duration) {
-	adopted, cleared, err := c.actor.CheckPlacing(ctx, minAge)
+func (r *recorder) checkPlacing(ctx context.Context, minAge time.Duration) {
+	adopted, cleared, err := r.actor.CheckPlacing(ctx, minAge)
 	if err != nil {
-		c.m.recordErrors.Inc()
-		c.log.Warn("taints being placed not checked", "err", err)
+		r.errors.Inc()
+		r.log.Warn("taints being placed not checked", "err", err)
 	}
 	if len(adopted) > 0 || len(cleared) > 0 {
-		c.log.Info("taints a writer was placing checked against the Nodes", "adopted", adopted, "cleared", cleared)
+		r.log.Info("taints a writer was placing checked against the Nodes", "adopted", adopted, "cleared", cleared)
 	}
 }
 
@@ -178,7 +158,7 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 	}
 	if held > 0 || confirming > 0 {
 		c.log.Info("resumed faults from their NodeFault records", "held", held, "confirmations", confirming)
-		c.updateGauges()
+		c.gauges.update()
 	}
 }
 
@@ -228,14 +208,14 @@ func confirmInFlight(st v1alpha1.NodeFaultStatus) bool {
 	return true
 }
 
-// collectResolved deletes the records resolved longer than the retention ago.
-func (c *Controller) collectResolved(ctx context.Context) {
-	n, err := c.records.Collect(ctx)
+// collect deletes the records resolved longer than the retention ago.
+func (r *recorder) collect(ctx context.Context) {
+	n, err := r.store.Collect(ctx)
 	if err != nil {
-		c.m.recordErrors.Inc()
-		c.log.Warn("resolved NodeFaults not collected", "err", err)
+		r.errors.Inc()
+		r.log.Warn("resolved NodeFaults not collected", "err", err)
 	}
 	if n > 0 {
-		c.log.Info("collected resolved NodeFaults past their retention", "deleted", n)
+		r.log.Info("collected resolved NodeFaults past their retention", "deleted", n)
 	}
 }

@@ -38,6 +38,7 @@ const (
 	DefaultMaxLines     = 10
 	DefaultMaxLineBytes = 1024
 	DefaultOwner        = "faultline"
+	DefaultRefresh      = 30 * time.Second
 	// maxHistory and maxProbes bound the status lists (the CRD's MaxItems is higher).
 	maxHistory = 20
 	maxProbes  = 10
@@ -61,15 +62,19 @@ type Options struct {
 	// NodeLabel is the label (or structured metadata) that holds the node name in
 	// Loki (default logstream.LabelNode).
 	NodeLabel string
+	// Refresh is how often a record is written again in the phase it has, with
+	// fresh evidence (default 30s; see Store.Due).
+	Refresh time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
 // Store reads and writes NodeFault objects through the Kubernetes REST client.
 type Store struct {
-	rc   rest.Interface
-	opts Options
-	rt   readThrough
+	rc     rest.Interface
+	opts   Options
+	rt     readThrough
+	recent recent
 }
 
 // New returns a Store on client.
@@ -94,6 +99,9 @@ func New(client kubernetes.Interface, opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = DefaultRefresh
 	}
 	if opts.Owner == "" {
 		opts.Owner = DefaultOwner // a written status always names one (see statusUnwritten)
