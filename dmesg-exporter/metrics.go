@@ -39,50 +39,22 @@ func (m *Metrics) podStats() podlogs.Stats {
 // NewMetrics creates the metrics and registers them with reg (if not nil).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		read: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_exporter_records_read_total", Help: "Log records read, by source (kernel, pod).",
-		}, []string{"source"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_exporter_records_dropped_total",
-			Help: "Records lost or cut before shipping, by reason: overrun (kernel ring buffer overwrote them), malformed, truncated (pod line over the line size cap), too_large (one record the receiver refused for its size even when cut short), too_old (older than the maximum age, which Loki refuses).",
-		}, []string{"reason"}),
-		shipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_exporter_records_shipped_total", Help: "Records acknowledged by the receiver, by source.",
-		}, []string{"source"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_exporter_send_refusals_total",
-			Help: "Requests the receiver refused (4xx other than 429, rejected records, encoding errors), by source and code; a refused batch is split (413) or retried, never dropped.",
-		}, []string{"source", "code"}),
-		refusing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_exporter_receiver_refusing",
-			Help: "1 while the receiver refuses a batch of this source that cannot be split further (the source's position does not move; /healthz fails).",
-		}, []string{"source"}),
-		splits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_exporter_batch_splits_total", Help: "Batches split in two after the receiver answered 413, by source.",
-		}, []string{"source"}),
-		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_exporter_records_cut_for_receiver_total",
-			Help: "Single records cut short (with a truncation mark) because the receiver refused them for their size, by source.",
-		}, []string{"source"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_exporter_send_retries_total", Help: "Send attempts retried after a network error, a 429, a 5xx or a refusal, by source.",
-		}, []string{"source"}),
+		read:     newCounterVec("faultline_exporter_records_read_total", "Log records read, by source (kernel, pod).", "source"),
+		dropped:  newCounterVec("faultline_exporter_records_dropped_total", "Records lost or cut before shipping, by reason: overrun (kernel ring buffer overwrote them), malformed, truncated (pod line over the line size cap), too_large (one record the receiver refused for its size even when cut short), too_old (older than the maximum age, which Loki refuses).", "reason"),
+		shipped:  newCounterVec("faultline_exporter_records_shipped_total", "Records acknowledged by the receiver, by source.", "source"),
+		refusals: newCounterVec("faultline_exporter_send_refusals_total", "Requests the receiver refused (4xx other than 429, rejected records, encoding errors), by source and code; a refused batch is split (413) or retried, never dropped.", "source", "code"),
+		refusing: newGaugeVec("faultline_exporter_receiver_refusing", "1 while the receiver refuses a batch of this source that cannot be split further (the source's position does not move; /healthz fails).", "source"),
+		splits:   newCounterVec("faultline_exporter_batch_splits_total", "Batches split in two after the receiver answered 413, by source.", "source"),
+		cut:      newCounterVec("faultline_exporter_records_cut_for_receiver_total", "Single records cut short (with a truncation mark) because the receiver refused them for their size, by source.", "source"),
+		retries:  newCounterVec("faultline_exporter_send_retries_total", "Send attempts retried after a network error, a 429, a 5xx or a refusal, by source.", "source"),
 		batchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "faultline_exporter_batch_duration_seconds", Help: "Time to ship one batch, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
-		bufferFill: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_exporter_buffer_records", Help: "Records waiting in a source's buffer between its reader and its sender.",
-		}, []string{"source"}),
-		bufferCapacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_exporter_buffer_capacity", Help: "Records a source's buffer holds; its reader waits when it is full.",
-		}, []string{"source"}),
-		bufferBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_exporter_buffer_bytes", Help: "Bytes of records read and not yet acknowledged, by source (buffer and batch in flight).",
-		}, []string{"source"}),
-		bufferBytesCap: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_exporter_buffer_bytes_capacity", Help: "Bytes a source may hold read and unacknowledged; its reader waits beyond.",
-		}, []string{"source"}),
+		bufferFill:     newGaugeVec("faultline_exporter_buffer_records", "Records waiting in a source's buffer between its reader and its sender.", "source"),
+		bufferCapacity: newGaugeVec("faultline_exporter_buffer_capacity", "Records a source's buffer holds; its reader waits when it is full.", "source"),
+		bufferBytes:    newGaugeVec("faultline_exporter_buffer_bytes", "Bytes of records read and not yet acknowledged, by source (buffer and batch in flight).", "source"),
+		bufferBytesCap: newGaugeVec("faultline_exporter_buffer_bytes_capacity", "Bytes a source may hold read and unacknowledged; its reader waits beyond.", "source"),
 		lastSeq: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faultline_exporter_last_shipped_seq", Help: "Sequence number of the last acknowledged kernel record.",
 		}),
@@ -111,4 +83,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		)
 	}
 	return m
+}
+
+// newCounterVec and newGaugeVec declare a metric by its name, help and labels.
+func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func newGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }

@@ -86,54 +86,22 @@ type PrometheusMetrics struct {
 // NewPrometheusMetrics creates the collectors and registers them with reg (if not nil).
 func NewPrometheusMetrics(reg prometheus.Registerer) *PrometheusMetrics {
 	m := &PrometheusMetrics{
-		lines: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_lines_total", Help: "Candidate log lines read from Loki and emitted, by query.",
-		}, []string{"query"}),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_duplicates_total", Help: "Lines read again from Loki (overlapping reads) and skipped, by query.",
-		}, []string{"query"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_tail_dropped_entries_total", Help: "Entries Loki's tail reported as dropped (then read with query_range), by query.",
-		}, []string{"query"}),
-		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_reconnects_total", Help: "Catch-up and tail cycles restarted, by query and reason (error, closed, dropped, read_limit).",
-		}, []string{"query", "reason"}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_loki_lag_seconds", Help: "Wall clock minus the timestamp of the newest line emitted, by query.",
-		}, []string{"query"}),
-		readLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_read_limit_total", Help: "Loki answers over the response size limit, by query and reader (response: asked again in smaller pages; tail: the tail restarts).",
-		}, []string{"query", "reader"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_query_refusals_total", Help: "Queries Loki refused (400 Bad Request), by query.",
-		}, []string{"query"}),
-		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_loki_query_refused", Help: "1 while Loki refuses the query's current LogQL (the last accepted one runs instead, if any), by query.",
-		}, []string{"query"}),
-		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_clock_clamped_lines_total", Help: "Lines dated by the controller's clock because their timestamp was ahead of it or (tail) too far behind, by query and direction.",
-		}, []string{"query", "direction"}),
-		earlierBoot: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_earlier_boot_lines_total", Help: "Lines skipped because they come from an earlier boot of their node than the current one, by query.",
-		}, []string{"query"}),
-		shrinks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_catchup_shrinks_total", Help: "Catch-up pages Loki did not answer in time, asked again for a shorter window and a smaller page, by query and reason (timeout, eof, status).",
-		}, []string{"query", "reason"}),
-		window: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_loki_catchup_window_seconds", Help: "Longest time window a catch-up asks for (shorter for a while after Loki answered too slowly), by query.",
-		}, []string{"query"}),
-		pageLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_loki_catchup_page_limit", Help: "Lines per page a catch-up asks for (fewer for a while after Loki answered too slowly), by query.",
-		}, []string{"query"}),
-		poll: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "faultline_loki_poll_interval_seconds", Help: "Interval of the query_range poll while tailing (longer while polls only re-read what the tail delivered), by query.",
-		}, []string{"query"}),
-		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_tail_missed_lines_total", Help: "Lines Loki's tail should have delivered and did not, read by the poll instead (the tail drops lines under load without reporting them), by query.",
-		}, []string{"query"}),
-		auditReads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faultline_loki_audit_rereads_total", Help: "Seconds of lines read again because Loki counted more lines in them than were read (lines that reached Loki late and that the tail dropped) or did not count them, by query.",
-		}, []string{"query"}),
+		lines:       newCounterVec("faultline_loki_lines_total", "Candidate log lines read from Loki and emitted, by query.", "query"),
+		duplicates:  newCounterVec("faultline_loki_duplicates_total", "Lines read again from Loki (overlapping reads) and skipped, by query.", "query"),
+		dropped:     newCounterVec("faultline_loki_tail_dropped_entries_total", "Entries Loki's tail reported as dropped (then read with query_range), by query.", "query"),
+		reconnects:  newCounterVec("faultline_loki_reconnects_total", "Catch-up and tail cycles restarted, by query and reason (error, closed, dropped, read_limit).", "query", "reason"),
+		lag:         newGaugeVec("faultline_loki_lag_seconds", "Wall clock minus the timestamp of the newest line emitted, by query.", "query"),
+		readLimit:   newCounterVec("faultline_loki_read_limit_total", "Loki answers over the response size limit, by query and reader (response: asked again in smaller pages; tail: the tail restarts).", "query", "reader"),
+		refusals:    newCounterVec("faultline_loki_query_refusals_total", "Queries Loki refused (400 Bad Request), by query.", "query"),
+		refused:     newGaugeVec("faultline_loki_query_refused", "1 while Loki refuses the query's current LogQL (the last accepted one runs instead, if any), by query.", "query"),
+		clamped:     newCounterVec("faultline_loki_clock_clamped_lines_total", "Lines dated by the controller's clock because their timestamp was ahead of it or (tail) too far behind, by query and direction.", "query", "direction"),
+		earlierBoot: newCounterVec("faultline_loki_earlier_boot_lines_total", "Lines skipped because they come from an earlier boot of their node than the current one, by query.", "query"),
+		shrinks:     newCounterVec("faultline_loki_catchup_shrinks_total", "Catch-up pages Loki did not answer in time, asked again for a shorter window and a smaller page, by query and reason (timeout, eof, status).", "query", "reason"),
+		window:      newGaugeVec("faultline_loki_catchup_window_seconds", "Longest time window a catch-up asks for (shorter for a while after Loki answered too slowly), by query.", "query"),
+		pageLimit:   newGaugeVec("faultline_loki_catchup_page_limit", "Lines per page a catch-up asks for (fewer for a while after Loki answered too slowly), by query.", "query"),
+		poll:        newGaugeVec("faultline_loki_poll_interval_seconds", "Interval of the query_range poll while tailing (longer while polls only re-read what the tail delivered), by query.", "query"),
+		missed:      newCounterVec("faultline_loki_tail_missed_lines_total", "Lines Loki's tail should have delivered and did not, read by the poll instead (the tail drops lines under load without reporting them), by query.", "query"),
+		auditReads:  newCounterVec("faultline_loki_audit_rereads_total", "Seconds of lines read again because Loki counted more lines in them than were read (lines that reached Loki late and that the tail dropped) or did not count them, by query.", "query"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.duplicates, m.dropped, m.reconnects, m.lag, m.readLimit, m.refusals, m.refused, m.clamped, m.earlierBoot,
@@ -210,4 +178,13 @@ func (m *PrometheusMetrics) MissedByTail(q string, n int) {
 // AuditReads implements Metrics.
 func (m *PrometheusMetrics) AuditReads(q string, n int) {
 	m.auditReads.WithLabelValues(q).Add(float64(n))
+}
+
+// newCounterVec and newGaugeVec declare a metric by its name, help and labels.
+func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func newGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }
