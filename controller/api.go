@@ -65,7 +65,7 @@ func (c *Controller) Handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		resp := FaultsResponse{Leader: c.Leading(), Nodes: nodes, Storms: c.decider.StormActive()}
+		resp := FaultsResponse{Leader: c.Leading(), Nodes: nodes, Storms: c.decider.Storms().Active()}
 		if resp.Nodes == nil {
 			resp.Nodes = []act.NodeFaults{}
 		}
@@ -97,7 +97,7 @@ func (c *Controller) Handler() http.Handler {
 	}, func(w http.ResponseWriter, r *http.Request) {
 		key := r.PathValue("pack") + "/" + r.PathValue("rule")
 		code, msg := c.verdict(r.Context(), func(context.Context) (int, string) {
-			if !c.decider.ReleaseStorm(key) {
+			if !c.decider.Storms().Release(key) {
 				return http.StatusNotFound, "rule " + key + " is not held by a storm"
 			}
 			c.log.Warn("storm released by an operator", "rule", key)

@@ -149,7 +149,7 @@ func (k *keeper) restore(raw []byte) {
 		k.log.Warn("saved storm state unreadable; storms start over", "err", err)
 		return
 	}
-	if active := k.decider.RestoreStorms(st.StormState); len(active) > 0 {
+	if active := k.decider.Storms().Restore(st.StormState); len(active) > 0 {
 		k.log.Info("storms resumed from the previous leader", "rules", active)
 	}
 	if st.Fleet != nil {
@@ -179,7 +179,7 @@ const (
 // within maxFleetBytes: over it, the firings of groups without a fleet fault are
 // left out, then the fleet state altogether (the fleet faults' records stay).
 func (k *keeper) state() ([]byte, error) {
-	raw, trimmed, err := k.decider.StormState().Encode(maxStormBytes)
+	raw, trimmed, err := k.decider.Storms().State().Encode(maxStormBytes)
 	if trimmed {
 		k.log.Warn("storm state too large to save whole: saving the storms without their nodes", "limit", maxStormBytes)
 	}

@@ -269,7 +269,7 @@ type Decider struct {
 	// the facts already show is not counted twice) until PendingTTL has passed.
 	grants map[string]map[string]time.Time
 	held   heldQueue
-	storms map[string]*storm
+	storms *StormHold
 	st     counters
 	// fleet tracks fleet correlation by group and family (fleet.go).
 	fleet        map[string]*fleetGroup
@@ -343,16 +343,21 @@ func New(cfg Config) (*Decider, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Decider{
+	d := &Decider{
 		cfg:    cfg,
 		now:    now,
 		grants: map[string]map[string]time.Time{},
 		held:   heldQueue{byKey: map[string]*heldEntry{}},
-		storms: map[string]*storm{},
 		st:     newCounters(),
 		fleet:  map[string]*fleetGroup{},
-	}, nil
+	}
+	d.storms = &StormHold{mu: &d.mu, now: now, cfg: &d.cfg, held: &d.held, st: &d.st, storms: map[string]*storm{}}
+	return d, nil
 }
+
+// Storms is the storm hold: the rules in a storm, an operator's release, the
+// state a new leader takes over.
+func (d *Decider) Storms() *StormHold { return d.storms }
 
 // Config returns the effective configuration (defaults applied).
 func (d *Decider) Config() Config {
@@ -408,7 +413,7 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 		return d.finish(Decision{Kind: KindNone, Fault: f, Message: "fault has no rule"}, false, now)
 	}
 	d.expireGrants(now)
-	d.refreshStorms(now)
+	d.storms.refresh(now)
 	d.refreshFleet(now)
 	key := f.Rule.String()
 	if dec, ok := d.staged(f); ok {
@@ -419,13 +424,13 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 		return d.finish(Decision{Kind: KindEvent, Fault: f, Message: "rule " + key + " posts an Event"}, false, now)
 	case rules.ActionTaint:
 		if !d.cfg.DryRun {
-			d.observe(key, f.Node, now, facts.Eligible)
+			d.storms.observe(key, f.Node, now, facts.Eligible)
 		}
 		d.observeFleet(f, facts, now)
 		return d.finish(d.taintPath(f, facts), true, now)
 	case rules.ActionProbe:
 		if !d.cfg.DryRun {
-			d.observe(key, f.Node, now, facts.Eligible)
+			d.storms.observe(key, f.Node, now, facts.Eligible)
 		}
 		d.observeFleet(f, facts, now)
 		if e := d.held.get(f.Key()); e != nil && e.probeFailed {
@@ -454,7 +459,7 @@ func (d *Decider) DecideProbeResult(f fault.Fault, failed, timedOut bool, facts 
 		return d.finish(Decision{Kind: KindNone, Fault: f, Message: "fault has no rule"}, false, now)
 	}
 	d.expireGrants(now)
-	d.refreshStorms(now)
+	d.storms.refresh(now)
 	// The mode may have dropped while the probes ran (a pack reload).
 	if dec, ok := d.staged(f); ok {
 		return d.finish(dec, false, now)
@@ -491,7 +496,7 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 	defer d.mu.Unlock()
 	now := d.now()
 	d.expireGrants(now)
-	d.refreshStorms(now)
+	d.storms.refresh(now)
 	d.refreshFleet(now)
 	d.expireHeld(now)
 	var out []Decision
@@ -621,7 +626,7 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 		return Decision{Kind: KindHold, Reason: ReasonOptedOut, Fault: f,
 			Message: "node is labelled " + fault.LabelOptOut + "=true"}
 	}
-	if s := d.storms[key]; s.holding() {
+	if s := d.storms.get(key); s.holding() {
 		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
 	}
 	if dec, ok := d.fleetDecision(f); ok {
@@ -666,7 +671,7 @@ func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
 		return Decision{Kind: KindHold, Reason: ReasonOptedOut, Fault: f,
 			Message: "node is labelled " + fault.LabelOptOut + "=true"}
 	}
-	if s := d.storms[key]; s.holding() {
+	if s := d.storms.get(key); s.holding() {
 		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
 	}
 	if dec, ok := d.fleetDecision(f); ok {

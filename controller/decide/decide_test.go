@@ -522,10 +522,10 @@ func TestStorm(t *testing.T) {
 			t.Fatalf("step %d: %s, want %s (%s)", i, got, s.want, dec.Message)
 		}
 	}
-	if got := d.StormActive(); !slices.Equal(got, []string{"p/a"}) {
+	if got := d.Storms().Active(); !slices.Equal(got, []string{"p/a"}) {
 		t.Fatalf("StormActive = %v", got)
 	}
-	storms := d.Storms()
+	storms := d.Storms().List()
 	if len(storms) != 1 || storms[0].Peak != 7 || storms[0].Threshold != 6 || !storms[0].Since.Equal(t0.Add(5*time.Minute)) {
 		t.Fatalf("Storms = %+v", storms)
 	}
@@ -542,11 +542,11 @@ func TestStorm(t *testing.T) {
 		t.Fatalf("held = %+v", held)
 	}
 	clk.Add(t0.Add(22*time.Minute - time.Second).Sub(clk.Now()))
-	if len(d.StormActive()) != 1 {
+	if len(d.Storms().Active()) != 1 {
 		t.Fatal("storm ended early")
 	}
 	clk.Add(time.Second)
-	if got := d.StormActive(); len(got) != 0 {
+	if got := d.Storms().Active(); len(got) != 0 {
 		t.Fatalf("storm still active at 22m: %v", got)
 	}
 	rel := d.Release(facts)
@@ -588,13 +588,13 @@ func TestStormOperatorRelease(t *testing.T) {
 		clk.Add(time.Second)
 		d.Decide(flt(node(i), a), facts)
 	}
-	if d.ReleaseStorm("p/none") {
+	if d.Storms().Release("p/none") {
 		t.Fatal("released a storm that does not exist")
 	}
-	if !d.ReleaseStorm("p/a") {
+	if !d.Storms().Release("p/a") {
 		t.Fatal("ReleaseStorm failed")
 	}
-	if got := d.StormActive(); len(got) != 0 {
+	if got := d.Storms().Active(); len(got) != 0 {
 		t.Fatalf("StormActive after release = %v", got)
 	}
 	if rel := d.Release(facts); len(rel) != 3 {
@@ -605,7 +605,7 @@ func TestStormOperatorRelease(t *testing.T) {
 	if dec := d.Decide(flt(node(12), a), facts); dec.Kind != decide.KindTaint {
 		t.Fatalf("after release: %v", dec)
 	}
-	if st := d.Storms(); len(st) != 1 || !st[0].Released {
+	if st := d.Storms().List(); len(st) != 1 || !st[0].Released {
 		t.Fatalf("Storms = %+v", st)
 	}
 }
@@ -627,15 +627,15 @@ func TestStormStateRoundTrip(t *testing.T) {
 	for i := range 4 { // below the threshold of c
 		d.Decide(flt(node(i), c), facts)
 	}
-	if !d.ReleaseStorm("p/b") {
+	if !d.Storms().Release("p/b") {
 		t.Fatal("ReleaseStorm(p/b) failed")
 	}
-	raw, trimmed, err := d.StormState().Encode(1 << 20)
+	raw, trimmed, err := d.Storms().State().Encode(1 << 20)
 	if err != nil || trimmed {
 		t.Fatal(trimmed, err)
 	}
 	// Within a tight limit the nodes go and the storms stay.
-	small, trimmed, err := d.StormState().Encode(len(raw) - 1)
+	small, trimmed, err := d.Storms().State().Encode(len(raw) - 1)
 	var bare decide.StormState
 	if err != nil || !trimmed || json.Unmarshal(small, &bare) != nil || len(bare.Rules) != 3 || !bare.Rules[0].Active ||
 		!bare.Rules[1].Released || len(bare.Rules[0].Fires) != 0 {
@@ -647,10 +647,10 @@ func TestStormStateRoundTrip(t *testing.T) {
 	}
 	clk.Add(time.Second)
 	next := newDecider(t, cfg, clk)
-	if got := next.RestoreStorms(st); !reflect.DeepEqual(got, []string{"p/a", "p/b"}) {
+	if got := next.Storms().Restore(st); !reflect.DeepEqual(got, []string{"p/a", "p/b"}) {
 		t.Fatalf("RestoreStorms = %v (state %s)", got, raw)
 	}
-	if got := next.StormActive(); !reflect.DeepEqual(got, []string{"p/a"}) {
+	if got := next.Storms().Active(); !reflect.DeepEqual(got, []string{"p/a"}) {
 		t.Fatalf("StormActive = %v, want only the unreleased storm", got)
 	}
 	if dec := next.Decide(flt(node(10), a), facts); dec.Kind != decide.KindHold || dec.Reason != decide.ReasonStorm {
@@ -678,8 +678,8 @@ func TestRecoveriesNotFrozen(t *testing.T) {
 	for i := 1; i < 10; i++ {
 		d.Decide(flt(node(i), a), full)
 	}
-	if len(d.StormActive()) != 1 || d.BudgetLeft(full) != 0 {
-		t.Fatalf("setup: storm %v, budget left %d", d.StormActive(), d.BudgetLeft(full))
+	if len(d.Storms().Active()) != 1 || d.BudgetLeft(full) != 0 {
+		t.Fatalf("setup: storm %v, budget left %d", d.Storms().Active(), d.BudgetLeft(full))
 	}
 	// gpu-00's fault is two hours old and quiet since: it recovers during the storm
 	// and with no budget left.
@@ -696,7 +696,7 @@ func TestRecoveriesNotFrozen(t *testing.T) {
 	if ok, why := d.Recoverable(active, time.Time{}, "boot-2", time.Time{}); !ok {
 		t.Fatalf("reboot recovery frozen: %s", why)
 	}
-	if len(d.StormActive()) != 1 {
+	if len(d.Storms().Active()) != 1 {
 		t.Fatal("the storm ended during the test")
 	}
 }
@@ -713,8 +713,8 @@ func TestEventRulesNeverHeld(t *testing.T) {
 			t.Fatalf("event rule on %s: %v", node(i), dec)
 		}
 	}
-	if len(d.Held()) != 0 || len(d.StormActive()) != 0 {
-		t.Fatalf("event rule held: %v storms %v", d.Held(), d.StormActive())
+	if len(d.Held()) != 0 || len(d.Storms().Active()) != 0 {
+		t.Fatalf("event rule held: %v storms %v", d.Held(), d.Storms().Active())
 	}
 }
 
@@ -811,7 +811,7 @@ func TestProbeStormHoldsProbes(t *testing.T) {
 			t.Fatalf("fault %d: %s, want %s", i, got, w)
 		}
 	}
-	d.ReleaseStorm("p/pcie")
+	d.Storms().Release("p/pcie")
 	rel := d.Release(facts)
 	if len(rel) != 2 || rel[0].Kind != decide.KindProbe {
 		t.Fatalf("Release = %v, want two probes", rel)
@@ -852,8 +852,8 @@ func TestDryRun(t *testing.T) {
 			if dec := d.DecideProbeResult(flt(node(1), a), true, false, tc.facts); dec.Kind != decide.KindDryRun {
 				t.Fatalf("DecideProbeResult = %v", dec)
 			}
-			if d.BudgetLeft(tc.facts) != left || len(d.Held()) != 0 || len(d.StormActive()) != 0 || d.Release(tc.facts) != nil {
-				t.Fatalf("dry-run changed state: left %d->%d held %v storms %v", left, d.BudgetLeft(tc.facts), d.Held(), d.StormActive())
+			if d.BudgetLeft(tc.facts) != left || len(d.Held()) != 0 || len(d.Storms().Active()) != 0 || d.Release(tc.facts) != nil {
+				t.Fatalf("dry-run changed state: left %d->%d held %v storms %v", left, d.BudgetLeft(tc.facts), d.Held(), d.Storms().Active())
 			}
 			if st := d.Stats(); st.PendingTaints != 0 || len(st.Holds) != 0 {
 				t.Fatalf("stats = %+v", st)
@@ -958,7 +958,7 @@ func TestConcurrentUse(t *testing.T) {
 				d.Release(facts)
 				d.Held()
 				d.Stats()
-				d.StormActive()
+				d.Storms().Active()
 				clk.Add(time.Millisecond)
 			}
 		}()

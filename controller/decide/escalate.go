@@ -154,7 +154,7 @@ func (d *Decider) Escalate(f fault.Fault, s Step, facts NodeFacts) Decision {
 	defer d.mu.Unlock()
 	now := d.now()
 	d.expireGrants(now)
-	d.refreshStorms(now)
+	d.storms.refresh(now)
 	key := f.Rule.String()
 	msg := fmt.Sprintf("step %d (%s) of %s: %s", s.Index+1, s.Action, key, s.Why)
 	dec := Decision{Kind: KindEscalate, Fault: f, Mode: d.Mode(f.Rule), Message: msg}
@@ -194,7 +194,7 @@ func (d *Decider) stepBrakes(dec Decision, facts NodeFacts) Decision {
 	if facts.OptedOut[f.Node] {
 		return hold(ReasonOptedOut, "node is labelled "+fault.LabelOptOut+"=true")
 	}
-	if s := d.storms[key]; s.holding() {
+	if s := d.storms.get(key); s.holding() {
 		return hold(ReasonStorm, s.describe(key))
 	}
 	if dec.Step.Action == rules.StepTaint && d.hasRuleTaint(f.Node, key, facts) {

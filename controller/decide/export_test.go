@@ -40,7 +40,7 @@ func (d *Decider) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
-	d.refreshStorms(now)
+	d.storms.refresh(now)
 	d.expireHeld(now)
 	s := Stats{
 		Decisions:      maps.Clone(d.st.decisions),
@@ -60,7 +60,7 @@ func (d *Decider) Stats() Stats {
 	for _, e := range d.held.entries {
 		s.Held[e.reason]++
 	}
-	for _, st := range d.storms {
+	for _, st := range d.storms.storms {
 		if st.holding() {
 			s.StormsActive++
 		}

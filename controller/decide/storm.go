@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -16,7 +17,7 @@ import (
 // eligible nodes, and at least StormMinNodes). The storm ends once that count has
 // stayed below the threshold for a whole StormWindow: aboveUntil is the time the
 // count drops below the threshold if no node fires again, so the storm ends at
-// aboveUntil + StormWindow. An operator may release it earlier (ReleaseStorm); the
+// aboveUntil + StormWindow. An operator may release it earlier (StormHold.Release); the
 // release lasts until the storm would have ended on its own, so the same wave of
 // firings does not trigger it again.
 type storm struct {
@@ -40,25 +41,41 @@ func (s *storm) describe(key string) string {
 		key, s.peak, s.window, s.threshold, s.since.Format(time.RFC3339), s.until().Format(time.RFC3339))
 }
 
-// stormThreshold is the number of distinct nodes that makes a storm among eligible.
-func (d *Decider) stormThreshold(eligible int) int {
-	k := int(math.Floor(d.cfg.StormShare*float64(max(eligible, 0))+eps)) + 1
-	return max(k, d.cfg.StormMinNodes)
+// StormHold holds the faults of a rule that fires on a large share of the fleet at
+// once (a storm: a bad driver rollout, a log flood, not many sick nodes). Its
+// exported methods are the operator's view and the leader's hand-over; the
+// Decider calls the others under its lock, which StormHold shares.
+type StormHold struct {
+	mu     *sync.Mutex
+	now    func() time.Time
+	cfg    *Config
+	held   *heldQueue
+	st     *counters
+	storms map[string]*storm // rule key → its firings and storm
+}
+
+// get returns the storm state of rule key (nil: none).
+func (h *StormHold) get(key string) *storm { return h.storms[key] }
+
+// threshold is the number of distinct nodes that makes a storm among eligible.
+func (h *StormHold) threshold(eligible int) int {
+	k := int(math.Floor(h.cfg.StormShare*float64(max(eligible, 0))+eps)) + 1
+	return max(k, h.cfg.StormMinNodes)
 }
 
 // observe records that rule key fired on node at now.
-func (d *Decider) observe(key, node string, now time.Time, eligible int) {
-	if d.cfg.DisableStorm {
+func (h *StormHold) observe(key, node string, now time.Time, eligible int) {
+	if h.cfg.DisableStorm {
 		return
 	}
-	s := d.storms[key]
+	s := h.storms[key]
 	if s == nil {
-		s = &storm{fires: map[string]time.Time{}, window: d.cfg.StormWindow}
-		d.storms[key] = s
+		s = &storm{fires: map[string]time.Time{}, window: h.cfg.StormWindow}
+		h.storms[key] = s
 	}
 	s.fires[node] = now
 	s.prune(now)
-	n, k := len(s.fires), d.stormThreshold(eligible)
+	n, k := len(s.fires), h.threshold(eligible)
 	if n < k {
 		return
 	}
@@ -76,9 +93,9 @@ func (d *Decider) observe(key, node string, now time.Time, eligible int) {
 		return
 	}
 	s.active, s.since, s.peak = true, now, n
-	d.st.stormsStarted++
+	h.st.stormsStarted++
 	// Faults of the rule already waiting for budget now wait for the storm.
-	for _, e := range d.held.entries {
+	for _, e := range h.held.entries {
 		if e.fault.Rule != nil && e.fault.Rule.String() == key && e.reason != ReasonOptedOut {
 			e.reason, e.message = ReasonStorm, s.describe(key)
 		}
@@ -94,27 +111,27 @@ func (s *storm) prune(now time.Time) {
 	}
 }
 
-// refreshStorms ends storms whose time is up and forgets idle rules.
-func (d *Decider) refreshStorms(now time.Time) {
-	for key, s := range d.storms {
+// refresh ends storms whose time is up and forgets idle rules.
+func (h *StormHold) refresh(now time.Time) {
+	for key, s := range h.storms {
 		s.prune(now)
 		if s.active && !now.Before(s.until()) {
 			s.active, s.released, s.peak = false, false, 0
-			d.st.stormsEnded++
+			h.st.stormsEnded++
 		}
 		if !s.active && len(s.fires) == 0 {
-			delete(d.storms, key)
+			delete(h.storms, key)
 		}
 	}
 }
 
-// StormActive returns the keys of the rules whose faults a storm holds now, sorted.
-func (d *Decider) StormActive() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.refreshStorms(d.now())
+// Active returns the keys of the rules whose faults a storm holds now, sorted.
+func (h *StormHold) Active() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refresh(h.now())
 	var out []string
-	for k, s := range d.storms {
+	for k, s := range h.storms {
 		if s.holding() {
 			out = append(out, k)
 		}
@@ -136,13 +153,13 @@ type Storm struct {
 	Released bool
 }
 
-// Storms returns the storms in progress, released ones included, sorted by rule.
-func (d *Decider) Storms() []Storm {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.refreshStorms(d.now())
+// List returns the storms in progress, released ones included, sorted by rule.
+func (h *StormHold) List() []Storm {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refresh(h.now())
 	var out []Storm
-	for k, s := range d.storms {
+	for k, s := range h.storms {
 		if s.active {
 			out = append(out, Storm{Rule: k, Since: s.since, Until: s.until(), Nodes: len(s.fires),
 				Peak: s.peak, Threshold: s.threshold, Released: s.released})
@@ -152,19 +169,19 @@ func (d *Decider) Storms() []Storm {
 	return out
 }
 
-// ReleaseStorm ends the hold of a storm on rule key ("pack/id") by an operator's
+// Release ends the hold of a storm on rule key ("pack/id") by an operator's
 // decision; its held faults go ahead at the next Release, within the budgets. It
 // reports whether the rule was storm-held.
-func (d *Decider) ReleaseStorm(key string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.refreshStorms(d.now())
-	s := d.storms[key]
+func (h *StormHold) Release(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refresh(h.now())
+	s := h.storms[key]
 	if !s.holding() {
 		return false
 	}
 	s.released = true
-	d.st.stormsReleased++
+	h.st.stormsReleased++
 	return true
 }
 
@@ -173,7 +190,7 @@ func (d *Decider) ReleaseStorm(key string) bool {
 const MaxStormNodes = 1024
 
 // StormState is the storm hold's state: what a new leader needs to go on with the
-// storms of the previous one (RestoreStorms), saved beside the read position.
+// storms of the previous one (Restore), saved beside the read position.
 type StormState struct {
 	Rules []RuleStorm `json:"rules"`
 }
@@ -211,13 +228,13 @@ func (st StormState) Encode(limit int) (raw []byte, trimmed bool, err error) {
 	return raw, true, err
 }
 
-// StormState returns the storm hold's state, sorted by rule.
-func (d *Decider) StormState() StormState {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.refreshStorms(d.now())
+// State returns the storm hold's state, sorted by rule.
+func (h *StormHold) State() StormState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refresh(h.now())
 	st := StormState{Rules: []RuleStorm{}}
-	for key, s := range d.storms {
+	for key, s := range h.storms {
 		r := RuleStorm{Rule: key, Fires: make(map[string]time.Time, min(len(s.fires), MaxStormNodes)), Active: s.active,
 			Since: s.since, AboveUntil: s.aboveUntil, Peak: s.peak, Threshold: s.threshold, Released: s.released}
 		nodes := make([]string, 0, len(s.fires))
@@ -235,21 +252,21 @@ func (d *Decider) StormState() StormState {
 	return st
 }
 
-// RestoreStorms takes over the storm state a previous leader saved: its storms go
+// Restore takes over the storm state a previous leader saved: its storms go
 // on (an operator's release with them) until they end as they would have, and the
 // firings within the window still count toward a storm. A rule with a state of its
 // own here is left as it is. It returns the rules in a storm after the restore.
-func (d *Decider) RestoreStorms(st StormState) []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cfg.DisableStorm {
+func (h *StormHold) Restore(st StormState) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cfg.DisableStorm {
 		return nil
 	}
 	for _, r := range st.Rules {
-		if _, ok := d.storms[r.Rule]; ok || r.Rule == "" {
+		if _, ok := h.storms[r.Rule]; ok || r.Rule == "" {
 			continue
 		}
-		s := &storm{fires: map[string]time.Time{}, window: d.cfg.StormWindow, active: r.Active, released: r.Released,
+		s := &storm{fires: map[string]time.Time{}, window: h.cfg.StormWindow, active: r.Active, released: r.Released,
 			since: r.Since, aboveUntil: r.AboveUntil, peak: r.Peak, threshold: r.Threshold}
 		for n, t := range r.Fires {
 			if len(s.fires) >= MaxStormNodes {
@@ -257,11 +274,11 @@ func (d *Decider) RestoreStorms(st StormState) []string {
 			}
 			s.fires[n] = t
 		}
-		d.storms[r.Rule] = s
+		h.storms[r.Rule] = s
 	}
-	d.refreshStorms(d.now())
+	h.refresh(h.now())
 	var out []string
-	for k, s := range d.storms {
+	for k, s := range h.storms {
 		if s.active {
 			out = append(out, k)
 		}
