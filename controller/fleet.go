@@ -53,7 +53,7 @@ type fleetWritten struct {
 // (only those changed since the last write), posts an Event when one is raised,
 // and sets the fleet fault gauge.
 func (b *fleetBook) sync(ctx context.Context) {
-	fleets := b.decider.Fleets()
+	fleets := b.decider.Fleet().Faults()
 	if b.dryRun {
 		b.reportDryRun(fleets)
 		return
@@ -114,7 +114,7 @@ func (b *fleetBook) sync(ctx context.Context) {
 // records (sync).
 func (b *fleetBook) verdict(ctx context.Context, name string, v decide.Verdict) (int, string) {
 	var target *decide.FleetFault
-	for _, f := range b.decider.Fleets() {
+	for _, f := range b.decider.Fleet().Faults() {
 		if f.Pending() && nodefault.FleetName(v1alpha1.FleetGroup{Label: f.Group.Label, Value: f.Group.Value}, f.Family) == name {
 			target = &f
 			break
@@ -125,11 +125,11 @@ func (b *fleetBook) verdict(ctx context.Context, name string, v decide.Verdict) 
 	}
 	switch v {
 	case decide.VerdictReleased:
-		if !b.decider.ReleaseFleet(target.Group, target.Family) {
+		if !b.decider.Fleet().Release(target.Group, target.Family) {
 			return http.StatusConflict, "fleet fault " + name + " got a verdict meanwhile"
 		}
 	case decide.VerdictDismissed:
-		dropped, ok := b.decider.DismissFleet(target.Group, target.Family)
+		dropped, ok := b.decider.Fleet().Dismiss(target.Group, target.Family)
 		if !ok {
 			return http.StatusConflict, "fleet fault " + name + " got a verdict meanwhile"
 		}

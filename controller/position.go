@@ -153,7 +153,7 @@ func (k *keeper) restore(raw []byte) {
 		k.log.Info("storms resumed from the previous leader", "rules", active)
 	}
 	if st.Fleet != nil {
-		if pending := k.decider.RestoreFleet(*st.Fleet); len(pending) > 0 {
+		if pending := k.decider.Fleet().Restore(*st.Fleet); len(pending) > 0 {
 			k.log.Info("fleet faults resumed from the previous leader", "fleet", pending)
 		}
 	}
@@ -186,7 +186,7 @@ func (k *keeper) state() ([]byte, error) {
 	if err != nil || !k.fleet {
 		return raw, err
 	}
-	fs := k.decider.FleetState()
+	fs := k.decider.Fleet().State()
 	fleet, err := json.Marshal(fs)
 	if err == nil && len(fleet) > maxFleetBytes {
 		k.log.Warn("fleet state too large to save whole: saving the fleet faults only", "limit", maxFleetBytes)

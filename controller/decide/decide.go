@@ -271,9 +271,7 @@ type Decider struct {
 	held   heldQueue
 	storms *StormHold
 	st     counters
-	// fleet tracks fleet correlation by group and family (fleet.go).
-	fleet        map[string]*fleetGroup
-	fleetDropped uint64
+	fleet  *FleetCorrelation
 }
 
 // New validates cfg, applies its defaults and returns a Decider.
@@ -349,11 +347,15 @@ func New(cfg Config) (*Decider, error) {
 		grants: map[string]map[string]time.Time{},
 		held:   heldQueue{byKey: map[string]*heldEntry{}},
 		st:     newCounters(),
-		fleet:  map[string]*fleetGroup{},
 	}
+	d.fleet = &FleetCorrelation{mu: &d.mu, now: now, cfg: &d.cfg, held: &d.held, st: &d.st, groups: map[string]*fleetGroup{}}
 	d.storms = &StormHold{mu: &d.mu, now: now, cfg: &d.cfg, held: &d.held, st: &d.st, storms: map[string]*storm{}}
 	return d, nil
 }
+
+// Fleet is fleet correlation: the fleet faults, an operator's verdicts on them,
+// the state a new leader takes over.
+func (d *Decider) Fleet() *FleetCorrelation { return d.fleet }
 
 // Storms is the storm hold: the rules in a storm, an operator's release, the
 // state a new leader takes over.
@@ -414,7 +416,7 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 	}
 	d.expireGrants(now)
 	d.storms.refresh(now)
-	d.refreshFleet(now)
+	d.fleet.refresh(now)
 	key := f.Rule.String()
 	if dec, ok := d.staged(f); ok {
 		return d.finish(dec, false, now)
@@ -426,13 +428,13 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 		if !d.cfg.DryRun {
 			d.storms.observe(key, f.Node, now, facts.Eligible)
 		}
-		d.observeFleet(f, facts, now)
+		d.fleet.observe(f, facts, now)
 		return d.finish(d.taintPath(f, facts), true, now)
 	case rules.ActionProbe:
 		if !d.cfg.DryRun {
 			d.storms.observe(key, f.Node, now, facts.Eligible)
 		}
-		d.observeFleet(f, facts, now)
+		d.fleet.observe(f, facts, now)
 		if e := d.held.get(f.Key()); e != nil && e.probeFailed {
 			// A probe already failed for this fault and it waits for room; the new
 			// firing only refreshes the evidence.
@@ -497,7 +499,7 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 	now := d.now()
 	d.expireGrants(now)
 	d.storms.refresh(now)
-	d.refreshFleet(now)
+	d.fleet.refresh(now)
 	d.expireHeld(now)
 	var out []Decision
 	for _, e := range slices.Clone(d.held.entries) {
@@ -629,7 +631,7 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 	if s := d.storms.get(key); s.holding() {
 		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
 	}
-	if dec, ok := d.fleetDecision(f); ok {
+	if dec, ok := d.fleet.decision(f); ok {
 		return dec
 	}
 	if lim, ok := d.cfg.RuleBudgets[key]; ok {
@@ -639,7 +641,7 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 		}
 	}
 	used := d.usedNodes(facts)
-	if dec, ok := d.groupBudgetHold(f, facts, used); ok {
+	if dec, ok := d.fleet.groupBudgetHold(f, facts, used); ok {
 		return dec
 	}
 	budget := d.Budget(facts.Eligible)
@@ -674,7 +676,7 @@ func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
 	if s := d.storms.get(key); s.holding() {
 		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
 	}
-	if dec, ok := d.fleetDecision(f); ok {
+	if dec, ok := d.fleet.decision(f); ok {
 		return dec
 	}
 	return Decision{Kind: KindProbe, Fault: f, Message: fmt.Sprintf("run probes %v to confirm", f.Rule.Probe.Checks)}

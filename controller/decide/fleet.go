@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -40,7 +41,7 @@ const (
 	DefaultFleetMinShare = 0.5
 	DefaultFleetWindow   = 10 * time.Minute
 	// MaxFleetGroups bounds the groups tracked at once: past it, firings in new
-	// groups are not correlated, and counted (Decider.FleetDropped).
+	// groups are not correlated, and counted (FleetCorrelation.Dropped).
 	MaxFleetGroups = 4096
 )
 
@@ -179,11 +180,25 @@ func (g *fleetGroup) prune(now time.Time, window time.Duration) {
 	}
 }
 
+// FleetCorrelation tracks the firings of each rule family by topology group and
+// raises fleet faults. Its exported methods are the operator's verdicts and the
+// leader's hand-over; the Decider calls the others under its lock, which
+// FleetCorrelation shares.
+type FleetCorrelation struct {
+	mu      *sync.Mutex
+	now     func() time.Time
+	cfg     *Config
+	held    *heldQueue
+	st      *counters
+	groups  map[string]*fleetGroup // fleetKey → the group's firings and fleet fault
+	dropped uint64
+}
+
 // groupsOf lists node's groups in label order.
-func (d *Decider) groupsOf(node string, facts NodeFacts) []Group {
+func (c *FleetCorrelation) groupsOf(node string, facts NodeFacts) []Group {
 	labels := facts.topologyOf(node)
 	var out []Group
-	for _, l := range d.cfg.Fleet.Labels {
+	for _, l := range c.cfg.Fleet.Labels {
 		if v := labels[l]; v != "" {
 			out = append(out, Group{Label: l, Value: v})
 		}
@@ -191,38 +206,38 @@ func (d *Decider) groupsOf(node string, facts NodeFacts) []Group {
 	return out
 }
 
-// fleetThreshold is the node count that raises a fleet fault in a group of size.
-func (d *Decider) fleetThreshold(size int) int {
-	k := int(math.Ceil(d.cfg.Fleet.MinShare*float64(size) - eps))
-	return max(k, d.cfg.Fleet.MinNodes)
+// threshold is the node count that raises a fleet fault in a group of size.
+func (c *FleetCorrelation) threshold(size int) int {
+	k := int(math.Ceil(c.cfg.Fleet.MinShare*float64(size) - eps))
+	return max(k, c.cfg.Fleet.MinNodes)
 }
 
-// observeFleet records that f's family fired on f.Node, joins the node to the
+// observe records that f's family fired on f.Node, joins the node to the
 // pending fleet fault of one of its groups, or raises one.
-func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
-	if len(d.cfg.Fleet.Labels) == 0 {
+func (c *FleetCorrelation) observe(f fault.Fault, facts NodeFacts, now time.Time) {
+	if len(c.cfg.Fleet.Labels) == 0 {
 		return
 	}
 	family := f.Rule.Pack
-	groups := d.groupsOf(f.Node, facts)
+	groups := c.groupsOf(f.Node, facts)
 	for _, g := range groups {
 		k := fleetKey(g, family)
-		fg := d.fleet[k]
+		fg := c.groups[k]
 		if fg == nil {
-			if len(d.fleet) >= MaxFleetGroups {
-				d.fleetDropped++
+			if len(c.groups) >= MaxFleetGroups {
+				c.dropped++
 				continue
 			}
 			fg = &fleetGroup{group: g, family: family, fires: map[string]time.Time{}}
-			d.fleet[k] = fg
+			c.groups[k] = fg
 		}
 		fg.fires[f.Node] = now
-		fg.prune(now, d.cfg.Fleet.Window)
+		fg.prune(now, c.cfg.Fleet.Window)
 		if fg.active {
 			fg.members[f.Node] = now
 		}
 	}
-	taken := d.fleetMembers(family)
+	taken := c.members(family)
 	if taken[f.Node] {
 		return
 	}
@@ -231,7 +246,7 @@ func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
 	var best *fleetGroup
 	bestSize := 0
 	for _, g := range groups {
-		fg := d.fleet[fleetKey(g, family)]
+		fg := c.groups[fleetKey(g, family)]
 		if fg == nil || fg.active {
 			continue
 		}
@@ -242,7 +257,7 @@ func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
 				n++
 			}
 		}
-		if k := d.fleetThreshold(size); n >= k && (best == nil || size < bestSize) {
+		if k := c.threshold(size); n >= k && (best == nil || size < bestSize) {
 			best, bestSize = fg, size
 			best.threshold = k
 		}
@@ -258,7 +273,7 @@ func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
 		}
 	}
 	// Faults of the members already waiting (for budget) now wait for the verdict.
-	for _, e := range d.held.entries {
+	for _, e := range c.held.entries {
 		if _, member := best.members[e.fault.Node]; member && e.fault.Rule != nil && e.fault.Rule.Pack == family &&
 			e.reason != ReasonOptedOut {
 			e.reason, e.message = ReasonFleet, best.describe()
@@ -266,11 +281,11 @@ func (d *Decider) observeFleet(f fault.Fault, facts NodeFacts, now time.Time) {
 	}
 }
 
-// fleetMembers is the set of nodes that are members of an active fleet fault of
+// members is the set of nodes that are members of an active fleet fault of
 // family.
-func (d *Decider) fleetMembers(family string) map[string]bool {
+func (c *FleetCorrelation) members(family string) map[string]bool {
 	out := map[string]bool{}
-	for _, fg := range d.fleet {
+	for _, fg := range c.groups {
 		if fg.active && fg.family == family {
 			for n := range fg.members {
 				out[n] = true
@@ -280,10 +295,10 @@ func (d *Decider) fleetMembers(family string) map[string]bool {
 	return out
 }
 
-// fleetOf returns the active fleet fault of family that node is a member of.
-func (d *Decider) fleetOf(node, family string) *fleetGroup {
+// of returns the active fleet fault of family that node is a member of.
+func (c *FleetCorrelation) of(node, family string) *fleetGroup {
 	var found *fleetGroup
-	for _, fg := range d.fleet {
+	for _, fg := range c.groups {
 		if fg.active && fg.family == family {
 			if _, ok := fg.members[node]; ok {
 				if found == nil || fleetKey(fg.group, family) < fleetKey(found.group, family) {
@@ -295,14 +310,14 @@ func (d *Decider) fleetOf(node, family string) *fleetGroup {
 	return found
 }
 
-// fleetDecision decides f when a fleet fault of its node's group has its family:
+// decision decides f when a fleet fault of its node's group has its family:
 // held while the fleet fault is pending, dropped once it is dismissed. It changes
 // nothing; ok is false when no fleet fault decides f.
-func (d *Decider) fleetDecision(f fault.Fault) (Decision, bool) {
-	if len(d.cfg.Fleet.Labels) == 0 {
+func (c *FleetCorrelation) decision(f fault.Fault) (Decision, bool) {
+	if len(c.cfg.Fleet.Labels) == 0 {
 		return Decision{}, false
 	}
-	fg := d.fleetOf(f.Node, f.Rule.Pack)
+	fg := c.of(f.Node, f.Rule.Pack)
 	switch {
 	case fg.holding():
 		return Decision{Kind: KindHold, Reason: ReasonFleet, Fault: f, Message: fg.describe()}, true
@@ -315,12 +330,12 @@ func (d *Decider) fleetDecision(f fault.Fault) (Decision, bool) {
 }
 
 // groupBudgetHold holds a taint that would take a group over its budget.
-func (d *Decider) groupBudgetHold(f fault.Fault, facts NodeFacts, used map[string]bool) (Decision, bool) {
-	pct := d.cfg.Fleet.GroupBudget
+func (c *FleetCorrelation) groupBudgetHold(f fault.Fault, facts NodeFacts, used map[string]bool) (Decision, bool) {
+	pct := c.cfg.Fleet.GroupBudget
 	if pct <= 0 || used[f.Node] {
 		return Decision{}, false
 	}
-	for _, g := range d.groupsOf(f.Node, facts) {
+	for _, g := range c.groupsOf(f.Node, facts) {
 		size := facts.groupSize(g)
 		lim := max(int(math.Floor(pct*float64(size)/100+eps)), 1)
 		n := 0
@@ -338,26 +353,26 @@ func (d *Decider) groupBudgetHold(f fault.Fault, facts NodeFacts, used map[strin
 	return Decision{}, false
 }
 
-// refreshFleet forgets groups with no firing within the window, except fleet
+// refresh forgets groups with no firing within the window, except fleet
 // faults waiting for a verdict: those stay until an operator gives one. In
 // dry-run none waits (nothing is held), so they go when their group is quiet.
-func (d *Decider) refreshFleet(now time.Time) {
-	for k, fg := range d.fleet {
-		fg.prune(now, d.cfg.Fleet.Window)
-		if len(fg.fires) == 0 && (!fg.holding() || d.cfg.DryRun) {
-			delete(d.fleet, k)
+func (c *FleetCorrelation) refresh(now time.Time) {
+	for k, fg := range c.groups {
+		fg.prune(now, c.cfg.Fleet.Window)
+		if len(fg.fires) == 0 && (!fg.holding() || c.cfg.DryRun) {
+			delete(c.groups, k)
 		}
 	}
 }
 
-// Fleets returns the fleet faults, those with a verdict included until their
+// Faults returns the fleet faults, those with a verdict included until their
 // group is quiet for a window, sorted by group and family.
-func (d *Decider) Fleets() []FleetFault {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.refreshFleet(d.now())
+func (c *FleetCorrelation) Faults() []FleetFault {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refresh(c.now())
 	var out []FleetFault
-	for _, fg := range d.fleet {
+	for _, fg := range c.groups {
 		if fg.active {
 			out = append(out, fg.view())
 		}
@@ -368,22 +383,22 @@ func (d *Decider) Fleets() []FleetFault {
 	return out
 }
 
-// FleetDropped counts the firings not correlated because MaxFleetGroups groups
+// Dropped counts the firings not correlated because MaxFleetGroups groups
 // were tracked already.
-func (d *Decider) FleetDropped() uint64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.fleetDropped
+func (c *FleetCorrelation) Dropped() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
 }
 
-// ReleaseFleet gives the verdict "the nodes are at fault" on the pending fleet
+// Release gives the verdict "the nodes are at fault" on the pending fleet
 // fault of group and family: its members' held faults go ahead at the next Release,
 // within the budgets, and later firings of the members are node faults again. It
 // reports whether such a fleet fault was pending.
-func (d *Decider) ReleaseFleet(g Group, family string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	fg := d.fleet[fleetKey(g, family)]
+func (c *FleetCorrelation) Release(g Group, family string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fg := c.groups[fleetKey(g, family)]
 	if !fg.holding() {
 		return false
 	}
@@ -391,25 +406,25 @@ func (d *Decider) ReleaseFleet(g Group, family string) bool {
 	return true
 }
 
-// DismissFleet gives the verdict "the shared part was at fault" on the pending
+// Dismiss gives the verdict "the shared part was at fault" on the pending
 // fleet fault of group and family: the held faults of its members for the family
 // are dropped without a taint and returned (the caller resolves their records).
 // Firings of the members within the window after are dropped too (decided
 // KindNone), until the group is quiet for a window. ok is false when no such
 // fleet fault was pending.
-func (d *Decider) DismissFleet(g Group, family string) (dropped []HeldFault, ok bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	fg := d.fleet[fleetKey(g, family)]
+func (c *FleetCorrelation) Dismiss(g Group, family string) (dropped []HeldFault, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fg := c.groups[fleetKey(g, family)]
 	if !fg.holding() {
 		return nil, false
 	}
 	fg.verdict = VerdictDismissed
-	for _, e := range slices.Clone(d.held.entries) {
+	for _, e := range slices.Clone(c.held.entries) {
 		if e.reason == ReasonFleet && e.fault.Rule != nil && e.fault.Rule.Pack == family {
 			if _, member := fg.members[e.fault.Node]; member {
-				d.held.remove(e.key)
-				d.st.heldForgotten++
+				c.held.remove(e.key)
+				c.st.heldForgotten++
 				dropped = append(dropped, HeldFault{Fault: e.fault, Reason: e.reason, Message: e.message,
 					Since: e.since, Updated: e.updated, Hits: e.hits, ProbeFailed: e.probeFailed})
 			}

@@ -71,7 +71,7 @@ func TestFleetFault(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("rack a decisions %v, want %v", got, want)
 			}
-			fl := d.Fleets()
+			fl := d.Fleet().Faults()
 			if len(fl) != 1 || fl[0].Group.Label != rackLabel || fl[0].Group.Value != "a" || fl[0].Family != "p" || !fl[0].Pending() {
 				t.Fatalf("fleet faults %+v, want one pending for rack a, family p", fl)
 			}
@@ -87,7 +87,7 @@ func TestFleetFault(t *testing.T) {
 				t.Fatalf("released %v before a verdict", rel)
 			}
 			// The saved state brings the pending fleet fault to a new leader.
-			raw, err := json.Marshal(d.FleetState())
+			raw, err := json.Marshal(d.Fleet().State())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func TestFleetFault(t *testing.T) {
 			for _, h := range heldOf(t, fl[0].Members[2:], r) {
 				d.Restore(h)
 			}
-			if pending := d.RestoreFleet(st); !slices.Equal(pending, []string{rackLabel + "=a/p"}) {
+			if pending := d.Fleet().Restore(st); !slices.Equal(pending, []string{rackLabel + "=a/p"}) {
 				t.Fatalf("restored pending %v", pending)
 			}
 			if dec := d.Decide(flt(node(3), r), facts); short(dec) != "hold:fleet" {
@@ -108,7 +108,7 @@ func TestFleetFault(t *testing.T) {
 			g := decide.Group{Label: rackLabel, Value: "a"}
 			switch verdict {
 			case decide.VerdictReleased:
-				if !d.ReleaseFleet(g, "p") {
+				if !d.Fleet().Release(g, "p") {
 					t.Fatal("release: not pending")
 				}
 				var tainted []string
@@ -122,7 +122,7 @@ func TestFleetFault(t *testing.T) {
 					t.Errorf("released taints %v, want %v", tainted, want)
 				}
 			case decide.VerdictDismissed:
-				dropped, ok := d.DismissFleet(g, "p")
+				dropped, ok := d.Fleet().Dismiss(g, "p")
 				if !ok || len(dropped) != 4 {
 					t.Fatalf("dismiss: %d dropped, %v; want 4", len(dropped), ok)
 				}
@@ -133,7 +133,7 @@ func TestFleetFault(t *testing.T) {
 					t.Errorf("a member's firing after dismiss: %s, want none", dec)
 				}
 			}
-			if d.ReleaseFleet(g, "p") {
+			if d.Fleet().Release(g, "p") {
 				t.Error("a second verdict was accepted")
 			}
 		})
@@ -171,7 +171,7 @@ func TestFleetThreshold(t *testing.T) {
 	for _, i := range []int{6, 4, 5} {
 		d.Decide(flt(node(i), r), facts)
 	}
-	if fl := d.Fleets(); len(fl) != 0 {
+	if fl := d.Fleet().Faults(); len(fl) != 0 {
 		t.Fatalf("fleet faults %+v, want none", fl)
 	}
 }
@@ -218,14 +218,14 @@ func TestFleetFaultDryRun(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("rack a decisions %v, want %v", got, want)
 	}
-	if fl := d.Fleets(); len(fl) != 1 || fl[0].Group.Value != "a" || len(fl[0].Members) != 6 {
+	if fl := d.Fleet().Faults(); len(fl) != 1 || fl[0].Group.Value != "a" || len(fl[0].Members) != 6 {
 		t.Fatalf("fleet faults %+v, want the one of rack a with its six nodes", fl)
 	}
 	if h := d.Held(); len(h) != 0 {
 		t.Errorf("dry-run held %d faults", len(h))
 	}
 	clk.Add(decide.DefaultFleetWindow + time.Second)
-	if fl := d.Fleets(); len(fl) != 0 {
+	if fl := d.Fleet().Faults(); len(fl) != 0 {
 		t.Errorf("fleet faults %+v a window after the last firing, want none in dry-run", fl)
 	}
 }

@@ -24,14 +24,14 @@ type FleetGroupState struct {
 	Threshold int                  `json:"threshold,omitempty"`
 }
 
-// FleetState returns the state, sorted by group and family; each group keeps at
+// State returns the state, sorted by group and family; each group keeps at
 // most MaxStormNodes of its newest firings and members.
-func (d *Decider) FleetState() FleetState {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.refreshFleet(d.now())
+func (c *FleetCorrelation) State() FleetState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refresh(c.now())
 	st := FleetState{Groups: []FleetGroupState{}}
-	for _, fg := range d.fleet {
+	for _, fg := range c.groups {
 		st.Groups = append(st.Groups, FleetGroupState{Group: fg.group, Family: fg.family, Fires: newest(fg.fires, MaxStormNodes),
 			Active: fg.active, Since: fg.since, Members: newest(fg.members, MaxStormNodes), Verdict: fg.verdict, Threshold: fg.threshold})
 	}
@@ -75,19 +75,19 @@ func newest(m map[string]time.Time, limit int) map[string]time.Time {
 	return out
 }
 
-// RestoreFleet takes over the state a previous leader saved: its fleet faults keep
+// Restore takes over the state a previous leader saved: its fleet faults keep
 // holding (or keep their verdict), and firings within the window still count. A
 // group with a state of its own here is left as it is. It returns the pending fleet
 // faults after the restore, as "label=value/family".
-func (d *Decider) RestoreFleet(st FleetState) []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.cfg.Fleet.Labels) == 0 {
+func (c *FleetCorrelation) Restore(st FleetState) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.cfg.Fleet.Labels) == 0 {
 		return nil
 	}
 	for _, s := range st.Groups {
 		k := fleetKey(s.Group, s.Family)
-		if _, ok := d.fleet[k]; ok || s.Group.Label == "" || s.Family == "" || len(d.fleet) >= MaxFleetGroups {
+		if _, ok := c.groups[k]; ok || s.Group.Label == "" || s.Family == "" || len(c.groups) >= MaxFleetGroups {
 			continue
 		}
 		fg := &fleetGroup{group: s.Group, family: s.Family, fires: newest(s.Fires, MaxStormNodes), active: s.Active,
@@ -101,11 +101,11 @@ func (d *Decider) RestoreFleet(st FleetState) []string {
 				fg.members = map[string]time.Time{}
 			}
 		}
-		d.fleet[k] = fg
+		c.groups[k] = fg
 	}
-	d.refreshFleet(d.now())
+	c.refresh(c.now())
 	var out []string
-	for _, fg := range d.fleet {
+	for _, fg := range c.groups {
 		if fg.holding() {
 			out = append(out, fg.group.String()+"/"+fg.family)
 		}

@@ -41,7 +41,7 @@ func TestLadderStepHeldByTheStorm(t *testing.T) {
 	fire("n2", 2*time.Minute)  // the third node of ten: a storm, held
 	fire("n0", 3*time.Minute)  // a repeat: the drain is due, but the storm holds it
 	fire("n0", 40*time.Minute) // the storm is over: the drain is taken
-	r.res.finish(r.dec.Held(), r.dec.Fleets())
+	r.res.finish(r.dec.Held(), r.dec.Fleet().Faults())
 	var got []string
 	for _, a := range r.res.Actions {
 		got = append(got, fmt.Sprintf("%s %s %s %s", a.Node, a.Outcome, a.Step, a.First.Sub(t0)))

@@ -107,8 +107,8 @@ func Run(ctx context.Context, cfg Config, eng *rules.Engine) (*Result, error) {
 		}
 	}
 	r.res.Lines, r.res.NoNode = r.match.Stats.Lines, r.match.Stats.NoNode
-	r.res.finish(r.dec.Held(), r.dec.Fleets())
-	r.res.FleetDropped = r.dec.FleetDropped()
+	r.res.finish(r.dec.Held(), r.dec.Fleet().Faults())
+	r.res.FleetDropped = r.dec.Fleet().Dropped()
 	return r.res, nil
 }
 
