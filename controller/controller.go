@@ -20,11 +20,13 @@ import (
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/escalate"
 	"github.com/faultline-dev/faultline/controller/leader"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/controller/steps"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/rules"
@@ -86,6 +88,19 @@ type Config struct {
 	Log     *slog.Logger
 }
 
+// EscalationConfig configures the steps of the rules' escalation ladders.
+type EscalationConfig struct {
+	// Remediator creates the remediate step's objects; nil: a remediate step fails
+	// (recorded) until one is configured.
+	Remediator *act.Remediator
+	// DrainTimeout bounds one drain attempt (default act.DefaultDrainTimeout); a
+	// drain a PodDisruptionBudget blocks, or whose evicted pods are still
+	// terminating, waits and is tried again at the next reconcile.
+	DrainTimeout time.Duration
+	// DrainGraceSeconds, when set, overrides the pods' termination grace period.
+	DrainGraceSeconds *int
+}
+
 // Controller is one replica; only the leader reads Loki and acts.
 type Controller struct {
 	cfg     Config
@@ -110,7 +125,6 @@ type Controller struct {
 	moves     map[string]bool          // nodes that joined (true) or left (false) the shard since the last reconcile
 	// fleetRecords: fleet fault record name → what was last written to it.
 	fleetRecords map[string]fleetWritten
-	climbing     map[string]bool // fault key → a climb of its ladder is under way
 
 	// decideMu orders the decisions (numbered by decided) against the taints that
 	// failed (failed: fault key → the number of decisions made when it failed).
@@ -120,6 +134,7 @@ type Controller struct {
 	gaugeCh  chan struct{} // asks gaugeLoop for a refresh
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
+	ladders  *escalate.Ladders // the rules' escalation ladders
 	kickCh   chan struct{}     // asks for a reconcile now
 	// life is the replica's lifetime: manual probe runs outlive their HTTP request.
 	life     context.Context
@@ -166,7 +181,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, lastMatch: map[string]time.Time{}, tainted: map[string]bool{},
-		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, fleetRecords: map[string]fleetWritten{}, climbing: map[string]bool{}, kickCh: make(chan struct{}, 1),
+		refreshed: map[string]time.Time{}, recorded: map[string]recordedPhase{}, moves: map[string]bool{}, fleetRecords: map[string]fleetWritten{}, kickCh: make(chan struct{}, 1),
 		failed: map[string]uint64{}, gaugeCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
@@ -203,6 +218,14 @@ func New(cfg Config) (*Controller, error) {
 	c.triggers, err = trigger.New(cfg.Probes, trigger.Deps{Actor: c.actor, Decider: c.decider, Facts: c.facts,
 		Apply: c.apply, Record: c.recordProbe, Kick: c.kick, Results: c.m.probeResults, Skipped: c.m.probeSkipped,
 		Log: c.log, Life: c.life})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	ec := cfg.Escalation
+	c.ladders, err = escalate.New(escalate.Deps{Records: c.records, Nodes: c.actor, Decider: c.decider, Facts: c.facts,
+		Rules: func() *rules.Set { return c.packs.Engine().Set() }, Decisions: c.m.decisions, RecordErrors: c.m.recordErrors, Log: c.log,
+		StepDeps: steps.Deps{Nodes: c.actor, Remediator: ec.Remediator, GPUs: c.triggers, NotApplied: c.decider.NotApplied,
+			DrainTimeout: ec.DrainTimeout, DrainGraceSeconds: ec.DrainGraceSeconds, Namespace: cfg.Namespace}})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}

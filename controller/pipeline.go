@@ -242,8 +242,8 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 			c.recordDecision(ctx, d, d.Message)
 		}
 		// Every firing counts on a ladder, those whose evidence write is skipped too.
-		if laddered(d) && (result == "ok" || result == "recent") {
-			c.ladderFiring(ctx, f)
+		if decide.Laddered(d) && (result == "ok" || result == "recent") {
+			c.ladders.Fire(ctx, f)
 		}
 	}()
 	switch d.Kind {
@@ -271,10 +271,10 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 		// The actor records the FaultTainted Event with the evidence.
 		c.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
 	case decide.KindEvent:
-		c.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, lastLine(f)))
+		c.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, f.LastLine()))
 	case decide.KindProbe:
 		// The taint waits for the probes; the line stream does not.
-		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, lastLine(f))
+		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, f.LastLine())
 		if !c.triggers.On() {
 			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
 				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
@@ -294,9 +294,9 @@ func (c *Controller) apply(ctx context.Context, d decide.Decision) {
 		}
 	case decide.KindDryRun:
 		kind = "dry-run-" + string(d.Of)
-		c.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))
+		c.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, f.LastLine()))
 	case decide.KindAnnotate:
-		c.event(ctx, f, act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, lastLine(f)))
+		c.event(ctx, f, act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, f.LastLine()))
 	case decide.KindObserve:
 		// Counted by the metric above; the log is the only other trace.
 		c.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)
@@ -330,15 +330,4 @@ func (c *Controller) event(ctx context.Context, f fault.Fault, reason, msg strin
 	if err := c.actor.Event(ctx, f.Node, f, reason, msg); err != nil {
 		c.log.Warn("event not recorded", "node", f.Node, "reason", reason, "err", err)
 	}
-}
-
-func lastLine(f fault.Fault) string {
-	if len(f.Evidence) == 0 {
-		return ""
-	}
-	l := f.Evidence[len(f.Evidence)-1].Text
-	if len(l) > 300 {
-		l = l[:300] + "…"
-	}
-	return fmt.Sprintf("%d match(es), last: %q", f.Count, l)
 }

@@ -87,7 +87,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 		c.apply(ctx, d)
 	}
 	c.syncFleets(ctx)
-	c.reconcileLadders(ctx)
+	c.ladders.Reconcile(ctx)
 	c.collectResolved(ctx)
 	c.updateGauges()
 }

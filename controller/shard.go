@@ -1,5 +1,7 @@
 package controller
 
+import "github.com/faultline-dev/faultline/controller/nodefault"
+
 // A sharded controller (act.Options.Shard) owns the nodes its label selector picks:
 // it reads only their lines, counts only them in its budget and storm hold, and
 // settles only their records. A node relabelled from one shard to another moves
@@ -78,7 +80,7 @@ func (c *Controller) settleMoves() {
 		c.m.shardMoves.WithLabelValues("joined").Inc()
 		taken := 0
 		for _, nf := range c.actor.HeldRecords(node) {
-			if f, ok := faultOf(set, nf); ok {
+			if f, ok := nodefault.FaultOf(set, nf); ok {
 				c.decider.Restore(heldOf(f, nf.Status))
 				taken++
 			}
