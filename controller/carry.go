@@ -140,7 +140,7 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 			k.rec.decision(ctx, d, d.Message)
 		}
 		// Every firing counts on a ladder, those whose evidence write is skipped too.
-		if laddered(d) && (result == "ok" || result == "recent") {
+		if decide.Laddered(d) && (result == "ok" || result == "recent") {
 			k.ladder(ctx, f)
 		}
 	}()
@@ -169,10 +169,10 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 		// The actor records the FaultTainted Event with the evidence.
 		k.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
 	case decide.KindEvent:
-		k.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, lastLine(f)))
+		k.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, f.LastLine()))
 	case decide.KindProbe:
 		// The taint waits for the probes; the line stream does not.
-		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, lastLine(f))
+		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, f.LastLine())
 		if !k.triggers.On() {
 			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
 				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
@@ -192,9 +192,9 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 		}
 	case decide.KindDryRun:
 		kind = "dry-run-" + string(d.Of)
-		k.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, lastLine(f)))
+		k.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, f.LastLine()))
 	case decide.KindAnnotate:
-		k.event(ctx, f, act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, lastLine(f)))
+		k.event(ctx, f, act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, f.LastLine()))
 	case decide.KindObserve:
 		// Counted by the metric above; the log is the only other trace.
 		k.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)
@@ -212,17 +212,6 @@ func (k *carrier) event(ctx context.Context, f fault.Fault, reason, msg string) 
 	if err := k.actor.Event(ctx, f.Node, f, reason, msg); err != nil {
 		k.log.Warn("event not recorded", "node", f.Node, "reason", reason, "err", err)
 	}
-}
-
-func lastLine(f fault.Fault) string {
-	if len(f.Evidence) == 0 {
-		return ""
-	}
-	l := f.Evidence[len(f.Evidence)-1].Text
-	if len(l) > 300 {
-		l = l[:300] + "…"
-	}
-	return fmt.Sprintf("%d match(es), last: %q", f.Count, l)
 }
 
 // gauges refreshes the controller's gauges from the facts the informers keep

@@ -20,11 +20,13 @@ import (
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/escalate"
 	"github.com/faultline-dev/faultline/controller/leader"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/controller/steps"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/rules"
@@ -86,6 +88,19 @@ type Config struct {
 	Log     *slog.Logger
 }
 
+// EscalationConfig configures the steps of the rules' escalation ladders.
+type EscalationConfig struct {
+	// Remediator creates the remediate step's objects; nil: a remediate step fails
+	// (recorded) until one is configured.
+	Remediator *act.Remediator
+	// DrainTimeout bounds one drain attempt (default act.DefaultDrainTimeout); a
+	// drain a PodDisruptionBudget blocks, or whose evicted pods are still
+	// terminating, waits and is tried again at the next reconcile.
+	DrainTimeout time.Duration
+	// DrainGraceSeconds, when set, overrides the pods' termination grace period.
+	DrainGraceSeconds *int
+}
+
 // Controller is one replica; only the leader reads Loki and acts.
 type Controller struct {
 	cfg     Config
@@ -110,9 +125,9 @@ type Controller struct {
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
 	taintedAt time.Time       // when that reconcile read them
 	ready     bool
-	climbing  map[string]bool // fault key → a climb of its ladder is under way
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
+	ladders  *escalate.Ladders // the rules' escalation ladders
 	kickCh   chan struct{}     // asks for a reconcile now
 	// life is the replica's lifetime: manual probe runs outlive their HTTP request.
 	life     context.Context
@@ -159,7 +174,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log, m: cfg.Metrics, seen: &lastSeen{at: map[string]time.Time{}}, tainted: map[string]bool{},
-		climbing: map[string]bool{}, kickCh: make(chan struct{}, 1)}
+		kickCh: make(chan struct{}, 1)}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	var err error
 	rc := cfg.Records
@@ -186,7 +201,7 @@ func New(cfg Config) (*Controller, error) {
 		log: c.log, dryRun: cfg.Decide.DryRun, pod: podOf(cfg), written: map[string]fleetWritten{}}
 	c.gauges = &gauges{actor: c.actor, decider: c.decider, m: c.m, ch: make(chan struct{}, 1)}
 	c.carrier = &carrier{decider: c.decider, actor: c.actor, rec: c.rec, fleet: c.fleet, gauges: c.gauges,
-		decisions: c.m.decisions, log: c.log, ladder: c.ladderFiring, failed: map[string]uint64{}}
+		decisions: c.m.decisions, log: c.log, failed: map[string]uint64{}}
 	c.shard = &shard{actor: c.actor, decider: c.decider, set: func() *rules.Set { return c.packs.Engine().Set() },
 		moved: c.m.shardMoves, log: c.log}
 	if c.actor.Sharded() {
@@ -210,6 +225,15 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 	c.carrier.triggers = c.triggers
+	ec := cfg.Escalation
+	c.ladders, err = escalate.New(escalate.Deps{Records: c.records, Nodes: c.actor, Decider: c.decider, Facts: c.actor.Facts,
+		Rules: func() *rules.Set { return c.packs.Engine().Set() }, Decisions: c.m.decisions, RecordErrors: c.m.recordErrors, Log: c.log,
+		StepDeps: steps.Deps{Nodes: c.actor, Remediator: ec.Remediator, GPUs: c.triggers, NotApplied: c.decider.NotApplied,
+			DrainTimeout: ec.DrainTimeout, DrainGraceSeconds: ec.DrainGraceSeconds, Namespace: cfg.Namespace}})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	c.carrier.ladder = c.ladders.Fire
 	return c, nil
 }
 

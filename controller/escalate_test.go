@@ -22,6 +22,7 @@ import (
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/escalate"
 )
 
 // ladderPack: a repeated Xid climbs taint → drain → service; another rule hands
@@ -220,8 +221,8 @@ func TestEscalationLadder(t *testing.T) {
 	if cond == nil || cond.Status != corev1.ConditionTrue || !strings.Contains(cond.Message, "site/ladder-xid") || !strings.Contains(cond.Message, "fell off the bus") {
 		t.Errorf("gpu-0's %s condition: %+v", act.ConditionService, cond)
 	}
-	if len(cl.events("gpu-0", controller.ReasonEscalated)) < 2 {
-		t.Errorf("gpu-0 has %d %s Events, want 2", len(cl.events("gpu-0", controller.ReasonEscalated)), controller.ReasonEscalated)
+	if len(cl.events("gpu-0", escalate.ReasonEscalated)) < 2 {
+		t.Errorf("gpu-0 has %d %s Events, want 2", len(cl.events("gpu-0", escalate.ReasonEscalated)), escalate.ReasonEscalated)
 	}
 
 	// The remediate step: the object from the template, once.

@@ -85,7 +85,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 		c.carrier.submit(ctx, d)
 	}
 	c.fleet.sync(ctx)
-	c.reconcileLadders(ctx)
+	c.ladders.Reconcile(ctx)
 	c.rec.collect(ctx)
 	c.gauges.update()
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
-	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -139,7 +138,7 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 		if !c.actor.Owns(nf.Spec.Node) {
 			continue // another shard's node: that shard resumes it
 		}
-		f, ok := faultOf(set, &nf)
+		f, ok := nodefault.FaultOf(set, &nf)
 		if !ok {
 			continue // the packs no longer have the rule
 		}
@@ -160,24 +159,6 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 		c.log.Info("resumed faults from their NodeFault records", "held", held, "confirmations", confirming)
 		c.gauges.update()
 	}
-}
-
-// faultOf rebuilds the fault a NodeFault record describes, with the packs' rule;
-// false when the packs no longer have it.
-func faultOf(set *rules.Set, nf *v1alpha1.NodeFault) (fault.Fault, bool) {
-	r := set.Rule(nf.Spec.Pack, nf.Spec.Rule)
-	if r == nil {
-		return fault.Fault{}, false
-	}
-	st := nf.Status
-	f := fault.Fault{Node: nf.Spec.Node, Rule: r, Captures: st.Captures, Count: int(st.Count)}
-	if st.LastSeen != nil {
-		f.Time = st.LastSeen.Time
-	}
-	for _, l := range st.Evidence {
-		f.Evidence = append(f.Evidence, logstream.Line{Time: l.Time.Time, Text: l.Text})
-	}
-	return f, true
 }
 
 // heldOf is the held fault a record in phase Held stands for, held since it was first.

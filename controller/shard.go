@@ -8,6 +8,7 @@ import (
 
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -110,7 +111,7 @@ func (s *shard) settle() {
 		s.moved.WithLabelValues("joined").Inc()
 		taken := 0
 		for _, nf := range s.actor.HeldRecords(node) {
-			if f, ok := faultOf(set, nf); ok {
+			if f, ok := nodefault.FaultOf(set, nf); ok {
 				s.decider.Restore(heldOf(f, nf.Status))
 				taken++
 			}

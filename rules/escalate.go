@@ -2,9 +2,13 @@ package rules
 
 import (
 	"fmt"
-	"regexp"
+	"maps"
+	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/faultline-dev/faultline/rules/stepspec"
 )
 
 // Step is one rung of a rule's escalation ladder (Rule.Escalate): when its trigger
@@ -27,17 +31,28 @@ type Step struct {
 
 	// Template names the remediation template (action remediate): an object with
 	// {{.Node}}-style placeholders the controller creates (see docs/controller.md).
+	// It is a parameter: its step's spec (rules/stepspec) says which steps take it.
 	Template string `yaml:"template"`
 }
 
-// StepAction is what an escalation step does.
+// Params returns the step's parameters that are set, by name.
+func (s Step) Params() map[string]string {
+	ps := map[string]string{}
+	if s.Template != "" {
+		ps["template"] = s.Template
+	}
+	return ps
+}
+
+// StepAction is what an escalation step does: the name of a step of
+// rules/stepspec, which says what each one is.
 type StepAction string
 
-// Step actions.
+// The step actions the controller names (the others are only in rules/stepspec).
 const (
 	// StepTaint places the rule's taint (a ladder that starts with an event or a
 	// watch and taints only on repetition).
-	StepTaint StepAction = "taint"
+	StepTaint StepAction = stepspec.Taint
 	// StepDrain evicts the node's pods, respecting PodDisruptionBudgets.
 	StepDrain StepAction = "drain"
 	// StepGPUReset asks the node's probe agent to reset an idle GPU and re-runs
@@ -50,12 +65,13 @@ const (
 	StepService StepAction = "service"
 )
 
-// StepActions lists the step actions as written in packs.
-var StepActions = []StepAction{StepTaint, StepDrain, StepGPUReset, StepRemediate, StepService}
-
 // TakesCapacity reports whether the step takes capacity away from the cluster: such
-// steps pass through the budget and the storm hold, like a taint.
-func (a StepAction) TakesCapacity() bool { return a != StepService }
+// steps pass through the budget and the storm hold, like a taint. A step the specs
+// do not know (never one of a loaded pack) is taken to, the safe side.
+func (a StepAction) TakesCapacity() bool {
+	s, ok := stepspec.Get(string(a))
+	return !ok || s.TakesCapacity
+}
 
 // Trigger renders the step's trigger for humans.
 func (s Step) Trigger() string {
@@ -75,8 +91,6 @@ func (s Step) Trigger() string {
 // maxSteps bounds a ladder: a longer one is a mistake, not a policy.
 const maxSteps = 8
 
-var templateRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9._]{0,61}[a-z0-9])?$`)
-
 // escalate checks a rule's ladder.
 func (v *validator) escalate(n *yaml.Node, rule string, r *Rule) {
 	if len(r.Escalate) == 0 {
@@ -90,10 +104,7 @@ func (v *validator) escalate(n *yaml.Node, rule string, r *Rule) {
 		if n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
 			sn = n.Content[i]
 		}
-		names := make([]string, len(StepActions))
-		for j, a := range StepActions {
-			names[j] = string(a)
-		}
+		names := stepspec.Names()
 		if s.Action == "" {
 			v.errAt(sn, rule, "escalate step %d: action is not set (one of %v)", i+1, names)
 		} else {
@@ -125,14 +136,36 @@ func (v *validator) escalate(n *yaml.Node, rule string, r *Rule) {
 		if triggers != 1 {
 			v.errAt(sn, rule, "escalate step %d: set exactly one trigger of repeat, reboots, probeFailed, taintedFor (found %d)", i+1, triggers)
 		}
-		switch {
-		case s.Action == StepRemediate && s.Template == "":
-			v.errAt(sn, rule, "escalate step %d: remediate needs template (the name of a remediation template)", i+1)
-		case s.Action == StepRemediate && !templateRe.MatchString(s.Template):
-			v.errAt(at(sn, "template"), rule, "escalate step %d: template %q is not a valid name", i+1, s.Template)
-		case s.Action != StepRemediate && s.Template != "":
-			v.errAt(at(sn, "template"), rule, "escalate step %d: template is only for action remediate", i+1)
+		if spec, ok := stepspec.Get(string(s.Action)); ok {
+			v.stepParams(sn, rule, i, spec, s.Params())
 		}
+	}
+}
+
+// stepParams checks a step's parameters against its spec.
+func (v *validator) stepParams(sn *yaml.Node, rule string, i int, spec stepspec.Spec, ps map[string]string) {
+	for _, p := range spec.Params {
+		val, set := ps[p.Name]
+		switch {
+		case !set && p.Required:
+			v.errAt(sn, rule, "escalate step %d: %s needs %s (%s)", i+1, spec.Name, p.Name, p.Help)
+		case set:
+			if msg := p.Check(val); msg != "" {
+				v.errAt(at(sn, p.Name), rule, "escalate step %d: %s", i+1, msg)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(ps)) {
+		if _, ok := spec.Param(name); ok {
+			continue
+		}
+		var takers []string
+		for _, o := range stepspec.All() {
+			if _, ok := o.Param(name); ok {
+				takers = append(takers, o.Name)
+			}
+		}
+		v.errAt(at(sn, name), rule, "escalate step %d: %s is only for action %s", i+1, name, strings.Join(takers, ", "))
 	}
 }
 
@@ -149,9 +182,9 @@ func ladderError(c *Compiled) string {
 		if s.ProbeFailed && len(c.Probe.Checks) == 0 {
 			return fmt.Sprintf("escalate step %d: probeFailed needs the rule's probe.checks", i+1)
 		}
-		// The drain does not cordon: the rule's taint keeps the evicted pods away.
-		if s.Action == StepDrain && c.Taint.Effect == "PreferNoSchedule" {
-			return fmt.Sprintf("escalate step %d: drain needs a taint that keeps pods away (NoSchedule or NoExecute), not %s", i+1, c.Taint.Effect)
+		// A drain does not cordon: the rule's taint keeps the evicted pods away.
+		if spec, _ := stepspec.Get(string(s.Action)); spec.EvictsPods && c.Taint.Effect == "PreferNoSchedule" {
+			return fmt.Sprintf("escalate step %d: %s needs a taint that keeps pods away (NoSchedule or NoExecute), not %s", i+1, s.Action, c.Taint.Effect)
 		}
 	}
 	return ""

@@ -4,6 +4,7 @@
 package fault
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/faultline-dev/faultline/logstream"
@@ -26,6 +27,19 @@ type Fault struct {
 // Key identifies a fault: one rule of one pack on one node. It is the one key of
 // every per-fault map of the controller.
 func Key(node, pack, rule string) string { return node + "/" + pack + "/" + rule }
+
+// LastLine summarises the firing for Events and messages: the count of matches and
+// the last line of evidence, cut to 300 bytes ("" with no evidence).
+func (f Fault) LastLine() string {
+	if len(f.Evidence) == 0 {
+		return ""
+	}
+	l := f.Evidence[len(f.Evidence)-1].Text
+	if len(l) > 300 {
+		l = l[:300] + "…"
+	}
+	return fmt.Sprintf("%d match(es), last: %q", f.Count, l)
+}
 
 // Key identifies the fault for idempotence: see the function Key.
 func (f Fault) Key() string { return Key(f.Node, f.Rule.Pack, f.Rule.ID) }

@@ -597,3 +597,21 @@ func Truncate(s string, n int) string {
 	}
 	return s[:cut] + mark
 }
+
+// FaultOf rebuilds the fault a record describes, with the packs' rule; false when
+// the packs no longer have it.
+func FaultOf(set *rules.Set, nf *v1alpha1.NodeFault) (fault.Fault, bool) {
+	r := set.Rule(nf.Spec.Pack, nf.Spec.Rule)
+	if r == nil {
+		return fault.Fault{}, false
+	}
+	st := nf.Status
+	f := fault.Fault{Node: nf.Spec.Node, Rule: r, Captures: st.Captures, Count: int(st.Count)}
+	if st.LastSeen != nil {
+		f.Time = st.LastSeen.Time
+	}
+	for _, l := range st.Evidence {
+		f.Evidence = append(f.Evidence, logstream.Line{Time: l.Time.Time, Text: l.Text})
+	}
+	return f, true
+}

@@ -2,28 +2,31 @@ package rbac
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/rules/stepspec"
 )
 
 // atom is one permission: a verb on a resource of an API group, limited to the
@@ -121,50 +124,16 @@ type proof struct {
 	run func(ctx context.Context, f *fixture, sa kubernetes.Interface) error
 }
 
-// proofs maps every permission of the ClusterRole and the Role to a call the
-// controller makes with it. A permission without a proof fails TestEveryPermissionHasAProof.
+// proofs maps the permissions of the ClusterRole and the Role to a call the
+// controller makes with it; a permission only a remediation step needs is proven
+// by the step's spec instead (stepProofs). A permission without a proof fails
+// TestEveryPermissionHasAProof.
 var proofs = map[atom]proof{
 	{"", "pods", "list", "", ""}: {"the drain step lists the node's pods in every namespace (and the agent pods' informer lists its namespace's)", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		if _, err := sa.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=probe-agent", Limit: 1}); err != nil {
 			return err
 		}
 		_, err := sa.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + f.node, Limit: 1})
-		return err
-	}},
-	{"", "pods", "get", "", ""}: {"the drain step reads an evicted pod back until it is gone", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
-		name := fmt.Sprint("proof-", f.next())
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
-			Spec: corev1.PodSpec{NodeName: f.node, Containers: []corev1.Container{{Name: "c", Image: "proof"}}}}
-		if _, err := f.admin.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("admin: %w", err)
-		}
-		_, err := sa.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
-		return err
-	}},
-	{"apps", "daemonsets", "get", "", ""}: {"the drain step leaves a DaemonSet's pods once it has found their DaemonSet", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
-		sel := map[string]string{"app": "proof"}
-		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "proof", Namespace: metav1.NamespaceDefault},
-			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "proof"}}}}}}
-		if _, err := f.admin.AppsV1().DaemonSets(metav1.NamespaceDefault).Create(ctx, ds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("admin: %w", err)
-		}
-		_, err := sa.AppsV1().DaemonSets(metav1.NamespaceDefault).Get(ctx, "proof", metav1.GetOptions{})
-		return err
-	}},
-	{"", "pods/eviction", "create", "", ""}: {"the drain step evicts a pod (the Eviction API enforces PodDisruptionBudgets)", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
-		name := fmt.Sprint("proof-", f.next())
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
-			Spec: corev1.PodSpec{NodeName: f.node, Containers: []corev1.Container{{Name: "c", Image: "proof"}}}}
-		if _, err := f.admin.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("admin: %w", err)
-		}
-		zero := int64(0)
-		return sa.PolicyV1().Evictions(metav1.NamespaceDefault).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
-			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &zero}})
-	}},
-	{"policy", "poddisruptionbudgets", "list", "", ""}: {"a blocked drain names the PodDisruptionBudget that blocks it", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
-		_, err := sa.PolicyV1().PodDisruptionBudgets(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{Limit: 1})
 		return err
 	}},
 	{"", "nodes", "list", "", ""}: {"the Node informer lists", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
@@ -318,6 +287,105 @@ var proofs = map[atom]proof{
 	}},
 }
 
+// stepAtoms are the permissions the remediation steps' specs (rules/stepspec) say
+// their Do needs, with why: cluster-wide (a node's pods run in any namespace).
+func stepAtoms() map[atom]string {
+	out := map[atom]string{}
+	for _, s := range stepspec.All() {
+		for _, a := range s.Access {
+			for _, v := range a.Verbs {
+				out[atom{a.Group, a.Resource, v, "", ""}] = "the " + s.Name + " step: " + a.Why
+			}
+		}
+	}
+	return out
+}
+
+// allProofs are proofs and, for each permission only steps need, a proof made
+// from the step's spec: the request of its verb on its resource (an object that
+// does not exist: the authorizer answers before the object is looked up).
+func allProofs() map[atom]proof {
+	out := maps.Clone(proofs)
+	for a, why := range stepAtoms() {
+		if _, ok := out[a]; !ok {
+			out[a] = proof{why, func(ctx context.Context, f *fixture, sa kubernetes.Interface) error { return request(ctx, f, sa, a) }}
+		}
+	}
+	return out
+}
+
+// request makes the request of a's verb on a's resource as sa, on an object
+// named proof-absent in namespace default (when the resource is namespaced);
+// only a refusal (Forbidden) or a failed request is an error.
+func request(ctx context.Context, f *fixture, sa kubernetes.Interface, a atom) error {
+	res, sub, _ := strings.Cut(a.resource, "/")
+	lists, err := f.admin.Discovery().ServerPreferredResources()
+	if err != nil {
+		return fmt.Errorf("admin: discovery: %w", err)
+	}
+	path := ""
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil || gv.Group != a.group {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if r.Name != res {
+				continue
+			}
+			path = "/apis/" + l.GroupVersion
+			if gv.Group == "" {
+				path = "/api/" + gv.Version
+			}
+			if r.Namespaced {
+				path += "/namespaces/" + metav1.NamespaceDefault
+			}
+			path += "/" + res
+		}
+	}
+	if path == "" {
+		return fmt.Errorf("%s: no such resource on the server", a)
+	}
+	one := path + "/proof-absent"
+	if sub != "" {
+		one += "/" + sub
+	}
+	rc := sa.CoreV1().RESTClient()
+	switch a.verb {
+	case "get":
+		err = rc.Get().AbsPath(one).Do(ctx).Error()
+	case "list":
+		err = rc.Get().AbsPath(path).Param("limit", "1").Do(ctx).Error()
+	case "watch":
+		var body io.ReadCloser
+		if body, err = rc.Get().AbsPath(path).Param("watch", "true").Param("timeoutSeconds", "1").Stream(ctx); err == nil {
+			_ = body.Close()
+		}
+	case "create":
+		at := path
+		if sub != "" {
+			at = one
+		}
+		err = rc.Post().AbsPath(at).Body([]byte("{}")).SetHeader("Content-Type", "application/json").Do(ctx).Error()
+	case "update":
+		err = rc.Put().AbsPath(one).Body([]byte("{}")).SetHeader("Content-Type", "application/json").Do(ctx).Error()
+	case "patch":
+		err = rc.Patch(types.MergePatchType).AbsPath(one).Body([]byte("{}")).Do(ctx).Error()
+	case "delete":
+		err = rc.Delete().AbsPath(one).Do(ctx).Error()
+	default:
+		return fmt.Errorf("%s: no request for verb %s", a, a.verb)
+	}
+	if apierrors.IsForbidden(err) {
+		return err
+	}
+	var st apierrors.APIStatus
+	if err != nil && !errors.As(err, &st) {
+		return err // not an answer of the server
+	}
+	return nil
+}
+
 func store(c kubernetes.Interface) *nodefault.Store {
 	s, err := nodefault.New(c, nodefault.Options{Owner: "faultline-controller-0"})
 	if err != nil {
@@ -333,6 +401,7 @@ func TestEveryPermissionHasAProof(t *testing.T) {
 	if cr.Name != Name || r.Name != Name || r.Namespace != "faultline" || cr.Namespace != "" || er.Name != EventsName || er.Namespace != EventsNamespace {
 		t.Fatalf("names: %s, %s/%s, %s/%s", cr.Name, r.Namespace, r.Name, er.Namespace, er.Name)
 	}
+	proofs := allProofs()
 	seen := map[atom]bool{}
 	for _, role := range []struct {
 		rules []rbacv1.PolicyRule
@@ -387,11 +456,19 @@ func TestEveryPermissionHasAProof(t *testing.T) {
 			t.Errorf("Role grants %s: cluster-scoped needs go in the ClusterRole", a)
 		}
 	}
+	// A step acts on a node's pods wherever they run: what its spec needs is
+	// granted in every namespace, and nothing else that is namespaced is.
+	steps := stepAtoms()
+	granted := map[atom]bool{}
 	for _, a := range atoms(cr.Rules) {
-		// The drain step lists a node's pods wherever they run and reads evicted
-		// ones back.
-		if namespaced[a.resource] && !(a.resource == "pods" && (a.verb == "list" || a.verb == "get")) {
+		granted[a] = true
+		if _, step := steps[a]; namespaced[a.resource] && !step {
 			t.Errorf("ClusterRole grants %s in every namespace: it belongs in the Role", a)
+		}
+	}
+	for a, why := range steps {
+		if !granted[a] {
+			t.Errorf("%s (%s) is not granted by the ClusterRole: add it to clusterrole.yaml", a, why)
 		}
 	}
 	if !strings.Contains(string(ClusterRoleYAML), "kind: ClusterRole") || !strings.Contains(string(RoleYAML), "kind: Role") || !strings.Contains(string(EventsRoleYAML), "kind: Role") {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/faultline-dev/faultline/rules/stepspec"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -154,12 +155,8 @@ func TestApply(t *testing.T) {
 			{"faultline", "update", "coordination.k8s.io", "leases", "", "another", false},
 			{"faultline", "watch", "", "pods", "", "", true},
 			{"default", "watch", "", "pods", "", "", false},
-			// The ladder's drain step (kubectl's drain helper): pods listed and read back
-			// everywhere and evicted, never deleted; a DaemonSet read before its pods are left.
-			{"default", "list", "", "pods", "", "", true},
-			{"default", "get", "", "pods", "", "", true},
-			{"default", "create", "", "pods", "eviction", "", true},
-			{"default", "get", "apps", "daemonsets", "", "", true},
+			// The ladder's steps may do what their specs say (stepChecks); the
+			// drain's pods are never deleted, DaemonSets only read by name.
 			{"default", "list", "apps", "daemonsets", "", "", false},
 			{"default", "delete", "", "pods", "", "", false},
 			{"default", "list", "policy", "poddisruptionbudgets", "", "", true},
@@ -184,6 +181,21 @@ func TestApply(t *testing.T) {
 			{"", "watch", "", "pods", "", "", true},
 			{"", "get", "", "secrets", "", "", false},
 		}},
+	}
+	// What the remediation steps' specs (rules/stepspec) say their Do needs, in
+	// any namespace: a node's pods run anywhere.
+	for i := range accounts {
+		if accounts[i].sa != "faultline-controller" {
+			continue
+		}
+		for _, sp := range stepspec.All() {
+			for _, ac := range sp.Access {
+				res, sub, _ := strings.Cut(ac.Resource, "/")
+				for _, v := range ac.Verbs {
+					accounts[i].checks = append(accounts[i].checks, check{"default", v, ac.Group, res, sub, "", true})
+				}
+			}
+		}
 	}
 	for _, a := range accounts {
 		t.Run("rbac/"+a.ns+"/"+a.sa, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/rules/stepspec"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -572,6 +573,7 @@ func TestRBACMatchesRepository(t *testing.T) {
 				}
 			}
 			same("ClusterRole "+full+"-controller", clusterRole(t, objs, full+"-controller").Rules, ctlCluster)
+			grantsSteps(t, clusterRole(t, objs, full+"-controller").Rules)
 			role := get[rbacv1.Role](t, objs, "Role", full+"-controller")
 			same("Role "+full+"-controller", role.Rules, ctlRole)
 			events := get[rbacv1.Role](t, objs, "Role", full+"-controller-events")
@@ -621,6 +623,33 @@ func TestRBACMatchesRepository(t *testing.T) {
 			same("Role "+full+"-pvc-probe", get[rbacv1.Role](t, objs, "Role", full+"-pvc-probe").Rules, pvcRole)
 			bound("RoleBinding", full+"-pvc-probe", "Role", full+"-pvc-probe", ctlSA)
 		})
+	}
+}
+
+// grantsSteps fails when the controller's ClusterRole lacks a permission a
+// remediation step's spec (rules/stepspec) says its Do needs.
+func grantsSteps(t *testing.T, role []rbacv1.PolicyRule) {
+	t.Helper()
+	granted := map[string]bool{}
+	for _, r := range role {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if len(r.ResourceNames) == 0 {
+						granted[g+" "+res+" "+v] = true
+					}
+				}
+			}
+		}
+	}
+	for _, s := range stepspec.All() {
+		for _, a := range s.Access {
+			for _, v := range a.Verbs {
+				if !granted[a.Group+" "+a.Resource+" "+v] {
+					t.Errorf("the controller's ClusterRole does not grant %s on %s (group %q), which the %s step needs: %s", v, a.Resource, a.Group, s.Name, a.Why)
+				}
+			}
+		}
 	}
 }
 
