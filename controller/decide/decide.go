@@ -263,11 +263,8 @@ type Decider struct {
 	cfg Config
 	now func() time.Time
 
-	mu sync.Mutex
-	// grants are the taints decided within PendingTTL: node -> rule key -> time
-	// granted. They count against the budgets (in union with the facts, so a taint
-	// the facts already show is not counted twice) until PendingTTL has passed.
-	grants map[string]map[string]time.Time
+	mu     sync.Mutex
+	grants grants // taints decided, not yet in the facts (budget.go)
 	held   heldQueue
 	storms *StormHold
 	st     counters
@@ -344,7 +341,7 @@ func New(cfg Config) (*Decider, error) {
 	d := &Decider{
 		cfg:    cfg,
 		now:    now,
-		grants: map[string]map[string]time.Time{},
+		grants: grants{},
 		held:   heldQueue{byKey: map[string]*heldEntry{}},
 		st:     newCounters(),
 	}
@@ -401,8 +398,8 @@ func (d *Decider) Budget(eligible int) int {
 func (d *Decider) BudgetLeft(facts NodeFacts) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.expireGrants(d.now())
-	left := d.Budget(facts.Eligible) - len(d.usedNodes(facts))
+	d.grants.expire(d.now(), d.cfg.PendingTTL)
+	left := d.Budget(facts.Eligible) - len(d.grants.used(facts))
 	return max(left, 0)
 }
 
@@ -414,7 +411,7 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 	if f.Rule == nil {
 		return d.finish(Decision{Kind: KindNone, Fault: f, Message: "fault has no rule"}, false, now)
 	}
-	d.expireGrants(now)
+	d.grants.expire(now, d.cfg.PendingTTL)
 	d.storms.refresh(now)
 	d.fleet.refresh(now)
 	key := f.Rule.String()
@@ -460,7 +457,7 @@ func (d *Decider) DecideProbeResult(f fault.Fault, failed, timedOut bool, facts 
 	if f.Rule == nil {
 		return d.finish(Decision{Kind: KindNone, Fault: f, Message: "fault has no rule"}, false, now)
 	}
-	d.expireGrants(now)
+	d.grants.expire(now, d.cfg.PendingTTL)
 	d.storms.refresh(now)
 	// The mode may have dropped while the probes ran (a pack reload).
 	if dec, ok := d.staged(f); ok {
@@ -497,10 +494,10 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
-	d.expireGrants(now)
+	d.grants.expire(now, d.cfg.PendingTTL)
 	d.storms.refresh(now)
 	d.fleet.refresh(now)
-	d.expireHeld(now)
+	d.held.expire(now, d.cfg.HeldTTL, &d.st)
 	var out []Decision
 	for _, e := range slices.Clone(d.held.entries) {
 		// A held fault whose rule's mode dropped below enforce since (a pack
@@ -521,7 +518,7 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 		d.held.remove(e.key)
 		dec.Message = fmt.Sprintf("released after %s held: %s", now.Sub(e.since).Round(time.Second), dec.Message)
 		if dec.Kind == KindTaint {
-			d.grant(e.fault, now)
+			d.grants.grant(e.fault, now)
 		}
 		d.st.released++
 		d.st.decisions[dec.Kind]++
@@ -537,18 +534,7 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 func (d *Decider) Untainted(node string, keys ...string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(keys) == 0 {
-		delete(d.grants, node)
-		return
-	}
-	if g := d.grants[node]; g != nil {
-		for _, k := range keys {
-			delete(g, k)
-		}
-		if len(g) == 0 {
-			delete(d.grants, node)
-		}
-	}
+	d.grants.untaint(node, keys...)
 }
 
 // UntaintedBefore is Untainted for every taint of node granted before t: a caller
@@ -557,15 +543,7 @@ func (d *Decider) Untainted(node string, keys ...string) {
 func (d *Decider) UntaintedBefore(node string, t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g := d.grants[node]
-	for key, at := range g {
-		if at.Before(t) {
-			delete(g, key)
-		}
-	}
-	if len(g) == 0 {
-		delete(d.grants, node)
-	}
+	d.grants.untaintBefore(node, t)
 }
 
 // NotApplied tells the Decider that the caller could not apply a KindTaint decision
@@ -577,12 +555,7 @@ func (d *Decider) NotApplied(f fault.Fault) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if g := d.grants[f.Node]; g != nil {
-		delete(g, f.Rule.String())
-		if len(g) == 0 {
-			delete(d.grants, f.Node)
-		}
-	}
+	d.grants.untaint(f.Node, f.Rule.String())
 }
 
 // Mode is the mode rule r acts in: its own (enforce when unset), lowered to
@@ -621,7 +594,7 @@ func (d *Decider) staged(f fault.Fault) (dec Decision, ok bool) {
 // taintPath decides on a fault whose next step is a taint. It changes nothing.
 func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 	key := f.Rule.String()
-	if d.hasRuleTaint(f.Node, key, facts) {
+	if d.grants.hasRuleTaint(f.Node, key, facts) {
 		return Decision{Kind: KindAlreadyTainted, Fault: f, Message: "node already carries the taint of " + key}
 	}
 	if facts.OptedOut[f.Node] {
@@ -635,12 +608,12 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 		return dec
 	}
 	if lim, ok := d.cfg.RuleBudgets[key]; ok {
-		if n := d.ruleNodes(key, facts); n >= lim {
+		if n := d.grants.ruleNodes(key, facts); n >= lim {
 			return Decision{Kind: KindHold, Reason: ReasonRuleBudget, Fault: f,
 				Message: fmt.Sprintf("rule budget of %s exhausted: %d of %d nodes carry its taint", key, n, lim)}
 		}
 	}
-	used := d.usedNodes(facts)
+	used := d.grants.used(facts)
 	if dec, ok := d.fleet.groupBudgetHold(f, facts, used); ok {
 		return dec
 	}
@@ -655,7 +628,7 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 	if len(used) >= budget {
 		return Decision{Kind: KindHold, Reason: ReasonBudget, Fault: f,
 			Message: fmt.Sprintf("budget exhausted: %d of %d nodes tainted by faultline (%s of %d eligible nodes)",
-				len(used), budget, d.budgetText(), facts.Eligible)}
+				len(used), budget, d.grants.text(&d.cfg), facts.Eligible)}
 	}
 	return Decision{Kind: KindTaint, Fault: f,
 		Message: fmt.Sprintf("budget %d of %d used after this taint", len(used)+1, budget)}
@@ -666,7 +639,7 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 // them: probing a large part of the fleet at once disturbs its jobs.
 func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
 	key := f.Rule.String()
-	if d.hasRuleTaint(f.Node, key, facts) {
+	if d.grants.hasRuleTaint(f.Node, key, facts) {
 		return Decision{Kind: KindAlreadyTainted, Fault: f, Message: "node already carries the taint of " + key}
 	}
 	if facts.OptedOut[f.Node] {
@@ -683,9 +656,9 @@ func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
 }
 
 // asDryRun counts dec as a dry-run of what it would have done, and wraps it so.
-func (d *Decider) asDryRun(dec Decision) Decision {
-	d.st.decisions[KindDryRun]++
-	d.st.dryRuns[dec.Kind]++
+func (st *counters) asDryRun(dec Decision) Decision {
+	st.decisions[KindDryRun]++
+	st.dryRuns[dec.Kind]++
 	dec.Of, dec.Kind = dec.Kind, KindDryRun
 	dec.Message = "dry-run: would " + string(dec.Of) + ": " + dec.Message
 	return dec
@@ -704,12 +677,12 @@ func (d *Decider) finish(dec Decision, probeFailed bool, now time.Time) Decision
 			d.st.decisions[dec.Kind]++
 			return dec
 		}
-		return d.asDryRun(dec)
+		return d.st.asDryRun(dec)
 	}
 	d.st.decisions[dec.Kind]++
 	switch dec.Kind {
 	case KindTaint:
-		d.grant(dec.Fault, now)
+		d.grants.grant(dec.Fault, now)
 		d.held.remove(dec.Fault.Key())
 	case KindAlreadyTainted, KindObserve, KindAnnotate:
 		// The node has the taint, or the rule no longer asks for one.
@@ -718,86 +691,8 @@ func (d *Decider) finish(dec Decision, probeFailed bool, now time.Time) Decision
 		}
 	case KindHold:
 		d.st.holds[dec.Reason]++
-		d.expireHeld(now)
-		d.hold(dec, probeFailed, now)
+		d.held.expire(now, d.cfg.HeldTTL, &d.st)
+		d.held.hold(dec, probeFailed, now, d.cfg.MaxHeld, &d.st)
 	}
 	return dec
-}
-
-func (d *Decider) budgetText() string {
-	s := fmt.Sprintf("%g%%", d.cfg.MaxPercent)
-	if d.cfg.MaxNodes > 0 {
-		s += fmt.Sprintf(", max %d", d.cfg.MaxNodes)
-	}
-	return s
-}
-
-// grant reserves budget for a taint the caller is about to apply.
-func (d *Decider) grant(f fault.Fault, now time.Time) {
-	g := d.grants[f.Node]
-	if g == nil {
-		g = map[string]time.Time{}
-		d.grants[f.Node] = g
-	}
-	g[f.Rule.String()] = now
-}
-
-// expireGrants drops grants older than PendingTTL: by then the facts show the
-// taint if it is still there.
-//
-// A grant is not dropped early when the facts show its taint: facts carry no time,
-// and a view that lags may show the same taint from before an untaint, so dropping
-// the grant then would let the next, fresher view undercount the node.
-func (d *Decider) expireGrants(now time.Time) {
-	for node, g := range d.grants {
-		for key, at := range g {
-			if now.Sub(at) >= d.cfg.PendingTTL {
-				delete(g, key)
-			}
-		}
-		if len(g) == 0 {
-			delete(d.grants, node)
-		}
-	}
-}
-
-func (d *Decider) hasRuleTaint(node, key string, facts NodeFacts) bool {
-	if facts.HasRuleTaint(node, key) {
-		return true
-	}
-	_, ok := d.grants[node][key]
-	return ok
-}
-
-// usedNodes is the set of faultline-tainted nodes: in the facts or granted.
-func (d *Decider) usedNodes(facts NodeFacts) map[string]bool {
-	used := make(map[string]bool, len(facts.Tainted)+len(d.grants))
-	for n := range facts.Tainted {
-		used[n] = true
-	}
-	for n := range d.grants {
-		used[n] = true
-	}
-	return used
-}
-
-// ruleNodes counts the nodes carrying (or granted) the taint of rule key.
-func (d *Decider) ruleNodes(key string, facts NodeFacts) int {
-	n := 0
-	for node, keys := range facts.Tainted {
-		if slices.Contains(keys, key) {
-			n++
-		} else if _, ok := d.grants[node][key]; ok {
-			n++
-		}
-	}
-	for node, g := range d.grants {
-		if _, inFacts := facts.Tainted[node]; inFacts {
-			continue
-		}
-		if _, ok := g[key]; ok {
-			n++
-		}
-	}
-	return n
 }

@@ -153,7 +153,7 @@ func (d *Decider) Escalate(f fault.Fault, s Step, facts NodeFacts) Decision {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
-	d.expireGrants(now)
+	d.grants.expire(now, d.cfg.PendingTTL)
 	d.storms.refresh(now)
 	key := f.Rule.String()
 	msg := fmt.Sprintf("step %d (%s) of %s: %s", s.Index+1, s.Action, key, s.Why)
@@ -169,7 +169,7 @@ func (d *Decider) Escalate(f fault.Fault, s Step, facts NodeFacts) Decision {
 		dec = d.stepBrakes(dec, facts)
 	}
 	if d.cfg.DryRun && dec.Kind != KindObserve && dec.Kind != KindAnnotate {
-		return d.asDryRun(dec)
+		return d.st.asDryRun(dec)
 	}
 	d.st.decisions[dec.Kind]++
 	switch dec.Kind {
@@ -177,7 +177,7 @@ func (d *Decider) Escalate(f fault.Fault, s Step, facts NodeFacts) Decision {
 		d.st.holds[dec.Reason]++
 	case KindEscalate:
 		if s.Action == rules.StepTaint {
-			d.grant(f, now)
+			d.grants.grant(f, now)
 		}
 	}
 	return dec
@@ -197,15 +197,15 @@ func (d *Decider) stepBrakes(dec Decision, facts NodeFacts) Decision {
 	if s := d.storms.get(key); s.holding() {
 		return hold(ReasonStorm, s.describe(key))
 	}
-	if dec.Step.Action == rules.StepTaint && d.hasRuleTaint(f.Node, key, facts) {
+	if dec.Step.Action == rules.StepTaint && d.grants.hasRuleTaint(f.Node, key, facts) {
 		return dec // the taint is there: the step is done by itself
 	}
-	if lim, ok := d.cfg.RuleBudgets[key]; ok && !d.hasRuleTaint(f.Node, key, facts) {
-		if n := d.ruleNodes(key, facts); n >= lim {
+	if lim, ok := d.cfg.RuleBudgets[key]; ok && !d.grants.hasRuleTaint(f.Node, key, facts) {
+		if n := d.grants.ruleNodes(key, facts); n >= lim {
 			return hold(ReasonRuleBudget, fmt.Sprintf("rule budget of %s exhausted: %d of %d nodes carry its taint", key, n, lim))
 		}
 	}
-	used := d.usedNodes(facts)
+	used := d.grants.used(facts)
 	budget := d.Budget(facts.Eligible)
 	if (used[f.Node] && len(used) > budget) || (!used[f.Node] && len(used) >= budget) {
 		return hold(ReasonBudget, fmt.Sprintf("budget exhausted: %d of %d nodes tainted by faultline", len(used), budget))

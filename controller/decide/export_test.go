@@ -41,7 +41,7 @@ func (d *Decider) Stats() Stats {
 	defer d.mu.Unlock()
 	now := d.now()
 	d.storms.refresh(now)
-	d.expireHeld(now)
+	d.held.expire(now, d.cfg.HeldTTL, &d.st)
 	s := Stats{
 		Decisions:      maps.Clone(d.st.decisions),
 		DryRuns:        maps.Clone(d.st.dryRuns),

@@ -55,47 +55,47 @@ func (q *heldQueue) remove(key string) *heldEntry {
 
 // hold records a held decision: a new entry at the tail, or the existing entry of
 // the same key updated in place (latest evidence and reason, first-held time kept).
-func (d *Decider) hold(dec Decision, probeFailed bool, now time.Time) {
+func (q *heldQueue) hold(dec Decision, probeFailed bool, now time.Time, maxHeld int, st *counters) {
 	key := dec.Fault.Key()
-	if e := d.held.get(key); e != nil {
+	if e := q.get(key); e != nil {
 		e.fault, e.reason, e.message, e.updated = dec.Fault, dec.Reason, dec.Message, now
 		e.hits++
 		e.probeFailed = e.probeFailed || probeFailed
 		return
 	}
-	if len(d.held.entries) >= d.cfg.MaxHeld {
-		d.evict()
+	if len(q.entries) >= maxHeld {
+		q.evict(st)
 	}
 	e := &heldEntry{key: key, fault: dec.Fault, reason: dec.Reason, message: dec.Message,
 		since: now, updated: now, hits: 1, probeFailed: probeFailed}
-	d.held.entries = append(d.held.entries, e)
-	d.held.byKey[key] = e
+	q.entries = append(q.entries, e)
+	q.byKey[key] = e
 }
 
 // evict removes the least actionable entry: the oldest opted-out one, else the
 // oldest storm-held one (most likely a rule bug), else the oldest.
-func (d *Decider) evict() {
-	victim := d.held.entries[0]
+func (q *heldQueue) evict(st *counters) {
+	victim := q.entries[0]
 	for _, r := range []HoldReason{ReasonOptedOut, ReasonStorm} {
-		if i := slices.IndexFunc(d.held.entries, func(e *heldEntry) bool { return e.reason == r }); i >= 0 {
-			victim = d.held.entries[i]
+		if i := slices.IndexFunc(q.entries, func(e *heldEntry) bool { return e.reason == r }); i >= 0 {
+			victim = q.entries[i]
 			break
 		}
 	}
-	d.held.remove(victim.key)
-	d.st.heldEvicted++
-	d.st.evictedBy[victim.reason]++
+	q.remove(victim.key)
+	st.heldEvicted++
+	st.evictedBy[victim.reason]++
 }
 
-// expireHeld drops entries first held more than HeldTTL ago.
-func (d *Decider) expireHeld(now time.Time) {
-	if d.cfg.HeldTTL <= 0 {
+// expire drops entries first held more than HeldTTL ago.
+func (q *heldQueue) expire(now time.Time, ttl time.Duration, st *counters) {
+	if ttl <= 0 {
 		return
 	}
-	for _, e := range slices.Clone(d.held.entries) {
-		if now.Sub(e.since) >= d.cfg.HeldTTL {
-			d.held.remove(e.key)
-			d.st.heldExpired++
+	for _, e := range slices.Clone(q.entries) {
+		if now.Sub(e.since) >= ttl {
+			q.remove(e.key)
+			st.heldExpired++
 		}
 	}
 }
@@ -104,7 +104,7 @@ func (d *Decider) expireHeld(now time.Time) {
 func (d *Decider) Held() []HeldFault {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.expireHeld(d.now())
+	d.held.expire(d.now(), d.cfg.HeldTTL, &d.st)
 	out := make([]HeldFault, 0, len(d.held.entries))
 	for _, e := range d.held.entries {
 		out = append(out, HeldFault{Fault: e.fault, Reason: e.reason, Message: e.message,
@@ -136,7 +136,7 @@ func (d *Decider) Restore(h HeldFault) {
 		return
 	}
 	if len(d.held.entries) >= d.cfg.MaxHeld {
-		d.evict()
+		d.held.evict(&d.st)
 	}
 	e := &heldEntry{key: key, fault: h.Fault, reason: h.Reason, message: h.Message,
 		since: h.Since, updated: h.Updated, hits: max(h.Hits, 1), probeFailed: h.ProbeFailed}

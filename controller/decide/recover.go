@@ -43,7 +43,10 @@ type ActiveFault struct {
 // Recoverable deliberately consults neither the budget nor the storm state: a
 // breaker that freezes recoveries too keeps healed nodes out of the fleet.
 func (d *Decider) Recoverable(a ActiveFault, now time.Time, nodeBootID string, lastMatch time.Time) (bool, string) {
-	ok, why := d.recoverable(a, now, nodeBootID, lastMatch)
+	if now.IsZero() {
+		now = d.now()
+	}
+	ok, why := recoverable(a, now, nodeBootID, lastMatch)
 	if ok && d.cfg.DryRun {
 		// Dry-run changes no Node, recoveries included.
 		return false, "dry-run: would untaint: " + why
@@ -51,10 +54,7 @@ func (d *Decider) Recoverable(a ActiveFault, now time.Time, nodeBootID string, l
 	return ok, why
 }
 
-func (d *Decider) recoverable(a ActiveFault, now time.Time, nodeBootID string, lastMatch time.Time) (bool, string) {
-	if now.IsZero() {
-		now = d.now()
-	}
+func recoverable(a ActiveFault, now time.Time, nodeBootID string, lastMatch time.Time) (bool, string) {
 	var pol rules.Recover
 	if a.Rule != nil {
 		pol = a.Rule.Recover

@@ -1,0 +1,122 @@
+package decide
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/faultline-dev/faultline/controller/fault"
+)
+
+// grants are the taints decided within PendingTTL: node → rule key → time granted.
+// They count against the budgets (in union with the facts, so a taint the facts
+// already show is not counted twice) until PendingTTL has passed. The Decider
+// calls them under its lock.
+type grants map[string]map[string]time.Time
+
+// untaint drops node's grants of the rule keys (all of them without keys).
+func (g grants) untaint(node string, keys ...string) {
+	if len(keys) == 0 {
+		delete(g, node)
+		return
+	}
+	if m := g[node]; m != nil {
+		for _, k := range keys {
+			delete(m, k)
+		}
+		if len(m) == 0 {
+			delete(g, node)
+		}
+	}
+}
+
+// untaintBefore drops node's grants made before t.
+func (g grants) untaintBefore(node string, t time.Time) {
+	m := g[node]
+	for key, at := range m {
+		if at.Before(t) {
+			delete(m, key)
+		}
+	}
+	if len(m) == 0 {
+		delete(g, node)
+	}
+}
+
+func (g grants) text(cfg *Config) string {
+	s := fmt.Sprintf("%g%%", cfg.MaxPercent)
+	if cfg.MaxNodes > 0 {
+		s += fmt.Sprintf(", max %d", cfg.MaxNodes)
+	}
+	return s
+}
+
+// grant reserves budget for a taint the caller is about to apply.
+func (g grants) grant(f fault.Fault, now time.Time) {
+	keys := g[f.Node]
+	if keys == nil {
+		keys = map[string]time.Time{}
+		g[f.Node] = keys
+	}
+	keys[f.Rule.String()] = now
+}
+
+// expire drops grants older than PendingTTL: by then the facts show the
+// taint if it is still there.
+//
+// A grant is not dropped early when the facts show its taint: facts carry no time,
+// and a view that lags may show the same taint from before an untaint, so dropping
+// the grant then would let the next, fresher view undercount the node.
+func (g grants) expire(now time.Time, ttl time.Duration) {
+	for node, keys := range g {
+		for key, at := range keys {
+			if now.Sub(at) >= ttl {
+				delete(keys, key)
+			}
+		}
+		if len(keys) == 0 {
+			delete(g, node)
+		}
+	}
+}
+
+func (g grants) hasRuleTaint(node, key string, facts NodeFacts) bool {
+	if facts.HasRuleTaint(node, key) {
+		return true
+	}
+	_, ok := g[node][key]
+	return ok
+}
+
+// used is the set of faultline-tainted nodes: in the facts or granted.
+func (g grants) used(facts NodeFacts) map[string]bool {
+	used := make(map[string]bool, len(facts.Tainted)+len(g))
+	for n := range facts.Tainted {
+		used[n] = true
+	}
+	for n := range g {
+		used[n] = true
+	}
+	return used
+}
+
+// ruleNodes counts the nodes carrying (or granted) the taint of rule key.
+func (g grants) ruleNodes(key string, facts NodeFacts) int {
+	n := 0
+	for node, keys := range facts.Tainted {
+		if slices.Contains(keys, key) {
+			n++
+		} else if _, ok := g[node][key]; ok {
+			n++
+		}
+	}
+	for node, keys := range g {
+		if _, inFacts := facts.Tainted[node]; inFacts {
+			continue
+		}
+		if _, ok := keys[key]; ok {
+			n++
+		}
+	}
+	return n
+}
