@@ -133,6 +133,56 @@ func (l Loader) ParseFile(file string, data []byte) ([]*Pack, error) {
 	return packs, errs.errorOrNil()
 }
 
+// parseStrict is ParseFile through yaml.v3's strict decoder: each document is
+// tokenised into nodes, for positions, and decoded with KnownFields(true), for
+// values and unknown fields.
+func (l Loader) parseStrict(file string, data []byte) ([]*Pack, error) {
+	text := data
+	var docs []*yaml.Node
+	var perr error
+	if l.MatchingOnly {
+		if blanked, cuts := blankTestingValues(data); cuts != nil {
+			if d, err := parseNodes(blanked); err == nil && cutsAreRuleKeys(d, cuts) {
+				text, docs = blanked, d
+			}
+		}
+	}
+	if docs == nil {
+		docs, perr = parseNodes(text)
+	}
+	strict := yaml.NewDecoder(bytes.NewReader(text))
+	strict.KnownFields(true)
+	var packs []*Pack
+	var errs Errors
+	for _, doc := range docs {
+		p := &Pack{File: file}
+		if err := strict.Decode(p); err != nil {
+			errs = append(errs, yamlError(file, doc, err)...)
+			continue
+		}
+		if len(doc.Content) == 0 {
+			continue // an empty document
+		}
+		if l.MatchingOnly {
+			dropTestingFields(doc)
+			for i := range p.Spec.Rules {
+				r := &p.Spec.Rules[i]
+				r.Tests, r.Sources, r.BenignSources = nil, nil, nil
+			}
+		}
+		errs = append(errs, validatePack(p, doc)...)
+		packs = append(packs, p)
+	}
+	if perr != nil {
+		errs = append(errs, yamlError(file, nil, perr)...)
+		return nil, errs
+	}
+	if len(packs) == 0 && len(errs) == 0 {
+		errs = append(errs, &Error{File: file, Msg: "no rule pack in file"})
+	}
+	return packs, errs.errorOrNil()
+}
+
 // parseNodes parses the documents of data into nodes, up to the first error.
 func parseNodes(data []byte) ([]*yaml.Node, error) {
 	var docs []*yaml.Node
