@@ -73,7 +73,7 @@ bench-scan:
 
 ## fuzz: run each fuzz target for FUZZTIME (seeds alone run in `make test`)
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./rules:FuzzLoad ./rules:FuzzOneTokenisation ./rules/logline:FuzzParseLine ./rules/logline:FuzzParseMatchesRegexReference \
+FUZZ_TARGETS := ./rules:FuzzLoad ./rules:FuzzBlankedTestingValues ./rules/logline:FuzzParseLine ./rules/logline:FuzzParseMatchesRegexReference \
 	./dmesg-exporter/kmsg:FuzzParse ./dmesg-exporter/kmsg:FuzzReaderStream \
 	./dmesg-exporter/cri:FuzzParseLine ./dmesg-exporter/cri:FuzzReassembler
 fuzz:

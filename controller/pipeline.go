@@ -28,6 +28,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/faultline-dev/faultline/controller/actqueue"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -80,15 +82,13 @@ func (c *Controller) lead(ctx context.Context) {
 	c.m.leader.Set(1)
 	defer c.m.leader.Set(0)
 	c.log.Info("leading: reading Loki")
-	for ctx.Err() == nil {
+	// The pipeline returns only when it fails or ctx ends: restart it 2s after
+	// each failure.
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.pipeline(ctx); err != nil && ctx.Err() == nil {
 			c.log.Error("pipeline stopped, restarting", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(2 * time.Second):
-			}
 		}
-	}
+	}, 2*time.Second)
 }
 
 // pipeline runs the stages (see the top of this file) until ctx ends or the source

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/cri"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
@@ -208,7 +209,8 @@ func (l *lane) deliver(ctx context.Context, batch []Item) ([]Item, error) {
 	start := time.Now()
 	defer func() { l.m.batchLatency.Observe(time.Since(start).Seconds()) }()
 	work := [][]Item{batch}
-	refused := 0
+	refused := 0                    // refusals in a row
+	var refusalWaits wait.DelayFunc // the waits between them; nil after a success
 	for len(work) > 0 {
 		b := work[0]
 		err := ship.Retry(ctx, l.cfg.Sender, records(b), l.cfg.Backoff, func(attempt int, err error, wait time.Duration) {
@@ -216,7 +218,7 @@ func (l *lane) deliver(ctx context.Context, batch []Item) ([]Item, error) {
 			l.log.Warn("send failed, retrying", "sender", l.cfg.Sender.Name(), "attempt", attempt, "wait", wait, "err", err)
 		})
 		if err == nil {
-			refused = 0
+			refused, refusalWaits = 0, nil
 			l.setRefusal(nil)
 			if err := l.accepted(b); err != nil {
 				return flatten(work), err
@@ -263,13 +265,16 @@ func (l *lane) deliver(ctx context.Context, batch []Item) ([]Item, error) {
 		// Dropping it would lose lines silently; so retry, and say so on /healthz.
 		refused++
 		l.setRefusal(err)
-		wait := l.cfg.Backoff.Delay(refused)
+		if refusalWaits == nil {
+			refusalWaits = l.cfg.Backoff.Delays()
+		}
+		pause := refusalWaits()
 		l.m.retries.WithLabelValues(l.source).Inc()
-		l.log.Error("receiver refuses the batch; retrying, the position does not move", "records", len(b), "attempt", refused, "wait", wait, "err", err)
+		l.log.Error("receiver refuses the batch; retrying, the position does not move", "records", len(b), "attempt", refused, "wait", pause, "err", err)
 		select {
 		case <-ctx.Done():
 			return flatten(work), ctx.Err()
-		case <-time.After(wait):
+		case <-time.After(pause):
 		}
 	}
 	return nil, nil

@@ -1,14 +1,5 @@
 package rules
 
-import (
-	"bytes"
-	"errors"
-	"io"
-	"reflect"
-
-	"gopkg.in/yaml.v3"
-)
-
 // MatchNaive is the reference matcher: every rule's regexes on the line, without
 // the prefilter. Match must always return the same hits; tests and benchmarks use it.
 func (e *Engine) MatchNaive(l Line, dst []Hit) []Hit {
@@ -19,36 +10,18 @@ func (e *Engine) MatchNaive(l Line, dst []Hit) []Hit {
 	return dst
 }
 
-// ParseFileStrict is ParseFile through yaml.v3's strict decoder alone: the
-// reference the one-tokenisation path must equal.
-func (l Loader) ParseFileStrict(file string, data []byte) ([]*Pack, error) {
-	return l.parseFileStrict(file, data)
+// ParseFileWhole is ParseFile on the whole text, also when loading for matching:
+// the reference the load with the testing values blanked must equal.
+func (l Loader) ParseFileWhole(file string, data []byte) ([]*Pack, error) {
+	docs, err := parseNodes(data)
+	return l.decode(file, data, docs, err)
 }
 
-// OneTokenisation reports whether every document of a file decodes from its nodes,
-// without the strict decoder's second pass.
-func OneTokenisation(file string, data []byte) bool {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var doc yaml.Node
-		if err := dec.Decode(&doc); err != nil {
-			return errors.Is(err, io.EOF)
-		}
-		if !knownFieldsOnly(&doc, reflect.TypeOf(Pack{})) {
-			return false
-		}
-	}
-}
-
-// TestingValuesLeftOut reports whether loading a file for matching tokenises it
+// TestingValuesLeftOut reports whether loading a file for matching decodes it
 // without its rules' tests and sources (see blankTestingValues).
 func TestingValuesLeftOut(data []byte) bool {
-	text, cuts := blankTestingValues(data)
-	if cuts == nil {
-		return false
-	}
-	docs, err := parseNodes(text)
-	return err == nil && cutsAreRuleKeys(docs, cuts)
+	_, _, ok := withoutTestingValues(data)
+	return ok
 }
 
 // requiredLiterals, requiredLiteralSets and anchoredAtStart read what parseRegex

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -84,41 +83,42 @@ func ParseFile(file string, data []byte) ([]*Pack, error) { return Loader{}.Pars
 // ParseFile decodes the rule packs in one YAML file (documents separated by ---).
 // Unknown fields are errors; every error names file:line:column and the rule.
 func (l Loader) ParseFile(file string, data []byte) ([]*Pack, error) {
-	// Each document is tokenised once, into nodes: positions for errors come from
-	// them, and so do the values when every key is a known field (knownFieldsOnly).
-	var docs []*yaml.Node
-	var perr error
 	if l.MatchingOnly {
 		// Most of a pack's text is its rules' tests and sources: leave them out of
-		// the tokenising too, when the text without them proves to be the file
-		// less them (see blankTestingValues).
-		if text, cuts := blankTestingValues(data); cuts != nil {
-			if docs, perr = parseNodes(text); perr != nil || !cutsAreRuleKeys(docs, cuts) {
-				docs = nil
-			}
+		// the decoding too, when the text without them proves to be the file less
+		// them (see blankTestingValues).
+		if text, docs, ok := withoutTestingValues(data); ok {
+			return l.decode(file, text, docs, nil)
 		}
 	}
-	if docs == nil {
-		docs, perr = parseNodes(data)
-	}
+	docs, err := parseNodes(data)
+	return l.decode(file, data, docs, err)
+}
+
+// decode decodes the pack documents of text with yaml.v3's strict decoder
+// (KnownFields: an unknown field is an error) and validates them; docs are the
+// same documents as nodes, for the positions of errors, and perr the error that
+// ended their parsing.
+func (l Loader) decode(file string, text []byte, docs []*yaml.Node, perr error) ([]*Pack, error) {
+	strict := yaml.NewDecoder(bytes.NewReader(text))
+	strict.KnownFields(true)
 	var packs []*Pack
 	var errs Errors
 	for _, doc := range docs {
-		if l.MatchingOnly {
-			dropTestingFields(doc)
-		}
-		if !knownFieldsOnly(doc, reflect.TypeOf(Pack{})) {
-			// An unknown field or a shape knownFieldsOnly does not follow: the
-			// strict decoder's own pass gives the messages.
-			return l.parseFileStrict(file, data)
-		}
 		p := &Pack{File: file}
-		if err := doc.Decode(p); err != nil {
+		if err := strict.Decode(p); err != nil {
 			errs = append(errs, yamlError(file, doc, err)...)
 			continue
 		}
 		if len(doc.Content) == 0 {
 			continue // an empty document
+		}
+		if l.MatchingOnly {
+			dropTestingFields(doc)
+			for i := range p.Spec.Rules {
+				r := &p.Spec.Rules[i]
+				r.Tests, r.Sources, r.BenignSources = nil, nil, nil
+			}
 		}
 		errs = append(errs, validatePack(p, doc)...)
 		packs = append(packs, p)
@@ -148,48 +148,6 @@ func parseNodes(data []byte) ([]*yaml.Node, error) {
 		}
 		docs = append(docs, doc)
 	}
-}
-
-// parseFileStrict decodes data twice, into nodes for positions and with yaml.v3's
-// strict decoder for values and unknown fields.
-func (l Loader) parseFileStrict(file string, data []byte) ([]*Pack, error) {
-	var packs []*Pack
-	var errs Errors
-	nodes := yaml.NewDecoder(bytes.NewReader(data))
-	strict := yaml.NewDecoder(bytes.NewReader(data))
-	strict.KnownFields(true)
-	for {
-		var doc yaml.Node
-		err := nodes.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			errs = append(errs, yamlError(file, nil, err)...)
-			return nil, errs
-		}
-		p := &Pack{File: file}
-		if err := strict.Decode(p); err != nil {
-			errs = append(errs, yamlError(file, &doc, err)...)
-			continue
-		}
-		if len(doc.Content) == 0 {
-			continue // an empty document
-		}
-		if l.MatchingOnly {
-			dropTestingFields(&doc)
-			for i := range p.Spec.Rules {
-				r := &p.Spec.Rules[i]
-				r.Tests, r.Sources, r.BenignSources = nil, nil, nil
-			}
-		}
-		errs = append(errs, validatePack(p, &doc)...)
-		packs = append(packs, p)
-	}
-	if len(packs) == 0 && len(errs) == 0 {
-		errs = append(errs, &Error{File: file, Msg: "no rule pack in file"})
-	}
-	return packs, errs.errorOrNil()
 }
 
 var yamlLineRe = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)

@@ -33,33 +33,31 @@ func packFiles(t testing.TB) map[string][]byte {
 	return out
 }
 
-// sameParse fails when the loader's one tokenisation and yaml.v3's strict decoder
-// disagree on a file: same packs, same errors.
-func sameParse(t testing.TB, l rules.Loader, file string, data []byte) {
+// sameParse fails when loading a file for matching, with its rules' testing values
+// blanked, disagrees with decoding the whole file and leaving them out after:
+// same packs, same errors.
+func sameParse(t testing.TB, file string, data []byte) {
 	t.Helper()
+	l := rules.Loader{MatchingOnly: true}
 	got, gotErr := l.ParseFile(file, data)
-	want, wantErr := l.ParseFileStrict(file, data)
+	want, wantErr := l.ParseFileWhole(file, data)
 	if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
 		t.Fatalf("%s: error\n got %v\nwant %v", file, gotErr, wantErr)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("%s: packs differ from the strict decoder's", file)
+		t.Fatalf("%s: packs differ from the whole file's", file)
 	}
 }
 
-func TestOneTokenisationIsTheStrictDecoder(t *testing.T) {
+func TestBlankedTestingValuesAreTheWholeFile(t *testing.T) {
 	for f, b := range packFiles(t) {
-		for _, l := range []rules.Loader{{}, {MatchingOnly: true}} {
-			sameParse(t, l, f, b)
-		}
+		sameParse(t, f, b)
 	}
-	// Shapes the one-tokenisation path leaves to the strict decoder, and errors the
-	// two must word and order alike.
+	// Shapes and errors the two must decode and word alike.
 	for name, doc := range map[string]string{
 		"scalar alias":           basePack + "    - {id: c, match: {regex: &r x}}\n    - {id: d, match: {regex: *r}}\n",
 		"alias":                  basePack + "    - &a {id: a, match: {regex: x}}\n    - *a\n",
 		"merge":                  basePack + "    - <<: {id: m}\n      match: {regex: x}\n",
-		"unknown in tests":       basePack + "      tests: [{line: x, expect: {bogus: 1}}]\n",
 		"unknown and type error": basePack + "      bogus: 1\n      threshold: {count: many}\n",
 		"type error only":        basePack + "      threshold: {count: many}\n",
 		"bad duration":           basePack + "      cooldown: soon\n",
@@ -74,17 +72,29 @@ func TestOneTokenisationIsTheStrictDecoder(t *testing.T) {
 		"quoted value below the key": basePack + "      tests:\n        - line: \"a\n      b\"\n",
 		"sources then tests":         basePack + "      sources:\n      - {project: p, version: v, file: f, format: x}\n      # a comment\n\n      tests:\n        - line: x\n      cooldown: 1m\n",
 	} {
-		sameParse(t, rules.Loader{}, name+".yaml", []byte(doc))
-		if name != "unknown in tests" { // loading for matching does not read tests
-			sameParse(t, rules.Loader{MatchingOnly: true}, name+".yaml", []byte(doc))
+		sameParse(t, name+".yaml", []byte(doc))
+	}
+}
+
+// TestUnknownFieldsAreErrors: yaml.v3's strict decoder refuses an unknown field
+// anywhere in a pack, and the error names file:line and the rule.
+func TestUnknownFieldsAreErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{basePack + "      bogus: 1\n", `u.yaml:13:7: pack "base": rule "link-down": unknown field "bogus" in a rule`},
+		{basePack + "      taint: {key: k, efect: NoSchedule}\n", `u.yaml:13:23: pack "base": rule "link-down": unknown field "efect" in taint`},
+		{basePack + "      tests: [{line: x, expect: {bogus: 1}}]\n", `u.yaml:13:34: pack "base": rule "link-down": unknown field "bogus" in expect`},
+	} {
+		_, err := rules.ParseFile("u.yaml", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want %s", err, tc.want)
 		}
 	}
 }
 
-// TestDefaultPacksTakeOneTokenisation guards the speed of loading: a default pack
-// with a shape the one-tokenisation path does not follow would load through the
-// slower strict decoder without any other test noticing.
-func TestDefaultPacksTakeOneTokenisation(t *testing.T) {
+// TestDefaultPacksLeaveOutTestingValues guards the speed of loading for matching:
+// a default pack whose tests and sources cannot be blanked would be decoded whole
+// without any other test noticing.
+func TestDefaultPacksLeaveOutTestingValues(t *testing.T) {
 	files, err := filepath.Glob("packs/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no default packs: %v", err)
@@ -94,11 +104,8 @@ func TestDefaultPacksTakeOneTokenisation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !rules.OneTokenisation(f, b) {
-			t.Errorf("%s: loads through the strict decoder (an alias, a merge key or an unknown field?)", f)
-		}
 		if !rules.TestingValuesLeftOut(b) {
-			t.Errorf("%s: loading for matching tokenises its tests and sources", f)
+			t.Errorf("%s: loading for matching decodes its tests and sources", f)
 		}
 	}
 }
@@ -165,20 +172,18 @@ func TestMatchingOnlyLeavesOutTestsAndSources(t *testing.T) {
 	}
 }
 
-// FuzzOneTokenisation: for any input the loader's one tokenisation gives what
-// yaml.v3's strict decoder gives.
-func FuzzOneTokenisation(f *testing.F) {
+// FuzzBlankedTestingValues: for any input the full load accepts, loading it for
+// matching with its testing values blanked gives what the whole file gives.
+func FuzzBlankedTestingValues(f *testing.F) {
 	for _, b := range packFiles(f) {
 		f.Add(b)
 	}
 	f.Add([]byte(basePack))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sameParse(t, rules.Loader{}, "fuzz.yaml", data)
 		// Loading for matching does not read tests and sources, so it may accept
-		// what the full load rejects there; on what the full load accepts, it
-		// must agree with the strict decoder.
+		// what the full load rejects there.
 		if _, err := rules.ParseFile("fuzz.yaml", data); err == nil {
-			sameParse(t, rules.Loader{MatchingOnly: true}, "fuzz.yaml", data)
+			sameParse(t, "fuzz.yaml", data)
 		}
 	})
 }

@@ -97,6 +97,21 @@ func testingKeyLine(content []byte) bool {
 	return len(after) == 0 || (len(after) < len(rest) && after[0] == '#')
 }
 
+// withoutTestingValues returns data with its rules' testing values blanked
+// (blankTestingValues) and its documents as nodes; ok is false when there are
+// none, or when the blanked text is not the file less those values.
+func withoutTestingValues(data []byte) (text []byte, docs []*yaml.Node, ok bool) {
+	text, cuts := blankTestingValues(data)
+	if cuts == nil {
+		return nil, nil, false
+	}
+	docs, err := parseNodes(text)
+	if err != nil || !cutsAreRuleKeys(docs, cuts) {
+		return nil, nil, false
+	}
+	return text, docs, true
+}
+
 // cutsAreRuleKeys reports whether every cut is a testing field of a rule, with the
 // null value the blanking left it: then the blanked text is the file less those
 // values, since the text before each cut is the file's and a block value ends

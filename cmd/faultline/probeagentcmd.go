@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
@@ -192,16 +193,12 @@ func allowPeer(a *probe.AllowList, v string) error {
 // removeStaleProbingTaint retries until the node carries no probing taint (the
 // apiserver may not answer yet when the agent starts).
 func removeStaleProbingTaint(ctx context.Context, ag *agent.Agent, log *slog.Logger) {
-	for {
+	// Now, then 10s after each failure, until ctx ends (the only error Until returns).
+	_ = wait.Backoff{Duration: 10 * time.Second}.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		err := ag.RemoveProbingTaint(ctx)
-		if err == nil {
-			return
+		if err != nil {
+			log.Warn("cannot remove a stale probing taint; retrying", "err", err)
 		}
-		log.Warn("cannot remove a stale probing taint; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(10 * time.Second):
-		}
-	}
+		return err == nil, nil
+	})
 }

@@ -2,7 +2,10 @@ package lokisource
 
 import (
 	"log/slog"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // DefaultQueryTimeout is Config.QueryTimeout's default: below Loki's default
@@ -128,4 +131,10 @@ type TLSConfig struct {
 type Backoff struct {
 	Initial time.Duration // default 500ms
 	Max     time.Duration // default 30s
+}
+
+// steps is b as a wait.Backoff: its steps double from half of Initial up to half
+// of Max, and its jitter adds up to as much again.
+func (b Backoff) steps() wait.Backoff {
+	return wait.Backoff{Duration: b.Initial / 2, Factor: 2, Jitter: 1, Cap: b.Max / 2, Steps: math.MaxInt32}
 }

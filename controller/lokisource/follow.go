@@ -39,7 +39,7 @@ const (
 
 // follow runs catch-up and tail cycles for one query until ctx ends or a fatal error.
 func (s *Source) follow(ctx context.Context, log *slog.Logger, q Query, st *queryState, emit func(logstream.Line) error) error {
-	bo := backoff{cfg: s.cfg.Backoff}
+	bo := s.cfg.Backoff.steps()
 	dropFrom := noDrop
 	for ctx.Err() == nil {
 		st.mu.Lock()
@@ -62,7 +62,7 @@ func (s *Source) follow(ctx context.Context, log *slog.Logger, q Query, st *quer
 			return &refusedError{err: o.err}
 		}
 		if o.ready >= healthyTail || o.dropped {
-			bo.reset()
+			bo = s.cfg.Backoff.steps()
 		}
 		var reason string
 		var wait time.Duration
@@ -78,11 +78,11 @@ func (s *Source) follow(ctx context.Context, log *slog.Logger, q Query, st *quer
 			log.Warn("a tail message exceeds the size limit; catching up with query_range", "limit_bytes", s.cfg.MaxResponseBytes)
 		case isClose(o.err):
 			reason = "closed"
-			wait = bo.next()
+			wait = bo.Step()
 			log.Info("tail ended by Loki; reconnecting", "err", o.err, "up", o.ready.Round(time.Millisecond), "retry_in", wait.Round(time.Millisecond))
 		default:
 			reason = "error"
-			wait = bo.next()
+			wait = bo.Step()
 			log.Warn("Loki unreachable or failing; retrying", "err", o.err, "retry_in", wait.Round(time.Millisecond))
 		}
 		s.m.Reconnect(q.Name, reason)

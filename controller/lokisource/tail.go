@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -76,22 +75,4 @@ func (t *tailReader) close() {
 			websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 		_ = t.conn.Close()
 	})
-}
-
-// backoff is exponential with jitter.
-type backoff struct {
-	cfg Backoff
-	n   int
-}
-
-func (b *backoff) reset() { b.n = 0 }
-
-func (b *backoff) next() time.Duration {
-	d := b.cfg.Initial
-	for i := 0; i < b.n && d < b.cfg.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.cfg.Max)
-	b.n++
-	return d/2 + rand.N(d/2+1)
 }

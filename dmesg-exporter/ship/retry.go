@@ -7,12 +7,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Backoff configures the waits between attempts of Retry: exponential growth
-// with "full jitter" (each wait drawn uniformly from zero to the current
-// ceiling), so that many exporters that lost the same receiver do not come back
-// in lockstep. The zero value uses the defaults.
+// Backoff configures the waits between attempts of Retry: a ceiling that grows
+// exponentially (wait.Backoff's steps) with "full jitter" (each wait drawn
+// uniformly from zero to the ceiling), so that many exporters that lost the same
+// receiver do not come back in lockstep. The zero value uses the defaults.
 type Backoff struct {
 	// Initial is the ceiling of the first wait (default 500ms).
 	Initial time.Duration
@@ -46,87 +48,86 @@ func (b Backoff) withDefaults() Backoff {
 	return b
 }
 
-// Ceiling returns the upper bound of the wait after the attempt-th failed
-// attempt (1-based): min(Max, Initial × Multiplier^(attempt-1)).
-func (b Backoff) Ceiling(attempt int) time.Duration {
+// ceilings is the wait.Backoff whose steps are the upper bounds of the waits
+// after successive failed attempts: Initial, then × Multiplier each, capped at Max.
+func (b Backoff) ceilings() wait.Backoff {
 	b = b.withDefaults()
-	if attempt < 1 {
-		attempt = 1
-	}
-	c := float64(b.Initial) * math.Pow(b.Multiplier, float64(attempt-1))
-	if c >= float64(b.Max) || math.IsInf(c, 0) || math.IsNaN(c) {
-		return b.Max
-	}
-	return time.Duration(c)
+	return wait.Backoff{Duration: b.Initial, Factor: b.Multiplier, Cap: b.Max, Steps: math.MaxInt32}
 }
 
-// Delay draws the wait after the attempt-th failed attempt uniformly from
-// [0, Ceiling(attempt)].
-func (b Backoff) Delay(attempt int) time.Duration {
-	c := b.Ceiling(attempt)
-	if c <= 0 {
-		return 0
+// Delays returns the waits after the successive failed attempts of one streak of
+// failures, each drawn uniformly from zero to its ceiling (wait.Backoff's own
+// jitter only adds to a step, which would keep every exporter at least the
+// ceiling away). A streak that starts again after a success takes new Delays.
+func (b Backoff) Delays() wait.DelayFunc {
+	ceiling := b.ceilings().DelayFunc()
+	return func() time.Duration {
+		c := ceiling()
+		if c <= 0 {
+			return 0
+		}
+		return time.Duration(rand.Int64N(int64(c) + 1))
 	}
-	return time.Duration(rand.Int64N(int64(c) + 1))
 }
 
 // Retry calls s.Send until it succeeds, fails with an error that is not
 // Retryable (returned as is), or ctx is done (the returned error then wraps
-// ctx.Err() and names the last send error). Between attempts it waits
-// b.Delay(attempt), or longer when the receiver asked for it with Retry-After
-// (capped at b.Max). Before each wait it calls onRetry, when not nil, with the
-// number of the attempt that failed (1-based), its error and the wait.
+// ctx.Err() and names the last send error). Between attempts it waits the next of
+// b.Delays(), or longer when the receiver asked for it with Retry-After (capped
+// at b.Max). Before each wait it calls onRetry, when not nil, with the number of
+// the attempt that failed (1-based), its error and the wait.
 //
 // A batch that can never be accepted (a 4xx other than 429) thus ends Retry at
 // once, while an unreachable receiver keeps it waiting: the caller decides,
 // through ctx, how long that may last.
 func Retry(ctx context.Context, s Sender, recs []Record, b Backoff, onRetry func(attempt int, err error, wait time.Duration)) error {
 	b = b.withDefaults()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	var last error // the last failure that was not the context ending
-	for attempt := 1; ; attempt++ {
+	delays := b.Delays()
+	var (
+		attempt int
+		next    time.Duration // the wait after the last failed attempt
+		last    error         // the last failure that was not the context ending
+		result  error         // what Retry returns when an attempt ends it
+	)
+	end := func(err error) (bool, error) {
+		result = err
+		return true, nil
+	}
+	err := wait.DelayFunc(func() time.Duration { return next }).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		attempt++
 		err := s.Send(ctx, recs)
 		if err == nil {
-			return nil
+			return end(nil)
 		}
 		cerr := ctx.Err()
 		switch {
 		case cerr != nil && errors.Is(err, cerr):
 			if last == nil {
-				return err
+				return end(err)
 			}
 			// This attempt was cut short; report the failure before it.
-			return giveUp(ctx, s, attempt-1, last)
+			return end(giveUp(ctx, s, attempt-1, last))
 		case !Retryable(err):
-			return err
+			return end(err)
 		case cerr != nil:
-			return giveUp(ctx, s, attempt, err)
+			return end(giveUp(ctx, s, attempt, err))
 		}
 		last = err
-		wait := b.Delay(attempt)
+		next = delays()
 		var he *HTTPError
-		if errors.As(err, &he) && he.RetryAfter > wait {
-			wait = min(he.RetryAfter, b.Max)
+		if errors.As(err, &he) && he.RetryAfter > next {
+			next = min(he.RetryAfter, b.Max)
 		}
 		if onRetry != nil {
-			onRetry(attempt, err, wait)
+			onRetry(attempt, err, next)
 		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return giveUp(ctx, s, attempt, err)
-		case <-timer.C:
-		}
+		return false, nil
+	})
+	if err != nil {
+		// ctx ended during a wait.
+		return giveUp(ctx, s, attempt, last)
 	}
+	return result
 }
 
 // giveUp is Retry's error when ctx ended: it wraps ctx.Err() and names the last

@@ -321,27 +321,48 @@ func TestRetryStopsWhenContextEnds(t *testing.T) {
 	}
 }
 
+// ceiling is the bound of the wait after the attempt-th failed attempt of a
+// streak (1-based).
+func ceiling(b Backoff, attempt int) time.Duration {
+	c := b.ceilings()
+	var d time.Duration
+	for range max(attempt, 1) {
+		d = c.Step()
+	}
+	return d
+}
+
+// delay draws the wait after the attempt-th failed attempt of a new streak.
+func delay(b Backoff, attempt int) time.Duration {
+	next := b.Delays()
+	var d time.Duration
+	for range max(attempt, 1) {
+		d = next()
+	}
+	return d
+}
+
 func TestBackoffCeilingGrowsAndCaps(t *testing.T) {
 	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}
 	want := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
 	for i, w := range want {
-		if got := b.Ceiling(i + 1); got != w*time.Millisecond {
-			t.Errorf("Ceiling(%d) = %v, want %v", i+1, got, w*time.Millisecond)
+		if got := ceiling(b, i+1); got != w*time.Millisecond {
+			t.Errorf("ceiling %d = %v, want %v", i+1, got, w*time.Millisecond)
 		}
 	}
-	if got := b.Ceiling(10000); got != time.Second {
-		t.Errorf("Ceiling(10000) = %v (overflow?)", got)
+	if got := ceiling(b, 10000); got != time.Second {
+		t.Errorf("ceiling 10000 = %v (overflow?)", got)
 	}
 	var zero Backoff
-	if zero.Ceiling(1) != DefaultInitialBackoff || zero.Ceiling(100) != DefaultMaxBackoff || zero.Ceiling(2) != 2*DefaultInitialBackoff {
-		t.Errorf("zero Backoff ceilings %v %v %v", zero.Ceiling(1), zero.Ceiling(2), zero.Ceiling(100))
+	if ceiling(zero, 1) != DefaultInitialBackoff || ceiling(zero, 100) != DefaultMaxBackoff || ceiling(zero, 2) != 2*DefaultInitialBackoff {
+		t.Errorf("zero Backoff ceilings %v %v %v", ceiling(zero, 1), ceiling(zero, 2), ceiling(zero, 100))
 	}
 	// Only Max set (what the command line does).
-	if got := (Backoff{Max: 5 * time.Second}).Ceiling(100); got != 5*time.Second {
+	if got := ceiling(Backoff{Max: 5 * time.Second}, 100); got != 5*time.Second {
 		t.Errorf("Max-only ceiling %v", got)
 	}
-	if got := (Backoff{Initial: time.Second, Multiplier: 3}).Ceiling(3); got != 9*time.Second {
-		t.Errorf("multiplier 3: Ceiling(3) = %v", got)
+	if got := ceiling(Backoff{Initial: time.Second, Multiplier: 3}, 3); got != 9*time.Second {
+		t.Errorf("multiplier 3: ceiling 3 = %v", got)
 	}
 }
 
@@ -349,14 +370,14 @@ func TestBackoffFullJitter(t *testing.T) {
 	b := Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2}
 	const n = 4000
 	for attempt := 1; attempt <= 6; attempt++ {
-		c := b.Ceiling(attempt)
+		c := ceiling(b, attempt)
 		var sum time.Duration
 		lo, hi := c, time.Duration(0)
 		distinct := map[time.Duration]bool{}
 		for range n {
-			d := b.Delay(attempt)
+			d := delay(b, attempt)
 			if d < 0 || d > c {
-				t.Fatalf("Delay(%d) = %v outside [0, %v]", attempt, d, c)
+				t.Fatalf("delay %d = %v outside [0, %v]", attempt, d, c)
 			}
 			sum += d
 			lo, hi = min(lo, d), max(hi, d)
@@ -405,7 +426,7 @@ func TestRetryWaitsGrowWithinBounds(t *testing.T) {
 		t.Fatalf("%d onRetry calls, want 11", len(ev))
 	}
 	for _, e := range ev {
-		if c := b.Ceiling(e.attempt); e.wait < 0 || e.wait > c {
+		if c := ceiling(b, e.attempt); e.wait < 0 || e.wait > c {
 			t.Errorf("attempt %d waited %v, outside [0, %v]", e.attempt, e.wait, c)
 		}
 		if !errors.Is(e.err, syscall.ECONNRESET) {

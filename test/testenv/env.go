@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Component names one process the harness can run.
@@ -268,13 +270,12 @@ func (e *Env) Start(t TB, c Component) {
 	t0 := time.Now()
 	var np *process
 	var err error
-	// The old listener's port is normally free at once; retry briefly in case it is not.
-	for i := 0; i < 20; i++ {
-		if np, err = startProcess(spec); err == nil || !errAddrInUse(err) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	// The old listener's port is normally free at once; retry briefly in case it is
+	// not (err keeps the last try's error when none succeeds).
+	_ = wait.ExponentialBackoff(wait.Backoff{Duration: 250 * time.Millisecond, Steps: 20}, func() (bool, error) {
+		np, err = startProcess(spec)
+		return err == nil || !errAddrInUse(err), nil
+	})
 	if err != nil {
 		t.Fatalf("testenv: restart %s: %v", c, err)
 	}
