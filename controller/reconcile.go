@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -38,30 +39,30 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	now := time.Now()
 	for _, nf := range active {
 		boot, _ := c.actor.BootID(nf.Node)
-		for _, ev := range nf.Faults {
-			if !ev.TaintPlaced {
+		for _, rec := range nf.Faults {
+			if !rec.Status.OwnsTaint() {
 				continue
 			}
 			c.mu.Lock()
-			last := c.lastMatch[fault.Key(nf.Node, ev.Pack, ev.Rule)]
+			last := c.lastMatch[fault.Key(nf.Node, rec.Spec.Pack, rec.Spec.Rule)]
 			c.mu.Unlock()
-			if last.Before(ev.Time) {
-				last = ev.Time
+			if t := rec.Status.Seen(); last.Before(t) {
+				last = t
 			}
-			af := decide.ActiveFault{Node: nf.Node, Rule: c.rule(ev), Evidence: ev}
+			af := decide.ActiveFault{Node: nf.Node, Rule: c.rule(rec), Record: rec}
 			af.ProbesPassed = c.triggers.Recovery(ctx, af, boot, last, now)
 			ok, why := c.decider.Recoverable(af, now, boot, last)
 			if !ok {
 				continue
 			}
-			if _, err := c.actor.UntaintNode(ctx, nf.Node, ev.ID()); err != nil {
-				c.log.Warn("recovery untaint failed", "node", nf.Node, "rule", ev.ID(), "err", err)
+			if _, err := c.actor.UntaintNode(ctx, nf.Node, rec.PackRule()); err != nil {
+				c.log.Warn("recovery untaint failed", "node", nf.Node, "rule", rec.PackRule(), "err", err)
 				continue
 			}
-			c.decider.Untainted(nf.Node, ev.ID())
-			c.resolved(ctx, nf.Node, []string{ev.ID()}, "recovered: "+why)
+			c.decider.Untainted(nf.Node, rec.PackRule())
+			c.resolved(ctx, nf.Node, []string{rec.PackRule()}, "recovered: "+why)
 			c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
-			c.log.Info("recovered", "node", nf.Node, "rule", ev.ID(), "why", why)
+			c.log.Info("recovered", "node", nf.Node, "rule", rec.PackRule(), "why", why)
 		}
 	}
 	seen := time.Now()
@@ -104,9 +105,9 @@ func (c *Controller) kick() {
 	}
 }
 
-// rule finds the loaded rule of an evidence entry (nil if the packs no longer have it).
-func (c *Controller) rule(ev fault.Evidence) *rules.Compiled {
-	return c.packs.Engine().Set().Rule(ev.Pack, ev.Rule)
+// rule finds the loaded rule of a fault's record (nil if the packs no longer have it).
+func (c *Controller) rule(rec *v1alpha1.NodeFault) *rules.Compiled {
+	return c.packs.Engine().Set().Rule(rec.Spec.Pack, rec.Spec.Rule)
 }
 
 // Untaint removes faultline's taint(s) from a node (rule "" or "*": all) — the API
