@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/lokisource"
@@ -16,12 +17,55 @@ import (
 
 // FaultsResponse is the body of GET /api/v1/faults.
 type FaultsResponse struct {
-	Leader  bool             `json:"leader"`
-	Nodes   []act.NodeFaults `json:"nodes"`
-	Held    []HeldView       `json:"held"`
-	Storms  []string         `json:"storms"`
-	Budget  int              `json:"budgetLeft"`
-	Version string           `json:"version,omitempty"`
+	Leader  bool       `json:"leader"`
+	Nodes   []NodeView `json:"nodes"`
+	Held    []HeldView `json:"held"`
+	Storms  []string   `json:"storms"`
+	Budget  int        `json:"budgetLeft"`
+	Version string     `json:"version,omitempty"`
+}
+
+// NodeView is a node's faults with a taint entry, as the API shows them.
+type NodeView struct {
+	Node     string      `json:"node"`
+	OptedOut bool        `json:"optedOut,omitempty"`
+	Faults   []FaultView `json:"faults"`
+}
+
+// FaultView is what a fault's NodeFault record says, as the API shows it.
+type FaultView struct {
+	Rule     string            `json:"rule"`
+	Pack     string            `json:"pack"`
+	Severity string            `json:"severity"`
+	Action   string            `json:"action"`
+	Taint    string            `json:"taint,omitempty"` // key=value:effect
+	Captures map[string]string `json:"captures,omitempty"`
+	Count    int               `json:"count"`
+	// Time is when the fault was last seen (v1alpha1.NodeFaultStatus.Seen).
+	Time  time.Time               `json:"time"`
+	Lines []v1alpha1.EvidenceLine `json:"lines"`
+	// Recover is the rule's recovery policy, as text ("manual", "after 24h", ...).
+	Recover string `json:"recover"`
+	// BootID is the node's boot id when the fault was recorded (for recover: reboot).
+	BootID string `json:"bootID,omitempty"`
+	// TaintPlaced is true when the record says faultline placed the taint (or is
+	// placing it); false when an equal or same-key taint was already there.
+	TaintPlaced bool `json:"taintPlaced,omitempty"`
+}
+
+func nodeView(nf act.NodeFaults) NodeView {
+	v := NodeView{Node: nf.Node, OptedOut: nf.OptedOut, Faults: make([]FaultView, len(nf.Faults))}
+	for i, rec := range nf.Faults {
+		st := &rec.Status
+		f := FaultView{Rule: rec.Spec.Rule, Pack: rec.Spec.Pack, Severity: rec.Spec.Severity, Action: rec.Spec.Action,
+			Taint: rec.Spec.Taint, Captures: st.Captures, Count: int(st.Count), Time: st.Seen(), Lines: st.Evidence,
+			Recover: st.Recover, BootID: st.BootID, TaintPlaced: st.OwnsTaint()}
+		if st.Taint != nil {
+			f.Taint = st.Taint.Taint
+		}
+		v.Faults[i] = f
+	}
+	return v
 }
 
 // HeldView is a held fault as the API shows it.
@@ -65,9 +109,9 @@ func (c *Controller) Handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		resp := FaultsResponse{Leader: c.Leading(), Nodes: nodes, Storms: c.decider.Storms().Active()}
-		if resp.Nodes == nil {
-			resp.Nodes = []act.NodeFaults{}
+		resp := FaultsResponse{Leader: c.Leading(), Nodes: make([]NodeView, len(nodes)), Storms: c.decider.Storms().Active()}
+		for i, nf := range nodes {
+			resp.Nodes[i] = nodeView(nf)
 		}
 		for _, h := range c.decider.Held() {
 			resp.Held = append(resp.Held, HeldView{Node: h.Fault.Node, Rule: h.Fault.Rule.String(), Reason: string(h.Reason),

@@ -38,28 +38,28 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	now := time.Now()
 	for _, nf := range active {
 		boot, _ := c.actor.BootID(nf.Node)
-		for _, ev := range nf.Faults {
-			if !ev.TaintPlaced {
+		for _, rec := range nf.Faults {
+			if !rec.Status.OwnsTaint() {
 				continue
 			}
-			last := c.seen.get(fault.Key(nf.Node, ev.Pack, ev.Rule))
-			if last.Before(ev.Time) {
-				last = ev.Time
+			last := c.seen.get(fault.Key(nf.Node, rec.Spec.Pack, rec.Spec.Rule))
+			if t := rec.Status.Seen(); last.Before(t) {
+				last = t
 			}
-			af := decide.ActiveFault{Node: nf.Node, Rule: c.packs.Engine().Set().Rule(ev.Pack, ev.Rule), Evidence: ev}
+			af := decide.ActiveFault{Node: nf.Node, Rule: c.packs.Engine().Set().Rule(rec.Spec.Pack, rec.Spec.Rule), Record: rec}
 			af.ProbesPassed = c.triggers.Recovery(ctx, af, boot, last, now)
 			ok, why := c.decider.Recoverable(af, now, boot, last)
 			if !ok {
 				continue
 			}
-			if _, err := c.actor.UntaintNode(ctx, nf.Node, ev.ID()); err != nil {
-				c.log.Warn("recovery untaint failed", "node", nf.Node, "rule", ev.ID(), "err", err)
+			if _, err := c.actor.UntaintNode(ctx, nf.Node, rec.PackRule()); err != nil {
+				c.log.Warn("recovery untaint failed", "node", nf.Node, "rule", rec.PackRule(), "err", err)
 				continue
 			}
-			c.decider.Untainted(nf.Node, ev.ID())
-			c.rec.resolved(ctx, nf.Node, []string{ev.ID()}, "recovered: "+why)
+			c.decider.Untainted(nf.Node, rec.PackRule())
+			c.rec.resolved(ctx, nf.Node, []string{rec.PackRule()}, "recovered: "+why)
 			c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
-			c.log.Info("recovered", "node", nf.Node, "rule", ev.ID(), "why", why)
+			c.log.Info("recovered", "node", nf.Node, "rule", rec.PackRule(), "why", why)
 		}
 	}
 	seen := time.Now()

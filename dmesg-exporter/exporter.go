@@ -3,7 +3,8 @@
 // OpenTelemetry Collector (OTLP/HTTP) or straight to Loki, none lost and none
 // replayed: the read position is persisted only after the receiver acknowledged.
 //
-// Stages, each one job: sources (kernel, pods) → one lane per source: a buffer
+// Stages, each one job: sources (the table's rows with an exporter lane:
+// kernel, pods) → one lane per source: a buffer
 // bounded in records and bytes (back-pressure instead of unbounded growth) →
 // batcher → sender with retries, splits and refusals → position commit. The
 // lanes are independent, so pod lines never hold kernel lines back.
@@ -23,6 +24,7 @@ import (
 	"github.com/faultline-dev/faultline/dmesg-exporter/podlogs"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/dmesg-exporter/state"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // Config configures an Exporter.
@@ -93,9 +95,41 @@ type Exporter struct {
 	progress atomic.Int64 // unix nanos of the kernel reader's last progress
 	readErr  atomic.Value // error that stopped the kernel reader
 	pods     *podlogs.Tailer
-	// One lane per source; podLane is nil without pod logs.
-	kernelLane, podLane *lane
+	// sources are the ones this exporter reads, each with its lane, in the order of
+	// the table of sources (logstream.Sources).
+	sources []*source
 }
+
+// source is one source the exporter reads: its reader and the lane that ships its
+// records.
+type source struct {
+	name string
+	lane *lane
+	read func(context.Context, *lane) error
+}
+
+// reader is how the exporter reads one source of the table: read queues its records
+// on the lane until ctx is done; commit persists the read position after a batch the
+// receiver acknowledged (resumable sources).
+type reader struct {
+	read   func(context.Context, *lane) error
+	commit func([]Item) error
+}
+
+// readerOf returns the reader of a source the exporter ships, or false when the
+// source is not configured on this node (pod logs without PodLogs).
+func (e *Exporter) readerOf(name string) (reader, bool, error) {
+	switch name {
+	case logstream.SourceKernel:
+		return reader{read: e.readKernel, commit: e.commitKernel}, true, nil
+	case logstream.SourcePod:
+		return reader{read: e.readPods, commit: e.commitPods}, e.pods != nil, nil
+	}
+	return reader{}, false, fmt.Errorf("exporter: source %q ships on lane %q, and the exporter has no reader for it", name, name)
+}
+
+// noCommit is the commit of a source without a read position.
+func noCommit([]Item) error { return nil }
 
 // New checks the configuration, opens the state file and reads the boot id.
 func New(cfg Config) (*Exporter, error) {
@@ -134,7 +168,6 @@ func New(cfg Config) (*Exporter, error) {
 		}
 	}
 	e := &Exporter{cfg: cfg, store: st, bootID: bootID, log: cfg.Log, m: cfg.Metrics}
-	e.kernelLane = newLane(ship.SourceKernel, &e.cfg, e.m, e.log, e.commitKernel)
 	if cfg.PodLogs != nil {
 		pc := *cfg.PodLogs
 		pc.Start = st.Get().Pods
@@ -144,8 +177,23 @@ func New(cfg Config) (*Exporter, error) {
 		if e.pods, err = podlogs.New(pc); err != nil {
 			return nil, fmt.Errorf("exporter: pod logs: %w", err)
 		}
-		e.podLane = newLane(ship.SourcePod, &e.cfg, e.m, e.log, e.commitPods)
 		e.m.pods.Store(e.pods)
+	}
+	for _, src := range logstream.Sources() {
+		if src.Lane == logstream.LaneNone {
+			continue
+		}
+		r, ok, err := e.readerOf(src.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if !src.Resumable {
+			r.commit = noCommit
+		}
+		e.sources = append(e.sources, &source{name: src.Name, lane: newLane(string(src.Lane), &e.cfg, e.m, e.log, r.commit), read: r.read})
 	}
 	e.progress.Store(time.Now().UnixNano())
 	return e, nil
@@ -157,40 +205,28 @@ func (e *Exporter) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := e.readKernel(ctx); err != nil && ctx.Err() == nil {
-			e.readErr.Store(err)
-			cancel(fmt.Errorf("kernel reader: %w", err))
-		}
-	}()
-	if e.pods != nil {
+	for _, s := range e.sources {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := e.readPods(ctx); err != nil && ctx.Err() == nil {
-				cancel(fmt.Errorf("pod logs: %w", err))
+			if err := s.read(ctx, s.lane); err != nil && ctx.Err() == nil {
+				cancel(fmt.Errorf("%s reader: %w", s.name, err))
 			}
 		}()
 	}
 	// Each lane ships until ctx is done, then what its reader had read.
-	lanes := []*lane{e.kernelLane}
-	if e.podLane != nil {
-		lanes = append(lanes, e.podLane)
-	}
-	errs := make(chan error, len(lanes))
-	for _, l := range lanes {
+	errs := make(chan error, len(e.sources))
+	for _, s := range e.sources {
 		go func() {
-			err := l.run(ctx)
+			err := s.lane.run(ctx)
 			if err != nil {
-				cancel(fmt.Errorf("%s lane: %w", l.source, err))
+				cancel(fmt.Errorf("%s lane: %w", s.lane.source, err))
 			}
 			errs <- err
 		}()
 	}
 	wg.Wait()
-	for range lanes {
+	for range e.sources {
 		<-errs
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -201,8 +237,17 @@ func (e *Exporter) Run(ctx context.Context) error {
 
 // readKernel reads /dev/kmsg from the persisted position: after the last
 // acknowledged seq in the same boot, from the start of the ring buffer after a
-// reboot (so faults logged before the exporter started are shipped too).
-func (e *Exporter) readKernel(ctx context.Context) error {
+// reboot (so faults logged before the exporter started are shipped too). An error
+// that stops it is kept for Alive.
+func (e *Exporter) readKernel(ctx context.Context, l *lane) error {
+	err := e.followKernel(ctx, l)
+	if err != nil && ctx.Err() == nil {
+		e.readErr.Store(err)
+	}
+	return err
+}
+
+func (e *Exporter) followKernel(ctx context.Context, l *lane) error {
 	opts := kmsg.Options{
 		BootTime: e.cfg.BootTime,
 		// A printk split into continuation records ('c') is one line of text:
@@ -267,7 +312,7 @@ func (e *Exporter) readKernel(ctx context.Context) error {
 		if rec.LastSeq > rec.Seq {
 			it.Rec.Seq = rec.LastSeq
 		}
-		if !e.kernelLane.enqueue(ctx, it) {
+		if !l.enqueue(ctx, it) {
 			return nil
 		}
 	}
@@ -275,7 +320,7 @@ func (e *Exporter) readKernel(ctx context.Context) error {
 
 // readPods tails pod log files; each line carries the position to save once it is
 // acknowledged.
-func (e *Exporter) readPods(ctx context.Context) error {
+func (e *Exporter) readPods(ctx context.Context, l *lane) error {
 	return e.pods.RunFunc(ctx, func(ctx context.Context, en podlogs.Entry) error {
 		e.m.read.WithLabelValues(ship.SourcePod).Inc()
 		if en.Truncated {
@@ -289,7 +334,7 @@ func (e *Exporter) readPods(ctx context.Context) error {
 				Namespace: en.Namespace, Pod: en.Pod, Container: en.Container, Stream: string(en.Stream)},
 			PodPath: en.Path, PodPos: en.Pos,
 		}
-		if !e.podLane.enqueue(ctx, it) {
+		if !l.enqueue(ctx, it) {
 			return ctx.Err()
 		}
 		return nil
@@ -339,11 +384,8 @@ func (e *Exporter) Healthy() error {
 	if err := e.Alive(); err != nil {
 		return err
 	}
-	for _, l := range []*lane{e.kernelLane, e.podLane} {
-		if l == nil {
-			continue
-		}
-		if err := l.healthy(); err != nil {
+	for _, s := range e.sources {
+		if err := s.lane.healthy(); err != nil {
 			return err
 		}
 	}
@@ -357,12 +399,22 @@ func (e *Exporter) Alive() error {
 	if v := e.readErr.Load(); v != nil {
 		return fmt.Errorf("kernel reader stopped: %v", v)
 	}
-	if e.kernelLane.blocked.Load() {
+	if e.lane(logstream.SourceKernel).blocked.Load() {
 		return nil
 	}
 	last := time.Unix(0, e.progress.Load())
 	if d := time.Since(last); d > e.cfg.StallAfter {
 		return fmt.Errorf("kernel reader made no progress for %s", d.Round(time.Second))
+	}
+	return nil
+}
+
+// lane returns the lane of the source named name; nil when it is not read here.
+func (e *Exporter) lane(name string) *lane {
+	for _, s := range e.sources {
+		if s.name == name {
+			return s.lane
+		}
 	}
 	return nil
 }

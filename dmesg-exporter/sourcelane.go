@@ -2,8 +2,10 @@ package exporter
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // Lane carries the records of one source that another program produces — the probe
@@ -18,8 +20,12 @@ type Lane struct {
 
 // NewLane returns the lane of source, shipping with cfg's Sender, Backoff, batch and
 // buffer bounds, ShutdownGrace, Metrics and Log; the fields of the kernel and pod
-// readers are not used.
+// readers are not used. The source is one of the table's that another program ships
+// (logstream.LaneNone): a source on an exporter lane has its reader there.
 func NewLane(source string, cfg Config) (*Lane, error) {
+	if s, ok := logstream.LookupSource(source); !ok || s.Lane != logstream.LaneNone {
+		return nil, fmt.Errorf("exporter: %q is not a log source shipped outside the exporter", source)
+	}
 	if err := cfg.shippingDefaults(); err != nil {
 		return nil, err
 	}

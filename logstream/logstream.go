@@ -21,19 +21,6 @@ const (
 	LabelContainer = "container"
 )
 
-// Values of LabelSource: what produced the line. A reader takes a line's source from
-// this label of its stream, never from the name of the query that read it.
-const (
-	SourceKernel = "kernel" // /dev/kmsg records
-	SourcePod    = "pod"    // training-pod container logs (CRI files)
-	SourceNVML   = "nvml"   // GPU events the probe agent reads through NVML (active-probes/nvmlevents)
-)
-
-// IsSource reports whether s is a known value of LabelSource.
-func IsSource(s string) bool {
-	return s == SourceKernel || s == SourcePod || s == SourceNVML
-}
-
 // Loki structured metadata of an entry.
 const (
 	MetaSeq      = "seq"      // kernel: the kmsg sequence number, decimal

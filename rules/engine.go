@@ -5,16 +5,9 @@ import (
 	"slices"
 	"sort"
 	"sync"
-)
 
-// Line is one log line to match.
-type Line struct {
-	Text string
-	// Source is kernel or pod; empty means unknown, and rules of every source apply.
-	Source Source
-	// Labels are the stream's labels (node, namespace, pod, container, ...).
-	Labels map[string]string
-}
+	"github.com/faultline-dev/faultline/logstream"
+)
 
 // Hit is one rule matching one line: its primary regex (with captures), or, when
 // Companion is set, the companion regex of a multi-line rule.
@@ -145,8 +138,10 @@ func (e *Engine) Set() *Set { return e.set }
 // every rule has some: if not, some regex runs on every line.
 func (e *Engine) Patterns() ([]string, bool) { return e.patterns, len(e.always) == 0 }
 
-// Match appends to dst the hits of line l and returns the extended slice.
-func (e *Engine) Match(l Line, dst []Hit) []Hit {
+// Match appends to dst the hits of line l and returns the extended slice. Of the
+// line it reads the text, the source (empty means unknown, and rules of every source
+// apply) and the labels (for rules' label matchers).
+func (e *Engine) Match(l *logstream.Line, dst []Hit) []Hit {
 	if len(e.always) == 0 && len(l.Text) < minLiteralLen {
 		return dst
 	}
@@ -200,7 +195,7 @@ func (s *scratch) mark(t target) {
 }
 
 // eval runs rule i's regexes on the line, in rule order, honouring exclusive groups.
-func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, dst []Hit) []Hit {
+func (e *Engine) eval(i int, l *logstream.Line, primary, companion bool, groupDone []bool, dst []Hit) []Hit {
 	r := e.set.Rules[i]
 	if !r.accepts(l) {
 		return dst
@@ -231,8 +226,8 @@ func (e *Engine) eval(i int, l Line, primary, companion bool, groupDone []bool, 
 }
 
 // accepts checks the source and label matchers.
-func (r *Compiled) accepts(l Line) bool {
-	if r.Source != SourceAny && l.Source != "" && l.Source != r.Source {
+func (r *Compiled) accepts(l *logstream.Line) bool {
+	if r.Source != SourceAny && l.Source != "" && l.Source != string(r.Source) {
 		return false
 	}
 	for _, lm := range r.labels {

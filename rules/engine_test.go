@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packs"
 )
@@ -105,7 +106,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 	sources := []rules.Source{"", rules.SourceKernel, rules.SourcePod}
 	matched := 0
 	for i, l := range lines {
-		line := rules.Line{Text: l, Source: sources[i%len(sources)]}
+		line := &logstream.Line{Text: l, Source: string(sources[i%len(sources)])}
 		fast := keys(e.Match(line, nil))
 		slow := keys(e.MatchNaive(line, nil))
 		if len(fast) > 0 {
@@ -137,7 +138,7 @@ func TestEveryDefaultRuleIsPrefiltered(t *testing.T) {
 
 // benignStream is a realistic node log: mostly benign kernel and pod lines, with
 // one fault line per 2,000 (99.95 % benign).
-func benignStream(tb testing.TB) []rules.Line {
+func benignStream(tb testing.TB) []logstream.Line {
 	benign := []string{
 		"[  120.123456] usb 1-1: new high-speed USB device number 2 using xhci_hcd",
 		"[  121.000001] EXT4-fs (nvme0n1p1): mounted filesystem with ordered data mode. Quota mode: none.",
@@ -162,7 +163,7 @@ func benignStream(tb testing.TB) []rules.Line {
 		"[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.",
 	}
 	r := rand.New(rand.NewSource(7))
-	out := make([]rules.Line, 20000)
+	out := make([]logstream.Line, 20000)
 	for i := range out {
 		src := rules.SourceKernel
 		text := benign[r.Intn(len(benign))]
@@ -172,7 +173,7 @@ func benignStream(tb testing.TB) []rules.Line {
 		if !strings.HasPrefix(text, "[") && !strings.HasPrefix(text, "NVRM") && !strings.HasPrefix(text, "pcieport") {
 			src = rules.SourcePod
 		}
-		out[i] = rules.Line{Text: text, Source: src}
+		out[i] = logstream.Line{Text: text, Source: string(src)}
 	}
 	return out
 }
@@ -192,7 +193,7 @@ func BenchmarkMatch(b *testing.B) {
 		var hits []rules.Hit
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			hits = e.Match(stream[i%len(stream)], hits[:0])
+			hits = e.Match(&stream[i%len(stream)], hits[:0])
 		}
 	})
 	b.Run("naive-matchstring", func(b *testing.B) {
@@ -209,7 +210,7 @@ func BenchmarkMatch(b *testing.B) {
 	b.Run("naive-precompiled", func(b *testing.B) {
 		var hits []rules.Hit
 		for i := 0; i < b.N; i++ {
-			hits = e.MatchNaive(stream[i%len(stream)], hits[:0])
+			hits = e.MatchNaive(&stream[i%len(stream)], hits[:0])
 		}
 	})
 }

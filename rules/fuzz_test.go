@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -37,8 +38,8 @@ func FuzzLoad(f *testing.F) {
 		}
 		e := rules.NewEngine(set)
 		for _, l := range []string{"", "Xid (PCI:0000:01:00): 79, x", string(data)} {
-			fast := e.Match(rules.Line{Text: l}, nil)
-			slow := e.MatchNaive(rules.Line{Text: l}, nil)
+			fast := e.Match(&logstream.Line{Text: l}, nil)
+			slow := e.MatchNaive(&logstream.Line{Text: l}, nil)
 			if len(fast) != len(slow) {
 				t.Fatalf("prefilter disagrees on %q: %d vs %d hits", l, len(fast), len(slow))
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -186,7 +187,7 @@ spec:
 	}
 	for _, c := range cases {
 		var got []string
-		for _, h := range e.Match(rules.Line{Text: c.line}, nil) {
+		for _, h := range e.Match(&logstream.Line{Text: c.line}, nil) {
 			got = append(got, h.Rule.ID)
 		}
 		if strings.Join(got, ",") != strings.Join(c.want, ",") {
@@ -217,7 +218,7 @@ spec:
 	e := rules.NewEngine(set)
 	ids := func(text string) string {
 		var s []string
-		for _, h := range e.Match(rules.Line{Text: text}, nil) {
+		for _, h := range e.Match(&logstream.Line{Text: text}, nil) {
 			s = append(s, h.Rule.ID)
 		}
 		return strings.Join(s, ",")
@@ -256,7 +257,7 @@ spec:
 		{rules.SourceKernel, "train-a", 0},
 		{"", "train-b", 1},
 	} {
-		got := len(e.Match(rules.Line{Text: "x NCCL WARN y", Source: c.src, Labels: map[string]string{"namespace": c.ns}}, nil))
+		got := len(e.Match(&logstream.Line{Text: "x NCCL WARN y", Source: string(c.src), Labels: map[string]string{"namespace": c.ns}}, nil))
 		if got != c.want {
 			t.Errorf("source %q ns %q: %d hits, want %d", c.src, c.ns, got, c.want)
 		}

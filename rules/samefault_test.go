@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -51,11 +52,11 @@ func TestSameFaultAs(t *testing.T) {
 		t.Fatalf("k-lost's fault rule = %v, want itself", k.FaultRule())
 	}
 	eng := rules.NewEngine(set)
-	hits := eng.Match(rules.Line{Text: "NVML: Xid 79 on GPU 0000:3b:00.0 (GPU-1)", Source: rules.SourceNVML}, nil)
+	hits := eng.Match(&logstream.Line{Text: "NVML: Xid 79 on GPU 0000:3b:00.0 (GPU-1)", Source: logstream.SourceNVML}, nil)
 	if len(hits) != 1 || hits[0].Rule != n {
 		t.Fatalf("nvml line hits = %v, want n-lost", hits)
 	}
-	if hits := eng.Match(rules.Line{Text: "NVML: Xid 79 on GPU 0000:3b:00.0 (GPU-1)", Source: rules.SourcePod}, nil); len(hits) != 0 {
+	if hits := eng.Match(&logstream.Line{Text: "NVML: Xid 79 on GPU 0000:3b:00.0 (GPU-1)", Source: logstream.SourcePod}, nil); len(hits) != 0 {
 		t.Fatalf("a pod line that claims to be NVML's fired %v", hits)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"regexp/syntax"
 	"slices"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules/printf"
 
 	"gopkg.in/yaml.v3"
@@ -61,7 +62,7 @@ func validatePack(p *Pack, doc *yaml.Node) Errors {
 	}
 	d := p.Spec.Defaults
 	dn := at(root, "spec", "defaults")
-	v.enum(at(dn, "source"), "", "source", string(d.Source), true, "kernel", "pod", "nvml", "any")
+	v.enum(at(dn, "source"), "", "source", string(d.Source), true, ruleSources()...)
 	v.enum(at(dn, "severity"), "", "severity", string(d.Severity), true, "critical", "warning", "info")
 	v.enum(at(dn, "action"), "", "action", string(d.Action), true, "taint", "event", "probe", "none")
 	v.enum(at(dn, "mode"), "", "mode", string(d.Mode), true, modeNames()...)
@@ -105,6 +106,9 @@ func (v *validator) enum(n *yaml.Node, rule, field, val string, emptyOK bool, al
 	}
 	v.errAt(n, rule, "%s must be one of %v, not %q", field, allowed, val)
 }
+
+// ruleSources are the values of a rule's source: the log sources and any.
+func ruleSources() []string { return append(logstream.SourceNames(), string(SourceAny)) }
 
 func modeNames() []string {
 	out := make([]string, len(Modes))
@@ -193,7 +197,7 @@ func asSyntax(err error, se **syntax.Error) bool {
 }
 
 func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
-	v.enum(at(rn, "source"), id, "source", string(r.Source), true, "kernel", "pod", "nvml", "any")
+	v.enum(at(rn, "source"), id, "source", string(r.Source), true, ruleSources()...)
 	if r.SameFaultAs == id && id != "" {
 		v.errAt(at(rn, "sameFaultAs"), id, "sameFaultAs names the rule itself")
 	}
@@ -270,7 +274,7 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 		if (t.Line == "") == (len(t.Lines) == 0) {
 			v.errAt(tn, id, "test %d: set exactly one of line or lines", i+1)
 		}
-		v.enum(at(tn, "source"), id, "test source", string(t.Source), true, "kernel", "pod", "nvml")
+		v.enum(at(tn, "source"), id, "test source", string(t.Source), true, logstream.SourceNames()...)
 		v.enum(at(tn, "expect", "action"), id, "expected action", string(t.Expect.Action), true, "taint", "event", "probe", "none")
 		v.enum(at(tn, "expect", "severity"), id, "expected severity", string(t.Expect.Severity), true, "critical", "warning", "info")
 	}

@@ -14,7 +14,8 @@ import (
 // lokiFlags are the Loki client's flags, shared by the controller and replay so that
 // replay reads Loki exactly as the controller does.
 type lokiFlags struct {
-	kernelSel, podSel, nvmlSel string
+	// sel holds the value of each source's --NAME-selector flag.
+	sel map[string]*string
 }
 
 func (l *lokiFlags) register(f *pflag.FlagSet, c *lokisource.Config) {
@@ -31,9 +32,10 @@ func (l *lokiFlags) register(f *pflag.FlagSet, c *lokisource.Config) {
 	f.IntVar(&c.PageLimit, "loki-page-limit", lokisource.DefaultPageLimit, "lines per query_range page (Loki's max_entries_limit_per_query; a larger page Loki refuses is asked again at Loki's limit). Loki's cost is mostly per page: fewer, larger pages keep up with more lines")
 	f.Int64Var(&c.MaxResponseBytes, "loki-max-response-bytes", 16<<20, "largest query_range answer or tail message read; a larger page is asked again in smaller pages")
 	f.StringVar(&c.NodeLabel, "node-label", logstream.LabelNode, "label (or structured metadata) holding the node name")
-	f.StringVar(&l.kernelSel, "kernel-selector", `{source="kernel"}`, "LogQL stream selector of kernel logs")
-	f.StringVar(&l.podSel, "pod-selector", `{source="pod"}`, "LogQL stream selector of training-pod logs")
-	f.StringVar(&l.nvmlSel, "nvml-selector", `{source="nvml"}`, "LogQL stream selector of the GPU events the probe agents read through NVML")
+	l.sel = map[string]*string{}
+	for _, s := range logstream.Sources() {
+		l.sel[s.Name] = f.String(s.Name+"-selector", s.Selector, "LogQL stream selector of "+s.Description)
+	}
 }
 
 // apply completes c after the flags were parsed: the password from $LOKI_PASSWORD.
@@ -44,7 +46,11 @@ func (l *lokiFlags) apply(c *lokisource.Config) {
 }
 
 func (l *lokiFlags) selectors() lokisource.Selectors {
-	return lokisource.Selectors{logstream.SourceKernel: l.kernelSel, logstream.SourcePod: l.podSel, logstream.SourceNVML: l.nvmlSel}
+	sel := lokisource.Selectors{}
+	for name, v := range l.sel {
+		sel[name] = *v
+	}
+	return sel
 }
 
 // decideFlags are the budget and storm-hold flags, shared by the controller and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/scan"
 )
@@ -62,10 +63,8 @@ Without --fail-on, 0 whenever the scan ran.`,
 			if format != "text" && format != "jsonl" {
 				return fmt.Errorf("--format must be text or jsonl, not %q", format)
 			}
-			switch rules.Source(source) {
-			case "", rules.SourceKernel, rules.SourcePod, rules.SourceNVML:
-			default:
-				return fmt.Errorf("--source must be kernel, pod or nvml, not %q", source)
+			if source != "" && !logstream.IsSource(source) {
+				return fmt.Errorf("--source must be %s, not %q", logstream.SourceList(), source)
 			}
 			switch scan.NodeFrom(nodeFrom) {
 			case scan.NodeFromHost, scan.NodeFromFile, scan.NodeFromNone:
@@ -113,7 +112,7 @@ Without --fail-on, 0 whenever the scan ran.`,
 	}
 	cmd.Flags().StringArrayVar(&packDirs, "packs", nil, "rule pack directory or file (repeatable; later packs override earlier rules by id); default: the built-in packs")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or jsonl")
-	cmd.Flags().StringVar(&source, "source", "", "treat every line as this source (kernel, pod or nvml); default: guess from each line's prefix")
+	cmd.Flags().StringVar(&source, "source", "", "treat every line as this source ("+logstream.SourceList()+"); default: guess from each line's prefix")
 	cmd.Flags().StringVar(&nodeFrom, "node-from", string(scan.NodeFromHost), "what a line's node is: host (its syslog/journal host), file (the input), none (one node)")
 	cmd.Flags().StringVar(&node, "node", "", "node of the lines that name no host; unset, they are counted per input and reported with no node")
 	cmd.Flags().IntVar(&year, "year", time.Now().Year(), "year of syslog dates, which name none")

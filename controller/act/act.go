@@ -332,11 +332,12 @@ func OptedOut(n *corev1.Node) bool {
 	return strings.EqualFold(n.Labels[fault.LabelOptOut], "true")
 }
 
-// NodeFaults is one node's recorded faults, as GET /api/v1/faults lists them.
+// NodeFaults is one node's faults with a taint entry: their NodeFault records,
+// sorted by pack/rule.
 type NodeFaults struct {
-	Node     string           `json:"node"`
-	OptedOut bool             `json:"optedOut,omitempty"`
-	Faults   []fault.Evidence `json:"faults"`
+	Node     string
+	OptedOut bool
+	Faults   []*v1alpha1.NodeFault
 }
 
 // ListActive returns every node with faults recorded on it (a taint entry in their
@@ -353,7 +354,8 @@ func (a *Actor) ListActive() ([]NodeFaults, error) {
 	}
 	out := make([]NodeFaults, 0, len(byNode))
 	for node, recs := range byNode {
-		nf := NodeFaults{Node: node, Faults: recordedOf(recs).entries}
+		sort.Slice(recs, func(i, j int) bool { return recs[i].PackRule() < recs[j].PackRule() })
+		nf := NodeFaults{Node: node, Faults: recs}
 		if n, err := a.nodes.Get(node); err == nil {
 			nf.OptedOut = OptedOut(n)
 		}

@@ -151,7 +151,7 @@ func hasTaint(n *corev1.Node, s string) bool {
 
 // recordedOn returns the faults the records of node hold a taint entry for, read
 // from the API server, sorted by pack/rule.
-func recordedOn(t *testing.T, a *Actor, node string) []fault.Evidence {
+func recordedOn(t *testing.T, a *Actor, node string) []claim {
 	t.Helper()
 	r, err := a.readRecorded(context.Background(), node, true)
 	if err != nil {
@@ -197,8 +197,8 @@ func countReason(evs []corev1.Event, reason string) int {
 func foreignTaints(t *testing.T, a *Actor, n *corev1.Node) []corev1.Taint {
 	owned := map[string]bool{}
 	for _, e := range recordedOn(t, a, n.Name) {
-		if e.TaintPlaced {
-			owned[e.Taint] = true
+		if e.placed {
+			owned[e.taint] = true
 		}
 	}
 	var out []corev1.Taint
@@ -241,7 +241,7 @@ func TestActor(t *testing.T) {
 			t.Fatalf("gpu-3 taints %v, want %s", n.Spec.Taints, want)
 		}
 		evs := recordedOn(t, a, "gpu-3")
-		if len(evs) != 1 || evs[0].ID() != "nvidia-xid/xid-gpu-lost" || !evs[0].TaintPlaced || evs[0].Taint != want {
+		if len(evs) != 1 || evs[0].id() != "nvidia-xid/xid-gpu-lost" || !evs[0].placed || evs[0].taint != want {
 			t.Fatalf("recorded %+v", evs)
 		}
 		nf, err := a.records.Get(ctx, nodefault.Name("gpu-3", "nvidia-xid", "xid-gpu-lost"))
@@ -303,7 +303,7 @@ func TestActor(t *testing.T) {
 		waitCached(t, a, "gpu-3", n.ResourceVersion)
 		eventually.NoError(t, 10*time.Second, "gpu-3's fault in the caches", func() error {
 			active, err := a.ListActive()
-			if err != nil || len(active) != 1 || active[0].Node != "gpu-3" || len(active[0].Faults) != 1 || !active[0].Faults[0].TaintPlaced {
+			if err != nil || len(active) != 1 || active[0].Node != "gpu-3" || len(active[0].Faults) != 1 || !active[0].Faults[0].Status.OwnsTaint() {
 				return fmt.Errorf("ListActive = %+v, %v", active, err)
 			}
 			facts, err := a.Facts()
@@ -347,7 +347,7 @@ func TestActor(t *testing.T) {
 			t.Fatalf("repeated firings wrote: node writes %d -> %d, record writes %d -> %d", before, wc.n.Load(), beforeRecords, wc.records.Load())
 		}
 		evs := recordedOn(t, a, "idem-1")
-		if len(evs) != 1 || !evs[0].TaintPlaced {
+		if len(evs) != 1 || !evs[0].placed {
 			t.Fatalf("recorded after new firing: %+v", evs)
 		}
 		if c := countReason(nodeEvents(t, cs, "idem-1", withReason(ReasonTainted)), ReasonTainted); c != 1 {
@@ -495,7 +495,7 @@ func TestActor(t *testing.T) {
 				t.Fatalf("%s: taints %v", node, n.Spec.Taints)
 			}
 			evs := recordedOn(t, a, node)
-			if len(evs) != 2 || !evs[0].TaintPlaced || !evs[1].TaintPlaced {
+			if len(evs) != 2 || !evs[0].placed || !evs[1].placed {
 				t.Fatalf("%s: recorded %+v, want both faults Placed", node, evs)
 			}
 			if got := n.Annotations[fault.AnnotationFaults]; strings.Count(got, ",") != 1 {
@@ -539,7 +539,7 @@ func TestActor(t *testing.T) {
 		if err != nil || len(res.Added) != 0 || res.Existing != taintString(same) {
 			t.Fatalf("Taint over an identical foreign taint: %+v, %v", res, err)
 		}
-		if evs := recordedOn(t, a, "foreign-2"); len(evs) != 1 || evs[0].TaintPlaced {
+		if evs := recordedOn(t, a, "foreign-2"); len(evs) != 1 || evs[0].placed {
 			t.Fatalf("recorded %+v", evs)
 		}
 		if err := a.Untaint(ctx, "foreign-2", "xid-gpu-lost"); err != nil {
@@ -567,7 +567,7 @@ func TestActor(t *testing.T) {
 		if !hasTaint(n, "faultline.io/faulty=xid-a:NoSchedule") || hasTaint(n, "faultline.io/faulty=xid-b:NoSchedule") {
 			t.Fatalf("taints %v", n.Spec.Taints)
 		}
-		if evs := recordedOn(t, a, "shared-1"); len(evs) != 2 || !evs[0].TaintPlaced || evs[1].TaintPlaced {
+		if evs := recordedOn(t, a, "shared-1"); len(evs) != 2 || !evs[0].placed || evs[1].placed {
 			t.Fatalf("recorded %+v", evs)
 		}
 		// Clearing xid-a keeps the taint for xid-b (now naming it); clearing xid-b removes it.
@@ -579,7 +579,7 @@ func TestActor(t *testing.T) {
 		if !hasTaint(n, "faultline.io/faulty=xid-b:NoSchedule") || hasTaint(n, "faultline.io/faulty=xid-a:NoSchedule") {
 			t.Fatalf("taints after clearing xid-a: %v", n.Spec.Taints)
 		}
-		if evs := recordedOn(t, a, "shared-1"); len(evs) != 1 || evs[0].Rule != "xid-b" || !evs[0].TaintPlaced {
+		if evs := recordedOn(t, a, "shared-1"); len(evs) != 1 || evs[0].rule != "xid-b" || !evs[0].placed {
 			t.Fatalf("recorded %+v", evs)
 		}
 		if err := a.Untaint(ctx, "shared-1", "xid-b"); err != nil {
@@ -696,7 +696,7 @@ func TestActor(t *testing.T) {
 		if len(v) > maxPointerBytes || len(evs) != 40 || !strings.HasPrefix(v, "big-1.big.rule-00-") {
 			t.Fatalf("pointer annotation %d bytes, %d records", len(v), len(evs))
 		}
-		if !evs[0].TaintPlaced || !hasTaint(n, "faultline.io/faulty=rule-00:NoSchedule") {
+		if !evs[0].placed || !hasTaint(n, "faultline.io/faulty=rule-00:NoSchedule") {
 			t.Fatalf("ownership of the shared taint lost")
 		}
 		t.Logf("40 faults with long names -> pointer annotation %d bytes", len(v))
@@ -736,7 +736,7 @@ func TestActor(t *testing.T) {
 		if err != nil || len(res.Added) != 0 || res.Existing != taintString(forged) {
 			t.Fatalf("Taint over the forged claim: %+v, %v", res, err)
 		}
-		if evs := recordedOn(t, a, "forged-1"); len(evs) != 1 || evs[0].TaintPlaced {
+		if evs := recordedOn(t, a, "forged-1"); len(evs) != 1 || evs[0].placed {
 			t.Fatalf("recorded %+v", evs)
 		}
 		if _, ok := getNode(t, cs, "forged-1").Annotations[fault.AnnotationLegacyEvidence]; ok {
@@ -758,7 +758,7 @@ func TestActor(t *testing.T) {
 		updateNode(t, cs, "place-2", func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, want) })
 		a, _ := startActor(t, env.RESTConfig(), Options{})
 		for _, node := range []string{"place-1", "place-2"} {
-			if err := a.writeTaint(ctx, node, fault.EvidenceOf(xidFault(node, xid, t0), ""), v1alpha1.TaintPlacing, xid); err != nil {
+			if err := a.writeTaint(ctx, node, claim{pack: xid.Pack, rule: xid.ID, taint: taintString(want)}, v1alpha1.TaintPlacing, xid); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -783,7 +783,7 @@ func TestActor(t *testing.T) {
 		if evs := recordedOn(t, a, "place-1"); len(evs) != 0 || hasTaint(getNode(t, cs, "place-1"), taintString(want)) {
 			t.Fatalf("place-1: recorded %+v", evs)
 		}
-		if evs := recordedOn(t, a, "place-2"); len(evs) != 1 || !evs[0].TaintPlaced {
+		if evs := recordedOn(t, a, "place-2"); len(evs) != 1 || !evs[0].placed {
 			t.Fatalf("place-2: recorded %+v", evs)
 		}
 		// The adopted taint is faultline's: an untaint removes it.

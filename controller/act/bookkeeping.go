@@ -14,7 +14,6 @@ import (
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
-	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -25,32 +24,33 @@ import (
 // maxPointerBytes bounds the pointer annotation.
 const maxPointerBytes = 4096
 
-// evidenceOf reads a record with a taint entry as the fault it records on its node.
-// TaintPlaced says whether faultline owns the taint: Placed, or Placing (the Node
-// update may have happened; see plan, which checks the Node).
-func evidenceOf(nf *v1alpha1.NodeFault) fault.Evidence {
-	st := nf.Status
-	e := fault.Evidence{Rule: nf.Spec.Rule, Pack: nf.Spec.Pack, Severity: rules.Severity(nf.Spec.Severity),
-		Action: rules.Action(nf.Spec.Action), Taint: nf.Spec.Taint, Captures: st.Captures, Count: int(st.Count),
-		Recover: st.Recover, BootID: st.BootID}
-	if st.Taint != nil {
-		e.Taint = st.Taint.Taint
-		e.TaintPlaced = st.Taint.State == v1alpha1.TaintPlaced || st.Taint.State == v1alpha1.TaintPlacing
-		e.Time = st.Taint.Time.Time
+// claim is one fault asking for a taint on a node, as the taint planner sees it: its
+// rule, the taint (key=value:effect), when it was last seen, and whether faultline
+// owns the taint for it: placed, or placing (the Node update may have happened; see
+// plan, which checks the Node).
+type claim struct {
+	pack, rule string
+	taint      string
+	seen       time.Time
+	placed     bool
+}
+
+// id names the claim's rule as pack/rule.
+func (c claim) id() string { return c.pack + "/" + c.rule }
+
+// claimOf reads the claim of a record with a taint entry.
+func claimOf(nf *v1alpha1.NodeFault) claim {
+	c := claim{pack: nf.Spec.Pack, rule: nf.Spec.Rule, taint: nf.Spec.Taint, seen: nf.Status.Seen(), placed: nf.Status.OwnsTaint()}
+	if t := nf.Status.Taint; t != nil {
+		c.taint = t.Taint
 	}
-	if st.LastSeen != nil {
-		e.Time = st.LastSeen.Time
-	}
-	for _, l := range st.Evidence {
-		e.Lines = append(e.Lines, logstream.Line{Time: l.Time.Time, Text: l.Text})
-	}
-	return e
+	return c
 }
 
 // recorded is a node's faults with a taint entry, as their records say, sorted by
 // pack/rule.
 type recorded struct {
-	entries []fault.Evidence
+	entries []claim
 	states  map[string]v1alpha1.TaintRecord // pack/rule → the record's taint entry
 	// objs are the records as last read or written (pack/rule →), so that a write
 	// need not read its record again.
@@ -64,11 +64,11 @@ func recordedOf(recs []*v1alpha1.NodeFault) recorded {
 		if nf.Status.Taint == nil {
 			continue
 		}
-		e := evidenceOf(nf)
-		r.entries = append(r.entries, e)
-		r.states[e.ID()] = *nf.Status.Taint
+		c := claimOf(nf)
+		r.entries = append(r.entries, c)
+		r.states[c.id()] = *nf.Status.Taint
 	}
-	sort.Slice(r.entries, func(i, j int) bool { return r.entries[i].ID() < r.entries[j].ID() })
+	sort.Slice(r.entries, func(i, j int) bool { return r.entries[i].id() < r.entries[j].id() })
 	return r
 }
 
@@ -89,29 +89,29 @@ func (a *Actor) readRecorded(ctx context.Context, node string, fresh bool) (reco
 
 // writeTaint writes a fault's taint entry to its record (creating the record with
 // the rule's spec when there is none).
-func (a *Actor) writeTaint(ctx context.Context, node string, e fault.Evidence, state v1alpha1.TaintState, r *rules.Compiled) error {
-	_, err := a.records.Record(ctx, node, e.Pack, e.Rule, nodefault.Change{Rule: r,
-		Taint: &v1alpha1.TaintRecord{Taint: e.Taint, State: state}})
+func (a *Actor) writeTaint(ctx context.Context, node string, c claim, state v1alpha1.TaintState, r *rules.Compiled) error {
+	_, err := a.records.Record(ctx, node, c.pack, c.rule, nodefault.Change{Rule: r,
+		Taint: &v1alpha1.TaintRecord{Taint: c.taint, State: state}})
 	return err
 }
 
-// writeRecord applies ch to the record of e, on the copy in old when there is one,
+// writeRecord applies ch to the record of c, on the copy in old when there is one,
 // and keeps the record as written there.
-func (a *Actor) writeRecord(ctx context.Context, node string, old recorded, e fault.Evidence, ch nodefault.Change) error {
+func (a *Actor) writeRecord(ctx context.Context, node string, old recorded, c claim, ch nodefault.Change) error {
 	var (
 		nf  *v1alpha1.NodeFault
 		err error
 	)
-	switch known, listed := old.objs[e.ID()]; {
+	switch known, listed := old.objs[c.id()]; {
 	case known != nil:
 		nf, err = a.records.RecordOn(ctx, known, ch)
 	case old.objs != nil && !listed: // the node's records were just listed without it
-		nf, err = a.records.RecordNew(ctx, node, e.Pack, e.Rule, ch)
+		nf, err = a.records.RecordNew(ctx, node, c.pack, c.rule, ch)
 	default:
-		nf, err = a.records.Record(ctx, node, e.Pack, e.Rule, ch)
+		nf, err = a.records.Record(ctx, node, c.pack, c.rule, ch)
 	}
 	if err == nil && old.objs != nil {
-		old.objs[e.ID()] = nf
+		old.objs[c.id()] = nf
 	}
 	return err
 }
@@ -120,16 +120,16 @@ func (a *Actor) writeRecord(ctx context.Context, node string, old recorded, e fa
 // did not own: before the Node update, so that a crash after it leaves a record the
 // next leader checks against the Node instead of a taint nobody owns.
 func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p plan, firing *rules.Compiled) error {
-	for _, e := range p.entries {
-		if !e.TaintPlaced {
+	for _, c := range p.entries {
+		if !c.placed {
 			continue
 		}
-		if s, ok := old.states[e.ID()]; ok && (s.State == v1alpha1.TaintPlaced || s.State == v1alpha1.TaintPlacing) && s.Taint == e.Taint {
+		if s, ok := old.states[c.id()]; ok && (s.State == v1alpha1.TaintPlaced || s.State == v1alpha1.TaintPlacing) && s.Taint == c.taint {
 			continue
 		}
-		ch := nodefault.Change{Rule: ruleIf(firing, e), Taint: &v1alpha1.TaintRecord{Taint: e.Taint, State: v1alpha1.TaintPlacing}}
-		if err := a.writeRecord(ctx, node, old, e, ch); err != nil {
-			return fmt.Errorf("record %s placing %s: %w", e.ID(), e.Taint, err)
+		ch := nodefault.Change{Rule: ruleIf(firing, c), Taint: &v1alpha1.TaintRecord{Taint: c.taint, State: v1alpha1.TaintPlacing}}
+		if err := a.writeRecord(ctx, node, old, c, ch); err != nil {
+			return fmt.Errorf("record %s placing %s: %w", c.id(), c.taint, err)
 		}
 	}
 	return nil
@@ -141,13 +141,13 @@ func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p pl
 func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, cleared []string, firing *rules.Compiled, decision nodefault.Change) error {
 	var errs []string
 	pending := !decision.IsZero() && firing != nil
-	for _, e := range p.entries {
+	for _, c := range p.entries {
 		want := v1alpha1.TaintExisting
-		if e.TaintPlaced {
+		if c.placed {
 			want = v1alpha1.TaintPlaced
 		}
-		ch := nodefault.Change{Rule: ruleIf(firing, e), Taint: &v1alpha1.TaintRecord{Taint: e.Taint, State: want}}
-		if s, ok := old.states[e.ID()]; ok && s.State == want && s.Taint == e.Taint {
+		ch := nodefault.Change{Rule: ruleIf(firing, c), Taint: &v1alpha1.TaintRecord{Taint: c.taint, State: want}}
+		if s, ok := old.states[c.id()]; ok && s.State == want && s.Taint == c.taint {
 			ch.Taint = nil // unchanged: its time stays
 		}
 		switch {
@@ -157,8 +157,8 @@ func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, c
 		case ch.Taint == nil:
 			continue
 		}
-		if err := a.writeRecord(ctx, node, old, e, ch); err != nil {
-			errs = append(errs, fmt.Sprintf("record %s %s: %v", e.ID(), want, err))
+		if err := a.writeRecord(ctx, node, old, c, ch); err != nil {
+			errs = append(errs, fmt.Sprintf("record %s %s: %v", c.id(), want, err))
 		}
 	}
 	if pending { // the firing fault has no taint entry (its rule has no taint)
@@ -187,8 +187,8 @@ func merged(decision, ch nodefault.Change) nodefault.Change {
 	return decision
 }
 
-func ruleIf(r *rules.Compiled, e fault.Evidence) *rules.Compiled {
-	if r != nil && r.Pack == e.Pack && r.ID == e.Rule {
+func ruleIf(r *rules.Compiled, c claim) *rules.Compiled {
+	if r != nil && r.Pack == c.pack && r.ID == c.rule {
 		return r
 	}
 	return nil
@@ -196,10 +196,10 @@ func ruleIf(r *rules.Compiled, e fault.Evidence) *rules.Compiled {
 
 // pointer is the value of the pointer annotation for the faults of entries: the
 // names of their NodeFaults, comma-separated, cut to maxPointerBytes.
-func pointer(node string, entries []fault.Evidence) string {
+func pointer(node string, entries []claim) string {
 	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, nodefault.Name(node, e.Pack, e.Rule))
+	for _, c := range entries {
+		names = append(names, nodefault.Name(node, c.pack, c.rule))
 	}
 	sort.Strings(names)
 	return nodefault.Truncate(strings.Join(names, ","), maxPointerBytes)
@@ -222,7 +222,7 @@ func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted
 		if st == nil || st.State != v1alpha1.TaintPlacing || now.Sub(st.Time.Time) < minAge {
 			continue
 		}
-		node, e := nf.Spec.Node, evidenceOf(nf)
+		node, c := nf.Spec.Node, claimOf(nf)
 		n, err := a.readNode(ctx, node, true)
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
@@ -230,18 +230,18 @@ func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted
 		}
 		t, ok := parseTaint(st.Taint)
 		if err == nil && ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil {
-			if err := a.writeTaint(ctx, node, e, v1alpha1.TaintPlaced, nil); err != nil {
+			if err := a.writeTaint(ctx, node, c, v1alpha1.TaintPlaced, nil); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			adopted = append(adopted, fault.Key(node, e.Pack, e.Rule))
+			adopted = append(adopted, fault.Key(node, c.pack, c.rule))
 			continue
 		}
-		if _, err := a.records.Record(ctx, node, e.Pack, e.Rule, nodefault.Change{ClearTaint: true}); err != nil {
+		if _, err := a.records.Record(ctx, node, c.pack, c.rule, nodefault.Change{ClearTaint: true}); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		cleared = append(cleared, fault.Key(node, e.Pack, e.Rule))
+		cleared = append(cleared, fault.Key(node, c.pack, c.rule))
 	}
 	return adopted, cleared, errors.Join(errs...)
 }

@@ -72,10 +72,9 @@ func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID st
 	if err := a.ready(); err != nil {
 		return Result{}, err
 	}
-	ev := fault.EvidenceOf(f, bootID)
 	want := corev1.Taint{Key: f.Rule.Taint.Key, Value: f.Rule.Taint.Value, Effect: corev1.TaintEffect(f.Rule.Taint.Effect)}
-	ev.Taint = taintString(want)
-	id := ev.ID()
+	firing := claim{pack: f.Rule.Pack, rule: f.Rule.ID, taint: taintString(want), seen: f.Time}
+	id := firing.id()
 
 	var (
 		res  Result
@@ -98,19 +97,19 @@ func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID st
 		if OptedOut(n) {
 			return &OptedOutError{Node: f.Node, Rule: id}
 		}
-		entries := make([]fault.Evidence, 0, len(old.entries)+1)
-		for _, e := range old.entries {
-			if e.ID() != id {
-				entries = append(entries, e)
+		entries := make([]claim, 0, len(old.entries)+1)
+		for _, c := range old.entries {
+			if c.id() != id {
+				entries = append(entries, c)
 			}
 		}
-		entries = append(entries, ev)
+		entries = append(entries, firing)
 		_, res.NewFault = old.states[id]
 		res.NewFault = !res.NewFault
 		p = a.plan(n, old.entries, entries, id)
 		res.Added, res.Removed, res.Changed = p.added, p.removed, p.changed
-		for _, e := range p.entries {
-			if e.ID() == id && !e.TaintPlaced {
+		for _, c := range p.entries {
+			if c.id() == id && !c.placed {
 				if t := findTaint(p.node.Spec.Taints, want.Key, want.Effect); t != nil {
 					res.Existing = taintString(*t)
 				}
@@ -154,16 +153,16 @@ func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID st
 		}
 	}
 	if len(res.Added) > 0 || res.NewFault {
-		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, describeTaint(res, ev, nodefault.Name(f.Node, ev.Pack, ev.Rule)))
+		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, describeTaint(res, f, firing.taint, nodefault.Name(f.Node, f.Rule.Pack, f.Rule.ID)))
 	}
 	return res, nil
 }
 
-// describeTaint says what TaintNode did.
-func describeTaint(res Result, ev fault.Evidence, record string) string {
+// describeTaint says what TaintNode did for fault f, whose rule asks for taint.
+func describeTaint(res Result, f fault.Fault, taint, record string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "rule %s (%s, %d match", ev.ID(), ev.Severity, ev.Count)
-	if ev.Count != 1 {
+	fmt.Fprintf(&b, "rule %s (%s, %d match", f.Rule.Pack+"/"+f.Rule.ID, f.Rule.Severity, f.Count)
+	if f.Count != 1 {
 		b.WriteString("es")
 	}
 	b.WriteString("): ")
@@ -173,14 +172,14 @@ func describeTaint(res Result, ev fault.Evidence, record string) string {
 	case res.Existing != "":
 		fmt.Fprintf(&b, "taint %s already present, kept as it is", res.Existing)
 	default:
-		fmt.Fprintf(&b, "taint %s already present", ev.Taint)
+		fmt.Fprintf(&b, "taint %s already present", taint)
 	}
 	fmt.Fprintf(&b, "; evidence in NodeFault %s", record)
 	if res.Condition {
 		fmt.Fprintf(&b, "; set condition %s", fault.ConditionType)
 	}
-	if n := len(ev.Lines); n > 0 {
-		fmt.Fprintf(&b, "; last line: %s", ev.Lines[n-1].Text)
+	if n := len(f.Evidence); n > 0 {
+		fmt.Fprintf(&b, "; last line: %s", f.Evidence[n-1].Text)
 	}
 	return b.String()
 }
@@ -205,8 +204,8 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 	if err := a.ready(); err != nil {
 		return Result{}, err
 	}
-	matches := func(e fault.Evidence) bool {
-		return rule == AllRules || rule == e.ID() || rule == e.Rule
+	matches := func(c claim) bool {
+		return rule == AllRules || rule == c.id() || rule == c.rule
 	}
 	var (
 		res  Result
@@ -227,13 +226,13 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 			return err
 		}
 		last = n
-		var entries []fault.Evidence
-		for _, e := range old.entries {
-			if matches(e) {
-				res.Cleared = append(res.Cleared, e.ID())
+		var entries []claim
+		for _, c := range old.entries {
+			if matches(c) {
+				res.Cleared = append(res.Cleared, c.id())
 				continue
 			}
-			entries = append(entries, e)
+			entries = append(entries, c)
 		}
 		if len(res.Cleared) == 0 {
 			p = plan{entries: old.entries}
@@ -346,7 +345,7 @@ func findTaint(ts []corev1.Taint, key string, effect corev1.TaintEffect) *corev1
 
 type plan struct {
 	node           *corev1.Node
-	entries        []fault.Evidence
+	entries        []claim
 	added, removed []string
 	changed        bool
 }
@@ -360,16 +359,16 @@ type plan struct {
 // oldest entry), with that entry's value, and removed otherwise. The firing fault's
 // taint is added when the node has none with its key and effect. Other taints are
 // left exactly as they are, whatever the Node's annotations say.
-func (a *Actor) plan(n *corev1.Node, old, entries []fault.Evidence, firing string) plan {
+func (a *Actor) plan(n *corev1.Node, old, entries []claim, firing string) plan {
 	owners := map[keyEffect]string{} // key+effect -> pack/rule of the old owner
-	for _, e := range old {
-		if t, ok := parseTaint(e.Taint); ok && e.TaintPlaced {
-			owners[keyEffect{t.Key, t.Effect}] = e.ID()
+	for _, c := range old {
+		if t, ok := parseTaint(c.taint); ok && c.placed {
+			owners[keyEffect{t.Key, t.Effect}] = c.id()
 		}
 	}
-	wants := func(i int) (corev1.Taint, bool) { return parseTaint(entries[i].Taint) }
+	wants := func(i int) (corev1.Taint, bool) { return parseTaint(entries[i].taint) }
 	for i := range entries {
-		entries[i].TaintPlaced = false
+		entries[i].placed = false
 	}
 	claim := func(ke keyEffect) int {
 		best := -1
@@ -378,7 +377,7 @@ func (a *Actor) plan(n *corev1.Node, old, entries []fault.Evidence, firing strin
 			if !ok || t.Key != ke.key || t.Effect != ke.effect {
 				continue
 			}
-			id := entries[i].ID()
+			id := entries[i].id()
 			switch {
 			case id == owners[ke]:
 				return i
@@ -407,17 +406,17 @@ func (a *Actor) plan(n *corev1.Node, old, entries []fault.Evidence, firing strin
 			t.Value = w.Value
 			p.added = append(p.added, taintString(t))
 		}
-		entries[i].TaintPlaced = true
+		entries[i].placed = true
 		taints = append(taints, t)
 	}
 	for i := range entries {
-		if entries[i].ID() != firing {
+		if entries[i].id() != firing {
 			continue
 		}
 		if w, ok := wants(i); ok && findTaint(taints, w.Key, w.Effect) == nil {
 			taints = append(taints, w)
 			p.added = append(p.added, taintString(w))
-			entries[i].TaintPlaced = true
+			entries[i].placed = true
 		}
 	}
 
@@ -453,7 +452,7 @@ func (a *Actor) plan(n *corev1.Node, old, entries []fault.Evidence, firing strin
 // reason of the firing rule (or of the newest fault) while there are any, False once
 // there are none. It patches nodes/status only when the condition changes; a node
 // that never had the condition and has no fault is left without one.
-func (a *Actor) syncCondition(ctx context.Context, n *corev1.Node, entries []fault.Evidence, firing string) (bool, error) {
+func (a *Actor) syncCondition(ctx context.Context, n *corev1.Node, entries []claim, firing string) (bool, error) {
 	var cur *corev1.NodeCondition
 	for i := range n.Status.Conditions {
 		if n.Status.Conditions[i].Type == fault.ConditionType {
@@ -465,14 +464,14 @@ func (a *Actor) syncCondition(ctx context.Context, n *corev1.Node, entries []fau
 	if len(entries) > 0 {
 		newest := entries[0]
 		ids := make([]string, len(entries))
-		for i, e := range entries {
-			ids[i] = e.ID()
-			if e.ID() == firing || (newest.ID() != firing && e.Time.After(newest.Time)) {
-				newest = e
+		for i, c := range entries {
+			ids[i] = c.id()
+			if c.id() == firing || (newest.id() != firing && c.seen.After(newest.seen)) {
+				newest = c
 			}
 		}
 		want.Status = corev1.ConditionTrue
-		want.Reason = newest.Rule
+		want.Reason = newest.rule
 		want.Message = nodefault.Truncate("faults: "+strings.Join(ids, ", "), messageLimit)
 	}
 	if cur == nil && want.Status == corev1.ConditionFalse {

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/logstream"
@@ -54,6 +57,14 @@ func node(i int) string { return fmt.Sprintf("gpu-%02d", i) }
 func flt(n string, r *rules.Compiled) fault.Fault {
 	return fault.Fault{Node: n, Rule: r, Count: 1, Time: t0,
 		Evidence: []logstream.Line{{Time: t0, Text: "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."}}}
+}
+
+// recordOf is the NodeFault the controller keeps of f, as far as recovery reads it.
+func recordOf(f fault.Fault, bootID string) *v1alpha1.NodeFault {
+	return &v1alpha1.NodeFault{
+		Spec:   v1alpha1.NodeFaultSpec{Node: f.Node, Pack: f.Rule.Pack, Rule: f.Rule.ID},
+		Status: v1alpha1.NodeFaultStatus{LastSeen: &metav1.Time{Time: f.Time}, BootID: bootID, Recover: f.Rule.Recover.String()},
+	}
 }
 
 func newDecider(t *testing.T, cfg decide.Config, clk *clock) *decide.Decider {
@@ -685,14 +696,14 @@ func TestRecoveriesNotFrozen(t *testing.T) {
 	// and with no budget left.
 	old := flt(node(0), a)
 	old.Time = t0.Add(-2 * time.Hour)
-	active := decide.ActiveFault{Node: node(0), Rule: a, Evidence: fault.EvidenceOf(old, "boot-1")}
+	active := decide.ActiveFault{Node: node(0), Rule: a, Record: recordOf(old, "boot-1")}
 	ok, why := d.Recoverable(active, clk.Now(), "boot-1", old.Time)
 	if !ok {
 		t.Fatalf("recovery frozen: %s", why)
 	}
 	reboot := rule("r", rules.ActionTaint)
 	reboot.Recover = rules.Recover{OnReboot: true}
-	active = decide.ActiveFault{Node: node(0), Rule: reboot, Evidence: fault.EvidenceOf(flt(node(0), reboot), "boot-1")}
+	active = decide.ActiveFault{Node: node(0), Rule: reboot, Record: recordOf(flt(node(0), reboot), "boot-1")}
 	if ok, why := d.Recoverable(active, time.Time{}, "boot-2", time.Time{}); !ok {
 		t.Fatalf("reboot recovery frozen: %s", why)
 	}
@@ -872,7 +883,7 @@ func TestRecoverable(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		rule      *rules.Compiled
-		recorded  string // Evidence.Recover, used when rule is nil
+		recorded  string // the record's status.recover, used when rule is nil
 		bootID    string // recorded with the fault
 		nodeBoot  string
 		now       time.Duration // since the fault
@@ -908,10 +919,9 @@ func TestRecoverable(t *testing.T) {
 			if r == nil {
 				r = pol(rules.Recover{Manual: true})
 			}
-			ev := fault.EvidenceOf(flt(node(0), r), tc.bootID)
-			a := decide.ActiveFault{Node: node(0), Rule: tc.rule, Evidence: ev}
+			a := decide.ActiveFault{Node: node(0), Rule: tc.rule, Record: recordOf(flt(node(0), r), tc.bootID)}
 			if tc.rule == nil {
-				a.Evidence.Recover = tc.recorded
+				a.Record.Status.Recover = tc.recorded
 			}
 			if tc.probes >= 0 {
 				a.ProbesPassed = t0.Add(tc.probes)

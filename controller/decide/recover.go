@@ -5,19 +5,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/rules"
 )
 
-// ActiveFault is a fault in force on a node: its evidence as recorded on the Node
-// and the rule as loaded now.
+// ActiveFault is a fault in force on a node: its NodeFault record and the rule as
+// loaded now.
 type ActiveFault struct {
 	Node string
 	// Rule is the rule as currently loaded; nil when no loaded rule has this key any
-	// more, in which case the policy recorded in Evidence.Recover applies.
+	// more, in which case the policy recorded in Record.Status.Recover applies.
 	Rule *rules.Compiled
-	// Evidence is the fault as its NodeFault record holds it.
-	Evidence fault.Evidence
+	// Record is the fault's NodeFault (read-only: the informer's copy).
+	Record *v1alpha1.NodeFault
 	// ProbesPassed is when the rule's recovery probes (Recover.Probes) last all
 	// passed on the node; zero when they have not (or nobody ran them). Only a pass
 	// after the fault and after its last match counts.
@@ -59,16 +59,16 @@ func recoverable(a ActiveFault, now time.Time, nodeBootID string, lastMatch time
 	if a.Rule != nil {
 		pol = a.Rule.Recover
 	} else {
-		p, ok := ParseRecover(a.Evidence.Recover)
+		p, ok := ParseRecover(a.Record.Status.Recover)
 		if !ok {
-			return false, fmt.Sprintf("rule no longer loaded and its recorded policy %q is not understood: untaint manually", a.Evidence.Recover)
+			return false, fmt.Sprintf("rule no longer loaded and its recorded policy %q is not understood: untaint manually", a.Record.Status.Recover)
 		}
 		pol = p
 	}
 	if pol.Manual || (pol.After <= 0 && !pol.OnReboot && len(pol.Probes) == 0) {
 		return false, "recover: manual; remove the taint with faultline untaint"
 	}
-	since := a.Evidence.Time
+	since := a.Record.Status.Seen()
 	if lastMatch.After(since) {
 		since = lastMatch
 	}
@@ -83,12 +83,12 @@ func recoverable(a ActiveFault, now time.Time, nodeBootID string, lastMatch time
 	}
 	if met == "" && pol.OnReboot {
 		switch {
-		case a.Evidence.BootID == "":
+		case a.Record.Status.BootID == "":
 			waits = append(waits, "a reboot (no boot id was recorded with the fault)")
 		case nodeBootID == "":
 			waits = append(waits, "a reboot (the node's boot id is unknown)")
-		case nodeBootID != a.Evidence.BootID:
-			met = fmt.Sprintf("node rebooted (boot id %s, was %s)", nodeBootID, a.Evidence.BootID)
+		case nodeBootID != a.Record.Status.BootID:
+			met = fmt.Sprintf("node rebooted (boot id %s, was %s)", nodeBootID, a.Record.Status.BootID)
 		default:
 			waits = append(waits, "a reboot")
 		}

@@ -1,6 +1,6 @@
 // Package fault holds the types that flow between the controller's stages: a Fault
-// is a rule that fired on a node, with its evidence; an Evidence is a fault recorded
-// on a node (read from its NodeFault record).
+// is a rule that fired on a node, with its evidence. A fault recorded on a node is
+// its NodeFault record (api/v1alpha1), read as it is.
 package fault
 
 import (
@@ -59,42 +59,3 @@ const (
 	// ConditionType is the optional node condition faultline sets.
 	ConditionType = "FaultlineFault"
 )
-
-// Evidence is one fault recorded on a node, as its NodeFault record says.
-type Evidence struct {
-	Rule     string            `json:"rule"`
-	Pack     string            `json:"pack"`
-	Severity rules.Severity    `json:"severity"`
-	Action   rules.Action      `json:"action"`
-	Taint    string            `json:"taint,omitempty"` // key=value:effect
-	Captures map[string]string `json:"captures,omitempty"`
-	Count    int               `json:"count"`
-	Time     time.Time         `json:"time"`
-	Lines    []logstream.Line  `json:"lines"`
-	// Recover is the rule's recovery policy, as text ("manual", "after 24h", ...).
-	Recover string `json:"recover"`
-	// BootID is the node's boot id when the fault was recorded (for recover: reboot).
-	BootID string `json:"bootID,omitempty"`
-	// TaintPlaced is true when faultline put Taint on the node for this fault (its
-	// record says so). It is false when an equal or same-key taint was already there
-	// (placed by someone else), so removing the fault never removes a taint faultline
-	// did not place.
-	TaintPlaced bool `json:"taintPlaced,omitempty"`
-}
-
-// ID names the fault's rule as pack/rule.
-func (e Evidence) ID() string { return e.Pack + "/" + e.Rule }
-
-// EvidenceOf renders a fault as recorded on its node.
-func EvidenceOf(f Fault, bootID string) Evidence {
-	ev := Evidence{
-		Rule: f.Rule.ID, Pack: f.Rule.Pack, Severity: f.Rule.Severity, Action: f.Rule.Action,
-		Captures: f.Captures, Count: f.Count, Time: f.Time, Lines: f.Evidence,
-		Recover: f.Rule.Recover.String(), BootID: bootID,
-	}
-	if f.Rule.Action == rules.ActionTaint || f.Rule.Action == rules.ActionProbe {
-		t := f.Rule.Taint
-		ev.Taint = t.Key + "=" + t.Value + ":" + t.Effect
-	}
-	return ev
-}

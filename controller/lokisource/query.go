@@ -14,23 +14,19 @@ import (
 // Selectors maps a query name to its LogQL stream selector, for example
 // "kernel" -> `{source="kernel"}`. With Loki's OTLP ingestion the labels differ
 // (for example `{service_name="dmesg-exporter", source="kernel"}`), so selectors are
-// plain configuration strings. The names "kernel", "pod" and "nvml" are also rule sources:
-// EngineQueries filters each of them with the literals of that source's rules only.
+// plain configuration strings. The names of the log sources (logstream.Sources) are
+// also rule sources: EngineQueries filters each of them with the literals of that
+// source's rules only.
 type Selectors map[string]string
 
-// DefaultSelectors reads kernel, pod and NVML event logs as the dmesg-exporter and
-// the probe agent label them.
+// DefaultSelectors reads every log source as its writer labels it (the table's
+// default selectors).
 func DefaultSelectors() Selectors {
-	return Selectors{
-		logstream.SourceKernel: selector(logstream.SourceKernel),
-		logstream.SourcePod:    selector(logstream.SourcePod),
-		logstream.SourceNVML:   selector(logstream.SourceNVML),
+	sel := Selectors{}
+	for _, s := range logstream.Sources() {
+		sel[s.Name] = s.Selector
 	}
-}
-
-// selector is the stream selector of one source: {source="kernel"}.
-func selector(source string) string {
-	return "{" + logstream.LabelSource + "=" + strconv.Quote(source) + "}"
+	return sel
 }
 
 // Query is one LogQL log query the Source follows. Its Name identifies its position
@@ -58,7 +54,7 @@ func BuildQueries(sel Selectors, literals []string, allLiterals bool) []Query {
 }
 
 // EngineQueries builds the queries for the rules of an engine. A selector named after a
-// rule source (kernel, pod, nvml) is filtered with the literals of the rules that read that
+// log source (logstream.IsSource) is filtered with the literals of the rules that read that
 // source (and of rules of any source); other selectors get every rule's literals.
 // The name only narrows the filter: an entry's source is read from its stream's
 // logstream.LabelSource label.

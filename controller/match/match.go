@@ -52,7 +52,7 @@ func (s *Stage) Process(e logstream.Line) Result {
 		return Result{}
 	}
 	eng := s.engine()
-	s.hits = eng.Match(rules.Line{Text: e.Text, Source: rules.Source(e.Source), Labels: e.Labels}, s.hits[:0])
+	s.hits = eng.Match(&e, s.hits[:0])
 	s.outs = s.corr.Observe(correlate.Key{Node: e.Node, Stream: e.Stream}, e.Time, e.Text, s.hits, s.outs[:0])
 	var res Result
 	if len(s.outs) > 0 {

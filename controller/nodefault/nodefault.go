@@ -533,8 +533,8 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 func (s *Store) query(f *fault.Fault) (string, string) {
 	src := string(f.Rule.Source)
 	sel := "{" + logstream.LabelSource + "=~\".+\"}"
-	if logstream.IsSource(src) {
-		sel = "{" + logstream.LabelSource + "=" + strconv.Quote(src) + "}"
+	if ls, ok := logstream.LookupSource(src); ok {
+		sel = ls.Selector
 	}
 	q := sel + " | " + s.opts.NodeLabel + "=" + strconv.Quote(f.Node)
 	if s.opts.GrafanaURL == "" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -54,7 +55,7 @@ func TestReloadKeepsLastGoodSet(t *testing.T) {
 	if got := len(w.Engine().Set().Rules); got != n {
 		t.Fatalf("rules after a failed reload = %d, want %d", got, n)
 	}
-	if hits := w.Engine().Match(rules.Line{Text: "site fault one"}, nil); len(hits) != 1 {
+	if hits := w.Engine().Match(&logstream.Line{Text: "site fault one"}, nil); len(hits) != 1 {
 		t.Fatalf("old rule no longer matches: %v", hits)
 	}
 	// Reported once, not every interval.
@@ -70,7 +71,7 @@ func TestReloadKeepsLastGoodSet(t *testing.T) {
 	if !w.Check() || reloads != 2 {
 		t.Fatalf("good edit not loaded (reloads=%d)", reloads)
 	}
-	if hits := w.Engine().Match(rules.Line{Text: "site fault two"}, nil); len(hits) != 1 {
+	if hits := w.Engine().Match(&logstream.Line{Text: "site fault two"}, nil); len(hits) != 1 {
 		t.Fatalf("new rule does not match")
 	}
 }

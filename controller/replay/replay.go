@@ -24,6 +24,9 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/lokisource"
@@ -199,8 +202,9 @@ func (r *run) reconcile() error {
 	r.lastReconcile = r.now
 	for key, t := range r.taints {
 		f := t.fault
-		active := decide.ActiveFault{Node: f.Node, Rule: f.Rule,
-			Evidence: fault.Evidence{Pack: f.Rule.Pack, Rule: f.Rule.ID, Time: f.Time, BootID: t.boot}}
+		active := decide.ActiveFault{Node: f.Node, Rule: f.Rule, Record: &v1alpha1.NodeFault{
+			Spec:   v1alpha1.NodeFaultSpec{Node: f.Node, Pack: f.Rule.Pack, Rule: f.Rule.ID},
+			Status: v1alpha1.NodeFaultStatus{LastSeen: &metav1.Time{Time: f.Time}, BootID: t.boot}}}
 		ok, _ := r.dec.Recoverable(active, r.now, r.boots[f.Node], r.lastMatch[key])
 		if !ok {
 			continue

@@ -387,7 +387,7 @@ func judge(run proberun.Run) (failed, timedOut bool, summary string) {
 // Recovery starts the recovery probes of a tainted fault whose policy waits
 // only for them, at most every RecoverEvery; it returns when they last passed.
 func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot string, last, now time.Time) time.Time {
-	key := fault.Key(a.Node, a.Evidence.Pack, a.Evidence.Rule)
+	key := fault.Key(a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule)
 	t.ps.mu.Lock()
 	passed, started := t.ps.passed[key], t.ps.recovering[key]
 	t.ps.mu.Unlock()
@@ -406,12 +406,12 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 	t.ps.recovering[key] = now
 	t.ps.mu.Unlock()
 	run, err := t.dispatcher.Start(ctx, proberun.Request{Nodes: []string{a.Node}, Checks: a.Rule.Recover.Probes,
-		Trigger: proberun.TriggerRecovery, Reason: a.Evidence.ID()})
+		Trigger: proberun.TriggerRecovery, Reason: a.Record.PackRule()})
 	if err != nil {
-		t.log.Warn("recovery probes not started", "node", a.Node, "rule", a.Evidence.ID(), "err", err)
+		t.log.Warn("recovery probes not started", "node", a.Node, "rule", a.Record.PackRule(), "err", err)
 		return passed
 	}
-	t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, v1alpha1.PhaseRecovering, nil)
+	t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, v1alpha1.PhaseRecovering, nil)
 	go func() {
 		r, err := t.dispatcher.Wait(ctx, run.ID)
 		if err != nil {
@@ -420,17 +420,17 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 		failed, timedOut, summary := judge(r)
 		v := &v1alpha1.ProbeVerdict{Purpose: "recover", Checks: a.Rule.Recover.Probes, Verdict: verdict(failed, timedOut), Message: summary}
 		if failed || timedOut {
-			t.log.Info("recovery probes did not pass", "node", a.Node, "rule", a.Evidence.ID(), "summary", summary)
+			t.log.Info("recovery probes did not pass", "node", a.Node, "rule", a.Record.PackRule(), "summary", summary)
 			// Still tainted: the record goes back to Tainted with the verdict.
-			t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, v1alpha1.PhaseTainted, v)
+			t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, v1alpha1.PhaseTainted, v)
 			return
 		}
-		t.record(ctx, a.Node, a.Evidence.Pack, a.Evidence.Rule, "", v)
+		t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, "", v)
 		t.ps.mu.Lock()
 		t.ps.passed[key] = time.Now()
 		delete(t.ps.recovering, key)
 		t.ps.mu.Unlock()
-		t.log.Info("recovery probes passed", "node", a.Node, "rule", a.Evidence.ID())
+		t.log.Info("recovery probes passed", "node", a.Node, "rule", a.Record.PackRule())
 		t.deps.Kick()
 	}()
 	return passed

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/correlate"
 )
@@ -51,7 +52,7 @@ func run(t *testing.T, e *rules.Engine, steps []step) {
 	c := correlate.New()
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, s := range steps {
-		hits := e.Match(rules.Line{Text: s.text}, nil)
+		hits := e.Match(&logstream.Line{Text: s.text}, nil)
 		outs := c.Observe(correlate.Key{Node: s.node, Stream: "kernel"}, base.Add(s.at), s.text, hits, nil)
 		fired, count := false, 0
 		for _, o := range outs {
@@ -93,7 +94,7 @@ func TestCompanionGroup(t *testing.T) {
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	k := correlate.Key{Node: "n1", Stream: "kernel"}
 	feed := func(at time.Duration, text string) []correlate.Outcome {
-		return c.Observe(k, base.Add(at), text, e.Match(rules.Line{Text: text}, nil), nil)
+		return c.Observe(k, base.Add(at), text, e.Match(&logstream.Line{Text: text}, nil), nil)
 	}
 	if o := feed(0, "fallen off the bus"); len(o) != 0 {
 		t.Fatalf("primary without companion fired: %+v", o)
@@ -132,7 +133,7 @@ func TestObserveLineIsObserve(t *testing.T) {
 	fired := 0
 	for i, l := range lines {
 		at := base.Add(time.Duration(i) * time.Second)
-		hits := e.Match(rules.Line{Text: l}, nil)
+		hits := e.Match(&logstream.Line{Text: l}, nil)
 		a := every.Observe(k, at, l, hits, nil)
 		b := only.ObserveLine(k, int64(i+1), at, l, hits, nil)
 		if fmt.Sprint(a) != fmt.Sprint(b) {

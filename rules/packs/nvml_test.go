@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/active-probes/nvmlevents"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packs"
 )
 
 // fired returns the rules of pack that line fires.
-func fired(e *rules.Engine, pack string, l rules.Line) []*rules.Compiled {
+func fired(e *rules.Engine, pack string, l *logstream.Line) []*rules.Compiled {
 	var out []*rules.Compiled
 	for _, h := range e.Match(l, nil) {
 		if h.Rule.Pack == pack && !h.Companion {
@@ -34,9 +35,9 @@ func TestNVMLXidJoinsKernelXid(t *testing.T) {
 		codes = append(codes, x)
 	}
 	for _, x := range codes {
-		kl := rules.Line{Source: rules.SourceKernel,
+		kl := &logstream.Line{Source: logstream.SourceKernel,
 			Text: fmt.Sprintf("NVRM: Xid (PCI:0000:3b:00): %d, pid='<unknown>', name=<unknown>, an error", x)}
-		nl := rules.Line{Source: rules.SourceNVML,
+		nl := &logstream.Line{Source: logstream.SourceNVML,
 			Text: fmt.Sprintf(nvmlevents.FormatXid, x, "0000:3b:00.0", "GPU-5c1a9d3e-7f2b-4c1d-9a8e-0b6f3e2d1c4a")}
 		k, n := fired(e, "nvidia-xid", kl), fired(e, "nvml-events", nl)
 		if len(k) != 1 || len(n) != 1 {
@@ -89,7 +90,7 @@ func TestNVMLPackCitesTheWatcherFormats(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{nvmlevents.KindDoubleBitECC, nvmlevents.KindSingleBitECC, nvmlevents.KindClock, nvmlevents.KindPowerSource} {
-		l := rules.Line{Source: rules.SourceNVML, Text: fmt.Sprintf(nvmlevents.FormatEvent, kind, "0000:3b:00.0", "GPU-1")}
+		l := &logstream.Line{Source: logstream.SourceNVML, Text: fmt.Sprintf(nvmlevents.FormatEvent, kind, "0000:3b:00.0", "GPU-1")}
 		if n := fired(e, "nvml-events", l); len(n) != 1 {
 			t.Errorf("%q fires %v, want one rule", l.Text, n)
 		}

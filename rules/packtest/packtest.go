@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/correlate"
 )
@@ -69,7 +70,7 @@ func runOne(e *rules.Engine, r *rules.Compiled, idx int, t rules.RuleTest) Resul
 	var last []correlate.Outcome
 	var hits []rules.Hit
 	for i, text := range lines {
-		hits = e.Match(rules.Line{Text: text, Source: src, Labels: t.Labels}, hits[:0])
+		hits = e.Match(&logstream.Line{Text: text, Source: string(src), Labels: t.Labels}, hits[:0])
 		last = c.Observe(key, base.Add(time.Duration(i)*time.Second), text, hits, last[:0])
 	}
 	var got *correlate.Outcome

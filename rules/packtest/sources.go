@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/correlate"
 	"github.com/faultline-dev/faultline/rules/logline"
@@ -184,7 +185,7 @@ func checkGenerated(e *rules.Engine, r *rules.Compiled, lines []string, lp LogPr
 		if src == "" {
 			src = r.Source
 		}
-		hits = e.Match(rules.Line{Text: p.Message, Source: src}, hits[:0])
+		hits = e.Match(&logstream.Line{Text: p.Message, Source: string(src)}, hits[:0])
 		outs = c.Observe(key, base.Add(time.Duration(i)*time.Second), p.Message, hits, outs[:0])
 		for j := range outs {
 			o := outs[j]

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/correlate"
 	"github.com/faultline-dev/faultline/rules/logline"
@@ -233,7 +234,7 @@ func (s *Scanner) prepare(pr *logline.Parser, b []byte, truncated bool, l *line)
 	if src == "" {
 		src = rules.Source(l.p.Origin)
 	}
-	l.hits = s.engine.Match(rules.Line{Text: l.p.Message, Source: src}, l.hits)
+	l.hits = s.engine.Match(&logstream.Line{Text: l.p.Message, Source: string(src)}, l.hits)
 	if len(l.hits) > 0 {
 		text := strings.Clone(l.text)
 		l.p.Message = rebase(l.p.Message, l.text, text)

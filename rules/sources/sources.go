@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/printf"
 )
@@ -356,7 +357,7 @@ func Classify(e *rules.Engine, inv *Inventory, m Message) ([]string, error) {
 			return nil, err
 		}
 		for _, l := range lines {
-			hits = e.Match(rules.Line{Text: l, Source: inv.Source}, hits[:0])
+			hits = e.Match(&logstream.Line{Text: l, Source: string(inv.Source)}, hits[:0])
 			for _, h := range hits {
 				if !h.Companion && h.Rule.Action != rules.ActionNone {
 					seen[h.Rule] = true
