@@ -73,7 +73,7 @@ func fakeGPUNode(t *testing.T) (sysfs string, env []string, argsFile string) {
 	}
 	argsFile = filepath.Join(dir, "argv")
 	env = []string{"FAULTLINE_FAKE_OUTPUT_PCIEBW=" + pciebw, "FAULTLINE_FAKE_ARGS=" + argsFile,
-		"FAULTLINE_FAKE_OUTPUT_NVIDIA_SMI=" + filepath.Join(root, "active-probes/probe/testdata/recorded/nvidia-smi/reset-ok.txt")}
+		"FAULTLINE_FAKE_OUTPUT_NVIDIA_SMI=" + filepath.Join(root, "active-probes/checks/testdata/recorded/nvidia-smi/reset-ok.txt")}
 	return sysfs, env, argsFile
 }
 

@@ -181,38 +181,3 @@ func (r *Result) Summary() string {
 	}
 	return strings.Join(parts, "; ")
 }
-
-// finding is one observation inside a device check: a status and what it is about.
-type finding struct {
-	status Status
-	text   string
-}
-
-// findings collects observations and folds them into a status and a message.
-type findings []finding
-
-func (f *findings) add(s Status, format string, args ...any) {
-	*f = append(*f, finding{status: s, text: fmt.Sprintf(format, args...)})
-}
-
-// status is the worst finding's status, pass when there is none.
-func (f findings) status() Status {
-	s := StatusPass
-	for _, x := range f {
-		s = Worst(s, x.status)
-	}
-	return s
-}
-
-// message joins the findings' texts, the most severe first.
-func (f findings) message() string {
-	sorted := append(findings(nil), f...)
-	sort.SliceStable(sorted, func(i, j int) bool { return statusRank[sorted[i].status] > statusRank[sorted[j].status] })
-	parts := make([]string, 0, len(sorted))
-	for _, x := range sorted {
-		if x.text != "" {
-			parts = append(parts, x.text)
-		}
-	}
-	return strings.Join(parts, "; ")
-}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/kubeauth"
 )
@@ -148,11 +149,11 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Node, "node", "", "this node's name (default $NODE_NAME)")
-	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agent.DefaultPort), "address of the API, /metrics and /healthz")
+	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agentapi.DefaultPort), "address of the API, /metrics and /healthz")
 	f.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM; read again every minute): the API, /metrics and /healthz are then HTTPS")
 	f.StringVar(&keyFile, "tls-key-file", "", "key of --tls-cert-file")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for token and access reviews (default $KUBECONFIG, then in-cluster)")
-	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agent.TokenAudience+"); default the apiserver's")
+	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agentapi.TokenAudience+"); default the apiserver's")
 	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping, nvidia-smi); default: the name in $PATH")
 	f.StringArrayVar(&timeouts, "timeout", nil, "override a check's timeout, check=duration (repeatable)")
 	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")

@@ -80,7 +80,7 @@ func procStatus(pid int, field string) int64 {
 }
 
 // BuildFakeGPUPrograms builds the recorded-output stand-in for the programs that need a
-// GPU or DCGM (active-probes/probe/testdata/fake) and links it as pciebw, dgemm,
+// GPU or DCGM (active-probes/checks/testdata/fake) and links it as pciebw, dgemm,
 // dcgmi and nvidia-smi in a new directory, which it returns. Each prints the file
 // named by FAULTLINE_FAKE_OUTPUT_<PROGRAM> (NVIDIA_SMI for nvidia-smi) or
 // FAULTLINE_FAKE_OUTPUT.
@@ -91,7 +91,7 @@ func BuildFakeGPUPrograms(t TB) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "fake"), "./active-probes/probe/testdata/fake")
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "fake"), "./active-probes/checks/testdata/fake")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
