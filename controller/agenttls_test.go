@@ -36,7 +36,7 @@ func TestProbesOverTLS(t *testing.T) {
 	const name = "faultline-probe-agent.faultline.svc"
 	certs := testenv.WriteTLS(t, filepath.Join(t.TempDir(), "tls"), name)
 
-	bin := testenv.BuildFaultline(t)
+	bin := testenv.BuildProbeAgent(t)
 	fakes := testenv.BuildFakeGPUPrograms(t)
 	out := pciebwOutput(t, filepath.Join(t.TempDir(), "gpu-a.jsonl"), 12.0)
 	u := startAgent(t, bin, cl.env.Kubeconfig(), "gpu-a", fakes, out,

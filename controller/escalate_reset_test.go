@@ -101,7 +101,7 @@ func argv(t *testing.T, file string) []string {
 // pod holds a GPU the agent refuses (409) and the step waits, until the pod is gone.
 func TestGPUResetStep(t *testing.T) {
 	cl := newCluster(t, "gpu-a", "gpu-b")
-	bin := testenv.BuildFaultline(t)
+	bin := testenv.BuildProbeAgent(t)
 	fakes := testenv.BuildFakeGPUPrograms(t)
 	agents := map[string]string{}
 	argsOf := map[string]string{}
