@@ -70,25 +70,43 @@ func TestEachRoleLinksOnlyItsOwn(t *testing.T) {
 	}
 }
 
-// No program of this module links both Go's plugin package and go-nvml: such a cgo
-// binary dies at start (see above), and no build tag is there to prevent it.
+// No program of this module, nor any of its test binaries, links both Go's plugin
+// package and go-nvml: such a cgo binary dies at start (see above), and no build tag
+// is there to prevent it.
 func TestNoBinaryLinksPluginAndNVML(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, module+"/...").Output()
+	cmd := exec.Command("go", "list", "-test", "-f", `{{if eq .Name "main"}}{{.ImportPath}} {{join .Deps " "}}{{end}}`, module+"/...")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, stderr(err))
 	}
-	mains := strings.Fields(string(out))
-	if len(mains) < 3 {
-		t.Fatalf("main packages: %v", mains)
-	}
-	for _, m := range mains {
-		deps := linkedPackages(t, m, "1")
-		_, plugin := deps["plugin"]
-		_, nvml := deps["github.com/NVIDIA/go-nvml/pkg/nvml"]
-		if plugin && nvml {
-			t.Errorf("CGO_ENABLED=1: %s links both plugin (imported by %v) and go-nvml (imported by %v)", m, deps["plugin"], deps["github.com/NVIDIA/go-nvml/pkg/nvml"])
+	var mains []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		mains = append(mains, f[0])
+		deps := map[string]bool{}
+		for _, d := range f[1:] {
+			deps[d] = true
+		}
+		if deps["plugin"] && deps["github.com/NVIDIA/go-nvml/pkg/nvml"] {
+			t.Errorf("CGO_ENABLED=1: %s links both plugin and go-nvml", f[0])
 		}
 	}
+	if !contains(mains, faultlineCmd) || !contains(mains, probeAgentCmd) || !contains(mains, module+"/controller.test") {
+		t.Fatalf("go list found these programs and test binaries, not the module's: %v", mains)
+	}
+}
+
+func contains(l []string, s string) bool {
+	for _, v := range l {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }
 
 // The check above finds test code where it is linked: the demo's program links both the
