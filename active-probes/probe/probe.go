@@ -1,9 +1,13 @@
 // Package probe is faultline's framework for active probes: small checks that run on a
 // GPU node to confirm (or rule out) a fault that the logs suggest.
 //
-// It follows the shape of prometheus/node_exporter's collectors. Each probe lives in its
-// own file, implements Probe and registers a Spec (name, default-enabled, timeout,
-// invasive flag, parameter schema) from an init function. A Runner runs a probe by name:
+// It follows the shape of prometheus/node_exporter's collectors: one small interface
+// (Probe), a registry, one plug-in per file. Each node check's file here registers its
+// Spec (name, where it runs, default-enabled, timeout, invasive flag, parameter
+// schema) from an init function: its metadata, all the controller needs to check
+// requests and route them to the agents. The implementations, which link go-nvml and
+// run the programs, are in package checks, whose files give each check its constructor
+// (Implement); only the probe agent links them. A Runner runs a probe by name:
 // it validates the parameters against the schema, applies the timeout, turns errors and
 // panics into a Result with status "error", and records Prometheus metrics per probe:
 //
@@ -17,7 +21,7 @@
 // device="" is the verdict (or a value) for the whole check on the node; other values
 // of device name a GPU (its index) or, for network probes, the peer.
 //
-// Probes that run programs (pciebw, dgemm, dcgmi, iperf3, ping) run them with
+// Checks that run programs (pciebw, dgemm, dcgmi, iperf3, ping) run them with
 // exec.CommandContext and an argument vector, never through a shell; Config.Commands
 // sets the path of each program.
 package probe
