@@ -9,22 +9,28 @@ GOTESTFLAGS ?=
 # go-nvml's mock and the NVML bindings need cgo.
 export CGO_ENABLED ?= 1
 export GOTOOLCHAIN ?= local
-# Every build and test needs this tag: it keeps Go's plugin package out of the
-# drain helper's dependencies (kustomize), without which a cgo binary that links
-# go-nvml dies at start (controller/act/buildtag_guard.go refuses such a build).
-# Exported through GOFLAGS so that go build, go test, go vet and the binaries the
-# tests build (test/testenv) all get it; GOFLAGS already set is kept.
-GO_TAGS := kustomize_disable_go_plugin_support
-export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -tags=$(GO_TAGS))
 
-.PHONY: all build build-cgo cuda demo test test-unit lint bench bench-scan bench-scale tools rules-test fuzz clean
+.PHONY: all build build-faultline build-probe-agent sizes cuda demo test test-unit lint bench bench-scan bench-scale tools rules-test fuzz clean
 
 all: build
 
-# bin/faultline is static (no cgo): the controller, exporter and CLI image. The probe
-# agent's image needs cgo for NVML: bin/cgo/faultline (make build-cgo), same source.
-build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/faultline ./cmd/faultline
+# One binary per role, each linking only its own (cmd/faultline/deps_test.go):
+# bin/faultline, the controller, the dmesg-exporter and the CLI, static (no cgo), for
+# the faultline image; bin/faultline-probe-agent, the probe agent, with cgo for NVML
+# (go-nvml), for its own image. Release builds: stripped, without local paths.
+RELEASE_FLAGS := -trimpath -ldflags='-s -w'
+build: build-faultline build-probe-agent
+
+build-faultline:
+	CGO_ENABLED=0 $(GO) build $(RELEASE_FLAGS) -o $(BIN)/faultline ./cmd/faultline
+
+build-probe-agent:
+	CGO_ENABLED=1 $(GO) build $(RELEASE_FLAGS) -o $(BIN)/faultline-probe-agent ./cmd/faultline-probe-agent
+
+## sizes: build and print the size of each binary
+sizes: build
+	@for b in $(BIN)/faultline $(BIN)/faultline-probe-agent; do \
+	  printf '%-28s %6d KiB\n' "$$b" $$(( $$(stat -c %s "$$b") / 1024 )); done
 
 ## cuda: compile the CUDA programs of the pciebw and dgemm probes (bin/cuda/)
 cuda:
@@ -32,13 +38,11 @@ cuda:
 
 ## demo: faultline's main job on this machine with the real components (cmd/faultline-demo,
 ## its own program: the faultline binary links neither the test harness nor testing)
+## (its probe agents run in-process on go-nvml's mock: cgo)
 DEMO_FLAGS ?=
-demo: build-cgo
-	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/cgo/faultline-demo ./cmd/faultline-demo
-	$(BIN)/cgo/faultline-demo --faultline $(BIN)/cgo/faultline $(DEMO_FLAGS)
-
-build-cgo:
-	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/cgo/faultline ./cmd/faultline
+demo: build-faultline
+	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/faultline-demo ./cmd/faultline-demo
+	$(BIN)/faultline-demo --faultline $(BIN)/faultline $(DEMO_FLAGS)
 
 ## tools: build or install the pinned real components (kube-apiserver, etcd, Loki, collector, helm, kubectl, kwok, Debian packages)
 tools:

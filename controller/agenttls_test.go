@@ -17,7 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
@@ -36,11 +36,11 @@ func TestProbesOverTLS(t *testing.T) {
 	const name = "faultline-probe-agent.faultline.svc"
 	certs := testenv.WriteTLS(t, filepath.Join(t.TempDir(), "tls"), name)
 
-	bin := testenv.BuildFaultline(t)
+	bin := testenv.BuildProbeAgent(t)
 	fakes := testenv.BuildFakeGPUPrograms(t)
 	out := pciebwOutput(t, filepath.Join(t.TempDir(), "gpu-a.jsonl"), 12.0)
 	u := startAgent(t, bin, cl.env.Kubeconfig(), "gpu-a", fakes, out,
-		"--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key, "--token-audience", agent.TokenAudience)
+		"--tls-cert-file", certs.Cert, "--tls-key-file", certs.Key, "--token-audience", agentapi.TokenAudience)
 	_, portStr, err := net.SplitHostPort(strings.TrimPrefix(u, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestProbesOverTLS(t *testing.T) {
 	}
 	exp := int64(600)
 	tr, err := cl.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "faultline-controller", &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{agent.TokenAudience}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{agentapi.TokenAudience}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestProbesOverTLS(t *testing.T) {
 
 	// The agent speaks TLS only: a plain-HTTP client gets no API answer.
 	hc := &http.Client{Timeout: 5 * time.Second}
-	if resp, err := hc.Get(u + agent.PathChecks); err == nil {
+	if resp, err := hc.Get(u + agentapi.PathChecks); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("plain HTTP to the agent: %s", resp.Status)

@@ -73,7 +73,7 @@ func fakeGPUNode(t *testing.T) (sysfs string, env []string, argsFile string) {
 	}
 	argsFile = filepath.Join(dir, "argv")
 	env = []string{"FAULTLINE_FAKE_OUTPUT_PCIEBW=" + pciebw, "FAULTLINE_FAKE_ARGS=" + argsFile,
-		"FAULTLINE_FAKE_OUTPUT_NVIDIA_SMI=" + filepath.Join(root, "active-probes/probe/testdata/recorded/nvidia-smi/reset-ok.txt")}
+		"FAULTLINE_FAKE_OUTPUT_NVIDIA_SMI=" + filepath.Join(root, "active-probes/checks/testdata/recorded/nvidia-smi/reset-ok.txt")}
 	return sysfs, env, argsFile
 }
 
@@ -101,7 +101,7 @@ func argv(t *testing.T, file string) []string {
 // pod holds a GPU the agent refuses (409) and the step waits, until the pod is gone.
 func TestGPUResetStep(t *testing.T) {
 	cl := newCluster(t, "gpu-a", "gpu-b")
-	bin := testenv.BuildFaultline(t)
+	bin := testenv.BuildProbeAgent(t)
 	fakes := testenv.BuildFakeGPUPrograms(t)
 	agents := map[string]string{}
 	argsOf := map[string]string{}

@@ -10,7 +10,6 @@ import (
 	"github.com/grafana/loki/pkg/push"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/faultline-dev/faultline/active-probes/nvmlevents"
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/nodefault"
@@ -18,8 +17,11 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// nvmlXid79 is the probe agent's line for an Xid 79 seen through NVML.
-var nvmlXid79 = fmt.Sprintf(nvmlevents.FormatXid, 79, "0000:3b:00.0", "GPU-5c1a9d3e-7f2b-4c1d-9a8e-0b6f3e2d1c4a")
+// nvmlXid79 is the probe agent's line for an Xid 79 seen through NVML, in the wording
+// of nvmlevents.FormatXid (rules/packs/nvml_test.go holds the packs to it). Written
+// out rather than imported: this package links the drain helper (Go's plugin
+// package), so its test binary must link no go-nvml, which nvmlevents brings.
+const nvmlXid79 = "NVML: Xid 79 on GPU 0000:3b:00.0 (GPU-5c1a9d3e-7f2b-4c1d-9a8e-0b6f3e2d1c4a)"
 
 // TestNVMLSecondWitness: an Xid 79 seen only by NVML ({source="nvml"}) taints the
 // node as the kernel's line would, under the kernel rule's fault; seen by both NVML

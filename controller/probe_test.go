@@ -53,7 +53,7 @@ func pciebwOutput(t *testing.T, path string, slowGBps float64) string {
 	return path
 }
 
-// startAgent runs `faultline probe-agent` for a node as its own process (each with
+// startAgent runs faultline-probe-agent for a node as its own process (each with
 // its own fake pciebw output) and returns its URL.
 func startAgent(t *testing.T, bin, kubeconfig, node, fakes, output string, extra ...string) string {
 	t.Helper()
@@ -62,14 +62,14 @@ func startAgent(t *testing.T, bin, kubeconfig, node, fakes, output string, extra
 	return startAgentEnv(t, bin, kubeconfig, node, fakes, []string{"FAULTLINE_FAKE_OUTPUT=" + output}, args...)
 }
 
-// startAgentEnv runs `faultline probe-agent` for a node with the fake GPU programs
+// startAgentEnv runs faultline-probe-agent for a node with the fake GPU programs
 // in fakes, env added to its environment (the fakes' outputs) and args added to its
 // flags (a kubelet socket: --pod-resources-socket), and returns its URL.
 func startAgentEnv(t *testing.T, bin, kubeconfig, node, fakes string, env []string, extra ...string) string {
 	t.Helper()
 	// The agents listen on loopback, so their peers are loopback addresses; probe
 	// rounds far more often than a real cluster's.
-	args := append([]string{"probe-agent", "--node", node, "--listen", "127.0.0.1:0", "--kubeconfig", kubeconfig,
+	args := append([]string{"--node", node, "--listen", "127.0.0.1:0", "--kubeconfig", kubeconfig,
 		"--command", "pciebw=" + filepath.Join(fakes, "pciebw"), "--command", "dgemm=" + filepath.Join(fakes, "dgemm"),
 		"--allow-peer=127.0.0.0/8", "--max-runs-per-minute=6000"}, extra...)
 	cmd := exec.Command(bin, args...)
@@ -120,7 +120,7 @@ func newProbeSetup(t *testing.T) *probeSetup {
 	cl := newClusterWith(t, testenv.Options{ControllerManager: true, Loki: true}, "gpu-a", "gpu-b", "gpu-c", "gpu-d")
 	// The real iperf3 and ping, for the network probes between agents.
 	net := []string{"--command", "iperf3=" + testenv.Binary(t, "iperf3"), "--command", "ping=" + testenv.Binary(t, "ping")}
-	bin := testenv.BuildFaultline(t)
+	bin := testenv.BuildProbeAgent(t)
 	fakes := testenv.BuildFakeGPUPrograms(t)
 	dir := t.TempDir()
 	s := &probeSetup{cl: cl, agents: map[string]string{}, outputs: map[string]string{}}

@@ -32,6 +32,8 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/kubeauth"
+
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 )
 
 // Config configures an Agent.
@@ -106,8 +108,8 @@ func New(cfg Config) (*Agent, error) {
 // Handler returns the API handler (mount /metrics and /healthz beside it).
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET "+PathChecks, a.authorized("get", PathChecks, a.checks))
-	mux.Handle("POST "+PathRun, a.authorized("create", PathRun, a.run))
+	mux.Handle("GET "+agentapi.PathChecks, a.authorized("get", agentapi.PathChecks, a.checks))
+	mux.Handle("POST "+agentapi.PathRun, a.authorized("create", agentapi.PathRun, a.run))
 	return mux
 }
 
@@ -116,12 +118,12 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, user string) *http
 
 type httpError struct {
 	code       int
-	body       ErrorResponse
+	body       agentapi.ErrorResponse
 	retryAfter time.Duration // 429: when to come back
 }
 
 func errorf(code int, format string, args ...any) *httpError {
-	return &httpError{code: code, body: ErrorResponse{Error: fmt.Sprintf(format, args...)}}
+	return &httpError{code: code, body: agentapi.ErrorResponse{Error: fmt.Sprintf(format, args...)}}
 }
 
 // The limits a 429 names (the limit label of faultline_probe_agent_rate_limited_total).
@@ -160,7 +162,7 @@ func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
 			fail(errorf(http.StatusUnauthorized, "a bearer token is required"))
 			return
 		}
-		user, err := a.cfg.Auth.Authorize(r.Context(), token, kubeauth.Action{Verb: verb, Resource: Resource, Name: a.cfg.Node})
+		user, err := a.cfg.Auth.Authorize(r.Context(), token, kubeauth.Action{Verb: verb, Resource: agentapi.Resource, Name: a.cfg.Node})
 		switch {
 		case errors.Is(err, kubeauth.ErrUnauthenticated):
 			a.log.Warn("request refused: unauthenticated", "endpoint", endpoint, "remote", r.RemoteAddr, "err", err)
@@ -186,12 +188,12 @@ func (a *Agent) authorized(verb, endpoint string, h handlerFunc) http.Handler {
 }
 
 func (a *Agent) checks(w http.ResponseWriter, r *http.Request, _ string) *httpError {
-	var out []CheckInfo
+	var out []agentapi.CheckInfo
 	for _, s := range a.cfg.Runner.Registry().List() {
 		if s.RunsOn != probe.OnNode {
 			continue // not for an agent to run
 		}
-		out = append(out, CheckInfo{Name: s.Name, Help: s.Help, DefaultEnabled: s.DefaultEnabled,
+		out = append(out, agentapi.CheckInfo{Name: s.Name, Help: s.Help, DefaultEnabled: s.DefaultEnabled,
 			Invasive: s.Invasive, Peer: s.Peer, PeerServer: s.PeerServer, Timeout: s.Timeout(nil), Params: s.Params})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -206,7 +208,7 @@ type planned struct {
 }
 
 func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpError {
-	var req RunRequest
+	var req agentapi.RunRequest
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -244,7 +246,7 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 		ctx = probe.WithClaim(ctx, claim)
 	}
 	a.log.Info("running probes", "checks", names(plan), "user", user, "force", req.Force)
-	resp := RunResponse{Node: a.cfg.Node}
+	resp := agentapi.RunResponse{Node: a.cfg.Node}
 	for _, p := range plan {
 		res, err := a.cfg.Runner.Run(ctx, p.name, p.params)
 		var limited *probe.LimitError
@@ -263,7 +265,7 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 
 // plan validates every check and its parameters, and holds them to the allow-lists,
 // so a bad request runs nothing.
-func (a *Agent) plan(ctx context.Context, req RunRequest) ([]planned, error) {
+func (a *Agent) plan(ctx context.Context, req agentapi.RunRequest) ([]planned, error) {
 	reg := a.cfg.Runner.Registry()
 	checks := req.Checks
 	if len(checks) == 0 {

@@ -21,6 +21,9 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/agent/rbac"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
+	// The node checks' implementations, as the agent's program links them.
+	_ "github.com/faultline-dev/faultline/active-probes/checks"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/test/eventually"
@@ -251,12 +254,12 @@ func TestAgentRoleMinimal(t *testing.T) {
 				}
 				var runs atomic.Int32
 				_, url := serveAgentWith(t, client, testRegistry(t, &runs, closedChan()), agentOptions{kubelet: f.kubelet.Socket})
-				c := &agent.Client{BaseURL: url, Token: func() (string, error) { return f.tokens["controller"], nil }}
+				c := &agentapi.Client{BaseURL: url, Token: func() (string, error) { return f.tokens["controller"], nil }}
 				// The invasive check needs the reviews and the node (get, update: the
 				// probing taint); a peer check needs the node list (the agent nodes).
-				req := agent.RunRequest{Checks: []string{"stress"}}
+				req := agentapi.RunRequest{Checks: []string{"stress"}}
 				if rule.Resources[0] == "nodes" && verb == "list" {
-					req = agent.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": peerAddress}}}
+					req = agentapi.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": peerAddress}}}
 				}
 				_, err = c.Run(ctx, req)
 				ae := wantCode(t, "agent without "+name, err, http.StatusServiceUnavailable)
@@ -288,13 +291,13 @@ func closedChan() chan struct{} {
 	return c
 }
 
-func (f *fixture) client(token string) *agent.Client {
-	return &agent.Client{BaseURL: f.url, Token: func() (string, error) { return token, nil }}
+func (f *fixture) client(token string) *agentapi.Client {
+	return &agentapi.Client{BaseURL: f.url, Token: func() (string, error) { return token, nil }}
 }
 
-func wantCode(t *testing.T, what string, err error, code int) *agent.APIError {
+func wantCode(t *testing.T, what string, err error, code int) *agentapi.APIError {
 	t.Helper()
-	var ae *agent.APIError
+	var ae *agentapi.APIError
 	if !errors.As(err, &ae) || ae.Code != code {
 		t.Fatalf("%s: want HTTP %d, got %v", what, code, err)
 	}
@@ -307,9 +310,9 @@ func wantCode(t *testing.T, what string, err error, code int) *agent.APIError {
 func TestAuth(t *testing.T) {
 	f := setup(t, nil)
 	ctx := context.Background()
-	req := agent.RunRequest{Checks: []string{"quick"}}
+	req := agentapi.RunRequest{Checks: []string{"quick"}}
 
-	resp, err := http.Post(f.url+agent.PathRun, "application/json", strings.NewReader(`{"checks":["quick"]}`))
+	resp, err := http.Post(f.url+agentapi.PathRun, "application/json", strings.NewReader(`{"checks":["quick"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +334,7 @@ func TestAuth(t *testing.T) {
 	}
 
 	for _, who := range []string{"controller", "admin"} {
-		out, err := f.client(f.tokens[who]).Run(ctx, agent.RunRequest{Checks: []string{"quick"},
+		out, err := f.client(f.tokens[who]).Run(ctx, agentapi.RunRequest{Checks: []string{"quick"},
 			Params: map[string]probe.Params{"quick": {"gbps": "7.5"}}})
 		if err != nil {
 			t.Fatalf("%s: %v", who, err)
@@ -357,17 +360,17 @@ func TestAudience(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, url := serveAgentWith(t, asAgent, testRegistry(t, f.runs, nil), agentOptions{audiences: []string{agent.TokenAudience}})
-	client := func(tok string) *agent.Client {
+	_, url := serveAgentWith(t, asAgent, testRegistry(t, f.runs, nil), agentOptions{audiences: []string{agentapi.TokenAudience}})
+	client := func(tok string) *agentapi.Client {
 		c := f.client(tok)
 		c.BaseURL = url
 		return c
 	}
 	_, err = client(f.tokens["controller"]).Checks(ctx)
 	wantCode(t, "the apiserver's audience", err, http.StatusUnauthorized)
-	tok := f.env.PodToken(t, "faultline", "controller", "gpu-1", []string{agent.TokenAudience})
+	tok := f.env.PodToken(t, "faultline", "controller", "gpu-1", []string{agentapi.TokenAudience})
 	if _, err := client(tok).Checks(ctx); err != nil {
-		t.Errorf("a token for %s: %v", agent.TokenAudience, err)
+		t.Errorf("a token for %s: %v", agentapi.TokenAudience, err)
 	}
 	other := f.env.PodToken(t, "faultline", "controller", "gpu-1", []string{"faultline-collector"})
 	_, err = client(other).Checks(ctx)
@@ -382,19 +385,19 @@ func TestValidation(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		req  agent.RunRequest
+		req  agentapi.RunRequest
 		want string
 	}{
-		{"unknown check", agent.RunRequest{Checks: []string{"quick", "rm -rf"}}, `unknown probe "rm -rf"`},
-		{"bad value", agent.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"quick": {"gbps": "lots"}}}, `"gbps"`},
-		{"out of range", agent.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"quick": {"gbps": "-1"}}}, `"gbps"`},
-		{"unknown param", agent.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"quick": {"cmd": "x"}}}, `unknown parameter`},
-		{"params of another check", agent.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"stress": {}}}, `not among the checks`},
-		{"twice", agent.RunRequest{Checks: []string{"quick", "quick"}}, `named twice`},
-		{"a controller check", agent.RunRequest{Checks: []string{"cluster"}}, `runs in the controller`},
-		{"a peer without an agent", agent.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": "10.0.0.3"}}},
+		{"unknown check", agentapi.RunRequest{Checks: []string{"quick", "rm -rf"}}, `unknown probe "rm -rf"`},
+		{"bad value", agentapi.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"quick": {"gbps": "lots"}}}, `"gbps"`},
+		{"out of range", agentapi.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"quick": {"gbps": "-1"}}}, `"gbps"`},
+		{"unknown param", agentapi.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"quick": {"cmd": "x"}}}, `unknown parameter`},
+		{"params of another check", agentapi.RunRequest{Checks: []string{"quick"}, Params: map[string]probe.Params{"stress": {}}}, `not among the checks`},
+		{"twice", agentapi.RunRequest{Checks: []string{"quick", "quick"}}, `named twice`},
+		{"a controller check", agentapi.RunRequest{Checks: []string{"cluster"}}, `runs in the controller`},
+		{"a peer without an agent", agentapi.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": "10.0.0.3"}}},
 			`parameter "peer"="10.0.0.3": not an address of a node that runs the probe agent`},
-		{"a peer outside the cluster", agent.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": "192.0.2.7"}}},
+		{"a peer outside the cluster", agentapi.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": "192.0.2.7"}}},
 			`not an address of a node that runs the probe agent`},
 	} {
 		_, err := c.Run(ctx, tc.req)
@@ -403,7 +406,7 @@ func TestValidation(t *testing.T) {
 			t.Errorf("%s: message %q lacks %q", tc.name, ae.Message, tc.want)
 		}
 	}
-	resp, err := http.DefaultClient.Do(mustReq(t, f.url+agent.PathRun, `{"checks":["quick"],"shell":"sh"}`, f.tokens["controller"]))
+	resp, err := http.DefaultClient.Do(mustReq(t, f.url+agentapi.PathRun, `{"checks":["quick"],"shell":"sh"}`, f.tokens["controller"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +419,7 @@ func TestValidation(t *testing.T) {
 	}
 	// Peers that are agent nodes, by address or name, are allowed.
 	for _, peer := range []string{peerAddress, "gpu-2"} {
-		if out, err := c.Run(ctx, agent.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": peer}}}); err != nil || out.Results[0].Status != probe.StatusPass {
+		if out, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"reach"}, Params: map[string]probe.Params{"reach": {"peer": peer}}}); err != nil || out.Results[0].Status != probe.StatusPass {
 			t.Errorf("peer %s: %+v %v", peer, out, err)
 		}
 	}
@@ -424,7 +427,7 @@ func TestValidation(t *testing.T) {
 		t.Errorf("%d runs of reach, want 2", n)
 	}
 	// No checks named: the default-enabled ones run.
-	out, err := c.Run(ctx, agent.RunRequest{})
+	out, err := c.Run(ctx, agentapi.RunRequest{})
 	if err != nil || len(out.Results) != 1 || out.Results[0].Check != "quick" {
 		t.Errorf("default checks: %+v %v", out, err)
 	}
@@ -451,7 +454,7 @@ func TestInvasive(t *testing.T) {
 
 	f.kubelet.SetPods(testenv.PodWithDevices("training", "llm-0", map[string][]string{"nvidia.com/mig-3g.40gb": {"MIG-0"}}, nil),
 		testenv.PodWithDevices("training", "sidecar", nil, nil))
-	_, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
+	_, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"stress"}})
 	ae := wantCode(t, "invasive under a GPU pod", err, http.StatusConflict)
 	if len(ae.Pods) != 1 || !strings.HasPrefix(ae.Pods[0], "training/llm-0 ") || !strings.Contains(ae.Message, "nvidia.com/mig-3g.40gb") {
 		t.Errorf("refusal %q names pods %q (want only training/llm-0 and its MIG device)", ae.Message, ae.Pods)
@@ -467,19 +470,19 @@ func TestInvasive(t *testing.T) {
 	// a quick one is not.
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}, Force: true})
+		_, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"stress"}, Force: true})
 		done <- err
 	}()
 	eventually.True(t, 10*time.Second, "the forced stress test runs", func() bool { return f.runs.Load() == 1 })
 	if !tainted(t, f) {
 		t.Error("no probing taint while an invasive probe runs")
 	}
-	_, err = c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}, Force: true})
+	_, err = c.Run(ctx, agentapi.RunRequest{Checks: []string{"stress"}, Force: true})
 	ae = wantCode(t, "second invasive run", err, http.StatusConflict)
 	if !strings.Contains(ae.Message, "one at a time") {
 		t.Errorf("message %q", ae.Message)
 	}
-	if out, err := c.Run(ctx, agent.RunRequest{Checks: []string{"quick"}}); err != nil || out.Results[0].Status != probe.StatusPass {
+	if out, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"quick"}}); err != nil || out.Results[0].Status != probe.StatusPass {
 		t.Errorf("quick check during a stress test: %+v %v", out, err)
 	}
 	close(release)
@@ -492,7 +495,7 @@ func TestInvasive(t *testing.T) {
 
 	// The GPU pod ended: invasive probes run without force.
 	f.kubelet.SetPods(testenv.PodWithDevices("training", "sidecar", nil, nil))
-	out, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
+	out, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"stress"}})
 	if err != nil || out.Results[0].Status != probe.StatusPass {
 		t.Errorf("invasive run on an idle node: %+v %v", out, err)
 	}
@@ -502,7 +505,7 @@ func TestInvasive(t *testing.T) {
 	_, url := serveAgentWith(t, f.asAgent, testRegistry(t, f.runs, closedChan()), agentOptions{kubelet: f.kubelet.Socket + ".gone"})
 	down := f.client(f.tokens["controller"])
 	down.BaseURL = url
-	_, err = down.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
+	_, err = down.Run(ctx, agentapi.RunRequest{Checks: []string{"stress"}})
 	if ae := wantCode(t, "no kubelet", err, http.StatusServiceUnavailable); !strings.Contains(ae.Message, "kubelet pod resources") {
 		t.Errorf("message %q should say the kubelet could not be asked", ae.Message)
 	}
@@ -552,7 +555,7 @@ func TestProbingTaintRemoved(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Run(ctx, agent.RunRequest{Checks: []string{"stress"}})
+		_, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"stress"}})
 		done <- err
 	}()
 	eventually.True(t, 10*time.Second, "the stress test runs under the taint", func() bool { return f.runs.Load() == 1 && tainted(t, f) })
@@ -570,7 +573,7 @@ func TestProbingTaintRemoved(t *testing.T) {
 	// A probe that times out: an error result, and the taint is gone when it comes.
 	_, url := serveAgentWith(t, f.asAgent, testRegistry(t, f.runs, nil), agentOptions{kubelet: f.kubelet.Socket, timeouts: map[string]time.Duration{"stress": 300 * time.Millisecond}})
 	c.BaseURL = url
-	out, err := c.Run(context.Background(), agent.RunRequest{Checks: []string{"stress"}})
+	out, err := c.Run(context.Background(), agentapi.RunRequest{Checks: []string{"stress"}})
 	if err != nil || out.Results[0].Status != probe.StatusError || !strings.Contains(out.Results[0].Message, "timed out") {
 		t.Errorf("a stress test past its timeout: %+v %v", out, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -46,15 +46,15 @@ func TestGPUReset(t *testing.T) {
 	}
 	fakes := testenv.BuildFakeGPUPrograms(t)
 	argsFile := filepath.Join(t.TempDir(), "argv")
-	t.Setenv("FAULTLINE_FAKE_OUTPUT", filepath.Join(root, "active-probes/probe/testdata/recorded/nvidia-smi/reset-ok.txt"))
+	t.Setenv("FAULTLINE_FAKE_OUTPUT", filepath.Join(root, "active-probes/checks/testdata/recorded/nvidia-smi/reset-ok.txt"))
 	t.Setenv("FAULTLINE_FAKE_ARGS", argsFile)
 	t.Setenv("FAULTLINE_FAKE_SLEEP", "500ms") // long enough to see the probing taint
 	_, url := serveAgentWith(t, f.asAgent, probe.Default(), agentOptions{kubelet: f.kubelet.Socket,
 		config: probe.Config{Commands: map[string]string{"nvidia-smi": filepath.Join(fakes, "nvidia-smi")}, SysfsRoot: gpuSysfs(t)}})
 	c := f.client(f.tokens["controller"])
 	c.BaseURL = url
-	reset := func(pci string) (agent.RunResponse, error) {
-		return c.Run(ctx, agent.RunRequest{Checks: []string{probe.GPUResetCheck}, Params: map[string]probe.Params{probe.GPUResetCheck: {"pci": pci}}})
+	reset := func(pci string) (agentapi.RunResponse, error) {
+		return c.Run(ctx, agentapi.RunRequest{Checks: []string{probe.GPUResetCheck}, Params: map[string]probe.Params{probe.GPUResetCheck: {"pci": pci}}})
 	}
 	ran := func() string {
 		b, _ := os.ReadFile(argsFile)
@@ -72,7 +72,7 @@ func TestGPUReset(t *testing.T) {
 
 	f.kubelet.SetPods()
 	done := make(chan error, 1)
-	var out agent.RunResponse
+	var out agentapi.RunResponse
 	go func() {
 		var err error
 		out, err = reset("3b:00.0")

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -52,11 +52,11 @@ func TestRateLimits(t *testing.T) {
 		c := f.client(f.tokens["controller"])
 		c.BaseURL = url
 		for i := 0; i < 2; i++ {
-			if _, err := c.Run(ctx, agent.RunRequest{Checks: []string{"quick"}}); err != nil {
+			if _, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"quick"}}); err != nil {
 				t.Fatalf("run %d: %v", i+1, err)
 			}
 		}
-		_, err := c.Run(ctx, agent.RunRequest{Checks: []string{"quick"}})
+		_, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"quick"}})
 		wantLimited(t, "third run in a minute", err, reg, "runs", 1)
 		if runs.Load() != 2 {
 			t.Errorf("%d runs, want 2", runs.Load())
@@ -76,7 +76,7 @@ func TestRateLimits(t *testing.T) {
 		c := f.client(f.tokens["controller"])
 		c.BaseURL = url
 		serve := func(port int) error {
-			_, err := c.Run(ctx, agent.RunRequest{Checks: []string{probe.Iperf3ServerCheck},
+			_, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{probe.Iperf3ServerCheck},
 				Params: map[string]probe.Params{probe.Iperf3ServerCheck: {"port": strconv.Itoa(port), "bind": "127.0.0.1", "idle_timeout": "30s"}}})
 			return err
 		}
@@ -85,7 +85,7 @@ func TestRateLimits(t *testing.T) {
 		}
 		err := serve(second)
 		wantLimited(t, "a second iperf3 server", err, reg, "iperf3_servers", 1)
-		if ae := err.(*agent.APIError); ae.RetryAfter < 20*time.Second || !strings.Contains(ae.Message, "1 iperf3 servers already wait") {
+		if ae := err.(*agentapi.APIError); ae.RetryAfter < 20*time.Second || !strings.Contains(ae.Message, "1 iperf3 servers already wait") {
 			t.Errorf("refusal %q, Retry-After %s: want the first server's idle timeout (about 30s)", ae.Message, ae.RetryAfter)
 		}
 	})
@@ -97,7 +97,7 @@ func TestRateLimits(t *testing.T) {
 		// cached, a random token the other, and the next random token is refused
 		// without asking the apiserver.
 		_, url := serveAgentWith(t, f.asAgent, testRegistry(t, &runs, nil), agentOptions{registerer: reg, reviewsPerSecond: 0.01, reviewBurst: 2})
-		client := func(tok string) *agent.Client {
+		client := func(tok string) *agentapi.Client {
 			c := f.client(tok)
 			c.BaseURL = url
 			return c
@@ -109,7 +109,7 @@ func TestRateLimits(t *testing.T) {
 		wantCode(t, "first random token", err, http.StatusUnauthorized)
 		_, err = client("random-token-2").Checks(ctx)
 		wantLimited(t, "second random token", err, reg, "token_reviews", 1)
-		if ae := err.(*agent.APIError); ae.RetryAfter < 90*time.Second {
+		if ae := err.(*agentapi.APIError); ae.RetryAfter < 90*time.Second {
 			t.Errorf("Retry-After %s, want about 100s", ae.RetryAfter)
 		}
 		if _, err := client(f.tokens["controller"]).Checks(ctx); err != nil {

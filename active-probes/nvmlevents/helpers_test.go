@@ -13,7 +13,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
-	"github.com/faultline-dev/faultline/active-probes/probe/nvmlmock"
+	"github.com/faultline-dev/faultline/active-probes/checks/nvmlmock"
 	"github.com/faultline-dev/faultline/test/eventually"
 )
 

@@ -402,12 +402,3 @@ func parseIntList(v string) ([]int, error) {
 	}
 	return out, nil
 }
-
-// joinInts formats a list as "0,3,5".
-func joinInts(l []int) string {
-	s := make([]string, len(l))
-	for i, n := range l {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}

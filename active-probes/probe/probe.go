@@ -1,9 +1,13 @@
 // Package probe is faultline's framework for active probes: small checks that run on a
 // GPU node to confirm (or rule out) a fault that the logs suggest.
 //
-// It follows the shape of prometheus/node_exporter's collectors. Each probe lives in its
-// own file, implements Probe and registers a Spec (name, default-enabled, timeout,
-// invasive flag, parameter schema) from an init function. A Runner runs a probe by name:
+// It follows the shape of prometheus/node_exporter's collectors: one small interface
+// (Probe), a registry, one plug-in per file. Each node check's file here registers its
+// Spec (name, where it runs, default-enabled, timeout, invasive flag, parameter
+// schema) from an init function: its metadata, all the controller needs to check
+// requests and route them to the agents. The implementations, which link go-nvml and
+// run the programs, are in package checks, whose files give each check its constructor
+// (Implement); only the probe agent links them. A Runner runs a probe by name:
 // it validates the parameters against the schema, applies the timeout, turns errors and
 // panics into a Result with status "error", and records Prometheus metrics per probe:
 //
@@ -17,7 +21,7 @@
 // device="" is the verdict (or a value) for the whole check on the node; other values
 // of device name a GPU (its index) or, for network probes, the peer.
 //
-// Probes that run programs (pciebw, dgemm, dcgmi, iperf3, ping) run them with
+// Checks that run programs (pciebw, dgemm, dcgmi, iperf3, ping) run them with
 // exec.CommandContext and an argument vector, never through a shell; Config.Commands
 // sets the path of each program.
 package probe
@@ -178,41 +182,6 @@ func (r *Result) Summary() string {
 			s += " (" + d.Message + ")"
 		}
 		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
-}
-
-// finding is one observation inside a device check: a status and what it is about.
-type finding struct {
-	status Status
-	text   string
-}
-
-// findings collects observations and folds them into a status and a message.
-type findings []finding
-
-func (f *findings) add(s Status, format string, args ...any) {
-	*f = append(*f, finding{status: s, text: fmt.Sprintf(format, args...)})
-}
-
-// status is the worst finding's status, pass when there is none.
-func (f findings) status() Status {
-	s := StatusPass
-	for _, x := range f {
-		s = Worst(s, x.status)
-	}
-	return s
-}
-
-// message joins the findings' texts, the most severe first.
-func (f findings) message() string {
-	sorted := append(findings(nil), f...)
-	sort.SliceStable(sorted, func(i, j int) bool { return statusRank[sorted[i].status] > statusRank[sorted[j].status] })
-	parts := make([]string, 0, len(sorted))
-	for _, x := range sorted {
-		if x.text != "" {
-			parts = append(parts, x.text)
-		}
 	}
 	return strings.Join(parts, "; ")
 }

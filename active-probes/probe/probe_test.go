@@ -45,8 +45,8 @@ func TestRegistryHasEveryProbe(t *testing.T) {
 		if s.Timeout(resolved) <= 0 || s.Help == "" {
 			t.Errorf("%s: timeout %v, help %q", s.Name, s.Timeout(resolved), s.Help)
 		}
-		if pr := s.New(Config{}); pr.Name() != s.Name {
-			t.Errorf("%s: constructor builds %q", s.Name, pr.Name())
+		if s.New != nil {
+			t.Errorf("%s: this package registers the metadata alone (package checks implements it)", s.Name)
 		}
 	}
 	if len(names) != len(want) {
@@ -78,6 +78,32 @@ func TestRegistryWith(t *testing.T) {
 	r.With(ctl)
 }
 
+// A check registered with its metadata alone is known (listed, its parameters
+// checked) but runs only once implemented; it is implemented once.
+func TestImplement(t *testing.T) {
+	r := NewRegistry()
+	r.MustRegister(Spec{Name: "meta", Params: Schema{{Name: "n", Type: TypeInt, Max: 3}}})
+	run := NewRunner(r, Config{}, nil)
+	if _, err := run.Run(context.Background(), "meta", Params{"n": "2"}); !errors.Is(err, ErrNotImplemented) {
+		t.Errorf("run before Implement: %v, want ErrNotImplemented", err)
+	}
+	if err := r.Implement("other", func(Config) Probe { return nil }); err == nil {
+		t.Error("Implement of an unregistered check accepted")
+	}
+	impl := func(Config) Probe {
+		return funcProbe{name: "meta", run: func(context.Context, Params) (Result, error) { return Result{Status: StatusPass}, nil }}
+	}
+	if err := r.Implement("meta", impl); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Implement("meta", impl); err == nil {
+		t.Error("second Implement accepted")
+	}
+	if res, err := run.Run(context.Background(), "meta", Params{"n": "2"}); err != nil || res.Status != StatusPass {
+		t.Errorf("run after Implement: %+v %v", res, err)
+	}
+}
+
 func TestRegisterRejectsBadSpecs(t *testing.T) {
 	r := NewRegistry()
 	ok := Spec{Name: "x", New: func(Config) Probe { return nil }}
@@ -87,7 +113,6 @@ func TestRegisterRejectsBadSpecs(t *testing.T) {
 	for name, s := range map[string]Spec{
 		"duplicate":   ok,
 		"no name":     {New: ok.New},
-		"no New":      {Name: "y"},
 		"bad default": {Name: "z", New: ok.New, Params: Schema{{Name: "level", Type: TypeInt, Min: 1, Max: 3, Default: "7"}}},
 		"repeated":    {Name: "w", New: ok.New, Params: Schema{{Name: "a", Type: TypeInt}, {Name: "a", Type: TypeInt}}},
 	} {
@@ -399,61 +424,6 @@ func TestRunnerRefusesASecondInvasiveProbe(t *testing.T) {
 	c.Release()
 	if _, err := r.Run(context.Background(), "other", nil); err != nil {
 		t.Errorf("after release: %v", err)
-	}
-}
-
-func TestRunCommand(t *testing.T) {
-	ctx := context.Background()
-	_, err := runCommand(ctx, "/nonexistent/pciebw", nil)
-	if err == nil || !strings.Contains(err.Error(), "program not found") {
-		t.Errorf("missing program: %v", err)
-	}
-	_, err = runCommand(ctx, "faultline-no-such-program", nil)
-	if err == nil || !strings.Contains(err.Error(), "program not found") {
-		t.Errorf("missing program on PATH: %v", err)
-	}
-	// A program that exits non-zero is not an error: its exit code is the verdict.
-	path, _ := fake(t, "dcgmi", "dcgmi/no-hostengine.json")
-	out, err := runCommand(ctx, path, []string{"diag", "-r", "1", "-j"})
-	if err != nil || out.ExitCode != 250 || !strings.Contains(out.stderrTail(), "Unable to connect to host engine") {
-		t.Errorf("exit 250: %v %d %q", err, out.ExitCode, out.stderrTail())
-	}
-	// A cancelled program is killed, with its process group.
-	t.Setenv("FAULTLINE_FAKE_SLEEP", "30s")
-	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err = runCommand(cctx, path, []string{"diag", "-r", "1", "-j"})
-	if err == nil || time.Since(start) > 5*time.Second {
-		t.Errorf("cancelled: %v after %v", err, time.Since(start))
-	}
-}
-
-func TestPCIeMath(t *testing.T) {
-	cases := []struct {
-		gen, width int
-		want       float64
-	}{
-		{1, 16, 4}, {2, 16, 8}, {3, 16, 15.75}, {4, 16, 31.51}, {4, 8, 15.75}, {5, 16, 63.02}, {6, 16, 121}, {4, 0, 0}, {9, 16, 0},
-	}
-	for _, c := range cases {
-		got := PCIeTheoreticalGBps(c.gen, c.width)
-		if got < c.want-0.01 || got > c.want+0.01 {
-			t.Errorf("gen%d x%d = %.3f GB/s, want %.2f", c.gen, c.width, got, c.want)
-		}
-	}
-	for in, want := range map[string]string{
-		"00000000:3B:00.0": "0000:3b:00.0", "0000:3b:00.0": "0000:3b:00.0", "3b:00.0": "0000:3b:00.0",
-		"00000001:C1:1F.7\x00\x00": "0001:c1:1f.7", "GPU-1234": "", "": "", "0000:3b:20.0": "",
-	} {
-		if got := NormalizePCI(in); got != want {
-			t.Errorf("NormalizePCI(%q) = %q, want %q", in, got, want)
-		}
-	}
-	for in, want := range map[string]int{"2.5 GT/s PCIe": 1, "5.0 GT/s PCIe": 2, "8.0 GT/s PCIe": 3, "16.0 GT/s PCIe": 4, "32.0 GT/s PCIe": 5, "64.0 GT/s PCIe": 6, "Unknown": 0} {
-		if got := speedToGen(in); got != want {
-			t.Errorf("speedToGen(%q) = %d, want %d", in, got, want)
-		}
 	}
 }
 

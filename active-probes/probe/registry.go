@@ -46,6 +46,10 @@ const (
 )
 
 // Spec is a probe's registration: its metadata, parameter schema and constructor.
+// The node checks are registered by this package with their metadata alone, so that
+// the controller, which only routes them to the agents, links none of their
+// implementations; package checks (the agent's) gives each its constructor
+// (Implement).
 type Spec struct {
 	Name string
 	Help string
@@ -71,7 +75,8 @@ type Spec struct {
 	PeerServer string
 	// Params is the parameter schema.
 	Params Schema
-	// New builds the probe for a node.
+	// New builds the probe for a node; nil where this program only knows the check
+	// (the controller knows the node checks, the agents run them).
 	New func(Config) Probe
 }
 
@@ -122,11 +127,11 @@ func (r *Registry) MustRegister(s Spec) {
 	}
 }
 
-// Register adds a spec. It refuses an empty name, a missing constructor, a duplicate
-// name and a default that its own schema rejects.
+// Register adds a spec. It refuses an empty name, a duplicate name and a default that
+// its own schema rejects.
 func (r *Registry) Register(s Spec) error {
-	if s.Name == "" || s.New == nil {
-		return fmt.Errorf("probe: spec %q needs a name and a constructor", s.Name)
+	if s.Name == "" {
+		return fmt.Errorf("probe: spec %q needs a name", s.Name)
 	}
 	seen := map[string]bool{}
 	for _, ps := range s.Params {
@@ -149,6 +154,33 @@ func (r *Registry) Register(s Spec) error {
 		return fmt.Errorf("probe %s registered twice", s.Name)
 	}
 	r.specs[s.Name] = s
+	return nil
+}
+
+// Implement gives the check registered in the default registry under name its
+// constructor. It panics on an unknown name or a check implemented twice: it is
+// called from init functions, where a mistake must stop the program.
+func Implement(name string, newProbe func(Config) Probe) {
+	if err := defaultRegistry.Implement(name, newProbe); err != nil {
+		panic(err)
+	}
+}
+
+// Implement gives the registered check name its constructor.
+func (r *Registry) Implement(name string, newProbe func(Config) Probe) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.specs[name]
+	switch {
+	case !ok:
+		return fmt.Errorf("probe %s: implemented but not registered", name)
+	case s.New != nil:
+		return fmt.Errorf("probe %s implemented twice", name)
+	case newProbe == nil:
+		return fmt.Errorf("probe %s: nil constructor", name)
+	}
+	s.New = newProbe
+	r.specs[name] = s
 	return nil
 }
 

@@ -12,6 +12,10 @@ import (
 // ErrUnknownProbe is returned by Runner.Run for a name no probe is registered under.
 var ErrUnknownProbe = errors.New("unknown probe")
 
+// ErrNotImplemented is returned by Runner.Run for a check this program knows but does
+// not run (a node check in the controller: the agents run those).
+var ErrNotImplemented = errors.New("check not implemented in this program")
+
 // Runner runs registered probes for one node and records their metrics.
 //
 // Runs of the same probe are serialized. Invasive probes run one at a time: a run
@@ -95,6 +99,9 @@ func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error)
 	spec, ok := r.reg.Get(name)
 	if !ok {
 		return Result{}, fmt.Errorf("%w %q", ErrUnknownProbe, name)
+	}
+	if spec.New == nil {
+		return Result{}, fmt.Errorf("%w: %q", ErrNotImplemented, name)
 	}
 	resolved, err := spec.Params.Resolve(p)
 	if err != nil {

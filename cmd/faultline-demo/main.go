@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/faultline-dev/faultline/internal/buildinfo"
 	"github.com/faultline-dev/faultline/test/demo"
 )
 
@@ -32,6 +33,7 @@ Run it from a faultline checkout (make demo).`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Version(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Out = cmd.OutOrStdout()
 			return demo.Run(cmd.Context(), o)

@@ -20,44 +20,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/active-probes/pvc"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/internal/daemon"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/rules"
 )
-
-// kubeClient builds a client from --kubeconfig, $KUBECONFIG or the in-cluster config.
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := kubeRESTConfig(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.NewForConfig(cfg)
-}
-
-// kubeRESTConfig loads --kubeconfig, $KUBECONFIG or the in-cluster config.
-func kubeRESTConfig(kubeconfig string) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" {
-		kubeconfig = os.Getenv("KUBECONFIG")
-	}
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes config: %w", err)
-	}
-	cfg.UserAgent = "faultline/" + version
-	return cfg, nil
-}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -116,7 +88,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				h = slog.NewTextHandler(cmd.ErrOrStderr(), opts)
 			}
 			cfg.Log = slog.New(h).With("identity", cfg.Identity)
-			rc, err := kubeRESTConfig(kubeconfig)
+			rc, err := daemon.KubeRESTConfig(kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -277,7 +249,7 @@ func newUntaintCmd() *cobra.Command {
 				_, err = out.Write(b)
 				return err
 			}
-			client, err := kubeClient(kubeconfig)
+			client, err := daemon.KubeClient(kubeconfig)
 			if err != nil {
 				return err
 			}

@@ -2,25 +2,22 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
 	"github.com/faultline-dev/faultline/dmesg-exporter/podfilter"
 	"github.com/faultline-dev/faultline/dmesg-exporter/podlogs"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
+	"github.com/faultline-dev/faultline/internal/daemon"
 )
 
 func newExporterCmd() *cobra.Command {
@@ -78,7 +75,7 @@ and a single line cut; any other refusal is retried while /healthz fails.`,
 				cfg.PodLogs = &podCfg
 			}
 			if podLabels != "" {
-				client, err := kubeClient(kubeconfig)
+				client, err := daemon.KubeClient(kubeconfig)
 				if err != nil {
 					return err
 				}
@@ -102,7 +99,7 @@ and a single line cut; any other refusal is retried while /healthz fails.`,
 			// /livez (the liveness probe) fails only when a restart can help: the
 			// kernel reader died or hangs. /healthz fails also while the receiver
 			// refuses records, which a restart cannot fix.
-			srv, err := serveHTTP(listen, nil, reg, map[string]func() error{"/healthz": ex.Healthy, "/livez": ex.Alive})
+			srv, err := daemon.ServeHTTP(listen, nil, reg, map[string]func() error{"/healthz": ex.Healthy, "/livez": ex.Alive})
 			if err != nil {
 				return err
 			}
@@ -138,33 +135,4 @@ and a single line cut; any other refusal is retried while /healthz fails.`,
 	f.StringVar(&podLabels, "pod-label-selector", "", "only tail pods of this node whose labels match (e.g. workload=training); watches the node's pods")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --pod-label-selector (default $KUBECONFIG, then in-cluster)")
 	return cmd
-}
-
-// serveHTTP serves /metrics and the health checks (path → check; 503 with the
-// check's error when it fails) on addr in the background.
-func serveHTTP(addr string, tlsConf *tls.Config, reg *prometheus.Registry, checks map[string]func() error, api ...http.Handler) (*http.Server, error) {
-	mux := http.NewServeMux()
-	for _, h := range api {
-		mux.Handle("/api/", h)
-	}
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	for path, check := range checks {
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			if err := check(); err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if tlsConf != nil {
-		ln = tls.NewListener(ln, tlsConf)
-	}
-	go srv.Serve(ln)
-	return srv, nil
 }

@@ -1,5 +1,6 @@
-// Command faultline finds sick GPU nodes from their logs. One binary, a subcommand
-// per component.
+// Command faultline finds sick GPU nodes from their logs: the controller, the
+// dmesg-exporter and the command-line tools, a subcommand each. The probe agent, which
+// links NVML, is its own program (cmd/faultline-probe-agent).
 package main
 
 import (
@@ -11,10 +12,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-)
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+	"github.com/faultline-dev/faultline/internal/buildinfo"
+)
 
 // exitError carries a process exit code out of a command without printing usage.
 type exitError struct{ code int }
@@ -30,9 +30,9 @@ func newRoot() *cobra.Command {
 and taints faulty nodes. 'faultline scan' runs the same packs over any log file.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       buildinfo.Version(),
 	}
-	root.AddCommand(newScanCmd(), newRulesCmd(), newExporterCmd(), newControllerCmd(), newUntaintCmd(), newProbeAgentCmd(), newProbeCmd(), newReplayCmd())
+	root.AddCommand(newScanCmd(), newRulesCmd(), newExporterCmd(), newControllerCmd(), newUntaintCmd(), newProbeCmd(), newReplayCmd())
 	return root
 }
 

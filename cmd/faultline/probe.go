@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"k8s.io/client-go/rest"
 	"net/http"
 	"sort"
 	"strconv"
@@ -14,11 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/spf13/cobra"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/internal/daemon"
 )
 
 func newProbeCmd() *cobra.Command {
@@ -258,7 +260,7 @@ func summarizeValues(r probe.Result) string {
 // plugins). The apiserver's CA and client certificate are not the controller's, so
 // only the credentials are kept.
 func apiHTTPClient(kubeconfig string) (*http.Client, error) {
-	rc, err := kubeRESTConfig(kubeconfig)
+	rc, err := daemon.KubeRESTConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("credentials for the controller API: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/replay"
+	"github.com/faultline-dev/faultline/internal/daemon"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -121,7 +122,7 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 			}
 			cfg.Selectors = lf.selectors()
 			cfg.Loki.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			rc, err := kubeRESTConfig(kubeconfig)
+			rc, err := daemon.KubeRESTConfig(kubeconfig)
 			if err != nil {
 				return err
 			}

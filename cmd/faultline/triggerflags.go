@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
@@ -42,7 +42,7 @@ type probeFlags struct {
 }
 
 func (p *probeFlags) register(f *pflag.FlagSet) {
-	f.IntVar(&p.port, "probe-agent-port", agent.DefaultPort, "HTTPS port of the in-cluster probe agents, at their pods' addresses (0: only --probe-agent URLs)")
+	f.IntVar(&p.port, "probe-agent-port", agentapi.DefaultPort, "HTTPS port of the in-cluster probe agents, at their pods' addresses (0: only --probe-agent URLs)")
 	f.StringVar(&p.caFile, "probe-agent-ca-file", "", "CA that signed the agents' serving certificate: turns on the in-cluster agents (found by --probe-agent-selector), called over TLS verified against it")
 	f.StringVar(&p.serverName, "probe-agent-server-name", "", "name the agents' certificate must carry (the chart: the agent Service's DNS name); default the host of the URL")
 	f.StringVar(&p.agentSelector, "probe-agent-selector", "app.kubernetes.io/name=faultline,app.kubernetes.io/component=probe-agent", "label selector of the agent pods: a node is probed only through its Running and Ready agent pod")

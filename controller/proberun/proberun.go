@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
@@ -438,7 +438,7 @@ func (d *Dispatcher) runNode(ctx context.Context, run *Run, i int, node string, 
 	if err != nil {
 		nr.Error = err.Error()
 		nr.Status = probe.Worst(nr.Status, probe.StatusError)
-		var refused *agent.APIError
+		var refused *agentapi.APIError
 		if errors.As(err, &refused) {
 			nr.Refused, nr.Pods = refused.Code, refused.Pods
 		}
@@ -473,12 +473,12 @@ func (d *Dispatcher) runLocal(ctx context.Context, checks []string, req Request)
 	return out, nil
 }
 
-func (d *Dispatcher) client(ctx context.Context, node string) (*agent.Client, error) {
+func (d *Dispatcher) client(ctx context.Context, node string) (*agentapi.Client, error) {
 	base, err := d.cfg.Agents.Endpoint(ctx, node)
 	if err != nil {
 		return nil, fmt.Errorf("probe agent of %s: %w", node, err)
 	}
-	return &agent.Client{BaseURL: base, Token: d.cfg.Token, HTTP: d.cfg.HTTP}, nil
+	return &agentapi.Client{BaseURL: base, Token: d.cfg.Token, HTTP: d.cfg.HTTP}, nil
 }
 
 // runRemote asks the node's agent to run the checks. Peer checks with a
@@ -543,7 +543,7 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 			params[ch] = p
 		}
 	}
-	resp, err := c.Run(ctx, agent.RunRequest{Checks: checks, Params: params, Force: req.Force})
+	resp, err := c.Run(ctx, agentapi.RunRequest{Checks: checks, Params: params, Force: req.Force})
 	if err != nil {
 		return nil, err
 	}
@@ -558,7 +558,7 @@ const inventoryTTL = 5 * time.Minute
 const maxInventories = 100000
 
 type inventory struct {
-	checks map[string]agent.CheckInfo
+	checks map[string]agentapi.CheckInfo
 	at     time.Time
 }
 
@@ -574,7 +574,7 @@ func (inv inventory) names() []string {
 // inventory returns the checks the node's agent runs, asking the agent (GET
 // /api/v1/checks) at most every inventoryTTL: the agent, not the controller's own
 // registry, says what a node can run and which checks need a peer.
-func (d *Dispatcher) inventory(ctx context.Context, node string, c *agent.Client) (inventory, error) {
+func (d *Dispatcher) inventory(ctx context.Context, node string, c *agentapi.Client) (inventory, error) {
 	d.mu.Lock()
 	inv, ok := d.checks[node]
 	d.mu.Unlock()
@@ -585,7 +585,7 @@ func (d *Dispatcher) inventory(ctx context.Context, node string, c *agent.Client
 	if err != nil {
 		return inventory{}, fmt.Errorf("probe agent of %s: list of checks: %w", node, err)
 	}
-	inv = inventory{checks: make(map[string]agent.CheckInfo, len(list)), at: time.Now()}
+	inv = inventory{checks: make(map[string]agentapi.CheckInfo, len(list)), at: time.Now()}
 	for _, ci := range list {
 		inv.checks[ci.Name] = ci
 	}
@@ -599,8 +599,8 @@ func (d *Dispatcher) inventory(ctx context.Context, node string, c *agent.Client
 }
 
 // serve runs check (a peer server) on the agent of c and says whether it is serving.
-func serve(ctx context.Context, c *agent.Client, check string, p probe.Params) error {
-	resp, err := c.Run(ctx, agent.RunRequest{Checks: []string{check}, Params: map[string]probe.Params{check: p}})
+func serve(ctx context.Context, c *agentapi.Client, check string, p probe.Params) error {
+	resp, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{check}, Params: map[string]probe.Params{check: p}})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -51,13 +52,13 @@ func startTLSAgent(t *testing.T, p testenv.TLSFiles) *tlsAgent {
 		a.tokens = append(a.tokens, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 		a.mu.Unlock()
 	}
-	mux.HandleFunc("GET "+agent.PathChecks, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+agentapi.PathChecks, func(w http.ResponseWriter, r *http.Request) {
 		record(r)
-		_ = json.NewEncoder(w).Encode([]agent.CheckInfo{{Name: "nvml"}})
+		_ = json.NewEncoder(w).Encode([]agentapi.CheckInfo{{Name: "nvml"}})
 	})
-	mux.HandleFunc("POST "+agent.PathRun, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+agentapi.PathRun, func(w http.ResponseWriter, r *http.Request) {
 		record(r)
-		_ = json.NewEncoder(w).Encode(agent.RunResponse{Node: "gpu-a", Results: []probe.Result{{Check: "nvml", Status: probe.StatusPass}}})
+		_ = json.NewEncoder(w).Encode(agentapi.RunResponse{Node: "gpu-a", Results: []probe.Result{{Check: "nvml", Status: probe.StatusPass}}})
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -137,7 +138,7 @@ func TestAgentClientTLS(t *testing.T) {
 		t.Errorf("the name mismatch still sent tokens: %q", got[before:])
 	}
 	// Plain HTTP clients get no answer from the TLS listener.
-	resp, err := http.Get(strings.Replace(right.url, "https", "http", 1) + agent.PathChecks)
+	resp, err := http.Get(strings.Replace(right.url, "https", "http", 1) + agentapi.PathChecks)
 	if err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {

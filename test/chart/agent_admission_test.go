@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/test/eventually"
@@ -131,8 +132,8 @@ func TestProbeAgentAdmissionPolicy(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitAllowed(t, client(runner), authorizationv1.ResourceAttributes{Verb: "create", Group: kubeauth.Group, Resource: agent.Resource, Name: "gpu-a"})
-	out := runAgent(t, ag, runner, agent.RunRequest{Checks: []string{"stress"}, Force: true})
+	waitAllowed(t, client(runner), authorizationv1.ResourceAttributes{Verb: "create", Group: kubeauth.Group, Resource: agentapi.Resource, Name: "gpu-a"})
+	out := runAgent(t, ag, runner, agentapi.RunRequest{Checks: []string{"stress"}, Force: true})
 	if len(out.Results) != 1 || out.Results[0].Status != probe.StatusPass || !tainted.Load() {
 		t.Errorf("invasive run under the policy: %+v, tainted while running: %v", out, tainted.Load())
 	}
@@ -175,11 +176,11 @@ func hasProbingTaint(n *corev1.Node) bool {
 }
 
 // runAgent serves ag and runs req on it with token.
-func runAgent(t *testing.T, ag *agent.Agent, token string, req agent.RunRequest) agent.RunResponse {
+func runAgent(t *testing.T, ag *agent.Agent, token string, req agentapi.RunRequest) agentapi.RunResponse {
 	t.Helper()
 	srv := httptest.NewServer(ag.Handler())
 	defer srv.Close()
-	c := &agent.Client{BaseURL: srv.URL, Token: func() (string, error) { return token, nil }}
+	c := &agentapi.Client{BaseURL: srv.URL, Token: func() (string, error) { return token, nil }}
 	out, err := c.Run(context.Background(), req)
 	if err != nil {
 		t.Fatalf("agent run: %v", err)

@@ -22,6 +22,10 @@ import (
 // The images `make image` builds, by Dockerfile.
 var dockerfiles = []string{"Dockerfile", "Dockerfile.probe-agent"}
 
+// The programs the images run, one per role: faultline (controller, dmesg-exporter)
+// and the probe agent.
+var binaries = []string{"faultline", "faultline-probe-agent"}
+
 // instruction is one Dockerfile instruction, continuation lines joined.
 type instruction struct {
 	line int
@@ -330,19 +334,26 @@ func TestDockerfiles(t *testing.T) {
 				t.Errorf("the final stage runs as %q, want a non-root user", user)
 			}
 			ep := d.entrypoint(t)
-			if dst := copiedBinary(t, d, final); dst != ep[0] {
-				t.Errorf("ENTRYPOINT runs %s, but the faultline binary is copied to %s", ep[0], dst)
+			bin := path.Base(ep[0])
+			if !contains(binaries, bin) {
+				t.Fatalf("ENTRYPOINT runs %s, none of %v", ep[0], binaries)
 			}
-			if contains(ep, "probe-agent") && !builtWithCgo(t, root, d) {
-				t.Error("the probe agent's faultline is built with CGO_ENABLED=0: its NVML probe would only ever report that NVML is missing")
+			if dst := copiedBinary(t, d, final, bin); dst != ep[0] {
+				t.Errorf("ENTRYPOINT runs %s, but the %s binary is copied to %s", ep[0], bin, dst)
+			}
+			switch cgo := builtWithCgo(t, root, d, bin); {
+			case bin == "faultline-probe-agent" && !cgo:
+				t.Error("the probe agent is built with CGO_ENABLED=0: its NVML probe would only ever report that NVML is missing")
+			case bin == "faultline" && cgo:
+				t.Error("faultline is built with cgo: the distroless static image has no libc")
 			}
 		})
 	}
 }
 
-// builtWithCgo reports whether the make command that writes the faultline binary the
-// final stage copies leaves cgo on (the Makefile exports CGO_ENABLED=1 by default).
-func builtWithCgo(t testing.TB, root string, d *dockerfile) bool {
+// builtWithCgo reports whether the make command that writes the binary bin the final
+// stage copies leaves cgo on (the Makefile exports CGO_ENABLED=1 by default).
+func builtWithCgo(t testing.TB, root string, d *dockerfile, bin string) bool {
 	t.Helper()
 	for _, in := range d.final().instrs {
 		if in.cmd != "COPY" {
@@ -350,7 +361,7 @@ func builtWithCgo(t testing.TB, root string, d *dockerfile) bool {
 		}
 		from, srcs, _ := d.copyArgs(t, in)
 		fs := d.stage(from)
-		if fs == nil || len(srcs) != 1 || path.Base(srcs[0]) != "faultline" {
+		if fs == nil || len(srcs) != 1 || path.Base(srcs[0]) != bin {
 			continue
 		}
 		for _, run := range fs.instrs {
@@ -372,7 +383,7 @@ func builtWithCgo(t testing.TB, root string, d *dockerfile) bool {
 			}
 		}
 	}
-	t.Fatalf("%s: cannot find the make command that builds the copied faultline", d.name)
+	t.Fatalf("%s: cannot find the make command that builds the copied %s", d.name, bin)
 	return false
 }
 
@@ -415,8 +426,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// copiedBinary returns where the final stage puts the faultline binary.
-func copiedBinary(t testing.TB, d *dockerfile, final *stage) string {
+// copiedBinary returns where the final stage puts the binary bin.
+func copiedBinary(t testing.TB, d *dockerfile, final *stage, bin string) string {
 	t.Helper()
 	for _, in := range final.instrs {
 		if in.cmd != "COPY" {
@@ -424,15 +435,15 @@ func copiedBinary(t testing.TB, d *dockerfile, final *stage) string {
 		}
 		_, srcs, dst := d.copyArgs(t, in)
 		for _, src := range srcs {
-			if path.Base(src) == "faultline" {
+			if path.Base(src) == bin {
 				if strings.HasSuffix(dst, "/") {
-					return path.Join(dst, "faultline")
+					return path.Join(dst, bin)
 				}
 				return dst
 			}
 		}
 	}
-	t.Fatalf("%s: the final stage copies no faultline binary", d.name)
+	t.Fatalf("%s: the final stage copies no %s binary", d.name, bin)
 	return ""
 }
 
@@ -480,14 +491,15 @@ func versionLess(a, b string) bool {
 }
 
 // TestDockerContext checks that .dockerignore keeps out nothing the image builds
-// need: the Go files (and embedded files) of every package cmd/faultline is built
-// from, go.mod, go.sum, the Makefiles and the CUDA sources.
+// need: the Go files (and embedded files) of every package cmd/faultline and
+// cmd/faultline-probe-agent are built from, go.mod, go.sum, the Makefiles and the CUDA
+// sources.
 func TestDockerContext(t *testing.T) {
 	root := repoRoot(t)
 	ignore := loadDockerignore(t, root)
 	cmd := exec.Command("go", "list", "-deps", "-f",
 		`{{if not .Standard}}{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .CgoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .CFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .HFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}{{end}}`,
-		"./cmd/faultline")
+		"./cmd/faultline", "./cmd/faultline-probe-agent")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -585,22 +597,17 @@ func TestImagesMatchChart(t *testing.T) {
 	}
 }
 
-// TestBinaryRunsChartCommands builds faultline and checks that every command line the
-// chart gives a faultline container — the image's ENTRYPOINT followed by the
-// container's args, in every render case — names a real subcommand and only flags
-// and values that subcommand accepts (`<cmd line> --help` exits 0; an unknown flag or
-// a bad value fails). The program paths given to the probe agent are where the image
-// puts them.
+// TestBinaryRunsChartCommands builds the binaries the images run and checks that every
+// command line the chart gives one of their containers — the image's ENTRYPOINT
+// followed by the container's args, in every render case — runs a real program: for
+// faultline, a real subcommand; and only flags and values it accepts (`<cmd line>
+// --help` exits 0; an unknown flag or a bad value fails). The program paths given to
+// the probe agent are where the image puts them.
 func TestBinaryRunsChartCommands(t *testing.T) {
 	testenv.Integration(t)
 	root := repoRoot(t)
-	bin := filepath.Join(t.TempDir(), "faultline")
-	build := exec.Command("go", "build", "-tags="+testenv.BuildTags, "-o", bin, "./cmd/faultline")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	help, err := exec.Command(bin, "--help").Output()
+	built := map[string]string{"faultline": testenv.BuildFaultline(t), "faultline-probe-agent": testenv.BuildProbeAgent(t)}
+	help, err := exec.Command(built["faultline"], "--help").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -626,7 +633,8 @@ func TestBinaryRunsChartCommands(t *testing.T) {
 		}
 	}
 
-	// The subcommands the images and the chart use; each must exist.
+	// The programs and faultline subcommands the images and the chart use; each must
+	// exist.
 	used := map[string]string{}
 	for _, c := range cases {
 		objs := parse(t, render(t, c))
@@ -641,19 +649,29 @@ func TestBinaryRunsChartCommands(t *testing.T) {
 				if len(ct.Command) > 0 {
 					argv = append(append([]string{}, ct.Command...), ct.Args...)
 				}
-				if len(argv) < 2 || strings.HasPrefix(argv[1], "-") {
-					t.Errorf("%s %s/%s: %v names no subcommand", c.name, name, ct.Name, argv)
+				prog := path.Base(argv[0])
+				bin, ok := built[prog]
+				if !ok {
+					t.Errorf("%s %s/%s: runs %s, none of %v", c.name, name, ct.Name, argv[0], binaries)
 					continue
 				}
-				sub := argv[1]
-				used[sub] = fmt.Sprintf("%s (%s)", name, c.name)
-				if !subcommands[sub] {
-					continue // reported below, once
+				role := prog
+				if prog == "faultline" {
+					if len(argv) < 2 || strings.HasPrefix(argv[1], "-") {
+						t.Errorf("%s %s/%s: %v names no subcommand", c.name, name, ct.Name, argv)
+						continue
+					}
+					role = argv[1]
+					if !subcommands[role] {
+						used[role] = fmt.Sprintf("%s (%s)", name, c.name)
+						continue // reported below, once
+					}
 				}
+				used[role] = fmt.Sprintf("%s (%s)", name, c.name)
 				args := expandEnv(t, &ct, argv[1:])
 				out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput()
 				if err != nil || !bytes.Contains(out, []byte("Usage:")) {
-					t.Errorf("%s %s/%s: faultline %s rejects the chart's command line: %v\n%s", c.name, name, ct.Name, strings.Join(args, " "), err, out)
+					t.Errorf("%s %s/%s: %s %s rejects the chart's command line: %v\n%s", c.name, name, ct.Name, prog, strings.Join(args, " "), err, out)
 				}
 				for _, a := range args {
 					if v, ok := strings.CutPrefix(a, "--command="); ok {
@@ -667,18 +685,18 @@ func TestBinaryRunsChartCommands(t *testing.T) {
 		}
 	}
 	var names []string
-	for sub := range used {
-		names = append(names, sub)
+	for role := range used {
+		names = append(names, role)
 	}
 	sort.Strings(names)
-	for _, sub := range names {
-		if !subcommands[sub] {
-			t.Errorf("faultline has no subcommand %q, which %s runs (faultline --help lists %v)", sub, used[sub], keys(subcommands))
+	for _, role := range names {
+		if _, program := built[role]; !program && !subcommands[role] {
+			t.Errorf("faultline has no subcommand %q, which %s runs (faultline --help lists %v)", role, used[role], keys(subcommands))
 		}
 	}
-	for _, want := range []string{"controller", "dmesg-exporter", "probe-agent"} {
+	for _, want := range []string{"controller", "dmesg-exporter", "faultline-probe-agent"} {
 		if used[want] == "" {
-			t.Errorf("no chart container runs faultline %s", want)
+			t.Errorf("no chart container runs %s", want)
 		}
 	}
 	if probePrograms["pciebw"] == "" || probePrograms["dgemm"] == "" {

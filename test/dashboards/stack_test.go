@@ -455,8 +455,8 @@ func startStack(t *testing.T) *stack {
 	// The CUDA programs' stand-in with recorded outputs (GPU 3 of gpu-1 is slow on
 	// pciebw); iperf3 and ping are the real programs.
 	fakes := testenv.BuildFakeGPUPrograms(t)
-	recorded := filepath.Join(root, "active-probes", "probe", "testdata", "recorded")
-	bin := testenv.BuildFaultline(t)
+	recorded := filepath.Join(root, "active-probes", "checks", "testdata", "recorded")
+	bin, agentBin := testenv.BuildFaultline(t), testenv.BuildProbeAgent(t)
 	ports := testenv.FreePorts(t, 6)
 	agentPort := map[string]int{"gpu-1": ports[0], "gpu-2": ports[1]}
 	exporterPort := map[string]int{"gpu-1": ports[2], "gpu-2": ports[3]}
@@ -470,7 +470,7 @@ func startStack(t *testing.T) *stack {
 		start(t, log.writer(t, filepath.Join(s.rawLogs, "agent-"+n+".log")), []string{
 			"FAULTLINE_FAKE_OUTPUT_PCIEBW=" + filepath.Join(recorded, "pciebw", pciebw[n]),
 			"FAULTLINE_FAKE_OUTPUT_DGEMM=" + filepath.Join(recorded, "dgemm", "dgxa100-pass.jsonl"),
-		}, bin, "probe-agent", "--node", n, "--listen", fmt.Sprintf("127.0.0.1:%d", agentPort[n]), "--kubeconfig", env.Kubeconfig(),
+		}, agentBin, "--node", n, "--listen", fmt.Sprintf("127.0.0.1:%d", agentPort[n]), "--kubeconfig", env.Kubeconfig(),
 			"--command", "pciebw="+filepath.Join(fakes, "pciebw"), "--command", "dgemm="+filepath.Join(fakes, "dgemm"),
 			"--command", "ping="+testenv.Binary(t, "ping"), "--command", "iperf3="+testenv.Binary(t, "iperf3"),
 			// Agents on loopback: loopback peers; a kubelet API that reports no GPU pods.

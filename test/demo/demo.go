@@ -200,7 +200,7 @@ func faultlineBinary() (string, error) {
 	}
 	p, err := exec.LookPath("faultline")
 	if err != nil {
-		return "", fmt.Errorf("demo: no faultline binary next to this program or on $PATH (build it with make build-cgo, or pass --faultline): %w", err)
+		return "", fmt.Errorf("demo: no faultline binary next to this program or on $PATH (build it with make build-faultline, or pass --faultline): %w", err)
 	}
 	return p, nil
 }

@@ -3,8 +3,9 @@
 package demo
 
 import (
+	"github.com/faultline-dev/faultline/active-probes/checks"
+	"github.com/faultline-dev/faultline/active-probes/checks/nvmlmock"
 	"github.com/faultline-dev/faultline/active-probes/probe"
-	"github.com/faultline-dev/faultline/active-probes/probe/nvmlmock"
 )
 
 // demoRegistry is the default probes with nvml reading a healthy DGX A100 mock.
@@ -12,7 +13,7 @@ func demoRegistry() *probe.Registry {
 	reg := probe.NewRegistry()
 	for _, s := range probe.Default().List() {
 		if s.Name == "nvml" {
-			s.New = func(probe.Config) probe.Probe { return &probe.NVML{Lib: nvmlmock.HealthyDGXA100()} }
+			s.New = func(probe.Config) probe.Probe { return &checks.NVML{Lib: nvmlmock.HealthyDGXA100()} }
 		}
 		reg.MustRegister(s)
 	}

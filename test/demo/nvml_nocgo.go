@@ -2,7 +2,11 @@
 
 package demo
 
-import "github.com/faultline-dev/faultline/active-probes/probe"
+import (
+	// The node checks' implementations, which the demo's agents run.
+	_ "github.com/faultline-dev/faultline/active-probes/checks"
+	"github.com/faultline-dev/faultline/active-probes/probe"
+)
 
 // demoRegistry is the default probes; without cgo there is no NVML mock and the nvml
 // check says so (make demo builds with cgo).

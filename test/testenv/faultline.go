@@ -9,37 +9,31 @@ import (
 	"strings"
 )
 
-// BuildFaultline builds the faultline binary from this checkout into a temp dir, for
-// tests that run a component as its own process (to kill it, or to measure it). It
-// is built as `make build` builds it: without cgo, a static binary (the probe agent's
-// image adds cgo for NVML, as BuildDemo does).
+// BuildFaultline builds the faultline binary (controller, exporter, CLI) from this
+// checkout into a temp dir, for tests that run a component as its own process (to kill
+// it, or to measure it). It is built as `make build` builds it: without cgo, a static
+// binary.
 func BuildFaultline(t TB) string {
 	t.Helper()
 	return buildCommand(t, t.TempDir(), "faultline", "0")
 }
 
-// BuildDemo builds faultline-demo and, next to it, the faultline binary whose processes
-// it runs as the exporters and the controller, both with cgo as make demo builds them.
-// It returns the demo's path.
+// BuildProbeAgent builds the probe agent's binary, faultline-probe-agent, with cgo as
+// `make build` builds it (it links go-nvml's bindings), into a temp dir.
+func BuildProbeAgent(t TB) string {
+	t.Helper()
+	return buildCommand(t, t.TempDir(), "faultline-probe-agent", "1")
+}
+
+// BuildDemo builds faultline-demo (with cgo: its agents read go-nvml's mock) and, next
+// to it, the faultline binary whose processes it runs as the exporters and the
+// controller, as make demo builds them. It returns the demo's path.
 func BuildDemo(t TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	buildCommand(t, dir, "faultline", "1")
+	buildCommand(t, dir, "faultline", "0")
 	return buildCommand(t, dir, "faultline-demo", "1")
 }
-
-// BuildFaultlineCgo builds the faultline binary with cgo, as `make build-cgo` builds
-// the probe agent's (it links go-nvml's bindings).
-func BuildFaultlineCgo(t TB) string {
-	t.Helper()
-	return buildCommand(t, t.TempDir(), "faultline", "1")
-}
-
-// BuildTags are the build tags every build of this module needs, as the Makefile's
-// GO_TAGS: without kustomize_disable_go_plugin_support a cgo build is refused
-// (controller/act/buildtag_guard.go). Passed on the command line, so a test run
-// given the tag by -tags rather than GOFLAGS builds its binaries with it too.
-const BuildTags = "kustomize_disable_go_plugin_support"
 
 // buildCommand builds ./cmd/<name> of this checkout into dir.
 func buildCommand(t TB, dir, name, cgo string) string {
@@ -49,7 +43,7 @@ func buildCommand(t TB, dir, name, cgo string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-tags="+BuildTags, "-o", bin, "./cmd/"+name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -80,7 +74,7 @@ func procStatus(pid int, field string) int64 {
 }
 
 // BuildFakeGPUPrograms builds the recorded-output stand-in for the programs that need a
-// GPU or DCGM (active-probes/probe/testdata/fake) and links it as pciebw, dgemm,
+// GPU or DCGM (active-probes/checks/testdata/fake) and links it as pciebw, dgemm,
 // dcgmi and nvidia-smi in a new directory, which it returns. Each prints the file
 // named by FAULTLINE_FAKE_OUTPUT_<PROGRAM> (NVIDIA_SMI for nvidia-smi) or
 // FAULTLINE_FAKE_OUTPUT.
@@ -91,7 +85,7 @@ func BuildFakeGPUPrograms(t TB) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "fake"), "./active-probes/probe/testdata/fake")
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "fake"), "./active-probes/checks/testdata/fake")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,9 +1,11 @@
-package probe
+package checks
 
 import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 func TestParseDCGMDiagShapes(t *testing.T) {
@@ -20,7 +22,7 @@ func TestParseDCGMDiagShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Version != "3.1.0" || len(d.Tests) != 10 || d.Tests[0].Name != "Denylist" || len(d.Tests[0].Results[0].Entities) != 8 ||
-		d.Tests[9].Results[7].Entities[0] != "7" || d.Tests[9].Results[7].Status != StatusPass {
+		d.Tests[9].Results[7].Entities[0] != "7" || d.Tests[9].Results[7].Status != probe.StatusPass {
 		t.Errorf("3.x: %+v", d)
 	}
 	// DCGM 4.2.3 as captured on a GB10: entity results, warnings with severities, metadata.
@@ -30,7 +32,7 @@ func TestParseDCGMDiagShapes(t *testing.T) {
 	}
 	r := d.Tests[0].Results[0]
 	if d.Version != "4.2.3" || d.Driver != "580.82.09" || d.Tests[0].Summary != "Fail" || r.Entities[0] != "0" ||
-		r.Status != StatusFail || r.Warnings[0].ErrorID != 29 || r.Warnings[0].Severity != 5 ||
+		r.Status != probe.StatusFail || r.Warnings[0].ErrorID != 29 || r.Warnings[0].Severity != 5 ||
 		!strings.HasPrefix(r.Warnings[0].Message, "Persistence Mode: Persistence mode for GPU 0 is disabled") {
 		t.Errorf("4.x: %+v", d)
 	}
@@ -42,7 +44,7 @@ func TestParseDCGMDiagShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Tests[0].Results[0].Status != StatusSkipped || d.Tests[0].Results[1].Warnings[0].Message != "GPU 1 Error using CUDA API cuCtxCreate" ||
+	if d.Tests[0].Results[0].Status != probe.StatusSkipped || d.Tests[0].Results[1].Warnings[0].Message != "GPU 1 Error using CUDA API cuCtxCreate" ||
 		d.Tests[0].Results[1].Info[0] == "" || d.Tests[1].Results[0].Entities[0] != "cpu0" {
 		t.Errorf("variants: %+v", d)
 	}
@@ -57,7 +59,7 @@ func TestDCGMLevel1Pass(t *testing.T) {
 	for _, rec := range []string{"v4-level1-pass.json", "v3-level1-pass.json"} {
 		path, args := fake(t, "dcgmi", "dcgmi/"+rec)
 		res, prom := runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, nil)
-		wantStatus(t, rec, res.Status, StatusPass)
+		wantStatus(t, rec, res.Status, probe.StatusPass)
 		if len(res.Devices) != 8 {
 			t.Errorf("%s: %d devices", rec, len(res.Devices))
 		}
@@ -71,9 +73,9 @@ func TestDCGMLevel1Pass(t *testing.T) {
 func TestDCGMLevel2MemoryFailure(t *testing.T) {
 	// dcgmi exits 226 when a test fails; the JSON still says which.
 	path, args := fake(t, "dcgmi", "dcgmi/v4-level2-memory-fail.json")
-	res, prom := runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, Params{"level": "2", "gpus": "0,1,2,3,4,5,6,7", "host": "127.0.0.1:5555"})
-	wantStatus(t, "memory", res.Status, StatusFail)
-	d := deviceStatus(t, res, "3", StatusFail)
+	res, prom := runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, probe.Params{"level": "2", "gpus": "0,1,2,3,4,5,6,7", "host": "127.0.0.1:5555"})
+	wantStatus(t, "memory", res.Status, probe.StatusFail)
+	d := deviceStatus(t, res, "3", probe.StatusFail)
 	if !strings.Contains(d.Message, "memory: Fail: A memory mismatch was detected on GPU 3") || !strings.Contains(d.Message, "[DCGM error 58]") {
 		t.Errorf("GPU 3: %q", d.Message)
 	}
@@ -81,7 +83,7 @@ func TestDCGMLevel2MemoryFailure(t *testing.T) {
 		t.Errorf("GPU 3 counts: %v", d.Values)
 	}
 	for _, id := range []string{"0", "1", "2", "4", "5", "6", "7"} {
-		deviceStatus(t, res, id, StatusPass)
+		deviceStatus(t, res, id, probe.StatusPass)
 	}
 	if !strings.Contains(res.Message, "DCGM 4.2.3, driver 570.124.06") {
 		t.Errorf("message %q", res.Message)
@@ -95,14 +97,14 @@ func TestDCGMLevel2MemoryFailure(t *testing.T) {
 	// DCGM 3.3 shape: a pending row remap on GPU 5 in the level-1 deployment checks.
 	path, _ = fake(t, "dcgmi", "dcgmi/v3-level1-rowremap-fail.json")
 	res, _ = runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, nil)
-	wantStatus(t, "row remap", res.Status, StatusFail)
-	if d := deviceStatus(t, res, "5", StatusFail); !strings.Contains(d.Message, "Page Retirement/Row Remap: Fail: GPU 5 had memory errors and row remappings are pending") {
+	wantStatus(t, "row remap", res.Status, probe.StatusFail)
+	if d := deviceStatus(t, res, "5", probe.StatusFail); !strings.Contains(d.Message, "Page Retirement/Row Remap: Fail: GPU 5 had memory errors and row remappings are pending") {
 		t.Errorf("GPU 5: %q", d.Message)
 	}
-	deviceStatus(t, res, "4", StatusPass)
+	deviceStatus(t, res, "4", probe.StatusPass)
 	// The operator decided to live with pending remaps (error 85) until the next reboot.
-	res, _ = runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, Params{"ignore_errors": "85"})
-	wantStatus(t, "ignored", res.Status, StatusPass)
+	res, _ = runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, probe.Params{"ignore_errors": "85"})
+	wantStatus(t, "ignored", res.Status, probe.StatusPass)
 }
 
 func TestDCGMConfigurationIsAWarn(t *testing.T) {
@@ -110,8 +112,8 @@ func TestDCGMConfigurationIsAWarn(t *testing.T) {
 	// config severity: a setup problem, not a GPU fault.
 	path, _ := fake(t, "dcgmi", "dcgmi/gb10-level1-persistence.json")
 	res, _ := runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, nil)
-	wantStatus(t, "persistence mode", res.Status, StatusWarn)
-	if d := deviceStatus(t, res, "0", StatusWarn); !strings.Contains(d.Message, "software: Fail (configuration): Persistence Mode") {
+	wantStatus(t, "persistence mode", res.Status, probe.StatusWarn)
+	if d := deviceStatus(t, res, "0", probe.StatusWarn); !strings.Contains(d.Message, "software: Fail (configuration): Persistence Mode") {
 		t.Errorf("GPU 0: %q", d.Message)
 	}
 }
@@ -119,14 +121,14 @@ func TestDCGMConfigurationIsAWarn(t *testing.T) {
 func TestDCGMCannotRun(t *testing.T) {
 	path, _ := fake(t, "dcgmi", "dcgmi/no-hostengine.json")
 	res, prom := runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, nil)
-	wantStatus(t, "no hostengine", res.Status, StatusError)
+	wantStatus(t, "no hostengine", res.Status, probe.StatusError)
 	if !strings.Contains(res.Message, "exit 250") || !strings.Contains(res.Message, "Unable to connect to host engine") {
 		t.Errorf("message %q", res.Message)
 	}
 	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "dcgm"}, 0)
 
 	res, _ = runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: "/nonexistent/dcgmi"}, nil)
-	wantStatus(t, "no dcgmi", res.Status, StatusError)
+	wantStatus(t, "no dcgmi", res.Status, probe.StatusError)
 	if !strings.Contains(res.Message, "program not found") {
 		t.Errorf("message %q", res.Message)
 	}

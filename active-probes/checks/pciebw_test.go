@@ -1,4 +1,4 @@
-package probe
+package checks
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 // dgxLinks is a DGX A100's GPUs as a link source would report them (gen4 x16 each).
@@ -26,7 +28,7 @@ func (s staticLinks) GPULinks(context.Context) ([]GPULink, error) { return s, ni
 func TestPCIeBWPass(t *testing.T) {
 	path, args := fake(t, "pciebw", "pciebw/dgxa100-pass.jsonl")
 	res, prom := runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path, Links: dgxLinks()}, nil)
-	wantStatus(t, "healthy", res.Status, StatusPass)
+	wantStatus(t, "healthy", res.Status, probe.StatusPass)
 	if len(res.Devices) != 8 {
 		t.Fatalf("%d devices", len(res.Devices))
 	}
@@ -45,25 +47,25 @@ func TestPCIeBWSlowGPUs(t *testing.T) {
 	// link, half of what its x16 link should carry.
 	path, _ := fake(t, "pciebw", "pciebw/dgxa100-gpu3-slow-gpu5-x8.jsonl")
 	res, _ := runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path, Links: dgxLinks()}, nil)
-	wantStatus(t, "slow", res.Status, StatusFail)
-	d3 := deviceStatus(t, res, "3", StatusFail)
+	wantStatus(t, "slow", res.Status, probe.StatusFail)
+	d3 := deviceStatus(t, res, "3", probe.StatusFail)
 	if !strings.Contains(d3.Message, "host-to-device 2.1, device-to-host 1.9 GB/s; minimum 15.8 GB/s (50% of gen4 x16, 31.5 GB/s)") {
 		t.Errorf("GPU 3: %q", d3.Message)
 	}
-	deviceStatus(t, res, "5", StatusFail)
-	deviceStatus(t, res, "0", StatusPass)
+	deviceStatus(t, res, "5", probe.StatusFail)
+	deviceStatus(t, res, "0", probe.StatusPass)
 
 	// The same output when GPU 5's link can only be x8: 12 GB/s is then fine.
 	links := dgxLinks()
 	links[5].Link.MaxWidth = 8
 	res, _ = runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path, Links: links}, nil)
-	deviceStatus(t, res, "5", StatusPass)
-	deviceStatus(t, res, "3", StatusFail)
+	deviceStatus(t, res, "5", probe.StatusPass)
+	deviceStatus(t, res, "3", probe.StatusFail)
 
 	// Without link information only the floor judges: GPU 5 passes, GPU 3 fails.
-	res, _ = runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path}, Params{"floor_gbps": "4"})
-	deviceStatus(t, res, "5", StatusPass)
-	d3 = deviceStatus(t, res, "3", StatusFail)
+	res, _ = runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path}, probe.Params{"floor_gbps": "4"})
+	deviceStatus(t, res, "5", probe.StatusPass)
+	d3 = deviceStatus(t, res, "3", probe.StatusFail)
 	if !strings.Contains(d3.Message, "the 4.0 GB/s floor") {
 		t.Errorf("GPU 3 without links: %q", d3.Message)
 	}
@@ -74,8 +76,8 @@ func TestPCIeBWErrors(t *testing.T) {
 	// A GPU whose copy failed (uncorrectable ECC) fails; the program's exit 1 is noted.
 	path, _ := fake(t, "pciebw", "pciebw/dgxa100-gpu6-ecc.jsonl")
 	res, _ := runOne(t, spec, &PCIeBW{Path: path, Links: dgxLinks()}, nil)
-	wantStatus(t, "ECC", res.Status, StatusFail)
-	if d := deviceStatus(t, res, "6", StatusFail); !strings.Contains(d.Message, "uncorrectable ECC error") {
+	wantStatus(t, "ECC", res.Status, probe.StatusFail)
+	if d := deviceStatus(t, res, "6", probe.StatusFail); !strings.Contains(d.Message, "uncorrectable ECC error") {
 		t.Errorf("GPU 6: %q", d.Message)
 	}
 	if !strings.Contains(res.Message, "pciebw exited 1") {
@@ -85,14 +87,14 @@ func TestPCIeBWErrors(t *testing.T) {
 	// A GPU that PCIe shows but CUDA does not fails.
 	path, _ = fake(t, "pciebw", "pciebw/dgxa100-7-visible.jsonl")
 	res, _ = runOne(t, spec, &PCIeBW{Path: path, Links: dgxLinks()}, nil)
-	if d := deviceStatus(t, res, "4", StatusFail); !strings.Contains(d.Message, "did not measure it") {
+	if d := deviceStatus(t, res, "4", probe.StatusFail); !strings.Contains(d.Message, "did not measure it") {
 		t.Errorf("GPU 4: %q", d.Message)
 	}
 
 	// No GPU for CUDA: the probe cannot run.
 	path, _ = fake(t, "pciebw", "pciebw/no-gpu.jsonl")
 	res, _ = runOne(t, spec, &PCIeBW{Path: path, Links: dgxLinks()}, nil)
-	wantStatus(t, "no GPU", res.Status, StatusError)
+	wantStatus(t, "no GPU", res.Status, probe.StatusError)
 	if !strings.Contains(res.Message, "printed no result") || !strings.Contains(res.Message, "no CUDA-capable device") {
 		t.Errorf("message %q", res.Message)
 	}
@@ -100,11 +102,11 @@ func TestPCIeBWErrors(t *testing.T) {
 	// Truncated output.
 	path, _ = fake(t, "pciebw", "pciebw/garbage.jsonl")
 	res, _ = runOne(t, spec, &PCIeBW{Path: path}, nil)
-	wantStatus(t, "garbage", res.Status, StatusError)
+	wantStatus(t, "garbage", res.Status, probe.StatusError)
 
 	// The program is missing.
 	res, _ = runOne(t, spec, &PCIeBW{Path: filepath.Join(t.TempDir(), "pciebw")}, nil)
-	wantStatus(t, "missing", res.Status, StatusError)
+	wantStatus(t, "missing", res.Status, probe.StatusError)
 	if !strings.Contains(res.Message, "program not found") {
 		t.Errorf("message %q", res.Message)
 	}
@@ -115,7 +117,7 @@ func TestPCIeBWErrors(t *testing.T) {
 	spec.DefaultTimeout = 300 * time.Millisecond
 	start := time.Now()
 	res, _ = runOne(t, spec, &PCIeBW{Path: path}, nil)
-	wantStatus(t, "hung", res.Status, StatusError)
+	wantStatus(t, "hung", res.Status, probe.StatusError)
 	if !strings.Contains(res.Message, "timed out after 300ms") || time.Since(start) > 5*time.Second {
 		t.Errorf("hung: %q after %v", res.Message, time.Since(start))
 	}
@@ -124,8 +126,8 @@ func TestPCIeBWErrors(t *testing.T) {
 func TestPCIeBWSelectedGPUs(t *testing.T) {
 	path, args := fake(t, "pciebw", "pciebw/dgxa100-gpu3-slow-gpu5-x8.jsonl")
 	res, _ := runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path, Links: dgxLinks()},
-		Params{"gpus": "0,1", "size_mb": "64", "iters": "5"})
-	wantStatus(t, "GPUs 0,1", res.Status, StatusPass)
+		probe.Params{"gpus": "0,1", "size_mb": "64", "iters": "5"})
+	wantStatus(t, "GPUs 0,1", res.Status, probe.StatusPass)
 	if len(res.Devices) != 2 {
 		t.Errorf("devices: %+v", res.Devices)
 	}
@@ -165,15 +167,15 @@ func TestPCIeBWSysfsLinks(t *testing.T) {
 	}
 	path, _ := fake(t, "pciebw", "pciebw/dgxa100-gpu3-slow-gpu5-x8.jsonl")
 	res, _ := runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path, Links: SysfsLinks{Root: root}}, nil)
-	deviceStatus(t, res, "5", StatusPass) // x8 slot: 12 GB/s is 76% of 15.75
-	deviceStatus(t, res, "3", StatusFail)
-	deviceStatus(t, res, "0", StatusPass)
+	deviceStatus(t, res, "5", probe.StatusPass) // x8 slot: 12 GB/s is 76% of 15.75
+	deviceStatus(t, res, "3", probe.StatusFail)
+	deviceStatus(t, res, "0", probe.StatusPass)
 
 	// sysfs shows every GPU of the machine, also those this container was not given:
 	// a GPU CUDA does not show is not a fault then.
 	path, _ = fake(t, "pciebw", "pciebw/dgxa100-7-visible.jsonl")
 	res, _ = runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path, Links: SysfsLinks{Root: root}}, nil)
-	wantStatus(t, "7 of 8 visible, sysfs", res.Status, StatusPass)
+	wantStatus(t, "7 of 8 visible, sysfs", res.Status, probe.StatusPass)
 
 	// NVML missing, sysfs answers.
 	chain := firstLinks{staticLinks(nil), SysfsLinks{Root: root}}

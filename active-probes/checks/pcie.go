@@ -1,4 +1,4 @@
-package probe
+package checks
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 // PCIeLink is a GPU's PCIe link: what it runs at now and what it can do at most
@@ -69,35 +71,6 @@ func PCIeTheoreticalGBps(gen, width int) float64 {
 	return pcieLaneGBps(gen) * float64(width)
 }
 
-// NormalizePCI turns the forms NVML, CUDA and sysfs print (00000000:3B:00.0,
-// 0000:3b:00.0, 3b:00.0) into domain:bus:device.function with a 4-digit domain, lower
-// case. It returns "" for something that is not a PCI address.
-func NormalizePCI(s string) string {
-	s = strings.TrimRight(strings.TrimSpace(s), "\x00")
-	parts := strings.Split(s, ":")
-	var dom, bus, devfn string
-	switch len(parts) {
-	case 3:
-		dom, bus, devfn = parts[0], parts[1], parts[2]
-	case 2:
-		dom, bus, devfn = "0", parts[0], parts[1]
-	default:
-		return ""
-	}
-	dev, fn, ok := strings.Cut(devfn, ".")
-	if !ok {
-		fn = "0"
-	}
-	d, err1 := strconv.ParseUint(dom, 16, 32)
-	b, err2 := strconv.ParseUint(bus, 16, 8)
-	v, err3 := strconv.ParseUint(dev, 16, 8)
-	f, err4 := strconv.ParseUint(fn, 16, 8)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || v > 0x1f || f > 7 {
-		return ""
-	}
-	return fmt.Sprintf("%04x:%02x:%02x.%x", d, b, v, f)
-}
-
 // SysfsLinks reads the GPUs' PCIe links from sysfs: every PCI function of vendor
 // 0x10de (NVIDIA) whose class is a 3D or VGA controller, with current_link_speed,
 // current_link_width, max_link_speed and max_link_width.
@@ -132,7 +105,7 @@ func (s SysfsLinks) GPULinks(context.Context) ([]GPULink, error) {
 			Width:    atoiOr0(readTrim(filepath.Join(dev, "current_link_width"))),
 			MaxWidth: atoiOr0(readTrim(filepath.Join(dev, "max_link_width"))),
 		}
-		out = append(out, GPULink{Index: -1, PCI: NormalizePCI(e.Name()), Link: l})
+		out = append(out, GPULink{Index: -1, PCI: probe.NormalizePCI(e.Name()), Link: l})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PCI < out[j].PCI })
 	return out, nil

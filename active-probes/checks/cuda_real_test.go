@@ -1,10 +1,12 @@
-package probe
+package checks
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 // The CUDA programs as nvcc built them (`make cuda`, which `make test` runs first), on
@@ -24,10 +26,10 @@ func TestRealCUDAProgramsWithoutGPU(t *testing.T) {
 	}
 	for _, name := range []string{"pciebw", "dgemm"} {
 		spec := mustSpec(t, name)
-		p := spec.New(Config{Node: "no-gpu", Commands: map[string]string{name: filepath.Join(dir, name)}})
-		res, _ := runOne(t, spec, p, Params{})
+		p := spec.New(probe.Config{Node: "no-gpu", Commands: map[string]string{name: filepath.Join(dir, name)}})
+		res, _ := runOne(t, spec, p, probe.Params{})
 		t.Logf("%s on a machine without a GPU: %s: %s", name, res.Status, res.Message)
-		if res.Status != StatusError && res.Status != StatusSkipped {
+		if res.Status != probe.StatusError && res.Status != probe.StatusSkipped {
 			t.Errorf("%s without a GPU: status %s, want error or skipped", name, res.Status)
 		}
 		if !strings.Contains(res.Message, "CUDA") && !strings.Contains(res.Message, "cuda") && !strings.Contains(res.Message, "lib") {

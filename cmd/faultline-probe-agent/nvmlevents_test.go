@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -16,9 +17,21 @@ func TestProbeAgentNVMLEventFlags(t *testing.T) {
 		{[]string{"--nvml-events", "--events-otlp-endpoint=http://127.0.0.1:1", "--events-loki-url=http://127.0.0.1:2"}, "set exactly one of"},
 		{[]string{"--events-otlp-endpoint=http://127.0.0.1:1"}, "need --nvml-events"},
 	} {
-		_, err := run(t, "", append([]string{"probe-agent", "--node=gpu-1", "--kubeconfig=/nonexistent"}, tc.args...)...)
+		_, err := run(t, append([]string{"--node=gpu-1", "--kubeconfig=/nonexistent"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
 		}
 	}
+}
+
+// run runs the agent's command with args and returns what it printed.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRoot()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
 }

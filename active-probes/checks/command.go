@@ -1,4 +1,4 @@
-package probe
+package checks
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package probe
+package checks
 
 import (
 	"bufio"
@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 // gpuLine is one line printed by the CUDA programs in cuda/ (pciebw, dgemm): one JSON
@@ -67,21 +70,17 @@ func parseGPULines(prog string, out []byte) ([]gpuLine, error) {
 	return lines, nil
 }
 
-func (l gpuLine) device() DeviceResult {
-	return DeviceResult{ID: strconv.Itoa(*l.GPU), PCI: NormalizePCI(l.PCI), Name: l.Name}
+func (l gpuLine) device() probe.DeviceResult {
+	return probe.DeviceResult{ID: strconv.Itoa(*l.GPU), PCI: probe.NormalizePCI(l.PCI), Name: l.Name}
 }
 
 // gpuArg formats the --gpus argument of the CUDA programs.
-func gpuArgs(p Params) []string {
+func gpuArgs(p probe.Params) []string {
 	if l := p.IntList("gpus"); len(l) > 0 {
 		return []string{"--gpus", joinInts(l)}
 	}
 	return nil
 }
-
-// gpusParam is the "gpus" parameter shared by the GPU probes.
-var gpusParam = ParamSpec{Name: "gpus", Type: TypeIntList, Min: 0, Max: 63, MaxItems: 64,
-	Help: "GPU indices to test, comma-separated (default: all)"}
 
 // runGPUProgram runs one of the cuda/ programs (name is how its lines are attributed)
 // with CUDA's device order matching NVML's, and parses its per-GPU lines; when they
@@ -103,9 +102,18 @@ func runGPUProgram(ctx context.Context, name, path string, args []string) ([]gpu
 
 // noteExit adds a program's non-zero exit to a result it otherwise produced: a warn
 // at least, with what it said (a GPU it could not test also has its own line).
-func noteExit(res *Result, name string, out cmdOutput) {
+func noteExit(res *probe.Result, name string, out cmdOutput) {
 	if out.ExitCode != 0 {
 		res.Message = joinMsg(res.Message, exitNote(name, out))
-		res.Status = Worst(res.Status, StatusWarn)
+		res.Status = probe.Worst(res.Status, probe.StatusWarn)
 	}
+}
+
+// joinInts formats a list as "0,3,5".
+func joinInts(l []int) string {
+	s := make([]string, len(l))
+	for i, n := range l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }

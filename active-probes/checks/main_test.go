@@ -1,4 +1,4 @@
-package probe
+package checks
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 // fakeBin is the directory holding the fake pciebw, dgemm, dcgmi, ping and nvidia-smi (testdata/fake),
@@ -87,13 +89,13 @@ func fakeArgs(t *testing.T, argsFile string) []string {
 
 // runOne registers spec (with a constructor returning pr) in a fresh registry and runs
 // it through a Runner with metrics, as the agent will.
-func runOne(t *testing.T, spec Spec, pr Probe, p Params) (Result, *prometheus.Registry) {
+func runOne(t *testing.T, spec probe.Spec, pr probe.Probe, p probe.Params) (probe.Result, *prometheus.Registry) {
 	t.Helper()
-	reg := NewRegistry()
-	spec.New = func(Config) Probe { return pr }
+	reg := probe.NewRegistry()
+	spec.New = func(probe.Config) probe.Probe { return pr }
 	reg.MustRegister(spec)
 	prom := prometheus.NewRegistry()
-	r := NewRunner(reg, Config{Node: "gpu-node-07"}, NewMetrics(prom))
+	r := probe.NewRunner(reg, probe.Config{Node: "gpu-node-07"}, probe.NewMetrics(prom))
 	res, err := r.Run(context.Background(), spec.Name, p)
 	if err != nil {
 		t.Fatalf("run %s: %v", spec.Name, err)
@@ -147,23 +149,23 @@ func wantMetric(t *testing.T, g prometheus.Gatherer, name string, labels map[str
 }
 
 // mustSpec returns the registered spec of a probe.
-func mustSpec(t *testing.T, name string) Spec {
+func mustSpec(t *testing.T, name string) probe.Spec {
 	t.Helper()
-	s, ok := Default().Get(name)
+	s, ok := probe.Default().Get(name)
 	if !ok {
 		t.Fatalf("probe %s not registered", name)
 	}
 	return s
 }
 
-func wantStatus(t *testing.T, what string, got, want Status) {
+func wantStatus(t *testing.T, what string, got, want probe.Status) {
 	t.Helper()
 	if got != want {
 		t.Errorf("%s: status %s, want %s", what, got, want)
 	}
 }
 
-func deviceStatus(t *testing.T, res Result, id string, want Status) *DeviceResult {
+func deviceStatus(t *testing.T, res probe.Result, id string, want probe.Status) *probe.DeviceResult {
 	t.Helper()
 	d := res.Device(id)
 	if d == nil {

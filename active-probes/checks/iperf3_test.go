@@ -1,4 +1,4 @@
-package probe
+package checks
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 func TestParseIperf3Recorded(t *testing.T) {
@@ -62,9 +64,9 @@ func TestIperf3RealLoopback(t *testing.T) {
 	spec := mustSpec(t, "iperf3")
 
 	srv := startServer(t, bin)
-	res, prom := runOne(t, spec, &Iperf3{Path: bin}, Params{"peer": "127.0.0.1", "port": strconv.Itoa(srv.Port), "seconds": "2", "min_gbps": "1"})
-	wantStatus(t, "loopback", res.Status, StatusPass)
-	d := deviceStatus(t, res, "127.0.0.1", StatusPass)
+	res, prom := runOne(t, spec, &Iperf3{Path: bin}, probe.Params{"peer": "127.0.0.1", "port": strconv.Itoa(srv.Port), "seconds": "2", "min_gbps": "1"})
+	wantStatus(t, "loopback", res.Status, probe.StatusPass)
+	d := deviceStatus(t, res, "127.0.0.1", probe.StatusPass)
 	if d.Values["received_gbps"] < 1 || d.Values["sent_gbps"] < 1 {
 		t.Errorf("values %v", d.Values)
 	}
@@ -82,9 +84,9 @@ func TestIperf3RealLoopback(t *testing.T) {
 
 	// Two reverse streams for one second, against an impossible minimum.
 	srv = startServer(t, bin)
-	res, _ = runOne(t, spec, &Iperf3{Path: bin}, Params{"peer": "127.0.0.1", "port": strconv.Itoa(srv.Port),
+	res, _ = runOne(t, spec, &Iperf3{Path: bin}, probe.Params{"peer": "127.0.0.1", "port": strconv.Itoa(srv.Port),
 		"seconds": "1", "streams": "2", "reverse": "true", "bind": "127.0.0.1", "min_gbps": "50000"})
-	wantStatus(t, "impossible minimum", res.Status, StatusFail)
+	wantStatus(t, "impossible minimum", res.Status, probe.StatusFail)
 	if !strings.Contains(res.Message, "below 50000.00") {
 		t.Errorf("message %q", res.Message)
 	}
@@ -93,8 +95,8 @@ func TestIperf3RealLoopback(t *testing.T) {
 func TestIperf3NoServer(t *testing.T) {
 	bin := testenv.Binary(t, "iperf3")
 	port := testenv.FreePorts(t, 1)[0]
-	res, prom := runOne(t, mustSpec(t, "iperf3"), &Iperf3{Path: bin}, Params{"peer": "127.0.0.1", "port": strconv.Itoa(port), "seconds": "1"})
-	wantStatus(t, "refused", res.Status, StatusError)
+	res, prom := runOne(t, mustSpec(t, "iperf3"), &Iperf3{Path: bin}, probe.Params{"peer": "127.0.0.1", "port": strconv.Itoa(port), "seconds": "1"})
+	wantStatus(t, "refused", res.Status, probe.StatusError)
 	if !strings.Contains(res.Message, "Connection refused") {
 		t.Errorf("message %q", res.Message)
 	}
@@ -141,25 +143,25 @@ func TestIperf3ServerErrors(t *testing.T) {
 // client's one test, and the runner's Close stops a server no client came to.
 func TestIperf3ServerCheck(t *testing.T) {
 	bin := testenv.Binary(t, "iperf3")
-	r := NewRunner(nil, Config{Node: "peer-1", Commands: map[string]string{"iperf3": bin}}, nil)
+	r := probe.NewRunner(nil, probe.Config{Node: "peer-1", Commands: map[string]string{"iperf3": bin}}, nil)
 	ctx := context.Background()
 	port := strconv.Itoa(testenv.FreePorts(t, 1)[0])
-	res, err := r.Run(ctx, Iperf3ServerCheck, Params{"port": port, "bind": "127.0.0.1", "idle_timeout": "30s"})
-	if err != nil || res.Status != StatusPass || res.Values["port"] != float64(mustAtoi(t, port)) {
+	res, err := r.Run(ctx, probe.Iperf3ServerCheck, probe.Params{"port": port, "bind": "127.0.0.1", "idle_timeout": "30s"})
+	if err != nil || res.Status != probe.StatusPass || res.Values["port"] != float64(mustAtoi(t, port)) {
 		t.Fatalf("iperf3-server: %+v, %v", res, err)
 	}
-	if res, _ := r.Run(ctx, Iperf3ServerCheck, Params{"port": port, "bind": "127.0.0.1"}); res.Status != StatusError ||
+	if res, _ := r.Run(ctx, probe.Iperf3ServerCheck, probe.Params{"port": port, "bind": "127.0.0.1"}); res.Status != probe.StatusError ||
 		!strings.Contains(res.Message, "already listens") {
 		t.Errorf("second server on the port: %+v", res)
 	}
-	client, err := r.Run(ctx, "iperf3", Params{"peer": "127.0.0.1", "port": port, "seconds": "1", "min_gbps": "0.1"})
-	if err != nil || client.Status != StatusPass {
+	client, err := r.Run(ctx, "iperf3", probe.Params{"peer": "127.0.0.1", "port": port, "seconds": "1", "min_gbps": "0.1"})
+	if err != nil || client.Status != probe.StatusPass {
 		t.Errorf("client against the check's server: %+v, %v", client, err)
 	}
 	// Once the test is served the port is free for the next server; Close stops it.
 	eventually.True(t, 5*time.Second, "a new server on the port after the test", func() bool {
-		again, _ := r.Run(ctx, Iperf3ServerCheck, Params{"port": port, "bind": "127.0.0.1"})
-		return again.Status == StatusPass
+		again, _ := r.Run(ctx, probe.Iperf3ServerCheck, probe.Params{"port": port, "bind": "127.0.0.1"})
+		return again.Status == probe.StatusPass
 	})
 	r.Close()
 	eventually.True(t, 5*time.Second, "the server gone after the runner's Close", func() bool {

@@ -1,10 +1,12 @@
-package probe
+package checks
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 func TestGPUThresholdTable(t *testing.T) {
@@ -41,8 +43,8 @@ func TestGPUThresholdTable(t *testing.T) {
 func TestDGEMMPass(t *testing.T) {
 	path, args := fake(t, "dgemm", "dgemm/dgxa100-pass.jsonl")
 	res, prom := runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, nil)
-	wantStatus(t, "healthy", res.Status, StatusPass)
-	d := deviceStatus(t, res, "0", StatusPass)
+	wantStatus(t, "healthy", res.Status, probe.StatusPass)
+	d := deviceStatus(t, res, "0", probe.StatusPass)
 	if d.Values["dgemm_tflops"] != 18.92 || !near(d.Values["min_dgemm_tflops"], 13.65) || !near(d.Values["min_daxpy_gbps"], 1427.3) {
 		t.Errorf("values %v", d.Values)
 	}
@@ -56,18 +58,18 @@ func TestDGEMMSlowGPUs(t *testing.T) {
 	// GPU 2 reaches 9.4 TFLOPS (a throttled GPU), GPU 6 1186 GB/s (a sick HBM stack).
 	path, _ := fake(t, "dgemm", "dgemm/dgxa100-gpu2-slow-gpu6-hbm.jsonl")
 	res, _ := runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, nil)
-	wantStatus(t, "slow", res.Status, StatusFail)
-	if d := deviceStatus(t, res, "2", StatusFail); !strings.Contains(d.Message, "DGEMM 9.41 TFLOPS below 13.65") {
+	wantStatus(t, "slow", res.Status, probe.StatusFail)
+	if d := deviceStatus(t, res, "2", probe.StatusFail); !strings.Contains(d.Message, "DGEMM 9.41 TFLOPS below 13.65") {
 		t.Errorf("GPU 2: %q", d.Message)
 	}
-	if d := deviceStatus(t, res, "6", StatusFail); !strings.Contains(d.Message, "DAXPY 1186 GB/s below 1427") {
+	if d := deviceStatus(t, res, "6", probe.StatusFail); !strings.Contains(d.Message, "DAXPY 1186 GB/s below 1427") {
 		t.Errorf("GPU 6: %q", d.Message)
 	}
-	deviceStatus(t, res, "0", StatusPass)
+	deviceStatus(t, res, "0", probe.StatusPass)
 
 	// A lower ratio lets both through.
-	res, _ = runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, Params{"ratio": "0.45"})
-	wantStatus(t, "ratio 0.45", res.Status, StatusPass)
+	res, _ = runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, probe.Params{"ratio": "0.45"})
+	wantStatus(t, "ratio 0.45", res.Status, probe.StatusPass)
 }
 
 func TestDGEMMThresholdsFile(t *testing.T) {
@@ -83,20 +85,20 @@ func TestDGEMMThresholdsFile(t *testing.T) {
   min_dgemm_tflops: 9
   min_daxpy_gbps: 1100
 `), 0o644)
-	res, _ := runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, Params{"thresholds": file})
-	wantStatus(t, "override", res.Status, StatusPass)
+	res, _ := runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, probe.Params{"thresholds": file})
+	wantStatus(t, "override", res.Status, probe.StatusPass)
 
 	// JSON works too; an entry for a model not on the node changes nothing.
 	jsonFile := filepath.Join(dir, "thresholds.json")
 	os.WriteFile(jsonFile, []byte(`[{"match": "H100", "dgemm_tflops": 67, "daxpy_gbps": 3350}]`), 0o644)
-	res, _ = runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, Params{"thresholds": jsonFile})
-	wantStatus(t, "unrelated override", res.Status, StatusFail)
+	res, _ = runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, probe.Params{"thresholds": jsonFile})
+	wantStatus(t, "unrelated override", res.Status, probe.StatusFail)
 
 	// A broken file is an error, not a silent fallback to the defaults.
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("- match: A100\n  dgemm_tflop: 19.5\n"), 0o644)
-	res, _ = runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, Params{"thresholds": bad})
-	wantStatus(t, "typo in the file", res.Status, StatusError)
+	res, _ = runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, probe.Params{"thresholds": bad})
+	wantStatus(t, "typo in the file", res.Status, probe.StatusError)
 	if !strings.Contains(res.Message, "dgemm_tflop") {
 		t.Errorf("message %q", res.Message)
 	}
@@ -105,8 +107,8 @@ func TestDGEMMThresholdsFile(t *testing.T) {
 func TestDGEMMUnknownModel(t *testing.T) {
 	path, _ := fake(t, "dgemm", "dgemm/l40s-unknown.jsonl")
 	res, prom := runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, nil)
-	wantStatus(t, "L40S", res.Status, StatusSkipped)
-	if d := deviceStatus(t, res, "0", StatusSkipped); d.Values["dgemm_tflops"] != 1.21 || !strings.Contains(d.Message, "no threshold for \"NVIDIA L40S\"") {
+	wantStatus(t, "L40S", res.Status, probe.StatusSkipped)
+	if d := deviceStatus(t, res, "0", probe.StatusSkipped); d.Values["dgemm_tflops"] != 1.21 || !strings.Contains(d.Message, "no threshold for \"NVIDIA L40S\"") {
 		t.Errorf("device: %+v", d)
 	}
 	// The measurement is still exported; the verdict is not.

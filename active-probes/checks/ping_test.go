@@ -1,4 +1,4 @@
-package probe
+package checks
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/test/testenv"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 func TestParsePing(t *testing.T) {
@@ -46,9 +48,9 @@ func TestParsePing(t *testing.T) {
 // The real ping from Debian (iputils), to 127.0.0.1.
 func TestPingRealLoopback(t *testing.T) {
 	bin := testenv.Binary(t, "ping")
-	res, prom := runOne(t, mustSpec(t, "ping"), &Ping{Path: bin}, Params{"peer": "127.0.0.1", "count": "5", "max_rtt_ms": "50"})
-	wantStatus(t, "loopback", res.Status, StatusPass)
-	d := deviceStatus(t, res, "127.0.0.1", StatusPass)
+	res, prom := runOne(t, mustSpec(t, "ping"), &Ping{Path: bin}, probe.Params{"peer": "127.0.0.1", "count": "5", "max_rtt_ms": "50"})
+	wantStatus(t, "loopback", res.Status, probe.StatusPass)
+	d := deviceStatus(t, res, "127.0.0.1", probe.StatusPass)
 	if d.Values["transmitted"] != 5 || d.Values["received"] != 5 || d.Values["loss_pct"] != 0 || d.Values["rtt_avg_ms"] <= 0 {
 		t.Errorf("values %v", d.Values)
 	}
@@ -59,32 +61,32 @@ func TestPingRealLoopback(t *testing.T) {
 	wantMetric(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "ping", "device": "127.0.0.1", "metric": "loss_pct"}, 0)
 
 	// With a source address (ping -I).
-	res, _ = runOne(t, mustSpec(t, "ping"), &Ping{Path: bin}, Params{"peer": "127.0.0.1", "count": "2", "source": "127.0.0.1"})
-	wantStatus(t, "with source", res.Status, StatusPass)
+	res, _ = runOne(t, mustSpec(t, "ping"), &Ping{Path: bin}, probe.Params{"peer": "127.0.0.1", "count": "2", "source": "127.0.0.1"})
+	wantStatus(t, "with source", res.Status, probe.StatusPass)
 }
 
 // Loss thresholds, on ping outputs recorded with real losses.
 func TestPingLoss(t *testing.T) {
 	spec := mustSpec(t, "ping")
 	path, args := fake(t, "ping", "ping/loss-50.txt")
-	res, _ := runOne(t, spec, &Ping{Path: path}, Params{"peer": "127.0.0.1", "count": "20"})
-	wantStatus(t, "50% loss", res.Status, StatusFail)
+	res, _ := runOne(t, spec, &Ping{Path: path}, probe.Params{"peer": "127.0.0.1", "count": "20"})
+	wantStatus(t, "50% loss", res.Status, probe.StatusFail)
 	if !strings.Contains(res.Message, "50% packet loss (10 of 20), above 10%") {
 		t.Errorf("message %q", res.Message)
 	}
 	if got := fakeArgs(t, args); got[0] != `["ping","-n","-c","20","-i","0.2","-W","1","127.0.0.1"]` {
 		t.Errorf("argv %v", got)
 	}
-	res, _ = runOne(t, spec, &Ping{Path: path}, Params{"peer": "127.0.0.1", "max_loss_pct": "60"})
-	wantStatus(t, "50% loss, 60% allowed", res.Status, StatusWarn)
-	res, _ = runOne(t, spec, &Ping{Path: path}, Params{"peer": "127.0.0.1", "max_loss_pct": "60", "warn_loss_pct": "50"})
-	wantStatus(t, "50% loss, 50% tolerated", res.Status, StatusPass)
+	res, _ = runOne(t, spec, &Ping{Path: path}, probe.Params{"peer": "127.0.0.1", "max_loss_pct": "60"})
+	wantStatus(t, "50% loss, 60% allowed", res.Status, probe.StatusWarn)
+	res, _ = runOne(t, spec, &Ping{Path: path}, probe.Params{"peer": "127.0.0.1", "max_loss_pct": "60", "warn_loss_pct": "50"})
+	wantStatus(t, "50% loss, 50% tolerated", res.Status, probe.StatusPass)
 
 	// No reply at all: ping exits 1, and that is a verdict, not an error.
 	path, _ = fake(t, "ping", "ping/loss-100.txt")
-	res, prom := runOne(t, spec, &Ping{Path: path}, Params{"peer": "127.0.0.1", "count": "3"})
-	wantStatus(t, "100% loss", res.Status, StatusFail)
-	if d := deviceStatus(t, res, "127.0.0.1", StatusFail); d.Values["loss_pct"] != 100 {
+	res, prom := runOne(t, spec, &Ping{Path: path}, probe.Params{"peer": "127.0.0.1", "count": "3"})
+	wantStatus(t, "100% loss", res.Status, probe.StatusFail)
+	if d := deviceStatus(t, res, "127.0.0.1", probe.StatusFail); d.Values["loss_pct"] != 100 {
 		t.Errorf("values %v", d.Values)
 	}
 	if _, ok := metricValue(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "ping", "device": "127.0.0.1", "metric": "rtt_avg_ms"}); ok {
@@ -93,14 +95,14 @@ func TestPingLoss(t *testing.T) {
 
 	// ping could not send (exit 2): an error.
 	path, _ = fake(t, "ping", "ping/unreachable.txt")
-	res, _ = runOne(t, spec, &Ping{Path: path}, Params{"peer": "127.0.0.1"})
-	wantStatus(t, "unreachable", res.Status, StatusError)
+	res, _ = runOne(t, spec, &Ping{Path: path}, probe.Params{"peer": "127.0.0.1"})
+	wantStatus(t, "unreachable", res.Status, probe.StatusError)
 	if !strings.Contains(res.Message, "exit 2") || !strings.Contains(res.Message, "Network is unreachable") {
 		t.Errorf("message %q", res.Message)
 	}
 
 	// A source that would read as an option is refused before ping runs.
-	if _, err := spec.Params.Resolve(Params{"peer": "127.0.0.1", "source": "-f"}); err == nil {
+	if _, err := spec.Params.Resolve(probe.Params{"peer": "127.0.0.1", "source": "-f"}); err == nil {
 		t.Error("source -f accepted")
 	}
 }

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package probe
+package checks
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
-	"github.com/faultline-dev/faultline/active-probes/probe/nvmlmock"
+	"github.com/faultline-dev/faultline/active-probes/checks/nvmlmock"
+
+	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
 // dgxPCI are the PCI addresses of a DGX A100's eight GPUs, as NVML prints them.
@@ -22,15 +24,15 @@ func healthyDGX() *dgxa100.Server { return nvmlmock.HealthyDGXA100() }
 
 func dev(srv *dgxa100.Server, i int) *dgxa100.Device { return srv.Devices[i].(*dgxa100.Device) }
 
-func runNVML(t *testing.T, srv *dgxa100.Server, p Params) Result {
+func runNVML(t *testing.T, srv *dgxa100.Server, p probe.Params) probe.Result {
 	t.Helper()
 	res, _ := runOne(t, mustSpec(t, "nvml"), &NVML{Lib: srv}, p)
 	return res
 }
 
 func TestNVMLHealthyDGXA100(t *testing.T) {
-	res := runNVML(t, healthyDGX(), Params{"expected_gpus": "8", "expected_nvlinks": "12"})
-	wantStatus(t, "healthy", res.Status, StatusPass)
+	res := runNVML(t, healthyDGX(), probe.Params{"expected_gpus": "8", "expected_nvlinks": "12"})
+	wantStatus(t, "healthy", res.Status, probe.StatusPass)
 	if len(res.Devices) != 8 || res.Values["gpu_count"] != 8 {
 		t.Fatalf("devices %d, values %v", len(res.Devices), res.Values)
 	}
@@ -53,44 +55,44 @@ func TestNVMLFaults(t *testing.T) {
 	cases := []struct {
 		name   string
 		inject func(*dgxa100.Server)
-		params Params
-		want   Status // for the check
-		gpu    string // the device that must carry the fault ("" none)
-		gpuSt  Status
+		params probe.Params
+		want   probe.Status // for the check
+		gpu    string       // the device that must carry the fault ("" none)
+		gpuSt  probe.Status
 		text   string // in the message
 	}{
 		{"remapped rows pending", func(s *dgxa100.Server) {
 			dev(s, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 2, true, false, nvml.SUCCESS }
-		}, nil, StatusFail, "3", StatusFail, "row remapping pending"},
+		}, nil, probe.StatusFail, "3", probe.StatusFail, "row remapping pending"},
 		{"remapping failed", func(s *dgxa100.Server) {
 			dev(s, 1).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 512, false, true, nvml.SUCCESS }
-		}, nil, StatusFail, "1", StatusFail, "row remapping failed (512 uncorrectable rows)"},
+		}, nil, probe.StatusFail, "1", probe.StatusFail, "row remapping failed (512 uncorrectable rows)"},
 		{"HW slowdown", func(s *dgxa100.Server) {
 			dev(s, 3).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS }
-		}, nil, StatusFail, "3", StatusFail, "HW slowdown"},
+		}, nil, probe.StatusFail, "3", probe.StatusFail, "HW slowdown"},
 		{"HW slowdown as warn", func(s *dgxa100.Server) {
 			dev(s, 3).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS }
-		}, Params{"throttle_action": "warn"}, StatusWarn, "3", StatusWarn, "HW slowdown"},
+		}, probe.Params{"throttle_action": "warn"}, probe.StatusWarn, "3", probe.StatusWarn, "HW slowdown"},
 		{"HW thermal", func(s *dgxa100.Server) {
 			dev(s, 2).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
 				return nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksThrottleReasonHwThermalSlowdown, nvml.SUCCESS
 			}
-		}, nil, StatusFail, "2", StatusFail, "overheating"},
+		}, nil, probe.StatusFail, "2", probe.StatusFail, "overheating"},
 		{"power brake is a warn", func(s *dgxa100.Server) {
 			dev(s, 4).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
 				return nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, nvml.SUCCESS
 			}
-		}, nil, StatusWarn, "4", StatusWarn, "power brake"},
+		}, nil, probe.StatusWarn, "4", probe.StatusWarn, "power brake"},
 		{"x8 link on a x16 GPU", func(s *dgxa100.Server) {
 			dev(s, 5).GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 8, nvml.SUCCESS }
-		}, nil, StatusFail, "5", StatusFail, "PCIe link x8, expected x16"},
+		}, nil, probe.StatusFail, "5", probe.StatusFail, "PCIe link x8, expected x16"},
 		{"gen3 on a busy gen4 GPU", func(s *dgxa100.Server) {
 			dev(s, 6).GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 3, nvml.SUCCESS }
-		}, nil, StatusWarn, "6", StatusWarn, "PCIe link gen3, expected gen4"},
+		}, nil, probe.StatusWarn, "6", probe.StatusWarn, "PCIe link gen3, expected gen4"},
 		{"gen1 while idle is power saving", func(s *dgxa100.Server) {
 			dev(s, 6).GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 1, nvml.SUCCESS }
 			dev(s, 6).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return nvml.ClocksEventReasonGpuIdle, nvml.SUCCESS }
-		}, nil, StatusPass, "6", StatusPass, ""},
+		}, nil, probe.StatusPass, "6", probe.StatusPass, ""},
 		{"NVLink down", func(s *dgxa100.Server) {
 			prev := dev(s, 7).GetNvLinkStateFunc
 			dev(s, 7).GetNvLinkStateFunc = func(l int) (nvml.EnableState, nvml.Return) {
@@ -99,10 +101,10 @@ func TestNVMLFaults(t *testing.T) {
 				}
 				return prev(l)
 			}
-		}, nil, StatusFail, "7", StatusFail, "NVLink 5 down (11 up)"},
+		}, nil, probe.StatusFail, "7", probe.StatusFail, "NVLink 5 down (11 up)"},
 		{"missing GPU", func(s *dgxa100.Server) {
 			s.DeviceGetCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
-		}, Params{"expected_gpus": "8"}, StatusFail, "", "", "found 7 GPUs, expected 8"},
+		}, probe.Params{"expected_gpus": "8"}, probe.StatusFail, "", "", "found 7 GPUs, expected 8"},
 		{"volatile ECC", func(s *dgxa100.Server) {
 			dev(s, 0).GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
 				if t == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && c == nvml.VOLATILE_ECC {
@@ -110,7 +112,7 @@ func TestNVMLFaults(t *testing.T) {
 				}
 				return 0, nvml.SUCCESS
 			}
-		}, nil, StatusFail, "0", StatusFail, "3 uncorrectable ECC errors"},
+		}, nil, probe.StatusFail, "0", probe.StatusFail, "3 uncorrectable ECC errors"},
 		{"ECC counter through GetMemoryErrorCounter", func(s *dgxa100.Server) {
 			dev(s, 0).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
 				return 0, nvml.ERROR_NOT_SUPPORTED
@@ -118,16 +120,16 @@ func TestNVMLFaults(t *testing.T) {
 			dev(s, 0).GetMemoryErrorCounterFunc = func(nvml.MemoryErrorType, nvml.EccCounterType, nvml.MemoryLocation) (uint64, nvml.Return) {
 				return 1, nvml.SUCCESS
 			}
-		}, nil, StatusFail, "0", StatusFail, "1 uncorrectable ECC errors"},
+		}, nil, probe.StatusFail, "0", probe.StatusFail, "1 uncorrectable ECC errors"},
 		{"retired pages pending", func(s *dgxa100.Server) {
 			dev(s, 2).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_ENABLED, nvml.SUCCESS }
-		}, nil, StatusFail, "2", StatusFail, "retired pages pending"},
+		}, nil, probe.StatusFail, "2", probe.StatusFail, "retired pages pending"},
 		{"GPU lost", func(s *dgxa100.Server) {
 			dev(s, 1).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_GPU_IS_LOST }
-		}, nil, StatusFail, "1", StatusFail, "GPU is lost"},
+		}, nil, probe.StatusFail, "1", probe.StatusFail, "GPU is lost"},
 		{"unstubbed mock function", func(s *dgxa100.Server) {
 			dev(s, 4).GetNvLinkStateFunc = nil // the mock panics: the check reports an error, the probe survives
-		}, nil, StatusError, "4", StatusError, "NVML call panicked"},
+		}, nil, probe.StatusError, "4", probe.StatusError, "NVML call panicked"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,7 +141,7 @@ func TestNVMLFaults(t *testing.T) {
 				t.Errorf("message %q does not say %q", res.Message, c.text)
 			}
 			for _, d := range res.Devices {
-				want := StatusPass
+				want := probe.StatusPass
 				if d.ID == c.gpu {
 					want = c.gpuSt
 				}
@@ -154,28 +156,28 @@ func TestNVMLFaults(t *testing.T) {
 func TestNVMLLibraryNotFound(t *testing.T) {
 	lib := nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))
 	res, prom := runOne(t, mustSpec(t, "nvml"), &NVML{Lib: lib}, nil)
-	wantStatus(t, "no NVML", res.Status, StatusSkipped)
-	if !strings.Contains(res.Message, NVMLLibraryNotFound) {
+	wantStatus(t, "no NVML", res.Status, probe.StatusSkipped)
+	if !strings.Contains(res.Message, probe.NVMLLibraryNotFound) {
 		t.Errorf("message %q", res.Message)
 	}
 	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "nvml"}, 0)
 
 	// A node that should have GPUs but has no NVML cannot be vouched for.
-	res, _ = runOne(t, mustSpec(t, "nvml"), &NVML{Lib: lib}, Params{"expected_gpus": "8"})
-	wantStatus(t, "no NVML, 8 expected", res.Status, StatusError)
-	if !strings.Contains(res.Message, NVMLLibraryNotFound) {
+	res, _ = runOne(t, mustSpec(t, "nvml"), &NVML{Lib: lib}, probe.Params{"expected_gpus": "8"})
+	wantStatus(t, "no NVML, 8 expected", res.Status, probe.StatusError)
+	if !strings.Contains(res.Message, probe.NVMLLibraryNotFound) {
 		t.Errorf("message %q", res.Message)
 	}
 
 	// The registered probe with the default library: on this machine there is no GPU
 	// driver, and whatever the machine, it must not panic.
-	r := NewRunner(nil, Config{Node: "n"}, nil)
+	r := probe.NewRunner(nil, probe.Config{Node: "n"}, nil)
 	res, err := r.Run(context.Background(), "nvml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("default library: %s: %s", res.Status, res.Message)
-	if res.Status == StatusSkipped && !strings.Contains(res.Message, NVMLLibraryNotFound) {
+	if res.Status == probe.StatusSkipped && !strings.Contains(res.Message, probe.NVMLLibraryNotFound) {
 		t.Errorf("message %q", res.Message)
 	}
 }
@@ -184,7 +186,7 @@ func TestNVMLMetrics(t *testing.T) {
 	srv := healthyDGX()
 	dev(srv, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 2, true, false, nvml.SUCCESS }
 	dev(srv, 5).GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 8, nvml.SUCCESS }
-	_, prom := runOne(t, mustSpec(t, "nvml"), &NVML{Lib: srv}, Params{"pcie_width_action": "warn"})
+	_, prom := runOne(t, mustSpec(t, "nvml"), &NVML{Lib: srv}, probe.Params{"pcie_width_action": "warn"})
 	l := func(dev string) map[string]string {
 		return map[string]string{"node": "gpu-node-07", "check": "nvml", "device": dev}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -15,11 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/internal/buildinfo"
+	"github.com/faultline-dev/faultline/internal/daemon"
 	"github.com/faultline-dev/faultline/kubeauth"
 )
 
-func newProbeAgentCmd() *cobra.Command {
+// newRoot is the probe agent's command: the program is the agent.
+func newRoot() *cobra.Command {
 	var (
 		cfg        probe.Config
 		listen     string
@@ -39,8 +44,9 @@ func newProbeAgentCmd() *cobra.Command {
 		reviews    float64
 	)
 	cmd := &cobra.Command{
-		Use:   "probe-agent",
+		Use:   "faultline-probe-agent",
 		Short: "Run active probes on this node when the controller or an admin asks (HTTP API)",
+		Args:  cobra.NoArgs,
 		Long: `Serves the probe API of one node (see docs/probes.md): GET /api/v1/checks,
 POST /api/v1/run (the iperf3-server check serves a peer), plus /metrics and /healthz.
 Every API request must carry a bearer token; the agent checks it with a TokenReview
@@ -56,7 +62,7 @@ source) and ships each as a log line with source="nvml" through the dmesg-export
 shipping path, a second witness beside the kernel log (docs/probes.md).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Node == "" {
-				cfg.Node = envOr("NODE_NAME", "")
+				cfg.Node = os.Getenv("NODE_NAME")
 			}
 			if cfg.Node == "" {
 				return fmt.Errorf("set --node or $NODE_NAME")
@@ -73,7 +79,7 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 				cfg.Commands[name] = path
 			}
 			log := slog.New(slog.NewJSONHandler(cmd.OutOrStdout(), nil)).With("component", "probe-agent")
-			client, err := kubeClient(kubeconfig)
+			client, err := daemon.KubeClient(kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -136,7 +142,7 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 			// /healthz is the agent's liveness and readiness: a collector refusing the
 			// event lines must neither restart the agent nor stop its probes, so that
 			// has an endpoint of its own (and faultline_exporter_receiver_refusing).
-			srv, err := serveHTTP(listen, tlsConf, reg, map[string]func() error{"/healthz": func() error { return nil },
+			srv, err := daemon.ServeHTTP(listen, tlsConf, reg, map[string]func() error{"/healthz": func() error { return nil },
 				"/healthz/nvml-events": ev.healthy}, ag.Handler())
 			if err != nil {
 				return err
@@ -147,13 +153,15 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 			return nil
 		},
 	}
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.Version = buildinfo.Version()
 	f := cmd.Flags()
 	f.StringVar(&cfg.Node, "node", "", "this node's name (default $NODE_NAME)")
-	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agent.DefaultPort), "address of the API, /metrics and /healthz")
+	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agentapi.DefaultPort), "address of the API, /metrics and /healthz")
 	f.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM; read again every minute): the API, /metrics and /healthz are then HTTPS")
 	f.StringVar(&keyFile, "tls-key-file", "", "key of --tls-cert-file")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for token and access reviews (default $KUBECONFIG, then in-cluster)")
-	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agent.TokenAudience+"); default the apiserver's")
+	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agentapi.TokenAudience+"); default the apiserver's")
 	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping, nvidia-smi); default: the name in $PATH")
 	f.StringArrayVar(&timeouts, "timeout", nil, "override a check's timeout, check=duration (repeatable)")
 	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")
