@@ -117,18 +117,30 @@ func (e *OptedOutError) Error() string {
 // Is makes errors.Is(err, ErrOptedOut) true.
 func (e *OptedOutError) Is(target error) bool { return target == ErrOptedOut }
 
-// Actor applies decisions to Nodes. Create it with New, then Start it.
+// Actor applies decisions to Nodes (taints, labels, conditions, drains, Events),
+// reading them through its View. Create it with New, then Start it.
 type Actor struct {
-	client      kubernetes.Interface
-	opts        Options
-	nodeInf     cache.SharedIndexInformer
-	nodeRun     sync.WaitGroup // the Node informer's run
-	nodes       corelisters.NodeLister
-	synced      cache.InformerSynced
+	*View
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	records     *nodefault.Store // writes and planning reads of the records
-	faults      *nodefault.Cache // the records, for facts and listings
+
+	// beforeWrite, when set (by tests), runs just before each Node write.
+	beforeWrite func(node string, attempt int)
+}
+
+// View is what the Actor knows of the fleet, from informers: the Nodes, the
+// NodeFault records, the facts index the decide stage reads, the shard's nodes. It
+// reads the API only for a node the cache does not have yet or may show from before
+// the Actor's own last write.
+type View struct {
+	client  kubernetes.Interface
+	opts    Options
+	nodeInf cache.SharedIndexInformer
+	nodeRun sync.WaitGroup // the Node informer's run
+	nodes   corelisters.NodeLister
+	synced  cache.InformerSynced
+	faults  *nodefault.Cache // the records, for facts and listings
 
 	mu      sync.Mutex
 	started bool
@@ -142,9 +154,6 @@ type Actor struct {
 	// say when it has the initial lists.
 	index   *FactIndex
 	indexed []cache.InformerSynced
-
-	// beforeWrite, when set (by tests), runs just before each Node write.
-	beforeWrite func(node string, attempt int)
 }
 
 // New builds an Actor on client: a Node informer (reads come from its cache) and an
@@ -186,17 +195,16 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Actor{
+	a := &Actor{View: &View{
 		client:  client,
 		opts:    opts,
 		nodeInf: ni,
 		nodes:   corelisters.NewNodeLister(ni.GetIndexer()),
 		synced:  ni.HasSynced,
 		written: map[string]pendingWrite{},
-		records: opts.Records,
 		faults:  faults,
 		index:   NewFactIndex(opts.Eligible, opts.TopologyLabels),
-	}
+	}, records: opts.Records}
 	// The informers' events keep the facts indexed: a decision reads them without a
 	// pass over the fleet.
 	// Start waits until both handlers have been handed the initial lists, so that
@@ -219,76 +227,95 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 // synced and the facts index has their initial lists. Everything stops when ctx is
 // done or Shutdown is called.
 func (a *Actor) Start(ctx context.Context) error {
-	a.mu.Lock()
-	if a.started {
-		a.mu.Unlock()
-		return errors.New("act: Actor already started")
+	ctx, err := a.View.start(ctx)
+	if err != nil {
+		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	a.cancel = cancel
-	a.started = true
-	a.mu.Unlock()
-
 	events := a.opts.Events
 	if events == nil {
 		events = a.client
 	}
 	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
-	a.nodeRun.Add(1)
-	go func() {
-		defer a.nodeRun.Done()
-		a.nodeInf.Run(ctx.Done())
-	}()
-	go a.faults.Run(ctx.Done())
 	go func() {
 		<-ctx.Done()
 		a.broadcaster.Shutdown()
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), append([]cache.InformerSynced{a.synced, a.faults.HasSynced}, a.indexed...)...) {
+	return a.View.sync(ctx)
+}
+
+// Shutdown stops the informers and the Event sink (Events still queued are dropped).
+func (a *Actor) Shutdown() {
+	if a.View.shutdown() {
+		a.broadcaster.Shutdown()
+	}
+}
+
+// start runs the informers until the returned context (derived from ctx) ends.
+func (v *View) start(ctx context.Context) (context.Context, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.started {
+		return nil, errors.New("act: Actor already started")
+	}
+	ctx, v.cancel = context.WithCancel(ctx)
+	v.started = true
+	v.nodeRun.Add(1)
+	go func() {
+		defer v.nodeRun.Done()
+		v.nodeInf.Run(ctx.Done())
+	}()
+	go v.faults.Run(ctx.Done())
+	return ctx, nil
+}
+
+// sync waits until the caches have synced and the facts index has their initial
+// lists.
+func (v *View) sync(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), append([]cache.InformerSynced{v.synced, v.faults.HasSynced}, v.indexed...)...) {
 		return fmt.Errorf("act: node and NodeFault caches did not sync: %w", context.Cause(ctx))
 	}
 	return nil
 }
 
-// Shutdown stops the informer and the Event sink (Events still queued are dropped).
-func (a *Actor) Shutdown() {
-	a.mu.Lock()
-	cancel := a.cancel
-	a.mu.Unlock()
+// shutdown stops the informers; false when they never started.
+func (v *View) shutdown() bool {
+	v.mu.Lock()
+	cancel := v.cancel
+	v.mu.Unlock()
 	if cancel == nil {
-		return
+		return false
 	}
 	cancel()
-	a.nodeRun.Wait()
-	a.broadcaster.Shutdown()
+	v.nodeRun.Wait()
+	return true
 }
 
-func (a *Actor) ready() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.started {
+func (v *View) ready() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.started {
 		return ErrNotStarted
 	}
 	return nil
 }
 
-// NodeLister is the Actor's Node cache.
-func (a *Actor) NodeLister() corelisters.NodeLister { return a.nodes }
+// NodeLister is the View's Node cache.
+func (v *View) NodeLister() corelisters.NodeLister { return v.nodes }
 
 // cachedNode returns the Node from the cache, or from the API when the cache does
 // not have it (yet). The result is the shared cached object: do not modify it.
-func (a *Actor) cachedNode(ctx context.Context, name string) (*corev1.Node, error) {
-	if err := a.ready(); err != nil {
+func (v *View) cachedNode(ctx context.Context, name string) (*corev1.Node, error) {
+	if err := v.ready(); err != nil {
 		return nil, err
 	}
-	n, err := a.nodes.Get(name)
+	n, err := v.nodes.Get(name)
 	if err == nil {
 		return n, nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	return a.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	return v.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
 // pendingWriteTTL bounds how long a node is read from the API after a write the
@@ -302,26 +329,26 @@ type pendingWrite struct {
 }
 
 // noteWrite records the Actor's write of n.
-func (a *Actor) noteWrite(n *corev1.Node) {
+func (v *View) noteWrite(n *corev1.Node) {
 	if n == nil {
 		return
 	}
-	a.mu.Lock()
-	a.written[n.Name] = pendingWrite{rv: n.ResourceVersion, at: time.Now()}
-	a.mu.Unlock()
+	v.mu.Lock()
+	v.written[n.Name] = pendingWrite{rv: n.ResourceVersion, at: time.Now()}
+	v.mu.Unlock()
 }
 
 // cacheBehind reports whether the cached version rv of node may predate the
 // Actor's last write of it.
-func (a *Actor) cacheBehind(node, rv string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w, ok := a.written[node]
+func (v *View) cacheBehind(node, rv string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	w, ok := v.written[node]
 	if !ok {
 		return false
 	}
 	if w.rv == rv || time.Since(w.at) > pendingWriteTTL {
-		delete(a.written, node)
+		delete(v.written, node)
 		return false
 	}
 	return true
@@ -342,12 +369,12 @@ type NodeFaults struct {
 
 // ListActive returns every node with faults recorded on it (a taint entry in their
 // NodeFault records), sorted by node name, from the caches.
-func (a *Actor) ListActive() ([]NodeFaults, error) {
-	if err := a.ready(); err != nil {
+func (v *View) ListActive() ([]NodeFaults, error) {
+	if err := v.ready(); err != nil {
 		return nil, err
 	}
 	byNode := map[string][]*v1alpha1.NodeFault{}
-	for _, nf := range a.ownedFaults() {
+	for _, nf := range v.ownedFaults() {
 		if nf.Status.Taint != nil {
 			byNode[nf.Spec.Node] = append(byNode[nf.Spec.Node], nf)
 		}
@@ -356,7 +383,7 @@ func (a *Actor) ListActive() ([]NodeFaults, error) {
 	for node, recs := range byNode {
 		sort.Slice(recs, func(i, j int) bool { return recs[i].PackRule() < recs[j].PackRule() })
 		nf := NodeFaults{Node: node, Faults: recs}
-		if n, err := a.nodes.Get(node); err == nil {
+		if n, err := v.nodes.Get(node); err == nil {
 			nf.OptedOut = OptedOut(n)
 		}
 		out = append(out, nf)
@@ -366,11 +393,11 @@ func (a *Actor) ListActive() ([]NodeFaults, error) {
 }
 
 // BootID returns node.status.nodeInfo.bootID (from the cache), for recover: reboot.
-func (a *Actor) BootID(node string) (string, error) {
-	if err := a.ready(); err != nil {
+func (v *View) BootID(node string) (string, error) {
+	if err := v.ready(); err != nil {
 		return "", err
 	}
-	n, err := a.nodes.Get(node)
+	n, err := v.nodes.Get(node)
 	if err != nil {
 		return "", err
 	}
@@ -380,9 +407,9 @@ func (a *Actor) BootID(node string) (string, error) {
 // Facts reads the fleet's state for the decide stage from the index the informers
 // keep: no pass over the fleet. The facts' maps are shared: callers only read them.
 // Safe to call from several goroutines.
-func (a *Actor) Facts() (decide.NodeFacts, error) {
-	if err := a.ready(); err != nil {
+func (v *View) Facts() (decide.NodeFacts, error) {
+	if err := v.ready(); err != nil {
 		return decide.NodeFacts{}, err
 	}
-	return a.index.Facts(), nil
+	return v.index.Facts(), nil
 }

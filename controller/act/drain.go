@@ -251,12 +251,12 @@ func (a *Actor) blockingPDB(ctx context.Context, pods []corev1.Pod) string {
 
 // Escalating lists the cached records of faults that climb a ladder: those whose
 // status has an escalation record and a taint recorded on the node.
-func (a *Actor) Escalating() ([]*v1alpha1.NodeFault, error) {
-	if err := a.ready(); err != nil {
+func (v *View) Escalating() ([]*v1alpha1.NodeFault, error) {
+	if err := v.ready(); err != nil {
 		return nil, err
 	}
 	var out []*v1alpha1.NodeFault
-	for _, nf := range a.faults.List() {
+	for _, nf := range v.faults.List() {
 		if nf.Status.Escalation != nil && nf.Status.Taint != nil && nf.Status.Phase != v1alpha1.PhaseResolved {
 			out = append(out, nf)
 		}

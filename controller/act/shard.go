@@ -17,28 +17,28 @@ func (o Options) shardListOptions(lo *metav1.ListOptions) {
 }
 
 // Sharded reports whether the Actor acts on one shard of the fleet only.
-func (a *Actor) Sharded() bool { return a.opts.Shard != nil }
+func (v *View) Sharded() bool { return v.opts.Shard != nil }
 
 // Owns reports whether node belongs to this Actor's shard (is in its Node cache);
 // without a shard every node does, known or not, as before sharding.
-func (a *Actor) Owns(node string) bool {
-	if a.opts.Shard == nil {
+func (v *View) Owns(node string) bool {
+	if v.opts.Shard == nil {
 		return true
 	}
-	_, err := a.nodes.Get(node)
+	_, err := v.nodes.Get(node)
 	return err == nil
 }
 
 // ownedFaults lists the records of the shard's nodes: a record of another shard's
 // node is that shard's to settle, recover or count.
-func (a *Actor) ownedFaults() []*v1alpha1.NodeFault {
-	all := a.faults.List()
-	if a.opts.Shard == nil {
+func (v *View) ownedFaults() []*v1alpha1.NodeFault {
+	all := v.faults.List()
+	if v.opts.Shard == nil {
 		return all
 	}
 	out := all[:0:0]
 	for _, nf := range all {
-		if a.Owns(nf.Spec.Node) {
+		if v.Owns(nf.Spec.Node) {
 			out = append(out, nf)
 		}
 	}
@@ -47,9 +47,9 @@ func (a *Actor) ownedFaults() []*v1alpha1.NodeFault {
 
 // HeldRecords returns the records of node in phase Held, from the cache: a node
 // that joined the shard brings the faults its previous shard held for it.
-func (a *Actor) HeldRecords(node string) []*v1alpha1.NodeFault {
+func (v *View) HeldRecords(node string) []*v1alpha1.NodeFault {
 	var out []*v1alpha1.NodeFault
-	for _, nf := range a.faults.ForNode(node) {
+	for _, nf := range v.faults.ForNode(node) {
 		if nf.Status.Phase == v1alpha1.PhaseHeld {
 			out = append(out, nf)
 		}
@@ -60,7 +60,7 @@ func (a *Actor) HeldRecords(node string) []*v1alpha1.NodeFault {
 // OnMembership calls f(node, true) when a node enters the shard after the initial
 // list (labelled into it, or created), and f(node, false) when one leaves it
 // (relabelled away, or deleted). f must not block: the informer waits on it.
-func (a *Actor) OnMembership(f func(node string, joined bool)) error {
+func (v *View) OnMembership(f func(node string, joined bool)) error {
 	name := func(obj any) string {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -70,7 +70,7 @@ func (a *Actor) OnMembership(f func(node string, joined bool)) error {
 		}
 		return ""
 	}
-	_, err := a.nodeInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	_, err := v.nodeInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if n := name(obj); n != "" && !initial {
 				f(n, true)
