@@ -2,11 +2,11 @@ package rules
 
 import "fmt"
 
-// Lint returns warnings about a compiled set: things that load fine but are likely
-// mistakes or slow.
-func Lint(s *Set) []string {
+// Lint returns warnings about compiled rules (a set's, or the part of it a caller
+// checks): things that load fine but are likely mistakes or slow.
+func Lint(rs []*Compiled) []string {
 	var w []string
-	for _, r := range s.Rules {
+	for _, r := range rs {
 		at := fmt.Sprintf("%s:%d: rule %s", r.File, r.Line, r)
 		if r.Literals == nil {
 			w = append(w, fmt.Sprintf("%s: no literal of %d+ bytes in its regex; it runs on every line (slow)", at, minLiteralLen))

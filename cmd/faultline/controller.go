@@ -43,7 +43,7 @@ func newControllerCmd() *cobra.Command {
 		cfg        controller.Config
 		kubeconfig string
 		listen     string
-		noDefaults bool
+		packs      packFlags
 		logFormat  string
 		logLevel   slog.Level
 		lf         lokiFlags
@@ -137,7 +137,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				cfg.Probes.Registry = probe.Default().With(pvc.Spec(client, cfg.Namespace))
 				cfg.Probes.Local = probe.NewRunner(cfg.Probes.Registry, probe.Config{}, probe.NewMetrics(reg))
 			}
-			cfg.Packs.Defaults = !noDefaults
+			packs.watch(&cfg.Packs)
 			df.apply(&cfg.Decide)
 			cfg.Selectors = lf.selectors()
 			if err := shard.apply(&cfg); err != nil {
@@ -173,8 +173,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&cfg.Namespace, "namespace", envOr("POD_NAMESPACE", "faultline"), "namespace of the Lease and the checkpoint ConfigMap")
 	f.StringVar(&cfg.Identity, "identity", envOr("POD_NAME", hostname()), "this replica's identity in the election")
 	f.StringVar(&cfg.PodName, "pod-name", os.Getenv("POD_NAME"), "this replica's pod, for Events about the controller itself")
-	f.StringArrayVar(&cfg.Packs.Dirs, "packs", nil, "rule pack directory or file, loaded after the built-in packs and reloaded on change (repeatable)")
-	f.BoolVar(&noDefaults, "no-default-packs", false, "do not load the built-in packs")
+	packs.register(f, "rule pack directory or file, loaded after the built-in packs and reloaded on change (repeatable)", "do not load the built-in packs")
 	f.DurationVar(&cfg.Packs.Interval, "packs-interval", 5*time.Second, "how often pack files are checked for changes")
 	lf.register(f, &cfg.Loki)
 	f.DurationVar(&cfg.Loki.Overlap, "loki-overlap", 30*time.Second, "how far back a query re-reads after a reconnect or restart, for lines that reach Loki late (raise it when node clocks lag)")

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/replay"
 	"github.com/faultline-dev/faultline/internal/daemon"
 	"github.com/faultline-dev/faultline/rules"
@@ -31,9 +30,8 @@ func newReplayCmd() *cobra.Command {
 		df           decideFlags
 		ff           fleetFlags
 		kubeconfig   string
-		candidate    []string
+		candidate    packFlags
 		baseline     []string
-		noDefaults   bool
 		since        time.Duration
 		until        string
 		format       string
@@ -82,7 +80,7 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 			if format != "table" && format != "json" {
 				return fmt.Errorf("--format must be table or json, not %q", format)
 			}
-			if len(candidate) == 0 {
+			if len(candidate.paths) == 0 {
 				return errors.New("--packs is required: the candidate rule packs")
 			}
 			if cfg.Loki.URL == "" {
@@ -107,11 +105,12 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 			if err != nil {
 				return fmt.Errorf("--probe-node-selector: %w", err)
 			}
-			cand, err := replayEngine(!noDefaults, candidate)
+			candSet, baseSet := candidate.layers(), packLayers{defaults: !candidate.noDefaults, paths: baseline}
+			cand, err := candSet.load(forRunning)
 			if err != nil {
 				return fmt.Errorf("candidate packs: %w", err)
 			}
-			base, err := replayEngine(!noDefaults, baseline)
+			base, err := baseSet.load(forRunning)
 			if err != nil {
 				return fmt.Errorf("baseline packs: %w", err)
 			}
@@ -140,8 +139,8 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 				eng         *rules.Engine
 				out         *replay.Set
 			}{
-				{"candidate", packsName(!noDefaults, candidate), cand, &replay.Set{}},
-				{"baseline", packsName(!noDefaults, baseline), base, &replay.Set{}},
+				{"candidate", candSet.String(), cand.Engine, &replay.Set{}},
+				{"baseline", baseSet.String(), base.Engine, &replay.Set{}},
 			}
 			for _, s := range sets {
 				c := cfg
@@ -162,9 +161,8 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster); needs get and list on Nodes")
-	f.StringArrayVar(&candidate, "packs", nil, "candidate rule pack directory or file (repeatable), loaded after the built-in packs")
+	candidate.register(f, "candidate rule pack directory or file (repeatable), loaded after the built-in packs", "load the built-in packs in neither set")
 	f.StringArrayVar(&baseline, "baseline", nil, "baseline rule pack directory or file (repeatable), loaded after the built-in packs; default: the built-in packs alone")
-	f.BoolVar(&noDefaults, "no-default-packs", false, "load the built-in packs in neither set")
 	f.DurationVar(&since, "since", 720*time.Hour, "replay this far back from --until")
 	f.StringVar(&until, "until", "", "end of the replay, RFC 3339 (default: now)")
 	f.StringVar(&format, "format", "table", "output format: table or json")
@@ -175,31 +173,6 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 	df.register(f, &cfg.Decide)
 	ff.register(f, &cfg.Decide.Fleet)
 	return cmd
-}
-
-// replayEngine loads a pack set as the controller does: the built-in packs (when
-// defaults) and then dirs.
-func replayEngine(defaults bool, dirs []string) (*rules.Engine, error) {
-	if !defaults && len(dirs) == 0 {
-		return nil, errors.New("--no-default-packs leaves this set empty: give its directories")
-	}
-	w, err := packwatch.New(packwatch.Config{Defaults: defaults, Dirs: dirs})
-	if err != nil {
-		return nil, err
-	}
-	if len(w.Engine().Set().Rules) == 0 {
-		return nil, fmt.Errorf("no enabled rules in %s", packsName(defaults, dirs))
-	}
-	return w.Engine(), nil
-}
-
-func packsName(defaults bool, dirs []string) string {
-	var parts []string
-	if defaults {
-		parts = append(parts, "built-in")
-	}
-	parts = append(parts, dirs...)
-	return strings.Join(parts, "+")
 }
 
 // progress draws one line on a terminal: which set, how far through the stretch.

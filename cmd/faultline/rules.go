@@ -17,42 +17,72 @@ func newRulesCmd() *cobra.Command {
 		Use:   "rules",
 		Short: "Check and test rule packs",
 	}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "lint DIR|FILE...",
+	cmd.AddCommand(newRulesLintCmd(), newRulesTestCmd())
+	cmd.AddCommand(newRulesCoverageCmd())
+	return cmd
+}
+
+func newRulesLintCmd() *cobra.Command {
+	var pf packFlags
+	cmd := &cobra.Command{
+		Use:   "lint [--no-default-packs] [--packs DIR|FILE]... [DIR|FILE]...",
 		Short: "Load and compile rule packs, report errors (file:line:column and rule) and warnings",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Loads and compiles the given packs as the controller and scan layer them: the
+built-in packs first (unless --no-default-packs), then the given packs in order
+(--packs, then the arguments), a later rule overriding an earlier one of the same
+id. So a site pack that patches a built-in rule lints against the built-in packs it
+needs. Errors name file:line:column and the rule.
+
+Warnings are reported for the rules the given packs define (with a match); the
+built-in packs' own warnings are the project's, not reported. With no pack given,
+the built-in packs are linted, their warnings reported.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			eng, err := loadEngine(rules.Loader{}, args)
+			set, err := pf.layers(args...).load(forChecking)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			warnings := rules.Lint(eng.Set())
+			warnings := rules.Lint(set.givenRules())
 			for _, w := range warnings {
 				fmt.Fprintln(out, "warning:", w)
 			}
-			set := eng.Set()
-			fmt.Fprintf(out, "%d packs, %d rules enabled, %d disabled, %d warnings\n",
-				len(set.Packs), len(set.Rules), len(set.Disabled), len(warnings))
+			s := set.Set()
+			fmt.Fprintf(out, "%d packs (%d given), %d rules enabled, %d disabled, %d warnings\n",
+				len(s.Packs), set.givenPacks, len(s.Rules), len(s.Disabled), len(warnings))
 			return nil
 		},
-	})
-	cmd.AddCommand(&cobra.Command{
-		Use:   "test DIR|FILE...",
+	}
+	pf.register(cmd.Flags(), "rule pack directory or file, loaded after the built-in packs (repeatable); the arguments come after", "do not load the built-in packs")
+	return cmd
+}
+
+func newRulesTestCmd() *cobra.Command {
+	var pf packFlags
+	cmd := &cobra.Command{
+		Use:   "test [--no-default-packs] [--packs DIR|FILE]... [DIR|FILE]...",
 		Short: "Run the inline tests of rule packs and the generated-line tests of their sources",
-		Long: `Run the inline tests of rule packs, then the generated-line tests: every format
-string a rule lists under sources is instantiated with generated values under each
-common log prefix (dmesg, /dev/kmsg, syslog and journal with host and localised
+		Long: `Run the inline tests of the given packs, then the generated-line tests: every
+format string a rule lists under sources is instantiated with generated values under
+each common log prefix (dmesg, /dev/kmsg, syslog and journal with host and localised
 months, continuation indentation, CRI) and must reach the rule with the captures it
-lists; every benignSources entry must not match any rule at warning or above.`,
-		Args: cobra.MinimumNArgs(1),
+lists; every benignSources entry must not match any rule at warning or above.
+
+The packs layer as in the controller and scan: the built-in packs first (unless
+--no-default-packs), then the given packs in order (--packs, then the arguments).
+The tests of the given packs run against that whole set, so a site pack's tests see
+the built-in rules it overrides, exclusive groups included; the built-in packs' own
+tests run only when no pack is given. A given pack of the same name as a built-in
+one layers over it by id like any other: to test a copy of the built-in packs
+alone, as make test does, pass --no-default-packs.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			eng, err := loadEngine(rules.Loader{}, args)
+			set, err := pf.layers(args...).load(forChecking)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			results := append(packtest.Run(eng), packtest.RunSources(eng)...)
+			// The built-in packs are loaded without their tests when packs are given
+			// (forChecking): the tests in the set are the given packs'.
+			results := append(packtest.Run(set.Engine), packtest.RunSources(set.Engine)...)
 			failed := 0
 			for _, r := range results {
 				if !r.OK() {
@@ -69,13 +99,13 @@ lists; every benignSources entry must not match any rule at warning or above.`,
 			}
 			return nil
 		},
-	})
-	cmd.AddCommand(newRulesCoverageCmd())
+	}
+	pf.register(cmd.Flags(), "rule pack directory or file, loaded after the built-in packs (repeatable); the arguments come after", "do not load the built-in packs")
 	return cmd
 }
 
 func newRulesCoverageCmd() *cobra.Command {
-	var packDirs []string
+	var pf packFlags
 	var inventory, format string
 	var perFile bool
 	cmd := &cobra.Command{
@@ -84,8 +114,10 @@ func newRulesCoverageCmd() *cobra.Command {
 		Long: `Reads the source inventory (rules/sources/inventory: the messages at warning level
 or above, and the link-state messages, of every source file the packs rely on, in every
 version of it that fleets run) and matches a line generated from each message's format
-string against the packs. A message is covered when a rule with an action other than
-none matches it, ignored when the inventory gives a reason, unaccounted otherwise.
+string against the packs: the built-in packs (unless --no-default-packs), then each
+--packs path, a later rule overriding an earlier one of the same id. A message is
+covered when a rule with an action other than none matches it, ignored when the
+inventory gives a reason, unaccounted otherwise.
 
 The table counts, per project and version, the messages that version prints; the total
 counts each wording once, however many versions print it. Exits 1 when a message is
@@ -98,7 +130,7 @@ unaccounted.`,
 			if format != "text" && format != "json" {
 				return fmt.Errorf("--format must be text or json, not %q", format)
 			}
-			eng, err := loadEngine(rules.Loader{}, packDirs)
+			set, err := pf.layers().load(forCoverage)
 			if err != nil {
 				return err
 			}
@@ -106,7 +138,7 @@ unaccounted.`,
 			if err != nil {
 				return err
 			}
-			rep, err := sources.Coverage(eng, invs)
+			rep, err := sources.Coverage(set.Engine, invs)
 			if err != nil {
 				return err
 			}
@@ -153,7 +185,7 @@ unaccounted.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringSliceVar(&packDirs, "packs", nil, "rule pack files or directories (default: the built-in packs)")
+	pf.register(cmd.Flags(), "rule pack directory or file, loaded after the built-in packs (repeatable)", "do not load the built-in packs")
 	cmd.Flags().StringVar(&inventory, "inventory", "rules/sources/inventory", "directory of the source inventory")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&perFile, "files", false, "also list the coverage of each source file (text format)")

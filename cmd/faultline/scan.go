@@ -15,7 +15,7 @@ import (
 
 func newScanCmd() *cobra.Command {
 	var (
-		packDirs []string
+		pf       packFlags
 		format   string
 		source   string
 		nodeFrom string
@@ -25,13 +25,15 @@ func newScanCmd() *cobra.Command {
 		workers  int
 	)
 	cmd := &cobra.Command{
-		Use:   "scan [--packs DIR]... [--format text|jsonl] [--fail-on taint|event|warning] [FILE|-]...",
+		Use:   "scan [--no-default-packs] [--packs DIR|FILE]... [--format text|jsonl] [--fail-on taint|event|warning] [FILE|-]...",
 		Short: "Run rule packs over log files (dmesg, /dev/kmsg records, syslog, journal, CRI pod logs)",
 		Long: `Reads log lines as they come in the wild and reports the lines that match a rule.
-With no FILE, or with -, reads standard input. Without --packs the default packs
-built into the binary are used. Packs are loaded for matching: their rules' tests,
-sources and benignSources are neither read nor checked (faultline rules lint and
-rules test check them).
+With no FILE, or with -, reads standard input. The packs layer as in the
+controller: the packs built into the binary first (unless --no-default-packs), then
+each --packs path in order, a later rule overriding an earlier one of the same id
+(a rule without match patches it). Packs are loaded for matching: their rules'
+tests, sources and benignSources are neither read nor checked (faultline rules lint
+and rules test check them).
 
 Thresholds ("3 link-downs in 10m") and multi-line groups count per node, over the
 line's own time: dmesg seconds since boot, dmesg -T dates, syslog and journal dates
@@ -75,7 +77,7 @@ Without --fail-on, 0 whenever the scan ran.`,
 			if err != nil {
 				return err
 			}
-			eng, err := loadEngine(rules.Loader{MatchingOnly: true}, packDirs)
+			set, err := pf.layers().load(forMatching)
 			if err != nil {
 				return err
 			}
@@ -90,7 +92,7 @@ Without --fail-on, 0 whenever the scan ran.`,
 			} else {
 				emit, flush = scan.TextWriter(out, len(args) > 1)
 			}
-			sc := scan.New(eng, scan.Options{Source: rules.Source(source), NodeFrom: scan.NodeFrom(nodeFrom), Node: node, Year: year, Workers: workers})
+			sc := scan.New(set.Engine, scan.Options{Source: rules.Source(source), NodeFrom: scan.NodeFrom(nodeFrom), Node: node, Year: year, Workers: workers})
 			for _, name := range args {
 				if err := scanInput(cmd, sc, name, emit); err != nil {
 					return err
@@ -110,7 +112,7 @@ Without --fail-on, 0 whenever the scan ran.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&packDirs, "packs", nil, "rule pack directory or file (repeatable; later packs override earlier rules by id); default: the built-in packs")
+	pf.register(cmd.Flags(), "rule pack directory or file, loaded after the built-in packs (repeatable; later packs override earlier rules by id)", "do not load the built-in packs: only the --packs ones")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or jsonl")
 	cmd.Flags().StringVar(&source, "source", "", "treat every line as this source ("+logstream.SourceList()+"); default: guess from each line's prefix")
 	cmd.Flags().StringVar(&nodeFrom, "node-from", string(scan.NodeFromHost), "what a line's node is: host (its syslog/journal host), file (the input), none (one node)")

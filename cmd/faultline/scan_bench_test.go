@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/scan"
 )
 
@@ -260,7 +259,7 @@ func processCPU(t *testing.T) time.Duration {
 }
 
 func rulesCount(t *testing.T) int {
-	e, err := loadEngine(rules.Loader{MatchingOnly: true}, nil)
+	e, err := packLayers{defaults: true}.load(forMatching)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,10 +283,11 @@ func BenchmarkScan(b *testing.B) {
 	if err := writeKernLog(&log, 16<<20, 1); err != nil {
 		b.Fatal(err)
 	}
-	eng, err := loadEngine(rules.Loader{MatchingOnly: true}, nil)
+	set, err := packLayers{defaults: true}.load(forMatching)
 	if err != nil {
 		b.Fatal(err)
 	}
+	eng := set.Engine
 	b.SetBytes(int64(log.Len()))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -115,24 +115,13 @@ func (w *Watcher) fail(err error) {
 }
 
 func (w *Watcher) load() (*rules.Engine, error) {
-	var all []*rules.Pack
-	if w.cfg.Defaults {
-		// The default packs' tests and sources are checked by `make test`; the
-		// controller only matches with them. An operator's packs are loaded whole.
-		ps, err := packs.LoadForMatching()
-		if err != nil {
-			return nil, fmt.Errorf("default packs: %w", err)
-		}
-		all = append(all, ps...)
+	// The default packs' tests and sources are checked by `make test`; the
+	// controller only matches with them. An operator's packs are loaded whole.
+	ds, ps, err := packs.Layered(w.cfg.Defaults, rules.Loader{MatchingOnly: true}, rules.Loader{}, w.cfg.Dirs...)
+	if err != nil {
+		return nil, err
 	}
-	if len(w.cfg.Dirs) > 0 {
-		ps, err := rules.LoadPaths(w.cfg.Dirs...)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, ps...)
-	}
-	set, err := rules.Compile(all)
+	set, err := rules.Compile(append(ds, ps...))
 	if err != nil {
 		return nil, err
 	}

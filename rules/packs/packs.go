@@ -4,6 +4,7 @@ package packs
 
 import (
 	"embed"
+	"fmt"
 
 	"github.com/faultline-dev/faultline/rules"
 )
@@ -41,4 +42,23 @@ func engine(load func() ([]*rules.Pack, error)) (*rules.Engine, error) {
 		return nil, err
 	}
 	return rules.NewEngine(set), nil
+}
+
+// Layered loads a pack set the way every command layers it: the default packs
+// first (when defaults, loaded with builtin), then each of paths in order (loaded
+// with given). rules.Compile then lets a later rule override an earlier one of the
+// same id. The default packs and the given ones come back apart, so that a caller
+// can tell an operator's rules from the built-in ones.
+func Layered(defaults bool, builtin, given rules.Loader, paths ...string) (defaultPacks, givenPacks []*rules.Pack, err error) {
+	if defaults {
+		if defaultPacks, err = builtin.LoadFS(FS, "."); err != nil {
+			return nil, nil, fmt.Errorf("default packs: %w", err)
+		}
+	}
+	if len(paths) > 0 {
+		if givenPacks, err = given.LoadPaths(paths...); err != nil {
+			return nil, nil, err
+		}
+	}
+	return defaultPacks, givenPacks, nil
 }
