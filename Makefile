@@ -50,7 +50,7 @@ tools:
 
 ## test: everything CI runs — lint, unit and integration tests against real components, pack tests
 test: tools lint build cuda
-	$(BIN)/faultline rules test rules/packs
+	$(BIN)/faultline rules test --no-default-packs rules/packs
 	FAULTLINE_TOOLS_PATH="$$(test/tools/build.sh path)" $(GO) test -count=1 -timeout 60m $(GOTESTFLAGS) $(PKGS)
 	cd collector && $(GO) test -count=1 $(GOTESTFLAGS) ./...
 
@@ -96,7 +96,7 @@ bench-scale:
 	  $(GO) test -count=1 -timeout 60m -run '^TestScale$$' -v ./test/scale
 
 rules-test: build
-	$(BIN)/faultline rules test rules/packs
+	$(BIN)/faultline rules test --no-default-packs rules/packs
 
 clean:
 	rm -rf $(BIN)

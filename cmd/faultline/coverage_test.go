@@ -51,7 +51,7 @@ messages:
 	write(filepath.Join(packs, "t.yaml"), pack)
 	write(filepath.Join(inv, "linux__drivers_nvme_host_core.c.yaml"), inventory)
 
-	out, err := run(t, "", "rules", "coverage", "--packs", packs, "--inventory", inv, "--format", "json")
+	out, err := run(t, "", "rules", "coverage", "--no-default-packs", "--packs", packs, "--inventory", inv, "--format", "json")
 	var ee exitError
 	if !errors.As(err, &ee) || ee.code != 1 {
 		t.Fatalf("an unaccounted message: err = %v, want exit 1\n%s", err, out)
@@ -79,7 +79,7 @@ messages:
 		t.Errorf("v5.10.262: %+v", v)
 	}
 
-	out, _ = run(t, "", "rules", "coverage", "--packs", packs, "--inventory", inv)
+	out, _ = run(t, "", "rules", "coverage", "--no-default-packs", "--packs", packs, "--inventory", inv)
 	for _, want := range []string{"linux  v6.12.117", "linux  v5.10.262", "unaccounted: drivers/nvme/host/core.c:4"} {
 		if !strings.Contains(strings.Join(strings.Fields(out), "  "), strings.Join(strings.Fields(want), "  ")) {
 			t.Errorf("text output lacks %q:\n%s", want, out)

@@ -76,7 +76,7 @@ type packSet struct {
 // load loads, compiles and indexes the set for use.
 func (l packLayers) load(use packUse) (packSet, error) {
 	if !l.defaults && len(l.paths) == 0 {
-		return packSet{}, errors.New("--no-default-packs leaves no rule pack: give pack directories or files")
+		return packSet{}, errors.New("--no-default-packs leaves this set empty: give its directories")
 	}
 	builtin := rules.Loader{MatchingOnly: use != forCoverage}
 	given := rules.Loader{MatchingOnly: use == forMatching}
