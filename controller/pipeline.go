@@ -8,8 +8,8 @@
 //	                                           (modes, budgets, storm hold, fleet faults,
 //	                                           held queue, dry-run)
 //	         factsReader   act.Actor           the decide.NodeFacts a decision rests on
-//	act      Controller.apply                  decision → act.Actor (taint, Event) and
-//	                                           nodefault.Store (the NodeFault record),
+//	act      carrier (carry.go)                decision → act.Actor (taint, Event) and
+//	                                           the recorder (the NodeFault record),
 //	                                           carried out by actqueue.Queue: a pool of
 //	                                           workers, one task at a time per node
 //
@@ -18,8 +18,9 @@
 //	trigger  trigger.Triggers          probe runs: schedule (RunSchedules), rule
 //	                                   confirmation (Confirm), recovery (Recovery), API
 //	reconcile Controller.Reconcile     recoveries, taints removed by hand, held-fault
-//	                                   release, NodeFault collection
-//	position Controller.saveLoop       the read position, for the next leader
+//	                                   release (through the carrier's queue), ladders,
+//	                                   NodeFault collection
+//	position keeper.saveLoop           the read position, for the next leader
 package controller
 
 import (

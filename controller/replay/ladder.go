@@ -21,7 +21,7 @@ type ladder struct {
 }
 
 // fire notes a firing of a laddered fault and climbs its ladder, as the
-// controller's ladderFiring does: the firing's boot is that of its line, else the
+// controller's escalate.Ladders.Fire does: the firing's boot is that of its line, else the
 // node's newest.
 func (r *run) fire(f fault.Fault) error {
 	key := f.Key()

@@ -171,7 +171,7 @@ func (r *run) line(l logstream.Line) error {
 }
 
 // apply records a decision and carries its effect out on the replay's facts; a
-// firing that feeds a ladder climbs it, as the controller's ladderFiring does.
+// firing that feeds a ladder climbs it, as the controller's escalate.Ladders.Fire does.
 func (r *run) apply(d decide.Decision) error {
 	if d.Kind == decide.KindTaint {
 		r.taint(d.Fault)
