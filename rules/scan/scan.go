@@ -147,8 +147,8 @@ func rebootGap(set *rules.Set) time.Duration {
 	gap := time.Hour
 	for _, r := range set.Rules {
 		gap = max(gap, r.Threshold.Window.D()+time.Minute)
-		if r.Companion != nil {
-			gap = max(gap, r.Companion.Duration+time.Minute)
+		for _, cp := range r.Companions {
+			gap = max(gap, cp.Duration+time.Minute)
 		}
 	}
 	return gap
