@@ -244,6 +244,9 @@ type Expect struct {
 	Captures map[string]string `yaml:"captures"`
 	Action   Action            `yaml:"action"`
 	Severity Severity          `yaml:"severity"`
+	// Evidence is the number of lines the outcome's evidence holds (0: any), so a
+	// test shows a multi-line group's lines all in the fault.
+	Evidence int `yaml:"evidence"`
 }
 
 // Source is the kind of log a rule reads.
