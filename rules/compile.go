@@ -40,7 +40,9 @@ type Compiled struct {
 	SameFaultAs string
 	faultOf     *Compiled
 
-	Companion *CompiledCompanion
+	// Companions are the other lines of a multi-line group, in the order the rule
+	// lists them; nil for a one-line rule.
+	Companions []*CompiledCompanion
 	// Literals: every match contains one of these (ASCII case-insensitively); nil
 	// when none of minLiteralLen bytes was found and the regex runs on every line.
 	Literals []string
@@ -330,16 +332,20 @@ func compileRule(r Rule, p *Pack, parsed map[string]*regex) (*Compiled, *Error) 
 			names[n] = i
 		}
 	}
-	if cp := r.Match.Companion; cp != nil {
+	for i, cp := range r.Match.CompanionList() {
 		cc := &CompiledCompanion{Position: cp.Position, Lines: cp.Within.Lines, Duration: cp.Within.Duration.D()}
 		if cc.Position == "" {
 			cc.Position = "either"
 		}
-		if cc.regex, err = parsedRegex(parsed, r.companionRe, cp.Regex); err != nil {
-			return nil, fail("match.companion.regex: %v", err)
+		var pre *regex
+		if i < len(r.companionRes) {
+			pre = r.companionRes[i]
+		}
+		if cc.regex, err = parsedRegex(parsed, pre, cp.Regex); err != nil {
+			return nil, fail("%s.regex: %v", companionField(*r.Match, i), err)
 		}
 		cc.Literals = cc.regex.literals
-		c.Companion = cc
+		c.Companions = append(c.Companions, cc)
 	}
 	for name, w := range r.Match.Where {
 		idx, ok := names[name]

@@ -10,11 +10,13 @@ import (
 )
 
 // Hit is one rule matching one line: its primary regex (with captures), or, when
-// Companion is set, the companion regex of a multi-line rule.
+// Companion is set, the regex of its companion number Part (an index into
+// Rule.Companions) of a multi-line rule.
 type Hit struct {
 	Rule      *Compiled
 	Captures  map[string]string
 	Companion bool
+	Part      int
 }
 
 // Engine matches lines against a compiled Set. Most lines of a fleet are benign, so
@@ -30,26 +32,37 @@ type Engine struct {
 	targets [][]target
 	// always lists targets without usable literals: checked on every line.
 	always []target
-	// musts[i] and companionMusts[i]: literal sets rule i's regexes need, checked
-	// before running them (see requiredLiteralSets).
-	musts, companionMusts [][][]string
-	// windowLits[i]: the lower-case literals of rule i's companion when the engine
-	// may search from just before them (see matchesNear); nil when it may not.
-	windowLits [][]string
+	// musts[i]: literal sets rule i's primary regex needs, checked before running
+	// it (see requiredLiteralSets).
+	musts [][][]string
+	// companions[i][j]: what the engine checks of companion j of rule i.
+	companions [][]companionCheck
 	groups     map[string]int
 	group      []int // rule index -> exclusive group number, -1 for none
 	words      int
 	pool       sync.Pool
 }
 
+// companionCheck is what the engine knows of one companion regex.
+type companionCheck struct {
+	// musts: literal sets the regex needs, checked before running it.
+	musts [][]string
+	// windowLits: the lower-case literals of the companion when the engine may
+	// search from just before them (see matchesNear); nil when it may not.
+	windowLits []string
+}
+
+// target is what a prefilter pattern makes a candidate of: rule's primary regex
+// (part 0) or the regex of its companion part-1.
 type target struct {
-	rule      int32
-	companion bool
+	rule int32
+	part int32
 }
 
 type scratch struct {
 	primary   []uint64
-	companion []uint64
+	companion []uint64 // rules with some companion marked
+	parts     []uint64 // by rule: the companions marked (bit j: companion j)
 	groupDone []bool
 }
 
@@ -76,22 +89,20 @@ func NewEngine(set *Set) *Engine {
 		}
 	}
 	e.musts = make([][][]string, len(set.Rules))
-	e.companionMusts = make([][][]string, len(set.Rules))
-	e.windowLits = make([][]string, len(set.Rules))
+	e.companions = make([][]companionCheck, len(set.Rules))
 	for i, r := range set.Rules {
 		e.musts[i] = without(r.regex.sets, r.Literals)
-		if r.Companion != nil {
-			cre := r.Companion.regex
-			e.companionMusts[i] = without(cre.sets, r.Companion.Literals)
+		add(r.Literals, target{rule: int32(i)})
+		for j, cp := range r.Companions {
+			cre := cp.regex
+			cc := companionCheck{musts: without(cre.sets, cp.Literals)}
 			if !slices.ContainsFunc(cre.names, func(n string) bool { return n != "" }) && !cre.anchored {
-				for _, l := range r.Companion.Literals {
-					e.windowLits[i] = append(e.windowLits[i], lower(l))
+				for _, l := range cp.Literals {
+					cc.windowLits = append(cc.windowLits, lower(l))
 				}
 			}
-		}
-		add(r.Literals, target{rule: int32(i)})
-		if r.Companion != nil {
-			add(r.Companion.Literals, target{rule: int32(i), companion: true})
+			e.companions[i] = append(e.companions[i], cc)
+			add(cp.Literals, target{rule: int32(i), part: int32(j + 1)})
 		}
 		e.group[i] = -1
 		if r.Exclusive != "" {
@@ -109,6 +120,7 @@ func NewEngine(set *Set) *Engine {
 		return &scratch{
 			primary:   make([]uint64, e.words),
 			companion: make([]uint64, e.words),
+			parts:     make([]uint64, len(set.Rules)),
 			groupDone: make([]bool, len(e.groups)),
 		}
 	}
@@ -175,7 +187,12 @@ func (e *Engine) Match(l *logstream.Line, dst []Hit) []Hit {
 		for set := p | c; set != 0; set &= set - 1 { // the marked rules, in order
 			bit := bits.TrailingZeros64(set)
 			m := uint64(1) << bit
-			dst = e.eval(w*64+bit, l, p&m != 0, c&m != 0, s.groupDone, dst)
+			i := w*64 + bit
+			var parts uint64
+			if c&m != 0 {
+				parts, s.parts[i] = s.parts[i], 0
+			}
+			dst = e.eval(i, l, p&m != 0, parts, s.groupDone, dst)
 		}
 		s.primary[w], s.companion[w] = 0, 0
 	}
@@ -187,15 +204,17 @@ func (e *Engine) Match(l *logstream.Line, dst []Hit) []Hit {
 
 func (s *scratch) mark(t target) {
 	w, m := t.rule/64, uint64(1)<<(t.rule%64)
-	if t.companion {
+	if t.part > 0 {
 		s.companion[w] |= m
+		s.parts[t.rule] |= 1 << (t.part - 1)
 	} else {
 		s.primary[w] |= m
 	}
 }
 
-// eval runs rule i's regexes on the line, in rule order, honouring exclusive groups.
-func (e *Engine) eval(i int, l *logstream.Line, primary, companion bool, groupDone []bool, dst []Hit) []Hit {
+// eval runs rule i's regexes on the line (its primary regex when primary is set,
+// the companions whose bits parts has), in rule order, honouring exclusive groups.
+func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, groupDone []bool, dst []Hit) []Hit {
 	r := e.set.Rules[i]
 	if !r.accepts(l) {
 		return dst
@@ -211,15 +230,23 @@ func (e *Engine) eval(i int, l *logstream.Line, primary, companion bool, groupDo
 			}
 		}
 	}
-	if companion && r.Companion != nil && holdsAll(l.Text, e.companionMusts[i]) {
-		re := r.Companion.Regexp()
-		if lits := e.windowLits[i]; lits != nil {
+	for ; parts != 0; parts &= parts - 1 {
+		j := bits.TrailingZeros64(parts)
+		if j >= len(r.Companions) {
+			break
+		}
+		cc := &e.companions[i][j]
+		if !holdsAll(l.Text, cc.musts) {
+			continue
+		}
+		re := r.Companions[j].Regexp()
+		if cc.windowLits != nil {
 			// No captures to report: whether it matches is all the hit needs.
-			if matchesNear(re, l.Text, lits) {
-				dst = append(dst, Hit{Rule: r, Captures: map[string]string{}, Companion: true})
+			if matchesNear(re, l.Text, cc.windowLits) {
+				dst = append(dst, Hit{Rule: r, Captures: map[string]string{}, Companion: true, Part: j})
 			}
 		} else if m := re.FindStringSubmatchIndex(l.Text); m != nil {
-			dst = append(dst, Hit{Rule: r, Captures: captures(re, l.Text, m), Companion: true})
+			dst = append(dst, Hit{Rule: r, Captures: captures(re, l.Text, m), Companion: true, Part: j})
 		}
 	}
 	return dst

@@ -7,7 +7,7 @@ import "github.com/faultline-dev/faultline/logstream"
 func (e *Engine) MatchNaive(l *logstream.Line, dst []Hit) []Hit {
 	done := make([]bool, len(e.groups))
 	for i := range e.set.Rules {
-		dst = e.eval(i, l, true, e.set.Rules[i].Companion != nil, done, dst)
+		dst = e.eval(i, l, true, 1<<len(e.set.Rules[i].Companions)-1, done, dst)
 	}
 	return dst
 }

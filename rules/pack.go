@@ -94,9 +94,11 @@ type Rule struct {
 	// Line is where the rule starts in its file (set by the loader).
 	Line int `yaml:"-"`
 
-	// re and companionRe are match.regex and match.companion.regex as validation
-	// parsed them, so that Compile does not parse them again.
-	re, companionRe *regex
+	// re and companionRes are match.regex and the companions' regexes (see
+	// Match.CompanionList) as validation parsed them, so that Compile does not parse
+	// them again.
+	re           *regex
+	companionRes []*regex
 }
 
 // Match is the line pattern of a rule.
@@ -104,6 +106,17 @@ type Match struct {
 	Regex     string               `yaml:"regex"`
 	Where     map[string]Condition `yaml:"where"`
 	Companion *Companion           `yaml:"companion"`
+	// Companions is a group of more than two lines: every companion must be seen
+	// within its bounds of the primary line. A rule gives companion or companions.
+	Companions []Companion `yaml:"companions"`
+}
+
+// CompanionList returns the match's companions: companions, or the one companion.
+func (m *Match) CompanionList() []Companion {
+	if m.Companion != nil {
+		return []Companion{*m.Companion}
+	}
+	return m.Companions
 }
 
 // Condition restricts a named capture. All set fields must hold.
@@ -114,8 +127,9 @@ type Condition struct {
 	Max   *float64   `yaml:"max"`
 }
 
-// Companion requires a second line of the same stream near the primary one: the
-// rule fires only when both are seen (multi-line groups such as SXid reports).
+// Companion requires another line of the same stream near the primary one: the
+// rule fires only when the primary and all its companions are seen (multi-line
+// groups such as SXid reports).
 type Companion struct {
 	Regex    string `yaml:"regex"`
 	Position string `yaml:"position"` // before, after or either (default)
@@ -195,9 +209,11 @@ type SourceRef struct {
 	// format is not written out in one place (concat, macro) need Line or Func.
 	Line int `yaml:"line"`
 	// Companion is the source of the line a rule's match.companion requires (the
-	// link-up before a link-down): the tester prints it with this source, in the
-	// order the companion's position asks for.
+	// link-up before a link-down): the tester prints it with this source, on the
+	// side of the primary line the companion's position asks for.
 	Companion *SourceRef `yaml:"companion"`
+	// Companions are the sources of the lines of match.companions, in their order.
+	Companions []SourceRef `yaml:"companions"`
 	// NotAlone names the lines (1-based) of a multi-line format that are not
 	// distinctive on their own (a generic "Call Trace:", a register line), with
 	// why. Every other line must match the rule alone: a log pipeline or a paste
@@ -228,6 +244,9 @@ type Expect struct {
 	Captures map[string]string `yaml:"captures"`
 	Action   Action            `yaml:"action"`
 	Severity Severity          `yaml:"severity"`
+	// Evidence is the number of lines the outcome's evidence holds (0: any), so a
+	// test shows a multi-line group's lines all in the fault.
+	Evidence int `yaml:"evidence"`
 }
 
 // Source is the kind of log a rule reads.
@@ -441,4 +460,25 @@ func numeric(s string) (float64, bool) {
 		return f, true
 	}
 	return 0, false
+}
+
+// CompanionList returns the source's companions: companions, or the one companion.
+func (s *SourceRef) CompanionList() []SourceRef {
+	if s.Companion != nil {
+		return []SourceRef{*s.Companion}
+	}
+	return s.Companions
+}
+
+// MaxCompanions bounds the companions of one rule: a group of more lines is no
+// longer one message.
+const MaxCompanions = 16
+
+// companionField names companion i of m in errors: match.companion, or
+// match.companions[i] (1-based).
+func companionField(m Match, i int) string {
+	if m.Companion != nil {
+		return "match.companion"
+	}
+	return fmt.Sprintf("match.companions[%d]", i+1)
 }

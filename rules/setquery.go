@@ -20,15 +20,15 @@ func (s *Set) Horizon() time.Duration {
 	var h time.Duration
 	for _, r := range s.Rules {
 		h = max(h, r.Threshold.Window.D(), r.Cooldown)
-		if r.Companion != nil {
-			h = max(h, r.Companion.Duration)
+		for _, cp := range r.Companions {
+			h = max(h, cp.Duration)
 		}
 	}
 	return h
 }
 
-// Literals returns the lower-cased literals of the rules (and their companion
-// regexes) that read lines of source, rules of any source included, and whether
+// Literals returns the lower-cased literals of the rules (and of each of their
+// companion regexes) that read lines of source, rules of any source included, and whether
 // every such regex has literals (if not, some regex must see every line of that
 // source). An empty source means every rule, as Engine.Patterns.
 func (s *Set) Literals(source Source) ([]string, bool) {
@@ -48,8 +48,8 @@ func (s *Set) Literals(source Source) ([]string, bool) {
 			continue
 		}
 		add(r.Literals)
-		if r.Companion != nil {
-			add(r.Companion.Literals)
+		for _, cp := range r.Companions {
+			add(cp.Literals)
 		}
 	}
 	return lits, all

@@ -232,10 +232,25 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 			}
 		}
 	}
-	if c := r.Match.Companion; c != nil {
+	if r.Match.Companion != nil && r.Match.Companions != nil {
+		v.errAt(at(mn, "companions"), id, "set companion or companions, not both")
+	}
+	if r.Match.Companions != nil && len(r.Match.Companions) == 0 {
+		v.errAt(at(mn, "companions"), id, "companions is empty")
+	}
+	if len(r.Match.Companions) > MaxCompanions {
+		v.errAt(at(mn, "companions"), id, "companions: %d, at most %d", len(r.Match.Companions), MaxCompanions)
+	}
+	comps := r.Match.CompanionList()
+	r.companionRes = make([]*regex, len(comps))
+	for i, c := range comps {
+		field := companionField(*r.Match, i)
 		cn := at(mn, "companion")
-		cre := v.regex(at(cn, "regex"), id, "match.companion.regex", c.Regex)
-		r.companionRe = cre
+		if r.Match.Companion == nil {
+			cn = item(at(mn, "companions"), i)
+		}
+		cre := v.regex(at(cn, "regex"), id, field+".regex", c.Regex)
+		r.companionRes[i] = cre
 		if cre != nil {
 			for _, n := range cre.names {
 				if n != "" {
@@ -243,13 +258,16 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 				}
 			}
 		}
-		v.enum(at(cn, "position"), id, "companion position", c.Position, true, "before", "after", "either")
+		v.enum(at(cn, "position"), id, field+" position", c.Position, true, "before", "after", "either")
+		if c.Within.Lines < 0 || c.Within.Duration < 0 {
+			v.errAt(at(cn, "within"), id, "%s: within.lines and within.duration cannot be negative", field)
+		}
 		if c.Within.Lines <= 0 && c.Within.Duration <= 0 {
-			v.errAt(at(cn, "within"), id, "companion needs within.lines or within.duration")
+			v.errAt(at(cn, "within"), id, "%s needs within.lines or within.duration", field)
 		}
-		if r.Exclusive != "" {
-			v.errAt(at(rn, "exclusive"), id, "a rule with a companion cannot be in an exclusive group")
-		}
+	}
+	if len(comps) > 0 && r.Exclusive != "" {
+		v.errAt(at(rn, "exclusive"), id, "a rule with a companion cannot be in an exclusive group")
 	}
 	for name, c := range r.Match.Where {
 		wn := keyNode(mn, "where", name)
@@ -263,8 +281,8 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 			v.errAt(wn, id, "where %s: min is greater than max", name)
 		}
 	}
-	v.sources(at(rn, "sources"), id, "sources", r.Sources, names, r.Match.Companion != nil)
-	v.sources(at(rn, "benignSources"), id, "benignSources", r.BenignSources, nil, false)
+	v.sources(at(rn, "sources"), id, "sources", r.Sources, names, len(comps))
+	v.sources(at(rn, "benignSources"), id, "benignSources", r.BenignSources, nil, 0)
 	tsn := at(rn, "tests")
 	for i, t := range r.Tests {
 		tn := tsn
@@ -280,15 +298,57 @@ func (v *validator) rule(r *Rule, rn *yaml.Node, id string) {
 	}
 }
 
+// sourceCompanions checks the companion or companions of source s (field names
+// it in errors): a source of a group rule may give one source per companion, in
+// the order of the rule's companions.
+func (v *validator) sourceCompanions(sn *yaml.Node, rule, field string, s SourceRef, names map[string]bool, companions int) {
+	if s.Companion == nil && s.Companions == nil {
+		return
+	}
+	key := "companion"
+	if s.Companion == nil {
+		key = "companions"
+	}
+	cs := s.CompanionList()
+	switch {
+	case s.Companion != nil && s.Companions != nil:
+		v.errAt(at(sn, "companions"), rule, "%s: set companion or companions, not both", field)
+	case names == nil:
+		v.errAt(at(sn, key), rule, "%s: a benign source has no companion", field)
+	case companions == 0:
+		v.errAt(at(sn, key), rule, "%s: %s given, but the rule's match has no companion", field, key)
+	case len(cs) != companions:
+		v.errAt(at(sn, key), rule, "%s: %d companion sources, the rule's match has %d companions", field, len(cs), companions)
+	default:
+		for j, c := range cs {
+			cn, cf := at(sn, "companion"), field+" companion"
+			if s.Companion == nil {
+				cn, cf = item(at(sn, "companions"), j), fmt.Sprintf("%s companion %d", field, j+1)
+			}
+			if c.Companion != nil || c.Companions != nil {
+				v.errAt(cn, rule, "%s: a companion has no companion", cf)
+				continue
+			}
+			v.sources(cn, rule, cf, []SourceRef{c}, names, 0)
+		}
+	}
+}
+
+// item returns element i of sequence n, or n when it has none (errors then point
+// at the sequence).
+func item(n *yaml.Node, i int) *yaml.Node {
+	if n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
+		return n.Content[i]
+	}
+	return n
+}
+
 // sources checks provenance entries: where the format comes from, that it parses,
 // that its call is one whose prefix is known, and that fixed arguments and capture
 // templates name conversions the format has (and captures the rule's regex has).
-func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, names map[string]bool, hasCompanion bool) {
+func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, names map[string]bool, companions int) {
 	for i, s := range refs {
-		sn := n
-		if n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
-			sn = n.Content[i]
-		}
+		sn := item(n, i)
 		for _, f := range []struct{ key, val string }{{"project", s.Project}, {"version", s.Version}, {"file", s.File}, {"format", s.Format}} {
 			if f.val == "" {
 				v.errAt(sn, rule, "%s %d: %s is not set", field, i+1, f.key)
@@ -303,18 +363,7 @@ func (v *validator) sources(n *yaml.Node, rule, field string, refs []SourceRef, 
 		default:
 			v.errAt(at(sn, "kind"), rule, "%s %d: unknown kind %q (printf, concat or macro)", field, i+1, s.Kind)
 		}
-		if s.Companion != nil {
-			switch {
-			case names == nil:
-				v.errAt(at(sn, "companion"), rule, "%s %d: a benign source has no companion", field, i+1)
-			case !hasCompanion:
-				v.errAt(at(sn, "companion"), rule, "%s %d: companion given, but the rule's match has no companion", field, i+1)
-			case s.Companion.Companion != nil:
-				v.errAt(at(sn, "companion", "companion"), rule, "%s %d: a companion has no companion", field, i+1)
-			default:
-				v.sources(at(sn, "companion"), rule, fmt.Sprintf("%s %d companion", field, i+1), []SourceRef{*s.Companion}, names, false)
-			}
-		}
+		v.sourceCompanions(sn, rule, fmt.Sprintf("%s %d", field, i+1), s, names, companions)
 		if s.Call != "" && !printf.KnownCall(s.Call) {
 			v.errAt(at(sn, "call"), rule, "%s %d: unknown printing call %q (see docs/rules.md)", field, i+1, s.Call)
 		}

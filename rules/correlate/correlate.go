@@ -1,19 +1,22 @@
 // Package correlate turns per-line rule hits into firings: it counts matches per
 // node and rule within a window (thresholds), joins multi-line groups (a primary
-// line and its companion in the same stream), and applies cooldowns.
+// line and its companions in the same stream), and applies cooldowns.
 //
 // The controller and `faultline scan` share it, so a rule behaves the same on a
 // live fleet and on a log file.
 package correlate
 
 import (
+	"maps"
+	"sort"
 	"time"
 
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
-// maxPending bounds the unmatched primaries/companions kept per stream and rule.
+// maxPending bounds the unmatched primaries (open groups) and the waiting lines of
+// each companion kept per stream and rule.
 const maxPending = 32
 
 // Outcome is what one rule did with the current line.
@@ -26,7 +29,7 @@ type Outcome struct {
 	// Count is the number of matches in the rule's window, this one included.
 	Count int
 	// Evidence holds the lines behind the outcome (the window's lines for a
-	// threshold, both lines of a multi-line group), oldest first.
+	// threshold, every line of a multi-line group), oldest first.
 	Evidence []logstream.Line
 }
 
@@ -67,9 +70,20 @@ type stream struct {
 	pending map[string]*pending // by rule id
 }
 
+// pending is what a rule with companions waits on in one stream.
 type pending struct {
-	primaries  []partial
-	companions []partial
+	// groups: primaries waiting for some of their companions, oldest first.
+	groups []group
+	// companions[j]: lines of companion j seen before a primary took them.
+	companions [][]partial
+}
+
+// group is a primary line and the companions it has so far (parts[j] is nil
+// while companion j is missing).
+type group struct {
+	primary partial
+	parts   []*partial
+	missing int
 }
 
 type partial struct {
@@ -118,43 +132,100 @@ func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits [
 	ev := logstream.Line{Time: t, Text: text}
 	for _, h := range hits {
 		r := h.Rule
-		if r.Companion == nil {
+		if len(r.Companions) == 0 {
 			if !h.Companion {
 				dst = append(dst, c.count(k.Node, r, h.Captures, []logstream.Line{ev}))
 			}
 			continue
 		}
+		if h.Companion && h.Part >= len(r.Companions) {
+			continue
+		}
 		p := st.pending[r.ID]
 		if p == nil {
-			p = &pending{}
+			p = &pending{companions: make([][]partial, len(r.Companions))}
 			st.pending[r.ID] = p
 		}
 		cur := partial{lineNo: st.lineNo, ev: ev, captures: h.Captures}
-		cp := r.Companion
 		if h.Companion {
-			// A companion completes an earlier primary when the companion may come after it.
+			// A companion joins an earlier primary when the companion may come after it.
+			j := h.Part
+			cp := r.Companions[j]
 			if cp.Position != "before" {
-				if i := closest(p.primaries, cur, cp); i >= 0 {
-					prim := p.primaries[i]
-					p.primaries = remove(p.primaries, i)
-					dst = append(dst, c.count(k.Node, r, merge(prim.captures, h.Captures), []logstream.Line{prim.ev, ev}))
+				if i := openGroup(p.groups, j, cur, cp); i >= 0 {
+					g := &p.groups[i]
+					g.parts[j] = &cur
+					if g.missing--; g.missing == 0 {
+						done := p.groups[i]
+						p.groups = append(p.groups[:i], p.groups[i+1:]...)
+						dst = append(dst, c.complete(k.Node, r, done))
+					}
 					continue
 				}
 			}
-			p.companions = push(p.companions, cur)
+			p.companions[j] = push(p.companions[j], cur)
 			continue
 		}
-		if cp.Position != "after" {
-			if i := closest(p.companions, cur, cp); i >= 0 {
-				comp := p.companions[i]
-				p.companions = remove(p.companions, i)
-				dst = append(dst, c.count(k.Node, r, merge(comp.captures, h.Captures), []logstream.Line{comp.ev, ev}))
+		// A primary takes the newest waiting line of each companion that may come
+		// before it.
+		g := group{primary: cur, parts: make([]*partial, len(r.Companions)), missing: len(r.Companions)}
+		for j, cp := range r.Companions {
+			if cp.Position == "after" {
 				continue
 			}
+			if i := closest(p.companions[j], cur, cp); i >= 0 {
+				comp := p.companions[j][i]
+				p.companions[j] = remove(p.companions[j], i)
+				g.parts[j] = &comp
+				g.missing--
+			}
 		}
-		p.primaries = push(p.primaries, cur)
+		if g.missing == 0 {
+			dst = append(dst, c.complete(k.Node, r, g))
+			continue
+		}
+		if len(p.groups) >= maxPending {
+			p.groups = append(p.groups[:0], p.groups[1:]...)
+		}
+		p.groups = append(p.groups, g)
 	}
 	return dst
+}
+
+// complete counts a group that has all its lines: its captures are the
+// companions' (in the rule's order) under the primary's, its evidence the lines in
+// time order (stream order among lines of one time).
+func (c *Correlator) complete(node string, r *rules.Compiled, g group) Outcome {
+	lines := make([]partial, 0, len(g.parts)+1)
+	caps := map[string]string{}
+	for _, part := range g.parts {
+		lines = append(lines, *part)
+		maps.Copy(caps, part.captures)
+	}
+	maps.Copy(caps, g.primary.captures)
+	lines = append(lines, g.primary)
+	sort.SliceStable(lines, func(a, b int) bool {
+		if ta, tb := lines[a].ev.Time, lines[b].ev.Time; !ta.Equal(tb) {
+			return ta.Before(tb)
+		}
+		return lines[a].lineNo < lines[b].lineNo
+	})
+	ev := make([]logstream.Line, len(lines))
+	for i, l := range lines {
+		ev[i] = l.ev
+	}
+	return c.count(node, r, caps, ev)
+}
+
+// openGroup returns the newest group still missing companion j whose primary is
+// within the companion's bounds of cur, or -1.
+func openGroup(gs []group, j int, cur partial, cp *rules.CompiledCompanion) int {
+	for i := len(gs) - 1; i >= 0; i-- {
+		if gs[i].parts[j] == nil && within(gs[i].primary, cur, cp) {
+			return i
+		}
+	}
+	return -1
 }
 
 // closest returns the newest partial within the companion's bounds of cur, or -1.
@@ -167,6 +238,7 @@ func closest(ps []partial, cur partial, cp *rules.CompiledCompanion) int {
 	return -1
 }
 
+// within says whether a and the later b are within the companion's bounds.
 func within(a, b partial, cp *rules.CompiledCompanion) bool {
 	if cp.Lines > 0 && b.lineNo-a.lineNo > int64(cp.Lines) {
 		return false
@@ -191,18 +263,6 @@ func push(ps []partial, p partial) []partial {
 }
 
 func remove(ps []partial, i int) []partial { return append(ps[:i], ps[i+1:]...) }
-
-// merge returns the primary's captures over the companion's.
-func merge(companion, primary map[string]string) map[string]string {
-	out := make(map[string]string, len(companion)+len(primary))
-	for k, v := range companion {
-		out[k] = v
-	}
-	for k, v := range primary {
-		out[k] = v
-	}
-	return out
-}
 
 // count applies the rule's threshold and cooldown to one complete match.
 func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]string, ev []logstream.Line) Outcome {
@@ -261,9 +321,20 @@ func (c *Correlator) Prune(now time.Time, horizon time.Duration) {
 	}
 	for k, st := range c.streams {
 		for id, p := range st.pending {
-			p.primaries = prune(p.primaries, now, horizon)
-			p.companions = prune(p.companions, now, horizon)
-			if len(p.primaries) == 0 && len(p.companions) == 0 {
+			// A group is as old as its primary: its companions are bound to it.
+			gs := p.groups[:0]
+			for _, g := range p.groups {
+				if now.Sub(g.primary.ev.Time) <= horizon {
+					gs = append(gs, g)
+				}
+			}
+			p.groups = gs
+			empty := len(p.groups) == 0
+			for j := range p.companions {
+				p.companions[j] = prune(p.companions[j], now, horizon)
+				empty = empty && len(p.companions[j]) == 0
+			}
+			if empty {
 				delete(st.pending, id)
 			}
 		}

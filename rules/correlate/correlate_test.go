@@ -149,3 +149,96 @@ func TestObserveLineIsObserve(t *testing.T) {
 		t.Errorf("%d firings, want 3", fired)
 	}
 }
+
+const groupPack = `apiVersion: faultline.io/v1
+kind: RulePack
+metadata: {name: g}
+spec:
+  defaults: {severity: critical, action: taint}
+  rules:
+    - id: sxid
+      match:
+        regex: 'SXid (?P<sxid>\d+), Fatal'
+        companions:
+          - {regex: 'SXid \d+, Severity (?P<sev>\d+)', position: after, within: {lines: 2, duration: 5s}}
+          - {regex: 'SXid \d+, Data \{', position: after, within: {lines: 3}}
+          - {regex: 'switch (?P<switch>\d+) reset', position: before, within: {lines: 5}}
+`
+
+// TestGroupOfFour: a rule with several companions fires once, when the primary
+// and every companion were seen within their bounds, with all four lines as its
+// evidence in time order and the captures of every line.
+func TestGroupOfFour(t *testing.T) {
+	e := engine(t, groupPack)
+	c := correlate.New()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := correlate.Key{Node: "n", Stream: "kernel"}
+	feed := func(at time.Duration, text string) []correlate.Outcome {
+		hits := e.Match(&logstream.Line{Text: text}, nil)
+		return c.Observe(k, base.Add(at), text, hits, nil)
+	}
+	group := []string{"switch 3 reset", "unrelated", "SXid 20034, Fatal", "SXid 20034, Severity 1", "SXid 20034, Data {0x1}"}
+	for i, text := range group {
+		outs := feed(time.Duration(i)*time.Second, text)
+		if i < len(group)-1 {
+			if len(outs) != 0 {
+				t.Fatalf("line %d %q: fired before the group was whole: %+v", i+1, text, outs)
+			}
+			continue
+		}
+		if len(outs) != 1 || !outs[0].Fired {
+			t.Fatalf("last line: outcomes %+v, want one firing", outs)
+		}
+		o := outs[0]
+		var got []string
+		for _, l := range o.Evidence {
+			got = append(got, l.Text)
+		}
+		want := []string{"switch 3 reset", "SXid 20034, Fatal", "SXid 20034, Severity 1", "SXid 20034, Data {0x1}"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("evidence %q, want %q", got, want)
+		}
+		if fmt.Sprint(o.Captures) != "map[sev:1 switch:3 sxid:20034]" {
+			t.Errorf("captures %v", o.Captures)
+		}
+	}
+	// Past a companion's bounds the group does not complete: the data line comes
+	// four lines after the primary (three allowed).
+	late := []string{"switch 3 reset", "SXid 1, Fatal", "SXid 1, Severity 0", "x", "x", "SXid 1, Data {0x2}"}
+	for i, text := range late {
+		if outs := feed(time.Minute+time.Duration(i)*time.Second, text); len(outs) != 0 {
+			t.Fatalf("late line %d %q fired: %+v", i+1, text, outs)
+		}
+	}
+	// A companion that must come before the primary does not join one after it.
+	after := []string{"SXid 2, Fatal", "SXid 2, Severity 0", "SXid 2, Data {0x3}", "switch 1 reset"}
+	for i, text := range after {
+		if outs := feed(2*time.Minute+time.Duration(i)*time.Second, text); len(outs) != 0 {
+			t.Fatalf("line %d %q fired: %+v", i+1, text, outs)
+		}
+	}
+}
+
+// TestGroupDuration: a companion's duration bound holds as the single
+// companion's does.
+func TestGroupDuration(t *testing.T) {
+	e := engine(t, groupPack)
+	c := correlate.New()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := correlate.Key{Node: "n", Stream: "kernel"}
+	lines := []struct {
+		at   time.Duration
+		text string
+	}{{0, "switch 0 reset"}, {time.Second, "SXid 7, Fatal"}, {7 * time.Second, "SXid 7, Severity 2"}, {8 * time.Second, "SXid 7, Data {0x1}"}}
+	for _, l := range lines {
+		if outs := c.Observe(k, base.Add(l.at), l.text, e.Match(&logstream.Line{Text: l.text}, nil), nil); len(outs) != 0 {
+			t.Fatalf("%q fired with the severity line 6s after the primary (5s allowed): %+v", l.text, outs)
+		}
+	}
+	// Prune forgets the open group once it is past the horizon; a late severity
+	// line then completes nothing.
+	c.Prune(base.Add(time.Hour), 5*time.Second)
+	if outs := c.Observe(k, base.Add(time.Hour), "SXid 7, Severity 2", e.Match(&logstream.Line{Text: "SXid 7, Severity 2"}, nil), nil); len(outs) != 0 {
+		t.Fatalf("pruned group completed: %+v", outs)
+	}
+}

@@ -99,6 +99,9 @@ func runOne(e *rules.Engine, r *rules.Compiled, idx int, t rules.RuleTest) Resul
 		res.Failures = append(res.Failures, fmt.Sprintf("action: want %s, got %s (count %d of threshold %d)",
 			t.Expect.Action, got.Action(), got.Count, r.Threshold.Count))
 	}
+	if t.Expect.Evidence > 0 && len(got.Evidence) != t.Expect.Evidence {
+		res.Failures = append(res.Failures, fmt.Sprintf("evidence: want %d lines, got %d", t.Expect.Evidence, len(got.Evidence)))
+	}
 	if t.Expect.Severity != "" && r.Severity != t.Expect.Severity {
 		res.Failures = append(res.Failures, fmt.Sprintf("severity: want %s, got %s", t.Expect.Severity, r.Severity))
 	}

@@ -105,21 +105,22 @@ func runSource(e *rules.Engine, r *rules.Compiled, idx int, s rules.SourceRef, b
 			}
 		}
 		lines := printf.Lines(in.Text)
-		if s.Companion != nil {
-			// The rule fires on the pair: print the companion's line too, on the side
-			// of the match its position names.
-			c := s.Companion
+		// A group rule fires on all its lines: print each companion's line too, on
+		// the side of the match its position names ("either" before), in order.
+		var before, after []string
+		for j, c := range s.CompanionList() {
 			cin, err := printf.Message(c.Call, c.Func, c.Prefix, c.File, c.Format, v, c.Args)
 			if err != nil {
 				res.Failures = append(res.Failures, "companion: "+err.Error())
 				return res
 			}
-			if r.Companion != nil && r.Companion.Position == "after" {
-				lines = append(lines, printf.Lines(cin.Text)...)
+			if j < len(r.Companions) && r.Companions[j].Position == "after" {
+				after = append(after, printf.Lines(cin.Text)...)
 			} else {
-				lines = append(printf.Lines(cin.Text), lines...)
+				before = append(before, printf.Lines(cin.Text)...)
 			}
 		}
+		lines = append(append(before, lines...), after...)
 		for _, lp := range prefixesFor(r.Source, s.Call) {
 			if f := checkGenerated(e, r, lines, lp, want, benign); f != "" {
 				res.Failures = append(res.Failures, fmt.Sprintf("%s prefix, values %d: %s", lp.Name, v+1, f))

@@ -45,6 +45,9 @@ type Match struct {
 	Mode     rules.Mode        `json:"mode"`
 	Captures map[string]string `json:"captures"`
 	Text     string            `json:"text"`
+	// Lines are the messages of a multi-line group (a rule with companions), in
+	// time order; Text is the line that completed it.
+	Lines []string `json:"lines,omitempty"`
 }
 
 // NodeFrom says what a line's node is.
@@ -147,8 +150,8 @@ func rebootGap(set *rules.Set) time.Duration {
 	gap := time.Hour
 	for _, r := range set.Rules {
 		gap = max(gap, r.Threshold.Window.D()+time.Minute)
-		if r.Companion != nil {
-			gap = max(gap, r.Companion.Duration+time.Minute)
+		for _, cp := range r.Companions {
+			gap = max(gap, cp.Duration+time.Minute)
 		}
 	}
 	return gap
@@ -393,6 +396,11 @@ func (s *Scanner) report(o correlate.Outcome, input string, lineNo int, st *stre
 	}
 	m := Match{File: input, Line: lineNo, Node: st.node, Pack: r.Pack, Rule: r.ID, Severity: r.Severity,
 		Action: o.Action(), Mode: r.Mode, Captures: caps, Text: raw}
+	if n := len(r.Companions) + 1; n > 1 && len(o.Evidence) >= n {
+		for _, l := range o.Evidence[len(o.Evidence)-n:] {
+			m.Lines = append(m.Lines, l.Text)
+		}
+	}
 	if p.Clock == logline.ClockWall || p.Clock == logline.ClockWallNoYear {
 		m.Time = st.now(s.opts.Year).Format(time.RFC3339Nano)
 	}

@@ -395,3 +395,38 @@ func inside(sub, s string) bool {
 	p, q := uintptr(unsafe.Pointer(unsafe.StringData(sub))), uintptr(unsafe.Pointer(unsafe.StringData(s)))
 	return p >= q && p+uintptr(len(sub)) <= q+uintptr(len(s))
 }
+
+// TestGroupLines: a multi-line group's match carries all its lines.
+func TestGroupLines(t *testing.T) {
+	ps, err := rules.ParseFile("g.yaml", []byte(`apiVersion: faultline.io/v1
+kind: RulePack
+metadata: {name: g}
+spec:
+  defaults: {severity: critical, action: taint}
+  rules:
+    - id: sxid
+      match:
+        regex: 'SXid (?P<sxid>\d+), Fatal'
+        companions:
+          - {regex: 'SXid \d+, Severity', position: after, within: {lines: 2}}
+          - {regex: 'SXid \d+, Data', position: after, within: {lines: 3}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []Match
+	in := "SXid 7, Fatal\nother\nSXid 7, Severity 1\nSXid 7, Data {0x1}\n"
+	if err := New(rules.NewEngine(set), Options{}).Scan(context.Background(), named{strings.NewReader(in), "k.log"}, func(m Match) error {
+		ms = append(ms, m)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || ms[0].Line != 4 || fmt.Sprint(ms[0].Lines) != "[SXid 7, Fatal SXid 7, Severity 1 SXid 7, Data {0x1}]" {
+		t.Fatalf("matches %+v, want one at line 4 with the group's three lines", ms)
+	}
+}
