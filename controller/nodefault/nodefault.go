@@ -229,6 +229,9 @@ func (s *Store) ForNode(ctx context.Context, node string, fresh bool) ([]v1alpha
 	return out, nil
 }
 
+// Kind is the NodeFault's kind.
+const Kind = "NodeFault"
+
 // LabelNode labels each NodeFault with its node (cut to a label value's 63
 // characters), for a selective list.
 const LabelNode = "faultline.io/node"
