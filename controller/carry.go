@@ -134,10 +134,16 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 	kind := string(d.Kind)
 	result := "ok"
 	recorded := false // the decision went to the record with the taint's Placed
+	// The decision's Event, posted once the record is written: a new fault's record
+	// exists by then, and the Event goes on it as well as on the Node.
+	var reason, msg string
 	defer func() { k.decisions.WithLabelValues(kind, result, string(d.Mode)).Inc() }()
 	defer func() {
 		if result == "ok" && !recorded {
 			k.rec.decision(ctx, d, d.Message)
+		}
+		if reason != "" {
+			k.event(ctx, f, reason, msg)
 		}
 		// Every firing counts on a ladder, those whose evidence write is skipped too.
 		if decide.Laddered(d) && (result == "ok" || result == "recent") {
@@ -169,32 +175,31 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 		// The actor records the FaultTainted Event with the evidence.
 		k.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
 	case decide.KindEvent:
-		k.event(ctx, f, act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, f.LastLine()))
+		reason, msg = act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, f.LastLine())
 	case decide.KindProbe:
 		// The taint waits for the probes; the line stream does not.
-		msg := fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, f.LastLine())
+		reason, msg = act.ReasonEvent, fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, f.LastLine())
 		if !k.triggers.On() {
 			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
 				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
 		}
-		k.event(ctx, f, act.ReasonEvent, msg)
 		go k.triggers.Confirm(ctx, f)
 	case decide.KindHold:
-		reason := act.ReasonHeld
+		reason = act.ReasonHeld
 		if d.Reason == decide.ReasonStorm {
 			reason = act.ReasonStormHold
 		}
 		kind = "hold-" + string(d.Reason)
-		k.event(ctx, f, reason, fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message))
+		msg = fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message)
 		k.log.Warn("fault held", "node", f.Node, "rule", f.Rule.String(), "reason", d.Reason, "message", d.Message)
 		if d.Reason == decide.ReasonFleet {
 			k.fleet.sync(ctx)
 		}
 	case decide.KindDryRun:
 		kind = "dry-run-" + string(d.Of)
-		k.event(ctx, f, act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, f.LastLine()))
+		reason, msg = act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, f.LastLine())
 	case decide.KindAnnotate:
-		k.event(ctx, f, act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, f.LastLine()))
+		reason, msg = act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, f.LastLine())
 	case decide.KindObserve:
 		// Counted by the metric above; the log is the only other trace.
 		k.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)

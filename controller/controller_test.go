@@ -297,6 +297,13 @@ func TestDecisions(t *testing.T) {
 		t.Errorf("annotation %s = %q, want %q", fault.AnnotationFaults, got, nf.Name)
 	}
 	cl.waitFor("FaultTainted event on gpu-3", 10*time.Second, func() bool { return len(cl.events("gpu-3", "FaultTainted")) > 0 })
+	// The same Event on the NodeFault, for kubectl describe nodefault.
+	cl.waitFor("FaultTainted event on gpu-3's NodeFault", 10*time.Second, func() bool { return len(cl.recordEvents(nf, "FaultTainted")) > 0 })
+	// The record's query selects the rule's line of the node, not its other kernel line.
+	got, err := testenv.QueryLoki(context.Background(), cl.loki, nf.Status.Query, now.Add(-time.Minute), now.Add(time.Minute))
+	if err != nil || len(got) != 1 || got[0].Line != xid79 {
+		t.Errorf("query %s: %+v, %v; want only the Xid 79 line", nf.Status.Query, got, err)
+	}
 
 	cl.push("gpu-1", now, xid13)
 	cl.waitFor("FaultEvent on gpu-1", 20*time.Second, func() bool { return len(cl.events("gpu-1", "FaultEvent")) > 0 })
@@ -323,6 +330,19 @@ func TestDecisions(t *testing.T) {
 	if cl.tainted("gpu-3") || len(n.Spec.Taints) == 0 || n.Spec.Taints[len(n.Spec.Taints)-1].Key != "example.com/maintenance" {
 		t.Errorf("after untaint: %+v", n.Spec.Taints)
 	}
+	cl.waitFor("FaultUntainted event on gpu-3's NodeFault", 10*time.Second, func() bool { return len(cl.recordEvents(nf, "FaultUntainted")) > 0 })
+}
+
+// recordEvents are the Events of reason on NodeFault nf, as kubectl describe
+// nodefault lists them (involvedObject: kind, name and UID).
+func (cl *cluster) recordEvents(nf *v1alpha1.NodeFault, reason string) []corev1.Event {
+	sel := fields.Set{"involvedObject.kind": nodefault.Kind, "involvedObject.name": nf.Name, "involvedObject.uid": string(nf.UID),
+		"involvedObject.apiVersion": v1alpha1.SchemeGroupVersion.String(), "reason": reason}.AsSelector().String()
+	l, err := cl.cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	return l.Items
 }
 
 // TestBudget: 20 faulty nodes with a 10 % budget → exactly 2 tainted, the other 18
@@ -362,6 +382,16 @@ func TestBudget(t *testing.T) {
 	if heldEvents < 18 {
 		t.Errorf("%d FaultHeld events, want 18", heldEvents)
 	}
+	// Each held fault's Event is on its NodeFault too: posted once the record exists.
+	cl.waitFor("18 FaultHeld events on NodeFaults", 10*time.Second, func() bool {
+		n := 0
+		for _, node := range nodes {
+			if nf, err := cl.record(node, "nvidia-xid", "xid-gpu-lost"); err == nil && len(cl.recordEvents(nf, "FaultHeld")) > 0 {
+				n++
+			}
+		}
+		return n == 18
+	})
 	// Free one slot: one held fault is applied.
 	var freed string
 	for _, n := range nodes {

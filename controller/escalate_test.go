@@ -224,6 +224,19 @@ func TestEscalationLadder(t *testing.T) {
 	if len(cl.events("gpu-0", escalate.ReasonEscalated)) < 2 {
 		t.Errorf("gpu-0 has %d %s Events, want 2", len(cl.events("gpu-0", escalate.ReasonEscalated)), escalate.ReasonEscalated)
 	}
+	// Three lines: three firings, each counted once (the taint decision's and the
+	// ladder's writes of the first), one match each; the first line kept; the
+	// ladder's Events on the record too.
+	nf0, err := cl.record("gpu-0", "site", "ladder-xid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := nf0.Status; st.Firings != 3 || st.Count != 1 || len(st.Evidence) != 3 || st.Evidence[0].Text != xidLine {
+		t.Errorf("gpu-0's record after three lines: firings %d, count %d, evidence %+v", st.Firings, st.Count, st.Evidence)
+	}
+	cl.waitFor("gpu-0's Escalated Events on its NodeFault", 10*time.Second, func() bool {
+		return len(cl.recordEvents(nf0, escalate.ReasonEscalated)) >= 2
+	})
 
 	// The remediate step: the object from the template, once.
 	cl.push("gpu-2", time.Now(), "ladder-check: node needs a reboot")

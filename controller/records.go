@@ -71,7 +71,7 @@ func (r *recorder) change(d decide.Decision, message string) (nodefault.Change, 
 		kind += "-" + string(d.Of)
 	}
 	return nodefault.Change{Fault: &f, BootID: boot, Phase: phase, Mode: d.Mode,
-		Reason: string(d.Reason), Message: message, Decision: kind}, true
+		Reason: string(d.Reason), Message: message, Decision: kind, LadderCounts: decide.Laddered(d)}, true
 }
 
 // write applies a change to a NodeFault; a failure is logged and counted, never

@@ -381,8 +381,14 @@ func parsedRegex(cache map[string]*regex, validated *regex, expr string) (*regex
 	return re, nil
 }
 
-// Regexp returns the rule's match.regex, compiled on first use.
-func (c *Compiled) Regexp() *regexp.Regexp { return c.regex.compiled() }
+// Regexp returns the rule's match.regex, compiled on first use; nil for a rule
+// that has none (a Compiled not made by compiling a pack).
+func (c *Compiled) Regexp() *regexp.Regexp {
+	if c.regex == nil {
+		return nil
+	}
+	return c.regex.compiled()
+}
 
 // holds evaluates one condition on a captured value.
 func (cd *condition) holds(v string) bool {

@@ -132,10 +132,15 @@ type NodeFaultStatus struct {
 	// Owner is the identity of the controller replica that last wrote the record.
 	// +optional
 	Owner string `json:"owner,omitempty"`
-	// Count is the number of matches in the rule's window at the last firing.
+	// Count is the number of the rule's matches on the node within its threshold
+	// window when it last fired (a rule without a threshold fires on each match: 1).
 	// +optional
 	Count int32 `json:"count,omitempty"`
-	// Firings counts the firings folded into this record.
+	// Firings is the number of the rule's firings on the node written to this
+	// record, each counted once (a firing the decision and the escalation ladder both
+	// write counts once). A repeat within the evidence refresh period of a fault
+	// already recorded in the same phase is not written, so is not counted, unless
+	// the rule has an escalation ladder (which records every firing).
 	// +optional
 	Firings int32 `json:"firings,omitempty"`
 	// FirstSeen and LastSeen are the times of the first and the last firing's line.
@@ -159,11 +164,20 @@ type NodeFaultStatus struct {
 	// Captures are the named groups the rule's regex captured (xid, pci, ...).
 	// +optional
 	Captures map[string]string `json:"captures,omitempty"`
-	// Evidence holds the newest log lines behind the fault, oldest first.
+	// Evidence holds the log lines behind the fault, oldest first: the first ones
+	// recorded (those that caused the first decision) and the newest ones, with
+	// EvidenceOmitted lines left out between them when there were more than the
+	// controller keeps.
 	// +optional
 	// +kubebuilder:validation:MaxItems=50
 	Evidence []EvidenceLine `json:"evidence,omitempty"`
-	// Query is the LogQL query that shows the node's lines around the fault.
+	// EvidenceOmitted is the number of lines left out of Evidence between the first
+	// and the newest ones.
+	// +optional
+	EvidenceOmitted int32 `json:"evidenceOmitted,omitempty"`
+	// Query is the LogQL query of the rule's lines on the node: the stream selector
+	// of the rule's source, the node, and a line filter of the rule's regex (its
+	// literals when the regex cannot be used).
 	// +optional
 	Query string `json:"query,omitempty"`
 	// Link opens Query in Grafana's Explore view (when a Grafana URL is configured).

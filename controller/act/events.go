@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
@@ -62,7 +63,7 @@ func EventType(reason string) string {
 
 // Event records a Kubernetes Event on a Node (involvedObject: kind Node, its name and
 // UID) for a decision about fault f (f.Rule may be nil for decisions about no single
-// rule). The type follows EventType(reason). The Event is sent asynchronously; in
+// rule), and on f's NodeFault when it has one. The type follows EventType(reason). The Event is sent asynchronously; in
 // dry-run mode it is sent too (Events are dry-run's output).
 func (a *Actor) Event(ctx context.Context, node string, f fault.Fault, reason, message string) error {
 	n, err := a.cachedNode(ctx, node)
@@ -74,6 +75,11 @@ func (a *Actor) Event(ctx context.Context, node string, f fault.Fault, reason, m
 		rule, sev = f.Rule.String(), string(f.Rule.Severity)
 	}
 	a.eventOnNode(n, rule, sev, reason, message)
+	if f.Rule != nil {
+		if err := a.eventOnRecord(ctx, node, f.Rule.Pack, f.Rule.ID, sev, reason, message); err != nil {
+			return fmt.Errorf("event %s on the NodeFault of %s on node %s: %w", reason, f.Rule, node, err)
+		}
+	}
 	return nil
 }
 
@@ -98,6 +104,33 @@ func (a *Actor) eventOnNode(n *corev1.Node, rule, severity, reason, message stri
 	if n == nil {
 		return
 	}
+	a.recorder.AnnotatedEventf(n, eventAnnotations(rule, severity), EventType(reason), reason, "%s", nodefault.Truncate(message, messageLimit))
+}
+
+// eventOnRecord posts the Event about the fault of pack/rule on node on its
+// NodeFault too, so that kubectl describe nodefault lists it; nothing when the
+// fault has no record (a rule with action event, a rule in mode observe). The
+// recorder's spam filter counts per involved object: the record's Events do not
+// take from its Node's.
+func (a *Actor) eventOnRecord(ctx context.Context, node, pack, rule, severity, reason, message string) error {
+	ref, err := a.records.Ref(ctx, node, pack, rule)
+	if err != nil || ref == nil {
+		return err
+	}
+	a.recorder.AnnotatedEventf(ref, eventAnnotations(pack+"/"+rule, severity), EventType(reason), reason, "%s", nodefault.Truncate(message, messageLimit))
+	return nil
+}
+
+// eventOnFault is eventOnRecord for fault f after a write the caller reports
+// (taint, untaint): a failure is handed to the runtime's error handler (logged) as
+// the recorder's own are, the Node having the Event already.
+func (a *Actor) eventOnFault(ctx context.Context, node, pack, rule, severity, reason, message string) {
+	if err := a.eventOnRecord(ctx, node, pack, rule, severity, reason, message); err != nil {
+		utilruntime.HandleError(fmt.Errorf("event %s on the NodeFault of %s/%s on %s: %w", reason, pack, rule, node, err))
+	}
+}
+
+func eventAnnotations(rule, severity string) map[string]string {
 	ann := map[string]string{}
 	if rule != "" {
 		ann[EventAnnotationRule] = nodefault.Truncate(rule, 256)
@@ -106,7 +139,7 @@ func (a *Actor) eventOnNode(n *corev1.Node, rule, severity, reason, message stri
 		ann[EventAnnotationSeverity] = severity
 	}
 	if len(ann) == 0 {
-		ann = nil
+		return nil
 	}
-	a.recorder.AnnotatedEventf(n, ann, EventType(reason), reason, "%s", nodefault.Truncate(message, messageLimit))
+	return ann
 }

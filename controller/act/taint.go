@@ -135,8 +135,9 @@ func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID st
 	var oo *OptedOutError
 	switch {
 	case errors.As(err, &oo):
-		a.eventOnNode(last, f.Rule.String(), string(f.Rule.Severity), ReasonOptedOut,
-			fmt.Sprintf("rule %s fired (%s), not applied: node is labelled %s=true", id, f.Rule.Severity, fault.LabelOptOut))
+		msg := fmt.Sprintf("rule %s fired (%s), not applied: node is labelled %s=true", id, f.Rule.Severity, fault.LabelOptOut)
+		a.eventOnNode(last, f.Rule.String(), string(f.Rule.Severity), ReasonOptedOut, msg)
+		a.eventOnFault(ctx, f.Node, f.Rule.Pack, f.Rule.ID, string(f.Rule.Severity), ReasonOptedOut, msg)
 		return res, err
 	case err != nil:
 		return res, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
@@ -153,7 +154,9 @@ func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID st
 		}
 	}
 	if len(res.Added) > 0 || res.NewFault {
-		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, describeTaint(res, f, firing.taint, nodefault.Name(f.Node, f.Rule.Pack, f.Rule.ID)))
+		msg := describeTaint(res, f, firing.taint, nodefault.Name(f.Node, f.Rule.Pack, f.Rule.ID))
+		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, msg)
+		a.eventOnFault(ctx, f.Node, f.Rule.Pack, f.Rule.ID, string(f.Rule.Severity), ReasonTainted, msg)
 	}
 	return res, nil
 }
@@ -273,7 +276,13 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 	if len(res.Cleared) == 0 && !res.Condition {
 		return res, nil
 	}
-	a.eventOnNode(last, strings.Join(res.Cleared, ","), "", ReasonUntainted, describeUntaint(res))
+	msg := describeUntaint(res)
+	a.eventOnNode(last, strings.Join(res.Cleared, ","), "", ReasonUntainted, msg)
+	for _, id := range res.Cleared {
+		if pack, rule, ok := strings.Cut(id, "/"); ok {
+			a.eventOnFault(ctx, node, pack, rule, "", ReasonUntainted, msg)
+		}
+	}
 	return res, nil
 }
 

@@ -99,7 +99,7 @@ func LineFilter(literals []string, allLiterals bool) string {
 	for i, l := range lits {
 		quoted[i] = regexp.QuoteMeta(l)
 	}
-	return " |~ " + logqlString("(?i)"+strings.Join(quoted, "|"))
+	return " |~ " + LogQLString("(?i)"+strings.Join(quoted, "|"))
 }
 
 // minimalLiterals lower-cases (ASCII, like the engine), deduplicates and sorts
@@ -135,9 +135,9 @@ func minimalLiterals(literals []string) []string {
 	return keep
 }
 
-// logqlString quotes s as a LogQL string: raw when s has only printable characters
+// LogQLString quotes s as a LogQL string: raw when s has only printable characters
 // and no backtick, double-quoted with Go escapes otherwise.
-func logqlString(s string) string {
+func LogQLString(s string) string {
 	raw := true
 	for _, r := range s {
 		if r == '`' || r == unicode.ReplacementChar || !unicode.IsPrint(r) {

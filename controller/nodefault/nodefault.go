@@ -28,6 +28,7 @@ import (
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
@@ -53,7 +54,8 @@ type Options struct {
 	Owner string
 	// Retention is how long a Resolved NodeFault is kept (default 7 days).
 	Retention time.Duration
-	// MaxLines and MaxLineBytes bound the evidence (defaults 10 and 1024).
+	// MaxLines and MaxLineBytes bound the evidence (defaults 10 and 1024): the
+	// first MaxLines/2 lines recorded and the newest are kept.
 	MaxLines, MaxLineBytes int
 	// GrafanaURL, when set, gives each record a link to its query in Grafana Explore.
 	GrafanaURL string
@@ -227,6 +229,9 @@ func (s *Store) ForNode(ctx context.Context, node string, fresh bool) ([]v1alpha
 	return out, nil
 }
 
+// Kind is the NodeFault's kind.
+const Kind = "NodeFault"
+
 // LabelNode labels each NodeFault with its node (cut to a label value's 63
 // characters), for a selective list.
 const LabelNode = "faultline.io/node"
@@ -284,8 +289,12 @@ type Change struct {
 	Message string
 	// Decision, when set, is appended to the history (with Message).
 	Decision string
-	// Fault, when set, refreshes the evidence, captures, count and times.
+	// Fault, when set, refreshes the evidence, captures, count and times, and counts
+	// a firing unless LadderCounts.
 	Fault *fault.Fault
+	// LadderCounts says that the escalation ladder's Firing write counts Fault's
+	// firing (decide.Laddered: it writes every one), so this write does not.
+	LadderCounts bool
 	// BootID, when set, is recorded with the evidence.
 	BootID string
 	// Probe, when set, is appended to the probe verdicts.
@@ -428,6 +437,10 @@ func fillSpec(sp *v1alpha1.NodeFaultSpec, r *rules.Compiled) {
 
 func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 	now := metav1.NewTime(s.opts.Now())
+	if c.Fault != nil && st.Phase == v1alpha1.PhaseResolved && c.Phase != "" && c.Phase != v1alpha1.PhaseResolved {
+		// Reopened: the first lines are this episode's.
+		st.Evidence, st.EvidenceOmitted = nil, 0
+	}
 	st.Owner = s.opts.Owner
 	if c.Phase != "" {
 		if c.Phase == v1alpha1.PhaseHeld && st.Phase != v1alpha1.PhaseHeld {
@@ -507,7 +520,9 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 		}
 		st.LastSeen = &t
 		st.Count = int32(min(f.Count, 1<<30))
-		st.Firings++
+		if (c.Firing || !c.LadderCounts) && st.Firings < 1<<30 {
+			st.Firings++
+		}
 		st.Recover = f.Rule.Recover.String()
 		st.Captures = nil
 		for k, v := range f.Captures {
@@ -516,27 +531,44 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 			}
 			st.Captures[Truncate(k, s.opts.MaxLineBytes)] = Truncate(v, s.opts.MaxLineBytes)
 		}
-		lines := f.Evidence
-		if len(lines) > s.opts.MaxLines {
-			lines = lines[len(lines)-s.opts.MaxLines:]
-		}
-		st.Evidence = st.Evidence[:0]
-		for _, l := range lines {
-			st.Evidence = append(st.Evidence, v1alpha1.EvidenceLine{Time: metav1.NewTime(l.Time), Text: Truncate(l.Text, s.opts.MaxLineBytes)})
-		}
+		s.addEvidence(st, f.Evidence)
 		st.Query, st.Link = s.query(f)
 	}
 }
 
-// query returns the LogQL query of the node's lines of the fault's source, and its
-// Grafana Explore link around the fault's first and last line.
-func (s *Store) query(f *fault.Fault) (string, string) {
-	src := string(f.Rule.Source)
-	sel := "{" + logstream.LabelSource + "=~\".+\"}"
-	if ls, ok := logstream.LookupSource(src); ok {
-		sel = ls.Selector
+// addEvidence adds a firing's lines to the record's evidence, leaving out those it
+// holds already (a threshold window's earlier matches), and keeps the first
+// MaxLines/2 lines and the newest, counting those left out between them.
+func (s *Store) addEvidence(st *v1alpha1.NodeFaultStatus, lines []logstream.Line) {
+	// Times are kept to the second (metav1.Time): lines are compared so.
+	type key struct {
+		sec  int64
+		text string
 	}
-	q := sel + " | " + s.opts.NodeLabel + "=" + strconv.Quote(f.Node)
+	all := slices.Clone(st.Evidence)
+	held := make(map[key]bool, len(all)+len(lines))
+	for _, l := range all {
+		held[key{l.Time.Unix(), l.Text}] = true
+	}
+	for _, l := range lines {
+		e := v1alpha1.EvidenceLine{Time: metav1.NewTime(l.Time), Text: Truncate(l.Text, s.opts.MaxLineBytes)}
+		if k := (key{l.Time.Unix(), e.Text}); !held[k] {
+			held[k] = true
+			all = append(all, e)
+		}
+	}
+	if over := len(all) - s.opts.MaxLines; over > 0 {
+		first := s.opts.MaxLines / 2
+		all = slices.Delete(all, first, first+over)
+		st.EvidenceOmitted = int32(min(int64(st.EvidenceOmitted)+int64(over), 1<<30))
+	}
+	st.Evidence = all
+}
+
+// query returns the LogQL query of the rule's lines on the node (see RuleQuery),
+// and its Grafana Explore link around the fault's first and last line.
+func (s *Store) query(f *fault.Fault) (string, string) {
+	q := RuleQuery(f.Rule, s.opts.NodeLabel, f.Node)
 	if s.opts.GrafanaURL == "" {
 		return q, ""
 	}
@@ -551,6 +583,27 @@ func (s *Store) query(f *fault.Fault) (string, string) {
 	}
 	raw, _ := json.Marshal(state) // strings and maps only: always encodes
 	return q, strings.TrimRight(s.opts.GrafanaURL, "/") + "/explore?left=" + url.QueryEscape(string(raw))
+}
+
+// maxQueryRegex bounds the regex a query filters on: past it (a Grafana link would
+// be too long to open) the rule's literals filter instead.
+const maxQueryRegex = 2048
+
+// RuleQuery is the LogQL query of rule r's lines on node (nodeLabel holds the node
+// name in Loki): the stream selector of the rule's source, the node, and a line
+// filter of the rule's regex (Loki's |~ uses Go's regexp, as the engine does), or of
+// its literals when the regex is too long. The rule's where conditions and
+// companion are not expressed: the query shows every line the regex matches.
+func RuleQuery(r *rules.Compiled, nodeLabel, node string) string {
+	sel := "{" + logstream.LabelSource + "=~\".+\"}"
+	if ls, ok := logstream.LookupSource(string(r.Source)); ok {
+		sel = ls.Selector
+	}
+	q := sel + " | " + nodeLabel + "=" + strconv.Quote(node)
+	if re := r.Regexp(); re != nil && re.String() != "" && len(re.String()) <= maxQueryRegex {
+		return q + " |~ " + lokisource.LogQLString(re.String())
+	}
+	return q + lokisource.LineFilter(r.Literals, len(r.Literals) > 0)
 }
 
 // Collect deletes the Resolved NodeFaults older than the retention period and

@@ -121,7 +121,8 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 	if !reflect.DeepEqual(got.Status, tainted.Status) || !reflect.DeepEqual(got.Spec, tainted.Spec) {
 		t.Errorf("read back\n%+v\nwant\n%+v", got.Status, tainted.Status)
 	}
-	if len(got.Status.Evidence) != 2 || got.Status.Captures["xid"] != "79" || got.Status.BootID != "boot-1" || got.Status.Owner != "controller-0" {
+	// Both firings' lines (two each): within MaxLines nothing is left out.
+	if len(got.Status.Evidence) != 4 || got.Status.EvidenceOmitted != 0 || got.Status.Captures["xid"] != "79" || got.Status.BootID != "boot-1" || got.Status.Owner != "controller-0" {
 		t.Errorf("evidence, captures, boot id or owner lost: %+v", got.Status)
 	}
 

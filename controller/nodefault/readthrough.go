@@ -1,8 +1,13 @@
 package nodefault
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 )
@@ -31,11 +36,12 @@ type readThrough struct {
 	inserts int
 }
 
-// ownWrite is the Store's last write of a record: the resourceVersion it got, or
-// deleted.
+// ownWrite is the Store's last write of a record: the resourceVersion and UID it
+// got, or deleted.
 type ownWrite struct {
 	node    string
 	rv      string
+	uid     types.UID
 	deleted bool
 	at      time.Time
 }
@@ -79,7 +85,7 @@ func (s *Store) noteWrite(nf *v1alpha1.NodeFault, deleted bool) {
 			}
 		}
 	}
-	rt.written[nf.Name] = ownWrite{node: nf.Spec.Node, rv: nf.ResourceVersion, deleted: deleted, at: now}
+	rt.written[nf.Name] = ownWrite{node: nf.Spec.Node, rv: nf.ResourceVersion, uid: nf.UID, deleted: deleted, at: now}
 	names := rt.byNode[nf.Spec.Node]
 	if names == nil {
 		names = map[string]bool{}
@@ -122,4 +128,42 @@ func (s *Store) cacheFor(node string, names ...string) *Cache {
 		return nil
 	}
 	return c
+}
+
+// Ref returns the reference an Event about the fault of a rule on node names: its
+// NodeFault (apiVersion, kind, name and UID); nil when it has none. The UID comes
+// from the Store's own last write of the record or from the informer, from the API
+// server only where neither knows the record.
+func (s *Store) Ref(ctx context.Context, node, pack, rule string) (*corev1.ObjectReference, error) {
+	name := Name(node, pack, rule)
+	ref := func(uid types.UID) *corev1.ObjectReference {
+		return &corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: Kind, Name: name, UID: uid}
+	}
+	rt := &s.rt
+	rt.mu.Lock()
+	w, wrote := rt.written[name]
+	c := rt.cache
+	rt.mu.Unlock()
+	switch {
+	case wrote && w.deleted:
+		return nil, nil
+	case wrote && w.uid != "":
+		return ref(w.uid), nil
+	}
+	if c != nil && c.HasSynced() {
+		if nf, ok := c.get(name); ok {
+			return ref(nf.UID), nil
+		}
+		if !wrote {
+			return nil, nil // none written by this Store, none in the informer
+		}
+	}
+	nf, err := s.Get(ctx, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return ref(nf.UID), nil
 }
