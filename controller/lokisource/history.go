@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -70,22 +71,39 @@ func (s *Source) History(ctx context.Context, r Range, emit func(logstream.Line)
 			return nil
 		}
 		for i, q := range qs {
-			if err := s.readRange(ctx, s.log.With("query", q.Name), q, states[i], start.UnixNano(), end, collect); err != nil {
-				var ee *emitError
-				if errors.As(err, &ee) {
-					err = ee.err
-				}
-				return fmt.Errorf("lokisource: query %s: %w", q.Name, err)
-			}
-		}
-		slices.SortStableFunc(buf, func(a, b logstream.Line) int { return a.Time.Compare(b.Time) })
-		for _, l := range buf {
-			if err := emit(l); err != nil {
+			if err := s.readStretch(ctx, s.log.With("query", q.Name), q, states[i], start.UnixNano(), end, collect); err != nil {
 				return err
 			}
 		}
+		if err := emitByTime(buf, emit); err != nil {
+			return err
+		}
 		if r.Progress != nil {
 			r.Progress(time.Unix(0, end))
+		}
+	}
+	return nil
+}
+
+// readStretch is readRange for History and Warm: the lines of [from, end) of one
+// query go to collect; an error names the query (collect's own error as it is).
+func (s *Source) readStretch(ctx context.Context, log *slog.Logger, q Query, st *queryState, from, end int64, collect func(logstream.Line) error) error {
+	if err := s.readRange(ctx, log, q, st, from, end, collect); err != nil {
+		var ee *emitError
+		if errors.As(err, &ee) {
+			err = ee.err
+		}
+		return fmt.Errorf("lokisource: query %s: %w", q.Name, err)
+	}
+	return nil
+}
+
+// emitByTime emits buf's lines oldest first (lines of equal time keep their order).
+func emitByTime(buf []logstream.Line, emit func(logstream.Line) error) error {
+	slices.SortStableFunc(buf, func(a, b logstream.Line) int { return a.Time.Compare(b.Time) })
+	for _, l := range buf {
+		if err := emit(l); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -52,19 +52,9 @@ func (s *Source) Warm(ctx context.Context, cp Checkpoint, horizon time.Duration,
 		from, sinceNs := since.Add(-horizon).UnixNano(), since.UnixNano()
 		st := &queryState{win: newWindow(from, s.cfg.DedupeWindow, s.cfg.MaxDedupeKeys),
 			keep: func(k key, ts int64) bool { return ts < sinceNs || emitted[k] }}
-		if err := s.readRange(ctx, s.log.With("query", q.Name, "read", "warm"), q, st, from, upTo.UnixNano()+1, collect); err != nil {
-			var ee *emitError
-			if errors.As(err, &ee) {
-				err = ee.err
-			}
-			return fmt.Errorf("lokisource: query %s: %w", q.Name, err)
-		}
-	}
-	slices.SortStableFunc(buf, func(a, b logstream.Line) int { return a.Time.Compare(b.Time) })
-	for _, l := range buf {
-		if err := emit(l); err != nil {
+		if err := s.readStretch(ctx, s.log.With("query", q.Name, "read", "warm"), q, st, from, upTo.UnixNano()+1, collect); err != nil {
 			return err
 		}
 	}
-	return nil
+	return emitByTime(buf, emit)
 }
