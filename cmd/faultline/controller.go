@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -215,66 +214,71 @@ func newUntaintCmd() *cobra.Command {
 		kubeconfig string
 		apiURL     string
 		rule       string
+		output     outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:   "untaint NODE",
 		Short: "Remove faultline's taints (and their evidence) from a node; other taints are left alone",
-		Args:  cobra.ExactArgs(1),
+		Example: `  faultline untaint gpu-3
+  faultline untaint gpu-3 --rule nvidia-xid/xid-79
+  faultline untaint gpu-3 --controller http://127.0.0.1:9401 -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := args[0]
-			out := cmd.OutOrStdout()
-			if apiURL != "" {
-				u := strings.TrimRight(apiURL, "/") + "/api/v1/nodes/" + node + "/untaint"
-				if rule != "" {
-					u += "?rule=" + rule
-				}
-				req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, u, nil)
-				if err != nil {
-					return err
-				}
-				hc, err := apiHTTPClient(kubeconfig)
-				if err != nil {
-					return err
-				}
-				resp, err := hc.Do(req)
-				if err != nil {
-					return fmt.Errorf("untaint: %w", err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("untaint: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-				}
-				_, err = out.Write(b)
-				return err
-			}
-			client, err := daemon.KubeClient(kubeconfig)
-			if err != nil {
-				return err
-			}
-			a, err := act.New(client, act.Options{})
-			if err != nil {
-				return err
-			}
-			if err := a.Start(cmd.Context()); err != nil {
-				return err
-			}
-			defer a.Shutdown()
 			if rule == "" {
 				rule = act.AllRules
 			}
-			res, err := a.UntaintNode(cmd.Context(), node, rule)
+			var res act.Result
+			var err error
+			if apiURL != "" {
+				res, err = untaintThroughAPI(cmd.Context(), kubeconfig, apiURL, node, rule)
+			} else {
+				res, err = untaintDirect(cmd.Context(), kubeconfig, node, rule)
+			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "%s: removed taints %v, cleared faults %v\n", node, res.Removed, res.Cleared)
-			return nil
+			u := newUntaintOutput(node, rule, res)
+			return output.print(cmd.OutOrStdout(), u, u.writeText)
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster)")
 	cmd.Flags().StringVar(&apiURL, "controller", "", "controller API URL (e.g. http://127.0.0.1:9401); default: talk to the apiserver directly")
 	cmd.Flags().StringVar(&rule, "rule", "", "only this fault (pack/rule or rule id); default all of faultline's")
+	addOutputFlag(cmd.Flags(), &output)
 	return cmd
+}
+
+// untaintThroughAPI asks the controller to untaint the node; it answers with the
+// act.Result of its own UntaintNode, in JSON.
+func untaintThroughAPI(ctx context.Context, kubeconfig, apiURL, node, rule string) (act.Result, error) {
+	u := strings.TrimRight(apiURL, "/") + "/api/v1/nodes/" + url.PathEscape(node) + "/untaint?rule=" + url.QueryEscape(rule)
+	hc, err := apiHTTPClient(kubeconfig)
+	if err != nil {
+		return act.Result{}, err
+	}
+	var res act.Result
+	if err := callAPIWith(ctx, hc, http.MethodPost, u, nil, &res); err != nil {
+		return act.Result{}, fmt.Errorf("untaint: %w", err)
+	}
+	return res, nil
+}
+
+// untaintDirect writes the Node itself, as the controller would.
+func untaintDirect(ctx context.Context, kubeconfig, node, rule string) (act.Result, error) {
+	client, err := daemon.KubeClient(kubeconfig)
+	if err != nil {
+		return act.Result{}, err
+	}
+	a, err := act.New(client, act.Options{})
+	if err != nil {
+		return act.Result{}, err
+	}
+	if err := a.Start(ctx); err != nil {
+		return act.Result{}, err
+	}
+	defer a.Shutdown()
+	return a.UntaintNode(ctx, node, rule)
 }
 
 // redactURL hides a password in a URL's user info before it is logged; a URL that

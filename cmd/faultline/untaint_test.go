@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// untaint prints the same thing whether it writes the Node itself or asks the
+// controller's API (here a handler answering as the controller's does, with the
+// act.Result of UntaintNode): a sentence by default, one object in json and yaml.
+func TestUntaintSameOutputInBothModes(t *testing.T) {
+	testenv.Integration(t)
+	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	env.InstallCRD(t, v1alpha1.CRDYAML)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := env.Clientset()
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	actor, err := act.New(client, act.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := actor.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer actor.Shutdown()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		node := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/"), "/untaint")
+		res, err := actor.UntaintNode(r.Context(), node, r.URL.Query().Get("rule"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(res)
+	}))
+	defer api.Close()
+
+	r := &rules.Compiled{Pack: "nvidia-xid", ID: "xid-79", Source: rules.SourceKernel, Severity: rules.SeverityCritical,
+		Action: rules.ActionTaint, Taint: rules.Taint{Key: rules.DefaultTaintKey, Value: "xid-79", Effect: "NoSchedule"}}
+	taint := func() {
+		t.Helper()
+		if _, err := actor.TaintNode(ctx, fault.Fault{Node: "gpu-1", Rule: r, Count: 1, Time: time.Now()}, "boot-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	untaint := func(args ...string) string {
+		t.Helper()
+		out, err := run(t, "", append([]string{"untaint", "gpu-1", "--kubeconfig", env.Kubeconfig()}, args...)...)
+		if err != nil {
+			t.Fatalf("untaint %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	for _, o := range []string{"text", "json", "yaml"} {
+		taint()
+		direct := untaint("-o", o)
+		taint()
+		viaAPI := untaint("-o", o, "--controller", api.URL)
+		if direct != viaAPI {
+			t.Errorf("-o %s: direct mode printed\n%s\nAPI mode printed\n%s", o, direct, viaAPI)
+		}
+		var got untaintOutput
+		switch o {
+		case "text":
+			if want := "node gpu-1: removed 1 taint (faultline.io/faulty=xid-79:NoSchedule), resolved 1 fault record (nvidia-xid/xid-79)\n"; direct != want {
+				t.Errorf("text: %q, want %q", direct, want)
+			}
+			continue
+		case "json":
+			err = json.Unmarshal([]byte(direct), &got)
+		case "yaml":
+			err = yaml.UnmarshalStrict([]byte(direct), &got)
+		}
+		if err != nil {
+			t.Fatalf("-o %s: %v\n%s", o, err, direct)
+		}
+		if got.Node != "gpu-1" || got.Rule != "*" || len(got.RemovedTaints) != 1 || got.RemovedTaints[0] != "faultline.io/faulty=xid-79:NoSchedule" ||
+			len(got.ResolvedFaults) != 1 || got.ResolvedFaults[0] != "nvidia-xid/xid-79" {
+			t.Errorf("-o %s: %+v", o, got)
+		}
+	}
+	// Nothing left to untaint: said so, in both modes alike.
+	want := "node gpu-1: no fault of faultline's recorded, nothing removed\n"
+	if direct, viaAPI := untaint(), untaint("--controller", api.URL); direct != want || viaAPI != want {
+		t.Errorf("nothing to untaint: direct %q, API %q, want %q", direct, viaAPI, want)
+	}
+	if out := untaint("--rule", "nvidia-xid/xid-79", "-o", "json"); !strings.Contains(out, `"removedTaints": []`) {
+		t.Errorf("json of nothing removed: %s", out)
+	}
+}
