@@ -50,7 +50,7 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 		force, wait   bool
 		batch         int
 		timeout       time.Duration
-		output        string
+		output        outputFormat
 	)
 	run := &cobra.Command{
 		Use:   "run",
@@ -81,11 +81,10 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 			}
 			out := cmd.OutOrStdout()
 			if !wait {
-				if output == "json" {
-					return printJSON(out, r)
-				}
-				fmt.Fprintf(out, "run %s started: %s on %d node(s)\nfollow it with: faultline probe get %s --wait\n", r.ID, strings.Join(r.Checks, ","), len(r.Nodes), r.ID)
-				return nil
+				return output.print(out, r, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "run %s started: %s on %d node(s)\nfollow it with: faultline probe get %s --wait\n", r.ID, strings.Join(r.Checks, ","), len(r.Nodes), r.ID)
+					return err
+				})
 			}
 			return waitRun(cmd.Context(), callAPI, api, r, timeout, output, out, cmd.ErrOrStderr())
 		},
@@ -99,7 +98,7 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 	f.BoolVar(&wait, "wait", false, "wait for the results, showing progress")
 	f.IntVar(&batch, "batch", 0, "nodes probed at once (default: the controller's)")
 	f.DurationVar(&timeout, "timeout", time.Hour, "give up waiting after this long")
-	f.StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(f, &output)
 	_ = run.MarkFlagRequired("check")
 
 	var getWait bool
@@ -115,17 +114,17 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 			if getWait {
 				return waitRun(cmd.Context(), callAPI, api, r, timeout, output, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
-			if output == "json" {
-				return printJSON(cmd.OutOrStdout(), r)
+			if err := output.print(cmd.OutOrStdout(), r, runPrinter(r)); err != nil {
+				return err
 			}
-			printRun(cmd.OutOrStdout(), r)
 			return runExit(r)
 		},
 	}
 	get.Flags().BoolVar(&getWait, "wait", false, "wait until the run is done")
-	get.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(get.Flags(), &output)
 	get.Flags().DurationVar(&timeout, "timeout", time.Hour, "give up waiting after this long")
 
+	var listOutput outputFormat
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the runs the controller remembers, newest first",
@@ -134,15 +133,18 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 			if err := callAPI(cmd.Context(), http.MethodGet, api+"/api/v1/probes", nil, &runs); err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTRIGGER\tCHECKS\tNODES\tSTATE\tSTATUS\tCREATED")
-			for _, r := range runs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.Trigger, strings.Join(r.Checks, ","), r.Done(), len(r.Nodes),
-					r.State, r.Status, r.Created.Local().Format(time.DateTime))
-			}
-			return tw.Flush()
+			return listOutput.print(cmd.OutOrStdout(), runs, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tTRIGGER\tCHECKS\tNODES\tSTATE\tSTATUS\tCREATED")
+				for _, r := range runs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.Trigger, strings.Join(r.Checks, ","), r.Done(), len(r.Nodes),
+						r.State, r.Status, r.Created.Local().Format(time.DateTime))
+				}
+				return tw.Flush()
+			})
 		},
 	}
+	addOutputFlag(list.Flags(), &listOutput)
 	cmd.AddCommand(run, get, list)
 	return cmd
 }
@@ -151,7 +153,7 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 type apiCall func(ctx context.Context, method, url string, body []byte, out any) error
 
 // waitRun polls a run until it is done, printing progress to errw, then the table.
-func waitRun(ctx context.Context, callAPI apiCall, api string, r proberun.Run, timeout time.Duration, output string, out, errw io.Writer) error {
+func waitRun(ctx context.Context, callAPI apiCall, api string, r proberun.Run, timeout time.Duration, output outputFormat, out, errw io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -171,12 +173,8 @@ func waitRun(ctx context.Context, callAPI apiCall, api string, r proberun.Run, t
 			return err
 		}
 	}
-	if output == "json" {
-		if err := printJSON(out, r); err != nil {
-			return err
-		}
-	} else {
-		printRun(out, r)
+	if err := output.print(out, r, runPrinter(r)); err != nil {
+		return err
 	}
 	return runExit(r)
 }
@@ -189,7 +187,12 @@ func runExit(r proberun.Run) error {
 	return nil
 }
 
-func printRun(w io.Writer, r proberun.Run) {
+// runPrinter is the text form of a run for outputFormat.print.
+func runPrinter(r proberun.Run) func(io.Writer) error {
+	return func(w io.Writer) error { return printRun(w, r) }
+}
+
+func printRun(w io.Writer, r proberun.Run) error {
 	fmt.Fprintf(w, "run %s (%s) %s: %s\n", r.ID, r.Trigger, r.State, r.Status)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCHECK\tSTATUS\tDURATION\tVALUES\tMESSAGE")
@@ -215,8 +218,12 @@ func printRun(w io.Writer, r proberun.Run) {
 			fmt.Fprintf(tw, "%s\t\terror\t\t\t%s\n", name, nr.Error)
 		}
 	}
-	tw.Flush()
+	return tw.Flush()
 }
+
+// notCheckedAtZero names the values that echo a parameter whose 0 turns a comparison
+// off (nvml's expected_gpus): there 0 means nothing was compared, not a count of 0.
+var notCheckedAtZero = map[string]bool{"gpus_expected": true}
 
 // summarizeValues shows each measured metric's minimum over the devices (the one
 // that decides), e.g. "h2d_gbps≥2.07 d2h_gbps≥1.94".
@@ -250,7 +257,11 @@ func summarizeValues(r probe.Result) string {
 		if len(r.Devices) > 1 && !node[k] {
 			op = "≥" // the minimum over the devices
 		}
-		parts[i] = k + op + strconv.FormatFloat(min[k], 'f', -1, 64)
+		v := strconv.FormatFloat(min[k], 'f', -1, 64)
+		if notCheckedAtZero[k] && min[k] == 0 {
+			op, v = "=", "not checked"
+		}
+		parts[i] = k + op + v
 	}
 	return strings.Join(parts, " ")
 }
