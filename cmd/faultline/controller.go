@@ -57,7 +57,9 @@ func newControllerCmd() *cobra.Command {
 		remedyDir  string
 	)
 	cmd := &cobra.Command{
-		Use:   "controller",
+		Use: "controller",
+		Example: `  faultline controller --loki-url http://loki-gateway.loki:80 --dry-run
+  faultline controller --loki-url http://loki-gateway.loki:80 --packs /etc/faultline/packs --grafana-url https://grafana.example`,
 		Short: "Read logs from Loki, match the rule packs, and taint faulty nodes (leader-elected)",
 		Long: `Follows Loki with LogQL built from the rule packs (catch-up from a saved position,
 then the tail), matches and correlates the lines, and taints faulty nodes

@@ -36,7 +36,9 @@ func newExporterCmd() *cobra.Command {
 		auth       ship.Auth
 	)
 	cmd := &cobra.Command{
-		Use:   "dmesg-exporter",
+		Use: "dmesg-exporter",
+		Example: `  faultline dmesg-exporter --otlp-endpoint http://otel-collector:4318 --node gpu-3
+  faultline dmesg-exporter --loki-url http://loki:3100 --pod-logs /var/log/pods --pod-label-selector workload=training`,
 		Short: "Ship this node's kernel log and training-pod logs to an OpenTelemetry Collector or Loki",
 		Long: `Reads /dev/kmsg (and pod log files) and ships every line, with the node's name,
 over OTLP/HTTP to a collector (--otlp-endpoint) or straight to Loki (--loki-url).

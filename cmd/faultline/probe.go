@@ -103,7 +103,9 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 
 	var getWait bool
 	get := &cobra.Command{
-		Use:   "get RUN-ID",
+		Use: "get RUN-ID",
+		Example: `  faultline probe get 20261127-101500-4f9a0c2e1b7d
+  faultline probe get 20261127-101500-4f9a0c2e1b7d --wait -o yaml`,
 		Short: "Show a run (--wait to follow it to the end)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -126,7 +128,9 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 
 	var listOutput outputFormat
 	list := &cobra.Command{
-		Use:   "list",
+		Use: "list",
+		Example: `  faultline probe list
+  faultline probe list -o json | jq '.[] | select(.status == "fail") | .id'`,
 		Short: "List the runs the controller remembers, newest first",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var runs []proberun.Run

@@ -38,7 +38,9 @@ func newReplayCmd() *cobra.Command {
 		nodeSelector string
 	)
 	cmd := &cobra.Command{
-		Use:   "replay --packs DIR [--baseline DIR] [--since 720h] [--until TIME] [--format table|json]",
+		Use: "replay --packs DIR [--baseline DIR] [--since 720h] [--until TIME] [--format table|json]",
+		Example: `  faultline replay --packs ./site-packs --loki-url http://loki-gateway.loki:80
+  faultline replay --packs ./new --baseline ./old --since 168h --loki-url http://loki-gateway.loki:80 --format json`,
 		Short: "What-if: run candidate rule packs and the current ones over Loki's history and diff what each would have done",
 		Long: `Reads the lines of the last --since (up to --until) from Loki with the controller's
 own queries and catch-up reads, and runs them through the controller's match,

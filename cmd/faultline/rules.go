@@ -25,7 +25,10 @@ func newRulesCmd() *cobra.Command {
 func newRulesLintCmd() *cobra.Command {
 	var pf packFlags
 	cmd := &cobra.Command{
-		Use:   "lint [--no-default-packs] [--packs DIR|FILE]... [DIR|FILE]...",
+		Use: "lint [--no-default-packs] [--packs DIR|FILE]... [DIR|FILE]...",
+		Example: `  faultline rules lint
+  faultline rules lint ./site-packs
+  faultline rules lint --no-default-packs ./packs/storage.yaml`,
 		Short: "Load and compile rule packs, report errors (file:line:column and rule) and warnings",
 		Long: `Loads and compiles the given packs as the controller and scan layer them: the
 built-in packs first (unless --no-default-packs), then the given packs in order
@@ -59,7 +62,9 @@ the built-in packs are linted, their warnings reported.`,
 func newRulesTestCmd() *cobra.Command {
 	var pf packFlags
 	cmd := &cobra.Command{
-		Use:   "test [--no-default-packs] [--packs DIR|FILE]... [DIR|FILE]...",
+		Use: "test [--no-default-packs] [--packs DIR|FILE]... [DIR|FILE]...",
+		Example: `  faultline rules test
+  faultline rules test ./site-packs`,
 		Short: "Run the inline tests of rule packs and the generated-line tests of their sources",
 		Long: `Run the inline tests of the given packs, then the generated-line tests: every
 format string a rule lists under sources is instantiated with generated values under

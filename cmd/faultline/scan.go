@@ -25,7 +25,10 @@ func newScanCmd() *cobra.Command {
 		workers  int
 	)
 	cmd := &cobra.Command{
-		Use:   "scan [--no-default-packs] [--packs DIR|FILE]... [--format text|jsonl] [--fail-on taint|event|warning] [FILE|-]...",
+		Use: "scan [--no-default-packs] [--packs DIR|FILE]... [--format text|jsonl] [--fail-on taint|event|warning] [FILE|-]...",
+		Example: `  dmesg | faultline scan
+  faultline scan --packs ./site-packs --fail-on taint /var/log/kern.log
+  journalctl -k -o short-iso | faultline scan --format jsonl --node gpu-3`,
 		Short: "Run rule packs over log files (dmesg, /dev/kmsg records, syslog, journal, CRI pod logs)",
 		Long: `Reads log lines as they come in the wild and reports the lines that match a rule.
 With no FILE, or with -, reads standard input. The packs layer as in the
