@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // TestRulesCoverageByVersion runs `rules coverage` on a small inventory of two
@@ -77,6 +79,18 @@ messages:
 	}
 	if v := rep.Versions[1]; v.Messages != 3 || v.Covered != 1 || v.Ignored != 1 || v.Unaccounted != 1 {
 		t.Errorf("v5.10.262: %+v", v)
+	}
+
+	// -o json prints what --format json does; -o yaml the same object.
+	jsonOut := out
+	if out, _ = run(t, "", "rules", "coverage", "--no-default-packs", "--packs", packs, "--inventory", inv, "-o", "json"); out != jsonOut {
+		t.Errorf("-o json differs from --format json:\n%s", out)
+	}
+	out, _ = run(t, "", "rules", "coverage", "--no-default-packs", "--packs", packs, "--inventory", inv, "-o", "yaml")
+	if y, err := yaml.YAMLToJSON([]byte(out)); err != nil {
+		t.Errorf("-o yaml: %v\n%s", err, out)
+	} else if j, _ := yaml.YAMLToJSON([]byte(jsonOut)); string(y) != string(j) {
+		t.Errorf("-o yaml is not the JSON's object:\n%s", out)
 	}
 
 	out, _ = run(t, "", "rules", "coverage", "--no-default-packs", "--packs", packs, "--inventory", inv)

@@ -35,6 +35,7 @@ func newReplayCmd() *cobra.Command {
 		since        time.Duration
 		until        string
 		format       string
+		output       outputFormat
 		nodeSelector string
 	)
 	cmd := &cobra.Command{
@@ -155,10 +156,13 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 				*s.out = replay.Set{Packs: s.packs, Result: res}
 			}
 			rep := replay.NewReport(cfg.Range.From, cfg.Range.To, cfg.Fleet, *sets[0].out, *sets[1].out)
-			if format == "json" {
+			if cmd.Flags().Changed("format") {
+				_ = output.Set(format) // table or json, checked above
+			}
+			if output == outputJSON {
 				return rep.WriteJSON(cmd.OutOrStdout())
 			}
-			return rep.WriteTable(cmd.OutOrStdout())
+			return output.print(cmd.OutOrStdout(), rep, rep.WriteTable)
 		},
 	}
 	f := cmd.Flags()
@@ -167,7 +171,8 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 	f.StringArrayVar(&baseline, "baseline", nil, "baseline rule pack directory or file (repeatable), loaded after the built-in packs; default: the built-in packs alone")
 	f.DurationVar(&since, "since", 720*time.Hour, "replay this far back from --until")
 	f.StringVar(&until, "until", "", "end of the replay, RFC 3339 (default: now)")
-	f.StringVar(&format, "format", "table", "output format: table or json")
+	f.StringVar(&format, "format", "table", "output format: table or json (the older spelling of -o)")
+	addOutputFlag(f, &output)
 	f.StringVar(&nodeSelector, "probe-node-selector", "nvidia.com/gpu.present=true", "the GPU nodes (label selector): the population of --budget-percent and --storm-share, as the controller's flag")
 	f.DurationVar(&cfg.Range.Step, "step", time.Hour, "stretch of history read from every query before its lines are merged by time")
 	f.IntVar(&cfg.Range.MaxLines, "max-step-lines", 1_000_000, "most lines one --step may hold in memory; more is an error (use a shorter --step)")

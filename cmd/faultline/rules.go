@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -113,6 +113,7 @@ func newRulesCoverageCmd() *cobra.Command {
 	var pf packFlags
 	var inventory, format string
 	var perFile bool
+	var output outputFormat
 	cmd := &cobra.Command{
 		Use:   "coverage",
 		Short: "How much of the source inventory the packs cover: per project and version, messages, covered, ignored, unaccounted",
@@ -147,14 +148,10 @@ unaccounted.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if format == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
-					return err
-				}
-			} else {
+			if cmd.Flags().Changed("format") {
+				output = outputFormat(format) // text or json, checked above
+			}
+			err = output.print(cmd.OutOrStdout(), rep, func(out io.Writer) error {
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 				fmt.Fprintln(tw, "project\tversion\tfiles\tmessages\tcovered\tignored\tunaccounted\t")
 				for _, v := range rep.Versions {
@@ -183,6 +180,10 @@ unaccounted.`,
 						fmt.Fprintf(out, "stale rule: %s %s\n", s.File, st)
 					}
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 			if rep.Total.Unaccounted > 0 {
 				return exitError{code: 1}
@@ -192,7 +193,8 @@ unaccounted.`,
 	}
 	pf.register(cmd.Flags(), "rule pack directory or file, loaded after the built-in packs (repeatable)", "do not load the built-in packs")
 	cmd.Flags().StringVar(&inventory, "inventory", "rules/sources/inventory", "directory of the source inventory")
-	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json (the older spelling of -o)")
+	addOutputFlag(cmd.Flags(), &output)
 	cmd.Flags().BoolVar(&perFile, "files", false, "also list the coverage of each source file (text format)")
 	return cmd
 }
