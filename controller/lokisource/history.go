@@ -47,13 +47,10 @@ func (s *Source) History(ctx context.Context, r Range, emit func(logstream.Line)
 	if r.MaxLines <= 0 {
 		r.MaxLines = 1_000_000
 	}
-	s.mu.Lock()
-	if s.run != nil {
-		s.mu.Unlock()
-		return errors.New("lokisource: History while Run is active")
+	qs, err := s.idleQueries("History")
+	if err != nil {
+		return err
 	}
-	qs := slices.Clone(s.queries)
-	s.mu.Unlock()
 	states := make([]*queryState, len(qs))
 	for i := range qs {
 		states[i] = &queryState{win: newWindow(r.From.UnixNano(), s.cfg.DedupeWindow, s.cfg.MaxDedupeKeys)}
@@ -107,4 +104,15 @@ func emitByTime(buf []logstream.Line, emit func(logstream.Line) error) error {
 		}
 	}
 	return nil
+}
+
+// idleQueries returns the queries for a read beside Run (op: History, Warm), which
+// may not run while Run is active.
+func (s *Source) idleQueries(op string) ([]Query, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.run != nil {
+		return nil, fmt.Errorf("lokisource: %s while Run is active", op)
+	}
+	return slices.Clone(s.queries), nil
 }

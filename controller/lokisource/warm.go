@@ -2,9 +2,7 @@ package lokisource
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/faultline-dev/faultline/logstream"
@@ -18,13 +16,10 @@ import (
 // that spans the fail-over is whole. More than maxLines lines is ErrTooManyLines.
 // It may not run while Run is active.
 func (s *Source) Warm(ctx context.Context, cp Checkpoint, horizon time.Duration, maxLines int, emit func(logstream.Line) error) error {
-	s.mu.Lock()
-	if s.run != nil {
-		s.mu.Unlock()
-		return errors.New("lokisource: Warm while Run is active")
+	qs, err := s.idleQueries("Warm")
+	if err != nil {
+		return err
 	}
-	qs := slices.Clone(s.queries)
-	s.mu.Unlock()
 	var buf []logstream.Line
 	collect := func(l logstream.Line) error {
 		if len(buf) >= maxLines {
