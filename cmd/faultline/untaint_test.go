@@ -68,9 +68,36 @@ func TestUntaintSameOutputInBothModes(t *testing.T) {
 		}
 		return out
 	}
+	// The direct untaint is another client's write: the actor's caches learn of it
+	// from their watches, and a taint decided on a cache that still shows the old
+	// taint adds nothing. Wait until they show the node clean.
+	settled := func() {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n, err := actor.NodeLister().Get("gpu-1")
+			active, lerr := actor.ListActive()
+			clean := err == nil && lerr == nil && len(active) == 0
+			if err == nil {
+				for _, tn := range n.Spec.Taints {
+					if tn.Key == rules.DefaultTaintKey {
+						clean = false
+					}
+				}
+			}
+			if clean {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the actor's caches still show gpu-1 tainted after the direct untaint (node err %v, list err %v, active %d)", err, lerr, len(active))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	for _, o := range []string{"text", "json", "yaml"} {
 		taint()
 		direct := untaint("-o", o)
+		settled()
 		taint()
 		viaAPI := untaint("-o", o, "--controller", api.URL)
 		if direct != viaAPI {
