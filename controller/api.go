@@ -118,7 +118,7 @@ func (c *Controller) Handler() http.Handler {
 				Message: h.Message, Since: h.Since, Hits: h.Hits})
 		}
 		if facts, err := c.actor.Facts(); err == nil {
-			resp.Budget = c.decider.BudgetLeft(facts)
+			resp.Budget = c.decider.Taints().Left(facts)
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})

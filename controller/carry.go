@@ -81,7 +81,7 @@ func (k *carrier) decide(f fault.Fault, facts factsReader, decider faultDecider)
 func (k *carrier) notApplied(f fault.Fault) {
 	k.decideMu.Lock()
 	defer k.decideMu.Unlock()
-	k.decider.NotApplied(f)
+	k.decider.Taints().NotApplied(f)
 	if len(k.failed) >= maxFailedMarks {
 		k.failed = map[string]uint64{} // the oldest are long carried out
 	}
@@ -263,7 +263,7 @@ func (g *gauges) update() {
 		return
 	}
 	g.m.taintedNodes.Set(float64(len(facts.Tainted)))
-	g.m.budgetLeft.Set(float64(g.decider.BudgetLeft(facts)))
+	g.m.budgetLeft.Set(float64(g.decider.Taints().Left(facts)))
 	g.m.eligibleNodes.Set(float64(facts.Eligible))
 	held := map[string]int{}
 	for _, h := range g.decider.Held() {

@@ -228,7 +228,7 @@ func New(cfg Config) (*Controller, error) {
 	ec := cfg.Escalation
 	c.ladders, err = escalate.New(escalate.Deps{Records: c.records, Nodes: c.actor, Decider: c.decider, Facts: c.actor.Facts,
 		Rules: func() *rules.Set { return c.packs.Engine().Set() }, Decisions: c.m.decisions, RecordErrors: c.m.recordErrors, Log: c.log,
-		StepDeps: steps.Deps{Nodes: c.actor, Remediator: ec.Remediator, GPUs: c.triggers, NotApplied: c.decider.NotApplied,
+		StepDeps: steps.Deps{Nodes: c.actor, Remediator: ec.Remediator, GPUs: c.triggers, NotApplied: c.decider.Taints().NotApplied,
 			DrainTimeout: ec.DrainTimeout, DrainGraceSeconds: ec.DrainGraceSeconds, Namespace: cfg.Namespace}})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)

@@ -56,7 +56,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 				c.log.Warn("recovery untaint failed", "node", nf.Node, "rule", rec.PackRule(), "err", err)
 				continue
 			}
-			c.decider.Untainted(nf.Node, rec.PackRule())
+			c.decider.Taints().Untainted(nf.Node, rec.PackRule())
 			c.rec.resolved(ctx, nf.Node, []string{rec.PackRule()}, "recovered: "+why)
 			c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
 			c.log.Info("recovered", "node", nf.Node, "rule", rec.PackRule(), "why", why)
@@ -72,7 +72,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	c.mu.Lock()
 	for node := range c.tainted {
 		if len(facts.Tainted[node]) == 0 {
-			c.decider.UntaintedBefore(node, c.taintedAt)
+			c.decider.Taints().UntaintedBefore(node, c.taintedAt)
 		}
 	}
 	c.taintedAt = seen
@@ -112,7 +112,7 @@ func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result
 	if err != nil {
 		return res, err
 	}
-	c.decider.Untainted(node)
+	c.decider.Taints().Untainted(node)
 	c.rec.resolved(ctx, node, res.Cleared, "untainted by request")
 	c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
 	c.gauges.update()

@@ -103,7 +103,7 @@ func (s *shard) settle() {
 	set := s.set()
 	for node, joined := range moves {
 		if !joined {
-			s.decider.Untainted(node) // its grants count in its new shard's budget
+			s.decider.Taints().Untainted(node) // its grants count in its new shard's budget
 			s.moved.WithLabelValues("left").Inc()
 			s.log.Info("node left the shard: its held faults go to its new shard", "node", node)
 			continue

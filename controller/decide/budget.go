@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -119,4 +120,55 @@ func (g grants) ruleNodes(key string, facts NodeFacts) int {
 		}
 	}
 	return n
+}
+
+// Taints is the budget's account of the taints decided and not yet seen in the
+// facts (grants). Its methods take the Decider's lock, which it shares.
+type Taints struct {
+	mu     *sync.Mutex
+	now    func() time.Time
+	cfg    *Config
+	grants grants
+}
+
+// Left is how many more nodes faultline may taint given facts: the budget
+// minus the faultline-tainted nodes (those of the facts and those granted within
+// PendingTTL).
+func (t *Taints) Left(facts NodeFacts) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.grants.expire(t.now(), t.cfg.PendingTTL)
+	left := t.cfg.Budget(facts.Eligible) - len(t.grants.used(facts))
+	return max(left, 0)
+}
+
+// Untainted tells the budget that the caller removed the taints of the rules keys
+// ("pack/id"; all of faultline's taints when none is given) from node, after a
+// recovery or `faultline untaint`: taints granted to it recently stop counting
+// against the budgets at once instead of after PendingTTL. Call Release next.
+func (t *Taints) Untainted(node string, keys ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.grants.untaint(node, keys...)
+}
+
+// UntaintedBefore is Untainted for every taint of node granted before the time given: a caller
+// that saw node tainted at t and untainted now frees what it saw removed, not the
+// grants of taints decided since (still being placed).
+func (t *Taints) UntaintedBefore(node string, before time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.grants.untaintBefore(node, before)
+}
+
+// NotApplied tells the budget that the caller could not apply a KindTaint decision
+// for f (an API error): the budget reserved for it is freed. The fault is not
+// queued again; it comes back when the rule fires again.
+func (t *Taints) NotApplied(f fault.Fault) {
+	if f.Rule == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.grants.untaint(f.Node, f.Rule.String())
 }

@@ -265,6 +265,7 @@ type Decider struct {
 
 	mu     sync.Mutex
 	grants grants // taints decided, not yet in the facts (budget.go)
+	taints *Taints
 	held   heldQueue
 	storms *StormHold
 	st     counters
@@ -345,6 +346,7 @@ func New(cfg Config) (*Decider, error) {
 		held:   heldQueue{byKey: map[string]*heldEntry{}},
 		st:     newCounters(),
 	}
+	d.taints = &Taints{mu: &d.mu, now: now, cfg: &d.cfg, grants: d.grants}
 	d.fleet = &FleetCorrelation{mu: &d.mu, now: now, cfg: &d.cfg, held: &d.held, st: &d.st, groups: map[string]*fleetGroup{}}
 	d.storms = &StormHold{mu: &d.mu, now: now, cfg: &d.cfg, held: &d.held, st: &d.st, storms: map[string]*storm{}}
 	return d, nil
@@ -353,6 +355,10 @@ func New(cfg Config) (*Decider, error) {
 // Fleet is fleet correlation: the fleet faults, an operator's verdicts on them,
 // the state a new leader takes over.
 func (d *Decider) Fleet() *FleetCorrelation { return d.fleet }
+
+// Taints is the budget's account of the taints decided: what is left, and the
+// taints that went (untainted, not applied).
+func (d *Decider) Taints() *Taints { return d.taints }
 
 // Storms is the storm hold: the rules in a storm, an operator's release, the
 // state a new leader takes over.
@@ -378,29 +384,18 @@ func (d *Decider) Config() Config {
 // bus out of scheduling. The price is that a 2-node cluster may lose half its nodes;
 // MaxNodes or per-rule budgets cannot lower it to 0 globally, a per-rule budget of 0
 // can for one rule.
-func (d *Decider) Budget(eligible int) int {
+func (c Config) Budget(eligible int) int {
 	if eligible <= 0 {
 		return 0
 	}
-	b := int(math.Floor(d.cfg.MaxPercent*float64(eligible)/100 + eps))
+	b := int(math.Floor(c.MaxPercent*float64(eligible)/100 + eps))
 	if b < 1 {
 		b = 1
 	}
-	if d.cfg.MaxNodes > 0 && d.cfg.MaxNodes < b {
-		b = d.cfg.MaxNodes
+	if c.MaxNodes > 0 && c.MaxNodes < b {
+		b = c.MaxNodes
 	}
 	return b
-}
-
-// BudgetLeft is how many more nodes faultline may taint given facts: the budget
-// minus the faultline-tainted nodes (those of the facts and those granted within
-// PendingTTL).
-func (d *Decider) BudgetLeft(facts NodeFacts) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.grants.expire(d.now(), d.cfg.PendingTTL)
-	left := d.Budget(facts.Eligible) - len(d.grants.used(facts))
-	return max(left, 0)
 }
 
 // Decide decides what to do with a fault that the correlator fired.
@@ -527,37 +522,6 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 	return out
 }
 
-// Untainted tells the Decider that the caller removed the taints of the rules keys
-// ("pack/id"; all of faultline's taints when none is given) from node, after a
-// recovery or `faultline untaint`: taints granted to it recently stop counting
-// against the budgets at once instead of after PendingTTL. Call Release next.
-func (d *Decider) Untainted(node string, keys ...string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.grants.untaint(node, keys...)
-}
-
-// UntaintedBefore is Untainted for every taint of node granted before t: a caller
-// that saw node tainted at t and untainted now frees what it saw removed, not the
-// grants of taints decided since (still being placed).
-func (d *Decider) UntaintedBefore(node string, t time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.grants.untaintBefore(node, t)
-}
-
-// NotApplied tells the Decider that the caller could not apply a KindTaint decision
-// for f (an API error): the budget reserved for it is freed. The fault is not
-// queued again; it comes back when the rule fires again.
-func (d *Decider) NotApplied(f fault.Fault) {
-	if f.Rule == nil {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.grants.untaint(f.Node, f.Rule.String())
-}
-
 // Mode is the mode rule r acts in: its own (enforce when unset), lowered to
 // Config.MaxMode.
 func (d *Decider) Mode(r *rules.Compiled) rules.Mode {
@@ -617,7 +581,7 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 	if dec, ok := d.fleet.groupBudgetHold(f, facts, used); ok {
 		return dec
 	}
-	budget := d.Budget(facts.Eligible)
+	budget := d.cfg.Budget(facts.Eligible)
 	// A node faultline already tainted takes another taint for free, but only while
 	// the view is within the budget: a view over it may hold a node that was
 	// untainted since (lagging facts), and tainting it again would add a node.

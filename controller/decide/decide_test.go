@@ -117,7 +117,7 @@ func TestEffectiveBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDecider(t, decide.Config{MaxPercent: tc.percent, MaxNodes: tc.maxNodes}, newClock())
-			if got := d.Budget(tc.eligible); got != tc.want {
+			if got := d.Config().Budget(tc.eligible); got != tc.want {
 				t.Fatalf("Budget(%d) = %d, want %d", tc.eligible, got, tc.want)
 			}
 		})
@@ -180,7 +180,7 @@ func TestTwentyFaultyNodes(t *testing.T) {
 	if held[0].Fault.Node != node(2) || held[17].Fault.Node != node(19) {
 		t.Fatalf("held queue not oldest first: %s .. %s", held[0].Fault.Node, held[17].Fault.Node)
 	}
-	if left := d.BudgetLeft(stale); left != 0 {
+	if left := d.Taints().Left(stale); left != 0 {
 		t.Fatalf("BudgetLeft = %d, want 0", left)
 	}
 	// The caller sees its two taints: nothing more can go.
@@ -191,7 +191,7 @@ func TestTwentyFaultyNodes(t *testing.T) {
 	// gpu-00 recovers and the caller untaints it: one slot frees, and the oldest
 	// held fault gets it.
 	clk.Add(time.Minute)
-	d.Untainted(node(0))
+	d.Taints().Untainted(node(0))
 	after := decide.NodeFacts{Eligible: 20, Tainted: map[string][]string{node(1): {key}}}
 	rel := d.Release(after)
 	if len(rel) != 1 || rel[0].Kind != decide.KindTaint || rel[0].Fault.Node != node(2) {
@@ -306,7 +306,7 @@ func TestBudgetScenarios(t *testing.T) {
 					t.Errorf("step %d: decision without a message", i)
 				}
 			}
-			if left := d.BudgetLeft(facts); left != tc.left {
+			if left := d.Taints().Left(facts); left != tc.left {
 				t.Fatalf("BudgetLeft = %d, want %d", left, tc.left)
 			}
 		})
@@ -338,7 +338,7 @@ func TestStaleFactsAfterUntaint(t *testing.T) {
 	d := newDecider(t, decide.Config{MaxNodes: 1, DisableStorm: true}, clk)
 	a, b := rule("a", rules.ActionTaint), rule("b", rules.ActionTaint)
 	// gpu-09 was tainted (the view shows it), then untainted; gpu-07 got the slot.
-	d.Untainted(node(9))
+	d.Taints().Untainted(node(9))
 	if dec := d.Decide(flt(node(7), a), decide.NodeFacts{Eligible: 20}); dec.Kind != decide.KindTaint {
 		t.Fatal(dec)
 	}
@@ -362,18 +362,18 @@ func TestUntaintedFreesPendingGrant(t *testing.T) {
 	}
 	// The caller untaints gpu-00 before its view ever showed the taint; naming
 	// another rule frees nothing.
-	d.Untainted(node(0), "p/other")
+	d.Taints().Untainted(node(0), "p/other")
 	if rel := d.Release(stale); len(rel) != 0 {
 		t.Fatalf("Release = %v", rel)
 	}
-	d.Untainted(node(0), "p/a")
+	d.Taints().Untainted(node(0), "p/a")
 	rel := d.Release(stale)
 	if len(rel) != 1 || rel[0].Fault.Node != node(1) {
 		t.Fatalf("Release = %v, want gpu-01", rel)
 	}
 	// A taint the caller failed to apply frees its slot too.
-	d.NotApplied(rel[0].Fault)
-	if left := d.BudgetLeft(stale); left != 1 {
+	d.Taints().NotApplied(rel[0].Fault)
+	if left := d.Taints().Left(stale); left != 1 {
 		t.Fatalf("BudgetLeft after NotApplied = %d, want 1", left)
 	}
 }
@@ -391,11 +391,11 @@ func TestUntaintedBeforeKeepsNewerGrants(t *testing.T) {
 	clk.Add(time.Second)
 	d.Decide(flt(node(0), b), facts) // decided after the caller's look
 	d.Decide(flt(node(1), a), facts)
-	d.UntaintedBefore(node(0), seen)
+	d.Taints().UntaintedBefore(node(0), seen)
 	if got := d.Decide(flt(node(2), a), facts); got.Kind != decide.KindHold {
 		t.Fatalf("node 0's newer grant freed: a third node got %s, want a hold", got.Kind)
 	}
-	d.UntaintedBefore(node(0), clk.Now().Add(time.Second))
+	d.Taints().UntaintedBefore(node(0), clk.Now().Add(time.Second))
 	if got := d.Decide(flt(node(2), a), facts); got.Kind != decide.KindTaint {
 		t.Fatalf("node 0's grants all older: a third node got %s, want a taint", got.Kind)
 	}
@@ -689,8 +689,8 @@ func TestRecoveriesNotFrozen(t *testing.T) {
 	for i := 1; i < 10; i++ {
 		d.Decide(flt(node(i), a), full)
 	}
-	if len(d.Storms().Active()) != 1 || d.BudgetLeft(full) != 0 {
-		t.Fatalf("setup: storm %v, budget left %d", d.Storms().Active(), d.BudgetLeft(full))
+	if len(d.Storms().Active()) != 1 || d.Taints().Left(full) != 0 {
+		t.Fatalf("setup: storm %v, budget left %d", d.Storms().Active(), d.Taints().Left(full))
 	}
 	// gpu-00's fault is two hours old and quiet since: it recovers during the storm
 	// and with no budget left.
@@ -849,7 +849,7 @@ func TestDryRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
 			d := newDecider(t, decide.Config{DryRun: true, StormMinNodes: 1, StormShare: 0.01}, clk)
-			left := d.BudgetLeft(tc.facts)
+			left := d.Taints().Left(tc.facts)
 			for range 3 {
 				clk.Add(time.Second)
 				dec := d.Decide(tc.f, tc.facts)
@@ -863,8 +863,8 @@ func TestDryRun(t *testing.T) {
 			if dec := d.DecideProbeResult(flt(node(1), a), true, false, tc.facts); dec.Kind != decide.KindDryRun {
 				t.Fatalf("DecideProbeResult = %v", dec)
 			}
-			if d.BudgetLeft(tc.facts) != left || len(d.Held()) != 0 || len(d.Storms().Active()) != 0 || d.Release(tc.facts) != nil {
-				t.Fatalf("dry-run changed state: left %d->%d held %v storms %v", left, d.BudgetLeft(tc.facts), d.Held(), d.Storms().Active())
+			if d.Taints().Left(tc.facts) != left || len(d.Held()) != 0 || len(d.Storms().Active()) != 0 || d.Release(tc.facts) != nil {
+				t.Fatalf("dry-run changed state: left %d->%d held %v storms %v", left, d.Taints().Left(tc.facts), d.Held(), d.Storms().Active())
 			}
 			if st := d.Stats(); st.PendingTaints != 0 || len(st.Holds) != 0 {
 				t.Fatalf("stats = %+v", st)

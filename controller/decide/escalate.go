@@ -206,7 +206,7 @@ func (d *Decider) stepBrakes(dec Decision, facts NodeFacts) Decision {
 		}
 	}
 	used := d.grants.used(facts)
-	budget := d.Budget(facts.Eligible)
+	budget := d.cfg.Budget(facts.Eligible)
 	if (used[f.Node] && len(used) > budget) || (!used[f.Node] && len(used) >= budget) {
 		return hold(ReasonBudget, fmt.Sprintf("budget exhausted: %d of %d nodes tainted by faultline", len(used), budget))
 	}

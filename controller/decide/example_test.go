@@ -25,7 +25,7 @@ func Example() {
 	}
 	fmt.Println("held:", len(d.Held()))
 	// gpu-01 is repaired and untainted: its slot goes to the oldest held fault.
-	d.Untainted("gpu-01")
+	d.Taints().Untainted("gpu-01")
 	facts.Tainted = map[string][]string{"gpu-02": {"nvidia-xid/xid-gpu-lost"}}
 	for _, dec := range d.Release(facts) {
 		fmt.Println("released", dec.Fault.Node, dec.Kind)

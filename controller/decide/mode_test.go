@@ -87,7 +87,7 @@ func TestModesTakeNoCapacity(t *testing.T) {
 	if dec := d.Decide(flt(node(0), r), facts); dec.Kind != decide.KindTaint {
 		t.Fatalf("first enforce firing: %s (%s)", short(dec), dec.Message)
 	}
-	if got := d.BudgetLeft(facts); got != 0 {
+	if got := d.Taints().Left(facts); got != 0 {
 		t.Fatalf("budget left %d after one taint of a budget of 1", got)
 	}
 }

@@ -123,7 +123,7 @@ func TestBudgetNeverExceededRandom(t *testing.T) {
 		}
 		d := newDecider(t, cfg, clk)
 		s := &sim{t: t, rng: rng, clk: clk, d: d, n: n, optOut: map[string]bool{},
-			real: map[string]map[string]bool{}, budget: d.Budget(n), ruleCap: cfg.RuleBudgets}
+			real: map[string]map[string]bool{}, budget: d.Config().Budget(n), ruleCap: cfg.RuleBudgets}
 		for i := range n {
 			if rng.IntN(10) == 0 {
 				s.optOut[node(i)] = true
@@ -155,7 +155,7 @@ func TestBudgetNeverExceededRandom(t *testing.T) {
 				}
 				s.record()
 				if rng.IntN(2) == 0 {
-					d.Untainted(victim)
+					d.Taints().Untainted(victim)
 				}
 			case op == 8:
 				for _, dec := range d.Release(s.facts()) {

@@ -212,7 +212,7 @@ func (r *run) reconcile() error {
 		delete(r.taints, key)
 		delete(r.ladders, key) // the next taint climbs from the first step
 		r.untaint(f.Node, f.Rule.String())
-		r.dec.Untainted(f.Node, f.Rule.String())
+		r.dec.Taints().Untainted(f.Node, f.Rule.String())
 		r.res.recovered(f)
 	}
 	for _, d := range r.dec.Release(r.facts) {
