@@ -121,8 +121,8 @@ func (e *OptedOutError) Is(target error) bool { return target == ErrOptedOut }
 // reading them through its View. Create it with New, then Start it.
 type Actor struct {
 	*View
+	*events
 	broadcaster record.EventBroadcaster
-	recorder    record.EventRecorder
 	records     *nodefault.Store // writes and planning reads of the records
 
 	// beforeWrite, when set (by tests), runs just before each Node write.
@@ -219,7 +219,8 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 	}
 	a.indexed = []cache.InformerSynced{recs.HasSynced, nodes.HasSynced}
 	a.broadcaster = record.NewBroadcaster()
-	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})
+	a.events = &events{view: a.View, records: a.records,
+		recorder: a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})}
 	return a, nil
 }
 

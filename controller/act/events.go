@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/tools/record"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,12 +62,20 @@ func EventType(reason string) string {
 	return corev1.EventTypeWarning
 }
 
+// events posts the Actor's Events: on Nodes, on the faults' NodeFault records, on
+// any object the scheme knows.
+type events struct {
+	view     *View
+	recorder record.EventRecorder
+	records  *nodefault.Store
+}
+
 // Event records a Kubernetes Event on a Node (involvedObject: kind Node, its name and
 // UID) for a decision about fault f (f.Rule may be nil for decisions about no single
 // rule), and on f's NodeFault when it has one. The type follows EventType(reason). The Event is sent asynchronously; in
 // dry-run mode it is sent too (Events are dry-run's output).
-func (a *Actor) Event(ctx context.Context, node string, f fault.Fault, reason, message string) error {
-	n, err := a.cachedNode(ctx, node)
+func (e *events) Event(ctx context.Context, node string, f fault.Fault, reason, message string) error {
+	n, err := e.view.cachedNode(ctx, node)
 	if err != nil {
 		return fmt.Errorf("event %s on node %s: %w", reason, node, err)
 	}
@@ -74,9 +83,9 @@ func (a *Actor) Event(ctx context.Context, node string, f fault.Fault, reason, m
 	if f.Rule != nil {
 		rule, sev = f.Rule.String(), string(f.Rule.Severity)
 	}
-	a.eventOnNode(n, rule, sev, reason, message)
+	e.eventOnNode(n, rule, sev, reason, message)
 	if f.Rule != nil {
-		if err := a.eventOnRecord(ctx, node, f.Rule.Pack, f.Rule.ID, sev, reason, message); err != nil {
+		if err := e.eventOnRecord(ctx, node, f.Rule.Pack, f.Rule.ID, sev, reason, message); err != nil {
 			return fmt.Errorf("event %s on the NodeFault of %s on node %s: %w", reason, f.Rule, node, err)
 		}
 	}
@@ -86,25 +95,25 @@ func (a *Actor) Event(ctx context.Context, node string, f fault.Fault, reason, m
 // EventOn records an Event on any object the scheme knows (the controller's Pod, the
 // ConfigMap of a pack that failed to reload, ...). The object needs at least its
 // name, namespace and UID.
-func (a *Actor) EventOn(object runtime.Object, eventType, reason, message string) error {
+func (e *events) EventOn(object runtime.Object, eventType, reason, message string) error {
 	if object == nil {
 		return errors.New("act: event on a nil object")
 	}
 	if eventType != corev1.EventTypeNormal && eventType != corev1.EventTypeWarning {
 		return fmt.Errorf("act: event type %q is neither Normal nor Warning", eventType)
 	}
-	if err := a.ready(); err != nil {
+	if err := e.view.ready(); err != nil {
 		return err
 	}
-	a.recorder.Event(object, eventType, reason, nodefault.Truncate(message, messageLimit))
+	e.recorder.Event(object, eventType, reason, nodefault.Truncate(message, messageLimit))
 	return nil
 }
 
-func (a *Actor) eventOnNode(n *corev1.Node, rule, severity, reason, message string) {
+func (e *events) eventOnNode(n *corev1.Node, rule, severity, reason, message string) {
 	if n == nil {
 		return
 	}
-	a.recorder.AnnotatedEventf(n, eventAnnotations(rule, severity), EventType(reason), reason, "%s", nodefault.Truncate(message, messageLimit))
+	e.recorder.AnnotatedEventf(n, eventAnnotations(rule, severity), EventType(reason), reason, "%s", nodefault.Truncate(message, messageLimit))
 }
 
 // eventOnRecord posts the Event about the fault of pack/rule on node on its
@@ -112,20 +121,20 @@ func (a *Actor) eventOnNode(n *corev1.Node, rule, severity, reason, message stri
 // fault has no record (a rule with action event, a rule in mode observe). The
 // recorder's spam filter counts per involved object: the record's Events do not
 // take from its Node's.
-func (a *Actor) eventOnRecord(ctx context.Context, node, pack, rule, severity, reason, message string) error {
-	ref, err := a.records.Ref(ctx, node, pack, rule)
+func (e *events) eventOnRecord(ctx context.Context, node, pack, rule, severity, reason, message string) error {
+	ref, err := e.records.Ref(ctx, node, pack, rule)
 	if err != nil || ref == nil {
 		return err
 	}
-	a.recorder.AnnotatedEventf(ref, eventAnnotations(pack+"/"+rule, severity), EventType(reason), reason, "%s", nodefault.Truncate(message, messageLimit))
+	e.recorder.AnnotatedEventf(ref, eventAnnotations(pack+"/"+rule, severity), EventType(reason), reason, "%s", nodefault.Truncate(message, messageLimit))
 	return nil
 }
 
 // eventOnFault is eventOnRecord for fault f after a write the caller reports
 // (taint, untaint): a failure is handed to the runtime's error handler (logged) as
 // the recorder's own are, the Node having the Event already.
-func (a *Actor) eventOnFault(ctx context.Context, node, pack, rule, severity, reason, message string) {
-	if err := a.eventOnRecord(ctx, node, pack, rule, severity, reason, message); err != nil {
+func (e *events) eventOnFault(ctx context.Context, node, pack, rule, severity, reason, message string) {
+	if err := e.eventOnRecord(ctx, node, pack, rule, severity, reason, message); err != nil {
 		utilruntime.HandleError(fmt.Errorf("event %s on the NodeFault of %s/%s on %s: %w", reason, pack, rule, node, err))
 	}
 }
