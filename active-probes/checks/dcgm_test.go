@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/test/promtest"
 )
 
 func TestParseDCGMDiagShapes(t *testing.T) {
@@ -66,7 +67,7 @@ func TestDCGMLevel1Pass(t *testing.T) {
 		if got := fakeArgs(t, args); got[0] != `["dcgmi","diag","-r","1","-j"]` {
 			t.Errorf("argv %v", got)
 		}
-		wantMetric(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "dcgm", "device": "7"}, 1)
+		promtest.Want(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "dcgm", "device": "7"}, 1)
 	}
 }
 
@@ -91,8 +92,8 @@ func TestDCGMLevel2MemoryFailure(t *testing.T) {
 	if got := fakeArgs(t, args); got[0] != `["dcgmi","diag","-r","2","-j","-i","0,1,2,3,4,5,6,7","--host","127.0.0.1:5555"]` {
 		t.Errorf("argv %v", got)
 	}
-	wantMetric(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "dcgm", "device": "3"}, 0)
-	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "dcgm"}, 1)
+	promtest.Want(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "dcgm", "device": "3"}, 0)
+	promtest.Want(t, prom, "faultline_probe_success", map[string]string{"check": "dcgm"}, 1)
 
 	// DCGM 3.3 shape: a pending row remap on GPU 5 in the level-1 deployment checks.
 	path, _ = fake(t, "dcgmi", "dcgmi/v3-level1-rowremap-fail.json")
@@ -125,7 +126,7 @@ func TestDCGMCannotRun(t *testing.T) {
 	if !strings.Contains(res.Message, "exit 250") || !strings.Contains(res.Message, "Unable to connect to host engine") {
 		t.Errorf("message %q", res.Message)
 	}
-	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "dcgm"}, 0)
+	promtest.Want(t, prom, "faultline_probe_success", map[string]string{"check": "dcgm"}, 0)
 
 	res, _ = runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: "/nonexistent/dcgmi"}, nil)
 	wantStatus(t, "no dcgmi", res.Status, probe.StatusError)

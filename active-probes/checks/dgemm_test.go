@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/test/promtest"
 )
 
 func TestGPUThresholdTable(t *testing.T) {
@@ -48,7 +49,7 @@ func TestDGEMMPass(t *testing.T) {
 	if d.Values["dgemm_tflops"] != 18.92 || !near(d.Values["min_dgemm_tflops"], 13.65) || !near(d.Values["min_daxpy_gbps"], 1427.3) {
 		t.Errorf("values %v", d.Values)
 	}
-	wantMetric(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "dgemm", "device": "7", "metric": "daxpy_gbps"}, 1737.7)
+	promtest.Want(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "dgemm", "device": "7", "metric": "daxpy_gbps"}, 1737.7)
 	if got := fakeArgs(t, args); got[0] != `["dgemm","--n","8192","--iters","10"]` {
 		t.Errorf("argv %v", got)
 	}
@@ -112,8 +113,8 @@ func TestDGEMMUnknownModel(t *testing.T) {
 		t.Errorf("device: %+v", d)
 	}
 	// The measurement is still exported; the verdict is not.
-	wantMetric(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "dgemm", "device": "0", "metric": "dgemm_tflops"}, 1.21)
-	if _, ok := metricValue(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "dgemm", "device": "0"}); ok {
+	promtest.Want(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "dgemm", "device": "0", "metric": "dgemm_tflops"}, 1.21)
+	if _, ok := promtest.Value(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "dgemm", "device": "0"}); ok {
 		t.Error("a skipped device has a verdict")
 	}
 }

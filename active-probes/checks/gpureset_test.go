@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/test/promtest"
 )
 
 func TestGPUResetNamedGPUs(t *testing.T) {
@@ -20,7 +21,7 @@ func TestGPUResetNamedGPUs(t *testing.T) {
 	if len(got) != 2 || got[0] != `["nvidia-smi","--gpu-reset","-i","0000:47:00.0"]` || got[1] != `["nvidia-smi","--gpu-reset","-i","0000:0f:00.0"]` {
 		t.Errorf("argv %v", got)
 	}
-	wantMetric(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": probe.GPUResetCheck, "device": "", "metric": "gpus_reset"}, 2)
+	promtest.Want(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": probe.GPUResetCheck, "device": "", "metric": "gpus_reset"}, 2)
 }
 
 func TestGPUResetAllOfTheNode(t *testing.T) {

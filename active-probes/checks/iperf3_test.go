@@ -13,6 +13,7 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/test/promtest"
 )
 
 func TestParseIperf3Recorded(t *testing.T) {
@@ -73,7 +74,7 @@ func TestIperf3RealLoopback(t *testing.T) {
 	if res.Duration < 2*time.Second || res.Duration > 20*time.Second {
 		t.Errorf("a 2 s test took %v", res.Duration)
 	}
-	wantMetric(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "iperf3", "device": "127.0.0.1"}, 1)
+	promtest.Want(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "iperf3", "device": "127.0.0.1"}, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rep, err := srv.Wait(ctx)
@@ -100,7 +101,7 @@ func TestIperf3NoServer(t *testing.T) {
 	if !strings.Contains(res.Message, "Connection refused") {
 		t.Errorf("message %q", res.Message)
 	}
-	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "iperf3"}, 0)
+	promtest.Want(t, prom, "faultline_probe_success", map[string]string{"check": "iperf3"}, 0)
 }
 
 func TestIperf3ServerErrors(t *testing.T) {

@@ -104,50 +104,6 @@ func runOne(t *testing.T, spec probe.Spec, pr probe.Probe, p probe.Params) (prob
 	return res, prom
 }
 
-// metricValue returns the value of the sample of a gauge or counter with exactly these
-// labels.
-func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; !ok || v != lp.GetValue() {
-					continue next
-				}
-			}
-			if m.Gauge != nil {
-				return m.GetGauge().GetValue(), true
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
-// wantMetric checks a sample's value.
-func wantMetric(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string, want float64) {
-	t.Helper()
-	got, ok := metricValue(t, g, name, labels)
-	if !ok {
-		t.Errorf("%s%v: no sample", name, labels)
-		return
-	}
-	if got != want {
-		t.Errorf("%s%v = %v, want %v", name, labels, got, want)
-	}
-}
-
 // mustSpec returns the registered spec of a probe.
 func mustSpec(t *testing.T, name string) probe.Spec {
 	t.Helper()

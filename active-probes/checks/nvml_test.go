@@ -13,6 +13,7 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/checks/nvmlmock"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/test/promtest"
 )
 
 // dgxPCI are the PCI addresses of a DGX A100's eight GPUs, as NVML prints them.
@@ -160,7 +161,7 @@ func TestNVMLLibraryNotFound(t *testing.T) {
 	if !strings.Contains(res.Message, probe.NVMLLibraryNotFound) {
 		t.Errorf("message %q", res.Message)
 	}
-	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "nvml"}, 0)
+	promtest.Want(t, prom, "faultline_probe_success", map[string]string{"check": "nvml"}, 0)
 
 	// A node that should have GPUs but has no NVML cannot be vouched for.
 	res, _ = runOne(t, mustSpec(t, "nvml"), &NVML{Lib: lib}, probe.Params{"expected_gpus": "8"})
@@ -190,18 +191,18 @@ func TestNVMLMetrics(t *testing.T) {
 	l := func(dev string) map[string]string {
 		return map[string]string{"node": "gpu-node-07", "check": "nvml", "device": dev}
 	}
-	wantMetric(t, prom, "faultline_probe_result", l(""), 0)
-	wantMetric(t, prom, "faultline_probe_result", l("0"), 1)
-	wantMetric(t, prom, "faultline_probe_result", l("3"), 0)
-	wantMetric(t, prom, "faultline_probe_result", l("5"), 0.5)
+	promtest.Want(t, prom, "faultline_probe_result", l(""), 0)
+	promtest.Want(t, prom, "faultline_probe_result", l("0"), 1)
+	promtest.Want(t, prom, "faultline_probe_result", l("3"), 0)
+	promtest.Want(t, prom, "faultline_probe_result", l("5"), 0.5)
 	v := l("3")
 	v["metric"] = "remapped_rows_uncorrectable"
-	wantMetric(t, prom, "faultline_probe_value", v, 2)
+	promtest.Want(t, prom, "faultline_probe_value", v, 2)
 	v = l("5")
 	v["metric"] = "pcie_link_width"
-	wantMetric(t, prom, "faultline_probe_value", v, 8)
+	promtest.Want(t, prom, "faultline_probe_value", v, 8)
 	v = l("")
 	v["metric"] = "gpu_count"
-	wantMetric(t, prom, "faultline_probe_value", v, 8)
-	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "nvml"}, 1)
+	promtest.Want(t, prom, "faultline_probe_value", v, 8)
+	promtest.Want(t, prom, "faultline_probe_success", map[string]string{"check": "nvml"}, 1)
 }

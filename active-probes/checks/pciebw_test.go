@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/test/promtest"
 )
 
 // dgxLinks is a DGX A100's GPUs as a link source would report them (gen4 x16 each).
@@ -36,7 +37,7 @@ func TestPCIeBWPass(t *testing.T) {
 	if d.PCI != "0000:07:00.0" || d.Values["h2d_gbps"] != 24.61 || d.Values["min_gbps"] < 15.7 || d.Values["min_gbps"] > 15.8 {
 		t.Errorf("device 0: %+v", d)
 	}
-	wantMetric(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "pciebw", "device": "2", "metric": "d2h_gbps"}, 24.31)
+	promtest.Want(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "pciebw", "device": "2", "metric": "d2h_gbps"}, 24.31)
 	if got := fakeArgs(t, args); len(got) != 1 || got[0] != `["pciebw","--size-mb","256","--iters","20"]` {
 		t.Errorf("argv %v", got)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/test/promtest"
 )
 
 func TestParsePing(t *testing.T) {
@@ -58,7 +59,7 @@ func TestPingRealLoopback(t *testing.T) {
 	if res.Duration < 700*time.Millisecond || res.Duration > 10*time.Second {
 		t.Errorf("5 pings took %v", res.Duration)
 	}
-	wantMetric(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "ping", "device": "127.0.0.1", "metric": "loss_pct"}, 0)
+	promtest.Want(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "ping", "device": "127.0.0.1", "metric": "loss_pct"}, 0)
 
 	// With a source address (ping -I).
 	res, _ = runOne(t, mustSpec(t, "ping"), &Ping{Path: bin}, probe.Params{"peer": "127.0.0.1", "count": "2", "source": "127.0.0.1"})
@@ -89,7 +90,7 @@ func TestPingLoss(t *testing.T) {
 	if d := deviceStatus(t, res, "127.0.0.1", probe.StatusFail); d.Values["loss_pct"] != 100 {
 		t.Errorf("values %v", d.Values)
 	}
-	if _, ok := metricValue(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "ping", "device": "127.0.0.1", "metric": "rtt_avg_ms"}); ok {
+	if _, ok := promtest.Value(t, prom, "faultline_probe_value", map[string]string{"node": "gpu-node-07", "check": "ping", "device": "127.0.0.1", "metric": "rtt_avg_ms"}); ok {
 		t.Error("an RTT was recorded with no reply")
 	}
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faultline-dev/faultline/test/promtest"
 )
 
 func TestRegistryHasEveryProbe(t *testing.T) {
@@ -271,15 +273,15 @@ func TestRunnerRecordsMetrics(t *testing.T) {
 		}
 		return m
 	}
-	wantMetric(t, prom, "faultline_probe_result", with("device", ""), 0)
-	wantMetric(t, prom, "faultline_probe_result", with("device", "0"), 1)
-	wantMetric(t, prom, "faultline_probe_result", with("device", "1"), 0.5)
-	wantMetric(t, prom, "faultline_probe_result", with("device", "2"), 0)
-	wantMetric(t, prom, "faultline_probe_value", with("device", "2", "metric", "tflops"), 20.5)
-	wantMetric(t, prom, "faultline_probe_value", with("device", "", "metric", "gpu_count"), 3)
-	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "fakegpu"}, 1)
-	wantMetric(t, prom, "faultline_probe_runs_total", map[string]string{"check": "fakegpu", "status": "fail"}, 1)
-	if d, ok := metricValue(t, prom, "faultline_probe_duration_seconds", map[string]string{"check": "fakegpu"}); !ok || d < 0 {
+	promtest.Want(t, prom, "faultline_probe_result", with("device", ""), 0)
+	promtest.Want(t, prom, "faultline_probe_result", with("device", "0"), 1)
+	promtest.Want(t, prom, "faultline_probe_result", with("device", "1"), 0.5)
+	promtest.Want(t, prom, "faultline_probe_result", with("device", "2"), 0)
+	promtest.Want(t, prom, "faultline_probe_value", with("device", "2", "metric", "tflops"), 20.5)
+	promtest.Want(t, prom, "faultline_probe_value", with("device", "", "metric", "gpu_count"), 3)
+	promtest.Want(t, prom, "faultline_probe_success", map[string]string{"check": "fakegpu"}, 1)
+	promtest.Want(t, prom, "faultline_probe_runs_total", map[string]string{"check": "fakegpu", "status": "fail"}, 1)
+	if d, ok := promtest.Value(t, prom, "faultline_probe_duration_seconds", map[string]string{"check": "fakegpu"}); !ok || d < 0 {
 		t.Errorf("duration %v %v", d, ok)
 	}
 }
@@ -305,13 +307,13 @@ func TestRunnerDropsStaleDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := metricValue(t, prom, "faultline_probe_result", map[string]string{"node": "n1", "check": "shrink", "device": "1"}); ok {
+	if _, ok := promtest.Value(t, prom, "faultline_probe_result", map[string]string{"node": "n1", "check": "shrink", "device": "1"}); ok {
 		t.Error("device 1 kept its verdict after it disappeared")
 	}
-	if _, ok := metricValue(t, prom, "faultline_probe_value", map[string]string{"node": "n1", "check": "shrink", "device": "1", "metric": "v"}); ok {
+	if _, ok := promtest.Value(t, prom, "faultline_probe_value", map[string]string{"node": "n1", "check": "shrink", "device": "1", "metric": "v"}); ok {
 		t.Error("device 1 kept its value after it disappeared")
 	}
-	wantMetric(t, prom, "faultline_probe_runs_total", map[string]string{"check": "shrink", "status": "pass"}, 2)
+	promtest.Want(t, prom, "faultline_probe_runs_total", map[string]string{"check": "shrink", "status": "pass"}, 2)
 	if len(last.Devices) != 1 {
 		t.Errorf("second run: %+v", last)
 	}
@@ -327,8 +329,8 @@ func TestRunnerTimeoutAndPanic(t *testing.T) {
 	if !strings.Contains(res.Message, "did not return") || time.Since(start) > 5*time.Second {
 		t.Errorf("stuck probe: %q after %v", res.Message, time.Since(start))
 	}
-	wantMetric(t, prom, "faultline_probe_success", map[string]string{"check": "stuck"}, 0)
-	if _, ok := metricValue(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "stuck", "device": ""}); ok {
+	promtest.Want(t, prom, "faultline_probe_success", map[string]string{"check": "stuck"}, 0)
+	if _, ok := promtest.Value(t, prom, "faultline_probe_result", map[string]string{"node": "gpu-node-07", "check": "stuck", "device": ""}); ok {
 		t.Error("an error has a result sample")
 	}
 
@@ -376,7 +378,7 @@ func TestRunnerRefusesBadRequests(t *testing.T) {
 	if runs.Load() != 0 {
 		t.Error("the probe ran on a bad request")
 	}
-	if _, ok := metricValue(t, prom, "faultline_probe_success", map[string]string{"check": "p"}); ok {
+	if _, ok := promtest.Value(t, prom, "faultline_probe_success", map[string]string{"check": "p"}); ok {
 		t.Error("a refused request was recorded")
 	}
 }
