@@ -36,7 +36,6 @@ type funcProbe struct {
 	run  func(ctx context.Context, p probe.Params) (probe.Result, error)
 }
 
-func (f *funcProbe) Name() string { return f.name }
 func (f *funcProbe) Run(ctx context.Context, p probe.Params) (probe.Result, error) {
 	return f.run(ctx, p)
 }

@@ -8,19 +8,3 @@
 // The programs run with exec.CommandContext and an argument vector, never through a
 // shell; probe.Config.Commands sets the path of each program.
 package checks
-
-import (
-	"fmt"
-
-	"github.com/faultline-dev/faultline/active-probes/probe"
-)
-
-// resolve fills in and validates a check's parameters against its registered schema
-// (a Runner resolves them before Run; a caller of Run directly may not have).
-func resolve(check string, p probe.Params) (probe.Params, error) {
-	s, ok := probe.Default().Get(check)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", probe.ErrUnknownProbe, check)
-	}
-	return s.Params.Resolve(p)
-}

@@ -39,15 +39,8 @@ type DCGM struct {
 	Path string
 }
 
-// Name implements Probe.
-func (*DCGM) Name() string { return probe.DCGMCheck }
-
 // Run implements Probe.
 func (g *DCGM) Run(ctx context.Context, p probe.Params) (probe.Result, error) {
-	p, err := resolve(probe.DCGMCheck, p)
-	if err != nil {
-		return probe.Result{}, err
-	}
 	args := []string{"diag", "-r", strconv.Itoa(p.Int("level")), "-j"}
 	if l := p.IntList("gpus"); len(l) > 0 {
 		args = append(args, "-i", joinInts(l))

@@ -111,15 +111,8 @@ type DGEMM struct {
 	Table []GPUThreshold
 }
 
-// Name implements Probe.
-func (*DGEMM) Name() string { return probe.DGEMMCheck }
-
 // Run implements Probe.
 func (g *DGEMM) Run(ctx context.Context, p probe.Params) (probe.Result, error) {
-	p, err := resolve(probe.DGEMMCheck, p)
-	if err != nil {
-		return probe.Result{}, err
-	}
 	table := g.Table
 	if table == nil {
 		table = DefaultGPUThresholds

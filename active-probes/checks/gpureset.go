@@ -28,15 +28,8 @@ type GPUReset struct {
 	GPUs LinkSource
 }
 
-// Name implements Probe.
-func (*GPUReset) Name() string { return probe.GPUResetCheck }
-
 // Run implements Probe.
 func (g *GPUReset) Run(ctx context.Context, p probe.Params) (probe.Result, error) {
-	p, err := resolve(probe.GPUResetCheck, p)
-	if err != nil {
-		return probe.Result{}, err
-	}
 	want, _ := probe.ParsePCIList(p.String("pci"))
 	var known []GPULink
 	if g.GPUs != nil {

@@ -23,15 +23,8 @@ type Iperf3 struct {
 	Path string
 }
 
-// Name implements Probe.
-func (*Iperf3) Name() string { return probe.Iperf3Check }
-
 // Run implements Probe.
 func (c *Iperf3) Run(ctx context.Context, p probe.Params) (probe.Result, error) {
-	p, err := resolve(probe.Iperf3Check, p)
-	if err != nil {
-		return probe.Result{}, err
-	}
 	peer := p.String("peer")
 	args := []string{"-c", peer, "-p", p.String("port"), "-J", "-t", p.String("seconds"),
 		"-P", p.String("streams"), "--connect-timeout", "5000"}

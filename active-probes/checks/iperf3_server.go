@@ -237,13 +237,7 @@ type iperf3Served struct {
 	endsBy time.Time
 }
 
-func (*iperf3ServerProbe) Name() string { return probe.Iperf3ServerCheck }
-
 func (s *iperf3ServerProbe) Run(ctx context.Context, p probe.Params) (probe.Result, error) {
-	p, err := resolve(probe.Iperf3ServerCheck, p)
-	if err != nil {
-		return probe.Result{}, err
-	}
 	port := p.Int("port")
 	s.mu.Lock()
 	if _, busy := s.servers[port]; busy {

@@ -31,15 +31,8 @@ type NVML struct {
 	Lib nvml.Interface
 }
 
-// Name implements Probe.
-func (*NVML) Name() string { return probe.NVMLCheck }
-
 // Run implements Probe.
 func (n *NVML) Run(_ context.Context, p probe.Params) (probe.Result, error) {
-	p, err := resolve(probe.NVMLCheck, p)
-	if err != nil {
-		return probe.Result{}, err
-	}
 	expected := p.Int("expected_gpus")
 	var res probe.Result
 	res.SetValue("gpus_expected", float64(expected))

@@ -16,8 +16,6 @@ func init() {
 
 type nvmlUnavailable struct{}
 
-func (nvmlUnavailable) Name() string { return probe.NVMLCheck }
-
 func (nvmlUnavailable) Run(context.Context, probe.Params) (probe.Result, error) {
 	return probe.Result{Status: probe.StatusSkipped, Message: probe.NVMLLibraryNotFound + " (built without cgo)"}, nil
 }

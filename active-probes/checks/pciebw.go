@@ -28,15 +28,8 @@ type PCIeBW struct {
 	Links LinkSource
 }
 
-// Name implements Probe.
-func (*PCIeBW) Name() string { return probe.PCIeBWCheck }
-
 // Run implements Probe.
 func (b *PCIeBW) Run(ctx context.Context, p probe.Params) (probe.Result, error) {
-	p, err := resolve(probe.PCIeBWCheck, p)
-	if err != nil {
-		return probe.Result{}, err
-	}
 	var links []GPULink
 	var linkErr error
 	if b.Links != nil {

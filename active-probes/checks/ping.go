@@ -22,15 +22,8 @@ type Ping struct {
 	Path string
 }
 
-// Name implements Probe.
-func (*Ping) Name() string { return probe.PingCheck }
-
 // Run implements Probe.
 func (g *Ping) Run(ctx context.Context, p probe.Params) (probe.Result, error) {
-	p, err := resolve(probe.PingCheck, p)
-	if err != nil {
-		return probe.Result{}, err
-	}
 	src := p.String("source")
 	peer := p.String("peer")
 	wait := int(p.Duration("wait").Seconds())

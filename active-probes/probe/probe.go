@@ -36,8 +36,6 @@ import (
 
 // Probe is one active check.
 type Probe interface {
-	// Name is the check's name as registered ("nvml", "pciebw", ...).
-	Name() string
 	// Run performs the check. Params have been resolved by the probe's schema (defaults
 	// filled in, values validated) when Run is called through a Runner. Run returns an
 	// error when the check could not be carried out at all (program missing, output

@@ -234,7 +234,6 @@ type funcProbe struct {
 	run  func(ctx context.Context, p Params) (Result, error)
 }
 
-func (f funcProbe) Name() string                                      { return f.name }
 func (f funcProbe) Run(ctx context.Context, p Params) (Result, error) { return f.run(ctx, p) }
 
 func TestRunnerRecordsMetrics(t *testing.T) {

@@ -126,7 +126,7 @@ func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	started := r.now()
-	res, runErr := runGuarded(ctx, pr, resolved)
+	res, runErr := runGuarded(ctx, name, pr, resolved)
 	elapsed := r.now().Sub(started)
 	var limited *LimitError
 	if errors.As(runErr, &limited) {
@@ -174,7 +174,7 @@ func (r *Runner) Run(ctx context.Context, name string, p Params) (Result, error)
 
 // runGuarded runs the probe in its own goroutine so that a stuck probe cannot hold the
 // caller past its deadline, and turns a panic into an error.
-func runGuarded(ctx context.Context, pr Probe, p Params) (Result, error) {
+func runGuarded(ctx context.Context, name string, pr Probe, p Params) (Result, error) {
 	type outcome struct {
 		res Result
 		err error
@@ -183,7 +183,7 @@ func runGuarded(ctx context.Context, pr Probe, p Params) (Result, error) {
 	go func() {
 		defer func() {
 			if v := recover(); v != nil {
-				done <- outcome{err: fmt.Errorf("probe %s panicked: %v", pr.Name(), v)}
+				done <- outcome{err: fmt.Errorf("probe %s panicked: %v", name, v)}
 			}
 		}()
 		res, err := pr.Run(ctx, p)
@@ -198,7 +198,7 @@ func runGuarded(ctx context.Context, pr Probe, p Params) (Result, error) {
 		case o := <-done:
 			return o.res, o.err
 		case <-time.After(2 * time.Second):
-			return Result{}, fmt.Errorf("probe %s did not return: %w", pr.Name(), ctx.Err())
+			return Result{}, fmt.Errorf("probe %s did not return: %w", name, ctx.Err())
 		}
 	}
 }

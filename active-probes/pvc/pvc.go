@@ -113,9 +113,6 @@ type Probe struct {
 	CleanupTimeout time.Duration
 }
 
-// Name implements probe.Probe.
-func (*Probe) Name() string { return Name }
-
 // Run implements probe.Probe. Params are the resolved parameters of Spec's schema.
 func (p *Probe) Run(ctx context.Context, params probe.Params) (probe.Result, error) {
 	ns, class := params.String("namespace"), params.String("storage_class")

@@ -448,8 +448,8 @@ func TestSpec(t *testing.T) {
 	if s.Name != "pvc" || s.DefaultEnabled || s.IsInvasive(p) || s.Timeout(p) != 2*time.Minute+45*time.Second {
 		t.Errorf("spec: %+v (timeout %s)", s, s.Timeout(p))
 	}
-	if pr := s.New(probe.Config{}); pr.Name() != pvc.Name {
-		t.Errorf("New: %T %s", pr, pr.Name())
+	if pr, ok := s.New(probe.Config{}).(*pvc.Probe); !ok || pr == nil {
+		t.Errorf("New: %T", s.New(probe.Config{}))
 	}
 	// Without a namespace of its own, a run must name one.
 	if _, err := pvc.Spec(nil, "").Params.Resolve(probe.Params{"storage_class": "fast"}); err == nil {
