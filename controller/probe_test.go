@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/active-probes/agent/rbac"
@@ -436,6 +438,54 @@ func TestScheduledProbes(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(r.m.ProbeSkipped().WithLabelValues("ping")); n < 1 {
 		t.Errorf("no round skipped although each outlasts the interval")
+	}
+}
+
+// A scheduled nvml check expects as many GPUs as the node's nvidia.com/gpu capacity
+// says, unless the schedule gives expected_gpus itself; a node without that
+// capacity keeps the check's default (0: not compared).
+func TestScheduledProbeExpectsNodeGPUs(t *testing.T) {
+	s := newProbeSetup(t)
+	cl := s.cl
+	ctx := context.Background()
+	n := cl.node("gpu-a")
+	n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	if _, err := cl.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pc := s.probeConfig()
+	pc.Schedules = []trigger.Schedule{{Check: "nvml", Every: 300 * time.Millisecond}}
+	pc.AgentURLs = map[string]string{"gpu-a": s.agents["gpu-a"], "gpu-b": s.agents["gpu-b"]}
+	r := cl.start(options{probes: pc})
+	expected := map[string]string{}
+	cl.waitFor("a scheduled nvml round on gpu-a and gpu-b", 60*time.Second, func() bool {
+		for _, run := range r.c.Probes().List() {
+			for _, nr := range run.Nodes {
+				for _, res := range nr.Results {
+					if res.Check == "nvml" {
+						expected[nr.Node] = res.Params["expected_gpus"]
+					}
+				}
+			}
+		}
+		return expected["gpu-a"] != "" && expected["gpu-b"] != ""
+	})
+	if expected["gpu-a"] != "8" || expected["gpu-b"] != "0" {
+		t.Errorf("expected_gpus: gpu-a %q (capacity 8), gpu-b %q (no capacity); want 8 and 0", expected["gpu-a"], expected["gpu-b"])
+	}
+
+	// A value the request gives, even 0, is the request's.
+	run, err := r.c.Probes().Start(ctx, proberun.Request{Nodes: []string{"gpu-a"}, Checks: []string{"nvml"},
+		Params: map[string]probe.Params{"nvml": {"expected_gpus": "0"}}, Trigger: proberun.TriggerManual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := r.c.Probes().Wait(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done.Nodes) != 1 || len(done.Nodes[0].Results) != 1 || done.Nodes[0].Results[0].Params["expected_gpus"] != "0" {
+		t.Errorf("an explicit expected_gpus=0 was replaced: %+v", done.Nodes)
 	}
 }
 

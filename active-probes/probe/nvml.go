@@ -13,8 +13,8 @@ func init() {
 		DefaultEnabled: true,
 		DefaultTimeout: 30 * time.Second,
 		Params: Schema{
-			{Name: "expected_gpus", Type: TypeInt, Default: "0", Min: 0, Max: 64,
-				Help: "GPUs the node must have; fewer fails the check (0: do not check)"},
+			{Name: "expected_gpus", Type: TypeInt, Default: "0", Min: 0, Max: 64, FromCapacity: "nvidia.com/gpu",
+				Help: "GPUs the node must have; fewer fails the check (0: do not check; not given: the node's nvidia.com/gpu capacity when the controller runs it)"},
 			{Name: "expected_nvlinks", Type: TypeInt, Default: "0", Min: 0, Max: MaxNVLinks,
 				Help: "NVLinks that must be up on each GPU (0: any link down while others are up fails)"},
 			{Name: "pcie_width_action", Type: TypeEnum, Default: "fail", Enum: []string{"fail", "warn", "ignore"},

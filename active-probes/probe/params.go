@@ -101,6 +101,10 @@ type ParamSpec struct {
 	// Target says what a host, host:port or file parameter names; the agent holds
 	// such values to its allow-list (AllowList).
 	Target Target `json:"target,omitempty"`
+	// FromCapacity names a resource of the Node (nvidia.com/gpu) whose capacity, as the
+	// API server reports it, stands in for a value the run does not give; the
+	// controller fills it in before asking the agent (the agent does not read Nodes).
+	FromCapacity string `json:"from_capacity,omitempty"`
 }
 
 // Schema is a probe's list of parameters.

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -49,7 +50,7 @@ func (p *probeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&p.agentNS, "probe-agent-namespace", "", "namespace of the agent pods (default --namespace)")
 	f.StringToStringVar(&p.static, "probe-agent", nil, "fixed agent URL for a node, node=URL (repeatable; local setups; https URLs are verified against --probe-agent-ca-file)")
 	f.StringVar(&p.tokenFile, "probe-token-file", "", "bearer token sent to the agents (default: the pod's ServiceAccount token, else the kubeconfig's token)")
-	f.StringToStringVar(&p.schedules, "probe-schedule", nil, "run a check on a schedule, check=interval (default: each non-invasive default check hourly; check=0 turns one off)")
+	f.StringToStringVar(&p.schedules, "probe-schedule", nil, "run a check on a schedule, check=interval[?param=value&...] (default: each non-invasive default check hourly; check=0 turns one off; nvml's expected_gpus defaults to each node's nvidia.com/gpu capacity)")
 	f.StringVar(&p.nodeSelector, "probe-node-selector", "nvidia.com/gpu.present=true", "the GPU nodes (label selector): scheduled probes run on them (the agents' nodes), and they are the population of --budget-percent and --storm-share")
 	f.DurationVar(&p.confirmTimeout, "probe-confirm-timeout", 15*time.Minute, "how long a rule's confirming probes may take before its onTimeout policy applies")
 	f.DurationVar(&p.recoverEvery, "probe-recover-interval", 10*time.Minute, "how often a tainted node's recovery probes are retried")
@@ -129,19 +130,50 @@ func (p *probeFlags) triggers(rc *rest.Config) (trigger.Config, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if _, ok := probe.Default().Get(name); !ok {
-			return pc, fmt.Errorf("--probe-schedule %s: unknown check", name)
+		s, err := parseSchedule(name, scheds[name])
+		if err != nil {
+			return pc, fmt.Errorf("--probe-schedule %s=%s: %w", name, scheds[name], err)
 		}
-		d, err := time.ParseDuration(scheds[name])
-		if err != nil || d < 0 || (d > 0 && d < time.Minute) {
-			return pc, fmt.Errorf("--probe-schedule %s=%s: want a duration of at least 1m, or 0", name, scheds[name])
-		}
-		if d > 0 {
-			pc.Schedules = append(pc.Schedules, trigger.Schedule{Check: name, Every: d})
+		if s.Every > 0 {
+			pc.Schedules = append(pc.Schedules, s)
 		}
 	}
 	pc.AgentURLs = p.static
 	return pc, nil
+}
+
+// parseSchedule reads one --probe-schedule entry: an interval, then optionally
+// the check's parameters as a query string ("1h?expected_gpus=8"), checked
+// against the check's schema now rather than at the first round an hour later.
+func parseSchedule(check, v string) (trigger.Schedule, error) {
+	spec, ok := probe.Default().Get(check)
+	if !ok {
+		return trigger.Schedule{}, errors.New("unknown check")
+	}
+	every, query, _ := strings.Cut(v, "?")
+	d, err := time.ParseDuration(every)
+	if err != nil || d < 0 || (d > 0 && d < time.Minute) {
+		return trigger.Schedule{}, errors.New("want a duration of at least 1m, or 0, then optionally ?param=value&...")
+	}
+	s := trigger.Schedule{Check: check, Every: d}
+	if query == "" {
+		return s, nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return s, fmt.Errorf("parameters: %w", err)
+	}
+	s.Params = probe.Params{}
+	for k, vs := range q {
+		if len(vs) != 1 {
+			return s, fmt.Errorf("parameter %s given %d times", k, len(vs))
+		}
+		s.Params[k] = vs[0]
+	}
+	if _, err := spec.Params.Resolve(s.Params); err != nil {
+		return s, err
+	}
+	return s, nil
 }
 
 // tokenSource reads the token file at every call (projected tokens rotate).

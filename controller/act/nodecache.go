@@ -71,13 +71,17 @@ func listStripped(ctx context.Context, nodes typedcorev1.NodeInterface, lo metav
 	}
 }
 
+// GPUResource is the extended resource of the node's GPUs (NVIDIA's device plugin).
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
 // stripNode is the Node informer's transform: the cache keeps what faultline reads
 // or writes back, so that its memory follows the number of nodes, not the size of
 // their status. Kept: the metadata less its managed fields and the spec, whole (a
 // taint or label write is an Update of a cached copy, which sends both: an omitted
 // annotation or podCIDR would be removed or refused), the boot ID (recover: reboot)
-// and faultline's condition (compared before each condition patch). The rest of the
-// status (the kubelet's conditions, capacity, addresses, images, system info) is
+// faultline's condition (compared before each condition patch) and the GPU capacity
+// (the GPUs a scheduled nvml check expects). The rest of the
+// status (the kubelet's conditions, other capacity, addresses, images, system info) is
 // dropped: an Update ignores a Node's status, and faultline writes status only with
 // patches of its own conditions, never a cached status.
 func stripNode(obj any) (any, error) {
@@ -92,6 +96,10 @@ func stripNode(obj any) (any, error) {
 			conds = append(conds, c)
 		}
 	}
-	n.Status = corev1.NodeStatus{Conditions: conds, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
+	var capacity corev1.ResourceList
+	if q, ok := n.Status.Capacity[GPUResource]; ok {
+		capacity = corev1.ResourceList{GPUResource: q}
+	}
+	n.Status = corev1.NodeStatus{Conditions: conds, Capacity: capacity, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
 	return n, nil
 }

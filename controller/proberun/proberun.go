@@ -143,6 +143,10 @@ type Config struct {
 	// nor peer_node (a rule's confirming probe cannot know one); nil: such checks fail
 	// validation on the agent.
 	PickPeer func(node string) (string, error)
+	// Capacity tells a node's capacity of a resource (0, false: unknown); it fills in
+	// the parameters whose schema names one (ParamSpec.FromCapacity) and that a run
+	// leaves unset. nil: they keep their defaults.
+	Capacity func(node, resource string) (int64, bool)
 	// OnStart is called when a node's probes start; OnNode when they finished.
 	OnStart func(run *Run, node string)
 	OnNode  func(run *Run, nr NodeRun)
@@ -504,6 +508,7 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 		if !ok {
 			return nil, fmt.Errorf("the probe agent on %s does not run %s (it runs: %s)", node, ch, strings.Join(inv.names(), ", "))
 		}
+		d.fromCapacity(node, ch, p)
 		if spec.Peer && p["peer"] == "" && p["peer_node"] == "" && d.cfg.PickPeer != nil {
 			peer, err := d.cfg.PickPeer(node)
 			if err != nil {
@@ -548,6 +553,29 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 		return nil, err
 	}
 	return resp.Results, nil
+}
+
+// fromCapacity sets the parameters of check that p leaves unset and whose value the
+// node's capacity gives (nvml's expected_gpus: the node's nvidia.com/gpu), within
+// the parameter's bounds; an explicit value, even 0, is kept.
+func (d *Dispatcher) fromCapacity(node, check string, p probe.Params) {
+	if d.cfg.Capacity == nil {
+		return
+	}
+	spec, ok := d.cfg.Registry.Get(check)
+	if !ok {
+		return
+	}
+	for _, ps := range spec.Params {
+		if ps.FromCapacity == "" || p[ps.Name] != "" {
+			continue
+		}
+		n, ok := d.cfg.Capacity(node, ps.FromCapacity)
+		if !ok || n <= 0 || (ps.Max != 0 && float64(n) > ps.Max) {
+			continue
+		}
+		p[ps.Name] = strconv.FormatInt(n, 10)
+	}
 }
 
 // inventoryTTL is how long an agent's list of checks is trusted: an agent upgraded

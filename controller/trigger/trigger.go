@@ -15,9 +15,10 @@ import (
 	"sync"
 	"time"
 
-	corelisters "k8s.io/client-go/listers/core/v1"
-
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -26,7 +27,6 @@ import (
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/logstream"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // LabelHealth is the node label with the latest probe verdict.
@@ -165,7 +165,7 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 	}
 	t.cfg = pc
 	d, err := proberun.New(proberun.Config{Agents: pc.Agents, Token: pc.Token, HTTP: pc.HTTP, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
-		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer,
+		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer, Capacity: t.capacity,
 		OnStart: func(run *proberun.Run, node string) { t.setHealth(ctx, node) },
 		OnNode:  func(run *proberun.Run, nr proberun.NodeRun) { t.probeDone(ctx, run, nr) }})
 	if err != nil {
@@ -485,6 +485,20 @@ func (t *Triggers) RunSchedules(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// capacity is a node's capacity of a resource as the Node informer last saw it (its
+// cache keeps act.GPUResource alone: any other resource is unknown).
+func (t *Triggers) capacity(node, resource string) (int64, bool) {
+	n, err := t.deps.Actor.NodeLister().Get(node)
+	if err != nil {
+		return 0, false
+	}
+	q, ok := n.Status.Capacity[corev1.ResourceName(resource)]
+	if !ok {
+		return 0, false
+	}
+	return q.Value(), true
 }
 
 // probeNodes lists the nodes scheduled probes run on.
