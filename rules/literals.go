@@ -369,8 +369,8 @@ func dedupe(set []string) []string {
 
 // maxSets and maxSetSize bound the extra literal checks a rule gets before its regex.
 const (
-	maxSets    = 4
-	maxSetSize = 8
+	maxSets    = 6
+	maxSetSize = 32
 )
 
 // literalSetsOf returns sets of lower-case literals such that every match of a
@@ -436,11 +436,50 @@ func requiredSets(re *syntax.Regexp) [][]string {
 			out = append(out, requiredSets(sub)...)
 		}
 		return out
+	case syntax.OpAlternate:
+		return alternateSets(re)
 	}
 	if r := analyze(re).required; usable(r) {
 		return [][]string{r}
 	}
 	return nil
+}
+
+// alternateSets returns the required sets of an alternation: its branches' best
+// literals together (what analyze gives), and, for each set a branch requires, that
+// set joined with the best literals of the other branches: a match of that branch
+// holds a member of the set, a match of another branch that branch's best literal.
+// Where one branch's literal is common in benign lines ("mlx5_core " before
+// ".*(?i:fail|error|...)", "detected " of "Detected ... for GPU"), the set of its
+// rarer words rejects the line before the regex, whose failing run on a long line
+// is the costliest thing the engine does.
+func alternateSets(re *syntax.Regexp) [][]string {
+	all := analyze(re).required
+	if !usable(all) {
+		return nil
+	}
+	out := [][]string{all}
+	bests := make([][]string, len(re.Sub))
+	for i, sub := range re.Sub {
+		bests[i] = analyze(sub).required
+		if !usable(bests[i]) {
+			return out
+		}
+	}
+	for i, sub := range re.Sub {
+		for _, set := range requiredSets(sub) {
+			joined := slices.Clone(set)
+			for j, b := range bests {
+				if j != i {
+					joined = append(joined, b...)
+				}
+			}
+			if usable(joined) {
+				out = append(out, joined)
+			}
+		}
+	}
+	return out
 }
 
 // holdsAll reports whether text contains a literal of every set, ASCII

@@ -47,7 +47,13 @@ func TestRequiredLiteralSets(t *testing.T) {
 		want [][]string
 	}{
 		// Every piece of a concatenation is required, each with its alternatives.
-		{`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`, [][]string{{" occurred at", "reported by libos"}, {"nvrm:"}}},
+		// An alternation: each branch's best together, then each set a branch
+		// requires joined with the other branches' best.
+		{`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`, [][]string{{" occurred at", "reported by libos"}, {"nvrm:"}, {"reported by libos", "xid "}}},
+		// A branch whose best literal is common ("detected ") and whose other words
+		// are rare: a line with "detected" alone holds no member of the joined set.
+		{`Detected \d+ (?P<f>.+?) for GPU \d+|(?P<f>.+?) met or exceeded the threshold`,
+			[][]string{{" met or exceeded the threshold", "detected "}, {" for gpu ", " met or exceeded the threshold"}}},
 		{`nvidia-nvswitch(?P<switch>\d+): SXid \(PCI:`, [][]string{{"nvidia-nvswitch"}, {": sxid (pci:"}}},
 		{`(?:abc|de)x`, [][]string{{"abcx", "dex"}}}, // "de" alone is too short, joined it is not
 		{`(?:foo)?bar\d+`, [][]string{{"bar"}}},      // optional pieces require nothing
@@ -62,6 +68,13 @@ func TestRequiredLiteralSets(t *testing.T) {
 	}
 	if holdsAll("NVRM: GPU at PCI:0000:3b:00", requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)) {
 		t.Error("holdsAll: the second set is not in the line")
+	}
+	dcgm := requiredLiteralSets(`Detected \d+ (?P<f>.+?) for GPU \d+|(?P<f>.+?) met or exceeded the threshold`)
+	if holdsAll("loop0: detected capacity change from 0 to 2048", dcgm) {
+		t.Error("holdsAll: a benign line with the common word alone passes")
+	}
+	if !holdsAll("Detected 12 XID errors for GPU 3", dcgm) {
+		t.Error("holdsAll: a matching line is refused")
 	}
 }
 
