@@ -3,7 +3,7 @@ package rules
 import (
 	"math/bits"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 
 	"github.com/faultline-dev/faultline/logstream"
@@ -127,16 +127,24 @@ func NewEngine(set *Set) *Engine {
 	return e
 }
 
-// without drops the set the prefilter already found on every candidate line.
+// without drops the sets that every candidate line holds: a line the prefilter
+// passes holds one of lits, so a set each of whose literals contains a member of is
+// held already ({"nvrm:"} when every literal starts "nvrm: ").
 func without(sets [][]string, lits []string) [][]string {
 	low := make([]string, len(lits))
 	for i, l := range lits {
 		low[i] = lower(l)
 	}
-	sort.Strings(low)
 	var out [][]string // not in place: sets are the Compiled rule's, kept for the next engine
 	for _, set := range sets {
-		if !slices.Equal(set, low) {
+		held := len(low) > 0
+		for _, l := range low {
+			if !slices.ContainsFunc(set, func(m string) bool { return strings.Contains(l, m) }) {
+				held = false
+				break
+			}
+		}
+		if !held {
 			out = append(out, set)
 		}
 	}
