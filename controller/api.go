@@ -68,6 +68,26 @@ func nodeView(nf act.NodeFaults) NodeView {
 	return v
 }
 
+// UntaintResponse is the body of POST /api/v1/nodes/{node}/untaint, and what
+// faultline untaint prints, whether it asked the API or wrote the Node itself.
+type UntaintResponse struct {
+	Node string `json:"node"`
+	// Rule is the rule asked for (pack/rule or a rule id), "*" for all of
+	// faultline's faults.
+	Rule string `json:"rule"`
+	// RemovedTaints are the taints taken off the node, as key=value:effect.
+	RemovedTaints []string `json:"removedTaints"`
+	// ResolvedFaults are the pack/rule of the fault records resolved.
+	ResolvedFaults []string `json:"resolvedFaults"`
+}
+
+// NewUntaintResponse says what an untaint (act.Actor.UntaintNode) did.
+func NewUntaintResponse(r act.Result) UntaintResponse {
+	// Empty lists rather than null, so that scripts can always iterate.
+	return UntaintResponse{Node: r.Node, Rule: r.Rule,
+		RemovedTaints: append([]string{}, r.Removed...), ResolvedFaults: append([]string{}, r.Cleared...)}
+}
+
 // HeldView is a held fault as the API shows it.
 type HeldView struct {
 	Node    string    `json:"node"`
@@ -134,7 +154,7 @@ func (c *Controller) Handler() http.Handler {
 			http.Error(w, err.Error(), code)
 			return
 		}
-		writeJSON(w, http.StatusOK, res)
+		writeJSON(w, http.StatusOK, NewUntaintResponse(res))
 	})
 	mux.HandleFunc("POST /api/v1/storms/{pack}/{rule}/release", func(r *http.Request) kubeauth.Action {
 		return kubeauth.Action{Verb: "create", Resource: "storms", Subresource: "release", Name: r.PathValue("pack") + "/" + r.PathValue("rule")}

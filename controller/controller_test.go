@@ -3,10 +3,12 @@ package controller_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -323,8 +325,19 @@ func TestDecisions(t *testing.T) {
 	if _, err := cl.cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.c.Untaint(context.Background(), "gpu-3", ""); err != nil {
+	// Through the API, whose answer names its fields in lower camel case.
+	srv := httptest.NewServer(withToken(cl.operator(), r.c.Handler()))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/api/v1/nodes/gpu-3/untaint", "", nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := `{"node":"gpu-3","rule":"*","removedTaints":["faultline.io/faulty=xid-gpu-lost:NoSchedule"],"resolvedFaults":["nvidia-xid/xid-gpu-lost"]}`
+	var compact bytes.Buffer
+	if resp.StatusCode != http.StatusOK || json.Compact(&compact, body) != nil || compact.String() != want {
+		t.Errorf("untaint answered %s\n%s\nwant 200 and %s", resp.Status, body, want)
 	}
 	n = cl.node("gpu-3")
 	if cl.tainted("gpu-3") || len(n.Spec.Taints) == 0 || n.Spec.Taints[len(n.Spec.Taints)-1].Key != "example.com/maintenance" {

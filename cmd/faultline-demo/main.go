@@ -40,7 +40,7 @@ Run it from a faultline checkout (make demo).`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.Once, "once", false, "play the scenario, check every outcome, print a summary and exit")
-	cmd.Flags().IntVar(&o.Nodes, "nodes", 5, "simulated GPU nodes (at least 4)")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", demo.DefaultNodes, "simulated GPU nodes (at least 4)")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "keep data and logs here (default: a temporary directory, removed at the end)")
 	cmd.Flags().DurationVar(&o.StepTimeout, "step-timeout", 0, "longest wait for each outcome (default 90s)")
 	cmd.Flags().StringVar(&o.Binary, "faultline", "", "the faultline binary the exporters and the controller run as (default: the one next to this program, else on $PATH)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -230,18 +231,17 @@ func newUntaintCmd() *cobra.Command {
 			if rule == "" {
 				rule = act.AllRules
 			}
-			var res act.Result
+			var u controller.UntaintResponse
 			var err error
 			if apiURL != "" {
-				res, err = untaintThroughAPI(cmd.Context(), kubeconfig, apiURL, node, rule)
+				u, err = untaintThroughAPI(cmd.Context(), kubeconfig, apiURL, node, rule)
 			} else {
-				res, err = untaintDirect(cmd.Context(), kubeconfig, node, rule)
+				u, err = untaintDirect(cmd.Context(), kubeconfig, node, rule)
 			}
 			if err != nil {
 				return err
 			}
-			u := newUntaintOutput(node, rule, res)
-			return output.print(cmd.OutOrStdout(), u, u.writeText)
+			return output.print(cmd.OutOrStdout(), u, func(w io.Writer) error { return writeUntaintText(w, u) })
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster)")
@@ -251,36 +251,41 @@ func newUntaintCmd() *cobra.Command {
 	return cmd
 }
 
-// untaintThroughAPI asks the controller to untaint the node; it answers with the
-// act.Result of its own UntaintNode, in JSON.
-func untaintThroughAPI(ctx context.Context, kubeconfig, apiURL, node, rule string) (act.Result, error) {
+// untaintThroughAPI asks the controller to untaint the node; it answers with what
+// its own UntaintNode did.
+func untaintThroughAPI(ctx context.Context, kubeconfig, apiURL, node, rule string) (controller.UntaintResponse, error) {
 	u := strings.TrimRight(apiURL, "/") + "/api/v1/nodes/" + url.PathEscape(node) + "/untaint?rule=" + url.QueryEscape(rule)
 	hc, err := apiHTTPClient(kubeconfig)
 	if err != nil {
-		return act.Result{}, err
+		return controller.UntaintResponse{}, err
 	}
-	var res act.Result
+	var res controller.UntaintResponse
 	if err := callAPIWith(ctx, hc, http.MethodPost, u, nil, &res); err != nil {
-		return act.Result{}, fmt.Errorf("untaint: %w", err)
+		return controller.UntaintResponse{}, fmt.Errorf("untaint: %w", err)
 	}
 	return res, nil
 }
 
-// untaintDirect writes the Node itself, as the controller would.
-func untaintDirect(ctx context.Context, kubeconfig, node, rule string) (act.Result, error) {
+// untaintDirect writes the Node itself, as the controller would, and says so as
+// the controller's API does.
+func untaintDirect(ctx context.Context, kubeconfig, node, rule string) (controller.UntaintResponse, error) {
 	client, err := daemon.KubeClient(kubeconfig)
 	if err != nil {
-		return act.Result{}, err
+		return controller.UntaintResponse{}, err
 	}
 	a, err := act.New(client, act.Options{})
 	if err != nil {
-		return act.Result{}, err
+		return controller.UntaintResponse{}, err
 	}
 	if err := a.Start(ctx); err != nil {
-		return act.Result{}, err
+		return controller.UntaintResponse{}, err
 	}
 	defer a.Shutdown()
-	return a.UntaintNode(ctx, node, rule)
+	res, err := a.UntaintNode(ctx, node, rule)
+	if err != nil {
+		return controller.UntaintResponse{}, err
+	}
+	return controller.NewUntaintResponse(res), nil
 }
 
 // redactURL hides a password in a URL's user info before it is logged; a URL that

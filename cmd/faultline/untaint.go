@@ -5,28 +5,13 @@ import (
 	"io"
 	"strings"
 
+	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 )
 
-// untaintOutput is what untaint reports, the same whether the controller or the
-// command itself wrote the Node.
-type untaintOutput struct {
-	Node string `json:"node"`
-	// Rule is the --rule asked for, "*" for all of faultline's faults.
-	Rule string `json:"rule"`
-	// RemovedTaints are the taints taken off the node, as key=value:effect.
-	RemovedTaints []string `json:"removedTaints"`
-	// ResolvedFaults are the pack/rule of the fault records resolved.
-	ResolvedFaults []string `json:"resolvedFaults"`
-}
-
-func newUntaintOutput(node, rule string, r act.Result) untaintOutput {
-	// Empty lists rather than null, so that scripts can always iterate.
-	return untaintOutput{Node: node, Rule: rule,
-		RemovedTaints: append([]string{}, r.Removed...), ResolvedFaults: append([]string{}, r.Cleared...)}
-}
-
-func (u untaintOutput) writeText(w io.Writer) error {
+// writeUntaintText says what an untaint did in one sentence, the same whether the
+// controller or the command itself wrote the Node.
+func writeUntaintText(w io.Writer, u controller.UntaintResponse) error {
 	if len(u.RemovedTaints) == 0 && len(u.ResolvedFaults) == 0 {
 		what := "no fault of faultline's"
 		if u.Rule != act.AllRules {

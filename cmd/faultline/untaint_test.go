@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/rules"
@@ -22,7 +23,8 @@ import (
 
 // untaint prints the same thing whether it writes the Node itself or asks the
 // controller's API (here a handler answering as the controller's does, with the
-// act.Result of UntaintNode): a sentence by default, one object in json and yaml.
+// controller.UntaintResponse of UntaintNode's result): a sentence by default, one
+// object in json and yaml.
 func TestUntaintSameOutputInBothModes(t *testing.T) {
 	testenv.Integration(t)
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
@@ -48,7 +50,7 @@ func TestUntaintSameOutputInBothModes(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(res)
+		_ = json.NewEncoder(w).Encode(controller.NewUntaintResponse(res))
 	}))
 	defer api.Close()
 
@@ -103,7 +105,7 @@ func TestUntaintSameOutputInBothModes(t *testing.T) {
 		if direct != viaAPI {
 			t.Errorf("-o %s: direct mode printed\n%s\nAPI mode printed\n%s", o, direct, viaAPI)
 		}
-		var got untaintOutput
+		var got controller.UntaintResponse
 		switch o {
 		case "text":
 			if want := "node gpu-1: removed 1 taint (faultline.io/faulty=xid-79:NoSchedule), resolved 1 fault record (nvidia-xid/xid-79)\n"; direct != want {

@@ -11,8 +11,8 @@ import (
 )
 
 // TestReadmeFigures keeps the README's figures of the default packs and of the
-// corpus equal to what the code has: the number of rules, and the number of
-// real log lines the packs are measured on.
+// corpus equal to what the code has: the number of rules, each with inline tests,
+// and the number of real log lines the packs are measured on.
 func TestReadmeFigures(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
@@ -39,5 +39,14 @@ func TestReadmeFigures(t *testing.T) {
 	}
 	if got, want := figure(`measured on ([\d,]+) real log\s+lines`), len(loadCorpus(t)); got != want {
 		t.Errorf("README.md says the packs are measured on %d real log lines; the corpus has %d", got, want)
+	}
+	// "each with inline tests"
+	if !regexp.MustCompile(`[\d,]+ rules, each with inline tests`).Match(readme) {
+		t.Fatal("README.md no longer says each rule has inline tests")
+	}
+	for _, r := range e.Set().Rules {
+		if len(r.Tests) == 0 {
+			t.Errorf("README.md says each rule has inline tests; %s/%s has none", r.Pack, r.ID)
+		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/rules/packs"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -47,13 +48,16 @@ type Options struct {
 	// Dir holds the components' data, logs and the kubeconfig (default: a new
 	// temporary directory, removed at the end).
 	Dir string
-	// Nodes is the number of simulated GPU nodes (default 5, at least 4).
+	// Nodes is the number of simulated GPU nodes (default DefaultNodes, at least 4).
 	Nodes int
 	// StepTimeout bounds each step of the scenario (default 90s).
 	StepTimeout time.Duration
 }
 
 const ns = "faultline"
+
+// DefaultNodes is the number of simulated GPU nodes of a run (Options.Nodes).
+const DefaultNodes = 5
 
 // demo is one run.
 type demo struct {
@@ -82,7 +86,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.Out = os.Stdout
 	}
 	if o.Nodes == 0 {
-		o.Nodes = 5
+		o.Nodes = DefaultNodes
 	}
 	if o.Nodes < 4 {
 		return errors.New("demo: at least 4 nodes")
@@ -182,7 +186,11 @@ func (d *demo) up(ctx context.Context) {
 	d.step("Starting one dmesg-exporter per node, each reading its own kmsg-format file, shipping over OTLP to the collector → Loki")
 	d.exporters()
 
-	d.step("Starting the controller (its ServiceAccount's RBAC only; rule packs: the 7 built-in packs + the demo's site pack)")
+	builtin, err := packs.Load()
+	if err != nil {
+		d.tb.Fatalf("the built-in packs: %v", err)
+	}
+	d.step("Starting the controller (its ServiceAccount's RBAC only; rule packs: the %d built-in packs + the demo's site pack)", len(builtin))
 	d.controller(ctx, ctrlToken, agents)
 
 	d.nvmlRound(ctx)

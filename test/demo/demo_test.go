@@ -41,6 +41,26 @@ func TestDemoOnce(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	// kubectl describe of gpu-3's fault, printed when it is recorded: the evidence
+	// line, the query of the rule's lines on the node, the taint placed.
+	describe := out.String()
+	if i := strings.Index(describe, "$ kubectl describe nodefault gpu-3.nvidia-xid.xid-gpu-lost"); i < 0 {
+		t.Errorf("output lacks kubectl describe nodefault gpu-3.nvidia-xid.xid-gpu-lost")
+	} else {
+		describe = describe[i:]
+		describe = describe[:max(0, strings.Index(describe, "Scenario 3/5"))]
+		for _, want := range []*regexp.Regexp{
+			regexp.MustCompile(`Text:\s+NVRM: Xid \(PCI:0000:4e:00\): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus\.`),
+			regexp.MustCompile(`Query:\s+\{source="kernel"\} \| node="gpu-3" \|~ `),
+			regexp.MustCompile(`Taint:\s+faultline\.io/faulty=xid-gpu-lost:NoSchedule`),
+			regexp.MustCompile(`State:\s+Placed`),
+			regexp.MustCompile(`Warning\s+FaultTainted\s`),
+		} {
+			if !want.MatchString(describe) {
+				t.Errorf("kubectl describe nodefault gpu-3.nvidia-xid.xid-gpu-lost lacks %s:\n%s", want, describe)
+			}
+		}
+	}
 	// kubectl get nodefaults, printed at the end: gpu-3's fault at its ladder's
 	// service step, and the rack's fleet fault (named by its group, rule "*").
 	table := out.String()[strings.LastIndex(out.String(), "kubectl get nodefaults"):]

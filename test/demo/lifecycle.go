@@ -84,7 +84,33 @@ func (d *demo) fleet(ctx context.Context) {
 // printer columns, served by the apiserver).
 func (d *demo) nodeFaultTable(ctx context.Context) {
 	d.step("NodeFaults: kubectl get nodefaults")
-	out, err := exec.CommandContext(ctx, testenv.Binary(d.tb, "kubectl"), "--kubeconfig", d.env.Kubeconfig(), "get", "nodefaults").CombinedOutput()
+	out, err := d.kubectl(ctx, "get", "nodefaults")
+	d.sayIndented(out, err)
+}
+
+// describeNodeFault prints kubectl describe of a NodeFault, once its Events are
+// there too (the recorder sends them a moment after the write they report).
+func (d *demo) describeNodeFault(ctx context.Context, name, event string) {
+	d.say("        $ kubectl describe nodefault %s", name)
+	var (
+		out []byte
+		err error
+	)
+	d.waitFor(ctx, "the Event "+event+" on NodeFault "+name, func() (bool, string) {
+		out, err = d.kubectl(ctx, "describe", "nodefault", name)
+		return err == nil && strings.Contains(string(out), event), "not listed yet"
+	})
+	d.sayIndented(out, err)
+}
+
+// kubectl runs kubectl, from the components' tools, against the demo's apiserver.
+func (d *demo) kubectl(ctx context.Context, args ...string) ([]byte, error) {
+	args = append([]string{"--kubeconfig", d.env.Kubeconfig()}, args...)
+	return exec.CommandContext(ctx, testenv.Binary(d.tb, "kubectl"), args...).CombinedOutput()
+}
+
+// sayIndented prints a command's output under the narration's step.
+func (d *demo) sayIndented(out []byte, err error) {
 	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		d.say("        %s", l)
 	}

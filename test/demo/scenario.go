@@ -91,6 +91,8 @@ func (d *demo) scenario(ctx context.Context) {
 			d.say("          evidence (NodeFault %s, named by the node's annotation %s): rule %s/%s, phase %s, %d line(s), first: %q",
 				nf.Name, fault.AnnotationFaults, nf.Spec.Pack, nf.Spec.Rule, nf.Status.Phase, len(nf.Status.Evidence), clip(nf.Status.Evidence[0].Text, 100))
 			d.check("Xid 79 on gpu-3 → tainted with the evidence in its NodeFault", strings.Contains(nf.Status.Evidence[0].Text, "79"), "")
+			d.say("          what the record says (what, why, what was done, what happens next):")
+			d.describeNodeFault(ctx, nf.Name, "FaultTainted")
 		} else {
 			d.check("Xid 79 on gpu-3 → tainted with the evidence in its NodeFault", false, fmt.Sprintf("NodeFault %q: %v", ptr, err))
 		}
