@@ -50,7 +50,8 @@ func parseRegex(expr string) (*regex, error) {
 		return nil, err
 	}
 	s := tree.Simplify()
-	return &regex{expr: expr, literals: literalsOf(s), sets: literalSetsOf(s), anchored: anchoredAt(tree), names: tree.CapNames()}, nil
+	a := newAnalysis()
+	return &regex{expr: expr, literals: a.literalsOf(s), sets: a.literalSetsOf(s), anchored: anchoredAt(tree), names: tree.CapNames()}, nil
 }
 
 // compiled returns the program, compiling it the first time. regexp.Compile fails
@@ -61,8 +62,8 @@ func (r *regex) compiled() *regexp.Regexp {
 }
 
 // literalsOf returns the required literals of a simplified regex (see regex).
-func literalsOf(re *syntax.Regexp) []string {
-	info := analyze(re)
+func (a *analysis) literalsOf(re *syntax.Regexp) []string {
+	info := a.analyze(re)
 	if !usable(info.required) {
 		return nil
 	}
@@ -81,6 +82,16 @@ func usable(set []string) bool {
 	return true
 }
 
+// analysis reads the literals of one parsed regex. The required sets visit a
+// node's sub-expressions again for every alternation above them, so what a node
+// matches is worked out once (memo); the litInfo kept there is shared, never
+// changed in place.
+type analysis struct {
+	memo map[*syntax.Regexp]litInfo
+}
+
+func newAnalysis() *analysis { return &analysis{memo: map[*syntax.Regexp]litInfo{}} }
+
 // litInfo describes what a sub-expression matches.
 // exact: the sub-expression matches exactly one of these strings (nil: unknown).
 // required: every match contains one of these strings (nil: unknown).
@@ -94,15 +105,19 @@ type litInfo struct {
 	prefix   []string
 }
 
-func analyze(re *syntax.Regexp) litInfo {
-	in := analyzeOp(re)
+func (a *analysis) analyze(re *syntax.Regexp) litInfo {
+	if in, ok := a.memo[re]; ok {
+		return in
+	}
+	in := a.analyzeOp(re)
 	if in.exact != nil {
 		in.prefix = in.exact
 	}
+	a.memo[re] = in
 	return in
 }
 
-func analyzeOp(re *syntax.Regexp) litInfo {
+func (a *analysis) analyzeOp(re *syntax.Regexp) litInfo {
 	switch re.Op {
 	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText,
 		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
@@ -122,34 +137,34 @@ func analyzeOp(re *syntax.Regexp) litInfo {
 		}
 		return litInfo{}
 	case syntax.OpCapture:
-		return analyze(re.Sub[0])
+		return a.analyze(re.Sub[0])
 	case syntax.OpQuest:
 		// x? is "" or x: exact when x is (" expedited" in "detected(?: expedited)?"),
 		// so the words around it still join; it requires nothing.
-		in := analyze(re.Sub[0])
+		in := a.analyze(re.Sub[0])
 		if in.exact != nil && len(in.exact) < maxExact {
 			return litInfo{exact: append([]string{""}, in.exact...)}
 		}
 		return litInfo{}
 	case syntax.OpPlus:
-		in := analyze(re.Sub[0])
+		in := a.analyze(re.Sub[0])
 		return litInfo{required: in.required, prefix: in.prefix}
 	case syntax.OpRepeat:
 		if re.Min == 0 {
 			return litInfo{}
 		}
-		in := analyze(re.Sub[0])
+		in := a.analyze(re.Sub[0])
 		if re.Min == 1 && re.Max == 1 {
 			return in
 		}
 		return litInfo{required: in.required, prefix: in.prefix}
 	case syntax.OpConcat:
-		return analyzeConcat(re.Sub)
+		return a.analyzeConcat(re.Sub)
 	case syntax.OpAlternate:
 		var out litInfo
 		exactOK, reqOK, prefixOK := true, true, true
 		for _, sub := range re.Sub {
-			in := analyze(sub)
+			in := a.analyze(sub)
 			if in.exact == nil {
 				exactOK = false
 			}
@@ -182,7 +197,7 @@ func analyzeOp(re *syntax.Regexp) litInfo {
 
 // analyzeConcat joins adjacent exact pieces into longer literals (cross products of
 // small alternations) and keeps the best candidate set seen.
-func analyzeConcat(subs []*syntax.Regexp) litInfo {
+func (a *analysis) analyzeConcat(subs []*syntax.Regexp) litInfo {
 	var best []string
 	consider := func(set []string) {
 		if better(set, best) {
@@ -195,7 +210,7 @@ func analyzeConcat(subs []*syntax.Regexp) litInfo {
 	var prefix []string
 	prefixOpen := true
 	for _, sub := range subs {
-		in := analyze(sub)
+		in := a.analyze(sub)
 		if in.exact != nil && len(run)*len(in.exact) <= maxExact {
 			next := make([]string, 0, len(run)*len(in.exact))
 			for _, a := range run {
@@ -377,11 +392,14 @@ const (
 // simplified regex contains one literal of each set: the pieces of a concatenation
 // are each required, where literalsOf keeps only the best. Checking them is much
 // cheaper than running a regex that fails, as most do on a candidate line.
-func literalSetsOf(re *syntax.Regexp) [][]string {
+func (a *analysis) literalSetsOf(re *syntax.Regexp) [][]string {
 	var out [][]string
 	seen := map[string]bool{}
-	for _, set := range requiredSets(re) {
-		if len(set) > maxSetSize || len(out) == maxSets {
+	for _, set := range a.requiredSets(re) {
+		if len(out) == maxSets {
+			break
+		}
+		if len(set) > maxSetSize {
 			continue
 		}
 		set = dedupe(set)
@@ -402,11 +420,15 @@ func literalSetsOf(re *syntax.Regexp) [][]string {
 // (ASCII case-insensitively, as the prefilter reads them): a line holding
 // "foobar" holds "bar", so {"bar", "foobar"} asks for "bar".
 func withoutSuperstrings(set []string) []string {
+	low := make([]string, len(set))
+	for i, l := range set {
+		low[i] = strings.ToLower(l)
+	}
 	out := set[:0]
 	for i, l := range set {
 		redundant := false
-		for j, m := range set {
-			if i != j && len(m) < len(l) && strings.Contains(strings.ToLower(l), strings.ToLower(m)) {
+		for j, m := range low {
+			if i != j && len(m) < len(l) && strings.Contains(low[i], m) {
 				redundant = true
 				break
 			}
@@ -418,28 +440,28 @@ func withoutSuperstrings(set []string) []string {
 	return out
 }
 
-func requiredSets(re *syntax.Regexp) [][]string {
+func (a *analysis) requiredSets(re *syntax.Regexp) [][]string {
 	switch re.Op {
 	case syntax.OpCapture, syntax.OpPlus:
-		return requiredSets(re.Sub[0])
+		return a.requiredSets(re.Sub[0])
 	case syntax.OpRepeat:
 		if re.Min >= 1 {
-			return requiredSets(re.Sub[0])
+			return a.requiredSets(re.Sub[0])
 		}
 		return nil
 	case syntax.OpConcat:
 		var out [][]string
-		if r := analyze(re).required; usable(r) {
+		if r := a.analyze(re).required; usable(r) {
 			out = append(out, r)
 		}
 		for _, sub := range re.Sub {
-			out = append(out, requiredSets(sub)...)
+			out = append(out, a.requiredSets(sub)...)
 		}
 		return out
 	case syntax.OpAlternate:
-		return alternateSets(re)
+		return a.alternateSets(re)
 	}
-	if r := analyze(re).required; usable(r) {
+	if r := a.analyze(re).required; usable(r) {
 		return [][]string{r}
 	}
 	return nil
@@ -453,21 +475,28 @@ func requiredSets(re *syntax.Regexp) [][]string {
 // ".*(?i:fail|error|...)", "detected " of "Detected ... for GPU"), the set of its
 // rarer words rejects the line before the regex, whose failing run on a long line
 // is the costliest thing the engine does.
-func alternateSets(re *syntax.Regexp) [][]string {
-	all := analyze(re).required
+func (a *analysis) alternateSets(re *syntax.Regexp) [][]string {
+	all := a.analyze(re).required
 	if !usable(all) {
 		return nil
 	}
 	out := [][]string{all}
 	bests := make([][]string, len(re.Sub))
 	for i, sub := range re.Sub {
-		bests[i] = analyze(sub).required
+		bests[i] = a.analyze(sub).required
 		if !usable(bests[i]) {
 			return out
 		}
 	}
 	for i, sub := range re.Sub {
-		for _, set := range requiredSets(sub) {
+		others := len(all) - len(bests[i])
+		if others >= maxSetSize {
+			continue // every joined set would be too large to check
+		}
+		for _, set := range a.requiredSets(sub) {
+			if len(set)+others > maxSetSize {
+				continue
+			}
 			joined := slices.Clone(set)
 			for j, b := range bests {
 				if j != i {
