@@ -118,7 +118,9 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 				return fmt.Errorf("baseline packs: %w", err)
 			}
 			lf.apply(&cfg.Loki)
-			df.apply(&cfg.Decide)
+			if err := df.apply(&cfg.Decide); err != nil {
+				return err
+			}
 			if err := ff.apply(&cfg.Decide.Fleet); err != nil {
 				return err
 			}
@@ -133,7 +135,7 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 				return err
 			}
 			ctx := cmd.Context()
-			if cfg.Fleet, err = replay.LoadFleet(ctx, client, sel, cfg.Decide.Fleet.Labels); err != nil {
+			if cfg.Fleet, err = replay.LoadFleet(ctx, client, nil, sel, cfg.Decide.Fleet.Labels); err != nil {
 				return err
 			}
 			bar := newProgress(cmd.ErrOrStderr(), cfg.Range.From, cfg.Range.To)
