@@ -28,7 +28,6 @@ import (
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/internal/daemon"
 	"github.com/faultline-dev/faultline/kubeauth"
-	"github.com/faultline-dev/faultline/rules"
 )
 
 func envOr(name, def string) string {
@@ -53,7 +52,6 @@ func newControllerCmd() *cobra.Command {
 		apiQPS     float32
 		apiBurst   int
 		agentPods  *proberun.AgentPods
-		maxMode    string
 		shard      shardFlags
 		remedyDir  string
 	)
@@ -70,11 +68,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if cfg.Loki.URL == "" {
 				return errors.New("--loki-url is required")
 			}
-			m, err := rules.ParseMode(maxMode)
-			if err != nil {
-				return fmt.Errorf("--max-mode: %w", err)
+			if err := df.apply(&cfg.Decide); err != nil {
+				return err
 			}
-			cfg.Decide.MaxMode = m
 			if err := ff.apply(&cfg.Decide.Fleet); err != nil {
 				return err
 			}
@@ -140,7 +136,6 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				cfg.Probes.Local = probe.NewRunner(cfg.Probes.Registry, probe.Config{}, probe.NewMetrics(reg))
 			}
 			packs.watch(&cfg.Packs)
-			df.apply(&cfg.Decide)
 			cfg.Selectors = lf.selectors()
 			if err := shard.apply(&cfg); err != nil {
 				return err
@@ -182,7 +177,6 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.DurationVar(&cfg.Loki.CreationGracePeriod, "loki-creation-grace-period", 10*time.Minute, "Loki's creation_grace_period: reads reach this far into the future, for nodes whose clock leads")
 	f.DurationVar(&cfg.Loki.ClockTolerance, "loki-clock-tolerance", time.Minute, "a tailed line older than this is dated when it arrived; no line is dated after the controller's clock")
 	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
-	f.StringVar(&maxMode, "max-mode", string(rules.ModeEnforce), "ceiling of every rule's mode (observe < annotate < enforce): a rule in a higher mode acts in this one")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
 	f.StringVar(&remedyDir, "remediation-templates", "", "directory of remediation templates (NAME.yaml: one object with {{.Node}}-style placeholders) for the escalation step remediate")
 	f.DurationVar(&cfg.Escalation.DrainTimeout, "drain-timeout", act.DefaultDrainTimeout, "how long one attempt of an escalation's drain may take; a drain a PodDisruptionBudget blocks, or whose evicted pods are still shutting down, waits and is tried again")

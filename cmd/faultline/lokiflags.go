@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/rules"
 )
 
 // lokiFlags are the Loki client's flags, shared by the controller and replay so that
@@ -53,13 +55,15 @@ func (l *lokiFlags) selectors() lokisource.Selectors {
 	return sel
 }
 
-// decideFlags are the budget and storm-hold flags, shared by the controller and
-// replay so that replay decides as the controller does.
+// decideFlags are the mode ceiling, budget and storm-hold flags, shared by the
+// controller and replay so that replay decides as the controller does.
 type decideFlags struct {
 	ruleBudget map[string]int
+	maxMode    string
 }
 
 func (d *decideFlags) register(f *pflag.FlagSet, c *decide.Config) {
+	f.StringVar(&d.maxMode, "max-mode", string(rules.ModeEnforce), "ceiling of every rule's mode (observe < annotate < enforce): a rule in a higher mode acts in this one")
 	f.Float64Var(&c.MaxPercent, "budget-percent", 10, "most nodes faultline may taint, as a percentage of eligible nodes (matching --probe-node-selector, not opted out)")
 	f.IntVar(&c.MaxNodes, "budget-max", 0, "most nodes faultline may taint (0: no absolute cap)")
 	f.StringToIntVar(&d.ruleBudget, "rule-budget", nil, "per-rule budgets, pack/rule=N (repeatable or comma-separated)")
@@ -68,4 +72,12 @@ func (d *decideFlags) register(f *pflag.FlagSet, c *decide.Config) {
 	f.BoolVar(&c.DisableStorm, "no-storm-hold", false, "disable the storm hold")
 }
 
-func (d *decideFlags) apply(c *decide.Config) { c.RuleBudgets = d.ruleBudget }
+// apply completes c after the flags were parsed, naming the flag of a bad value.
+func (d *decideFlags) apply(c *decide.Config) error {
+	m, err := rules.ParseMode(d.maxMode)
+	if err != nil {
+		return fmt.Errorf("--max-mode: %w", err)
+	}
+	c.MaxMode, c.RuleBudgets = m, d.ruleBudget
+	return nil
+}

@@ -135,10 +135,16 @@ func readOnlyKubeconfig(t *testing.T, e *testenv.Env) string {
 	if _, err := ro.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the read-only identity updated a node (err %v): not read-only", err)
 	}
+	return writeKubeconfig(t, rc.Host, rc.CAData, "replay", token)
+}
+
+// writeKubeconfig writes a kubeconfig of user's token for the API server at host.
+func writeKubeconfig(t *testing.T, host string, ca []byte, user, token string) string {
+	t.Helper()
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
-	cfg.AuthInfos["replay"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "replay"}
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: ca}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: user}
 	cfg.CurrentContext = "c"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
@@ -346,6 +352,10 @@ func TestReplayRefusesBadInput(t *testing.T) {
 		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--fleet-window", "-1m"}, "--fleet-window -1m0s: must be positive"},
 		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--fleet-group-budget", "0.5"}, "--fleet-group-budget 0.5: must be 0"},
 		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--fleet-label", "rack name"}, `--fleet-label "rack name": not a label key`},
+		{[]string{"--from-cluster", "faultline/faultline-controller-a"}, "--from-cluster takes its Deployment after an equals sign: --from-cluster=faultline/faultline-controller-a"},
+		{[]string{"--from-cluster", "--baseline", pack}, "--baseline and --from-cluster"},
+		{[]string{"--from-cluster=a/b/c"}, `--from-cluster "a/b/c": want NAMESPACE/DEPLOYMENT`},
+		{[]string{"--packs", pack, "--loki-url", "http://127.0.0.1:1", "--max-mode", "strict"}, "--max-mode: "},
 	} {
 		out, err := run(t, "", append([]string{"replay"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/faultline-dev/faultline/controller"
+	"github.com/faultline-dev/faultline/controller/lokisource"
 )
 
 // shardFlags split the fleet between controllers by a node label (docs/scale.md).
@@ -33,17 +34,31 @@ func (s *shardFlags) register(f *pflag.FlagSet) {
 // apply configures cfg for the shard: the Node selector, the Lease and checkpoint
 // names, the stream selectors.
 func (s *shardFlags) apply(cfg *controller.Config) error {
+	sel, name, err := s.selector()
+	if err != nil || sel == nil {
+		return err
+	}
+	cfg.Act.Shard = sel
+	cfg.LeaseName = controller.DefaultLeaseName + "-" + name
+	cfg.CheckpointName = controller.DefaultCheckpointName + "-" + name
+	cfg.Selectors, err = s.streams(cfg.Selectors)
+	return err
+}
+
+// selector checks the flags and returns the selector of the shard's Nodes and the
+// shard's name; nil without --shard-label (one controller for every node).
+func (s *shardFlags) selector() (labels.Selector, string, error) {
 	if s.label == "" {
 		if s.value != "" || s.name != "" || len(s.others) > 0 || s.matcher != "" {
-			return fmt.Errorf("--shard, --shard-name, --shard-default-except and --shard-stream-matcher need --shard-label")
+			return nil, "", fmt.Errorf("--shard, --shard-name, --shard-default-except and --shard-stream-matcher need --shard-label")
 		}
-		return nil
+		return nil, "", nil
 	}
 	if errs := validation.IsQualifiedName(s.label); len(errs) > 0 {
-		return fmt.Errorf("--shard-label %q: %s", s.label, strings.Join(errs, "; "))
+		return nil, "", fmt.Errorf("--shard-label %q: %s", s.label, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsValidLabelValue(s.value); len(errs) > 0 || s.value == "" {
-		return fmt.Errorf("--shard %q: a label value is required: %s", s.value, strings.Join(errs, "; "))
+		return nil, "", fmt.Errorf("--shard %q: a label value is required: %s", s.value, strings.Join(errs, "; "))
 	}
 	name := s.name
 	if name == "" {
@@ -51,28 +66,32 @@ func (s *shardFlags) apply(cfg *controller.Config) error {
 	}
 	// The name is part of the shard's Lease and ConfigMap names: a DNS label.
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return fmt.Errorf("shard name %q (--shard-name, default --shard): %s", name, strings.Join(errs, "; "))
+		return nil, "", fmt.Errorf("shard name %q (--shard-name, default --shard): %s", name, strings.Join(errs, "; "))
 	}
 	var req *labels.Requirement
 	var err error
 	if len(s.others) > 0 {
 		if slices.Contains(s.others, s.value) {
-			return fmt.Errorf("--shard-default-except lists this shard's own value %q", s.value)
+			return nil, "", fmt.Errorf("--shard-default-except lists this shard's own value %q", s.value)
 		}
 		req, err = labels.NewRequirement(s.label, selection.NotIn, s.others)
 	} else {
 		req, err = labels.NewRequirement(s.label, selection.Equals, []string{s.value})
 	}
 	if err != nil {
-		return fmt.Errorf("shard selector: %w", err)
+		return nil, "", fmt.Errorf("shard selector: %w", err)
 	}
-	cfg.Act.Shard = labels.NewSelector().Add(*req)
-	cfg.LeaseName = controller.DefaultLeaseName + "-" + name
-	cfg.CheckpointName = controller.DefaultCheckpointName + "-" + name
-	if s.matcher != "" {
-		if cfg.Selectors, err = cfg.Selectors.WithMatcher(s.matcher); err != nil {
-			return fmt.Errorf("--shard-stream-matcher: %w", err)
-		}
+	return labels.NewSelector().Add(*req), name, nil
+}
+
+// streams restricts the stream selectors to the shard's lines (--shard-stream-matcher).
+func (s *shardFlags) streams(sel lokisource.Selectors) (lokisource.Selectors, error) {
+	if s.matcher == "" {
+		return sel, nil
 	}
-	return nil
+	out, err := sel.WithMatcher(s.matcher)
+	if err != nil {
+		return nil, fmt.Errorf("--shard-stream-matcher: %w", err)
+	}
+	return out, nil
 }

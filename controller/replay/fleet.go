@@ -22,6 +22,10 @@ type Fleet struct {
 	OptedOut map[string]bool `json:"optedOut,omitempty"`
 	// Grouped counts the eligible nodes with a topology label.
 	Grouped int `json:"grouped"`
+	// Shard is the label selector of the shard replayed ("": the whole fleet).
+	Shard string `json:"shard,omitempty"`
+	// owned holds the shard's nodes (nil: every node, known or not, is owned).
+	owned map[string]bool
 	// groups indexes the eligible nodes' topology values (nil: none grouped).
 	groups decide.TopologyIndex
 }
@@ -48,11 +52,17 @@ const (
 // LoadFleet lists the Nodes (get/list only: a replay writes nothing) and indexes
 // them with the controller's own index (act.FactIndex): eligible when they match
 // eligible (nil: every node) and are not labelled fault.LabelOptOut=true; an
-// eligible node's values of the topology labels are its fleet groups.
-func LoadFleet(ctx context.Context, client kubernetes.Interface, eligible labels.Selector, topology []string) (Fleet, error) {
+// eligible node's values of the topology labels are its fleet groups. With a shard
+// selector (nil: none), only the shard's Nodes are listed, as a sharded
+// controller's Node informer lists them, and the lines of other nodes are skipped.
+func LoadFleet(ctx context.Context, client kubernetes.Interface, shard, eligible labels.Selector, topology []string) (Fleet, error) {
 	idx := act.NewFactIndex(eligible, topology)
 	var f Fleet
 	opts := metav1.ListOptions{Limit: nodePage}
+	if shard != nil {
+		f.Shard, opts.LabelSelector = shard.String(), shard.String()
+		f.owned = map[string]bool{}
+	}
 	for {
 		l, err := client.CoreV1().Nodes().List(ctx, opts)
 		if err != nil {
@@ -62,6 +72,9 @@ func LoadFleet(ctx context.Context, client kubernetes.Interface, eligible labels
 			n := &l.Items[i]
 			idx.AddNode(n)
 			f.Nodes++
+			if f.owned != nil {
+				f.owned[n.Name] = true
+			}
 			if len(idx.Labels(n.Name)) > 0 {
 				f.Grouped++
 			}
@@ -81,6 +94,9 @@ func LoadFleet(ctx context.Context, client kubernetes.Interface, eligible labels
 	}
 	return f, nil
 }
+
+// owns reports whether node is the replayed shard's; without a shard every node is.
+func (f Fleet) owns(node string) bool { return f.owned == nil || f.owned[node] }
 
 // facts are the decide facts of the fleet before any replayed taint.
 func (f Fleet) facts() decide.NodeFacts {

@@ -155,6 +155,10 @@ func (r *run) line(l logstream.Line) error {
 			return err
 		}
 	}
+	if l.Node != "" && !r.cfg.Fleet.owns(l.Node) {
+		r.res.OtherShard++ // another shard's controller decides it
+		return nil
+	}
 	res := r.match.Process(l)
 	for _, o := range res.Matches {
 		r.lastMatch[fault.Key(l.Node, o.Rule.Pack, o.Rule.ID)] = l.Time

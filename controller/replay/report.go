@@ -50,8 +50,12 @@ func (r Report) WriteJSON(w io.Writer) error {
 // first.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "replay %s .. %s; fleet: %d nodes, %d eligible, %d opted out, %d with topology labels\n\n",
-		r.Since.UTC().Format(time.RFC3339), r.Until.UTC().Format(time.RFC3339), r.Fleet.Nodes, r.Fleet.Eligible, len(r.Fleet.OptedOut), r.Fleet.Grouped)
+	shard := ""
+	if r.Fleet.Shard != "" {
+		shard = "; shard " + r.Fleet.Shard + " (other nodes' lines skipped)"
+	}
+	fmt.Fprintf(tw, "replay %s .. %s; fleet: %d nodes, %d eligible, %d opted out, %d with topology labels%s\n\n",
+		r.Since.UTC().Format(time.RFC3339), r.Until.UTC().Format(time.RFC3339), r.Fleet.Nodes, r.Fleet.Eligible, len(r.Fleet.OptedOut), r.Fleet.Grouped, shard)
 	fmt.Fprintln(tw, "SET\tPACKS\tLINES\tNO-NODE\tTAINTED\tESCALATED\tHELD\tPROBED\tEVENTS\tSTILL-HELD\tFLEET-FAULTS")
 	for _, s := range []struct {
 		name string

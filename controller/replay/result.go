@@ -97,9 +97,12 @@ func (a Action) key() string {
 type Result struct {
 	// Queries are the LogQL queries the packs read.
 	Queries []string `json:"queries"`
-	// Lines is the number of lines read; NoNode those without a node (skipped).
+	// Lines is the number of lines matched (OtherShard not included); NoNode those
+	// without a node, which no rule can fault.
 	Lines  uint64 `json:"lines"`
 	NoNode uint64 `json:"noNode"`
+	// OtherShard counts the lines of nodes outside the replayed shard (skipped).
+	OtherShard uint64 `json:"otherShard,omitempty"`
 	// Actions, sorted by node, rule and outcome.
 	Actions []Action `json:"actions"`
 	// StillHeld counts the faults still held at the end of the stretch.
