@@ -76,7 +76,7 @@ func TestDefaultLaddersDisturbNothing(t *testing.T) {
 }
 
 // TestDefaultLadderOptOut: a site pack takes a default ladder away with an empty
-// escalate, and replaces it with its own.
+// escalate, or with an action that does not taint, and replaces it with its own.
 func TestDefaultLadderOptOut(t *testing.T) {
 	site, err := rules.ParseFile("site.yaml", []byte(`apiVersion: faultline.io/v1
 kind: RulePack
@@ -84,6 +84,7 @@ metadata: {name: site}
 spec:
   rules:
     - {id: xid-gpu-lost, escalate: []}
+    - {id: xid-board-hardware, action: event}
     - id: xid-nvlink
       escalate:
         - {action: drain, repeat: {count: 1, window: 1h}}
@@ -104,6 +105,9 @@ spec:
 	}
 	if r := set.Rule("nvidia-xid", "xid-nvlink"); len(r.Escalate) != 1 || r.Escalate[0].Action != rules.StepDrain {
 		t.Errorf("xid-nvlink's ladder: %+v", r.Escalate)
+	}
+	if r := set.Rule("nvidia-xid", "xid-board-hardware"); r.Action != rules.ActionEvent || len(r.Escalate) != 0 {
+		t.Errorf("xid-board-hardware made an event: action %s, ladder %+v", r.Action, r.Escalate)
 	}
 	if r := set.Rule("nvidia-xid", "xid-gpu-reset-required"); len(r.Escalate) != 1 || r.Escalate[0].Action != rules.StepService {
 		t.Errorf("xid-gpu-reset-required lost its ladder: %+v", r.Escalate)
