@@ -199,6 +199,11 @@ func patch(dst *Rule, p Rule) {
 	}
 	if p.Action != "" {
 		dst.Action = p.Action
+		// A ladder climbs from a taint: an override that makes the rule stop
+		// tainting and names no ladder of its own takes the inherited one away.
+		if p.Escalate == nil && p.Action != ActionTaint && p.Action != ActionProbe {
+			dst.Escalate = nil
+		}
 	}
 	if p.Taint != nil {
 		dst.Taint = p.Taint

@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/rules/packs"
 )
 
 // demoPacks is the demo's site pack: it patches built-in rules by id.
@@ -102,6 +105,46 @@ func TestSitePackUnknownID(t *testing.T) {
 	for _, args := range [][]string{{"scan", "--packs", site}, {"rules", "lint", site}, {"rules", "test", site}, {"rules", "coverage", "--packs", site}} {
 		if _, err := run(t, xid79, args...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: err = %v, want %q", args, err, want)
+		}
+	}
+}
+
+// escalationExample is the documented opt-in ladders (docs/lifecycle.md).
+const escalationExample = "../../docs/examples/escalation-pack.yaml"
+
+// TestEscalationExamplePack: the example of the opt-in hand-offs lints and passes
+// its tests over the built-in packs, and its ladders are the ones no default pack
+// has: a drain, a GPU reset and a remediation hand-off.
+func TestEscalationExamplePack(t *testing.T) {
+	out, err := run(t, "", "rules", "lint", escalationExample)
+	if err != nil || !strings.Contains(out, "(1 given)") || !strings.HasSuffix(strings.TrimSpace(out), " 0 warnings") {
+		t.Errorf("lint: %v\n%s", err, out)
+	}
+	out, err = run(t, "", "rules", "test", escalationExample)
+	if err != nil || strings.TrimSpace(out) != "3 passed, 0 failed" {
+		t.Errorf("test: %v\n%s", err, out)
+	}
+	builtin, given, err := packs.Layered(true, rules.Loader{MatchingOnly: true}, rules.Loader{}, escalationExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(append(builtin, given...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[rules.StepAction]bool{}
+	for _, id := range []string{"xid-gpu-lost", "xid-gpu-reset-required"} {
+		r := set.Rule("nvidia-xid", id)
+		if r == nil || len(r.Escalate) == 0 {
+			t.Fatalf("%s: no ladder in the example", id)
+		}
+		for _, s := range r.Escalate {
+			actions[s.Action] = true
+		}
+	}
+	for _, a := range []rules.StepAction{rules.StepDrain, rules.StepGPUReset, rules.StepRemediate, rules.StepService} {
+		if !actions[a] {
+			t.Errorf("the example has no %s step (steps: %v)", a, actions)
 		}
 	}
 }
