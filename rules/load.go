@@ -10,10 +10,12 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	"gopkg.in/yaml.v3"
 )
 
@@ -337,19 +339,39 @@ func (l Loader) LoadFS(fsys fs.FS, dir string) ([]*Pack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load packs from %s: %w", dir, err)
 	}
+	// Files are parsed side by side (decoding and the regexes' analysis are most of a
+	// command's start) and joined in name order, so the result is the sequential one.
+	type parsed struct {
+		packs []*Pack
+		err   error
+		read  error
+	}
+	out := make([]parsed, len(files))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, f := range files {
+		g.Go(func() error {
+			name := path.Join(dir, f)
+			data, err := fs.ReadFile(fsys, name)
+			if err != nil {
+				out[i].read = fmt.Errorf("load pack %s: %w", name, err)
+				return nil
+			}
+			out[i].packs, out[i].err = l.ParseFile(name, data)
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines report through out
 	var packs []*Pack
 	var errs Errors
-	for _, f := range files {
-		name := path.Join(dir, f)
-		data, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, fmt.Errorf("load pack %s: %w", name, err)
+	for _, p := range out {
+		if p.read != nil {
+			return nil, p.read
 		}
-		ps, err := l.ParseFile(name, data)
-		if err != nil {
-			errs = appendErr(errs, err)
+		if p.err != nil {
+			errs = appendErr(errs, p.err)
 		}
-		packs = append(packs, ps...)
+		packs = append(packs, p.packs...)
 	}
 	return packs, errs.errorOrNil()
 }
