@@ -34,7 +34,7 @@ type Engine struct {
 	always []target
 	// musts[i]: literal sets rule i's primary regex needs, checked before running
 	// it (see requiredLiteralSets).
-	musts [][][]string
+	musts []litSets
 	// companions[i][j]: what the engine checks of companion j of rule i.
 	companions [][]companionCheck
 	groups     map[string]int
@@ -46,7 +46,7 @@ type Engine struct {
 // companionCheck is what the engine knows of one companion regex.
 type companionCheck struct {
 	// musts: literal sets the regex needs, checked before running it.
-	musts [][]string
+	musts litSets
 	// windowLits: the lower-case literals of the companion when the engine may
 	// search from just before them (see matchesNear); nil when it may not.
 	windowLits []string
@@ -88,14 +88,16 @@ func NewEngine(set *Set) *Engine {
 			e.targets[i] = append(e.targets[i], t)
 		}
 	}
-	e.musts = make([][][]string, len(set.Rules))
+	e.musts = make([]litSets, len(set.Rules))
 	e.companions = make([][]companionCheck, len(set.Rules))
 	for i, r := range set.Rules {
-		e.musts[i] = without(r.regex.sets, r.Literals)
+		if !r.regex.startAnchored { // an anchored regex fails at once: sets cost more
+			e.musts[i] = compileSets(without(r.regex.sets, r.Literals))
+		}
 		add(r.Literals, target{rule: int32(i)})
 		for j, cp := range r.Companions {
 			cre := cp.regex
-			cc := companionCheck{musts: without(cre.sets, cp.Literals)}
+			cc := companionCheck{musts: compileSets(without(cre.sets, cp.Literals))}
 			if !slices.ContainsFunc(cre.names, func(n string) bool { return n != "" }) && !cre.anchored {
 				for _, l := range cp.Literals {
 					cc.windowLits = append(cc.windowLits, lower(l))
@@ -229,7 +231,7 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, grou
 	}
 	if primary {
 		g := e.group[i]
-		if (g < 0 || !groupDone[g]) && holdsAll(l.Text, e.musts[i]) {
+		if (g < 0 || !groupDone[g]) && e.musts[i].holds(l.Text) {
 			if caps, ok := r.matchPrimary(l.Text); ok {
 				dst = append(dst, Hit{Rule: r, Captures: caps})
 				if g >= 0 {
@@ -244,7 +246,7 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, grou
 			break
 		}
 		cc := &e.companions[i][j]
-		if !holdsAll(l.Text, cc.musts) {
+		if !cc.musts.holds(l.Text) {
 			continue
 		}
 		re := r.Companions[j].Regexp()

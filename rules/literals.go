@@ -36,6 +36,9 @@ type regex struct {
 	// anchored: the regex holds ^ or \A, which match at the text's start but not in
 	// its middle.
 	anchored bool
+	// startAnchored: every match starts at the text's start (\A first in every
+	// branch), so a failing run costs about one try: checking sets first costs more.
+	startAnchored bool
 	// names are the capture names by index, as the program's SubexpNames.
 	names []string
 
@@ -51,7 +54,8 @@ func parseRegex(expr string) (*regex, error) {
 	}
 	s := tree.Simplify()
 	a := newAnalysis()
-	return &regex{expr: expr, literals: a.literalsOf(s), sets: a.literalSetsOf(s), anchored: anchoredAt(tree), names: tree.CapNames()}, nil
+	return &regex{expr: expr, literals: a.literalsOf(s), sets: a.literalSetsOf(s), anchored: anchoredAt(tree),
+		startAnchored: startAnchored(tree), names: tree.CapNames()}, nil
 }
 
 // compiled returns the program, compiling it the first time. regexp.Compile fails
@@ -383,9 +387,13 @@ func dedupe(set []string) []string {
 }
 
 // maxSets and maxSetSize bound the extra literal checks a rule gets before its regex.
+// A set joined from an alternation's branches (see alternateSets) may be larger,
+// up to maxJoinedSetSize: it rejects lines that hold a branch's common word and none
+// of the rarer words of every branch, where the regex's failing run costs most.
 const (
-	maxSets    = 6
-	maxSetSize = 32
+	maxSets          = 6
+	maxSetSize       = 8
+	maxJoinedSetSize = 32
 )
 
 // literalSetsOf returns sets of lower-case literals such that every match of a
@@ -399,7 +407,7 @@ func (a *analysis) literalSetsOf(re *syntax.Regexp) [][]string {
 		if len(out) == maxSets {
 			break
 		}
-		if len(set) > maxSetSize {
+		if len(set) > maxJoinedSetSize {
 			continue
 		}
 		set = dedupe(set)
@@ -451,7 +459,7 @@ func (a *analysis) requiredSets(re *syntax.Regexp) [][]string {
 		return nil
 	case syntax.OpConcat:
 		var out [][]string
-		if r := a.analyze(re).required; usable(r) {
+		if r := a.analyze(re).required; usable(r) && len(r) <= maxSetSize {
 			out = append(out, r)
 		}
 		for _, sub := range re.Sub {
@@ -461,7 +469,7 @@ func (a *analysis) requiredSets(re *syntax.Regexp) [][]string {
 	case syntax.OpAlternate:
 		return a.alternateSets(re)
 	}
-	if r := a.analyze(re).required; usable(r) {
+	if r := a.analyze(re).required; usable(r) && len(r) <= maxSetSize {
 		return [][]string{r}
 	}
 	return nil
@@ -480,7 +488,10 @@ func (a *analysis) alternateSets(re *syntax.Regexp) [][]string {
 	if !usable(all) {
 		return nil
 	}
-	out := [][]string{all}
+	var out [][]string
+	if len(all) <= maxSetSize {
+		out = append(out, all)
+	}
 	bests := make([][]string, len(re.Sub))
 	for i, sub := range re.Sub {
 		bests[i] = a.analyze(sub).required
@@ -490,11 +501,11 @@ func (a *analysis) alternateSets(re *syntax.Regexp) [][]string {
 	}
 	for i, sub := range re.Sub {
 		others := len(all) - len(bests[i])
-		if others >= maxSetSize {
+		if others >= maxJoinedSetSize {
 			continue // every joined set would be too large to check
 		}
 		for _, set := range a.requiredSets(sub) {
-			if len(set)+others > maxSetSize {
+			if len(set)+others > maxJoinedSetSize {
 				continue
 			}
 			joined := slices.Clone(set)
@@ -511,23 +522,6 @@ func (a *analysis) alternateSets(re *syntax.Regexp) [][]string {
 	return out
 }
 
-// holdsAll reports whether text contains a literal of every set, ASCII
-// case-insensitively.
-func holdsAll(text string, sets [][]string) bool {
-	for _, set := range sets {
-		found := false
-		for _, l := range set {
-			if containsFold(text, l) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
 
 // containsFold reports whether s contains the lower-case literal, folding ASCII
 // letters of s.
@@ -567,6 +561,21 @@ func matchesNear(re *regexp.Regexp, text string, lits []string) bool {
 // or underscore.
 func isWordByte(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// startAnchored reports whether every match of re starts at the text's start.
+func startAnchored(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpBeginText:
+		return true
+	case syntax.OpCapture:
+		return startAnchored(re.Sub[0])
+	case syntax.OpConcat:
+		return len(re.Sub) > 0 && startAnchored(re.Sub[0])
+	case syntax.OpAlternate:
+		return !slices.ContainsFunc(re.Sub, func(sub *syntax.Regexp) bool { return !startAnchored(sub) })
+	}
+	return false
 }
 
 // anchoredAt reports whether a regex holds ^ or \A.

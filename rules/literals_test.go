@@ -63,18 +63,18 @@ func TestRequiredLiteralSets(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", c.expr, got, c.want)
 		}
 	}
-	if !holdsAll("x NVRM: ... Xid 5 OCCURRED AT y", requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)) {
-		t.Error("holdsAll: the sets are in the line, folded")
+	if !compileSets(requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)).holds("x NVRM: ... Xid 5 OCCURRED AT y") {
+		t.Error("holds: the sets are in the line, folded")
 	}
-	if holdsAll("NVRM: GPU at PCI:0000:3b:00", requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)) {
-		t.Error("holdsAll: the second set is not in the line")
+	if compileSets(requiredLiteralSets(`NVRM:\s+(?:Reported by libos|Xid \d+ occurred at)`)).holds("NVRM: GPU at PCI:0000:3b:00") {
+		t.Error("holds: the second set is not in the line")
 	}
 	dcgm := requiredLiteralSets(`Detected \d+ (?P<f>.+?) for GPU \d+|(?P<f>.+?) met or exceeded the threshold`)
-	if holdsAll("loop0: detected capacity change from 0 to 2048", dcgm) {
-		t.Error("holdsAll: a benign line with the common word alone passes")
+	if compileSets(dcgm).holds("loop0: detected capacity change from 0 to 2048") {
+		t.Error("holds: a benign line with the common word alone passes")
 	}
-	if !holdsAll("Detected 12 XID errors for GPU 3", dcgm) {
-		t.Error("holdsAll: a matching line is refused")
+	if !compileSets(dcgm).holds("Detected 12 XID errors for GPU 3") {
+		t.Error("holds: a matching line is refused")
 	}
 }
 
@@ -150,6 +150,28 @@ func TestIndexFold(t *testing.T) {
 			if got, want := indexFold(s, lit), strings.Index(lower(s), lit); got != want {
 				t.Fatalf("indexFold(%q, %q) = %d, want %d", s, lit, got, want)
 			}
+		}
+	}
+}
+
+// A set searched in one pass answers as searching each literal does, on random
+// lines made of the literals' pieces, in either case.
+func TestLiteralSetOnePass(t *testing.T) {
+	set := []string{"fail", "error", "err(", "timed out", "timeout", "not re", "nown", "can't", "abort", "a"}
+	r := rand.New(rand.NewSource(3))
+	pieces := []string{"fai", "l", "ERR", "or", "(", "time", "d out", "out", "not ", "re", "kno", "wn", "can'", "t", " ", "x", "A", "b"}
+	onePass, each := compileSets([][]string{set}), litSet{lits: set}
+	if onePass[0].byFirst == nil {
+		t.Fatal("a set this large is searched literal by literal")
+	}
+	for i := 0; i < 20000; i++ {
+		var b strings.Builder
+		for n := r.Intn(8); n >= 0; n-- {
+			b.WriteString(pieces[r.Intn(len(pieces))])
+		}
+		line := b.String()
+		if got, want := onePass.holds(line), each.in(line); got != want {
+			t.Fatalf("%q: one pass %v, each literal %v", line, got, want)
 		}
 	}
 }

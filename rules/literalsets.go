@@ -1,0 +1,62 @@
+package rules
+
+// litSets are the literal sets a regex needs (every one holds a literal of the
+// line), compiled for the engine's check before the regex runs. A set of a few
+// literals is searched literal by literal (IndexByte finds each first byte fast); a
+// larger one in one pass over the line, looking up each byte among the set's first
+// bytes, so its cost follows the line's length, not the number of literals.
+type litSets []litSet
+
+type litSet struct {
+	lits []string // lower-case
+	// byFirst[c] lists the literals that start with byte c (lower-case); nil for a
+	// set searched literal by literal.
+	byFirst *[256][]string
+}
+
+// onePassMin is the size from which a set is searched in one pass.
+const onePassMin = 5
+
+func compileSets(sets [][]string) litSets {
+	out := make(litSets, 0, len(sets))
+	for _, set := range sets {
+		ls := litSet{lits: set}
+		if len(set) >= onePassMin {
+			ls.byFirst = new([256][]string)
+			for _, l := range set {
+				ls.byFirst[l[0]] = append(ls.byFirst[l[0]], l)
+			}
+		}
+		out = append(out, ls)
+	}
+	return out
+}
+
+// holds reports whether text holds a literal of every set, ASCII case-insensitively.
+func (ss litSets) holds(text string) bool {
+	for i := range ss {
+		if !ss[i].in(text) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *litSet) in(text string) bool {
+	if s.byFirst == nil {
+		for _, l := range s.lits {
+			if containsFold(text, l) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(text); i++ {
+		for _, l := range s.byFirst[fold[text[i]]] {
+			if len(text)-i >= len(l) && equalFold(text[i:i+len(l)], l) {
+				return true
+			}
+		}
+	}
+	return false
+}
