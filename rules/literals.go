@@ -522,7 +522,6 @@ func (a *analysis) alternateSets(re *syntax.Regexp) [][]string {
 	return out
 }
 
-
 // containsFold reports whether s contains the lower-case literal, folding ASCII
 // letters of s.
 func containsFold(s, lower string) bool { return indexFold(s, lower) >= 0 }
