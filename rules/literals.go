@@ -374,16 +374,27 @@ func smallClass(ranges []rune) []string {
 }
 
 func dedupe(set []string) []string {
-	seen := map[string]bool{}
 	out := set[:0:0]
 	for _, s := range set {
-		k := strings.ToLower(s)
-		if !seen[k] {
-			seen[k] = true
+		if !slices.ContainsFunc(out, func(o string) bool { return asciiEqualFold(o, s) }) {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// asciiEqualFold reports whether a and b are equal with ASCII letters folded, as
+// the prefilter compares them (sets are small: no map, no lower-cased copies).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if fold[a[i]] != fold[b[i]] {
+			return false
+		}
+	}
+	return true
 }
 
 // maxSets and maxSetSize bound the extra literal checks a rule gets before its regex.

@@ -78,7 +78,7 @@ func (l packLayers) load(use packUse) (packSet, error) {
 	if !l.defaults && len(l.paths) == 0 {
 		return packSet{}, errors.New("--no-default-packs leaves this set empty: give its directories")
 	}
-	builtin := rules.Loader{MatchingOnly: use != forCoverage}
+	builtin := rules.Loader{MatchingOnly: use != forCoverage, Checked: true}
 	given := rules.Loader{MatchingOnly: use == forMatching}
 	checkDefaults := use == forChecking && len(l.paths) == 0
 	if checkDefaults {

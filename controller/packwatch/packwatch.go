@@ -117,7 +117,7 @@ func (w *Watcher) fail(err error) {
 func (w *Watcher) load() (*rules.Engine, error) {
 	// The default packs' tests and sources are checked by `make test`; the
 	// controller only matches with them. An operator's packs are loaded whole.
-	ds, ps, err := packs.Layered(w.cfg.Defaults, rules.Loader{MatchingOnly: true}, rules.Loader{}, w.cfg.Dirs...)
+	ds, ps, err := packs.Layered(w.cfg.Defaults, rules.Loader{MatchingOnly: true, Checked: true}, rules.Loader{}, w.cfg.Dirs...)
 	if err != nil {
 		return nil, err
 	}

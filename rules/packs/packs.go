@@ -22,7 +22,7 @@ func Load() ([]*rules.Pack, error) {
 // LoadForMatching parses the default packs for a matcher: without the rules' tests
 // and sources, which `make test` runs and validates (see Engine).
 func LoadForMatching() ([]*rules.Pack, error) {
-	return rules.Loader{MatchingOnly: true}.LoadFS(FS, ".")
+	return rules.Loader{MatchingOnly: true, Checked: true}.LoadFS(FS, ".")
 }
 
 // Engine compiles the default packs, every field included, into a matcher.
