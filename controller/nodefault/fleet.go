@@ -77,6 +77,9 @@ func (s *Store) RecordFleet(ctx context.Context, c FleetChange) (nf *v1alpha1.No
 			Description: fmt.Sprintf("nodes of %s=%s hit the rules of pack %s together: the shared part is suspect", g.Label, g.Value, c.Family)}
 		switch {
 		case apierrors.IsNotFound(err):
+			if err := s.refuse(ctx, name, PhaseNone, c.Phase, c.Cause); err != nil {
+				return err // before the create: a refused write leaves no record
+			}
 			obj := &v1alpha1.NodeFault{
 				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeFault"},
 				ObjectMeta: metav1.ObjectMeta{Name: name},

@@ -385,6 +385,9 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 			out = nil // no record in that phase: nothing to write
 			return nil
 		case apierrors.IsNotFound(err):
+			if err := s.refuse(ctx, name, PhaseNone, c.Phase, c.Cause); err != nil {
+				return err // before the create: a refused write leaves no record
+			}
 			nf := &v1alpha1.NodeFault{
 				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeFault"},
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelNode: labelValue(node)}},
