@@ -196,3 +196,33 @@ func TestEveryTransitionInAPIServer(t *testing.T) {
 		t.Fatalf("fleet fault grown: %+v, members %v, err %v", nf.Spec, nf.Status.Members, err)
 	}
 }
+
+// TestOnlyIn: a change made only in one phase (a fleet fault raised moves its
+// members' Confirming faults to Held) leaves a record in another phase as it is
+// and creates none.
+func TestOnlyIn(t *testing.T) {
+	env, ctx := withNodeFaults(t, time.Minute)
+	st, err := nodefault.New(env.Clientset(), nodefault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := nodefault.Change{Phase: v1alpha1.PhaseHeld, Cause: nodefault.CauseHold, Reason: "fleet", OnlyIn: v1alpha1.PhaseConfirming}
+	if _, err := st.Record(ctx, "n-1", "p", "r", nodefault.Change{Phase: v1alpha1.PhaseConfirming, Cause: nodefault.CauseProbe}); err != nil {
+		t.Fatal(err)
+	}
+	if nf, err := st.Record(ctx, "n-1", "p", "r", hold); err != nil || nf.Status.Phase != v1alpha1.PhaseHeld || nf.Status.Reason != "fleet" {
+		t.Fatalf("Confirming record: %v, %v", nf, err)
+	}
+	if _, err := st.Record(ctx, "n-2", "p", "r", nodefault.Change{Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint}); err != nil {
+		t.Fatal(err)
+	}
+	if nf, err := st.Record(ctx, "n-2", "p", "r", hold); err != nil || nf.Status.Phase != v1alpha1.PhaseTainted {
+		t.Fatalf("Tainted record: %v, %v", nf, err)
+	}
+	if nf, err := st.Record(ctx, "n-3", "p", "r", hold); err != nil || nf != nil {
+		t.Fatalf("no record: %v, %v", nf, err)
+	}
+	if _, err := st.Get(ctx, nodefault.Name("n-3", "p", "r")); !apierrors.IsNotFound(err) {
+		t.Fatalf("a record was created: %v", err)
+	}
+}
