@@ -183,6 +183,7 @@ func New(cfg Config) (*Controller, error) {
 		rc.NodeLabel = cfg.Loki.NodeLabel
 	}
 	rc.Refresh = cfg.EvidenceRefresh
+	rc.Refused, rc.Log = c.m.phaseRefused, c.log
 	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
 		return nil, err
 	}

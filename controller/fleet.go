@@ -46,6 +46,7 @@ type fleetBook struct {
 // fleetWritten is what was last written to a fleet fault's record.
 type fleetWritten struct {
 	members int
+	rules   string
 	verdict decide.Verdict
 }
 
@@ -65,7 +66,7 @@ func (b *fleetBook) sync(ctx context.Context) {
 		}
 		g := v1alpha1.FleetGroup{Label: f.Group.Label, Value: f.Group.Value}
 		name := nodefault.FleetName(g, f.Family)
-		w := fleetWritten{members: len(f.Members), verdict: f.Verdict}
+		w := fleetWritten{members: len(f.Members), rules: strings.Join(f.Rules, ","), verdict: f.Verdict}
 		b.mu.Lock()
 		last, seen := b.written[name]
 		b.mu.Unlock()
@@ -73,15 +74,16 @@ func (b *fleetBook) sync(ctx context.Context) {
 			continue
 		}
 		ch := nodefault.FleetChange{Group: g, Family: f.Family, Since: f.Since, Members: f.Members,
-			Phase: v1alpha1.PhaseHeld, Reason: string(decide.ReasonFleet),
+			Rules: f.Rules, Severity: string(f.Severity), Mode: f.Mode,
+			Phase: v1alpha1.PhaseHeld, Cause: nodefault.CauseRaise, Reason: string(decide.ReasonFleet),
 			Message: fmt.Sprintf("%d nodes of %s hit pack %s (threshold %d); their taints for the pack are held: release or dismiss it (POST /api/v1/fleet/%s/release or /dismiss)",
 				len(f.Members), f.Group, f.Family, f.Threshold, name)}
 		switch f.Verdict {
 		case decide.VerdictReleased:
-			ch.Phase, ch.Reason, ch.Decision = v1alpha1.PhaseResolved, string(f.Verdict), "release"
+			ch.Phase, ch.Cause, ch.Reason, ch.Decision = v1alpha1.PhaseResolved, nodefault.CauseVerdict, string(f.Verdict), "release"
 			ch.Message = "released by an operator: the members' faults go ahead as node faults, within the budgets"
 		case decide.VerdictDismissed:
-			ch.Phase, ch.Reason, ch.Decision = v1alpha1.PhaseResolved, string(f.Verdict), "dismiss"
+			ch.Phase, ch.Cause, ch.Reason, ch.Decision = v1alpha1.PhaseResolved, nodefault.CauseVerdict, string(f.Verdict), "dismiss"
 			ch.Message = "dismissed by an operator: the shared part is blamed; the members' held faults are dropped without a taint"
 		default:
 			if !seen {
@@ -104,6 +106,37 @@ func (b *fleetBook) sync(ctx context.Context) {
 			b.log.Warn("fleet fault raised", "fleet", name, "group", f.Group.String(), "pack", f.Family, "members", f.Members)
 			if err := b.actor.EventOn(nf, corev1.EventTypeWarning, reasonFleetFault, ch.Message); err != nil {
 				b.log.Warn("event not recorded", "fleet", name, "err", err)
+			}
+		}
+		if f.Pending() {
+			b.holdConfirming(ctx, f, name)
+		}
+	}
+}
+
+// holdConfirming moves the members' faults of the family whose confirming probe
+// is still running to Held (reason fleet): they wait on the fleet fault now. The
+// probe's verdict still counts: a pass resolves the fault, a failure holds it in
+// the decider's queue for the fleet fault's verdict.
+func (b *fleetBook) holdConfirming(ctx context.Context, f decide.FleetFault, name string) {
+	for _, node := range f.Members {
+		recs, err := b.rec.store.ForNode(ctx, node, false)
+		if err != nil {
+			b.rec.errors.Inc()
+			b.log.Warn("fleet fault members' records not read", "fleet", name, "node", node, "err", err)
+			continue
+		}
+		for i := range recs {
+			nf := &recs[i]
+			if nf.Spec.Pack != f.Family || nf.Status.Phase != v1alpha1.PhaseConfirming {
+				continue
+			}
+			_, err := b.rec.store.RecordOn(ctx, nf, nodefault.Change{Phase: v1alpha1.PhaseHeld, Cause: nodefault.CauseHold,
+				OnlyIn: v1alpha1.PhaseConfirming, Reason: string(decide.ReasonFleet), Decision: "hold-" + string(decide.ReasonFleet),
+				Message: "waits on the fleet fault " + name + " (its confirming probe still runs: a pass resolves it)"})
+			if err != nil {
+				b.rec.errors.Inc()
+				b.log.Warn("NodeFault not written", "node", node, "rule", nf.PackRule(), "err", err)
 			}
 		}
 	}
@@ -135,7 +168,7 @@ func (b *fleetBook) verdict(ctx context.Context, name string, v decide.Verdict) 
 		}
 		for _, h := range dropped {
 			f := h.Fault
-			b.rec.write(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Phase: v1alpha1.PhaseResolved, Reason: string(v),
+			b.rec.write(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseDismiss, Reason: string(v),
 				Message: "dismissed with the fleet fault " + name + ": the shared part is blamed, not the node", Decision: "dismiss"})
 		}
 	default:

@@ -96,8 +96,9 @@ func TestFleetFault(t *testing.T) {
 		return err == nil && slices.Equal(fleet.Status.Members, rackA)
 	})
 	if fleet.Spec.Scope != v1alpha1.ScopeFleet || fleet.Spec.Group == nil || *fleet.Spec.Group != group ||
-		fleet.Spec.Rule != nodefault.FleetRule || fleet.Status.Phase != v1alpha1.PhaseHeld || fleet.Status.Reason != "fleet" {
-		t.Errorf("fleet fault spec %+v, phase %s (%s)", fleet.Spec, fleet.Status.Phase, fleet.Status.Reason)
+		fleet.Spec.Rule != "link-flap" || fleet.Spec.Severity != "critical" || fleet.Status.Mode != "enforce" ||
+		fleet.Status.Phase != v1alpha1.PhaseHeld || fleet.Status.Reason != "fleet" {
+		t.Errorf("fleet fault spec %+v, mode %s, phase %s (%s)", fleet.Spec, fleet.Status.Mode, fleet.Status.Phase, fleet.Status.Reason)
 	}
 	cl.waitFor("b-0 tainted: a node fault as before", 30*time.Second, func() bool { return cl.tainted("b-0") })
 	cl.waitFor("four of rack A held with reason fleet", 30*time.Second, func() bool { return heldByFleet(cl, rackA) == 4 })
@@ -133,9 +134,10 @@ func TestFleetFault(t *testing.T) {
 	t.Logf("kubectl get nodefaults -o wide:\n%s", out)
 	if !slices.ContainsFunc(strings.Split(string(out), "\n"), func(l string) bool {
 		f := strings.Fields(l)
-		return len(f) > 6 && f[0] == name && f[1] == rackLabel+"=a" && f[2] == "Fleet" && f[3] == "*" && slices.Contains(f, "Held")
+		return len(f) > 7 && f[0] == name && f[1] == rackLabel+"=a" && f[2] == "Fleet" && f[3] == "link-flap" && f[4] == "network" &&
+			f[5] == "critical" && f[6] == "enforce" && slices.Contains(f, "Held")
 	}) {
-		t.Errorf("no fleet fault row (node %s=a, scope Fleet, rule *, Held) in:\n%s", rackLabel, out)
+		t.Errorf("no fleet fault row (node %s=a, scope Fleet, rule link-flap, pack network, critical, enforce, Held) in:\n%s", rackLabel, out)
 	}
 	if nf, err := store.Get(context.Background(), nodefault.FleetName(v1alpha1.FleetGroup{Label: rackLabel, Value: "b"}, "network")); err == nil {
 		t.Errorf("a fleet fault for rack B: %+v", nf.Spec)

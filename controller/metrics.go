@@ -30,6 +30,7 @@ type Metrics struct {
 	reloadErrors     prometheus.Counter
 	checkpointErrors prometheus.Counter
 	recordErrors     prometheus.Counter
+	phaseRefused     *prometheus.CounterVec
 	leader           prometheus.Gauge
 	probeResults     *prometheus.CounterVec
 	probeSkipped     *prometheus.CounterVec
@@ -82,6 +83,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Failed saves of the read position."}),
 		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_nodefault_errors_total",
 			Help: "Failed writes of NodeFault records (the decision itself was carried out)."}),
+		phaseRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_nodefault_transitions_refused_total",
+			Help: "NodeFault writes refused because their change of phase is not an allowed transition (docs/lifecycle.md), by from, to and cause; also counted in ..._nodefault_errors_total."},
+			[]string{"from", "to", "cause"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_leader",
 			Help: "1 while this replica leads."}),
 		probeResults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_results_total",
@@ -94,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
-			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped, m.records)
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.records)
 	}
 	return m
 }

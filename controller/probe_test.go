@@ -197,14 +197,16 @@ spec:
 	if cl.tainted("gpu-b") {
 		t.Fatal("gpu-b tainted although its probe passed")
 	}
-	// A passed confirmation ends the Confirming phase: seen, not confirmed.
-	eventually.NoError(t, 20*time.Second, "gpu-b's NodeFault Observed with the passed verdict", func() error {
+	// A passed confirmation dismisses the fault: Resolved (ProbePassed), never
+	// Observed (kept for faults recorded without acting).
+	eventually.NoError(t, 20*time.Second, "gpu-b's NodeFault Resolved (ProbePassed) with the passed verdict", func() error {
 		nf, err := cl.record("gpu-b", "pcie-aer", aerRule)
 		if err != nil {
 			return err
 		}
-		if nf.Status.Phase != v1alpha1.PhaseObserved || len(nf.Status.Probes) == 0 || nf.Status.Probes[len(nf.Status.Probes)-1].Verdict != "passed" {
-			return fmt.Errorf("gpu-b's record: phase %s, probes %+v", nf.Status.Phase, nf.Status.Probes)
+		if nf.Status.Phase != v1alpha1.PhaseResolved || nf.Status.Reason != trigger.ReasonProbePassed || nf.Status.ResolvedAt == nil ||
+			len(nf.Status.Probes) == 0 || nf.Status.Probes[len(nf.Status.Probes)-1].Verdict != "passed" {
+			return fmt.Errorf("gpu-b's record: phase %s (%s), probes %+v", nf.Status.Phase, nf.Status.Reason, nf.Status.Probes)
 		}
 		return nil
 	})

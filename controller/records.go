@@ -16,19 +16,20 @@ import (
 	"github.com/faultline-dev/faultline/rules"
 )
 
-// phaseOf maps a decision on a fault to the phase of its NodeFault ("" for none).
-func phaseOf(d decide.Decision) v1alpha1.Phase {
+// phaseOf maps a decision on a fault to the phase of its NodeFault and the cause
+// of the change ("" for none).
+func phaseOf(d decide.Decision) (v1alpha1.Phase, nodefault.Cause) {
 	switch d.Kind {
 	case decide.KindTaint, decide.KindAlreadyTainted:
-		return v1alpha1.PhaseTainted
+		return v1alpha1.PhaseTainted, nodefault.CauseTaint
 	case decide.KindProbe:
-		return v1alpha1.PhaseConfirming
+		return v1alpha1.PhaseConfirming, nodefault.CauseProbe
 	case decide.KindHold:
-		return v1alpha1.PhaseHeld
+		return v1alpha1.PhaseHeld, nodefault.CauseHold
 	case decide.KindDryRun, decide.KindEvent, decide.KindAnnotate:
-		return v1alpha1.PhaseObserved
+		return v1alpha1.PhaseObserved, nodefault.CauseAnnotate
 	}
-	return ""
+	return "", ""
 }
 
 // recorder writes what happens to a fault to its NodeFault record: decisions, probe
@@ -58,9 +59,14 @@ func (r *recorder) decision(ctx context.Context, d decide.Decision, message stri
 // write does not happen).
 func (r *recorder) change(d decide.Decision, message string) (nodefault.Change, bool) {
 	f := d.Fault
-	phase := phaseOf(d)
+	phase, cause := phaseOf(d)
 	if phase == "" || (f.Rule.Action != rules.ActionTaint && f.Rule.Action != rules.ActionProbe) {
 		return nodefault.Change{}, false
+	}
+	if cause == nodefault.CauseAnnotate && r.carriesTaint(f) {
+		// A rule lowered to annotate (or dry-run) on a node that still carries its
+		// taint: the fault stays Tainted until it recovers or is untainted.
+		phase, cause = v1alpha1.PhaseTainted, ""
 	}
 	if !r.store.Due(f.Key(), phase) {
 		return nodefault.Change{}, false
@@ -70,8 +76,18 @@ func (r *recorder) change(d decide.Decision, message string) (nodefault.Change, 
 	if d.Kind == decide.KindDryRun {
 		kind += "-" + string(d.Of)
 	}
-	return nodefault.Change{Fault: &f, BootID: boot, Phase: phase, Mode: d.Mode,
-		Reason: string(d.Reason), Message: message, Decision: kind, LadderCounts: decide.Laddered(d)}, true
+	ch := nodefault.Change{Fault: &f, BootID: boot, Phase: phase, Cause: cause, Mode: d.Mode,
+		Reason: string(d.Reason), Message: message, Decision: kind, LadderCounts: decide.Laddered(d)}
+	if cause == "" {
+		ch.Phase, ch.Mode = "", "" // the record keeps its phase and the mode of its taint
+	}
+	return ch, true
+}
+
+// carriesTaint says whether f's node carries f's rule's taint (the actor's view).
+func (r *recorder) carriesTaint(f fault.Fault) bool {
+	facts, err := r.actor.Facts()
+	return err == nil && facts.HasRuleTaint(f.Node, f.Rule.String())
 }
 
 // write applies a change to a NodeFault; a failure is logged and counted, never
@@ -83,13 +99,13 @@ func (r *recorder) write(ctx context.Context, node, pack, rule string, ch nodefa
 	}
 }
 
-// probe notes a phase and a probe verdict on a fault's NodeFault (the probe
-// triggers call it).
-func (r *recorder) probe(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict) {
-	if phase != "" {
-		r.store.Noted(fault.Key(node, pack, rule), phase)
+// probe notes a phase change (when ch.Phase is set) and a probe verdict on a
+// fault's NodeFault (the probe triggers call it).
+func (r *recorder) probe(ctx context.Context, node, pack, rule string, ch nodefault.Change) {
+	if ch.Phase != "" {
+		r.store.Noted(fault.Key(node, pack, rule), ch.Phase)
 	}
-	r.write(ctx, node, pack, rule, nodefault.Change{Phase: phase, Probe: v})
+	r.write(ctx, node, pack, rule, ch)
 }
 
 // resolved marks the records of node's cleared faults (pack/rule ids) Resolved.
@@ -100,7 +116,8 @@ func (r *recorder) resolved(ctx context.Context, node string, ids []string, why 
 			continue
 		}
 		r.store.Undue(fault.Key(node, pack, rule))
-		r.write(ctx, node, pack, rule, nodefault.Change{Phase: v1alpha1.PhaseResolved, Message: why, Decision: "untaint"})
+		r.write(ctx, node, pack, rule, nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint,
+			Message: why, Decision: "untaint"})
 	}
 }
 

@@ -11,11 +11,12 @@ type Phase string
 
 // Phases of a NodeFault.
 const (
-	// PhaseObserved: the rule fired; no taint was placed (dry-run, a rule in mode
-	// annotate, or an event-only outcome such as a probe that passed).
+	// PhaseObserved: the rule fired and was recorded without acting (a rule in mode
+	// annotate, or dry-run). The allowed changes of phase and their causes are in
+	// docs/lifecycle.md.
 	PhaseObserved Phase = "Observed"
-	// PhaseHeld: the taint waits for room in a budget, the end of a storm, or the
-	// node's opt-out label to go.
+	// PhaseHeld: the taint waits for room in a budget, the end of a storm, the
+	// node's opt-out label to go, or an operator's verdict on a fleet fault.
 	PhaseHeld Phase = "Held"
 	// PhaseConfirming: probes run to confirm the fault before a taint.
 	PhaseConfirming Phase = "Confirming"
@@ -23,8 +24,9 @@ const (
 	PhaseTainted Phase = "Tainted"
 	// PhaseRecovering: recovery probes run before the taint is removed.
 	PhaseRecovering Phase = "Recovering"
-	// PhaseResolved: the fault is over (recovered, untainted by hand, or no longer
-	// applicable); the object is kept for the retention period.
+	// PhaseResolved: the fault is over (recovered, untainted, not confirmed by its
+	// probe, or dismissed with a fleet fault); the object is kept for the retention
+	// period.
 	PhaseResolved Phase = "Resolved"
 )
 
@@ -78,7 +80,8 @@ type FleetGroup struct {
 	Value string `json:"value"`
 }
 
-// NodeFaultSpec identifies the fault; it does not change over the object's life.
+// NodeFaultSpec identifies the fault; it does not change over the object's life,
+// but for a fleet fault's rule and severity, which follow its members.
 type NodeFaultSpec struct {
 	// Scope is Node (the default) for one node's fault, Fleet for a fleet fault.
 	// +optional
@@ -94,11 +97,13 @@ type NodeFaultSpec struct {
 	// Pack is the rule pack of the rule.
 	// +kubebuilder:validation:MinLength=1
 	Pack string `json:"pack"`
-	// Rule is the id of the rule that fired; "*" for a fleet fault (the pack's
-	// rules, its family).
+	// Rule is the id of the rule that fired; for a fleet fault, the ids of the
+	// rules of the pack its members hit, joined by "," ("*": none known yet). It
+	// grows when the members hit another rule.
 	// +kubebuilder:validation:MinLength=1
 	Rule string `json:"rule"`
-	// Severity is the rule's severity (critical, warning, info).
+	// Severity is the rule's severity (critical, warning, info); for a fleet
+	// fault, the highest of its members' rules.
 	// +optional
 	Severity string `json:"severity,omitempty"`
 	// Action is the rule's action (taint, probe).

@@ -524,12 +524,15 @@ func (d *Decider) Release(facts NodeFacts) []Decision {
 
 // Mode is the mode rule r acts in: its own (enforce when unset), lowered to
 // Config.MaxMode.
-func (d *Decider) Mode(r *rules.Compiled) rules.Mode {
+func (d *Decider) Mode(r *rules.Compiled) rules.Mode { return modeOf(r, d.cfg.MaxMode) }
+
+// modeOf is the mode r acts in under the ceiling maxMode.
+func modeOf(r *rules.Compiled, maxMode rules.Mode) rules.Mode {
 	m := r.Mode
 	if m == "" {
 		m = rules.ModeEnforce
 	}
-	return m.Cap(d.cfg.MaxMode)
+	return m.Cap(maxMode)
 }
 
 // staged decides on a fault whose rule's mode keeps it from its action: observe
@@ -565,11 +568,13 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 		return Decision{Kind: KindHold, Reason: ReasonOptedOut, Fault: f,
 			Message: "node is labelled " + fault.LabelOptOut + "=true"}
 	}
-	if s := d.storms.get(key); s.holding() {
-		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
-	}
+	// A fleet fault names the cause (the shared part) where a storm only counts
+	// nodes: the faults it holds are reported by it alone.
 	if dec, ok := d.fleet.decision(f); ok {
 		return dec
+	}
+	if s := d.storms.get(key); s.holding() {
+		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
 	}
 	if lim, ok := d.cfg.RuleBudgets[key]; ok {
 		if n := d.grants.ruleNodes(key, facts); n >= lim {
@@ -610,11 +615,13 @@ func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
 		return Decision{Kind: KindHold, Reason: ReasonOptedOut, Fault: f,
 			Message: "node is labelled " + fault.LabelOptOut + "=true"}
 	}
-	if s := d.storms.get(key); s.holding() {
-		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
-	}
+	// A fleet fault names the cause (the shared part) where a storm only counts
+	// nodes: the faults it holds are reported by it alone.
 	if dec, ok := d.fleet.decision(f); ok {
 		return dec
+	}
+	if s := d.storms.get(key); s.holding() {
+		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
 	}
 	return Decision{Kind: KindProbe, Fault: f, Message: fmt.Sprintf("run probes %v to confirm", f.Rule.Probe.Checks)}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/rules"
 )
 
 // Fleet correlation: nodes that share a part (a rack's switch, an NVLink domain, a
@@ -137,6 +138,18 @@ type FleetFault struct {
 	Verdict Verdict
 	// Threshold is the node count that raised it.
 	Threshold int
+	// Rules are the ids of the rules of the family the members hit, sorted;
+	// Severity the highest of their severities; Mode the highest mode they acted
+	// in (a rule below enforce is never correlated, so enforce).
+	Rules    []string
+	Severity rules.Severity
+	Mode     rules.Mode
+}
+
+// FleetRule is what a fleet fault knows of one rule its members hit.
+type FleetRule struct {
+	Severity rules.Severity `json:"severity,omitempty"`
+	Mode     rules.Mode     `json:"mode,omitempty"`
 }
 
 // Pending reports whether the fleet fault still holds its members' taints.
@@ -152,6 +165,28 @@ type fleetGroup struct {
 	members   map[string]time.Time // while active: node -> latest firing
 	verdict   Verdict
 	threshold int
+	// hit: the rules each node of fires hit (pruned with fires); rules: those the
+	// members hit while active (id →).
+	hit   map[string]map[string]FleetRule
+	rules map[string]FleetRule
+}
+
+// note records that node hit rule id (and, while active and node is a member,
+// adds it to the fleet fault's rules).
+func (g *fleetGroup) note(node, id string, r FleetRule) {
+	if g.hit == nil {
+		g.hit = map[string]map[string]FleetRule{}
+	}
+	if g.hit[node] == nil {
+		g.hit[node] = map[string]FleetRule{}
+	}
+	g.hit[node][id] = r
+	if _, member := g.members[node]; g.active && member {
+		if g.rules == nil {
+			g.rules = map[string]FleetRule{}
+		}
+		g.rules[id] = r
+	}
 }
 
 func fleetKey(g Group, family string) string { return g.Label + "\x00" + g.Value + "\x00" + family }
@@ -164,7 +199,18 @@ func (g *fleetGroup) view() FleetFault {
 		m = append(m, n)
 	}
 	sort.Strings(m)
-	return FleetFault{Group: g.group, Family: g.family, Since: g.since, Members: m, Verdict: g.verdict, Threshold: g.threshold}
+	out := FleetFault{Group: g.group, Family: g.family, Since: g.since, Members: m, Verdict: g.verdict, Threshold: g.threshold}
+	for id, r := range g.rules {
+		out.Rules = append(out.Rules, id)
+		if r.Severity.Rank() > out.Severity.Rank() {
+			out.Severity = r.Severity
+		}
+		if out.Mode == "" || r.Mode.Rank() > out.Mode.Rank() {
+			out.Mode = r.Mode
+		}
+	}
+	sort.Strings(out.Rules)
+	return out
 }
 
 func (g *fleetGroup) describe() string {
@@ -176,6 +222,7 @@ func (g *fleetGroup) prune(now time.Time, window time.Duration) {
 	for n, t := range g.fires {
 		if !t.After(now.Add(-window)) {
 			delete(g.fires, n)
+			delete(g.hit, n)
 		}
 	}
 }
@@ -219,6 +266,7 @@ func (c *FleetCorrelation) observe(f fault.Fault, facts NodeFacts, now time.Time
 		return
 	}
 	family := f.Rule.Pack
+	hit := FleetRule{Severity: f.Rule.Severity, Mode: modeOf(f.Rule, c.cfg.MaxMode)}
 	groups := c.groupsOf(f.Node, facts)
 	for _, g := range groups {
 		k := fleetKey(g, family)
@@ -236,6 +284,7 @@ func (c *FleetCorrelation) observe(f fault.Fault, facts NodeFacts, now time.Time
 		if fg.active {
 			fg.members[f.Node] = now
 		}
+		fg.note(f.Node, f.Rule.ID, hit)
 	}
 	taken := c.members(family)
 	if taken[f.Node] {
@@ -266,10 +315,13 @@ func (c *FleetCorrelation) observe(f fault.Fault, facts NodeFacts, now time.Time
 		return
 	}
 	best.active, best.since, best.verdict = true, now, ""
-	best.members = map[string]time.Time{}
+	best.members, best.rules = map[string]time.Time{}, map[string]FleetRule{}
 	for node, t := range best.fires {
 		if !taken[node] {
 			best.members[node] = t
+			for id, r := range best.hit[node] {
+				best.rules[id] = r
+			}
 		}
 	}
 	// Faults of the members already waiting (for budget) now wait for the verdict.

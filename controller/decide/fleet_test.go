@@ -229,3 +229,61 @@ func TestFleetFaultDryRun(t *testing.T) {
 		t.Errorf("fleet faults %+v a window after the last firing, want none in dry-run", fl)
 	}
 }
+
+// TestFleetFaultBeforeStorm: one incident, one brake. A rack's link flaps that are
+// also a storm of the rule are held by the fleet fault alone (it names the cause):
+// the faults it holds are not taken over by the storm that starts later, while the
+// storm holds the rule's faults elsewhere. The fleet fault names its members'
+// rules, their highest severity and the mode they acted in.
+func TestFleetFaultBeforeStorm(t *testing.T) {
+	clk := newClock()
+	cfg := fleetConfig()
+	cfg.DisableStorm, cfg.StormShare, cfg.StormMinNodes = false, 0.2, 5
+	d := newDecider(t, cfg, clk)
+	facts := rackFacts()
+	flap, down := rule("link-flap", rules.ActionTaint), rule("link-down", rules.ActionTaint)
+	down.Severity = rules.SeverityWarning
+	var got []string
+	for i := range 7 {
+		r := flap
+		if i == 5 {
+			r = down
+		}
+		dec := d.Decide(flt(node(i), r), facts)
+		applyTaint(facts, dec)
+		got = append(got, short(dec))
+		clk.Add(time.Second)
+	}
+	// The storm of link-flap starts at its fifth node (gpu-04), in rack a: the
+	// fleet fault raised at the third holds it; gpu-06, in rack b, is the storm's.
+	want := []string{"taint", "taint", "hold:fleet", "hold:fleet", "hold:fleet", "hold:fleet", "hold:storm"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("decisions %v, want %v", got, want)
+	}
+	if storms := d.Storms().Active(); !slices.Equal(storms, []string{"p/link-flap"}) {
+		t.Fatalf("storms %v, want p/link-flap", storms)
+	}
+	reasons := map[string]decide.HoldReason{}
+	for _, h := range d.Held() {
+		reasons[h.Fault.Node] = h.Reason
+	}
+	for i := 2; i <= 5; i++ {
+		if reasons[node(i)] != decide.ReasonFleet {
+			t.Errorf("%s held for %q, want fleet (the storm must not take it over)", node(i), reasons[node(i)])
+		}
+	}
+	if reasons[node(6)] != decide.ReasonStorm {
+		t.Errorf("%s held for %q, want storm", node(6), reasons[node(6)])
+	}
+	fl := d.Fleet().Faults()
+	if len(fl) != 1 || !slices.Equal(fl[0].Rules, []string{"link-down", "link-flap"}) ||
+		fl[0].Severity != rules.SeverityCritical || fl[0].Mode != rules.ModeEnforce {
+		t.Fatalf("fleet faults %+v, want one of rules link-down,link-flap, critical, enforce", fl)
+	}
+	// The rules survive a change of leader.
+	next := newDecider(t, cfg, clk)
+	next.Fleet().Restore(d.Fleet().State())
+	if fl := next.Fleet().Faults(); len(fl) != 1 || !slices.Equal(fl[0].Rules, []string{"link-down", "link-flap"}) {
+		t.Errorf("restored fleet faults %+v", fl)
+	}
+}

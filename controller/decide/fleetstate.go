@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"maps"
 	"sort"
 	"time"
 )
@@ -22,6 +23,8 @@ type FleetGroupState struct {
 	Members   map[string]time.Time `json:"members,omitempty"`
 	Verdict   Verdict              `json:"verdict,omitempty"`
 	Threshold int                  `json:"threshold,omitempty"`
+	// Rules are the rules the members of the fleet fault hit (id →).
+	Rules map[string]FleetRule `json:"rules,omitempty"`
 }
 
 // State returns the state, sorted by group and family; each group keeps at
@@ -33,7 +36,8 @@ func (c *FleetCorrelation) State() FleetState {
 	st := FleetState{Groups: []FleetGroupState{}}
 	for _, fg := range c.groups {
 		st.Groups = append(st.Groups, FleetGroupState{Group: fg.group, Family: fg.family, Fires: newest(fg.fires, MaxStormNodes),
-			Active: fg.active, Since: fg.since, Members: newest(fg.members, MaxStormNodes), Verdict: fg.verdict, Threshold: fg.threshold})
+			Active: fg.active, Since: fg.since, Members: newest(fg.members, MaxStormNodes), Verdict: fg.verdict, Threshold: fg.threshold,
+			Rules: maps.Clone(fg.rules)})
 	}
 	sort.Slice(st.Groups, func(i, j int) bool {
 		return fleetKey(st.Groups[i].Group, st.Groups[i].Family) < fleetKey(st.Groups[j].Group, st.Groups[j].Family)
@@ -100,6 +104,7 @@ func (c *FleetCorrelation) Restore(st FleetState) []string {
 			if fg.members == nil {
 				fg.members = map[string]time.Time{}
 			}
+			fg.rules = maps.Clone(s.Rules)
 		}
 		c.groups[k] = fg
 	}

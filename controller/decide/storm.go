@@ -94,9 +94,10 @@ func (h *StormHold) observe(key, node string, now time.Time, eligible int) {
 	}
 	s.active, s.since, s.peak = true, now, n
 	h.st.stormsStarted++
-	// Faults of the rule already waiting for budget now wait for the storm.
+	// Faults of the rule already waiting for budget now wait for the storm; those
+	// a fleet fault holds stay its own (one brake reports one incident).
 	for _, e := range h.held.entries {
-		if e.fault.Rule != nil && e.fault.Rule.String() == key && e.reason != ReasonOptedOut {
+		if e.fault.Rule != nil && e.fault.Rule.String() == key && e.reason != ReasonOptedOut && e.reason != ReasonFleet {
 			e.reason, e.message = ReasonStorm, s.describe(key)
 		}
 	}

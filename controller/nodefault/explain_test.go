@@ -77,7 +77,7 @@ func TestExplainingRecord(t *testing.T) {
 	}
 	// 1: the taint decision and the ladder's firing write the same firing.
 	f1 := firing(1)
-	if _, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f1, Phase: v1alpha1.PhaseTainted, Decision: "taint", LadderCounts: true}); err != nil {
+	if _, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f1, Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint, Decision: "taint", LadderCounts: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f1, Firing: true}); err != nil {
@@ -93,7 +93,7 @@ func TestExplainingRecord(t *testing.T) {
 	clk.Add(time.Minute)
 	f3 := firing(3)
 	f3.Count = 3
-	nf, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f3, Phase: v1alpha1.PhaseTainted, Decision: "already-tainted"})
+	nf, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f3, Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint, Decision: "already-tainted"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestExplainingRecord(t *testing.T) {
 	clk.Add(time.Minute)
 	f4 := f3
 	f4.Evidence = f3.Evidence[1:]
-	nf, err = st.Record(ctx, "", "", "", nodefault.Change{Fault: &f4, Phase: v1alpha1.PhaseTainted})
+	nf, err = st.Record(ctx, "", "", "", nodefault.Change{Fault: &f4, Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -69,6 +71,11 @@ type Options struct {
 	Refresh time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Refused counts the writes refused for a phase transition outside
+	// Transitions, by from, to and cause (nil: not counted).
+	Refused *prometheus.CounterVec
+	// Log logs them (default slog.Default()).
+	Log *slog.Logger
 }
 
 // Store reads and writes NodeFault objects through the Kubernetes REST client.
@@ -104,6 +111,9 @@ func New(client kubernetes.Interface, opts Options) (*Store, error) {
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = DefaultRefresh
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
 	}
 	if opts.Owner == "" {
 		opts.Owner = DefaultOwner // a written status always names one (see statusUnwritten)
@@ -283,10 +293,15 @@ func (c Change) IsZero() bool {
 type Change struct {
 	// Mode, when set, becomes the record's mode (the one its rule acted in).
 	Mode rules.Mode
-	// Phase, when set, becomes the record's phase (with Reason and Message).
+	// Phase, when set, becomes the record's phase (with Reason and Message), for
+	// Cause: the write is refused unless the change is in Transitions.
 	Phase   v1alpha1.Phase
+	Cause   Cause
 	Reason  string
 	Message string
+	// OnlyIn, when set, applies the change only to a record in that phase: a
+	// record in another one is returned as it is, unwritten; none is created.
+	OnlyIn v1alpha1.Phase
 	// Decision, when set, is appended to the history (with Message).
 	Decision string
 	// Fault, when set, refreshes the evidence, captures, count and times, and counts
@@ -366,7 +381,13 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 			cur, err = s.Get(ctx, name)
 		}
 		switch {
+		case apierrors.IsNotFound(err) && c.OnlyIn != "":
+			out = nil // no record in that phase: nothing to write
+			return nil
 		case apierrors.IsNotFound(err):
+			if err := s.refuse(ctx, name, PhaseNone, c.Phase, c.Cause); err != nil {
+				return err // before the create: a refused write leaves no record
+			}
 			nf := &v1alpha1.NodeFault{
 				TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeFault"},
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelNode: labelValue(node)}},
@@ -397,6 +418,13 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 			}
 			cur = &created
 		case err != nil:
+			return err
+		}
+		if c.OnlyIn != "" && cur.Status.Phase != c.OnlyIn {
+			out = cur
+			return nil
+		}
+		if err := s.refuse(ctx, name, cur.Status.Phase, c.Phase, c.Cause); err != nil {
 			return err
 		}
 		st := cur.Status.DeepCopy()

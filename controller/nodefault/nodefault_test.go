@@ -87,7 +87,7 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 	}
 	f := xidFault("gpu-17", clk.Now())
 
-	held, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f, BootID: "boot-1", Phase: v1alpha1.PhaseHeld, Mode: rules.ModeEnforce,
+	held, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f, BootID: "boot-1", Phase: v1alpha1.PhaseHeld, Cause: nodefault.CauseHold, Mode: rules.ModeEnforce,
 		Reason: "budget", Message: "budget of 1 node used", Decision: "hold"})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 
 	clk.Add(time.Minute)
 	f2 := xidFault("gpu-17", clk.Now())
-	tainted, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f2, Phase: v1alpha1.PhaseTainted, Message: "taint placed", Decision: "taint",
+	tainted, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f2, Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint, Message: "taint placed", Decision: "taint",
 		Probe: &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: []string{"pciebw"}, Verdict: "failed", Message: "pciebw: 2 GB/s"}})
 	if err != nil {
 		t.Fatal(err)
@@ -152,16 +152,16 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 			cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:gpu-17", Groups: []string{"system:nodes", "system:authenticated"}}
 		})
 		other := xidFault("gpu-18", clk.Now())
-		if _, err := ns.Record(ctx, "", "", "", nodefault.Change{Fault: &other, Phase: v1alpha1.PhaseResolved}); !apierrors.IsForbidden(err) {
+		if _, err := ns.Record(ctx, "", "", "", nodefault.Change{Fault: &other, Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint}); !apierrors.IsForbidden(err) {
 			t.Errorf("node creating a NodeFault: %v, want Forbidden", err)
 		}
-		if _, err := ns.Record(ctx, "gpu-17", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved}); !apierrors.IsForbidden(err) {
+		if _, err := ns.Record(ctx, "gpu-17", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint}); !apierrors.IsForbidden(err) {
 			t.Errorf("node updating its NodeFault: %v, want Forbidden", err)
 		}
 	})
 
 	t.Run("Collected", func(t *testing.T) {
-		resolved, err := st.Record(ctx, "gpu-17", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved, Message: "untainted by hand", Decision: "untaint"})
+		resolved, err := st.Record(ctx, "gpu-17", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint, Message: "untainted by hand", Decision: "untaint"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 		}
 		// A resolved record that still says it placed a taint is the taint's only
 		// proof of owner: it is kept.
-		owning, err := st.Record(ctx, "gpu-18", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved,
+		owning, err := st.Record(ctx, "gpu-18", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint,
 			Taint: &v1alpha1.TaintRecord{Taint: "faultline.io/faulty=xid-79:NoSchedule", State: v1alpha1.TaintPlaced}})
 		if err != nil || owning.Status.Taint == nil || owning.Status.Taint.State != v1alpha1.TaintPlaced || !owning.Status.Taint.Time.Time.Equal(clk.Now()) {
 			t.Fatalf("record with a taint: %+v, %v", owning, err)
@@ -313,7 +313,7 @@ func TestCreatedPlacing(t *testing.T) {
 
 	// A new record with more than the mark (a hold) is created, then written.
 	w0 = writes.Load()
-	held, err := st.RecordNew(ctx, "gpu-q", f.Rule.Pack, f.Rule.ID, nodefault.Change{Rule: f.Rule, Phase: v1alpha1.PhaseHeld})
+	held, err := st.RecordNew(ctx, "gpu-q", f.Rule.Pack, f.Rule.ID, nodefault.Change{Rule: f.Rule, Phase: v1alpha1.PhaseHeld, Cause: nodefault.CauseHold})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -212,7 +212,7 @@ var proofs = map[atom]proof{
 		return err
 	}},
 	{"faultline.io", "nodefaults", "create", "", ""}: {"a fault's record is opened", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
-		_, err := store(sa).Record(ctx, f.node, "proof", fmt.Sprint("new-", f.next()), nodefault.Change{Phase: v1alpha1.PhaseObserved})
+		_, err := store(sa).Record(ctx, f.node, "proof", fmt.Sprint("new-", f.next()), nodefault.Change{Phase: v1alpha1.PhaseObserved, Cause: nodefault.CauseAnnotate})
 		return err
 	}},
 	{"faultline.io", "nodefaults/status", "update", "", ""}: {"a record's status follows the fault", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
@@ -222,7 +222,7 @@ var proofs = map[atom]proof{
 	{"faultline.io", "nodefaults", "delete", "", ""}: {"a resolved record is collected after its retention", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		// Resolved (as admin) a year ago, by the clock of the collecting store.
 		rule := fmt.Sprint("old-", f.next())
-		if _, err := store(f.admin).Record(ctx, f.node, "proof", rule, nodefault.Change{Phase: v1alpha1.PhaseResolved}); err != nil {
+		if _, err := store(f.admin).Record(ctx, f.node, "proof", rule, nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint}); err != nil {
 			return fmt.Errorf("admin: %w", err)
 		}
 		st, _ := nodefault.New(sa, nodefault.Options{Retention: time.Hour, Now: func() time.Time { return time.Now().Add(365 * 24 * time.Hour) }})

@@ -226,7 +226,7 @@ func TestControllerRBAC(t *testing.T) {
 		}
 		exists(admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fx.lease}}, metav1.CreateOptions{}))
 		exists(admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fx.cm}}, metav1.CreateOptions{}))
-		must(store(admin).Record(ctx, fx.node, "proof", "proof", nodefault.Change{Phase: v1alpha1.PhaseObserved})).get(t)
+		must(store(admin).Record(ctx, fx.node, "proof", "proof", nodefault.Change{Phase: v1alpha1.PhaseObserved, Cause: nodefault.CauseAnnotate})).get(t)
 
 		// With the full roles, every proof succeeds.
 		proofs := allProofs()

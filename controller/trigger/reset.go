@@ -10,6 +10,7 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/proberun"
 )
 
@@ -68,8 +69,8 @@ func (t *Triggers) ResetGPUs(ctx context.Context, f fault.Fault) (Reset, error) 
 	}
 	failed, timedOut, summary := judge(proberun.Run{Nodes: []proberun.NodeRun{confirm}})
 	out.Verdict, out.Summary = verdict(failed, timedOut), summary
-	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, "", &v1alpha1.ProbeVerdict{Purpose: "confirm",
-		Checks: out.Checks, Verdict: out.Verdict, Message: "after gpu-reset: " + summary})
+	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Probe: &v1alpha1.ProbeVerdict{Purpose: "confirm",
+		Checks: out.Checks, Verdict: out.Verdict, Message: "after gpu-reset: " + summary}})
 	return out, nil
 }
 

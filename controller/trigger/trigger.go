@@ -25,6 +25,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/logstream"
 )
@@ -109,9 +110,9 @@ type Deps struct {
 	Facts func() (decide.NodeFacts, error)
 	// Apply carries out a decision taken on a probe verdict.
 	Apply func(ctx context.Context, d decide.Decision)
-	// Record notes a phase (when not "") and a probe verdict (when not nil) on the
-	// NodeFault of a rule of pack on node.
-	Record func(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict)
+	// Record notes a change of phase (when ch.Phase is set) and a probe verdict
+	// (ch.Probe) on the NodeFault of a rule of pack on node.
+	Record func(ctx context.Context, node, pack, rule string, ch nodefault.Change)
 	// Kick asks for a reconcile now (recovery probes passed).
 	Kick func()
 	// Results counts probe results by check, status and trigger; Skipped the
@@ -323,15 +324,23 @@ func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
 	}
 	next := t.deps.Decider.DecideProbeResult(f, failed, timedOut, facts)
-	// A confirmation that leads to nothing (the probe passed) ends the Confirming
-	// phase: the fault was seen and not confirmed. Any other outcome writes its own
-	// phase when it is applied.
-	var phase v1alpha1.Phase
+	ch := nodefault.Change{Probe: &v1alpha1.ProbeVerdict{Purpose: "confirm",
+		Checks: f.Rule.Probe.Checks, Verdict: verdict(failed, timedOut), Message: summary}}
 	if next.Kind == decide.KindNone {
-		phase = v1alpha1.PhaseObserved
+		// A confirmation that leads to nothing ends the fault: the probe did not
+		// confirm it (or its fleet fault was dismissed meanwhile). Any other outcome
+		// writes its own phase when it is applied.
+		ch.Phase, ch.Message = v1alpha1.PhaseResolved, next.Message
+		switch {
+		case failed:
+			ch.Cause, ch.Reason, ch.Decision = nodefault.CauseDismiss, string(decide.VerdictDismissed), "dismiss"
+		case timedOut:
+			ch.Cause, ch.Reason, ch.Decision = nodefault.CauseProbeTimedOut, ReasonProbeTimedOut, "probe-timed-out"
+		default:
+			ch.Cause, ch.Reason, ch.Decision = nodefault.CauseProbePassed, ReasonProbePassed, "probe-passed"
+		}
 	}
-	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, phase, &v1alpha1.ProbeVerdict{Purpose: "confirm",
-		Checks: f.Rule.Probe.Checks, Verdict: verdict(failed, timedOut), Message: summary})
+	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, ch)
 	t.log.Info("probe confirmation", "node", f.Node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut,
 		"summary", summary, "decision", next.Kind, "message", next.Message)
 	if next.Kind != decide.KindNone {
@@ -339,9 +348,16 @@ func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 	}
 }
 
-func (t *Triggers) record(ctx context.Context, node, pack, rule string, phase v1alpha1.Phase, v *v1alpha1.ProbeVerdict) {
+// The reasons of a fault a confirming probe did not confirm (status.reason of its
+// Resolved record).
+const (
+	ReasonProbePassed   = "ProbePassed"
+	ReasonProbeTimedOut = "ProbeTimedOut"
+)
+
+func (t *Triggers) record(ctx context.Context, node, pack, rule string, ch nodefault.Change) {
 	if t.deps.Record != nil {
-		t.deps.Record(ctx, node, pack, rule, phase, v)
+		t.deps.Record(ctx, node, pack, rule, ch)
 	}
 }
 
@@ -411,7 +427,8 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 		t.log.Warn("recovery probes not started", "node", a.Node, "rule", a.Record.PackRule(), "err", err)
 		return passed
 	}
-	t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, v1alpha1.PhaseRecovering, nil)
+	t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, nodefault.Change{Phase: v1alpha1.PhaseRecovering,
+		Cause: nodefault.CauseRecover, Message: fmt.Sprintf("recovery probes %v run", a.Rule.Recover.Probes)})
 	go func() {
 		r, err := t.dispatcher.Wait(ctx, run.ID)
 		if err != nil {
@@ -422,10 +439,11 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 		if failed || timedOut {
 			t.log.Info("recovery probes did not pass", "node", a.Node, "rule", a.Record.PackRule(), "summary", summary)
 			// Still tainted: the record goes back to Tainted with the verdict.
-			t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, v1alpha1.PhaseTainted, v)
+			t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, nodefault.Change{Phase: v1alpha1.PhaseTainted,
+				Cause: nodefault.CauseRecoverFailed, Message: "recovery probes did not pass: " + summary, Probe: v})
 			return
 		}
-		t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, "", v)
+		t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, nodefault.Change{Probe: v})
 		t.ps.mu.Lock()
 		t.ps.passed[key] = time.Now()
 		delete(t.ps.recovering, key)

@@ -62,12 +62,13 @@ func TestDemoOnce(t *testing.T) {
 		}
 	}
 	// kubectl get nodefaults, printed at the end: gpu-3's fault at its ladder's
-	// service step, and the rack's fleet fault (named by its group, rule "*").
+	// service step, and the rack's fleet fault (named by its group, with its
+	// members' rule, severity and mode).
 	table := out.String()[strings.LastIndex(out.String(), "kubectl get nodefaults"):]
 	if !regexp.MustCompile(`(?m)^\s+\S+\s+gpu-3\s+xid-gpu-lost\s+critical\s+enforce\s+service\s`).MatchString(table) {
 		t.Errorf("kubectl get nodefaults lacks gpu-3's fault at step service:\n%s", table)
 	}
-	if !regexp.MustCompile(`(?m)^\s+\S+\s+topology\.kubernetes\.io/rack=rack-a\s+\*\s`).MatchString(table) {
+	if !regexp.MustCompile(`(?m)^\s+\S+\s+topology\.kubernetes\.io/rack=rack-a\s+link-flap\s+critical\s+enforce\s+Held\s`).MatchString(table) {
 		t.Errorf("kubectl get nodefaults lacks rack-a's fleet fault:\n%s", table)
 	}
 }
