@@ -380,6 +380,31 @@ func TestActor(t *testing.T) {
 		}
 		a.beforeWrite = nil
 
+		// Another client places the very taint between the first attempt's read and
+		// write: the retry finds it somebody else's, not one this call placed (the
+		// first attempt had already marked it Placing), so it is never removed.
+		createNodes(t, cs, "conflict-3")
+		same := corev1.Taint{Key: rules.DefaultTaintKey, Value: "xid-gpu-lost", Effect: corev1.TaintEffectNoSchedule}
+		a.beforeWrite = func(node string, attempt int) {
+			if attempt == 1 {
+				updateNode(t, cs, node, func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, same) })
+			}
+		}
+		res, err = a.TaintNode(ctx, xidFault("conflict-3", xid, t0), "")
+		a.beforeWrite = nil
+		if err != nil || res.Attempts != 2 || len(res.Added) != 0 || res.Existing != taintString(same) {
+			t.Fatalf("taint raced by an identical foreign taint: %+v, %v", res, err)
+		}
+		if evs := recordedOn(t, a, "conflict-3"); len(evs) != 1 || evs[0].placed {
+			t.Fatalf("recorded %+v, want the foreign taint as existing", evs)
+		}
+		if err := a.Untaint(ctx, "conflict-3", "xid-gpu-lost"); err != nil {
+			t.Fatal(err)
+		}
+		if n := getNode(t, cs, "conflict-3"); !hasTaint(n, taintString(same)) {
+			t.Fatalf("Untaint removed the foreign taint: %v", n.Spec.Taints)
+		}
+
 		// Under load: four rules taint one node at once while another client keeps
 		// updating its labels; nothing is lost.
 		stop := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 )
@@ -82,12 +84,18 @@ func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID st
 		old  recorded
 		p    plan
 	)
+	var before map[string]v1alpha1.TaintRecord // the records' taint entries when this call began
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
 		res = Result{Node: f.Node, Rule: id, Attempts: res.Attempts + 1}
 		// The records first: the Node is read last, just before its update.
 		var err error
 		if old, err = a.readRecorded(ctx, f.Node, res.Attempts > 1); err != nil {
 			return err
+		}
+		if before == nil {
+			before = old.states
+		} else {
+			old.entries = withoutOwnPlacing(old.entries, old.states, before)
 		}
 		n, err := a.readNode(ctx, f.Node, res.Attempts > 1)
 		if err != nil {
@@ -350,6 +358,23 @@ func findTaint(ts []corev1.Taint, key string, effect corev1.TaintEffect) *corev1
 		}
 	}
 	return nil
+}
+
+// withoutOwnPlacing un-claims the entries an earlier attempt of this call marked
+// Placing before its Node update failed: that update placed nothing, so a taint of
+// that key found now is somebody else's (a cache behind another client's write made
+// the first attempt plan to add it). A Placing mark read at the start of the call is
+// kept: it may stand for a write of a call that ended before it could settle.
+func withoutOwnPlacing(entries []claim, states, before map[string]v1alpha1.TaintRecord) []claim {
+	out := slices.Clone(entries)
+	for i, c := range out {
+		s := states[c.id()]
+		if b, ok := before[c.id()]; c.placed && s.State == v1alpha1.TaintPlacing &&
+			(!ok || b.Taint != s.Taint || (b.State != v1alpha1.TaintPlacing && b.State != v1alpha1.TaintPlaced)) {
+			out[i].placed = false
+		}
+	}
+	return out
 }
 
 type plan struct {
