@@ -16,6 +16,7 @@ func (m *Metrics) Reloads() prometheus.Counter          { return m.reloads }
 func (m *Metrics) ReloadErrors() prometheus.Counter     { return m.reloadErrors }
 func (m *Metrics) ProbeResults() *prometheus.CounterVec { return m.probeResults }
 func (m *Metrics) ProbeSkipped() *prometheus.CounterVec { return m.probeSkipped }
+func (m *Metrics) DeepSkipped() *prometheus.CounterVec  { return m.deepSkipped }
 func (m *Metrics) OtherShard() prometheus.Counter       { return m.otherShard }
 func (m *Metrics) ShardMoves() *prometheus.CounterVec   { return m.shardMoves }
 func (m *Metrics) FleetFaults() *prometheus.GaugeVec    { return m.fleetFaults }

@@ -34,6 +34,7 @@ type Metrics struct {
 	leader           prometheus.Gauge
 	probeResults     *prometheus.CounterVec
 	probeSkipped     *prometheus.CounterVec
+	deepSkipped      *prometheus.CounterVec
 	loki             *lokisource.PrometheusMetrics
 	records          *recordsCollector
 }
@@ -93,12 +94,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"check", "status", "trigger"}),
 		probeSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_runs_skipped_total",
 			Help: "Scheduled probe rounds skipped because the previous round of the check was still running."}, []string{"check"}),
+		deepSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_deep_checks_skipped_total",
+			Help: "Nodes the periodic deep checks (--autopilot-compat) passed over, by reason: gpus-busy (the agent refused: containers hold the GPUs, or another invasive check runs), running (the node's previous deep checks still run)."},
+			[]string{"reason"}),
 		loki:    lokisource.NewPrometheusMetrics(reg),
 		records: &recordsCollector{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
-			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.records)
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.deepSkipped, m.records)
 	}
 	return m
 }

@@ -15,7 +15,8 @@
 //
 // Beside the line stream, started with it and stopped with it:
 //
-//	trigger  trigger.Triggers          probe runs: schedule (RunSchedules), rule
+//	trigger  trigger.Triggers          probe runs: schedule (RunSchedules), deep checks
+//	                                   (RunDeepChecks), rule
 //	                                   confirmation (Confirm), recovery (Recovery), API
 //	reconcile Controller.Reconcile     recoveries, taints removed by hand, held-fault
 //	                                   release (through the carrier's queue), ladders,
@@ -165,6 +166,7 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	}
 	beside := []func(context.Context){
 		c.triggers.RunSchedules,
+		c.triggers.RunDeepChecks,
 		c.reconcileLoop,
 		c.gauges.loop,
 		q.Run,

@@ -81,6 +81,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 		c.tainted[node] = true
 	}
 	c.mu.Unlock()
+	c.triggers.SyncGPUHealth(ctx, facts)
 	for _, d := range c.decider.Release(facts) {
 		c.carrier.submit(ctx, d)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -310,6 +311,7 @@ func (d DCGMDiag) judge(ignore map[int]bool) probe.Result {
 	type acc struct {
 		f      findings
 		counts map[probe.Status]int
+		failed []string
 	}
 	devs := map[string]*acc{}
 	get := func(id string) *acc {
@@ -344,6 +346,9 @@ func (d DCGMDiag) judge(ignore map[int]bool) probe.Result {
 				a := get(id)
 				a.counts[st]++
 				a.f = append(a.f, finding{status: st, text: text})
+				if st == probe.StatusFail && !slices.Contains(a.failed, t.Name) {
+					a.failed = append(a.failed, t.Name)
+				}
 			}
 		}
 		if s := dcgmStatus(t.Summary); t.Summary != "" && !sawEntity && (s == probe.StatusFail || s == probe.StatusWarn) {
@@ -364,7 +369,7 @@ func (d DCGMDiag) judge(ignore map[int]bool) probe.Result {
 	})
 	for _, id := range ids {
 		a := devs[id]
-		dr := probe.DeviceResult{ID: id, Status: probe.Worst(a.f.status(), probe.StatusSkipped), Message: a.f.message()}
+		dr := probe.DeviceResult{ID: id, Status: probe.Worst(a.f.status(), probe.StatusSkipped), Message: a.f.message(), Failed: a.failed}
 		if a.counts[probe.StatusPass] == 0 && a.counts[probe.StatusWarn] == 0 && a.counts[probe.StatusFail] == 0 {
 			dr.Status = probe.StatusSkipped
 		}

@@ -83,6 +83,9 @@ func TestDCGMLevel2MemoryFailure(t *testing.T) {
 	if d.Values["tests_fail"] != 1 || d.Values["tests_pass"] != 3 {
 		t.Errorf("GPU 3 counts: %v", d.Values)
 	}
+	if len(d.Failed) != 1 || d.Failed[0] != "memory" {
+		t.Errorf("GPU 3 failed tests %q, want [memory]", d.Failed)
+	}
 	for _, id := range []string{"0", "1", "2", "4", "5", "6", "7"} {
 		deviceStatus(t, res, id, probe.StatusPass)
 	}
@@ -101,8 +104,12 @@ func TestDCGMLevel2MemoryFailure(t *testing.T) {
 	wantStatus(t, "row remap", res.Status, probe.StatusFail)
 	if d := deviceStatus(t, res, "5", probe.StatusFail); !strings.Contains(d.Message, "Page Retirement/Row Remap: Fail: GPU 5 had memory errors and row remappings are pending") {
 		t.Errorf("GPU 5: %q", d.Message)
+	} else if len(d.Failed) != 1 || d.Failed[0] != "Page Retirement/Row Remap" {
+		t.Errorf("GPU 5 failed tests %q", d.Failed)
 	}
-	deviceStatus(t, res, "4", probe.StatusPass)
+	if d := deviceStatus(t, res, "4", probe.StatusPass); len(d.Failed) != 0 {
+		t.Errorf("GPU 4 passed with failed tests %q", d.Failed)
+	}
 	// The operator decided to live with pending remaps (error 85) until the next reboot.
 	res, _ = runOne(t, mustSpec(t, "dcgm"), &DCGM{Path: path}, probe.Params{"ignore_errors": "85"})
 	wantStatus(t, "ignored", res.Status, probe.StatusPass)

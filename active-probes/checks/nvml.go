@@ -108,6 +108,7 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 		d.Message = fmt.Sprintf("cannot open GPU %d: %v", i, ret)
 		return d
 	}
+	part := p.String("part")
 	guard := func(what string, check func()) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -115,6 +116,12 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 			}
 		}()
 		check()
+	}
+	// only runs the checks of one part (the part parameter), all of them by default.
+	only := func(name, what string, check func()) {
+		if part == "" || part == probe.NVMLPartAll || part == name {
+			guard(what, check)
+		}
 	}
 	guard("identity", func() {
 		if v, ret := dev.GetUUID(); ret == nvml.SUCCESS {
@@ -145,7 +152,7 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 		return false
 	}
 
-	guard("remapped rows", func() {
+	only(probe.NVMLPartRemap, "remapped rows", func() {
 		corr, unc, pending, failed, ret := dev.GetRemappedRows()
 		if !call("GetRemappedRows", ret) {
 			return
@@ -161,7 +168,7 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 			f.add(probe.StatusFail, "row remapping pending: reset the GPU")
 		}
 	})
-	guard("ECC", func() {
+	only(probe.NVMLPartECC, "ECC", func() {
 		v, ret := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
 		if ret == nvml.ERROR_NOT_SUPPORTED {
 			v, ret = dev.GetMemoryErrorCounter(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC, nvml.MEMORY_LOCATION_DEVICE_MEMORY)
@@ -174,7 +181,7 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 			f.add(probe.StatusFail, "%d uncorrectable ECC errors since the driver loaded", v)
 		}
 	})
-	guard("retired pages", func() {
+	only(probe.NVMLPartRetiredPages, "retired pages", func() {
 		st, ret := dev.GetRetiredPagesPendingStatus()
 		if !call("GetRetiredPagesPendingStatus", ret) {
 			return
@@ -186,7 +193,11 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 	})
 	var reasons uint64
 	haveReasons := false
-	guard("clock event reasons", func() {
+	clocks := probe.NVMLPartClocks
+	if part == probe.NVMLPartPCIe {
+		clocks = part
+	}
+	only(clocks, "clock event reasons", func() {
 		r, ret := dev.GetCurrentClocksEventReasons()
 		if ret == nvml.ERROR_FUNCTION_NOT_FOUND || ret == nvml.ERROR_NOT_SUPPORTED {
 			r, ret = dev.GetCurrentClocksThrottleReasons() // drivers before r535
@@ -195,6 +206,9 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 			return
 		}
 		reasons, haveReasons = r, true
+		if part == probe.NVMLPartPCIe {
+			return // read only to tell an idle GPU's lowered link generation
+		}
 		d.SetValue("clock_event_reasons", float64(r))
 		hw := r&nvml.ClocksThrottleReasonHwSlowdown != 0
 		thermal := r&nvml.ClocksThrottleReasonHwThermalSlowdown != 0
@@ -216,7 +230,7 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 			f.add(probe.StatusWarn, "SW thermal slowdown: clocks lowered to stay under the temperature limit")
 		}
 	})
-	guard("PCIe link", func() {
+	only(probe.NVMLPartPCIe, "PCIe link", func() {
 		gen, r1 := dev.GetCurrPcieLinkGeneration()
 		width, r2 := dev.GetCurrPcieLinkWidth()
 		maxGen, r3 := dev.GetMaxPcieLinkGeneration()
@@ -242,7 +256,7 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 			}
 		}
 	})
-	guard("NVLink", func() {
+	only(probe.NVMLPartNVLink, "NVLink", func() {
 		up, down := 0, []string{}
 		for l := 0; l < probe.MaxNVLinks; l++ {
 			st, ret := dev.GetNvLinkState(l)

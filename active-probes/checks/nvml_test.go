@@ -154,6 +154,40 @@ func TestNVMLFaults(t *testing.T) {
 	}
 }
 
+// The part parameter reads one part of each GPU's health alone: a pending row remap
+// fails the remap part and all, and is not seen by the clocks part, which sees the
+// power brake that the remap part does not.
+func TestNVMLPart(t *testing.T) {
+	srv := healthyDGX()
+	dev(srv, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 2, true, false, nvml.SUCCESS }
+	dev(srv, 4).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+		return nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, nvml.SUCCESS
+	}
+	for _, c := range []struct {
+		part string
+		want probe.Status
+		has  string
+		not  string
+	}{
+		{"all", probe.StatusFail, "row remapping pending", ""},
+		{"remap", probe.StatusFail, "row remapping pending", "power brake"},
+		{"clocks", probe.StatusWarn, "power brake", "row remapping"},
+		{"pcie", probe.StatusPass, "", "power brake"},
+	} {
+		res := runNVML(t, srv, probe.Params{"part": c.part})
+		wantStatus(t, "part "+c.part, res.Status, c.want)
+		if c.has != "" && !strings.Contains(res.Message, c.has) {
+			t.Errorf("part %s: message %q does not say %q", c.part, res.Message, c.has)
+		}
+		if c.not != "" && strings.Contains(res.Message, c.not) {
+			t.Errorf("part %s: message %q says %q", c.part, res.Message, c.not)
+		}
+	}
+	if d := runNVML(t, srv, probe.Params{"part": "remap"}).Devices[3]; d.Values["nvlink_up"] != 0 || d.Values["remap_pending"] != 1 {
+		t.Errorf("part remap read more or less than row remapping: %v", d.Values)
+	}
+}
+
 func TestNVMLLibraryNotFound(t *testing.T) {
 	lib := nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))
 	res, prom := runOne(t, mustSpec(t, "nvml"), &NVML{Lib: lib}, nil)

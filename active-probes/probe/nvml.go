@@ -23,12 +23,30 @@ func init() {
 				Help: "verdict for a busy GPU whose link runs below its maximum generation (an idle GPU lowers it to save power)"},
 			{Name: "throttle_action", Type: TypeEnum, Default: "fail", Enum: []string{"fail", "warn", "ignore"},
 				Help: "verdict for a hardware slowdown (thermal or unexplained); a power brake alone is a warn"},
+			{Name: "part", Type: TypeEnum, Default: NVMLPartAll, Enum: NVMLParts,
+				Help: "what to read of each GPU: all, or one part alone (remap: row remapping, ecc, retired_pages, clocks: slowdowns and power brake, pcie, nvlink); the GPU count is compared either way"},
 		},
 	})
 }
 
 // NVMLCheck is the nvml check's name.
 const NVMLCheck = "nvml"
+
+// The values of the nvml check's part parameter: all of a GPU's health, or one part
+// of it alone (Autopilot's remapped and gpupower checks are the remap and clocks
+// parts).
+const (
+	NVMLPartAll          = "all"
+	NVMLPartRemap        = "remap"
+	NVMLPartECC          = "ecc"
+	NVMLPartRetiredPages = "retired_pages"
+	NVMLPartClocks       = "clocks"
+	NVMLPartPCIe         = "pcie"
+	NVMLPartNVLink       = "nvlink"
+)
+
+// NVMLParts lists the part parameter's values.
+var NVMLParts = []string{NVMLPartAll, NVMLPartRemap, NVMLPartECC, NVMLPartRetiredPages, NVMLPartClocks, NVMLPartPCIe, NVMLPartNVLink}
 
 // MaxNVLinks is NVML's NVLINK_MAX_LINKS (links per GPU).
 const MaxNVLinks = 18

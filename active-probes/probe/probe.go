@@ -110,6 +110,9 @@ type DeviceResult struct {
 	// Values are the measurements, by metric name ("h2d_gbps", "dgemm_tflops", ...).
 	Values  map[string]float64 `json:"values,omitempty"`
 	Message string             `json:"message,omitempty"`
+	// Failed names the tests that failed on this device, for a check that runs
+	// several (dcgm: DCGM's test names, as it writes them).
+	Failed []string `json:"failed,omitempty"`
 }
 
 // SetValue records a measurement, creating the map if needed.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/controller/autopilot"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
 )
@@ -40,6 +41,8 @@ type probeFlags struct {
 	noHealthLabel  bool
 	batch          int
 	pvc            bool
+	autopilot      bool
+	deepEvery      time.Duration
 }
 
 func (p *probeFlags) register(f *pflag.FlagSet) {
@@ -57,6 +60,8 @@ func (p *probeFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&p.noHealthLabel, "no-health-label", false, "do not set the faultline.io/health node label")
 	f.IntVar(&p.batch, "probe-batch", 10, "nodes probed at once in a run")
 	f.BoolVar(&p.pvc, "pvc-probe", true, "offer the pvc check (claims in --namespace; needs the Role faultline-pvc-probe there)")
+	f.BoolVar(&p.autopilot, "autopilot-compat", false, "IBM Autopilot compatibility: its check names (remapped, gpumem, gpupower, iperf) wherever a check is named, its node labels autopilot.ibm.com/gpuhealth and autopilot.ibm.com/dcgm.level.3, and its periodic deep checks (dcgm level 3, pciebw, dgemm) on idle nodes")
+	f.DurationVar(&p.deepEvery, "autopilot-deep-interval", autopilot.DeepEvery, "with --autopilot-compat, how often each probe node gets the deep checks, spread over the interval, skipped while containers hold its GPUs (0: never)")
 }
 
 // eligible is the selector of the nodes that make up the budget's and the storm
@@ -111,6 +116,14 @@ func (p *probeFlags) triggers(rc *rest.Config) (trigger.Config, error) {
 	}
 	pc := trigger.Config{NodeSelector: sel, ConfirmTimeout: p.confirmTimeout, RecoverEvery: p.recoverEvery,
 		NoHealthLabel: p.noHealthLabel, Batch: p.batch}
+	var aliases map[string]proberun.Alias
+	if p.autopilot {
+		if p.deepEvery < 0 || (p.deepEvery > 0 && p.deepEvery < time.Minute) {
+			return pc, fmt.Errorf("--autopilot-deep-interval %s: want at least 1m, or 0", p.deepEvery)
+		}
+		pc.Autopilot = &trigger.Autopilot{DeepEvery: p.deepEvery}
+		aliases = autopilot.Aliases()
+	}
 	pc.Token, err = tokenSource(p.tokenFile, rc)
 	if err != nil {
 		return pc, err
@@ -130,7 +143,7 @@ func (p *probeFlags) triggers(rc *rest.Config) (trigger.Config, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		s, err := parseSchedule(name, scheds[name])
+		s, err := parseSchedule(name, scheds[name], aliases)
 		if err != nil {
 			return pc, fmt.Errorf("--probe-schedule %s=%s: %w", name, scheds[name], err)
 		}
@@ -145,8 +158,13 @@ func (p *probeFlags) triggers(rc *rest.Config) (trigger.Config, error) {
 // parseSchedule reads one --probe-schedule entry: an interval, then optionally
 // the check's parameters as a query string ("1h?expected_gpus=8"), checked
 // against the check's schema now rather than at the first round an hour later.
-func parseSchedule(check, v string) (trigger.Schedule, error) {
-	spec, ok := probe.Default().Get(check)
+// The check may be one of aliases (Autopilot's names, with --autopilot-compat).
+func parseSchedule(check, v string, aliases map[string]proberun.Alias) (trigger.Schedule, error) {
+	target, fixed := check, probe.Params(nil)
+	if a, ok := aliases[check]; ok {
+		target, fixed = a.Check, a.Params
+	}
+	spec, ok := probe.Default().Get(target)
 	if !ok {
 		return trigger.Schedule{}, errors.New("unknown check")
 	}
@@ -170,7 +188,14 @@ func parseSchedule(check, v string) (trigger.Schedule, error) {
 		}
 		s.Params[k] = vs[0]
 	}
-	if _, err := spec.Params.Resolve(s.Params); err != nil {
+	p := fixed.Clone()
+	if p == nil {
+		p = probe.Params{}
+	}
+	for k, v := range s.Params {
+		p[k] = v
+	}
+	if _, err := spec.Params.Resolve(p); err != nil {
 		return s, err
 	}
 	return s, nil

@@ -13,6 +13,12 @@ import (
 // controller's role has nodes update, not patch), and does nothing when the label
 // already has the value. In dry-run mode it only reports whether it would change.
 func (a *Actor) SetNodeLabel(ctx context.Context, node, key, value string) (changed bool, err error) {
+	return a.SetNodeMeta(ctx, node, map[string]string{key: value}, nil)
+}
+
+// SetNodeMeta sets (value != "") or removes (value == "") labels and annotations of
+// a node in one write, as SetNodeLabel does one label.
+func (a *Actor) SetNodeMeta(ctx context.Context, node string, labels, annotations map[string]string) (changed bool, err error) {
 	if err := a.ready(); err != nil {
 		return false, err
 	}
@@ -23,19 +29,13 @@ func (a *Actor) SetNodeLabel(ctx context.Context, node, key, value string) (chan
 		if err != nil {
 			return err
 		}
-		if old, ok := n.Labels[key]; (ok && old == value) || (!ok && value == "") {
-			changed = false
+		newLabels, lc := withValues(n.Labels, labels)
+		newAnnotations, ac := withValues(n.Annotations, annotations)
+		changed = lc || ac
+		if !changed {
 			return nil
 		}
-		changed = true
-		if value == "" {
-			delete(n.Labels, key)
-		} else {
-			if n.Labels == nil {
-				n.Labels = map[string]string{}
-			}
-			n.Labels[key] = value
-		}
+		n.Labels, n.Annotations = newLabels, newAnnotations
 		u, err := a.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: a.opts.Component})
 		if err != nil {
 			return err
@@ -44,7 +44,33 @@ func (a *Actor) SetNodeLabel(ctx context.Context, node, key, value string) (chan
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("label node %s %s=%q: %w", node, key, value, err)
+		return false, fmt.Errorf("label node %s %v, annotations %v: %w", node, labels, annotations, err)
 	}
 	return changed, nil
+}
+
+// withValues returns m with set applied ("" removes a key) and whether that
+// changed it; m itself is left alone (it may be the informer's).
+func withValues(m, set map[string]string) (map[string]string, bool) {
+	changed := false
+	for k, v := range set {
+		if old, ok := m[k]; (ok && old != v) || (!ok && v != "") {
+			changed = true
+		}
+	}
+	if !changed {
+		return m, false
+	}
+	out := make(map[string]string, len(m)+len(set))
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range set {
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out, true
 }

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ const (
 	// TriggerEscalation: a step of a rule's escalation ladder (gpu-reset and the
 	// confirming probes after it).
 	TriggerEscalation Trigger = "escalation"
+	// TriggerDeep: the periodic deep checks on idle nodes (Autopilot compatibility).
+	TriggerDeep Trigger = "deep"
 )
 
 // State is the progress of a run or of one node in it.
@@ -147,10 +150,21 @@ type Config struct {
 	// the parameters whose schema names one (ParamSpec.FromCapacity) and that a run
 	// leaves unset. nil: they keep their defaults.
 	Capacity func(node, resource string) (int64, bool)
+	// Aliases are other names of checks, each with some of the check's parameters
+	// set (Autopilot's check names, controller/autopilot): a request may name them
+	// wherever it names a check, and their results carry the name asked for.
+	Aliases map[string]Alias
 	// OnStart is called when a node's probes start; OnNode when they finished.
 	OnStart func(run *Run, node string)
 	OnNode  func(run *Run, nr NodeRun)
 	Log     *slog.Logger
+}
+
+// Alias is another name for a check, with some of the check's parameters set;
+// those a request gives for the alias come on top of them.
+type Alias struct {
+	Check  string
+	Params probe.Params
 }
 
 // Dispatcher runs probes and remembers the runs.
@@ -195,10 +209,47 @@ func New(cfg Config) (*Dispatcher, error) {
 	return &Dispatcher{cfg: cfg, log: cfg.Log, runs: map[string]*Run{}, done: map[string]chan struct{}{}, running: map[string]int{}, checks: map[string]inventory{}}, nil
 }
 
-// local reports whether check runs in the controller.
-func (d *Dispatcher) local(check string) bool {
+// local reports whether the check a name runs runs in the controller.
+func (d *Dispatcher) local(name string) bool {
+	check, _ := d.Resolve(name, nil)
 	spec, ok := d.cfg.Registry.Get(check)
 	return ok && spec.RunsOn == probe.OnController
+}
+
+// Resolve returns the check a name runs (itself, or an alias's check) and its
+// parameters: the alias's, with p over them.
+func (d *Dispatcher) Resolve(name string, p probe.Params) (string, probe.Params) {
+	a, ok := d.cfg.Aliases[name]
+	if !ok {
+		return name, p
+	}
+	out := a.Params.Clone()
+	if out == nil {
+		out = probe.Params{}
+	}
+	for k, v := range p {
+		out[k] = v
+	}
+	return a.Check, out
+}
+
+// Invasive reports whether one of the checks a request names, with its
+// parameters, is invasive (it loads the GPUs or the network).
+func (d *Dispatcher) Invasive(names []string, params map[string]probe.Params) bool {
+	for _, name := range names {
+		check, p := d.Resolve(name, params[name])
+		spec, ok := d.cfg.Registry.Get(check)
+		if !ok {
+			continue
+		}
+		if rp, err := spec.Params.Resolve(p); err == nil {
+			p = rp
+		}
+		if spec.IsInvasive(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate checks a request without running it.
@@ -213,7 +264,8 @@ func (d *Dispatcher) Validate(req Request) error {
 			return fmt.Errorf("check %q named twice", c)
 		}
 		seen[c] = true
-		spec, ok := d.cfg.Registry.Get(c)
+		check, params := d.Resolve(c, req.Params[c])
+		spec, ok := d.cfg.Registry.Get(check)
 		switch {
 		case !ok:
 			return fmt.Errorf("unknown check %q", c)
@@ -221,12 +273,12 @@ func (d *Dispatcher) Validate(req Request) error {
 			if d.cfg.Local == nil {
 				return fmt.Errorf("check %s runs in the controller, which has no runner for it", c)
 			}
-			if _, err := spec.Params.Resolve(req.Params[c]); err != nil {
+			if _, err := spec.Params.Resolve(params); err != nil {
 				return fmt.Errorf("check %s: %w", c, err)
 			}
 		default:
 			remote = true
-			p := req.Params[c].Clone()
+			p := params.Clone()
 			if p["peer_node"] != "" || (spec.Peer && p["peer"] == "" && d.cfg.PickPeer != nil) {
 				delete(p, "peer_node")
 				p["peer"] = "127.0.0.1" // stands for the peer's address, resolved when run
@@ -465,13 +517,15 @@ func cloneRunPtr(d *Dispatcher, r *Run) *Run {
 	return &c
 }
 
-func (d *Dispatcher) runLocal(ctx context.Context, checks []string, req Request) ([]probe.Result, error) {
+func (d *Dispatcher) runLocal(ctx context.Context, names []string, req Request) ([]probe.Result, error) {
 	var out []probe.Result
-	for _, c := range checks {
-		res, err := d.cfg.Local.Run(ctx, c, req.Params[c])
+	for _, name := range names {
+		check, p := d.Resolve(name, req.Params[name])
+		res, err := d.cfg.Local.Run(ctx, check, p)
 		if err != nil {
 			return out, err
 		}
+		res.Check = name
 		out = append(out, res)
 	}
 	return out, nil
@@ -485,11 +539,10 @@ func (d *Dispatcher) client(ctx context.Context, node string) (*agentapi.Client,
 	return &agentapi.Client{BaseURL: base, Token: d.cfg.Token, HTTP: d.cfg.HTTP}, nil
 }
 
-// runRemote asks the node's agent to run the checks. Peer checks with a
-// peer_node get the peer's address (the host of its agent, which listens on the
-// host network); for those that need a server (iperf3) the peer's agent first
-// starts a one-shot one.
-func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string, req Request) ([]probe.Result, error) {
+// runRemote asks the node's agent to run the checks the names stand for, in one
+// request, or in several when two names run the same check (two aliases of nvml):
+// the agent takes each check once per request.
+func (d *Dispatcher) runRemote(ctx context.Context, node string, names []string, req Request) ([]probe.Result, error) {
 	c, err := d.client(ctx, node)
 	if err != nil {
 		return nil, err
@@ -498,9 +551,43 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 	if err != nil {
 		return nil, err
 	}
+	var calls [][]string
+	for _, name := range names {
+		check, _ := d.Resolve(name, nil)
+		i := slices.IndexFunc(calls, func(call []string) bool {
+			return !slices.ContainsFunc(call, func(n string) bool { c, _ := d.Resolve(n, nil); return c == check })
+		})
+		if i < 0 {
+			calls = append(calls, nil)
+			i = len(calls) - 1
+		}
+		calls[i] = append(calls[i], name)
+	}
+	var out []probe.Result
+	for _, call := range calls {
+		res, err := d.runCall(ctx, node, c, inv, call, req)
+		out = append(out, res...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// runCall asks the node's agent to run the checks of names (each check once), and
+// reports each result under the name asked for. Peer checks with a peer_node get
+// the peer's address (the host of its agent, which listens on the host network);
+// for those that need a server (iperf3) the peer's agent first starts a one-shot
+// one.
+func (d *Dispatcher) runCall(ctx context.Context, node string, c *agentapi.Client, inv inventory, names []string, req Request) ([]probe.Result, error) {
 	params := map[string]probe.Params{}
-	for _, ch := range checks {
-		p := req.Params[ch].Clone()
+	checks := make([]string, 0, len(names))
+	asked := map[string]string{} // check → the name asked for
+	for _, name := range names {
+		ch, p := d.Resolve(name, req.Params[name])
+		checks = append(checks, ch)
+		asked[ch] = name
+		p = p.Clone()
 		if p == nil {
 			p = probe.Params{}
 		}
@@ -551,6 +638,11 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, checks []string
 	resp, err := c.Run(ctx, agentapi.RunRequest{Checks: checks, Params: params, Force: req.Force})
 	if err != nil {
 		return nil, err
+	}
+	for i := range resp.Results {
+		if name, ok := asked[resp.Results[i].Check]; ok {
+			resp.Results[i].Check = name
+		}
 	}
 	return resp.Results, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
+	"github.com/faultline-dev/faultline/controller/autopilot"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
@@ -72,6 +73,9 @@ type Config struct {
 	// Batch, NodeTimeout: see proberun.Config.
 	Batch       int
 	NodeTimeout time.Duration
+	// Autopilot turns on the compatibility with IBM Autopilot (nil: off): its check
+	// names, its node labels and its periodic deep checks (autopilot.go).
+	Autopilot *Autopilot
 }
 
 // Schedule runs a check periodically.
@@ -88,11 +92,15 @@ type probeState struct {
 	confirming map[string]bool                    // fault keys with a confirmation in flight
 	recovering map[string]time.Time               // fault ID on node → when its recovery run started
 	passed     map[string]time.Time               // fault ID on node → when its recovery probes passed
+	invasive   map[string]int                     // node → invasive runs in progress there
+	evicted    map[string]bool                    // nodes whose Autopilot health label says EVICT
+	deep       map[string]string                  // node → its deep checks' run in progress
 }
 
 func newProbeState() *probeState {
 	return &probeState{latest: map[string]map[string]probe.Status{}, confirming: map[string]bool{},
-		recovering: map[string]time.Time{}, passed: map[string]time.Time{}}
+		recovering: map[string]time.Time{}, passed: map[string]time.Time{}, invasive: map[string]int{},
+		evicted: map[string]bool{}, deep: map[string]string{}}
 }
 
 // Actor is what the triggers need of the act stage (*act.Actor).
@@ -100,6 +108,7 @@ type Actor interface {
 	NodeLister() corelisters.NodeLister
 	Event(ctx context.Context, node string, f fault.Fault, reason, message string) error
 	SetNodeLabel(ctx context.Context, node, key, value string) (bool, error)
+	SetNodeMeta(ctx context.Context, node string, labels, annotations map[string]string) (bool, error)
 }
 
 // Deps connect the triggers to the rest of the controller.
@@ -116,9 +125,10 @@ type Deps struct {
 	// Kick asks for a reconcile now (recovery probes passed).
 	Kick func()
 	// Results counts probe results by check, status and trigger; Skipped the
-	// scheduled rounds skipped, by check.
-	Results, Skipped *prometheus.CounterVec
-	Log              *slog.Logger
+	// scheduled rounds skipped, by check; DeepSkipped the nodes a deep check round
+	// passed over, by reason (gpus-busy, running).
+	Results, Skipped, DeepSkipped *prometheus.CounterVec
+	Log                           *slog.Logger
 	// Life is the replica's lifetime: manual runs outlive their HTTP request.
 	Life context.Context
 }
@@ -165,10 +175,14 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 		pc.RecoverEvery = 10 * time.Minute
 	}
 	t.cfg = pc
-	d, err := proberun.New(proberun.Config{Agents: pc.Agents, Token: pc.Token, HTTP: pc.HTTP, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
+	dc := proberun.Config{Agents: pc.Agents, Token: pc.Token, HTTP: pc.HTTP, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
 		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer, Capacity: t.capacity,
-		OnStart: func(run *proberun.Run, node string) { t.setHealth(ctx, node) },
-		OnNode:  func(run *proberun.Run, nr proberun.NodeRun) { t.probeDone(ctx, run, nr) }})
+		OnStart: func(run *proberun.Run, node string) { t.probeStarted(ctx, run, node) },
+		OnNode:  func(run *proberun.Run, nr proberun.NodeRun) { t.probeDone(ctx, run, nr) }}
+	if pc.Autopilot != nil {
+		dc.Aliases = autopilot.Aliases()
+	}
+	d, err := proberun.New(dc)
 	if err != nil {
 		return err
 	}
@@ -179,9 +193,36 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 // Dispatcher returns the dispatcher (nil when probes are off).
 func (t *Triggers) Dispatcher() *proberun.Dispatcher { return t.dispatcher }
 
+// probeStarted notes that probes started on a node and says so in its labels.
+func (t *Triggers) probeStarted(ctx context.Context, run *proberun.Run, node string) {
+	if t.cfg.Autopilot != nil && t.dispatcher.Invasive(run.Checks, run.Params) {
+		t.ps.mu.Lock()
+		t.ps.invasive[node]++
+		t.ps.mu.Unlock()
+		t.setGPUHealth(ctx, node)
+	}
+	t.setHealth(ctx, node)
+}
+
 // probeDone reports one node's results: metrics, a log line per result, an Event
-// per run and node, and the health label.
+// per run and node, and the health labels.
 func (t *Triggers) probeDone(ctx context.Context, run *proberun.Run, nr proberun.NodeRun) {
+	if t.cfg.Autopilot != nil && nr.Node != proberun.ClusterNode && t.dispatcher.Invasive(run.Checks, run.Params) {
+		t.ps.mu.Lock()
+		if t.ps.invasive[nr.Node]--; t.ps.invasive[nr.Node] <= 0 {
+			delete(t.ps.invasive, nr.Node)
+		}
+		t.ps.mu.Unlock()
+	}
+	if run.Trigger == proberun.TriggerDeep && nr.Refused == http.StatusConflict {
+		// A node whose GPUs are held (or that runs another invasive check) is
+		// skipped, not judged: its labels go back to what they said.
+		t.deps.DeepSkipped.WithLabelValues("gpus-busy").Inc()
+		t.log.Info("deep checks skipped: the node is busy", "run", run.ID, "node", nr.Node, "pods", nr.Pods, "err", nr.Error)
+		t.setHealth(ctx, nr.Node)
+		t.setGPUHealth(ctx, nr.Node)
+		return
+	}
 	where := nr.Node
 	if where == proberun.ClusterNode {
 		where = "cluster"
@@ -242,6 +283,8 @@ func (t *Triggers) probeDone(ctx context.Context, run *proberun.Run, nr proberun
 		t.log.Warn("event not recorded", "node", nr.Node, "reason", reason, "err", err)
 	}
 	t.setHealth(ctx, nr.Node)
+	t.setGPUHealth(ctx, nr.Node)
+	t.setDCGMLevel3(ctx, nr)
 }
 
 // health computes a node's faultline.io/health value.
@@ -249,6 +292,12 @@ func (t *Triggers) health(node string) string {
 	if t.dispatcher != nil && t.dispatcher.Testing(node) {
 		return HealthTesting
 	}
+	return t.verdict(node)
+}
+
+// verdict is the worst latest result over the checks that ran on a node (FAIL,
+// WARN, PASS; "" when none ran).
+func (t *Triggers) verdict(node string) string {
 	t.ps.mu.Lock()
 	defer t.ps.mu.Unlock()
 	var ss []probe.Status

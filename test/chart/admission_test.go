@@ -172,12 +172,64 @@ func asServiceAccount(t *testing.T, env *testenv.Env, namespace, name string) ku
 // controller type-checks policies, creates the chart's ValidatingAdmissionPolicy
 // and binding of that name (the defaults render, returned), and waits until the
 // policy is type-checked; a warning on its expressions fails the test.
+// With controller.autopilotCompat the controller may also write Autopilot's node
+// labels and annotation (autopilot.ibm.com/gpuhealth, dcgm.level.3 and its output),
+// and still no other autopilot.ibm.com/ key; without it, not those either.
+func TestControllerAdmissionPolicyAutopilot(t *testing.T) {
+	c := caseNamed(t, "defaults")
+	c.sets = []string{"controller.autopilotCompat.enabled=true"}
+	env, _ := startWithPolicyOf(t, c, "faultline-controller-nodes")
+	ctx := context.Background()
+	admin := env.Clientset()
+	controller := asServiceAccount(t, env, "faultline", "faultline-controller")
+	node, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-ap",
+		Labels: map[string]string{"autopilot.ibm.com/other": "x"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(change func(n *corev1.Node)) error {
+		return updateNode(t, admin, controller, metav1.UpdateOptions{}, node.Name, change)
+	}
+	foreign := func(n *corev1.Node) { n.Labels["autopilot.ibm.com/other"] = "y" }
+	eventually.True(t, 30*time.Second, "the policy refusing another autopilot.ibm.com/ label", func() bool {
+		return updateNode(t, admin, controller, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}, node.Name, foreign) != nil
+	})
+	if err := update(func(n *corev1.Node) {
+		n.Labels["autopilot.ibm.com/gpuhealth"] = "EVICT"
+		n.Labels["autopilot.ibm.com/dcgm.level.3"] = "ERR_2024-10-10_19.12.03UTC"
+		n.Annotations = map[string]string{"autopilot.ibm.com/dcgm.level.3.output": "memory.3"}
+	}); err != nil {
+		t.Fatalf("controller: Autopilot's labels and annotation: %v", err)
+	}
+	if err := update(func(n *corev1.Node) { delete(n.Labels, "autopilot.ibm.com/gpuhealth") }); err != nil {
+		t.Fatalf("controller: removing the gpuhealth label: %v", err)
+	}
+	if err := update(foreign); err == nil || !strings.Contains(err.Error(), "faultline controller may") {
+		t.Errorf("controller: another autopilot.ibm.com/ label: %v, want refused", err)
+	}
+
+	// The defaults refuse Autopilot's keys.
+	objs := parse(t, render(t, caseNamed(t, "defaults")))
+	policy := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", "faultline-controller-nodes")
+	for _, v := range policy.Spec.Variables {
+		if (v.Name == "ownLabels" || v.Name == "ownAnnotations") && v.Expression != "[]" {
+			t.Errorf("defaults: %s = %s, want []", v.Name, v.Expression)
+		}
+	}
+}
+
 func startWithPolicy(t *testing.T, name string) (*testenv.Env, objects) {
+	t.Helper()
+	return startWithPolicyOf(t, caseNamed(t, "defaults"), name)
+}
+
+// startWithPolicyOf is startWithPolicy with the chart rendered as c.
+func startWithPolicyOf(t *testing.T, c renderCase, name string) (*testenv.Env, objects) {
 	t.Helper()
 	env := testenv.Start(t, testenv.Options{ControllerManager: true, Controllers: []string{"validatingadmissionpolicy-status-controller"}})
 	ctx := context.Background()
 	admin := env.Clientset()
-	objs := parse(t, render(t, caseNamed(t, "defaults")))
+	objs := parse(t, render(t, c))
 	policy := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", name)
 	binding := get[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, "ValidatingAdmissionPolicyBinding", name)
 	created, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
