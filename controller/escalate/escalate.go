@@ -36,6 +36,8 @@ const (
 // Records writes the faults' NodeFault records (nodefault.Store).
 type Records interface {
 	Record(ctx context.Context, node, pack, rule string, ch nodefault.Change) (*v1alpha1.NodeFault, error)
+	// Get reads a record from the API server (not a cache).
+	Get(ctx context.Context, name string) (*v1alpha1.NodeFault, error)
 }
 
 // Nodes is what the ladder reads of the nodes and their records, and where its
@@ -188,6 +190,21 @@ func (l *Ladders) climb(ctx context.Context, f fault.Fault, nf *v1alpha1.NodeFau
 	}
 	s, ok := decide.NextStep(f.Rule.Escalate, ladderOf(nf), time.Now())
 	if !ok {
+		return
+	}
+	// A step that looks due in nf (the informer's cache, or a firing's write) may be
+	// one a climb ended a moment ago, whose record nf predates: taking it again would
+	// run it twice (a second GPU reset). The API server's copy decides; steps are
+	// rare, so is this read.
+	fresh, err := l.d.Records.Get(ctx, nf.Name)
+	if err != nil {
+		l.d.Log.Warn("escalation: record not read", "node", f.Node, "rule", f.Rule.String(), "err", err)
+		return
+	}
+	if nf = fresh; nf.Status.Taint == nil {
+		return
+	}
+	if s, ok = decide.NextStep(f.Rule.Escalate, ladderOf(nf), time.Now()); !ok {
 		return
 	}
 	facts, err := l.d.Facts()
