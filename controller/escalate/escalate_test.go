@@ -40,7 +40,9 @@ func (r *records) Record(_ context.Context, _, _, _ string, ch nodefault.Change)
 	return r.nf.DeepCopy(), nil
 }
 
-func (r *records) Get(context.Context, string) (*v1alpha1.NodeFault, error) { return r.nf.DeepCopy(), nil }
+func (r *records) Get(context.Context, string) (*v1alpha1.NodeFault, error) {
+	return r.nf.DeepCopy(), nil
+}
 
 // nodes serves a cache that holds an older copy of the record.
 type nodes struct{ cached *v1alpha1.NodeFault }
