@@ -33,6 +33,7 @@ type Metrics struct {
 	leader           prometheus.Gauge
 	probeResults     *prometheus.CounterVec
 	probeSkipped     *prometheus.CounterVec
+	podEvents        *prometheus.CounterVec
 	loki             *lokisource.PrometheusMetrics
 	records          *recordsCollector
 }
@@ -89,12 +90,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"check", "status", "trigger"}),
 		probeSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_probe_runs_skipped_total",
 			Help: "Scheduled probe rounds skipped because the previous round of the check was still running."}, []string{"check"}),
+		podEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_pod_events_total",
+			Help: "Warning Events on the pods that held a faulty node's GPUs when its fault was recorded, by result (posted; dropped past the rate bound; failed)."}, []string{"result"}),
 		loki:    lokisource.NewPrometheusMetrics(reg),
 		records: &recordsCollector{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
-			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped, m.records)
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.leader, m.probeResults, m.probeSkipped, m.podEvents, m.records)
 	}
 	return m
 }

@@ -69,6 +69,9 @@ type Options struct {
 	Refresh time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Workloads, when set, lists the pods a fault touched in its record (see
+	// Workloads).
+	Workloads Workloads
 }
 
 // Store reads and writes NodeFault objects through the Kubernetes REST client.
@@ -400,7 +403,7 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 			return err
 		}
 		st := cur.Status.DeepCopy()
-		s.apply(st, c)
+		touched := s.apply(st, c)
 		if cur.Status.Phase == v1alpha1.PhaseResolved && st.Phase != v1alpha1.PhaseResolved {
 			st.ResolvedAt = nil // the fault is back
 		}
@@ -411,6 +414,9 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 		}
 		s.noteWrite(&updated, false)
 		out = &updated
+		if touched {
+			s.opts.Workloads.Recorded(&updated)
+		}
 		return nil
 	})
 	if err != nil {
@@ -435,7 +441,9 @@ func fillSpec(sp *v1alpha1.NodeFaultSpec, r *rules.Compiled) {
 	}
 }
 
-func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
+// apply applies c to st; true when it recorded the pods the fault touched (touch).
+func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) bool {
+	touched := s.touch(st, c)
 	now := metav1.NewTime(s.opts.Now())
 	if c.Fault != nil && st.Phase == v1alpha1.PhaseResolved && c.Phase != "" && c.Phase != v1alpha1.PhaseResolved {
 		// Reopened: the first lines are this episode's.
@@ -534,6 +542,7 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 		s.addEvidence(st, f.Evidence)
 		st.Query, st.Link = s.query(f)
 	}
+	return touched
 }
 
 // addEvidence adds a firing's lines to the record's evidence, leaving out those it
