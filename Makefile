@@ -127,7 +127,6 @@ manifests:
 	cp rules/packs/*.yaml $(CHART)/packs/
 	cp controller/rbac/clusterrole.yaml $(CHART)/files/rbac/controller-clusterrole.yaml
 	cp controller/rbac/role.yaml $(CHART)/files/rbac/controller-role.yaml
-	cp controller/rbac/eventsrole.yaml $(CHART)/files/rbac/controller-events-role.yaml
 	cp controller/rbac/apiroles.yaml $(CHART)/files/rbac/controller-api-roles.yaml
 	cp active-probes/agent/rbac/rbac.yaml $(CHART)/files/rbac/probe-agent.yaml
 	cp active-probes/pvc/role.yaml $(CHART)/files/rbac/pvc-probe-role.yaml

@@ -28,6 +28,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/steps"
 	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/controller/workloads"
 	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/rules"
 )
@@ -79,6 +80,10 @@ type Config struct {
 	// Records configures the NodeFault records (retention, Grafana link); the
 	// owner is Identity.
 	Records nodefault.Options
+	// AffectedPods lists, in a fault's NodeFault, the pods that held the node's
+	// GPUs when the fault was recorded, and posts a Warning Event on each
+	// (workloads.Tracker): it watches the cluster's bound, unfinished pods.
+	AffectedPods bool
 
 	// Auth checks every API request (everything but /healthz and /readyz); nil
 	// refuses them all: there is no open mode.
@@ -132,6 +137,9 @@ type Controller struct {
 	// life is the replica's lifetime: manual probe runs outlive their HTTP request.
 	life     context.Context
 	lifeStop context.CancelFunc
+
+	// workloads are the GPU pods a fault touches (nil unless Config.AffectedPods).
+	workloads *workloads.Tracker
 }
 
 // New builds a Controller; it loads the packs (an error is fatal: there is no last
@@ -184,6 +192,12 @@ func New(cfg Config) (*Controller, error) {
 	}
 	rc.Refresh = cfg.EvidenceRefresh
 	rc.Refused, rc.Log = c.m.phaseRefused, c.log
+	if cfg.AffectedPods {
+		if c.workloads, err = c.newWorkloads(); err != nil {
+			return nil, err
+		}
+		rc.Workloads = c.workloads
+	}
 	if c.records, err = nodefault.New(cfg.Client, rc); err != nil {
 		return nil, err
 	}
@@ -248,6 +262,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("controller: %w", err)
 	}
 	defer c.actor.Shutdown()
+	if c.workloads != nil {
+		go c.workloads.Run(ctx)
+	}
 	c.mu.Lock()
 	c.ready = true
 	c.mu.Unlock()

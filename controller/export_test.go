@@ -23,6 +23,7 @@ func (m *Metrics) FleetFaults() *prometheus.GaugeVec    { return m.fleetFaults }
 func (m *Metrics) DecisionDelay() prometheus.Histogram  { return m.decideDelay }
 func (m *Metrics) CarryTime() *prometheus.HistogramVec  { return m.carryTime }
 func (m *Metrics) WarmLines() *prometheus.CounterVec    { return m.warmLines }
+func (m *Metrics) PodEvents() *prometheus.CounterVec    { return m.podEvents }
 
 // Records is the collector of the NodeFault gauges; SetRecords names their source.
 func (m *Metrics) Records() prometheus.Collector                { return m.records }

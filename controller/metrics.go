@@ -35,6 +35,7 @@ type Metrics struct {
 	probeResults     *prometheus.CounterVec
 	probeSkipped     *prometheus.CounterVec
 	deepSkipped      *prometheus.CounterVec
+	podEvents        *prometheus.CounterVec
 	loki             *lokisource.PrometheusMetrics
 	records          *recordsCollector
 }
@@ -97,12 +98,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deepSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_deep_checks_skipped_total",
 			Help: "Nodes the periodic deep checks (--autopilot-compat) passed over, by reason: gpus-busy (the agent refused: containers hold the GPUs, or another invasive check runs), running (the node's previous deep checks still run)."},
 			[]string{"reason"}),
+		podEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_pod_events_total",
+			Help: "Warning Events on the pods that held a faulty node's GPUs when its fault was recorded, by result (posted; dropped past the rate bound; failed)."}, []string{"result"}),
 		loki:    lokisource.NewPrometheusMetrics(reg),
 		records: &recordsCollector{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
-			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.deepSkipped, m.records)
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.deepSkipped, m.podEvents, m.records)
 	}
 	return m
 }

@@ -211,6 +211,50 @@ type NodeFaultStatus struct {
 	// step reached, when and why. Absent for a rule without a ladder.
 	// +optional
 	Escalation *Escalation `json:"escalation,omitempty"`
+
+	// Affected are the pods that held the node's GPUs when the fault was recorded
+	// (its first firing written, or its reopening): the jobs it touched. Later
+	// repeats leave the list as it was. Absent for a fleet fault and for records
+	// written without the controller's pod watch.
+	// +optional
+	Affected *AffectedPods `json:"affected,omitempty"`
+}
+
+// AffectedPods are the pods that held a faulty node's GPUs when its fault was
+// recorded.
+type AffectedPods struct {
+	// Time is when the pods were listed.
+	Time metav1.Time `json:"time"`
+	// Pods are the pods, sorted by namespace and name, at most 20.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Pods []AffectedPod `json:"pods,omitempty"`
+	// Omitted is the number of such pods left out of Pods.
+	// +optional
+	Omitted int32 `json:"omitted,omitempty"`
+}
+
+// AffectedPod is one pod that held GPUs of the faulty node.
+type AffectedPod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID tells this pod from a later one of the same name.
+	UID string `json:"uid"`
+	// GPUs is the number of GPUs (or MIG slices) the pod's containers request.
+	GPUs int32 `json:"gpus"`
+	// Owner is the pod's top controller: its controller owner reference followed up
+	// through ReplicaSets and Jobs (Deployment, CronJob, JobSet, ...); a custom
+	// kind (PyTorchJob, RayCluster, ...) as the reference names it. Absent for a
+	// pod nothing controls.
+	// +optional
+	Owner *WorkloadRef `json:"owner,omitempty"`
+}
+
+// WorkloadRef names a workload in the pod's namespace, as an owner reference does.
+type WorkloadRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
 }
 
 // StepState is the state of the escalation step reached.

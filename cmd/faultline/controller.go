@@ -178,6 +178,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.DurationVar(&cfg.Loki.ClockTolerance, "loki-clock-tolerance", time.Minute, "a tailed line older than this is dated when it arrived; no line is dated after the controller's clock")
 	f.BoolVar(&cfg.Decide.DryRun, "dry-run", false, "decide and report (Events, metrics, logs) but change no Node")
 	f.BoolVar(&cfg.Act.Condition, "node-condition", false, "also set the FaultlineFault node condition")
+	f.BoolVar(&cfg.AffectedPods, "affected-pods", true, "list in each fault's NodeFault the pods that held the node's GPUs when it was recorded, with their owners, and post a Warning Event on each (watches the cluster's bound, unfinished pods, keeping the GPU pods)")
 	f.StringVar(&remedyDir, "remediation-templates", "", "directory of remediation templates (NAME.yaml: one object with {{.Node}}-style placeholders) for the escalation step remediate")
 	f.DurationVar(&cfg.Escalation.DrainTimeout, "drain-timeout", act.DefaultDrainTimeout, "how long one attempt of an escalation's drain may take; a drain a PodDisruptionBudget blocks, or whose evicted pods are still shutting down, waits and is tried again")
 	df.register(f, &cfg.Decide)

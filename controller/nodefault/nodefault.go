@@ -76,6 +76,9 @@ type Options struct {
 	Refused *prometheus.CounterVec
 	// Log logs them (default slog.Default()).
 	Log *slog.Logger
+	// Workloads, when set, lists the pods a fault touched in its record (see
+	// Workloads).
+	Workloads Workloads
 }
 
 // Store reads and writes NodeFault objects through the Kubernetes REST client.
@@ -428,7 +431,7 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 			return err
 		}
 		st := cur.Status.DeepCopy()
-		s.apply(st, c)
+		touched := s.apply(st, c)
 		if cur.Status.Phase == v1alpha1.PhaseResolved && st.Phase != v1alpha1.PhaseResolved {
 			st.ResolvedAt = nil // the fault is back
 		}
@@ -439,6 +442,9 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 		}
 		s.noteWrite(&updated, false)
 		out = &updated
+		if touched {
+			s.opts.Workloads.Recorded(&updated)
+		}
 		return nil
 	})
 	if err != nil {
@@ -463,7 +469,9 @@ func fillSpec(sp *v1alpha1.NodeFaultSpec, r *rules.Compiled) {
 	}
 }
 
-func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
+// apply applies c to st; true when it recorded the pods the fault touched (touch).
+func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) bool {
+	touched := s.touch(st, c)
 	now := metav1.NewTime(s.opts.Now())
 	if c.Fault != nil && st.Phase == v1alpha1.PhaseResolved && c.Phase != "" && c.Phase != v1alpha1.PhaseResolved {
 		// Reopened: the first lines are this episode's.
@@ -562,6 +570,7 @@ func (s *Store) apply(st *v1alpha1.NodeFaultStatus, c Change) {
 		s.addEvidence(st, f.Evidence)
 		st.Query, st.Link = s.query(f)
 	}
+	return touched
 }
 
 // addEvidence adds a firing's lines to the record's evidence, leaving out those it

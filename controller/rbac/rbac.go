@@ -3,12 +3,14 @@
 // manifests and the tests use the same files.
 //
 // The ClusterRole covers what is cluster-wide: Nodes (informer, taints, the
-// pointer annotation), nodes/status (the optional condition), NodeFaults and the reviews
-// of the API's callers. The Role covers what lives in the controller's own
-// namespace: the leader-election Lease and the checkpoint ConfigMap (by name), the
-// agent pods, Events about its own objects; bound there with a RoleBinding, it lets
-// the controller read or write nothing of the kind elsewhere. The events Role,
-// bound in "default", is where Events about Nodes go.
+// pointer annotation), nodes/status (the optional condition), NodeFaults, the reviews
+// of the API's callers, and what lives in every namespace: pods (the drain step,
+// the informers of the GPU pods and of the agent pods), their owners' owner
+// references, and Events, which go where their object is (a fault's pods, the
+// Nodes' in "default", the controller's own). The Role covers what lives in the
+// controller's own namespace: the leader-election Lease and the checkpoint
+// ConfigMap (by name); bound there with a RoleBinding, it lets the controller read
+// or write nothing of the kind elsewhere.
 package rbac
 
 import (
@@ -35,23 +37,9 @@ var ClusterRoleYAML []byte
 //go:embed role.yaml
 var RoleYAML []byte
 
-// EventsRoleYAML is eventsrole.yaml: the Role for Events about Nodes, created in
-// EventsNamespace.
-//
-//go:embed eventsrole.yaml
-var EventsRoleYAML []byte
-
-// EventsNamespace is where client-go's recorder writes Events about cluster-scoped
-// objects (Nodes, NodeFaults).
-const EventsNamespace = "default"
-
-// EventsName is the name of the events Role and its binding.
-const EventsName = Name + "-events"
-
 var (
 	clusterRole rbacv1.ClusterRole
 	role        rbacv1.Role
-	eventsRole  rbacv1.Role
 )
 
 func init() {
@@ -61,9 +49,6 @@ func init() {
 		panic(err)
 	}
 	if err := parse(RoleYAML, "Role", &role, &role.TypeMeta, &role.ObjectMeta); err != nil {
-		panic(err)
-	}
-	if err := parseNamed(EventsRoleYAML, "Role", EventsName, &eventsRole, &eventsRole.TypeMeta, &eventsRole.ObjectMeta); err != nil {
 		panic(err)
 	}
 }
@@ -93,21 +78,6 @@ func Role(namespace string) *rbacv1.Role {
 	r := role.DeepCopy()
 	r.Namespace = namespace
 	return r
-}
-
-// EventsRole returns (a copy of) the events Role, in EventsNamespace.
-func EventsRole() *rbacv1.Role {
-	r := eventsRole.DeepCopy()
-	r.Namespace = EventsNamespace
-	return r
-}
-
-// EventsRoleBinding binds the events Role, in EventsNamespace, to the
-// ServiceAccount namespace/serviceAccount.
-func EventsRoleBinding(namespace, serviceAccount string) *rbacv1.RoleBinding {
-	b := RoleBinding(EventsNamespace, serviceAccount)
-	b.Name, b.RoleRef.Name, b.Subjects = EventsName, EventsName, subject(namespace, serviceAccount)
-	return b
 }
 
 func subject(namespace, serviceAccount string) []rbacv1.Subject {

@@ -73,8 +73,6 @@ func TestControllerRBAC(t *testing.T) {
 	must(admin.RbacV1().Roles(ns).Create(ctx, Role(ns), metav1.CreateOptions{})).get(t)
 	must(admin.RbacV1().ClusterRoleBindings().Create(ctx, ClusterRoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
 	must(admin.RbacV1().RoleBindings(ns).Create(ctx, RoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
-	must(admin.RbacV1().Roles(EventsNamespace).Create(ctx, EventsRole(), metav1.CreateOptions{})).get(t)
-	must(admin.RbacV1().RoleBindings(EventsNamespace).Create(ctx, EventsRoleBinding(ns, sa), metav1.CreateOptions{})).get(t)
 	for _, name := range []string{"gpu-1", "gpu-2", "gpu-3"} {
 		must(admin.CoreV1().Nodes().Create(ctx, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{}},
@@ -207,7 +205,8 @@ func TestControllerRBAC(t *testing.T) {
 	})
 
 	t.Run("EveryPermissionIsNeeded", func(t *testing.T) {
-		fx := &fixture{admin: admin, ns: ns, node: "gpu-1", event: "gpu-1.proof", nsEvent: "faultline-controller-0.proof", lease: controller.DefaultLeaseName, cm: controller.DefaultCheckpointName}
+		fx := &fixture{admin: admin, ns: ns, podNS: "ml", node: "gpu-1", event: "gpu-1.proof", nsEvent: "faultline-controller-0.proof", lease: controller.DefaultLeaseName, cm: controller.DefaultCheckpointName}
+		must(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fx.podNS}}, metav1.CreateOptions{})).get(t)
 		must(admin.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Name: fx.event},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: fx.node},
@@ -237,7 +236,6 @@ func TestControllerRBAC(t *testing.T) {
 		}
 		type roleSpec struct {
 			kind   string
-			ns     string // of the events Role
 			rules  []rbacv1.PolicyRule
 			update func(rules []rbacv1.PolicyRule) error
 		}
@@ -262,13 +260,12 @@ func TestControllerRBAC(t *testing.T) {
 			}
 		}
 		specs := []roleSpec{
-			{"ClusterRole", "", ClusterRole().Rules, setCluster},
-			{"Role", "", Role(ns).Rules, setRole(ns, Name)},
-			{"EventsRole", EventsNamespace, EventsRole().Rules, setRole(EventsNamespace, EventsName)},
+			{"ClusterRole", ClusterRole().Rules, setCluster},
+			{"Role", Role(ns).Rules, setRole(ns, Name)},
 		}
 		n := 0
 		for _, s := range specs {
-			for _, a := range atomsIn(s.rules, s.ns) {
+			for _, a := range atoms(s.rules) {
 				p := proofs[a]
 				if err := s.update(without(s.rules, a)); err != nil {
 					t.Fatal(err)
@@ -311,9 +308,20 @@ func TestControllerRBAC(t *testing.T) {
 			{ns, "", "pods", "", "list", true, ""},
 			{metav1.NamespaceDefault, "", "events", "", "create", true, ""},
 			{ns, "", "events", "", "create", true, ""},
-			// Events in those two namespaces only.
-			{"kube-system", "", "events", "", "create", false, ""},
-			{"kube-system", "", "events", "", "patch", false, ""},
+			// Events go where a fault's pods run, any namespace; they are never
+			// read, updated or deleted there.
+			{"kube-system", "", "events", "", "create", true, ""},
+			{"kube-system", "", "events", "", "patch", true, ""},
+			{"kube-system", "", "events", "", "update", false, ""},
+			{"kube-system", "", "events", "", "list", false, ""},
+			// The GPU pods' informer; their owners are read, never written.
+			{"", "", "pods", "", "watch", true, ""},
+			{metav1.NamespaceDefault, "apps", "replicasets", "", "get", true, ""},
+			{metav1.NamespaceDefault, "batch", "jobs", "", "get", true, ""},
+			{metav1.NamespaceDefault, "apps", "replicasets", "", "list", false, ""},
+			{metav1.NamespaceDefault, "batch", "jobs", "", "update", false, ""},
+			{metav1.NamespaceDefault, "batch", "jobs", "", "delete", false, ""},
+			{metav1.NamespaceDefault, "apps", "deployments", "", "get", false, ""},
 			// Only the controller's own Lease and checkpoint, by name.
 			{ns, "coordination.k8s.io", "leases", "", "update", false, "kube-scheduler"},
 			{ns, "coordination.k8s.io", "leases", "", "get", false, "another"},

@@ -142,7 +142,9 @@ func TestApply(t *testing.T) {
 			{"", "patch", "", "nodes", "status", "gpu-1", true},
 			{"default", "create", "", "events", "", "", true},
 			{"faultline", "create", "", "events", "", "", true},
-			{"kube-system", "create", "", "events", "", "", false},
+			// A fault's pods get an Event wherever they run; Events are never deleted.
+			{"kube-system", "create", "", "events", "", "", true},
+			{"kube-system", "delete", "", "events", "", "", false},
 			{"faultline", "update", "coordination.k8s.io", "leases", "", "faultline-controller", true},
 			{"faultline", "update", "", "configmaps", "", "faultline-checkpoint", true},
 			{"default", "update", "coordination.k8s.io", "leases", "", "faultline-controller", false},
@@ -150,11 +152,16 @@ func TestApply(t *testing.T) {
 			{"", "create", "faultline.io", "probes", "", "gpu-1", true},
 			{"", "delete", "", "nodes", "", "gpu-1", false},
 			{"faultline", "get", "", "secrets", "", "", false},
-			// Only its own Lease and checkpoint; the agent pods of its namespace watched.
+			// Only its own Lease and checkpoint; the pods of every namespace watched
+			// (the GPU pods' informer), their ReplicaSets and Jobs read, not written.
 			{"faultline", "get", "", "configmaps", "", "faultline-default-packs", false},
 			{"faultline", "update", "coordination.k8s.io", "leases", "", "another", false},
 			{"faultline", "watch", "", "pods", "", "", true},
-			{"default", "watch", "", "pods", "", "", false},
+			{"default", "watch", "", "pods", "", "", true},
+			{"default", "get", "batch", "jobs", "", "", true},
+			{"default", "get", "apps", "replicasets", "", "", true},
+			{"default", "update", "batch", "jobs", "", "", false},
+			{"default", "list", "apps", "replicasets", "", "", false},
 			// The ladder's steps may do what their specs say (stepChecks); the
 			// drain's pods are never deleted, DaemonSets only read by name.
 			{"default", "list", "apps", "daemonsets", "", "", false},

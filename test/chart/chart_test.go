@@ -414,8 +414,7 @@ func TestConsistency(t *testing.T) {
 			objs := parse(t, render(t, c))
 			pods := podTemplates(t, objs)
 			for _, o := range objs {
-				events := (o.GetKind() == "Role" || o.GetKind() == "RoleBinding") && strings.HasSuffix(o.GetName(), "-controller-events")
-				if ns := o.GetNamespace(); ns != "" && ns != c.namespace && !(o.GetKind() == "ConfigMap" && ns == "grafana") && !(events && ns == "default") {
+				if ns := o.GetNamespace(); ns != "" && ns != c.namespace && !(o.GetKind() == "ConfigMap" && ns == "grafana") {
 					t.Errorf("%s %s in namespace %s, want %s", o.GetKind(), o.GetName(), ns, c.namespace)
 				}
 			}
@@ -558,7 +557,6 @@ func TestRBACMatchesRepository(t *testing.T) {
 	testenv.Integration(t)
 	ctlCluster := repoRules(t, "controller/rbac/clusterrole.yaml")[0]
 	ctlRole := repoRules(t, "controller/rbac/role.yaml")[0]
-	ctlEvents := repoRules(t, "controller/rbac/eventsrole.yaml")[0]
 	agent := repoRules(t, "active-probes/agent/rbac/rbac.yaml")
 	pvcRole := repoRules(t, "active-probes/pvc/role.yaml")[0]
 	for _, c := range cases {
@@ -576,10 +574,8 @@ func TestRBACMatchesRepository(t *testing.T) {
 			grantsSteps(t, clusterRole(t, objs, full+"-controller").Rules)
 			role := get[rbacv1.Role](t, objs, "Role", full+"-controller")
 			same("Role "+full+"-controller", role.Rules, ctlRole)
-			events := get[rbacv1.Role](t, objs, "Role", full+"-controller-events")
-			same("Role "+full+"-controller-events", events.Rules, ctlEvents)
-			if events.Namespace != "default" {
-				t.Errorf("Role %s in %q: Events about Nodes go to \"default\"", events.Name, events.Namespace)
+			if objs.find("Role", full+"-controller-events") != nil {
+				t.Errorf("Role %s-controller-events rendered: the ClusterRole grants Events in every namespace", full)
 			}
 
 			ctlSA := deployment(t, objs, full+"-controller").Spec.Template.Spec.ServiceAccountName
@@ -603,7 +599,6 @@ func TestRBACMatchesRepository(t *testing.T) {
 			}
 			bound("ClusterRoleBinding", full+"-controller", "ClusterRole", full+"-controller", ctlSA)
 			bound("RoleBinding", full+"-controller", "Role", full+"-controller", ctlSA)
-			bound("RoleBinding", full+"-controller-events", "Role", full+"-controller-events", ctlSA)
 
 			if objs.find("DaemonSet", full+"-probe-agent") == nil {
 				for _, n := range []string{"-probe-agent", "-probe-runner"} {
@@ -683,7 +678,6 @@ func TestChartCopiesFresh(t *testing.T) {
 	pairs := map[string]string{
 		"controller/rbac/clusterrole.yaml":   chartDir + "/files/rbac/controller-clusterrole.yaml",
 		"controller/rbac/role.yaml":          chartDir + "/files/rbac/controller-role.yaml",
-		"controller/rbac/eventsrole.yaml":    chartDir + "/files/rbac/controller-events-role.yaml",
 		"controller/rbac/apiroles.yaml":      chartDir + "/files/rbac/controller-api-roles.yaml",
 		"active-probes/agent/rbac/rbac.yaml": chartDir + "/files/rbac/probe-agent.yaml",
 		"active-probes/pvc/role.yaml":        chartDir + "/files/rbac/pvc-probe-role.yaml",
