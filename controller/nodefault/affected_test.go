@@ -47,7 +47,7 @@ func TestAffectedOncePerEpisode(t *testing.T) {
 	if w.asked != 0 {
 		t.Fatalf("asked %d times before the first firing was written", w.asked)
 	}
-	nf, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f, Phase: v1alpha1.PhaseTainted, Mode: rules.ModeEnforce, Decision: "taint",
+	nf, err := st.Record(ctx, "", "", "", nodefault.Change{Fault: &f, Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint, Mode: rules.ModeEnforce, Decision: "taint",
 		Taint: &v1alpha1.TaintRecord{Taint: "faultline.io/faulty=xid-79:NoSchedule", State: v1alpha1.TaintPlaced}})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestAffectedOncePerEpisode(t *testing.T) {
 	clk.Add(time.Minute)
 	f2 := xidFault("gpu-1", clk.Now())
 	for _, c := range []nodefault.Change{
-		{Fault: &f2, Phase: v1alpha1.PhaseTainted, Decision: "already-tainted"},
+		{Fault: &f2, Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint, Decision: "already-tainted"},
 		{Probe: &v1alpha1.ProbeVerdict{Purpose: "recover", Verdict: "failed"}},
 		{Fault: &f2, Firing: true},
 	} {
@@ -78,12 +78,12 @@ func TestAffectedOncePerEpisode(t *testing.T) {
 	}
 
 	// Resolved, then back: a new episode, listed again.
-	if _, err := st.Record(ctx, "gpu-1", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved, ClearTaint: true}); err != nil {
+	if _, err := st.Record(ctx, "gpu-1", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint, ClearTaint: true}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(time.Minute)
 	f3 := xidFault("gpu-1", clk.Now())
-	if nf, err = st.Record(ctx, "", "", "", nodefault.Change{Fault: &f3, Phase: v1alpha1.PhaseHeld, Reason: "budget"}); err != nil {
+	if nf, err = st.Record(ctx, "", "", "", nodefault.Change{Fault: &f3, Phase: v1alpha1.PhaseHeld, Cause: nodefault.CauseHold, Reason: "budget"}); err != nil {
 		t.Fatal(err)
 	}
 	if w.asked != 2 || len(w.recorded) != 2 || nf.Status.Affected == nil || len(nf.Status.Affected.Pods) != 2 {
