@@ -10,7 +10,8 @@
 //     refused with 409, not queued behind a stress test;
 //   - invasive probes refuse to run while containers on the node hold GPU devices (the
 //     kubelet's PodResources API), unless the request says force, and the node carries
-//     the faultline.io/probing:NoSchedule taint while one runs;
+//     the faultline.io/probing:NoSchedule taint while one runs; the harmless checks of
+//     a request run whatever holds the GPUs (its invasive ones are then refused, each);
 //   - parameters that name hosts or files must be on the operator's allow-lists;
 //   - runs per minute, iperf3 servers and token reviews are rate limited (429).
 package agent
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -233,20 +235,25 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 		}
 	}
 	ctx := r.Context()
+	resp := agentapi.RunResponse{Node: a.cfg.Node}
 	if len(invasive) > 0 {
-		claim, e := a.claimInvasive(ctx, strings.Join(invasive, ","), req.Force)
-		if e != nil {
+		what := strings.Join(invasive, ",")
+		claim, e := a.startInvasive(ctx, what, req.Force)
+		switch {
+		case e != nil && len(invasive) == len(plan):
 			return e
+		case e != nil:
+			// A mixed request: what holds the GPUs never stops the harmless checks.
+			// They run; each invasive one is answered as refused, not run.
+			a.log.Info("invasive checks refused, the others run", "refused", invasive, "err", e.body.Error, "user", user)
+			plan = a.refuse(&resp, plan, e)
+		default:
+			defer claim.Release()
+			defer a.untaint(ctx)
+			ctx = probe.WithClaim(ctx, claim)
 		}
-		defer claim.Release()
-		if e := a.taint(ctx, strings.Join(invasive, ",")); e != nil {
-			return e
-		}
-		defer a.untaint(ctx)
-		ctx = probe.WithClaim(ctx, claim)
 	}
 	a.log.Info("running probes", "checks", names(plan), "user", user, "force", req.Force)
-	resp := agentapi.RunResponse{Node: a.cfg.Node}
 	for _, p := range plan {
 		res, err := a.cfg.Runner.Run(ctx, p.name, p.params)
 		var limited *probe.LimitError
@@ -259,6 +266,7 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 		a.logResult(res, user)
 		resp.Results = append(resp.Results, res)
 	}
+	resp.Results = inOrder(resp.Results, req.Checks)
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
@@ -305,6 +313,51 @@ func (a *Agent) plan(ctx context.Context, req agentapi.RunRequest) ([]planned, e
 		plan = append(plan, planned{name: name, params: req.Params[name], invasive: spec.IsInvasive(resolved)})
 	}
 	return plan, errors.Join(errs...)
+}
+
+// startInvasive makes the request the node's one invasive run and places
+// ProbingTaint, or says why not; the caller releases the claim and removes the taint.
+func (a *Agent) startInvasive(ctx context.Context, what string, force bool) (*probe.Claim, *httpError) {
+	claim, e := a.claimInvasive(ctx, what, force)
+	if e != nil {
+		return nil, e
+	}
+	if e := a.taint(ctx, what); e != nil {
+		claim.Release()
+		return nil, e
+	}
+	return claim, nil
+}
+
+// refuse answers each invasive check of plan as refused for why, and returns the
+// checks left to run. A refused check also gets a result with status error, so a
+// caller that does not read Refused sees no verdict for it, as it saw none when the
+// whole request was refused.
+func (a *Agent) refuse(resp *agentapi.RunResponse, plan []planned, why *httpError) []planned {
+	var run []planned
+	for _, p := range plan {
+		if !p.invasive {
+			run = append(run, p)
+			continue
+		}
+		resp.Refused = append(resp.Refused, agentapi.Refusal{Check: p.name, Code: why.code, Error: why.body.Error, Pods: why.body.Pods})
+		resp.Results = append(resp.Results, probe.Result{Node: a.cfg.Node, Check: p.name, Status: probe.StatusError,
+			Message: "not run: " + why.body.Error, Started: time.Now()})
+	}
+	return run
+}
+
+// inOrder sorts results in the order of the checks asked for (refused ones come
+// first otherwise); with no checks named (the default ones) the order is kept.
+func inOrder(results []probe.Result, checks []string) []probe.Result {
+	rank := func(r probe.Result) int {
+		if i := slices.Index(checks, r.Check); i >= 0 {
+			return i
+		}
+		return len(checks)
+	}
+	slices.SortStableFunc(results, func(x, y probe.Result) int { return rank(x) - rank(y) })
+	return results
 }
 
 // claimInvasive makes the request the node's one invasive run, or says why not.

@@ -464,6 +464,23 @@ func TestInvasive(t *testing.T) {
 	if tainted(t, f) {
 		t.Fatal("a refused probe tainted the node")
 	}
+	// A request mixing it with a harmless check: the harmless one runs, the
+	// invasive one is refused alone (and has an error result, in the order asked).
+	out, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"stress", "quick"}})
+	if err != nil {
+		t.Fatalf("mixed request under a GPU pod: %v", err)
+	}
+	if len(out.Results) != 2 || out.Results[0].Check != "stress" || out.Results[0].Status != probe.StatusError ||
+		!strings.HasPrefix(out.Results[0].Message, "not run: ") || out.Results[1].Check != "quick" || out.Results[1].Status != probe.StatusPass {
+		t.Errorf("mixed request's results: %+v", out.Results)
+	}
+	if len(out.Refused) != 1 || out.Refused[0].Check != "stress" || out.Refused[0].Code != http.StatusConflict ||
+		len(out.Refused[0].Pods) != 1 || !strings.HasPrefix(out.Refused[0].Pods[0], "training/llm-0 ") {
+		t.Errorf("mixed request's refusals: %+v", out.Refused)
+	}
+	if n := f.runs.Swap(0); n != 1 || tainted(t, f) {
+		t.Fatalf("%d check(s) of the mixed request ran (want 1, the harmless one), or the node was tainted", n)
+	}
 
 	// Forced: it runs under the taint; meanwhile a second invasive run is refused and
 	// a quick one is not.
@@ -494,7 +511,7 @@ func TestInvasive(t *testing.T) {
 
 	// The GPU pod ended: invasive probes run without force.
 	f.kubelet.SetPods(testenv.PodWithDevices("training", "sidecar", nil, nil))
-	out, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{"stress"}})
+	out, err = c.Run(ctx, agentapi.RunRequest{Checks: []string{"stress"}})
 	if err != nil || out.Results[0].Status != probe.StatusPass {
 		t.Errorf("invasive run on an idle node: %+v %v", out, err)
 	}

@@ -42,6 +42,23 @@ type RunRequest struct {
 type RunResponse struct {
 	Node    string         `json:"node"`
 	Results []probe.Result `json:"results"`
+	// Refused lists the checks of a request that mixed invasive and harmless checks
+	// and that were not run: the invasive ones, while pods hold the node's GPUs or
+	// another invasive check runs there (a request of invasive checks only is
+	// refused as a whole, 409). Each also has a result with status error, so a
+	// caller that does not read Refused sees no verdict for it.
+	Refused []Refusal `json:"refused,omitempty"`
+}
+
+// Refusal is one check the agent did not run, and why.
+type Refusal struct {
+	Check string `json:"check"`
+	// Code is the HTTP status the check alone would have been refused with (409,
+	// 503), Error the reason.
+	Code  int    `json:"code"`
+	Error string `json:"error"`
+	// Pods holding GPUs, when they are the reason.
+	Pods []string `json:"pods,omitempty"`
 }
 
 // CheckInfo describes one probe the agent can run.

@@ -80,10 +80,14 @@ type NodeRun struct {
 	Results []probe.Result `json:"results,omitempty"`
 	Error   string         `json:"error,omitempty"`
 	// Refused is the agent's HTTP status when it refused the run (409: containers
-	// hold the node's GPUs, or another invasive check runs there); Pods the pods it
-	// named.
-	Refused  int       `json:"refused,omitempty"`
-	Pods     []string  `json:"pods,omitempty"`
+	// hold the node's GPUs, or another invasive check runs there), or the checks in
+	// NotRun; Pods the pods it named.
+	Refused int      `json:"refused,omitempty"`
+	Pods    []string `json:"pods,omitempty"`
+	// NotRun are the checks (as asked for) the agent refused while it ran the
+	// others of the run: the invasive ones, when the run mixed them with harmless
+	// ones. Their results say error ("not run: ...").
+	NotRun   []string  `json:"notRun,omitempty"`
 	Started  time.Time `json:"started,omitempty"`
 	Finished time.Time `json:"finished,omitempty"`
 }
@@ -477,15 +481,25 @@ func (d *Dispatcher) runNode(ctx context.Context, run *Run, i int, node string, 
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.NodeTimeout)
 	defer cancel()
 	var results []probe.Result
+	var refused []agentapi.Refusal
 	var err error
 	if node == ClusterNode {
 		results, err = d.runLocal(ctx, checks, req)
 	} else {
-		results, err = d.runRemote(ctx, node, checks, req)
+		results, refused, err = d.runRemote(ctx, node, checks, req)
 	}
 	d.mu.Lock()
 	nr := &run.Nodes[i]
 	nr.State, nr.Finished, nr.Results = StateDone, time.Now(), results
+	for _, r := range refused {
+		nr.NotRun = append(nr.NotRun, r.Check)
+		nr.Refused = r.Code
+		for _, p := range r.Pods {
+			if !slices.Contains(nr.Pods, p) {
+				nr.Pods = append(nr.Pods, p)
+			}
+		}
+	}
 	var ss []probe.Status
 	for _, r := range results {
 		ss = append(ss, r.Status)
@@ -542,14 +556,14 @@ func (d *Dispatcher) client(ctx context.Context, node string) (*agentapi.Client,
 // runRemote asks the node's agent to run the checks the names stand for, in one
 // request, or in several when two names run the same check (two aliases of nvml):
 // the agent takes each check once per request.
-func (d *Dispatcher) runRemote(ctx context.Context, node string, names []string, req Request) ([]probe.Result, error) {
+func (d *Dispatcher) runRemote(ctx context.Context, node string, names []string, req Request) ([]probe.Result, []agentapi.Refusal, error) {
 	c, err := d.client(ctx, node)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inv, err := d.inventory(ctx, node, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var calls [][]string
 	for _, name := range names {
@@ -564,14 +578,16 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, names []string,
 		calls[i] = append(calls[i], name)
 	}
 	var out []probe.Result
+	var refused []agentapi.Refusal
 	for _, call := range calls {
-		res, err := d.runCall(ctx, node, c, inv, call, req)
+		res, ref, err := d.runCall(ctx, node, c, inv, call, req)
 		out = append(out, res...)
+		refused = append(refused, ref...)
 		if err != nil {
-			return out, err
+			return out, refused, err
 		}
 	}
-	return out, nil
+	return out, refused, nil
 }
 
 // runCall asks the node's agent to run the checks of names (each check once), and
@@ -579,7 +595,7 @@ func (d *Dispatcher) runRemote(ctx context.Context, node string, names []string,
 // the peer's address (the host of its agent, which listens on the host network);
 // for those that need a server (iperf3) the peer's agent first starts a one-shot
 // one.
-func (d *Dispatcher) runCall(ctx context.Context, node string, c *agentapi.Client, inv inventory, names []string, req Request) ([]probe.Result, error) {
+func (d *Dispatcher) runCall(ctx context.Context, node string, c *agentapi.Client, inv inventory, names []string, req Request) ([]probe.Result, []agentapi.Refusal, error) {
 	params := map[string]probe.Params{}
 	checks := make([]string, 0, len(names))
 	asked := map[string]string{} // check → the name asked for
@@ -593,40 +609,40 @@ func (d *Dispatcher) runCall(ctx context.Context, node string, c *agentapi.Clien
 		}
 		spec, ok := inv.checks[ch]
 		if !ok {
-			return nil, fmt.Errorf("the probe agent on %s does not run %s (it runs: %s)", node, ch, strings.Join(inv.names(), ", "))
+			return nil, nil, fmt.Errorf("the probe agent on %s does not run %s (it runs: %s)", node, ch, strings.Join(inv.names(), ", "))
 		}
 		d.fromCapacity(node, ch, p)
 		if spec.Peer && p["peer"] == "" && p["peer_node"] == "" && d.cfg.PickPeer != nil {
 			peer, err := d.cfg.PickPeer(node)
 			if err != nil {
-				return nil, fmt.Errorf("%s: no peer for %s: %w", ch, node, err)
+				return nil, nil, fmt.Errorf("%s: no peer for %s: %w", ch, node, err)
 			}
 			p["peer_node"] = peer
 		}
 		if peer := p["peer_node"]; peer != "" {
 			delete(p, "peer_node")
 			if peer == node {
-				return nil, fmt.Errorf("%s: peer_node is the node itself", ch)
+				return nil, nil, fmt.Errorf("%s: peer_node is the node itself", ch)
 			}
 			pc, err := d.client(ctx, peer)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			host, err := hostOf(pc.BaseURL)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			p["peer"] = host
 			if spec.PeerServer != "" {
 				port := d.cfg.Iperf3Port
 				if v := p["port"]; v != "" {
 					if port, err = strconv.Atoi(v); err != nil {
-						return nil, fmt.Errorf("%s: port %q: %w", ch, v, err)
+						return nil, nil, fmt.Errorf("%s: port %q: %w", ch, v, err)
 					}
 				}
 				// The peer serves through its agent's own check (iperf3-server).
 				if err := serve(ctx, pc, spec.PeerServer, probe.Params{"port": strconv.Itoa(port), "idle_timeout": "5m"}); err != nil {
-					return nil, fmt.Errorf("%s: %s on %s: %w", ch, spec.PeerServer, peer, err)
+					return nil, nil, fmt.Errorf("%s: %s on %s: %w", ch, spec.PeerServer, peer, err)
 				}
 				p["port"] = strconv.Itoa(port)
 			}
@@ -637,14 +653,19 @@ func (d *Dispatcher) runCall(ctx context.Context, node string, c *agentapi.Clien
 	}
 	resp, err := c.Run(ctx, agentapi.RunRequest{Checks: checks, Params: params, Force: req.Force})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range resp.Results {
 		if name, ok := asked[resp.Results[i].Check]; ok {
 			resp.Results[i].Check = name
 		}
 	}
-	return resp.Results, nil
+	for i := range resp.Refused {
+		if name, ok := asked[resp.Refused[i].Check]; ok {
+			resp.Refused[i].Check = name
+		}
+	}
+	return resp.Results, resp.Refused, nil
 }
 
 // fromCapacity sets the parameters of check that p leaves unset and whose value the
