@@ -308,6 +308,9 @@ func compileRule(r Rule, p *Pack, parsed map[string]*regex) (*Compiled, *Error) 
 	if c.Probe.OnTimeout == "" {
 		c.Probe.OnTimeout = "ignore"
 	}
+	if c.Probe.WhileBusy == "" {
+		c.Probe.WhileBusy = WhileBusyTaintUnconfirmed
+	}
 	if c.Action == ActionProbe && len(c.Probe.Checks) == 0 {
 		return nil, fail("action probe needs probe.checks")
 	}

@@ -160,7 +160,23 @@ type Taint struct {
 type Probe struct {
 	Checks    []string `yaml:"checks"`
 	OnTimeout string   `yaml:"onTimeout"` // taint or ignore (default)
+	// WhileBusy says what happens while pods hold the node's GPUs and the invasive
+	// checks cannot run (the harmless ones run at once; one that fails taints):
+	// WhileBusyTaintUnconfirmed (default), WhileBusyWait or WhileBusyIgnore.
+	WhileBusy string `yaml:"whileBusy"`
 }
+
+// The values of Probe.WhileBusy.
+const (
+	// WhileBusyTaintUnconfirmed: the rule's taint key is placed with the value
+	// "unconfirmed" (the running pods stay, no new ones come) and the invasive checks
+	// run once the GPUs are free: a failure confirms the taint, a pass removes it.
+	WhileBusyTaintUnconfirmed = "taint-unconfirmed"
+	// WhileBusyWait: no taint until the invasive checks ran once the GPUs are free.
+	WhileBusyWait = "wait"
+	// WhileBusyIgnore: the refused checks reach no verdict, and onTimeout decides.
+	WhileBusyIgnore = "ignore"
+)
 
 // Recover is a rule's recovery policy. In YAML it is `manual`, `reboot`, or a
 // mapping {after: 24h, onReboot: true, probes: [pciebw]}.

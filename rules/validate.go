@@ -158,6 +158,7 @@ func (v *validator) probe(n *yaml.Node, rule string, p *Probe) {
 		}
 	}
 	v.enum(at(n, "onTimeout"), rule, "probe onTimeout", p.OnTimeout, true, "taint", "ignore")
+	v.enum(at(n, "whileBusy"), rule, "probe whileBusy", p.WhileBusy, true, WhileBusyTaintUnconfirmed, WhileBusyWait, WhileBusyIgnore)
 }
 
 func (v *validator) regex(n *yaml.Node, rule, what, expr string) *regex {
