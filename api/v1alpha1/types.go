@@ -6,7 +6,7 @@ import (
 
 // Phase is where a fault stands.
 //
-// +kubebuilder:validation:Enum=Observed;Held;Confirming;Tainted;Recovering;Resolved
+// +kubebuilder:validation:Enum=Observed;Held;Confirming;AwaitingIdle;Tainted;Recovering;Resolved
 type Phase string
 
 // Phases of a NodeFault.
@@ -20,6 +20,11 @@ const (
 	PhaseHeld Phase = "Held"
 	// PhaseConfirming: probes run to confirm the fault before a taint.
 	PhaseConfirming Phase = "Confirming"
+	// PhaseAwaitingIdle: the confirming probe's harmless checks found nothing, and
+	// its invasive ones wait for the pods holding the node's GPUs to end; the node
+	// may carry the rule's taint key with the value "unconfirmed" meanwhile
+	// (probe.whileBusy).
+	PhaseAwaitingIdle Phase = "AwaitingIdle"
 	// PhaseTainted: the node carries the rule's taint.
 	PhaseTainted Phase = "Tainted"
 	// PhaseRecovering: recovery probes run before the taint is removed.
@@ -46,6 +51,7 @@ const (
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
 // +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.escalation.action`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
 // +kubebuilder:printcolumn:name="Count",type=integer,JSONPath=`.status.count`
 // +kubebuilder:printcolumn:name="Last-Seen",type=date,JSONPath=`.status.lastSeen`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

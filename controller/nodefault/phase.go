@@ -23,6 +23,9 @@ const (
 	CauseHold Cause = "hold"
 	// CauseProbe: a confirming probe is asked for.
 	CauseProbe Cause = "probe"
+	// CauseAwaitIdle: the confirming probe's invasive checks wait for the node's
+	// GPUs to be free (its harmless ones found nothing).
+	CauseAwaitIdle Cause = "await-idle"
 	// CauseTaint: the rule's taint is placed, or found on the node.
 	CauseTaint Cause = "taint"
 	// CauseRecover: the recovery probes start on a tainted node.
@@ -67,6 +70,7 @@ var (
 	observed   = v1alpha1.PhaseObserved
 	held       = v1alpha1.PhaseHeld
 	confirming = v1alpha1.PhaseConfirming
+	awaiting   = v1alpha1.PhaseAwaitingIdle
 	tainted    = v1alpha1.PhaseTainted
 	recovering = v1alpha1.PhaseRecovering
 	resolved   = v1alpha1.PhaseResolved
@@ -79,6 +83,9 @@ var (
 //
 //   - Observed is entered only by a decision that does not act (annotate, dry-run):
 //     a probe that passed dismisses the fault (Resolved), it does not observe it;
+//   - AwaitingIdle is entered only from Confirming (and kept while the GPUs stay
+//     held), left for Tainted (the invasive checks failed), Resolved (they passed,
+//     reached no verdict, or an untaint) or for a decision on a new firing;
 //   - Recovering is entered only from Tainted (and left for Tainted or Resolved);
 //   - Resolved is entered only by an untaint, a probe that did not confirm the
 //     fault, or an operator's dismissal or verdict;
@@ -121,6 +128,17 @@ var Transitions = []Transition{
 	{confirming, resolved, CauseProbeTimedOut},
 	{confirming, resolved, CauseDismiss}, // probe failed after the fleet fault was dismissed
 	{confirming, resolved, CauseUntaint},
+	{confirming, awaiting, CauseAwaitIdle}, // the GPUs are held: the invasive checks wait
+
+	{awaiting, awaiting, CauseAwaitIdle}, // still held (by other pods, or fired again)
+	{awaiting, tainted, CauseTaint},      // the invasive checks failed
+	{awaiting, resolved, CauseProbePassed},
+	{awaiting, resolved, CauseProbeTimedOut},
+	{awaiting, resolved, CauseDismiss},
+	{awaiting, resolved, CauseUntaint},
+	{awaiting, confirming, CauseProbe},  // fired again (no unconfirmed taint)
+	{awaiting, held, CauseHold},         // the invasive checks failed and a brake holds it
+	{awaiting, observed, CauseAnnotate}, // the rule lowered to annotate
 
 	{tainted, tainted, CauseTaint},
 	{tainted, tainted, CauseRecoverFailed},
