@@ -130,6 +130,10 @@ func (k *carrier) submit(ctx context.Context, d decide.Decision) {
 
 // apply carries a decision out and reports it (Event, metric, log).
 func (k *carrier) apply(ctx context.Context, d decide.Decision) {
+	if d.Kind == decide.KindAlreadyTainted && k.triggers.AwaitingIdle(d.Fault.Key()) {
+		// Fired again under its unconfirmed taint: it stays unconfirmed.
+		d.Unconfirmed = true
+	}
 	f := d.Fault
 	kind := string(d.Kind)
 	result := "ok"
@@ -158,7 +162,11 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 		}
 		boot, _ := k.actor.BootID(f.Node)
 		ch, due := k.rec.change(d, d.Message)
-		res, err := k.actor.TaintNodeRecording(ctx, f, boot, ch)
+		placed := f
+		if d.Unconfirmed {
+			placed = act.Unconfirmed(f)
+		}
+		res, err := k.actor.TaintNodeRecording(ctx, placed, boot, ch)
 		recorded = due
 		if err != nil {
 			if due {

@@ -234,7 +234,7 @@ func New(cfg Config) (*Controller, error) {
 		fleet: len(cfg.Decide.Fleet.Labels) > 0, lookback: cfg.InitialLookback, every: cfg.CheckpointEvery,
 		errors: c.m.checkpointErrors, log: c.log}
 	c.triggers, err = trigger.New(cfg.Probes, trigger.Deps{Actor: c.actor, Decider: c.decider, Facts: c.actor.Facts,
-		Apply: c.carrier.submit, Record: c.rec.probe, Kick: c.kick, Results: c.m.probeResults, Skipped: c.m.probeSkipped, DeepSkipped: c.m.deepSkipped,
+		Apply: c.carrier.submit, Record: c.rec.probe, Kick: c.kick, Phase: c.rec.phase, Untaint: c.untaintUnconfirmed, Results: c.m.probeResults, Skipped: c.m.probeSkipped, DeepSkipped: c.m.deepSkipped,
 		Log: c.log, Life: c.life})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)

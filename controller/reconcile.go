@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
@@ -39,8 +40,8 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	for _, nf := range active {
 		boot, _ := c.actor.BootID(nf.Node)
 		for _, rec := range nf.Faults {
-			if !rec.Status.OwnsTaint() {
-				continue
+			if !rec.Status.OwnsTaint() || rec.Status.Phase == v1alpha1.PhaseAwaitingIdle {
+				continue // an unconfirmed taint goes with its confirmation, not by recovery
 			}
 			last := c.seen.get(fault.Key(nf.Node, rec.Spec.Pack, rec.Spec.Rule))
 			if t := rec.Status.Seen(); last.Before(t) {
@@ -118,4 +119,20 @@ func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result
 	c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
 	c.gauges.update()
 	return res, nil
+}
+
+// untaintUnconfirmed removes the unconfirmed taint of a rule (pack/rule) whose
+// invasive checks did not confirm it, and frees its budget; the trigger resolves the
+// record with the probe's verdict.
+func (c *Controller) untaintUnconfirmed(ctx context.Context, node, rule string) error {
+	res, err := c.actor.UntaintNode(ctx, node, rule)
+	if err != nil {
+		return err
+	}
+	if len(res.Cleared) > 0 {
+		c.decider.Taints().Untainted(node, rule)
+		c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
+		c.gauges.due()
+	}
+	return nil
 }

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
+	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -21,6 +23,9 @@ import (
 func phaseOf(d decide.Decision) (v1alpha1.Phase, nodefault.Cause) {
 	switch d.Kind {
 	case decide.KindTaint, decide.KindAlreadyTainted:
+		if d.Unconfirmed {
+			return v1alpha1.PhaseAwaitingIdle, nodefault.CauseAwaitIdle
+		}
 		return v1alpha1.PhaseTainted, nodefault.CauseTaint
 	case decide.KindProbe:
 		return v1alpha1.PhaseConfirming, nodefault.CauseProbe
@@ -76,8 +81,12 @@ func (r *recorder) change(d decide.Decision, message string) (nodefault.Change, 
 	if d.Kind == decide.KindDryRun {
 		kind += "-" + string(d.Of)
 	}
+	reason := string(d.Reason)
+	if d.Unconfirmed {
+		reason, kind = trigger.ReasonWaitingForIdleGPUs, kind+"-unconfirmed"
+	}
 	ch := nodefault.Change{Fault: &f, BootID: boot, Phase: phase, Cause: cause, Mode: d.Mode,
-		Reason: string(d.Reason), Message: message, Decision: kind, LadderCounts: decide.Laddered(d)}
+		Reason: reason, Message: message, Decision: kind, LadderCounts: decide.Laddered(d)}
 	if cause == "" {
 		ch.Phase, ch.Mode = "", "" // the record keeps its phase and the mode of its taint
 	}
@@ -106,6 +115,19 @@ func (r *recorder) probe(ctx context.Context, node, pack, rule string, ch nodefa
 		r.store.Noted(fault.Key(node, pack, rule), ch.Phase)
 	}
 	r.write(ctx, node, pack, rule, ch)
+}
+
+// phase reads the phase of the NodeFault of a rule of pack on node ("" when there
+// is none).
+func (r *recorder) phase(ctx context.Context, node, pack, rule string) (v1alpha1.Phase, error) {
+	nf, err := r.store.Get(ctx, nodefault.Name(node, pack, rule))
+	switch {
+	case apierrors.IsNotFound(err):
+		return nodefault.PhaseNone, nil
+	case err != nil:
+		return "", err
+	}
+	return nf.Status.Phase, nil
 }
 
 // resolved marks the records of node's cleared faults (pack/rule ids) Resolved.
@@ -149,7 +171,7 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 	held, confirming := 0, 0
 	for _, nf := range all {
 		st := nf.Status
-		if st.Phase != v1alpha1.PhaseHeld && !(st.Phase == v1alpha1.PhaseConfirming && confirmInFlight(st)) {
+		if st.Phase != v1alpha1.PhaseHeld && st.Phase != v1alpha1.PhaseAwaitingIdle && !(st.Phase == v1alpha1.PhaseConfirming && confirmInFlight(st)) {
 			continue
 		}
 		if !c.actor.Owns(nf.Spec.Node) {
@@ -160,6 +182,12 @@ func (c *Controller) resumeHeld(ctx context.Context) {
 			continue // the packs no longer have the rule
 		}
 		r := f.Rule
+		if st.Phase == v1alpha1.PhaseAwaitingIdle && r.Action == rules.ActionProbe {
+			c.log.Info("waiting again for idle GPUs, from its NodeFault record", "node", f.Node, "rule", r.String())
+			c.triggers.ResumeAwaiting(ctx, f)
+			confirming++
+			continue
+		}
 		if st.Phase == v1alpha1.PhaseConfirming {
 			if r.Action != rules.ActionProbe {
 				continue // the rule no longer asks for probes

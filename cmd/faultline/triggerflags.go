@@ -38,6 +38,7 @@ type probeFlags struct {
 	nodeSelector   string
 	confirmTimeout time.Duration
 	recoverEvery   time.Duration
+	idleEvery      time.Duration
 	noHealthLabel  bool
 	batch          int
 	pvc            bool
@@ -57,6 +58,7 @@ func (p *probeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&p.nodeSelector, "probe-node-selector", "nvidia.com/gpu.present=true", "the GPU nodes (label selector): scheduled probes run on them (the agents' nodes), and they are the population of --budget-percent and --storm-share")
 	f.DurationVar(&p.confirmTimeout, "probe-confirm-timeout", 15*time.Minute, "how long a rule's confirming probes may take before its onTimeout policy applies")
 	f.DurationVar(&p.recoverEvery, "probe-recover-interval", 10*time.Minute, "how often a tainted node's recovery probes are retried")
+	f.DurationVar(&p.idleEvery, "probe-idle-retry-interval", time.Minute, "how often invasive checks refused while pods hold a node's GPUs (confirming or recovery ones) are asked for again")
 	f.BoolVar(&p.noHealthLabel, "no-health-label", false, "do not set the faultline.io/health node label")
 	f.IntVar(&p.batch, "probe-batch", 10, "nodes probed at once in a run")
 	f.BoolVar(&p.pvc, "pvc-probe", true, "offer the pvc check (claims in --namespace; needs the Role faultline-pvc-probe there)")
@@ -114,7 +116,7 @@ func (p *probeFlags) triggers(rc *rest.Config) (trigger.Config, error) {
 	if err != nil {
 		return trigger.Config{}, fmt.Errorf("--probe-node-selector: %w", err)
 	}
-	pc := trigger.Config{NodeSelector: sel, ConfirmTimeout: p.confirmTimeout, RecoverEvery: p.recoverEvery,
+	pc := trigger.Config{NodeSelector: sel, ConfirmTimeout: p.confirmTimeout, RecoverEvery: p.recoverEvery, IdleEvery: p.idleEvery,
 		NoHealthLabel: p.noHealthLabel, Batch: p.batch}
 	var aliases map[string]proberun.Alias
 	if p.autopilot {

@@ -108,6 +108,11 @@ type Decision struct {
 	Message string
 	// Step is, for KindEscalate (and its holds and dry-runs), the escalation step.
 	Step *Step
+	// Unconfirmed marks a KindTaint or KindAlreadyTainted whose taint is the
+	// unconfirmed one (the rule's key, the value act.UnconfirmedValue): the
+	// harmless checks of its confirming probe found nothing and the invasive ones
+	// wait for the node's GPUs. It climbs no ladder.
+	Unconfirmed bool
 }
 
 // Effective is the kind of the decision, looking through dry-run.

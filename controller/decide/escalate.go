@@ -55,7 +55,7 @@ const MaxFirings = 32
 // with escalation steps on a node the rule taints or tainted (the ladder climbs
 // from the taint).
 func Laddered(d Decision) bool {
-	return d.Fault.Rule != nil && len(d.Fault.Rule.Escalate) > 0 &&
+	return d.Fault.Rule != nil && len(d.Fault.Rule.Escalate) > 0 && !d.Unconfirmed &&
 		(d.Kind == KindTaint || d.Kind == KindAlreadyTainted)
 }
 

@@ -65,9 +65,12 @@ type Config struct {
 	// NodeSelector picks the nodes scheduled probes run on (empty: all).
 	NodeSelector labels.Selector
 	// ConfirmTimeout bounds the probes a rule asks for (default 15m); RecoverEvery is
-	// how often a tainted node's recovery probes are retried (default 10m).
+	// how often a tainted node's recovery probes are retried (default 10m); IdleEvery
+	// how often invasive checks refused while pods hold the node's GPUs are asked
+	// for again, confirming or recovery ones (default 1m).
 	ConfirmTimeout time.Duration
 	RecoverEvery   time.Duration
+	IdleEvery      time.Duration
 	// NoHealthLabel leaves the faultline.io/health label alone.
 	NoHealthLabel bool
 	// Batch, NodeTimeout: see proberun.Config.
@@ -95,12 +98,14 @@ type probeState struct {
 	invasive   map[string]int                     // node → invasive runs in progress there
 	evicted    map[string]bool                    // nodes whose Autopilot health label says EVICT
 	deep       map[string]string                  // node → its deep checks' run in progress
+	awaiting   map[string]bool                    // fault keys whose confirmation waits for idle GPUs (busy.go)
+	idleWait   map[string]bool                    // fault keys whose recovery probes wait for idle GPUs
 }
 
 func newProbeState() *probeState {
 	return &probeState{latest: map[string]map[string]probe.Status{}, confirming: map[string]bool{},
 		recovering: map[string]time.Time{}, passed: map[string]time.Time{}, invasive: map[string]int{},
-		evicted: map[string]bool{}, deep: map[string]string{}}
+		evicted: map[string]bool{}, deep: map[string]string{}, awaiting: map[string]bool{}, idleWait: map[string]bool{}}
 }
 
 // Actor is what the triggers need of the act stage (*act.Actor).
@@ -124,6 +129,12 @@ type Deps struct {
 	Record func(ctx context.Context, node, pack, rule string, ch nodefault.Change)
 	// Kick asks for a reconcile now (recovery probes passed).
 	Kick func()
+	// Phase reads the phase of the NodeFault of a rule of pack on node (a fault
+	// that waits for idle GPUs stops waiting when it left AwaitingIdle).
+	Phase func(ctx context.Context, node, pack, rule string) (v1alpha1.Phase, error)
+	// Untaint removes the taint of a rule (pack/rule) from node, if faultline placed
+	// it, and frees its budget (an unconfirmed taint whose probe passed).
+	Untaint func(ctx context.Context, node, rule string) error
 	// Results counts probe results by check, status and trigger; Skipped the
 	// scheduled rounds skipped, by check; DeepSkipped the nodes a deep check round
 	// passed over, by reason (gpus-busy, running).
@@ -173,6 +184,9 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 	}
 	if pc.RecoverEvery <= 0 {
 		pc.RecoverEvery = 10 * time.Minute
+	}
+	if pc.IdleEvery <= 0 {
+		pc.IdleEvery = time.Minute
 	}
 	t.cfg = pc
 	dc := proberun.Config{Agents: pc.Agents, Token: pc.Token, HTTP: pc.HTTP, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
@@ -353,9 +367,12 @@ func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 			wctx, cancel := context.WithTimeout(ctx, t.cfg.ConfirmTimeout)
 			run, err = t.dispatcher.Wait(wctx, run.ID)
 			cancel()
-			if err != nil {
+			switch {
+			case err != nil:
 				summary = fmt.Sprintf("no answer within %s", t.cfg.ConfirmTimeout)
-			} else {
+			case t.confirmBusy(ctx, f, run):
+				return // the invasive checks wait for idle GPUs (busy.go)
+			default:
 				failed, timedOut, summary = judge(run)
 			}
 		}
@@ -464,7 +481,12 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 	if ok, _ := t.deps.Decider.Recoverable(probe, now, boot, last); !ok {
 		return passed // something else (time, reboot) is still missing
 	}
-	if passed.After(last) || (!started.IsZero() && now.Sub(started) < t.cfg.RecoverEvery) {
+	every := t.cfg.RecoverEvery
+	waiting := t.idleWait(key)
+	if waiting {
+		every = t.cfg.IdleEvery
+	}
+	if passed.After(last) || (!started.IsZero() && now.Sub(started) < every) {
 		return passed
 	}
 	t.ps.mu.Lock()
@@ -476,11 +498,13 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 		t.log.Warn("recovery probes not started", "node", a.Node, "rule", a.Record.PackRule(), "err", err)
 		return passed
 	}
-	t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, nodefault.Change{Phase: v1alpha1.PhaseRecovering,
-		Cause: nodefault.CauseRecover, Message: fmt.Sprintf("recovery probes %v run", a.Rule.Recover.Probes)})
+	if !waiting { // one that waits for idle GPUs keeps saying so until they are
+		t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, nodefault.Change{Phase: v1alpha1.PhaseRecovering,
+			Cause: nodefault.CauseRecover, Message: fmt.Sprintf("recovery probes %v run", a.Rule.Recover.Probes)})
+	}
 	go func() {
 		r, err := t.dispatcher.Wait(ctx, run.ID)
-		if err != nil {
+		if err != nil || t.recoveryBusy(ctx, a, r) {
 			return
 		}
 		failed, timedOut, summary := judge(r)
