@@ -75,7 +75,7 @@ func waitingFor(refused, pods []string) string {
 }
 
 // confirmBusy takes over a confirmation whose run the agent answered in part
-// because the node's GPUs are held, unless the rule's probe.whileBusy is ignore:
+// because pods hold the node's GPUs, unless the rule's probe.whileBusy is ignore:
 // when nothing that ran failed, the fault waits for idle GPUs (phase AwaitingIdle),
 // under the unconfirmed taint unless whileBusy is wait, and its refused checks are
 // asked for again every IdleEvery. It reports whether it took the fault over (a
@@ -89,7 +89,9 @@ func (t *Triggers) confirmBusy(ctx context.Context, f fault.Fault, run proberun.
 		return false
 	}
 	refused, pods, ok := busyChecks(nr, run.Checks)
-	if !ok {
+	if !ok || len(pods) == 0 {
+		// Refused for another reason (another invasive check runs there, or the
+		// agent cannot tell who holds the GPUs): no verdict, as before.
 		return false
 	}
 	failed, _, summary := judgeRan(run, f.Node, refused)
@@ -254,7 +256,7 @@ func (t *Triggers) recoveryBusy(ctx context.Context, a decide.ActiveFault, run p
 	key := fault.Key(a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule)
 	nr, ok := nodeRun(run, a.Node)
 	refused, pods, busy := busyChecks(nr, run.Checks)
-	if !ok || !busy {
+	if !ok || !busy || len(pods) == 0 {
 		t.setIdleWait(key, false)
 		return false
 	}
