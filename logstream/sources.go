@@ -13,6 +13,7 @@ const (
 	SourceKernel = "kernel" // /dev/kmsg records
 	SourcePod    = "pod"    // training-pod container logs (CRI files)
 	SourceNVML   = "nvml"   // GPU events the probe agent reads through NVML (active-probes/nvmlevents)
+	SourceProbe  = "probe"  // the probe agent's verdict of every check it runs (active-probes/probelines)
 )
 
 // Lane names the dmesg-exporter lane that ships a source's lines (its buffer, batches
@@ -52,6 +53,8 @@ var sources = []Source{
 		Description: "training-pod logs"},
 	{Name: SourceNVML, Selector: selector(SourceNVML), Lane: LaneNone,
 		Description: "the GPU events the probe agents read through NVML"},
+	{Name: SourceProbe, Selector: selector(SourceProbe), Lane: LaneNone,
+		Description: "the probe agents' verdict lines, one per check they run"},
 }
 
 // selector is the stream selector of one source as its writers label it:
@@ -87,7 +90,7 @@ func SourceNames() []string {
 	return names
 }
 
-// SourceList writes the source names for people: "kernel, pod or nvml".
+// SourceList writes the source names for people: "kernel, pod, nvml or probe".
 func SourceList() string {
 	names := SourceNames()
 	if len(names) < 2 {

@@ -22,10 +22,10 @@ func TestSources(t *testing.T) {
 	if IsSource("") || IsSource("any") {
 		t.Error("IsSource accepts a name that is no source")
 	}
-	if got, want := SourceList(), "kernel, pod or nvml"; got != want {
+	if got, want := SourceList(), "kernel, pod, nvml or probe"; got != want {
 		t.Errorf("SourceList() = %q, want %q", got, want)
 	}
-	for name, lane := range map[string]Lane{SourceKernel: SourceKernel, SourcePod: SourcePod, SourceNVML: LaneNone} {
+	for name, lane := range map[string]Lane{SourceKernel: SourceKernel, SourcePod: SourcePod, SourceNVML: LaneNone, SourceProbe: LaneNone} {
 		if s, _ := LookupSource(name); s.Lane != lane {
 			t.Errorf("%s ships on lane %q, want %q", name, s.Lane, lane)
 		}

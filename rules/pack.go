@@ -273,6 +273,7 @@ const (
 	SourceKernel Source = logstream.SourceKernel
 	SourcePod    Source = logstream.SourcePod
 	SourceNVML   Source = logstream.SourceNVML
+	SourceProbe  Source = logstream.SourceProbe
 	SourceAny    Source = "any"
 )
 

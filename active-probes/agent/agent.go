@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,10 +60,22 @@ type Config struct {
 	RunsPerMinute int
 	// MaxBody bounds request bodies (default 64 KiB).
 	MaxBody int64
+	// Verdicts receives every result the agent answers with and the trigger the
+	// caller named (probelines.Lines ships each as a source="probe" line); nil: none.
+	Verdicts Verdicts
 	// Registerer receives the agent's request metrics (nil: none).
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
 }
+
+// Verdicts receives the results of runs; Report must not block.
+type Verdicts interface {
+	Report(res probe.Result, trigger string)
+}
+
+// validTrigger is what a run's trigger may be (the controller's triggers are short
+// lower-case words): it is written into a log line.
+var validTrigger = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 
 // DefaultRunsPerMinute bounds the runs an agent starts per minute when
 // Config.RunsPerMinute is unset: far above what the controller asks of one node (a
@@ -216,6 +229,10 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 	if err := dec.Decode(&req); err != nil {
 		return errorf(http.StatusBadRequest, "request body: %v", err)
 	}
+	req.Trigger = r.URL.Query().Get(agentapi.QueryTrigger)
+	if req.Trigger != "" && !validTrigger.MatchString(req.Trigger) {
+		return errorf(http.StatusBadRequest, "trigger %q: want a lower-case word", req.Trigger)
+	}
 	plan, err := a.plan(r.Context(), req)
 	if errors.Is(err, probe.ErrCannotCheck) {
 		return errorf(http.StatusServiceUnavailable, "%v", err)
@@ -264,6 +281,9 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request, user string) *httpEr
 			return errorf(http.StatusBadRequest, "%v", err)
 		}
 		a.logResult(res, user)
+		if a.cfg.Verdicts != nil {
+			a.cfg.Verdicts.Report(res, req.Trigger)
+		}
 		resp.Results = append(resp.Results, res)
 	}
 	resp.Results = inOrder(resp.Results, req.Checks)

@@ -187,6 +187,7 @@ type agentOptions struct {
 	ports            []probe.PortRange // nil: probe.DefaultPorts
 	timeouts         map[string]time.Duration
 	registerer       prometheus.Registerer
+	verdicts         agent.Verdicts
 }
 
 // serveAgent serves an agent for node gpu-1 that calls the apiserver with client.
@@ -206,6 +207,7 @@ func serveAgentWith(t *testing.T, client kubernetes.Interface, reg *probe.Regist
 		runner.SetTimeout(check, d)
 	}
 	cfg := agent.Config{Node: "gpu-1", Runner: runner, Nodes: client, RunsPerMinute: o.runsPerMinute, Registerer: o.registerer,
+		Verdicts: o.verdicts,
 		Auth: &kubeauth.Reviewer{Client: client, Audiences: o.audiences, NegativeTTL: time.Millisecond,
 			ReviewsPerSecond: o.reviewsPerSecond, ReviewBurst: o.reviewBurst},
 		Allow: probe.AllowList{PeerNodes: agent.KubePeerNodes(client, agentNodeLabel+"=true"),

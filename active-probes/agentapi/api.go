@@ -11,7 +11,8 @@ import (
 // identity may use probes on this node (SubjectAccessReview), see kubeauth.
 
 // GET  /api/v1/checks           the probes this agent runs, with their parameters
-// POST /api/v1/run              run checks now and return their results (RunRequest → RunResponse)
+// POST /api/v1/run              run checks now and return their results (RunRequest → RunResponse),
+// ?trigger=schedule             saying why the run happens (RunRequest.Trigger)
 // GET  /healthz, GET /metrics   unauthenticated
 const (
 	PathChecks = "/api/v1/checks"
@@ -36,7 +37,15 @@ type RunRequest struct {
 	Params map[string]probe.Params `json:"params,omitempty"`
 	// Force runs invasive checks even while containers on the node hold GPU devices.
 	Force bool `json:"force,omitempty"`
+	// Trigger says why the run happens (manual, schedule, rule, recovery, ...): the
+	// agent writes it in each result's verdict line (active-probes/probelines). It
+	// travels as the query parameter QueryTrigger, not in the body, so an agent of
+	// an earlier version, which refuses unknown body fields, still runs the request.
+	Trigger string `json:"-"`
 }
+
+// QueryTrigger is the query parameter of POST PathRun that carries RunRequest.Trigger.
+const QueryTrigger = "trigger"
 
 // RunResponse carries one result per check, in the requested order.
 type RunResponse struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +41,11 @@ func (e *APIError) Error() string {
 // Run runs checks on the agent's node.
 func (c *Client) Run(ctx context.Context, req RunRequest) (RunResponse, error) {
 	var out RunResponse
-	return out, c.do(ctx, http.MethodPost, PathRun, req, &out)
+	path := PathRun
+	if req.Trigger != "" {
+		path += "?" + url.Values{QueryTrigger: {req.Trigger}}.Encode()
+	}
+	return out, c.do(ctx, http.MethodPost, path, req, &out)
 }
 
 // Checks lists the probes the agent runs.

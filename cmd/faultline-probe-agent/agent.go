@@ -21,6 +21,7 @@ import (
 	"github.com/faultline-dev/faultline/internal/buildinfo"
 	"github.com/faultline-dev/faultline/internal/daemon"
 	"github.com/faultline-dev/faultline/kubeauth"
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // newRoot is the probe agent's command: the program is the agent.
@@ -32,7 +33,7 @@ func newRoot() *cobra.Command {
 		commands   []string
 		audiences  []string
 		timeouts   []string
-		events     nvmlEventFlags
+		lines      lineFlags
 		certFile   string
 		keyFile    string
 		gpus       agent.GPUResources
@@ -59,7 +60,10 @@ hosts or files must be on the allow-lists (--allow-*, --peer-node-selector); run
 iperf3 servers and token reviews are rate limited (429).
 With --nvml-events it also watches the GPUs' NVML events (Xid, ECC, clock, power
 source) and ships each as a log line with source="nvml" through the dmesg-exporter's
-shipping path, a second witness beside the kernel log (docs/probes.md).`,
+shipping path, a second witness beside the kernel log (docs/probes.md). With a
+receiver (--events-otlp-endpoint or --events-loki-url) it ships the verdict of every
+check it runs as a line with source="probe" too (--verdict-lines), so rule packs
+can act on scheduled checks' failures.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Node == "" {
 				cfg.Node = os.Getenv("NODE_NAME")
@@ -67,7 +71,7 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 			if cfg.Node == "" {
 				return fmt.Errorf("set --node or $NODE_NAME")
 			}
-			if err := events.check(); err != nil {
+			if err := lines.check(); err != nil {
 				return err
 			}
 			cfg.Commands = map[string]string{}
@@ -114,18 +118,18 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 				}
 				runner.SetTimeout(name, d)
 			}
+			shipped, err := lines.start(cmd.Context(), cfg.Node, cfg.NVMLLibrary, reg, log)
+			if err != nil {
+				return err
+			}
+			defer shipped.stop()
 			ag, err := agent.New(agent.Config{Node: cfg.Node, Runner: runner, Registerer: reg, Log: log,
 				Auth:    &kubeauth.Reviewer{Client: client, Audiences: audiences, ReviewsPerSecond: reviews},
-				GPUPods: gpuPods, Nodes: client, Allow: allow, RunsPerMinute: runsPerMin})
+				GPUPods: gpuPods, Nodes: client, Allow: allow, RunsPerMinute: runsPerMin, Verdicts: shipped.verdictSink()})
 			if err != nil {
 				return err
 			}
 			defer ag.Close()
-			ev, err := events.start(cmd.Context(), cfg.Node, cfg.NVMLLibrary, reg, log)
-			if err != nil {
-				return err
-			}
-			defer ev.stop()
 			// The API, /metrics and /healthz share the port: with a certificate, all of
 			// it is HTTPS, so the controller's token never crosses the network in clear.
 			var tlsConf *tls.Config
@@ -140,10 +144,11 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 			// runs would only add and remove it again.
 			go removeStaleProbingTaint(cmd.Context(), ag, log)
 			// /healthz is the agent's liveness and readiness: a collector refusing the
-			// event lines must neither restart the agent nor stop its probes, so that
-			// has an endpoint of its own (and faultline_exporter_receiver_refusing).
+			// agent's lines must neither restart the agent nor stop its probes, so each
+			// source has an endpoint of its own (and faultline_exporter_receiver_refusing).
 			srv, err := daemon.ServeHTTP(listen, tlsConf, reg, map[string]func() error{"/healthz": func() error { return nil },
-				"/healthz/nvml-events": ev.healthy}, ag.Handler())
+				"/healthz/nvml-events":   shipped.healthy(logstream.SourceNVML),
+				"/healthz/verdict-lines": shipped.healthy(logstream.SourceProbe)}, ag.Handler())
 			if err != nil {
 				return err
 			}
@@ -166,7 +171,7 @@ shipping path, a second witness beside the kernel log (docs/probes.md).`,
 	f.StringArrayVar(&timeouts, "timeout", nil, "override a check's timeout, check=duration (repeatable)")
 	f.StringVar(&cfg.NVMLLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the dynamic loader's search path)")
 	f.StringVar(&cfg.SysfsRoot, "sysfs-root", "", "where sysfs is mounted (default /sys)")
-	events.add(f)
+	lines.add(f)
 	f.StringVar(&gpus.Socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources socket: which containers hold GPU devices (empty: none can be found, invasive probes need force)")
 	f.StringSliceVar(&gpus.Prefixes, "gpu-resource-prefix", agent.DefaultGPUResourcePrefixes, "device-plugin resource names (prefixes) that are GPUs")
 	f.StringSliceVar(&gpus.DRADrivers, "gpu-dra-driver", agent.DefaultGPUDRADrivers, "DRA drivers whose devices are GPUs")

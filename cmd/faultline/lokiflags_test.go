@@ -18,6 +18,7 @@ func TestSelectorFlags(t *testing.T) {
 		"kernel-selector": {`{source="kernel"}`, "LogQL stream selector of kernel logs"},
 		"pod-selector":    {`{source="pod"}`, "LogQL stream selector of training-pod logs"},
 		"nvml-selector":   {`{source="nvml"}`, "LogQL stream selector of the GPU events the probe agents read through NVML"},
+		"probe-selector":  {`{source="probe"}`, "LogQL stream selector of the probe agents' verdict lines, one per check they run"},
 	} {
 		fl := f.Lookup(name)
 		if fl == nil {
@@ -32,7 +33,8 @@ func TestSelectorFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := lf.selectors()
-	if len(got) != 3 || got["pod"] != `{app="x"}` || got["kernel"] != `{source="kernel"}` || got["nvml"] != `{source="nvml"}` {
+	if len(got) != 4 || got["pod"] != `{app="x"}` || got["kernel"] != `{source="kernel"}` || got["nvml"] != `{source="nvml"}` ||
+		got["probe"] != `{source="probe"}` {
 		t.Errorf("selectors() = %v", got)
 	}
 }

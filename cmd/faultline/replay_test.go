@@ -240,10 +240,10 @@ func TestReplayOverAMonthOfLoki(t *testing.T) {
 
 	t.Run("built-in packs too", func(t *testing.T) {
 		// Each set is the built-in packs and then its directory, as the controller
-		// loads them: three queries (kernel, pod, nvml), the same decisions.
+		// loads them: four queries (kernel, pod, nvml, probe), the same decisions.
 		rep := replayJSONOf(t, true, "--packs", lowered, "--baseline", base, "--budget-percent", "50")
-		if q := rep.Candidate.Result.Queries; len(q) != 3 {
-			t.Errorf("queries %v, want kernel, nvml and pod", q)
+		if q := rep.Candidate.Result.Queries; len(q) != 4 {
+			t.Errorf("queries %v, want kernel, nvml, pod and probe", q)
 		}
 		if rep.Candidate.Packs != "built-in+"+lowered {
 			t.Errorf("candidate packs %q", rep.Candidate.Packs)

@@ -224,9 +224,10 @@ spec:
 	qs := EngineQueries(DefaultSelectors(), rules.NewEngine(set))
 	want := []Query{
 		{Name: "kernel", LogQL: "{source=\"kernel\"} |~ `(?i)nvrm: xid|out of memory`"},
-		// NVML event lines: only the rule of any source applies to them.
+		// NVML event and verdict lines: only the rule of any source applies to them.
 		{Name: "nvml", LogQL: "{source=\"nvml\"} |~ `(?i)out of memory`"},
 		{Name: "pod", LogQL: `{source="pod"}`},
+		{Name: "probe", LogQL: "{source=\"probe\"} |~ `(?i)out of memory`"},
 	}
 	if !slices.Equal(qs, want) {
 		t.Errorf("EngineQueries %q, want %q", qs, want)

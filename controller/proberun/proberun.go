@@ -641,7 +641,7 @@ func (d *Dispatcher) runCall(ctx context.Context, node string, c *agentapi.Clien
 					}
 				}
 				// The peer serves through its agent's own check (iperf3-server).
-				if err := serve(ctx, pc, spec.PeerServer, probe.Params{"port": strconv.Itoa(port), "idle_timeout": "5m"}); err != nil {
+				if err := serve(ctx, pc, spec.PeerServer, probe.Params{"port": strconv.Itoa(port), "idle_timeout": "5m"}, req.Trigger); err != nil {
 					return nil, nil, fmt.Errorf("%s: %s on %s: %w", ch, spec.PeerServer, peer, err)
 				}
 				p["port"] = strconv.Itoa(port)
@@ -651,7 +651,7 @@ func (d *Dispatcher) runCall(ctx context.Context, node string, c *agentapi.Clien
 			params[ch] = p
 		}
 	}
-	resp, err := c.Run(ctx, agentapi.RunRequest{Checks: checks, Params: params, Force: req.Force})
+	resp, err := c.Run(ctx, agentapi.RunRequest{Checks: checks, Params: params, Force: req.Force, Trigger: string(req.Trigger)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -739,9 +739,10 @@ func (d *Dispatcher) inventory(ctx context.Context, node string, c *agentapi.Cli
 	return inv, nil
 }
 
-// serve runs check (a peer server) on the agent of c and says whether it is serving.
-func serve(ctx context.Context, c *agentapi.Client, check string, p probe.Params) error {
-	resp, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{check}, Params: map[string]probe.Params{check: p}})
+// serve runs check (a peer server) on the agent of c, for a run started by trigger,
+// and says whether it is serving.
+func serve(ctx context.Context, c *agentapi.Client, check string, p probe.Params, trigger Trigger) error {
+	resp, err := c.Run(ctx, agentapi.RunRequest{Checks: []string{check}, Params: map[string]probe.Params{check: p}, Trigger: string(trigger)})
 	if err != nil {
 		return err
 	}

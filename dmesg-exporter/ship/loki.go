@@ -177,7 +177,7 @@ func buildPush(recs []Record, now time.Time) *push.PushRequest {
 			if r.BootID != "" {
 				e.StructuredMetadata = append(e.StructuredMetadata, push.LabelAdapter{Name: MetaBootID, Value: validUTF8(r.BootID)})
 			}
-		case SourceNVML:
+		case SourceNVML, SourceProbe:
 			e.StructuredMetadata = push.LabelsAdapter{{Name: MetaLevel, Value: LevelName(r.Level)}}
 		default:
 			if r.Stream != "" {

@@ -251,7 +251,7 @@ func buildLogs(recs []Record, observed time.Time) plog.Logs {
 			sev := KernelSeverity(r.Level)
 			lr.SetSeverityNumber(sev.Number)
 			lr.SetSeverityText(sev.Text)
-		case SourceNVML:
+		case SourceNVML, SourceProbe:
 			a.PutStr(AttrLogSource, src)
 			sev := KernelSeverity(r.Level)
 			lr.SetSeverityNumber(sev.Number)

@@ -34,16 +34,17 @@ const (
 	SourceKernel = logstream.SourceKernel
 	SourcePod    = logstream.SourcePod
 	SourceNVML   = logstream.SourceNVML
+	SourceProbe  = logstream.SourceProbe
 )
 
 // Record is one log line to ship.
 type Record struct {
 	Time   time.Time
 	Body   string
-	Source string // SourceKernel, SourcePod or SourceNVML
+	Source string // SourceKernel, SourcePod, SourceNVML or SourceProbe
 	Node   string
 
-	// Kernel records; NVML event records carry a Level too.
+	// Kernel records; NVML event and probe verdict records carry a Level too.
 	Seq      uint64
 	BootID   string
 	Level    int // syslog level, 0 (emerg) to 7 (debug)

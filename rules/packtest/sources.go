@@ -69,6 +69,9 @@ func RunSources(e *rules.Engine) []Result {
 // NVMLPrefixes: the probe agent ships NVML event lines bare, with no log prefix.
 var NVMLPrefixes = []LogPrefix{{Name: "bare", Prefix: ""}}
 
+// ProbePrefixes: the probe agent ships its verdict lines bare too.
+var ProbePrefixes = NVMLPrefixes
+
 // prefixesFor picks the shapes a source's lines take: a rule that reads any log
 // gets pod prefixes for a program's own output (UCX, NCCL, a CLI's printf), which
 // never follows a syslog "kernel:" tag.
@@ -78,6 +81,8 @@ func prefixesFor(src rules.Source, call string) []LogPrefix {
 		return PodPrefixes
 	case src == rules.SourceNVML:
 		return NVMLPrefixes
+	case src == rules.SourceProbe:
+		return ProbePrefixes
 	}
 	return KernelPrefixes
 }

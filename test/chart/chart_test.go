@@ -338,10 +338,10 @@ func TestDefaults(t *testing.T) {
 	}
 	if a, sas := lookup(ccfg, "extensions", "faultlineauth", "audiences"), lookup(ccfg, "extensions", "faultlineauth", "service_accounts"); !reflect.DeepEqual(a, []any{"faultline-collector"}) ||
 		!reflect.DeepEqual(sas, []any{"faultline/faultline-dmesg-exporter", "faultline/faultline-probe-agent"}) {
-		t.Errorf("faultlineauth audiences %v, service accounts %v (the exporters and the probe agents' NVML events)", a, sas)
+		t.Errorf("faultlineauth audiences %v, service accounts %v (the exporters and the probe agents' lines)", a, sas)
 	}
-	// The probe agents ship NVML event lines to the same collector with their own
-	// projected token.
+	// The probe agents ship their lines (NVML events, verdicts) to the same collector
+	// with their own projected token.
 	ag := daemonSet(t, objs, "faultline-probe-agent")
 	agc := &ag.Spec.Template.Spec.Containers[0]
 	for _, arg := range []string{"--nvml-events", "--events-otlp-endpoint=https://faultline-otel-collector.faultline.svc:4318",

@@ -98,3 +98,26 @@ func BuildFakeGPUPrograms(t TB) string {
 	}
 	return dir
 }
+
+// BuildFakeNVML compiles the stand-in for libnvidia-ml.so.1
+// (active-probes/checks/testdata/fakenvml) with the C compiler cgo uses and returns
+// its path, for a probe agent's --nvml-library: its nvml check then sees
+// $FAULTLINE_FAKE_NVML_GPUS GPUs (8 when unset), none of which it can open.
+func BuildFakeNVML(t TB) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := exec.Command("go", "env", "CC").Output()
+	if err != nil {
+		t.Fatalf("testenv: go env CC: %v", err)
+	}
+	lib := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	cmd := exec.Command(strings.TrimSpace(string(cc)), "-shared", "-fPIC", "-o", lib,
+		filepath.Join(root, "active-probes", "checks", "testdata", "fakenvml", "fakenvml.c"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testenv: build the fake NVML library: %v\n%s", err, out)
+	}
+	return lib
+}

@@ -6,16 +6,17 @@ import (
 	"testing"
 )
 
-// TestProbeAgentNVMLEventFlags: the event flags are checked before the agent
-// connects to anything, with a message that says what is missing.
-func TestProbeAgentNVMLEventFlags(t *testing.T) {
+// TestProbeAgentLineFlags: the flags of the agent's lines are checked before the
+// agent connects to anything, with a message that says what is missing.
+func TestProbeAgentLineFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--nvml-events"}, "set exactly one of --events-otlp-endpoint and --events-loki-url"},
-		{[]string{"--nvml-events", "--events-otlp-endpoint=http://127.0.0.1:1", "--events-loki-url=http://127.0.0.1:2"}, "set exactly one of"},
-		{[]string{"--events-otlp-endpoint=http://127.0.0.1:1"}, "need --nvml-events"},
+		{[]string{"--nvml-events", "--events-otlp-endpoint=http://127.0.0.1:1", "--events-loki-url=http://127.0.0.1:2"}, "set at most one of"},
+		{[]string{"--events-otlp-endpoint=http://127.0.0.1:1", "--events-loki-url=http://127.0.0.1:2"}, "set at most one of"},
+		{[]string{"--events-otlp-endpoint=http://127.0.0.1:1", "--verdict-lines=false"}, "need --nvml-events or --verdict-lines"},
 	} {
 		_, err := run(t, append([]string{"--node=gpu-1", "--kubeconfig=/nonexistent"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
