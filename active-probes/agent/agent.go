@@ -382,32 +382,48 @@ func inOrder(results []probe.Result, checks []string) []probe.Result {
 
 // claimInvasive makes the request the node's one invasive run, or says why not.
 func (a *Agent) claimInvasive(ctx context.Context, what string, force bool) (*probe.Claim, *httpError) {
+	// Pods holding the GPUs are asked about before the slot is claimed too: two
+	// requests at once on a busy node are then both refused for the pods, which a
+	// caller waits out, not one of them for the other's claim, which it cannot tell
+	// from a running stress test.
+	if !force {
+		if e := a.gpuHolders(ctx, what); e != nil {
+			return nil, e
+		}
+	}
 	// The runner holds the one invasive slot; the agent only turns a refusal into 409.
 	claim, err := a.cfg.Runner.ClaimInvasive(what)
 	if err != nil {
 		return nil, errorf(http.StatusConflict, "%v", err)
 	}
-	release := claim.Release
 	if force {
 		return claim, nil
 	}
-	if a.cfg.GPUPods == nil {
-		release()
-		return nil, errorf(http.StatusConflict, "invasive probe %s: cannot tell whether pods on %s hold GPUs; set force to run anyway", what, a.cfg.Node)
-	}
-	pods, err := a.cfg.GPUPods(ctx)
-	if err != nil {
-		release()
-		return nil, errorf(http.StatusServiceUnavailable, "invasive probe %s: %v", what, err)
-	}
-	if len(pods) > 0 {
-		release()
-		e := errorf(http.StatusConflict, "invasive probe %s refused: %d pod(s) on %s hold GPUs: %s (drain the node, or set force)",
-			what, len(pods), a.cfg.Node, strings.Join(pods, "; "))
-		e.body.Pods = pods
+	// Asked again under the claim: a pod may have started in between.
+	if e := a.gpuHolders(ctx, what); e != nil {
+		claim.Release()
 		return nil, e
 	}
 	return claim, nil
+}
+
+// gpuHolders refuses an invasive probe while pods hold the node's GPUs (their names
+// in the answer), or while it cannot tell.
+func (a *Agent) gpuHolders(ctx context.Context, what string) *httpError {
+	if a.cfg.GPUPods == nil {
+		return errorf(http.StatusConflict, "invasive probe %s: cannot tell whether pods on %s hold GPUs; set force to run anyway", what, a.cfg.Node)
+	}
+	pods, err := a.cfg.GPUPods(ctx)
+	if err != nil {
+		return errorf(http.StatusServiceUnavailable, "invasive probe %s: %v", what, err)
+	}
+	if len(pods) > 0 {
+		e := errorf(http.StatusConflict, "invasive probe %s refused: %d pod(s) on %s hold GPUs: %s (drain the node, or set force)",
+			what, len(pods), a.cfg.Node, strings.Join(pods, "; "))
+		e.body.Pods = pods
+		return e
+	}
+	return nil
 }
 
 // taint places ProbingTaint before an invasive probe; without it the probe does
