@@ -95,17 +95,13 @@ type probeState struct {
 	confirming map[string]bool                    // fault keys with a confirmation in flight
 	recovering map[string]time.Time               // fault ID on node → when its recovery run started
 	passed     map[string]time.Time               // fault ID on node → when its recovery probes passed
-	invasive   map[string]int                     // node → invasive runs in progress there
-	evicted    map[string]bool                    // nodes whose Autopilot health label says EVICT
-	deep       map[string]string                  // node → its deep checks' run in progress
 	awaiting   map[string]bool                    // fault keys whose confirmation waits for idle GPUs (busy.go)
 	idleWait   map[string]bool                    // fault keys whose recovery probes wait for idle GPUs
 }
 
 func newProbeState() *probeState {
 	return &probeState{latest: map[string]map[string]probe.Status{}, confirming: map[string]bool{},
-		recovering: map[string]time.Time{}, passed: map[string]time.Time{}, invasive: map[string]int{},
-		evicted: map[string]bool{}, deep: map[string]string{}, awaiting: map[string]bool{}, idleWait: map[string]bool{}}
+		recovering: map[string]time.Time{}, passed: map[string]time.Time{}, awaiting: map[string]bool{}, idleWait: map[string]bool{}}
 }
 
 // Actor is what the triggers need of the act stage (*act.Actor).
@@ -153,6 +149,8 @@ type Triggers struct {
 	log        *slog.Logger
 	dispatcher *proberun.Dispatcher
 	ps         *probeState
+	// ap is the compatibility with IBM Autopilot (nil: off).
+	ap *autopilotCompat
 }
 
 // New returns the triggers of cfg; it starts nothing.
@@ -201,6 +199,9 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 		return err
 	}
 	t.dispatcher = d
+	if pc.Autopilot != nil {
+		t.ap = newAutopilotCompat(*pc.Autopilot, t.deps, d, t.verdict, t.probeNodes)
+	}
 	return nil
 }
 
@@ -209,32 +210,21 @@ func (t *Triggers) Dispatcher() *proberun.Dispatcher { return t.dispatcher }
 
 // probeStarted notes that probes started on a node and says so in its labels.
 func (t *Triggers) probeStarted(ctx context.Context, run *proberun.Run, node string) {
-	if t.cfg.Autopilot != nil && t.dispatcher.Invasive(run.Checks, run.Params) {
-		t.ps.mu.Lock()
-		t.ps.invasive[node]++
-		t.ps.mu.Unlock()
-		t.setGPUHealth(ctx, node)
-	}
+	t.ap.started(ctx, run, node)
 	t.setHealth(ctx, node)
 }
 
 // probeDone reports one node's results: metrics, a log line per result, an Event
 // per run and node, and the health labels.
 func (t *Triggers) probeDone(ctx context.Context, run *proberun.Run, nr proberun.NodeRun) {
-	if t.cfg.Autopilot != nil && nr.Node != proberun.ClusterNode && t.dispatcher.Invasive(run.Checks, run.Params) {
-		t.ps.mu.Lock()
-		if t.ps.invasive[nr.Node]--; t.ps.invasive[nr.Node] <= 0 {
-			delete(t.ps.invasive, nr.Node)
-		}
-		t.ps.mu.Unlock()
-	}
+	t.ap.finished(run, nr)
 	if run.Trigger == proberun.TriggerDeep && nr.Refused == http.StatusConflict {
 		// A node whose GPUs are held (or that runs another invasive check) is
 		// skipped, not judged: its labels go back to what they said.
 		t.deps.DeepSkipped.WithLabelValues("gpus-busy").Inc()
 		t.log.Info("deep checks skipped: the node is busy", "run", run.ID, "node", nr.Node, "pods", nr.Pods, "err", nr.Error)
 		t.setHealth(ctx, nr.Node)
-		t.setGPUHealth(ctx, nr.Node)
+		t.ap.setGPUHealth(ctx, nr.Node)
 		return
 	}
 	where := nr.Node
@@ -297,8 +287,8 @@ func (t *Triggers) probeDone(ctx context.Context, run *proberun.Run, nr proberun
 		t.log.Warn("event not recorded", "node", nr.Node, "reason", reason, "err", err)
 	}
 	t.setHealth(ctx, nr.Node)
-	t.setGPUHealth(ctx, nr.Node)
-	t.setDCGMLevel3(ctx, nr)
+	t.ap.setGPUHealth(ctx, nr.Node)
+	t.ap.setDCGMLevel3(ctx, nr)
 }
 
 // health computes a node's faultline.io/health value.
