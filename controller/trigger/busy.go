@@ -3,9 +3,11 @@ package trigger
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -74,13 +76,41 @@ func waitingFor(refused, pods []string) string {
 	return msg
 }
 
-// confirmBusy takes over a confirmation whose run the agent answered in part
+// idleWaits is the triggers' part for busy nodes: confirmations and recoveries
+// whose invasive checks wait for the pods that hold the node's GPUs.
+type idleWaits struct {
+	cfg        Config
+	deps       Deps
+	log        *slog.Logger
+	dispatcher *proberun.Dispatcher
+	record     func(ctx context.Context, node, pack, rule string, ch nodefault.Change)
+
+	mu             sync.Mutex
+	awaitingKeys   map[string]bool // fault keys whose confirmation waits for idle GPUs
+	recoveringKeys map[string]bool // fault keys whose recovery probes wait for idle GPUs
+}
+
+func newIdleWaits(cfg Config, deps Deps, d *proberun.Dispatcher, record func(context.Context, string, string, string, nodefault.Change)) *idleWaits {
+	return &idleWaits{cfg: cfg, deps: deps, log: deps.Log, dispatcher: d, record: record,
+		awaitingKeys: map[string]bool{}, recoveringKeys: map[string]bool{}}
+}
+
+// AwaitingIdle says whether fault key waits for idle GPUs to run its confirming
+// probe's invasive checks: a taint decided on it meanwhile stays unconfirmed.
+func (t *Triggers) AwaitingIdle(key string) bool { return t.idle.awaiting(key) }
+
+// ResumeAwaiting waits again for idle GPUs for a fault whose record says
+// AwaitingIdle (a new leader: the previous one's wait ended with its term): its
+// rule's invasive checks are asked for every IdleEvery.
+func (t *Triggers) ResumeAwaiting(ctx context.Context, f fault.Fault) { t.idle.resume(ctx, f) }
+
+// confirm takes over a confirmation whose run the agent answered in part
 // because pods hold the node's GPUs, unless the rule's probe.whileBusy is ignore:
 // when nothing that ran failed, the fault waits for idle GPUs (phase AwaitingIdle),
 // under the unconfirmed taint unless whileBusy is wait, and its refused checks are
 // asked for again every IdleEvery. It reports whether it took the fault over (a
 // failure that ran, or a run not refused, is judged as any other).
-func (t *Triggers) confirmBusy(ctx context.Context, f fault.Fault, run proberun.Run) bool {
+func (w *idleWaits) confirm(ctx context.Context, f fault.Fault, run proberun.Run) bool {
 	if f.Rule.Probe.WhileBusy == rules.WhileBusyIgnore {
 		return false
 	}
@@ -98,9 +128,9 @@ func (t *Triggers) confirmBusy(ctx context.Context, f fault.Fault, run proberun.
 	if failed {
 		return false
 	}
-	facts, err := t.deps.Facts()
+	facts, err := w.deps.Facts()
 	if err != nil {
-		t.log.Error("node facts", "err", err)
+		w.log.Error("node facts", "err", err)
 		return true
 	}
 	waiting := waitingFor(refused, pods)
@@ -108,102 +138,100 @@ func (t *Triggers) confirmBusy(ctx context.Context, f fault.Fault, run proberun.
 		summary += "; "
 	}
 	v := &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: f.Rule.Probe.Checks, Verdict: "awaiting-idle", Message: summary + waiting}
-	t.log.Info("probe confirmation waits for idle GPUs", "node", f.Node, "rule", f.Rule.String(), "refused", refused, "pods", pods,
+	w.log.Info("probe confirmation waits for idle GPUs", "node", f.Node, "rule", f.Rule.String(), "refused", refused, "pods", pods,
 		"while_busy", f.Rule.Probe.WhileBusy)
 	if f.Rule.Probe.WhileBusy == rules.WhileBusyWait {
-		t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Phase: v1alpha1.PhaseAwaitingIdle, Cause: nodefault.CauseAwaitIdle,
+		w.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Phase: v1alpha1.PhaseAwaitingIdle, Cause: nodefault.CauseAwaitIdle,
 			Reason: ReasonWaitingForIdleGPUs, Message: waiting + "; no taint meanwhile (whileBusy: wait)", Decision: "await-idle", Probe: v})
-		t.awaitIdle(ctx, f, refused, pods)
+		w.await(ctx, f, refused, pods)
 		return true
 	}
-	t.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Probe: v})
-	dec := t.deps.Decider.DecideUnconfirmed(f, facts)
+	w.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Probe: v})
+	dec := w.deps.Decider.DecideUnconfirmed(f, facts)
 	dec.Message = waiting + "; " + dec.Message
 	if dec.Unconfirmed {
 		// Before the decision is carried out: a firing meanwhile keeps the taint unconfirmed.
-		t.awaitIdle(ctx, f, refused, pods)
+		w.await(ctx, f, refused, pods)
 	}
 	// A hold's release asks for the probes again; a rule below enforce records.
-	t.deps.Apply(ctx, dec)
+	w.deps.Apply(ctx, dec)
 	return true
 }
 
-// AwaitingIdle says whether fault key waits for idle GPUs to run its confirming
-// probe's invasive checks: a taint decided on it meanwhile stays unconfirmed.
-func (t *Triggers) AwaitingIdle(key string) bool {
-	t.ps.mu.Lock()
-	defer t.ps.mu.Unlock()
-	return t.ps.awaiting[key]
+func (w *idleWaits) awaiting(key string) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.awaitingKeys[key]
 }
 
-// ResumeAwaiting waits again for idle GPUs for a fault whose record says
-// AwaitingIdle (a new leader: the previous one's wait ended with its term): its
-// rule's invasive checks are asked for every IdleEvery.
-func (t *Triggers) ResumeAwaiting(ctx context.Context, f fault.Fault) {
-	if t.dispatcher == nil {
+func (w *idleWaits) resume(ctx context.Context, f fault.Fault) {
+	if w == nil {
 		return
 	}
 	var invasive []string
 	for _, c := range f.Rule.Probe.Checks {
-		if t.dispatcher.Invasive([]string{c}, nil) {
+		if w.dispatcher.Invasive([]string{c}, nil) {
 			invasive = append(invasive, c)
 		}
 	}
 	if len(invasive) == 0 {
 		invasive = f.Rule.Probe.Checks
 	}
-	t.awaitIdle(ctx, f, invasive, nil)
+	w.await(ctx, f, invasive, nil)
 }
 
-// awaitIdle asks for the refused checks of fault f every IdleEvery, without force,
+// await asks for the refused checks of fault f every IdleEvery, without force,
 // until they run (or the fault leaves AwaitingIdle): a failure confirms the fault
 // (the rule's taint, its ladder), a pass or no verdict (onTimeout: ignore) removes
 // the unconfirmed taint and resolves it. One wait per fault.
-func (t *Triggers) awaitIdle(ctx context.Context, f fault.Fault, checks, pods []string) {
+func (w *idleWaits) await(ctx context.Context, f fault.Fault, checks, pods []string) {
 	key := f.Key()
-	t.ps.mu.Lock()
-	if t.ps.awaiting[key] {
-		t.ps.mu.Unlock()
+	w.mu.Lock()
+	if w.awaitingKeys[key] {
+		w.mu.Unlock()
 		return
 	}
-	t.ps.awaiting[key] = true
-	t.ps.mu.Unlock()
+	w.awaitingKeys[key] = true
+	w.mu.Unlock()
 	go func() {
-		defer t.endAwait(key)
-		_ = wait.PollUntilContextCancel(ctx, t.cfg.IdleEvery, false, func(ctx context.Context) (bool, error) {
-			return t.retryIdle(ctx, f, checks, &pods), nil
+		defer w.end(key)
+		_ = wait.PollUntilContextCancel(ctx, w.cfg.IdleEvery, false, func(ctx context.Context) (bool, error) {
+			return w.retry(ctx, f, checks, &pods), nil
 		})
 	}()
 }
 
-func (t *Triggers) endAwait(key string) {
-	t.ps.mu.Lock()
-	defer t.ps.mu.Unlock()
-	delete(t.ps.awaiting, key)
+func (w *idleWaits) end(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.awaitingKeys, key)
 }
 
-// retryIdle runs the checks a busy node refused, and reports whether the wait is
+// retry runs the checks a busy node refused, and reports whether the wait is
 // over.
-func (t *Triggers) retryIdle(ctx context.Context, f fault.Fault, checks []string, pods *[]string) bool {
+func (w *idleWaits) retry(ctx context.Context, f fault.Fault, checks []string, pods *[]string) bool {
 	node, pack, id := f.Node, f.Rule.Pack, f.Rule.ID
-	phase, err := t.deps.Phase(ctx, node, pack, id)
+	phase, err := w.deps.Phase(ctx, node, pack, id)
 	switch {
 	case err != nil:
-		t.log.Warn("NodeFault not read; the invasive checks wait", "node", node, "rule", f.Rule.String(), "err", err)
+		w.log.Warn("NodeFault not read; the invasive checks wait", "node", node, "rule", f.Rule.String(), "err", err)
 		return false
 	case phase == v1alpha1.PhaseConfirming || phase == v1alpha1.PhaseHeld:
 		return false // fired again: that decision goes first
 	case phase != v1alpha1.PhaseAwaitingIdle:
 		return true // untainted, or decided otherwise meanwhile
 	}
-	run, err := t.dispatcher.Start(ctx, proberun.Request{Nodes: []string{node}, Checks: checks,
+	run, err := w.dispatcher.Start(ctx, proberun.Request{Nodes: []string{node}, Checks: checks,
 		Trigger: proberun.TriggerRule, Reason: f.Rule.String() + " (waited for idle GPUs)"})
 	if err != nil {
-		t.log.Warn("invasive checks not started", "node", node, "rule", f.Rule.String(), "err", err)
+		w.log.Warn("invasive checks not started", "node", node, "rule", f.Rule.String(), "err", err)
 		return false
 	}
-	wctx, cancel := context.WithTimeout(ctx, t.cfg.ConfirmTimeout)
-	run, err = t.dispatcher.Wait(wctx, run.ID)
+	wctx, cancel := context.WithTimeout(ctx, w.cfg.ConfirmTimeout)
+	run, err = w.dispatcher.Wait(wctx, run.ID)
 	cancel()
 	if err != nil {
 		return ctx.Err() != nil
@@ -212,30 +240,30 @@ func (t *Triggers) retryIdle(ctx context.Context, f fault.Fault, checks []string
 		if refused, now, busy := busyChecks(nr, checks); busy {
 			if !slices.Equal(now, *pods) {
 				*pods = now
-				t.record(ctx, node, pack, id, nodefault.Change{Phase: v1alpha1.PhaseAwaitingIdle, Cause: nodefault.CauseAwaitIdle,
+				w.record(ctx, node, pack, id, nodefault.Change{Phase: v1alpha1.PhaseAwaitingIdle, Cause: nodefault.CauseAwaitIdle,
 					Reason: ReasonWaitingForIdleGPUs, Message: waitingFor(refused, now)})
 			}
 			return false
 		}
 	}
 	failed, timedOut, summary := judge(run)
-	facts, err := t.deps.Facts()
+	facts, err := w.deps.Facts()
 	if err != nil {
-		t.log.Error("node facts", "err", err)
+		w.log.Error("node facts", "err", err)
 		return false
 	}
 	v := &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: checks, Verdict: verdict(failed, timedOut), Message: "after waiting for idle GPUs: " + summary}
-	t.log.Info("probe confirmation after waiting for idle GPUs", "node", node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut, "summary", summary)
+	w.log.Info("probe confirmation after waiting for idle GPUs", "node", node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut, "summary", summary)
 	if failed || (timedOut && f.Rule.Probe.OnTimeout == "taint") {
-		t.endAwait(f.Key()) // the taint decided now is the rule's own
-		t.record(ctx, node, pack, id, nodefault.Change{Probe: v})
+		w.end(f.Key()) // the taint decided now is the rule's own
+		w.record(ctx, node, pack, id, nodefault.Change{Probe: v})
 		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
-		t.deps.Apply(ctx, t.deps.Decider.DecideConfirmed(f, !failed, facts))
+		w.deps.Apply(ctx, w.deps.Decider.DecideConfirmed(f, !failed, facts))
 		return true
 	}
 	// Not confirmed: the unconfirmed taint, if any, goes, and the fault is over.
-	if err := t.deps.Untaint(ctx, node, f.Rule.String()); err != nil {
-		t.log.Warn("unconfirmed taint not removed; tried again", "node", node, "rule", f.Rule.String(), "err", err)
+	if err := w.deps.Untaint(ctx, node, f.Rule.String()); err != nil {
+		w.log.Warn("unconfirmed taint not removed; tried again", "node", node, "rule", f.Rule.String(), "err", err)
 		return false
 	}
 	ch := nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseProbePassed, Reason: ReasonProbePassed,
@@ -244,46 +272,46 @@ func (t *Triggers) retryIdle(ctx context.Context, f fault.Fault, checks []string
 		ch.Cause, ch.Reason, ch.Decision = nodefault.CauseProbeTimedOut, ReasonProbeTimedOut, "probe-timed-out"
 		ch.Message = "invasive probes reached no verdict once the GPUs were idle; onTimeout: " + f.Rule.Probe.OnTimeout
 	}
-	t.record(ctx, node, pack, id, ch)
+	w.record(ctx, node, pack, id, ch)
 	return true
 }
 
-// recoveryBusy takes over a recovery run the agent answered in part because the
+// recovery takes over a recovery run the agent answered in part because the
 // node's GPUs are held: when nothing that ran failed, the fault stays Recovering,
 // its reason and message say what it waits for, and the run is asked for again
 // every IdleEvery instead of every RecoverEvery.
-func (t *Triggers) recoveryBusy(ctx context.Context, a decide.ActiveFault, run proberun.Run) bool {
+func (w *idleWaits) recovery(ctx context.Context, a decide.ActiveFault, run proberun.Run) bool {
 	key := fault.Key(a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule)
 	nr, ok := nodeRun(run, a.Node)
 	refused, pods, busy := busyChecks(nr, run.Checks)
 	if !ok || !busy || len(pods) == 0 {
-		t.setIdleWait(key, false)
+		w.setRecoveryWaits(key, false)
 		return false
 	}
 	if failed, _, _ := judgeRan(run, a.Node, refused); failed {
-		t.setIdleWait(key, false)
+		w.setRecoveryWaits(key, false)
 		return false
 	}
-	t.setIdleWait(key, true)
-	t.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, nodefault.Change{Phase: v1alpha1.PhaseRecovering,
+	w.setRecoveryWaits(key, true)
+	w.record(ctx, a.Node, a.Record.Spec.Pack, a.Record.Spec.Rule, nodefault.Change{Phase: v1alpha1.PhaseRecovering,
 		Cause: nodefault.CauseRecover, Reason: ReasonWaitingForIdleGPUs, Message: "recovery " + waitingFor(refused, pods)})
-	t.log.Info("recovery probes wait for idle GPUs", "node", a.Node, "rule", a.Record.PackRule(), "refused", refused, "pods", pods)
+	w.log.Info("recovery probes wait for idle GPUs", "node", a.Node, "rule", a.Record.PackRule(), "refused", refused, "pods", pods)
 	return true
 }
 
-// idleWait says whether fault key's recovery probes wait for idle GPUs.
-func (t *Triggers) idleWait(key string) bool {
-	t.ps.mu.Lock()
-	defer t.ps.mu.Unlock()
-	return t.ps.idleWait[key]
+// recoveryWaits says whether fault key's recovery probes wait for idle GPUs.
+func (w *idleWaits) recoveryWaits(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.recoveringKeys[key]
 }
 
-func (t *Triggers) setIdleWait(key string, on bool) {
-	t.ps.mu.Lock()
-	defer t.ps.mu.Unlock()
+func (w *idleWaits) setRecoveryWaits(key string, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if on {
-		t.ps.idleWait[key] = true
+		w.recoveringKeys[key] = true
 	} else {
-		delete(t.ps.idleWait, key)
+		delete(w.recoveringKeys, key)
 	}
 }

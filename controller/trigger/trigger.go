@@ -95,13 +95,11 @@ type probeState struct {
 	confirming map[string]bool                    // fault keys with a confirmation in flight
 	recovering map[string]time.Time               // fault ID on node → when its recovery run started
 	passed     map[string]time.Time               // fault ID on node → when its recovery probes passed
-	awaiting   map[string]bool                    // fault keys whose confirmation waits for idle GPUs (busy.go)
-	idleWait   map[string]bool                    // fault keys whose recovery probes wait for idle GPUs
 }
 
 func newProbeState() *probeState {
 	return &probeState{latest: map[string]map[string]probe.Status{}, confirming: map[string]bool{},
-		recovering: map[string]time.Time{}, passed: map[string]time.Time{}, awaiting: map[string]bool{}, idleWait: map[string]bool{}}
+		recovering: map[string]time.Time{}, passed: map[string]time.Time{}}
 }
 
 // Actor is what the triggers need of the act stage (*act.Actor).
@@ -149,8 +147,10 @@ type Triggers struct {
 	log        *slog.Logger
 	dispatcher *proberun.Dispatcher
 	ps         *probeState
-	// ap is the compatibility with IBM Autopilot (nil: off).
-	ap *autopilotCompat
+	// ap is the compatibility with IBM Autopilot (nil: off); idle, the waits for
+	// idle GPUs on busy nodes (nil: probes off).
+	ap   *autopilotCompat
+	idle *idleWaits
 }
 
 // New returns the triggers of cfg; it starts nothing.
@@ -199,6 +199,7 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 		return err
 	}
 	t.dispatcher = d
+	t.idle = newIdleWaits(pc, t.deps, d, t.record)
 	if pc.Autopilot != nil {
 		t.ap = newAutopilotCompat(*pc.Autopilot, t.deps, d, t.verdict, t.probeNodes)
 	}
@@ -360,7 +361,7 @@ func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 			switch {
 			case err != nil:
 				summary = fmt.Sprintf("no answer within %s", t.cfg.ConfirmTimeout)
-			case t.confirmBusy(ctx, f, run):
+			case t.idle.confirm(ctx, f, run):
 				return // the invasive checks wait for idle GPUs (busy.go)
 			default:
 				failed, timedOut, summary = judge(run)
@@ -472,7 +473,7 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 		return passed // something else (time, reboot) is still missing
 	}
 	every := t.cfg.RecoverEvery
-	waiting := t.idleWait(key)
+	waiting := t.idle.recoveryWaits(key)
 	if waiting {
 		every = t.cfg.IdleEvery
 	}
@@ -494,7 +495,7 @@ func (t *Triggers) Recovery(ctx context.Context, a decide.ActiveFault, boot stri
 	}
 	go func() {
 		r, err := t.dispatcher.Wait(ctx, run.ID)
-		if err != nil || t.recoveryBusy(ctx, a, r) {
+		if err != nil || t.idle.recovery(ctx, a, r) {
 			return
 		}
 		failed, timedOut, summary := judge(r)
