@@ -141,10 +141,17 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 	// The decision's Event, posted once the record is written: a new fault's record
 	// exists by then, and the Event goes on it as well as on the Node.
 	var reason, msg string
+	confirm := false // the probes run once the record says Confirming
 	defer func() { k.decisions.WithLabelValues(kind, result, string(d.Mode)).Inc() }()
 	defer func() {
 		if result == "ok" && !recorded {
 			k.rec.decision(ctx, d, d.Message)
+		}
+		if confirm {
+			// Only now: a confirmation that ends fast (refused, errored) writes its
+			// verdict after the Confirming record, not before it (it was then
+			// overwritten, and the fault stayed Confirming).
+			go k.triggers.Confirm(ctx, f)
 		}
 		if reason != "" {
 			k.event(ctx, f, reason, msg)
@@ -191,7 +198,7 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
 				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
 		}
-		go k.triggers.Confirm(ctx, f)
+		confirm = true
 	case decide.KindHold:
 		reason = act.ReasonHeld
 		if d.Reason == decide.ReasonStorm {

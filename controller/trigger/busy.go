@@ -86,13 +86,13 @@ type idleWaits struct {
 	record     func(ctx context.Context, node, pack, rule string, ch nodefault.Change)
 
 	mu             sync.Mutex
-	awaitingKeys   map[string]bool // fault keys whose confirmation waits for idle GPUs
-	recoveringKeys map[string]bool // fault keys whose recovery probes wait for idle GPUs
+	awaitingKeys   map[string]context.Context // fault keys whose confirmation waits for idle GPUs → its term's context
+	recoveringKeys map[string]bool            // fault keys whose recovery probes wait for idle GPUs
 }
 
 func newIdleWaits(cfg Config, deps Deps, d *proberun.Dispatcher, record func(context.Context, string, string, string, nodefault.Change)) *idleWaits {
 	return &idleWaits{cfg: cfg, deps: deps, log: deps.Log, dispatcher: d, record: record,
-		awaitingKeys: map[string]bool{}, recoveringKeys: map[string]bool{}}
+		awaitingKeys: map[string]context.Context{}, recoveringKeys: map[string]bool{}}
 }
 
 // AwaitingIdle says whether fault key waits for idle GPUs to run its confirming
@@ -164,7 +164,8 @@ func (w *idleWaits) awaiting(key string) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.awaitingKeys[key]
+	live, ok := w.awaitingKeys[key]
+	return ok && live.Err() == nil
 }
 
 func (w *idleWaits) resume(ctx context.Context, f fault.Fault) {
@@ -190,24 +191,28 @@ func (w *idleWaits) resume(ctx context.Context, f fault.Fault) {
 func (w *idleWaits) await(ctx context.Context, f fault.Fault, checks, pods []string) {
 	key := f.Key()
 	w.mu.Lock()
-	if w.awaitingKeys[key] {
+	// A wait of an ended term does not count (see Triggers.Confirm): the next
+	// term's resumed wait takes over while it winds down.
+	if live, ok := w.awaitingKeys[key]; ok && live.Err() == nil {
 		w.mu.Unlock()
 		return
 	}
-	w.awaitingKeys[key] = true
+	w.awaitingKeys[key] = ctx
 	w.mu.Unlock()
 	go func() {
-		defer w.end(key)
+		defer w.end(ctx, key)
 		_ = wait.PollUntilContextCancel(ctx, w.cfg.IdleEvery, false, func(ctx context.Context) (bool, error) {
 			return w.retry(ctx, f, checks, &pods), nil
 		})
 	}()
 }
 
-func (w *idleWaits) end(key string) {
+func (w *idleWaits) end(ctx context.Context, key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.awaitingKeys, key)
+	if w.awaitingKeys[key] == ctx {
+		delete(w.awaitingKeys, key)
+	}
 }
 
 // retry runs the checks a busy node refused, and reports whether the wait is
@@ -255,7 +260,7 @@ func (w *idleWaits) retry(ctx context.Context, f fault.Fault, checks []string, p
 	v := &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: checks, Verdict: verdict(failed, timedOut), Message: "after waiting for idle GPUs: " + summary}
 	w.log.Info("probe confirmation after waiting for idle GPUs", "node", node, "rule", f.Rule.String(), "failed", failed, "timed_out", timedOut, "summary", summary)
 	if failed || (timedOut && f.Rule.Probe.OnTimeout == "taint") {
-		w.end(f.Key()) // the taint decided now is the rule's own
+		w.end(ctx, f.Key()) // the taint decided now is the rule's own
 		w.record(ctx, node, pack, id, nodefault.Change{Probe: v})
 		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
 		w.deps.Apply(ctx, w.deps.Decider.DecideConfirmed(f, !failed, facts))

@@ -92,13 +92,13 @@ type Schedule struct {
 type probeState struct {
 	mu         sync.Mutex
 	latest     map[string]map[string]probe.Status // node → check → latest status
-	confirming map[string]bool                    // fault keys with a confirmation in flight
+	confirming map[string]context.Context         // fault keys with a confirmation in flight → its term's context
 	recovering map[string]time.Time               // fault ID on node → when its recovery run started
 	passed     map[string]time.Time               // fault ID on node → when its recovery probes passed
 }
 
 func newProbeState() *probeState {
-	return &probeState{latest: map[string]map[string]probe.Status{}, confirming: map[string]bool{},
+	return &probeState{latest: map[string]map[string]probe.Status{}, confirming: map[string]context.Context{},
 		recovering: map[string]time.Time{}, passed: map[string]time.Time{}}
 }
 
@@ -337,15 +337,20 @@ func (t *Triggers) setHealth(ctx context.Context, node string) {
 func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 	key := f.Key()
 	t.ps.mu.Lock()
-	if t.ps.confirming[key] {
+	// One confirmation of a fault at a time, but one of an ended term does not
+	// count: it writes nothing once its context ends, and the next term's resumed
+	// confirmation (resumeHeld) must not be turned away while it winds down.
+	if live, ok := t.ps.confirming[key]; ok && live.Err() == nil {
 		t.ps.mu.Unlock()
 		return
 	}
-	t.ps.confirming[key] = true
+	t.ps.confirming[key] = ctx
 	t.ps.mu.Unlock()
 	defer func() {
 		t.ps.mu.Lock()
-		delete(t.ps.confirming, key)
+		if t.ps.confirming[key] == ctx {
+			delete(t.ps.confirming, key)
+		}
 		t.ps.mu.Unlock()
 	}()
 	failed, timedOut, summary := false, true, "probes are not configured"
