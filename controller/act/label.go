@@ -8,16 +8,11 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// SetNodeLabel sets (value != "") or removes (value == "") one label of a node. It
-// writes with Update, guarded by the resourceVersion like the taint writes (the
-// controller's role has nodes update, not patch), and does nothing when the label
-// already has the value. In dry-run mode it only reports whether it would change.
-func (a *Actor) SetNodeLabel(ctx context.Context, node, key, value string) (changed bool, err error) {
-	return a.SetNodeMeta(ctx, node, map[string]string{key: value}, nil)
-}
-
 // SetNodeMeta sets (value != "") or removes (value == "") labels and annotations of
-// a node in one write, as SetNodeLabel does one label.
+// a node in one write. It writes with Update, guarded by the resourceVersion like
+// the taint writes (the controller's role has nodes update, not patch), and does
+// nothing when they already have their values. In dry-run mode it only reports
+// whether it would change.
 func (a *Actor) SetNodeMeta(ctx context.Context, node string, labels, annotations map[string]string) (changed bool, err error) {
 	if err := a.ready(); err != nil {
 		return false, err

@@ -25,7 +25,7 @@ const (
 // evidence summary), so the hardware team's tools find it by label and read why. The label
 // stays until somebody removes it: returning a node from service is a person's call.
 func (a *Actor) MarkForService(ctx context.Context, node, message string) error {
-	if _, err := a.SetNodeLabel(ctx, node, LabelService, "required"); err != nil {
+	if _, err := a.SetNodeMeta(ctx, node, map[string]string{LabelService: "required"}, nil); err != nil {
 		return err
 	}
 	now := metav1.NewTime(a.opts.Now())

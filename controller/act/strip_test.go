@@ -115,7 +115,7 @@ func testCacheStripped(t *testing.T, cfg *rest.Config) {
 		t.Fatalf("repeat: %+v, %v", res, err)
 	}
 	waitCached(t, a, "strip-1", n.ResourceVersion)
-	if changed, err := a.SetNodeLabel(ctx, "strip-1", LabelService, "required"); err != nil || !changed {
+	if changed, err := a.SetNodeMeta(ctx, "strip-1", map[string]string{LabelService: "required"}, nil); err != nil || !changed {
 		t.Fatalf("label: %v, %v", changed, err)
 	}
 	if n := kept("after the label"); n.Labels[LabelService] != "required" {

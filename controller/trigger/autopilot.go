@@ -102,7 +102,7 @@ func (a *autopilotCompat) writeGPUHealth(ctx context.Context, node string, facts
 			return
 		}
 	}
-	if _, err := a.deps.Actor.SetNodeLabel(ctx, node, autopilot.LabelGPUHealth, v); err != nil {
+	if _, err := a.deps.Actor.SetNodeMeta(ctx, node, map[string]string{autopilot.LabelGPUHealth: v}, nil); err != nil {
 		a.log.Warn("gpuhealth label not set", "node", node, "value", v, "err", err)
 		return
 	}

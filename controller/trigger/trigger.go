@@ -106,7 +106,6 @@ func newProbeState() *probeState {
 type Actor interface {
 	NodeLister() corelisters.NodeLister
 	Event(ctx context.Context, node string, f fault.Fault, reason, message string) error
-	SetNodeLabel(ctx context.Context, node, key, value string) (bool, error)
 	SetNodeMeta(ctx context.Context, node string, labels, annotations map[string]string) (bool, error)
 }
 
@@ -328,7 +327,7 @@ func (t *Triggers) setHealth(ctx context.Context, node string) {
 	if v == "" {
 		return
 	}
-	if _, err := t.deps.Actor.SetNodeLabel(ctx, node, LabelHealth, v); err != nil {
+	if _, err := t.deps.Actor.SetNodeMeta(ctx, node, map[string]string{LabelHealth: v}, nil); err != nil {
 		t.log.Warn("health label not set", "node", node, "value", v, "err", err)
 	}
 }
