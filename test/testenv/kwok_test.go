@@ -102,7 +102,10 @@ func TestKwokNodesReadyAndRenewLeases(t *testing.T) {
 		return nil
 	})
 	t.Logf("every lease renewed again within %s", time.Since(t1).Round(10*time.Millisecond))
-	eventually.NoError(t, 20*time.Second, "every status heartbeat refreshed", func() error {
+	// Up to 12 s between a node's heartbeats, for 200 nodes from one kwok process:
+	// on two cores shared with the 20,000-node scale test, one heartbeat was seen
+	// later than 20 s. What is asserted is that each one comes; the time is logged.
+	eventually.NoError(t, time.Minute, "every status heartbeat refreshed", func() error {
 		now, err := heartbeats()
 		if err != nil {
 			return err
