@@ -30,7 +30,7 @@
 // The package is pure logic: the caller reads the cluster (NodeFacts) and acts on
 // the decisions. Cooldowns are applied upstream, by the correlator. The caller:
 //
-//   - calls Decide for each fired fault and applies the decision (DecideProbeResult
+//   - calls Decide for each fired fault and applies the decision (DecideProbe
 //     after the probes of a KindProbe decision; NotApplied when a taint fails);
 //   - calls Untainted after removing taints, then Release, and Release periodically,
 //     applying what it returns;
@@ -65,7 +65,7 @@ const (
 	KindTaint Kind = "taint"
 	// KindEvent: post an Event (event rules are never held).
 	KindEvent Kind = "event"
-	// KindProbe: run the rule's probes on the node, then call DecideProbeResult.
+	// KindProbe: run the rule's probes on the node, then call DecideProbe.
 	KindProbe Kind = "probe"
 	// KindHold: the fault is held back (see Reason) and kept in the Held queue.
 	KindHold Kind = "hold"
@@ -109,7 +109,7 @@ type Decision struct {
 	// Step is, for KindEscalate (and its holds and dry-runs), the escalation step.
 	Step *Step
 	// Unconfirmed marks a KindTaint or KindAlreadyTainted whose taint is the
-	// unconfirmed one (the rule's key, the value act.UnconfirmedValue): the
+	// unconfirmed one (the rule's key, the value v1alpha1.UnconfirmedTaintValue): the
 	// harmless checks of its confirming probe found nothing and the invasive ones
 	// wait for the node's GPUs. It climbs no ladder.
 	Unconfirmed bool
@@ -444,44 +444,6 @@ func (d *Decider) Decide(f fault.Fault, facts NodeFacts) Decision {
 		return d.finish(Decision{Kind: KindNone, Fault: f,
 			Message: fmt.Sprintf("rule %s has action %q: nothing to do", key, f.Rule.Action)}, false, now)
 	}
-}
-
-// DecideProbeResult decides on the result of the probes a KindProbe decision asked
-// for: a failure (or a timeout, when the rule's probe.onTimeout is "taint") goes
-// the way of a taint (budget, rule budget, storm); a pass is KindNone and clears a
-// held fault of the same key.
-func (d *Decider) DecideProbeResult(f fault.Fault, failed, timedOut bool, facts NodeFacts) Decision {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.now()
-	if f.Rule == nil {
-		return d.finish(Decision{Kind: KindNone, Fault: f, Message: "fault has no rule"}, false, now)
-	}
-	d.grants.expire(now, d.cfg.PendingTTL)
-	d.storms.refresh(now)
-	// The mode may have dropped while the probes ran (a pack reload).
-	if dec, ok := d.staged(f); ok {
-		return d.finish(dec, false, now)
-	}
-	switch {
-	case failed:
-		dec := d.taintPath(f, facts)
-		dec.Message = "probes failed; " + dec.Message
-		return d.finish(dec, true, now)
-	case timedOut && f.Rule.Probe.OnTimeout == "taint":
-		dec := d.taintPath(f, facts)
-		dec.Message = "probes timed out (onTimeout: taint); " + dec.Message
-		return d.finish(dec, true, now)
-	case timedOut:
-		return d.finish(Decision{Kind: KindNone, Fault: f,
-			Message: "probes timed out; onTimeout: " + f.Rule.Probe.OnTimeout}, false, now)
-	}
-	msg := "probes passed"
-	if !d.cfg.DryRun && d.held.remove(f.Key()) != nil {
-		d.st.heldCleared++
-		msg += "; the held fault is cleared"
-	}
-	return d.finish(Decision{Kind: KindNone, Fault: f, Message: msg}, false, now)
 }
 
 // Release re-examines the held faults against facts, oldest first, and returns

@@ -772,9 +772,9 @@ func TestProbeFlow(t *testing.T) {
 			} else if first.Kind != decide.KindProbe {
 				t.Fatalf("Decide = %v, want probe (probes need no budget)", first)
 			}
-			dec := d.DecideProbeResult(f, tc.res.failed, tc.res.timedOut, facts)
+			dec := d.DecideProbe(f, decide.ProbeResult{Outcome: decide.OutcomeOf(tc.res.failed, tc.res.timedOut)}, facts)
 			if got := short(dec); got != tc.want {
-				t.Fatalf("DecideProbeResult = %s, want %s (%s)", got, tc.want, dec.Message)
+				t.Fatalf("DecideProbe = %s, want %s (%s)", got, tc.want, dec.Message)
 			}
 		})
 	}
@@ -787,7 +787,7 @@ func TestProbeHeldThenReleasedAsTaint(t *testing.T) {
 	full := decide.NodeFacts{Eligible: 20, Tainted: map[string][]string{"other": {"p/x"}}}
 	f := flt(node(0), p)
 	d.Decide(f, full)
-	if dec := d.DecideProbeResult(f, true, false, full); short(dec) != "hold:budget" {
+	if dec := d.DecideProbe(f, decide.ProbeResult{Outcome: decide.ProbesFailed}, full); short(dec) != "hold:budget" {
 		t.Fatal(dec)
 	}
 	// The rule fires again while held: no second probe, the fault stays held.
@@ -804,8 +804,8 @@ func TestProbeHeldThenReleasedAsTaint(t *testing.T) {
 	}
 	// A later pass clears a held fault of the same key.
 	g := flt(node(1), p)
-	d.DecideProbeResult(g, true, false, full)
-	if dec := d.DecideProbeResult(g, false, false, full); dec.Kind != decide.KindNone || len(d.Held()) != 0 {
+	d.DecideProbe(g, decide.ProbeResult{Outcome: decide.ProbesFailed}, full)
+	if dec := d.DecideProbe(g, decide.ProbeResult{Outcome: decide.ProbesPassed}, full); dec.Kind != decide.KindNone || len(d.Held()) != 0 {
 		t.Fatalf("pass after hold: %v, held %v", dec, d.Held())
 	}
 }
@@ -860,8 +860,8 @@ func TestDryRun(t *testing.T) {
 					t.Fatalf("message %q", dec.Message)
 				}
 			}
-			if dec := d.DecideProbeResult(flt(node(1), a), true, false, tc.facts); dec.Kind != decide.KindDryRun {
-				t.Fatalf("DecideProbeResult = %v", dec)
+			if dec := d.DecideProbe(flt(node(1), a), decide.ProbeResult{Outcome: decide.ProbesFailed}, tc.facts); dec.Kind != decide.KindDryRun {
+				t.Fatalf("DecideProbe = %v", dec)
 			}
 			if d.Taints().Left(tc.facts) != left || len(d.Held()) != 0 || len(d.Storms().Active()) != 0 || d.Release(tc.facts) != nil {
 				t.Fatalf("dry-run changed state: left %d->%d held %v storms %v", left, d.Taints().Left(tc.facts), d.Held(), d.Storms().Active())

@@ -132,7 +132,7 @@ func TestBudgetNeverExceededRandom(t *testing.T) {
 		s.record()
 		probe := func(f fault.Fault) {
 			r := rng.IntN(3)
-			s.apply(d.DecideProbeResult(f, r == 0, r == 1, s.facts()))
+			s.apply(d.DecideProbe(f, decide.ProbeResult{Outcome: decide.OutcomeOf(r == 0, r == 1)}, s.facts()))
 		}
 		for range 400 {
 			clk.Add(time.Duration(rng.IntN(20)) * time.Second)

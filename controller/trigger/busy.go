@@ -147,7 +147,7 @@ func (w *idleWaits) confirm(ctx context.Context, f fault.Fault, run proberun.Run
 		return true
 	}
 	w.record(ctx, f.Node, f.Rule.Pack, f.Rule.ID, nodefault.Change{Probe: v})
-	dec := w.deps.Decider.DecideUnconfirmed(f, facts)
+	dec := w.deps.Decider.DecideProbe(f, decide.ProbeResult{Outcome: decide.ProbesAwaitingIdle}, facts)
 	dec.Message = waiting + "; " + dec.Message
 	if dec.Unconfirmed {
 		// Before the decision is carried out: a firing meanwhile keeps the taint unconfirmed.
@@ -263,7 +263,7 @@ func (w *idleWaits) retry(ctx context.Context, f fault.Fault, checks []string, p
 		w.end(ctx, f.Key()) // the taint decided now is the rule's own
 		w.record(ctx, node, pack, id, nodefault.Change{Probe: v})
 		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
-		w.deps.Apply(ctx, w.deps.Decider.DecideConfirmed(f, !failed, facts))
+		w.deps.Apply(ctx, w.deps.Decider.DecideProbe(f, decide.ProbeResult{Outcome: decide.OutcomeOf(failed, timedOut), AfterIdleWait: true}, facts))
 		return true
 	}
 	// Not confirmed: the unconfirmed taint, if any, goes, and the fault is over.

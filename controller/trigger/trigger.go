@@ -384,7 +384,7 @@ func (t *Triggers) Confirm(ctx context.Context, f fault.Fault) {
 		// The probe verdict joins the log lines as evidence on the node.
 		f.Evidence = append(f.Evidence, logstream.Line{Time: time.Now(), Text: "probe: " + summary})
 	}
-	next := t.deps.Decider.DecideProbeResult(f, failed, timedOut, facts)
+	next := t.deps.Decider.DecideProbe(f, decide.ProbeResult{Outcome: decide.OutcomeOf(failed, timedOut)}, facts)
 	ch := nodefault.Change{Probe: &v1alpha1.ProbeVerdict{Purpose: "confirm",
 		Checks: f.Rule.Probe.Checks, Verdict: verdict(failed, timedOut), Message: summary}}
 	if next.Kind == decide.KindNone {
