@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/test/eventually"
@@ -135,7 +134,7 @@ func TestBusyNode(t *testing.T) {
 	cl.push("gpu-b", time.Now(), aerNonFatal)
 	for _, node := range []string{"gpu-a", "gpu-b"} {
 		cl.waitFor(node+" carries the unconfirmed taint", 60*time.Second, func() bool {
-			return taintOf(node, "faultline.io/faulty") == act.UnconfirmedValue
+			return taintOf(node, "faultline.io/faulty") == v1alpha1.UnconfirmedTaintValue
 		})
 		eventually.NoError(t, 20*time.Second, node+"'s fault waits for idle GPUs", func() error { return awaiting(node, "pcie-aer", aerRule) })
 		if got := busy[node].ran(t); slices.Contains(got, "pciebw") {

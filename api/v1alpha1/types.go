@@ -22,7 +22,7 @@ const (
 	PhaseConfirming Phase = "Confirming"
 	// PhaseAwaitingIdle: the confirming probe's harmless checks found nothing, and
 	// its invasive ones wait for the pods holding the node's GPUs to end; the node
-	// may carry the rule's taint key with the value "unconfirmed" meanwhile
+	// may carry the rule's taint key with the value UnconfirmedTaintValue meanwhile
 	// (probe.whileBusy).
 	PhaseAwaitingIdle Phase = "AwaitingIdle"
 	// PhaseTainted: the node carries the rule's taint.
@@ -34,6 +34,13 @@ const (
 	// period.
 	PhaseResolved Phase = "Resolved"
 )
+
+// UnconfirmedTaintValue is the value of a rule's taint placed unconfirmed: the rule's
+// key and effect (so the budget, the untaint and the records treat it as the rule's
+// taint) with a value that says its probe is not done. Its invasive checks wait for
+// the node's GPUs; a failure puts the rule's own value in its place, a pass removes
+// it. Operators select on it (kubectl get nodes, alerts), so it is part of the API.
+const UnconfirmedTaintValue = "unconfirmed"
 
 // NodeFault is one fault of one node: a rule of a pack that fired there. Its name
 // is derived from the node, the pack and the rule (see Name).
