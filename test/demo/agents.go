@@ -7,6 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -14,20 +17,57 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/active-probes/probelines"
+	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
+	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/kubeauth"
+	"github.com/faultline-dev/faultline/logstream"
+	"github.com/faultline-dev/faultline/test/testenv"
 )
 
+// machine is what the demo simulates of one node besides its kernel log: the
+// kubelet's PodResources API, which tells the node's probe agent which pods hold its
+// GPUs, and a GPU that can fall off the bus.
+type machine struct {
+	kubelet *testenv.PodResources
+	lost    atomic.Bool
+}
+
+// agentSetup is what every node's agent shares.
+type agentSetup struct {
+	client   kubernetes.Interface // the agent's ServiceAccount
+	commands map[string]string    // ping, iperf3 and the GPU programs' stand-ins
+	otlp     string               // where the verdict lines go: the collector
+	log      io.Writer
+}
+
 // startAgent serves a probe agent for node on 127.0.0.1, talking to the apiserver as
-// the agent's ServiceAccount. Its nvml check reads go-nvml's DGX A100 mock (see
-// nvml_cgo.go); ping and iperf3 are the real programs.
-func startAgent(ctx context.Context, node string, client kubernetes.Interface, commands map[string]string, logw io.Writer) (string, func(), error) {
+// the agent's ServiceAccount, as the chart runs it: it asks the node's kubelet which
+// pods hold GPUs (refusing invasive checks while any does), places the probing taint
+// while one runs, and ships the verdict of every check as a source="probe" line to
+// the collector. Its nvml check reads go-nvml's DGX A100 mock (see nvml_cgo.go);
+// ping and iperf3 are the real programs; pciebw is the stand-in that prints a
+// recorded output (commands).
+func startAgent(ctx context.Context, node string, m *machine, s agentSetup) (string, func(), error) {
 	reg := prometheus.NewRegistry()
-	runner := probe.NewRunner(demoRegistry(), probe.Config{Node: node, Commands: commands}, probe.NewMetrics(reg))
+	log := slog.New(slog.NewJSONHandler(s.log, nil)).With("component", "probe-agent", "node", node)
+	lane, err := exporter.NewLane(logstream.SourceProbe, exporter.Config{Sender: ship.NewOTLP(s.otlp, ship.OTLPOptions{Gzip: true}),
+		BatchWait: 200 * time.Millisecond, Metrics: exporter.NewMetrics(reg), Log: log})
+	if err != nil {
+		return "", nil, err
+	}
+	verdicts, err := probelines.New(probelines.Config{Node: node, Ship: lane.Ship, Metrics: probelines.NewMetrics(reg), Log: log})
+	if err != nil {
+		return "", nil, err
+	}
+	runner := probe.NewRunner(demoRegistry(&m.lost), probe.Config{Node: node, Commands: s.commands}, probe.NewMetrics(reg))
 	ag, err := agent.New(agent.Config{Node: node, Runner: runner, Registerer: reg,
-		Auth: &kubeauth.Reviewer{Client: client},
+		Auth:    &kubeauth.Reviewer{Client: s.client},
+		GPUPods: agent.KubeletGPUPods(agent.GPUResources{Socket: m.kubelet.Socket}),
+		Nodes:   s.client, Verdicts: verdicts,
 		// Every agent listens on loopback, so their peers are loopback addresses.
 		Allow: probe.AllowList{PeerPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
-		Log:   slog.New(slog.NewJSONHandler(logw, nil)).With("component", "probe-agent")})
+		Log:   log})
 	if err != nil {
 		return "", nil, err
 	}
@@ -41,5 +81,15 @@ func startAgent(ctx context.Context, node string, client kubernetes.Interface, c
 	}
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { _ = srv.Shutdown(context.Background()); ag.Close() }, nil
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = lane.Run(ctx) }()
+	go func() { defer wg.Done(); verdicts.Run(ctx) }()
+	return "http://" + ln.Addr().String(), func() {
+		_ = srv.Shutdown(context.Background())
+		ag.Close()
+		cancel()
+		wg.Wait()
+	}, nil
 }

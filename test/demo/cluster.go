@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -60,6 +61,8 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 		// No kubelet runs here: the demo reports each node Ready, as a kubelet would,
 		// and lifts the not-ready taint the apiserver put on the new Node.
 		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: name}}
+		n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		n.Status.Allocatable = n.Status.Capacity
 		n.Status.NodeInfo.BootID = fmt.Sprintf("6d1e0b52-0000-4000-8000-%012d", i)
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "simulated by faultline demo", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
@@ -71,6 +74,7 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 			d.tb.Fatalf("node %s: %v", name, err)
 		}
 		d.nodes = append(d.nodes, name)
+		d.machines[name] = &machine{kubelet: testenv.StartPodResources(d.tb)}
 	}
 	ctrlToken = d.env.ServiceAccountToken(d.tb, ns, "faultline-controller")
 	agentToken = d.env.ServiceAccountToken(d.tb, ns, "faultline-probe-agent")
@@ -113,7 +117,7 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 	if err := errors.Join(steps...); err != nil {
 		d.tb.Fatalf("RBAC: %v", err)
 	}
-	d.say("        nodes %s (8 × A100 each, labelled nvidia.com/gpu.present=true; %s: gpu-0..2 in %s, the rest in %s)",
+	d.say("        nodes %s (8 × A100 each: nvidia.com/gpu capacity 8, labelled nvidia.com/gpu.present=true; %s: gpu-0..2 in %s, the rest in %s)",
 		strings.Join(d.nodes, ", "), rackLabel, rackOf(0), rackOf(rackSize))
 	d.say("        ServiceAccounts faultline/faultline-controller (ClusterRole+Role faultline-controller, faultline-probe-runner)")
 	d.say("        and faultline/faultline-probe-agent (faultline-probe-agent)")

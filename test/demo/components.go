@@ -16,30 +16,66 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// agents starts one probe agent per node, as the agent's ServiceAccount, and returns
-// their URLs by node.
+// agents starts one probe agent per node, as the agent's ServiceAccount, each with
+// its node's simulated kubelet, and returns their URLs by node.
 func (d *demo) agents(ctx context.Context, token string) map[string]string {
 	client, err := kubernetes.NewForConfig(d.env.RESTConfigForToken(token))
 	if err != nil {
 		d.tb.Fatal(err)
 	}
-	commands := map[string]string{"ping": testenv.Binary(d.tb, "ping"), "iperf3": testenv.Binary(d.tb, "iperf3")}
 	logw, err := os.Create(filepath.Join(d.o.Dir, "logs", "probe-agents.log"))
 	if err != nil {
 		d.tb.Fatal(err)
 	}
 	d.tb.Cleanup(func() { logw.Close() })
+	fakes := testenv.BuildFakeGPUPrograms(d.tb)
 	urls := map[string]string{}
 	for _, n := range d.nodes {
-		u, stop, err := startAgent(ctx, n, client, commands, logw)
+		// pciebw's stand-in prints what cuda/pciebw prints for the node's GPUs: 12 GB/s
+		// each, but GPU 3 of the busy node at 2 GB/s (its link is damaged).
+		slow := 12.0
+		if n == busyNode {
+			slow = 2.0
+		}
+		pciebw, err := pciebwStandIn(filepath.Join(d.o.Dir, "nodes", n), filepath.Join(fakes, "pciebw"), slow)
+		if err != nil {
+			d.tb.Fatalf("agent %s: %v", n, err)
+		}
+		commands := map[string]string{"ping": testenv.Binary(d.tb, "ping"), "iperf3": testenv.Binary(d.tb, "iperf3"), "pciebw": pciebw}
+		u, stop, err := startAgent(ctx, n, d.machines[n], agentSetup{client: client, commands: commands, otlp: d.env.OTLPEndpoint(), log: logw})
 		if err != nil {
 			d.tb.Fatalf("agent %s: %v", n, err)
 		}
 		d.tb.Cleanup(stop)
 		urls[n] = u
 	}
-	d.say("        %d agents on %s … (API authenticated with TokenReview + SubjectAccessReview)", len(urls), urls[d.nodes[0]])
+	d.say("        %d agents on %s … (API authenticated with TokenReview + SubjectAccessReview; each asks its node's kubelet which pods hold GPUs,", len(urls), urls[d.nodes[0]])
+	d.say("        and ships the verdict of every check it runs as a source=\"probe\" line through the collector)")
 	return urls
+}
+
+// pciebwStandIn writes, in dir, the output cuda/pciebw prints for eight A100s (GPU 3
+// at gbps, the others at 12 GB/s) and a script that runs the project's stand-in for
+// pciebw on it, and returns the script.
+func pciebwStandIn(dir, fake string, gbps float64) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for i := 0; i < 8; i++ {
+		bw := 12.0
+		if i == 3 {
+			bw = gbps
+		}
+		fmt.Fprintf(&b, `{"gpu":%d,"pci":"0000:%02x:00.0","name":"NVIDIA A100-SXM4-80GB","h2d_gbps":%.2f,"d2h_gbps":%.2f,"bytes":268435456,"iters":20}`+"\n",
+			i, 0x07+i*8, bw, bw-0.1)
+	}
+	out := filepath.Join(dir, "pciebw.jsonl")
+	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+		return "", err
+	}
+	script := filepath.Join(dir, "pciebw")
+	return script, os.WriteFile(script, []byte(fmt.Sprintf("#!/bin/sh\nFAULTLINE_FAKE_OUTPUT_PCIEBW=%s exec %s \"$@\"\n", out, fake)), 0o755)
 }
 
 // exporters starts one dmesg-exporter process per node, each reading its own
@@ -104,6 +140,10 @@ func (d *demo) process(name, bin string, args ...string) {
 	})
 }
 
+// nvmlEvery is how often the controller runs the nvml check on every node (hourly by
+// default): its verdict lines take out a node that lost a GPU (scenario 7).
+const nvmlEvery = "1m"
+
 // controller starts the controller process with its ServiceAccount's kubeconfig, the
 // built-in packs plus the demo's, and the agents, and waits (up to a step's timeout)
 // until it leads.
@@ -128,7 +168,8 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 	}
 	d.process("controller", d.o.Binary, "controller", "--kubeconfig", kubeconfig, "--namespace", ns,
 		"--identity", "faultline-controller-demo", "--loki-url", d.env.LokiURL(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--packs", packs, "--budget-percent", "50", "--reconcile-interval", "2s", "--initial-lookback", "10m",
+		"--packs", packs, "--budget-percent", "60", "--reconcile-interval", "2s", "--initial-lookback", "10m",
+		"--probe-schedule", "nvml="+nvmlEvery, "--probe-idle-retry-interval", "2s",
 		"--probe-agent", strings.Join(pairs, ","), "--probe-token-file", tokenFile, "--log-format", "text")
 	d.waitFor(ctx, "the controller to lead", func() (bool, string) {
 		var f struct {

@@ -19,7 +19,6 @@ package demo
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,7 +47,8 @@ type Options struct {
 	// Dir holds the components' data, logs and the kubeconfig (default: a new
 	// temporary directory, removed at the end).
 	Dir string
-	// Nodes is the number of simulated GPU nodes (default DefaultNodes, at least 4).
+	// Nodes is the number of simulated GPU nodes (default DefaultNodes, at least
+	// DefaultNodes: the scenario uses each).
 	Nodes int
 	// StepTimeout bounds each step of the scenario (default 90s).
 	StepTimeout time.Duration
@@ -57,7 +57,7 @@ type Options struct {
 const ns = "faultline"
 
 // DefaultNodes is the number of simulated GPU nodes of a run (Options.Nodes).
-const DefaultNodes = 5
+const DefaultNodes = 7
 
 // demo is one run.
 type demo struct {
@@ -68,8 +68,9 @@ type demo struct {
 	cs       kubernetes.Interface
 	nodes    []string
 	kmsg     map[string]*kmsgFile
-	api      string // controller API
-	apiToken string // a faultline-operator's token for it
+	machines map[string]*machine // by node
+	api      string              // controller API
+	apiToken string              // a faultline-operator's token for it
 	start    time.Time
 	results  []result
 }
@@ -88,8 +89,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.Nodes == 0 {
 		o.Nodes = DefaultNodes
 	}
-	if o.Nodes < 4 {
-		return errors.New("demo: at least 4 nodes")
+	if o.Nodes < DefaultNodes {
+		return fmt.Errorf("demo: at least %d nodes", DefaultNodes)
 	}
 	if o.StepTimeout <= 0 {
 		o.StepTimeout = 90 * time.Second
@@ -112,7 +113,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	d := &demo{o: o, out: o.Out, tb: &runTB{dir: o.Dir, log: logf}, kmsg: map[string]*kmsgFile{}, start: time.Now()}
+	d := &demo{o: o, out: o.Out, tb: &runTB{dir: o.Dir, log: logf}, kmsg: map[string]*kmsgFile{}, machines: map[string]*machine{}, start: time.Now()}
 	defer func() {
 		d.say("\nCleaning up: stopping every process the demo started.")
 		d.tb.cleanup()
@@ -179,6 +180,9 @@ func (d *demo) up(ctx context.Context) {
 
 	d.step("Registering %d simulated GPU nodes, faultline's ServiceAccounts and least-privilege RBAC", d.o.Nodes)
 	ctrlToken, agentToken := d.cluster(ctx)
+
+	d.step("Two training Jobs hold GPUs (no scheduler or kubelet runs here: the demo binds their pods and plays the kubelets)")
+	d.training(ctx)
 
 	d.step("Starting one probe agent per node (NVML: %s; ping and iperf3: the real programs)", nvmlSource)
 	agents := d.agents(ctx, agentToken)

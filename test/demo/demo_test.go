@@ -36,7 +36,13 @@ func TestDemoOnce(t *testing.T) {
 		"PASS  LogQL finds the Xid line", "PASS  nvml passes on every node",
 		"PASS  Xid 79 again on gpu-3 → ladder step 1 (drain)", "PASS  Xid 79 again on gpu-3 → ladder step 2 (service)",
 		"PASS  gpu-3 handed to the hardware team", "PASS  link flaps on three nodes of rack-a → one fleet fault",
-		"all 10 outcomes held"} {
+		"PASS  the fault's record lists the pod of Job llm-pretrain that held gpu-3's GPUs",
+		"PASS  pod llm-pretrain-worker-0 on gpu-3 has a Warning Event naming the fault",
+		"PASS  gpu-4 busy: AER → the unconfirmed taint, phase AwaitingIdle",
+		"PASS  gpu-4 idle: pciebw ran → the taint confirmed (aer-nonfatal)",
+		"PASS  gpu-5: scheduled nvml finds 7 of 8 GPUs → tainted",
+		"PASS  gpu-6: an SXid group → one fault whose evidence holds its three lines", "PASS  gpu-6 has one NodeFault",
+		"all 17 outcomes held"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -48,7 +54,7 @@ func TestDemoOnce(t *testing.T) {
 		t.Errorf("output lacks kubectl describe nodefault gpu-3.nvidia-xid.xid-gpu-lost")
 	} else {
 		describe = describe[i:]
-		describe = describe[:max(0, strings.Index(describe, "Scenario 3/5"))]
+		describe = describe[:max(0, strings.Index(describe, "Scenario 3/8"))]
 		for _, want := range []*regexp.Regexp{
 			regexp.MustCompile(`Text:\s+NVRM: Xid \(PCI:0000:4e:00\): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus\.`),
 			regexp.MustCompile(`Query:\s+\{source="kernel"\} \| node="gpu-3" \|~ `),
@@ -141,7 +147,7 @@ func TestDemoStaysUpAndCleansUp(t *testing.T) {
 	}
 	// The components are running now: their command lines name the demo's directory.
 	if n := processesUsing(t, dir); n < 7 {
-		t.Fatalf("%d processes use %s; want etcd, kube-apiserver, Loki, the collector, 5 exporters and the controller", n, dir)
+		t.Fatalf("%d processes use %s; want etcd, kube-apiserver, Loki, the collector, an exporter per node and the controller", n, dir)
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
