@@ -66,8 +66,9 @@ func engine(load func() ([]*rules.Pack, error)) (*rules.Engine, error) {
 }
 
 // Layered loads a pack set the way every command layers it: the default packs
-// first (when defaults, loaded with builtin), then each of paths in order (loaded
-// with given). rules.Compile then lets a later rule override an earlier one of the
+// first (when defaults, loaded with builtin; from their compiled image when builtin
+// is the load for matching, see LoadForMatching), then each of paths in order
+// (loaded with given). rules.Compile then lets a later rule override an earlier one of the
 // same id. The default packs and the given ones come back apart, so that a caller
 // can tell an operator's rules from the built-in ones.
 func Layered(defaults bool, builtin, given rules.Loader, paths ...string) (defaultPacks, givenPacks []*rules.Pack, err error) {
