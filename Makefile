@@ -111,15 +111,19 @@ IMAGE_TAG  ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' 
 pinned_helm = helm="$(HELM)"; if [ -z "$$helm" ]; then test/tools/build.sh helm; \
 	  for d in $$(test/tools/build.sh path | tr : ' '); do [ -x "$$d/helm" ] && helm="$$d/helm"; done; fi
 
-.PHONY: generate manifests image chart-lint
+.PHONY: generate generate-packs manifests image chart-lint
 
-## generate: regenerate the NodeFault CRD and deepcopy code with the pinned controller-gen
-generate:
+## generate: regenerate the NodeFault CRD and deepcopy code with the pinned controller-gen, and the compiled packs
+generate: generate-packs
 	test/tools/build.sh controller-gen
 	@cg=; for d in $$(test/tools/build.sh path | tr : ' '); do [ -x "$$d/controller-gen" ] && cg="$$d/controller-gen"; done; \
 	  set -e; tmp=$$(mktemp -d); \
 	  "$$cg" object paths=./api/... crd:crdVersions=v1 output:crd:dir="$$tmp"; \
 	  mv "$$tmp/faultline.io_nodefaults.yaml" api/v1alpha1/nodefaults.crd.yaml; rm -rf "$$tmp"
+
+## generate-packs: regenerate the compiled image of the built-in packs (rules/packs/zz_generated.image.go), after editing rules/packs/*.yaml
+generate-packs:
+	$(GO) generate ./rules/packs
 
 ## manifests: copy the default packs and the RBAC rules into the chart, then render it with default values into manifests/
 manifests:
