@@ -373,18 +373,16 @@ func TestManualProbes(t *testing.T) {
 		t.Errorf("/status r=2: %+v", dr)
 	}
 
-	// CLI: exit 0 when all passed, 2 when a check failed; progress on stderr.
+	// CLI: a ProbeRun with the kubeconfig's credentials; exit 0 when all passed, 2
+	// when a check failed; progress on stderr.
 	bin := testenv.BuildFaultline(t)
-	// The CLI sends the kubeconfig's credentials itself: no token is added for it.
-	cliSrv := httptest.NewServer(r.c.Handler())
-	t.Cleanup(cliSrv.Close)
-	cliURL, kubeconfig := cliSrv.URL, cl.kubeconfigFor(opToken)
+	kubeconfig := cl.kubeconfigFor(opToken)
 	for _, tc := range []struct {
 		node string
 		code int
 		want string
 	}{{"gpu-b", 0, "pass"}, {"gpu-a", 2, "fail"}} {
-		cmd := exec.Command(bin, "probe", "run", "--controller", cliURL, "--kubeconfig", kubeconfig, "--node", tc.node, "--check", "pciebw", "--wait")
+		cmd := exec.Command(bin, "probe", "run", "--kubeconfig", kubeconfig, "--node", tc.node, "--check", "pciebw", "--wait")
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
