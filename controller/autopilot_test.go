@@ -100,7 +100,7 @@ func TestAutopilotCompat(t *testing.T) {
 		cl.waitFor("gpuhealth PASS on gpu-a", 20*time.Second, func() bool { return gpuhealth("gpu-a") == autopilot.GPUHealthPass })
 
 		// iperf is iperf3, with its parameters given under the alias.
-		run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf"},
+		run, err = r.c.Triggers().Start(context.Background(), trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf"},
 			Params: map[string]probe.Params{"iperf": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "0.1"}}}, proberun.TriggerManual)
 		if err != nil {
 			t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/controller/proberunctl"
 	"github.com/faultline-dev/faultline/controller/steps"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/controller/workloads"
@@ -80,6 +81,9 @@ type Config struct {
 	// Records configures the NodeFault records (retention, Grafana link); the
 	// owner is Identity.
 	Records nodefault.Options
+	// ProbeRunRetention: a finished ProbeRun is deleted this long after it ended
+	// (default proberunctl.DefaultRetention).
+	ProbeRunRetention time.Duration
 	// AffectedPods lists, in a fault's NodeFault, the pods that held the node's
 	// GPUs when the fault was recorded, and posts a Warning Event on each
 	// (workloads.Tracker): it watches the cluster's bound, unfinished pods.
@@ -132,8 +136,10 @@ type Controller struct {
 	ready     bool
 
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
-	ladders  *escalate.Ladders // the rules' escalation ladders
-	kickCh   chan struct{}     // asks for a reconcile now
+	// probeRuns runs the ProbeRun objects while leading.
+	probeRuns *proberunctl.Reconciler
+	ladders   *escalate.Ladders // the rules' escalation ladders
+	kickCh    chan struct{}     // asks for a reconcile now
 	// life is the replica's lifetime: manual probe runs outlive their HTTP request.
 	life     context.Context
 	lifeStop context.CancelFunc
@@ -240,6 +246,11 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 	c.carrier.triggers = c.triggers
+	c.probeRuns, err = proberunctl.New(proberunctl.Config{Client: cfg.Client, Runner: c.triggers, Nodes: c.actor.NodeLister(),
+		Retention: cfg.ProbeRunRetention, Identity: cfg.Identity, Log: c.log})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
 	ec := cfg.Escalation
 	c.ladders, err = escalate.New(escalate.Deps{Records: c.records, Nodes: c.actor, Decider: c.decider, Facts: c.actor.Facts,
 		Rules: func() *rules.Set { return c.packs.Engine().Set() }, Decisions: c.m.decisions, RecordErrors: c.m.recordErrors, Log: c.log,

@@ -84,6 +84,13 @@ func (c *Controller) lead(ctx context.Context) {
 	c.m.leader.Set(1)
 	defer c.m.leader.Set(0)
 	c.log.Info("leading: reading Loki")
+	// The ProbeRuns are run by the leader, whatever becomes of the line pipeline.
+	runs := make(chan struct{})
+	go func() {
+		defer close(runs)
+		c.probeRuns.Run(ctx)
+	}()
+	defer func() { <-runs }()
 	// The pipeline returns only when it fails or ctx ends: restart it 2s after
 	// each failure.
 	wait.UntilWithContext(ctx, func(ctx context.Context) {

@@ -331,7 +331,7 @@ func TestManualProbes(t *testing.T) {
 
 	// The pvc check runs in the controller, once per run (node "" in the run): a class
 	// with no volumes (no controller-manager here either) fails after its timeout.
-	pvcRun, err := r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
+	pvcRun, err := r.c.Triggers().Start(context.Background(), trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"pvc"},
 		Params: map[string]probe.Params{"pvc": {"storage_class": "nowhere", "timeout": "1s"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
@@ -373,18 +373,16 @@ func TestManualProbes(t *testing.T) {
 		t.Errorf("/status r=2: %+v", dr)
 	}
 
-	// CLI: exit 0 when all passed, 2 when a check failed; progress on stderr.
+	// CLI: a ProbeRun with the kubeconfig's credentials; exit 0 when all passed, 2
+	// when a check failed; progress on stderr.
 	bin := testenv.BuildFaultline(t)
-	// The CLI sends the kubeconfig's credentials itself: no token is added for it.
-	cliSrv := httptest.NewServer(r.c.Handler())
-	t.Cleanup(cliSrv.Close)
-	cliURL, kubeconfig := cliSrv.URL, cl.kubeconfigFor(opToken)
+	kubeconfig := cl.kubeconfigFor(opToken)
 	for _, tc := range []struct {
 		node string
 		code int
 		want string
 	}{{"gpu-b", 0, "pass"}, {"gpu-a", 2, "fail"}} {
-		cmd := exec.Command(bin, "probe", "run", "--controller", cliURL, "--kubeconfig", kubeconfig, "--node", tc.node, "--check", "pciebw", "--wait")
+		cmd := exec.Command(bin, "probe", "run", "--kubeconfig", kubeconfig, "--node", tc.node, "--check", "pciebw", "--wait")
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -497,7 +495,7 @@ func TestScheduledProbeExpectsNodeGPUs(t *testing.T) {
 func TestNetworkProbesBetweenAgents(t *testing.T) {
 	s := newProbeSetup(t)
 	r := s.cl.start(options{probes: s.probeConfig()})
-	run, err := r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3", "ping"},
+	run, err := r.c.Triggers().Start(context.Background(), trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3", "ping"},
 		Params: map[string]probe.Params{
 			"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "0.5"},
 			"ping":   {"peer_node": "gpu-b", "count": "3"},
@@ -529,7 +527,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	}
 	// No peer named (as for a rule's confirming probe): the next healthy probe node
 	// with an agent is picked (gpu-b).
-	run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"ping"},
+	run, err = r.c.Triggers().Start(context.Background(), trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"ping"},
 		Params: map[string]probe.Params{"ping": {"count": "2"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)
@@ -542,7 +540,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	}
 	// The same pair with an impossible minimum fails, and the peer's server was a
 	// one-shot: a second run gets a fresh one.
-	run, err = r.c.Triggers().Start(trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},
+	run, err = r.c.Triggers().Start(context.Background(), trigger.Request{Nodes: []string{"gpu-a"}, Checks: []string{"iperf3"},
 		Params: map[string]probe.Params{"iperf3": {"peer_node": "gpu-b", "seconds": "1", "min_gbps": "90000"}}}, proberun.TriggerManual)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,6 @@
 // Package v1alpha1 is the faultline.io/v1alpha1 API: the cluster-scoped NodeFault
-// custom resource, the controller's record of one fault on one node.
+// custom resource, the controller's record of one fault on one node, and the
+// cluster-scoped ProbeRun, a run of probe checks on nodes and its results.
 //
 // One NodeFault exists per active fault (a rule of a pack that fired on a node and
 // asks for a taint or a probe). The controller creates and updates it; its status
@@ -13,7 +14,10 @@
 // `kubectl describe nodefault NAME` shows the evidence. Resolved faults are kept
 // for a retention period for post-mortems, then deleted by the controller.
 //
-// The CRD (nodefaults.crd.yaml) is kept beside the types; a test installs it in a
+// A ProbeRun is created by whoever may run probes (RBAC on proberuns; force needs
+// proberuns/force too) and run by the leading controller, which writes its status.
+//
+// The CRDs (nodefaults.crd.yaml, proberuns.crd.yaml) are kept beside the types; a test installs it in a
 // real API server and round-trips a fully populated object, so a field the schema
 // does not know fails the build's tests instead of being pruned silently.
 //
@@ -23,6 +27,7 @@ package v1alpha1
 
 import (
 	_ "embed"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,14 +43,24 @@ const (
 // SchemeGroupVersion is faultline.io/v1alpha1.
 var SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 
-// Resource is the plural resource name of NodeFault.
-const Resource = "nodefaults"
+// Resource is the plural resource name of NodeFault; ProbeRunResource that of
+// ProbeRun.
+const (
+	Resource         = "nodefaults"
+	ProbeRunResource = "proberuns"
+)
 
-// CRDYAML is the CustomResourceDefinition of NodeFault, as shipped in the chart and
-// in manifests/.
-//
-//go:embed nodefaults.crd.yaml
-var CRDYAML []byte
+// NodeFaultCRDYAML and ProbeRunCRDYAML are the CustomResourceDefinitions of
+// NodeFault and ProbeRun, as shipped in the chart and in manifests/.
+var (
+	//go:embed nodefaults.crd.yaml
+	NodeFaultCRDYAML []byte
+	//go:embed proberuns.crd.yaml
+	ProbeRunCRDYAML []byte
+)
+
+// CRDYAML is every CustomResourceDefinition of the API, one YAML document each.
+var CRDYAML = slices.Concat(NodeFaultCRDYAML, []byte("---\n"), ProbeRunCRDYAML)
 
 var (
 	// SchemeBuilder registers the API's types.
@@ -55,7 +70,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &NodeFault{}, &NodeFaultList{})
+	s.AddKnownTypes(SchemeGroupVersion, &NodeFault{}, &NodeFaultList{}, &ProbeRun{}, &ProbeRunList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }

@@ -24,6 +24,7 @@ func TestGeneratedFresh(t *testing.T) {
 	for gen, committed := range map[string]string{
 		"zz_generated.deepcopy.go":     "zz_generated.deepcopy.go",
 		"faultline.io_nodefaults.yaml": "nodefaults.crd.yaml",
+		"faultline.io_proberuns.yaml":  "proberuns.crd.yaml",
 	} {
 		want, err := os.ReadFile(filepath.Join(out, gen))
 		if err != nil {
@@ -34,8 +35,11 @@ func TestGeneratedFresh(t *testing.T) {
 			t.Errorf("%s is stale (%v): run make generate", committed, err)
 		}
 	}
-	if !bytes.Equal(v1alpha1.CRDYAML, mustRead(t, "nodefaults.crd.yaml")) {
+	if !bytes.Equal(v1alpha1.NodeFaultCRDYAML, mustRead(t, "nodefaults.crd.yaml")) {
 		t.Error("the embedded CRD is not nodefaults.crd.yaml")
+	}
+	if !bytes.Equal(v1alpha1.ProbeRunCRDYAML, mustRead(t, "proberuns.crd.yaml")) {
+		t.Error("the embedded CRD is not proberuns.crd.yaml")
 	}
 }
 

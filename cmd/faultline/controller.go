@@ -189,6 +189,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.IntVar(&cfg.ActWorkers, "act-workers", controller.DefaultActWorkers, "decisions carried out at once (taint writes, Events, records), each node's one at a time and in order; decided one at a time whatever this is")
 	f.DurationVar(&cfg.ReconcileEvery, "reconcile-interval", 10*time.Second, "how often recoveries and held faults are checked")
 	f.DurationVar(&cfg.Records.Retention, "nodefault-retention", 7*24*time.Hour, "how long a Resolved NodeFault is kept before it is deleted")
+	f.DurationVar(&cfg.ProbeRunRetention, "probe-run-retention", 24*time.Hour, "how long a finished ProbeRun is kept before it is deleted")
 	f.StringVar(&cfg.Records.GrafanaURL, "grafana-url", "", "Grafana base URL: each NodeFault links to its lines in Explore")
 	f.StringVar(&cfg.Records.Datasource, "grafana-datasource", "loki", "uid of the Loki datasource in Grafana, for the NodeFault links")
 	f.DurationVar(&cfg.Election.LeaseDuration, "lease-duration", 15*time.Second, "leader lease duration")

@@ -1,54 +1,45 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/spf13/cobra"
-
-	"github.com/faultline-dev/faultline/active-probes/probe"
-	"github.com/faultline-dev/faultline/controller/proberun"
-	"github.com/faultline-dev/faultline/controller/trigger"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/internal/daemon"
 )
 
 func newProbeCmd() *cobra.Command {
-	var api, kubeconfig string
+	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "probe",
-		Short: "Trigger active probes through the controller and read their results",
-		Long: `Trigger active probes through the controller and read their results. The
-controller checks who calls with the credentials of the kubeconfig (its bearer token,
-or the token an exec plugin gives) and allows what RBAC grants on probes.faultline.io
-(ClusterRoles faultline-viewer and faultline-operator).`,
+		Short: "Run active probes (ProbeRun objects) and read their results",
+		Long: `Run active probes and read their results. A run is a ProbeRun object
+(faultline.io/v1alpha1): this command creates it with the kubeconfig's credentials,
+the leading controller runs it and writes its results into its status. RBAC on
+proberuns decides who may (ClusterRoles faultline-viewer: get, list, watch;
+faultline-operator: create too, and proberuns/force for --force).`,
 	}
-	cmd.PersistentFlags().StringVar(&api, "controller", envOr("FAULTLINE_CONTROLLER", "http://127.0.0.1:9401"), "controller API URL ($FAULTLINE_CONTROLLER)")
-	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig whose credentials the controller checks (default $KUBECONFIG, then in-cluster)")
-	var callAPI apiCall = func(ctx context.Context, method, url string, body []byte, out any) error {
-		hc, err := apiHTTPClient(kubeconfig)
-		if err != nil {
-			return err
-		}
-		return callAPIWith(ctx, hc, method, url, body, out)
-	}
+	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, then in-cluster)")
+	client := func() (rest.Interface, error) { return probeRunClient(kubeconfig) }
 
 	var (
 		nodes, checks []string
 		selector      string
 		params        []string
 		force, wait   bool
-		batch         int
+		batch         int32
 		timeout       time.Duration
 		output        outputFormat
 	)
@@ -59,34 +50,46 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
   faultline probe run --selector nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 --check nvml --wait
   faultline probe run --node gpu-1 --check dcgm --param dcgm.level=3 --force --wait`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := trigger.Request{Nodes: nodes, Selector: selector, Checks: checks, Force: force, Batch: batch}
+			pr := &v1alpha1.ProbeRun{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
+				Spec: v1alpha1.ProbeRunSpec{Nodes: nodes, Checks: checks, Force: force, Batch: batch}}
+			if selector != "" {
+				sel, err := metav1.ParseToLabelSelector(selector)
+				if err != nil {
+					return fmt.Errorf("--selector: %w", err)
+				}
+				pr.Spec.NodeSelector = sel
+			}
 			for _, p := range params {
 				kv, v, ok := strings.Cut(p, "=")
 				check, k, ok2 := strings.Cut(kv, ".")
 				if !ok || !ok2 || check == "" || k == "" {
 					return fmt.Errorf("--param %q: want check.name=value", p)
 				}
-				if req.Params == nil {
-					req.Params = map[string]probe.Params{}
+				if pr.Spec.Params == nil {
+					pr.Spec.Params = map[string]map[string]string{}
 				}
-				if req.Params[check] == nil {
-					req.Params[check] = probe.Params{}
+				if pr.Spec.Params[check] == nil {
+					pr.Spec.Params[check] = map[string]string{}
 				}
-				req.Params[check][k] = v
+				pr.Spec.Params[check][k] = v
 			}
-			body, _ := json.Marshal(req)
-			var r proberun.Run
-			if err := callAPI(cmd.Context(), http.MethodPost, api+"/api/v1/probes", body, &r); err != nil {
+			rc, err := client()
+			if err != nil {
 				return err
+			}
+			created := &v1alpha1.ProbeRun{}
+			if err := rc.Post().Resource(v1alpha1.ProbeRunResource).Body(pr).Do(cmd.Context()).Into(created); err != nil {
+				return fmt.Errorf("create ProbeRun: %w", err)
 			}
 			out := cmd.OutOrStdout()
 			if !wait {
-				return output.print(out, r, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "run %s started: %s on %d node(s)\nfollow it with: faultline probe get %s --wait\n", r.ID, strings.Join(r.Checks, ","), len(r.Nodes), r.ID)
+				return output.print(out, typed(created), func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "proberun %s created: %s\nfollow it with: faultline probe get %s --wait (or kubectl get proberun %s)\n",
+						created.Name, strings.Join(checks, ","), created.Name, created.Name)
 					return err
 				})
 			}
-			return waitRun(cmd.Context(), callAPI, api, r, timeout, output, out, cmd.ErrOrStderr())
+			return waitRun(cmd.Context(), rc, created, timeout, output, out, cmd.ErrOrStderr())
 		},
 	}
 	f := run.Flags()
@@ -94,32 +97,36 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 	f.StringVar(&selector, "selector", "", "probe the nodes matching this label selector")
 	f.StringSliceVar(&checks, "check", nil, "checks to run: nvml, pciebw, dgemm, dcgm, iperf3, ping, pvc (comma-separated)")
 	f.StringArrayVar(&params, "param", nil, "a check's parameter, check.name=value (repeatable), e.g. pciebw.floor_gbps=8")
-	f.BoolVar(&force, "force", false, "run invasive checks even while pods hold the node's GPUs")
+	f.BoolVar(&force, "force", false, "run invasive checks even while pods hold the node's GPUs (needs create on proberuns/force)")
 	f.BoolVar(&wait, "wait", false, "wait for the results, showing progress")
-	f.IntVar(&batch, "batch", 0, "nodes probed at once (default: the controller's)")
+	f.Int32Var(&batch, "batch", 0, "nodes probed at once (default: the controller's)")
 	f.DurationVar(&timeout, "timeout", time.Hour, "give up waiting after this long")
 	addOutputFlag(f, &output)
 	_ = run.MarkFlagRequired("check")
 
 	var getWait bool
 	get := &cobra.Command{
-		Use: "get RUN-ID",
-		Example: `  faultline probe get 20261127-101500-4f9a0c2e1b7d
-  faultline probe get 20261127-101500-4f9a0c2e1b7d --wait -o yaml`,
+		Use: "get NAME",
+		Example: `  faultline probe get probe-x7k2q
+  faultline probe get probe-x7k2q --wait -o yaml`,
 		Short: "Show a run (--wait to follow it to the end)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r proberun.Run
-			if err := callAPI(cmd.Context(), http.MethodGet, api+"/api/v1/probes/"+args[0], nil, &r); err != nil {
+			rc, err := client()
+			if err != nil {
 				return err
+			}
+			pr := &v1alpha1.ProbeRun{}
+			if err := rc.Get().Resource(v1alpha1.ProbeRunResource).Name(args[0]).Do(cmd.Context()).Into(pr); err != nil {
+				return fmt.Errorf("ProbeRun %s: %w", args[0], err)
 			}
 			if getWait {
-				return waitRun(cmd.Context(), callAPI, api, r, timeout, output, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				return waitRun(cmd.Context(), rc, pr, timeout, output, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
-			if err := output.print(cmd.OutOrStdout(), r, runPrinter(r)); err != nil {
+			if err := output.print(cmd.OutOrStdout(), pr, runPrinter(pr)); err != nil {
 				return err
 			}
-			return runExit(r)
+			return runExit(pr)
 		},
 	}
 	get.Flags().BoolVar(&getWait, "wait", false, "wait until the run is done")
@@ -130,19 +137,27 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 	list := &cobra.Command{
 		Use: "list",
 		Example: `  faultline probe list
-  faultline probe list -o json | jq '.[] | select(.status == "fail") | .id'`,
-		Short: "List the runs the controller remembers, newest first",
+  faultline probe list -o json | jq '.[] | select(.status.verdict == "fail") | .metadata.name'`,
+		Short: "List the runs (ProbeRuns), newest first",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var runs []proberun.Run
-			if err := callAPI(cmd.Context(), http.MethodGet, api+"/api/v1/probes", nil, &runs); err != nil {
+			rc, err := client()
+			if err != nil {
 				return err
 			}
+			var l v1alpha1.ProbeRunList
+			if err := rc.Get().Resource(v1alpha1.ProbeRunResource).Do(cmd.Context()).Into(&l); err != nil {
+				return fmt.Errorf("list ProbeRuns: %w", err)
+			}
+			runs := l.Items
+			sort.SliceStable(runs, func(i, j int) bool {
+				return runs[j].CreationTimestamp.Before(&runs[i].CreationTimestamp)
+			})
 			return listOutput.print(cmd.OutOrStdout(), runs, func(w io.Writer) error {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tTRIGGER\tCHECKS\tNODES\tSTATE\tSTATUS\tCREATED")
+				fmt.Fprintln(tw, "NAME\tCHECKS\tNODES\tPHASE\tVERDICT\tPASSED\tFAILED\tCREATED")
 				for _, r := range runs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.Trigger, strings.Join(r.Checks, ","), r.Done(), len(r.Nodes),
-						r.State, r.Status, r.Created.Local().Format(time.DateTime))
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", r.Name, strings.Join(r.Spec.Checks, ","), r.Status.NodeCount,
+						r.Status.Phase, r.Status.Verdict, r.Status.Passed, r.Status.Failed, r.CreationTimestamp.Local().Format(time.DateTime))
 				}
 				return tw.Flush()
 			})
@@ -153,70 +168,154 @@ or the token an exec plugin gives) and allows what RBAC grants on probes.faultli
 	return cmd
 }
 
-// apiCall calls the controller API and decodes its answer into out.
-type apiCall func(ctx context.Context, method, url string, body []byte, out any) error
+// probeRunClient is a client of faultline.io/v1alpha1 with the kubeconfig's
+// credentials: the API server authenticates, authorizes and audits each run.
+func probeRunClient(kubeconfig string) (rest.Interface, error) {
+	rc, err := daemon.KubeRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return v1alpha1.NewRESTClient(cs)
+}
 
-// waitRun polls a run until it is done, printing progress to errw, then the table.
-func waitRun(ctx context.Context, callAPI apiCall, api string, r proberun.Run, timeout time.Duration, output outputFormat, out, errw io.Writer) error {
+// waitRun watches a run until it finished, printing progress to errw, then the table.
+func waitRun(ctx context.Context, rc rest.Interface, pr *v1alpha1.ProbeRun, timeout time.Duration, output outputFormat, out, errw io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	last := ""
-	for r.State != proberun.StateDone {
-		line := fmt.Sprintf("run %s: %d/%d node(s) done, %s elapsed", r.ID, r.Done(), len(r.Nodes), time.Since(start).Round(time.Second))
+	progress := func() {
+		done := 0
+		for _, n := range pr.Status.Nodes {
+			if n.Done {
+				done++
+			}
+		}
+		phase := pr.Status.Phase
+		if phase == "" {
+			phase = v1alpha1.ProbeRunPending
+		}
+		line := fmt.Sprintf("proberun %s %s: %d/%d node(s) done, %s elapsed", pr.Name, phase, done, len(pr.Status.Nodes), time.Since(start).Round(time.Second))
 		if line != last {
 			fmt.Fprintln(errw, line)
 			last = line
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("run %s not done after %s: %w", r.ID, timeout, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
+	}
+	for !pr.Status.Finished() {
+		progress()
+		w, err := rc.Get().Resource(v1alpha1.ProbeRunResource).Param("watch", "true").
+			Param("fieldSelector", "metadata.name="+pr.Name).Param("resourceVersion", pr.ResourceVersion).Watch(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("proberun %s not done after %s: %w", pr.Name, timeout, ctx.Err())
+			}
+			return fmt.Errorf("watch ProbeRun %s: %w", pr.Name, err)
 		}
-		if err := callAPI(ctx, http.MethodGet, api+"/api/v1/probes/"+r.ID, nil, &r); err != nil {
-			return err
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return fmt.Errorf("proberun %s was deleted", pr.Name)
+			}
+			if got, ok := ev.Object.(*v1alpha1.ProbeRun); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+				pr = got
+				if pr.Status.Finished() {
+					break
+				}
+				progress()
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return fmt.Errorf("proberun %s not done after %s: %w", pr.Name, timeout, ctx.Err())
+		}
+		if !pr.Status.Finished() { // the watch ended (expired): read it again and watch on
+			fresh := &v1alpha1.ProbeRun{}
+			if err := rc.Get().Resource(v1alpha1.ProbeRunResource).Name(pr.Name).Do(ctx).Into(fresh); err != nil {
+				return fmt.Errorf("ProbeRun %s: %w", pr.Name, err)
+			}
+			pr = fresh
 		}
 	}
-	if err := output.print(out, r, runPrinter(r)); err != nil {
+	if err := output.print(out, pr, runPrinter(pr)); err != nil {
 		return err
 	}
-	return runExit(r)
+	return runExit(pr)
 }
 
-// runExit: 0 when nothing failed, 2 when a check failed or could not run.
-func runExit(r proberun.Run) error {
-	if r.State == proberun.StateDone && (r.Status == probe.StatusFail || r.Status == probe.StatusError) {
-		return exitError{code: 2}
+// runExit: 0 when nothing failed, 2 when a check failed or could not run; an error
+// saying why when the controller refused the run.
+func runExit(pr *v1alpha1.ProbeRun) error {
+	switch pr.Status.Phase {
+	case v1alpha1.ProbeRunRefused:
+		msg := "refused"
+		if c := findCondition(pr.Status.Conditions, v1alpha1.ProbeRunAccepted); c != nil {
+			msg = c.Reason + ": " + c.Message
+		}
+		return fmt.Errorf("proberun %s: %s", pr.Name, msg)
+	case v1alpha1.ProbeRunCompleted:
+		if pr.Status.Verdict == "fail" || pr.Status.Verdict == "error" {
+			return exitError{code: 2}
+		}
+	}
+	return nil
+}
+
+// typed sets a ProbeRun's apiVersion and kind.
+func typed(pr *v1alpha1.ProbeRun) *v1alpha1.ProbeRun {
+	pr.APIVersion, pr.Kind = v1alpha1.SchemeGroupVersion.String(), "ProbeRun"
+	return pr
+}
+
+func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
+	for i := range cs {
+		if cs[i].Type == typ {
+			return &cs[i]
+		}
 	}
 	return nil
 }
 
 // runPrinter is the text form of a run for outputFormat.print.
-func runPrinter(r proberun.Run) func(io.Writer) error {
-	return func(w io.Writer) error { return printRun(w, r) }
+// It also sets the object's kind, which a decoded object lacks, for -o json|yaml.
+func runPrinter(pr *v1alpha1.ProbeRun) func(io.Writer) error {
+	typed(pr)
+	return func(w io.Writer) error { return printRun(w, pr) }
 }
 
-func printRun(w io.Writer, r proberun.Run) error {
-	fmt.Fprintf(w, "run %s (%s) %s: %s\n", r.ID, r.Trigger, r.State, r.Status)
+func printRun(w io.Writer, pr *v1alpha1.ProbeRun) error {
+	st := pr.Status
+	fmt.Fprintf(w, "proberun %s %s: %s\n", pr.Name, st.Phase, st.Verdict)
+	if c := findCondition(st.Conditions, v1alpha1.ProbeRunAccepted); c != nil && c.Status != metav1.ConditionTrue {
+		fmt.Fprintf(w, "%s: %s\n", c.Reason, c.Message)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCHECK\tSTATUS\tDURATION\tVALUES\tMESSAGE")
-	for _, nr := range r.Nodes {
+	for _, nr := range st.Nodes {
 		name := nr.Node
-		if name == proberun.ClusterNode {
+		if name == "" {
 			name = "(cluster)"
 		}
 		if len(nr.Results) == 0 {
-			msg := nr.Error
-			status := string(nr.State)
+			status := "pending"
+			if nr.Done {
+				status = nr.Verdict
+			}
 			if nr.Error != "" {
 				status = "error"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t%s\n", name, strings.Join(r.Checks, ","), status, msg)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t%s\n", name, strings.Join(pr.Spec.Checks, ","), status, nr.Error)
 			continue
 		}
 		for _, res := range nr.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, res.Check, res.Status, res.Duration.Round(time.Millisecond),
-				summarizeValues(res), res.Message)
+			d := ""
+			if res.Duration != nil {
+				d = res.Duration.Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, res.Check, res.Status, d, summarizeValues(res), res.Message)
 		}
 		if nr.Error != "" {
 			fmt.Fprintf(tw, "%s\t\terror\t\t\t%s\n", name, nr.Error)
@@ -231,18 +330,24 @@ var notCheckedAtZero = map[string]bool{"gpus_expected": true}
 
 // summarizeValues shows each measured metric's minimum over the devices (the one
 // that decides), e.g. "h2d_gbps≥2.07 d2h_gbps≥1.94".
-func summarizeValues(r probe.Result) string {
+func summarizeValues(r v1alpha1.ProbeRunResult) string {
 	min := map[string]float64{}
 	for _, d := range r.Devices {
-		for k, v := range d.Values {
+		for k, s := range d.Values {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				continue
+			}
 			if old, ok := min[k]; !ok || v < old {
 				min[k] = v
 			}
 		}
 	}
 	node := map[string]bool{}
-	for k, v := range r.Values {
-		min[k], node[k] = v, true
+	for k, s := range r.Values {
+		if v, err := strconv.ParseFloat(s, 64); err == nil {
+			min[k], node[k] = v, true
+		}
 	}
 	keys := make([]string, 0, len(min))
 	for k := range min {
@@ -268,55 +373,4 @@ func summarizeValues(r probe.Result) string {
 		parts[i] = k + op + v
 	}
 	return strings.Join(parts, " ")
-}
-
-// apiHTTPClient is an HTTP client that authenticates as the kubeconfig's user does
-// with the apiserver (client-go's transport: bearer tokens, token files, exec
-// plugins). The apiserver's CA and client certificate are not the controller's, so
-// only the credentials are kept.
-func apiHTTPClient(kubeconfig string) (*http.Client, error) {
-	rc, err := daemon.KubeRESTConfig(kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("credentials for the controller API: %w", err)
-	}
-	rc = rest.CopyConfig(rc)
-	rc.TLSClientConfig = rest.TLSClientConfig{}
-	hc, err := rest.HTTPClientFor(rc)
-	if err != nil {
-		return nil, fmt.Errorf("credentials for the controller API: %w", err)
-	}
-	return hc, nil
-}
-
-func callAPIWith(ctx context.Context, hc *http.Client, method, url string, body []byte, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("controller API: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("controller API %s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(data)))
-	}
-	return json.Unmarshal(data, out)
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -1,95 +1,113 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/faultline-dev/faultline/active-probes/probe"
-	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// fakeProbeAPI answers POST /api/v1/probes as the controller does once a run is
-// done: one nvml result on gpu-1 with the given expected GPU count. It returns the
-// controller's URL and a kubeconfig whose credentials the CLI sends.
-func fakeProbeAPI(t *testing.T, expected float64) (string, string) {
+// fakeController answers every ProbeRun created in env as the controller does once
+// the run is done: one nvml result on gpu-1 with the given expected GPU count,
+// written through the status subresource. It returns the kubeconfig the CLI uses.
+func fakeController(t *testing.T, expected string) string {
 	t.Helper()
-	res := probe.Result{Node: "gpu-1", Check: "nvml", Status: probe.StatusPass, Duration: 120 * time.Millisecond,
-		Values: map[string]float64{"gpu_count": 8, "gpus_expected": expected}}
-	r := proberun.Run{ID: "r1", Trigger: "manual", Checks: []string{"nvml"}, State: proberun.StateDone, Status: probe.StatusPass,
-		Nodes: []proberun.NodeRun{{Node: "gpu-1", State: proberun.StateDone, Status: probe.StatusPass, Results: []probe.Result{res}}}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodPost || req.URL.Path != "/api/v1/probes" {
-			http.NotFound(w, req)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(r)
-	}))
-	t.Cleanup(srv.Close)
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kc, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t0ken}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
+	testenv.Integration(t)
+	env := testenv.Start(t, testenv.Options{Kubernetes: true})
+	env.InstallCRD(t, v1alpha1.CRDYAML)
+	rc, err := v1alpha1.NewRESTClient(env.Clientset())
+	if err != nil {
 		t.Fatal(err)
 	}
-	return srv.URL, kc
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		done := map[string]bool{}
+		for ctx.Err() == nil {
+			var l v1alpha1.ProbeRunList
+			if err := rc.Get().Resource(v1alpha1.ProbeRunResource).Do(ctx).Into(&l); err == nil {
+				for i := range l.Items {
+					pr := &l.Items[i]
+					if done[pr.Name] {
+						continue
+					}
+					now := metav1.Now()
+					pr.Status = v1alpha1.ProbeRunStatus{ObservedGeneration: pr.Generation, Phase: v1alpha1.ProbeRunCompleted, Verdict: "pass",
+						Checks: "nvml", NodeCount: 1, Passed: 1, StartTime: &now, CompletionTime: &now,
+						Nodes: []v1alpha1.ProbeRunNode{{Node: "gpu-1", Done: true, Verdict: "pass", Results: []v1alpha1.ProbeRunResult{{
+							Check: "nvml", Status: "pass", Duration: &metav1.Duration{Duration: 120 * time.Millisecond},
+							Values: map[string]string{"gpu_count": "8", "gpus_expected": expected}}}}}}
+					if rc.Put().Resource(v1alpha1.ProbeRunResource).Name(pr.Name).SubResource("status").Body(pr).Do(ctx).Error() == nil {
+						done[pr.Name] = true
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return env.Kubeconfig()
 }
 
-// An expected GPU count of 0 turns the count's comparison off: the table says
-// "not checked", never a bare 0; a count that was compared is shown as it is.
-func TestProbeRunNotChecked(t *testing.T) {
+// probe run --wait creates a ProbeRun, follows its status to the end and prints the
+// table. An expected GPU count of 0 turns the count's comparison off: the table
+// says "not checked", never a bare 0; a count that was compared is shown as it is.
+func TestProbeRunWait(t *testing.T) {
 	for _, tc := range []struct {
-		expected  float64
+		expected  string
 		want, not string
 	}{
-		{0, "gpus_expected=not checked", "gpus_expected=0"},
-		{8, "gpus_expected=8", "not checked"},
+		{"0", "gpus_expected=not checked", "gpus_expected=0"},
+		{"8", "gpus_expected=8", "not checked"},
 	} {
-		api, kc := fakeProbeAPI(t, tc.expected)
-		out, err := run(t, "", "probe", "run", "--node", "gpu-1", "--check", "nvml", "--wait", "--controller", api, "--kubeconfig", kc)
+		kc := fakeController(t, tc.expected)
+		out, err := run(t, "", "probe", "run", "--node", "gpu-1", "--check", "nvml", "--wait", "--kubeconfig", kc, "--timeout", "1m")
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		if !strings.Contains(out, tc.want) || strings.Contains(out, tc.not) {
+		if !strings.Contains(out, tc.want) || strings.Contains(out, tc.not) || !strings.Contains(out, "Completed: pass") {
 			t.Errorf("expected %v: want %q and no %q in\n%s", tc.expected, tc.want, tc.not, out)
 		}
 	}
 }
 
-// -o json and -o yaml give the run itself, the same object.
+// -o json and -o yaml give the ProbeRun itself, the same object; list shows it.
 func TestProbeRunStructuredOutput(t *testing.T) {
-	api, kc := fakeProbeAPI(t, 0)
-	var runs [2]proberun.Run
+	kc := fakeController(t, "0")
+	var runs [2]v1alpha1.ProbeRun
 	for i, o := range []string{"json", "yaml"} {
-		out, err := run(t, "", "probe", "run", "--node", "gpu-1", "--check", "nvml", "--wait", "--controller", api, "--kubeconfig", kc, "-o", o)
+		out, err := run(t, "", "probe", "run", "--node", "gpu-1", "--check", "nvml", "--wait", "--kubeconfig", kc, "-o", o)
 		if err != nil {
 			t.Fatalf("-o %s: %v\n%s", o, err, out)
 		}
-		// the progress goes to stderr, which run() mixes in: none for a run already done
-		if err := yaml.UnmarshalStrict([]byte(out), &runs[i]); err != nil { // JSON is YAML
+		// the progress goes to stderr, which run() mixes in: skip to the object
+		if i := strings.Index(out, map[string]string{"json": "{", "yaml": "apiVersion:"}[o]); i >= 0 {
+			out = out[i:]
+		}
+		if err := yaml.Unmarshal([]byte(out), &runs[i]); err != nil { // JSON is YAML
 			t.Fatalf("-o %s: %v\n%s", o, err, out)
 		}
-		if runs[i].ID != "r1" || len(runs[i].Nodes) != 1 || runs[i].Nodes[0].Results[0].Values["gpus_expected"] != 0 {
+		st := runs[i].Status
+		if runs[i].Name == "" || runs[i].Kind != "ProbeRun" || len(st.Nodes) != 1 || st.Nodes[0].Results[0].Values["gpus_expected"] != "0" {
 			t.Errorf("-o %s: %+v", o, runs[i])
 		}
 	}
-	a, _ := json.Marshal(runs[0])
-	b, _ := json.Marshal(runs[1])
+	a, _ := json.Marshal(runs[0].Status)
+	b, _ := json.Marshal(runs[1].Status)
 	if string(a) != string(b) {
 		t.Errorf("json and yaml differ:\n%s\n%s", a, b)
 	}
-	if _, err := run(t, "", "probe", "run", "--node", "gpu-1", "--check", "nvml", "--controller", api, "--kubeconfig", kc, "-o", "xml"); err == nil ||
+	out, err := run(t, "", "probe", "list", "--kubeconfig", kc)
+	if err != nil || !strings.Contains(out, runs[0].Name) || !strings.Contains(out, runs[1].Name) {
+		t.Errorf("probe list: %v\n%s", err, out)
+	}
+	if _, err := run(t, "", "probe", "run", "--node", "gpu-1", "--check", "nvml", "--kubeconfig", kc, "-o", "xml"); err == nil ||
 		!strings.Contains(err.Error(), "want text, json or yaml") {
 		t.Errorf("-o xml: err = %v", err)
 	}

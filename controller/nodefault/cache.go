@@ -1,16 +1,12 @@
 package nodefault
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -28,7 +24,7 @@ type Cache struct {
 // NewCache builds the informer on client's connection (its transport, credentials
 // and rate limiter), with a REST client of the faultline.io/v1alpha1 group.
 func NewCache(client kubernetes.Interface, resync time.Duration) (*Cache, error) {
-	rc, err := groupClient(client)
+	rc, err := v1alpha1.NewRESTClient(client)
 	if err != nil {
 		return nil, err
 	}
@@ -52,30 +48,6 @@ func NewCache(client kubernetes.Interface, resync time.Duration) (*Cache, error)
 		return nil, fmt.Errorf("nodefault: informer: %w", err)
 	}
 	return &Cache{inf: inf}, nil
-}
-
-// groupClient is a REST client of faultline.io/v1alpha1 sharing client's
-// connection: the clientset knows only the built-in groups.
-func groupClient(client kubernetes.Interface) (*rest.RESTClient, error) {
-	core, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
-	if !ok || core == nil {
-		return nil, errors.New("nodefault: the Kubernetes client has no REST client to share")
-	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	codecs := serializer.NewCodecFactory(scheme)
-	base := core.Get().AbsPath("/").URL()
-	rc, err := rest.NewRESTClient(base, "/apis/"+v1alpha1.Group+"/"+v1alpha1.Version, rest.ClientContentConfig{
-		ContentType:  runtime.ContentTypeJSON,
-		GroupVersion: v1alpha1.SchemeGroupVersion,
-		Negotiator:   runtime.NewClientNegotiator(codecs.WithoutConversion(), v1alpha1.SchemeGroupVersion),
-	}, core.GetRateLimiter(), core.Client)
-	if err != nil {
-		return nil, fmt.Errorf("nodefault: REST client: %w", err)
-	}
-	return rc, nil
 }
 
 // Run runs the informer until stop is closed.

@@ -70,6 +70,9 @@ type Request struct {
 	Reason string
 	// Batch is how many nodes are probed at once (default Config.Batch).
 	Batch int
+	// OnNode, when set, is called with each node's part once it ended, after
+	// Config.OnNode: the caller that records the run (a ProbeRun's status).
+	OnNode func(nr NodeRun)
 }
 
 // NodeRun is one node's part of a run.
@@ -212,6 +215,10 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	return &Dispatcher{cfg: cfg, log: cfg.Log, runs: map[string]*Run{}, done: map[string]chan struct{}{}, running: map[string]int{}, checks: map[string]inventory{}}, nil
 }
+
+// RunsInController reports whether the check a name runs runs in the controller
+// (once per run, as node ClusterNode) rather than on the nodes.
+func (d *Dispatcher) RunsInController(name string) bool { return d.local(name) }
 
 // local reports whether the check a name runs runs in the controller.
 func (d *Dispatcher) local(name string) bool {
@@ -521,6 +528,9 @@ func (d *Dispatcher) runNode(ctx context.Context, run *Run, i int, node string, 
 	d.mu.Unlock()
 	if d.cfg.OnNode != nil {
 		d.cfg.OnNode(cloneRunPtr(d, run), out)
+	}
+	if req.OnNode != nil {
+		req.OnNode(out)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller"
@@ -243,6 +244,23 @@ var proofs = map[atom]proof{
 		_, err := st.Collect(ctx)
 		return err
 	}},
+	{"faultline.io", "proberuns", "list", ""}: {"the leader's ProbeRun informer lists the runs", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		return probeRuns(sa).Get().Resource(v1alpha1.ProbeRunResource).Param("limit", "1").Do(ctx).Error()
+	}},
+	{"faultline.io", "proberuns", "watch", ""}: {"the leader's ProbeRun informer watches the runs", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		body, err := probeRuns(sa).Get().Resource(v1alpha1.ProbeRunResource).Param("watch", "true").Param("timeoutSeconds", "1").Stream(ctx)
+		if err == nil {
+			_ = body.Close()
+		}
+		return err
+	}},
+	{"faultline.io", "proberuns", "delete", ""}: {"a finished run is deleted after its retention", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		return allowed(probeRuns(sa).Delete().Resource(v1alpha1.ProbeRunResource).Name("proof-absent").Do(ctx).Error())
+	}},
+	{"faultline.io", "proberuns/status", "update", ""}: {"what a run found is written to its status", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		pr := &v1alpha1.ProbeRun{ObjectMeta: metav1.ObjectMeta{Name: "proof-absent"}, Spec: v1alpha1.ProbeRunSpec{Checks: []string{"nvml"}}}
+		return allowed(probeRuns(sa).Put().Resource(v1alpha1.ProbeRunResource).Name(pr.Name).SubResource("status").Body(pr).Do(ctx).Error())
+	}},
 	{"authentication.k8s.io", "tokenreviews", "create", ""}: {"the API asks who a caller is", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 			Spec: authenticationv1.TokenReviewSpec{Token: "proof"}}, metav1.CreateOptions{})
@@ -412,6 +430,14 @@ func allowed(err error) error {
 		return nil
 	}
 	return err
+}
+
+func probeRuns(c kubernetes.Interface) rest.Interface {
+	rc, err := v1alpha1.NewRESTClient(c)
+	if err != nil {
+		panic(err) // only for a client without a REST client
+	}
+	return rc
 }
 
 func store(c kubernetes.Interface) *nodefault.Store {

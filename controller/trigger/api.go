@@ -1,6 +1,7 @@
 package trigger
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,8 @@ type Request struct {
 	Params   map[string]probe.Params `json:"params,omitempty"`
 	Force    bool                    `json:"force,omitempty"`
 	Batch    int                     `json:"batch,omitempty"`
+	// OnNode is called with each node's results as they come (proberun.Request).
+	OnNode func(proberun.NodeRun) `json:"-"`
 }
 
 // Register adds the probe endpoints to mux:
@@ -78,7 +81,7 @@ func (t *Triggers) Register(mux *kubeauth.Mux) {
 		if off(w) {
 			return
 		}
-		run, err := t.Start(req, proberun.TriggerManual)
+		run, err := t.Start(t.deps.Life, req, proberun.TriggerManual)
 		if err != nil {
 			http.Error(w, err.Error(), startStatus(err))
 			return
@@ -131,7 +134,8 @@ func (t *Triggers) Register(mux *kubeauth.Mux) {
 			}
 			req.Nodes = nodes
 		}
-		run, err := t.Start(req, proberun.TriggerManual)
+		// The run belongs to the replica, not to the request that started it.
+		run, err := t.Start(t.deps.Life, req, proberun.TriggerManual)
 		if err != nil {
 			http.Error(w, err.Error(), startStatus(err))
 			return
@@ -150,8 +154,9 @@ func (t *Triggers) Register(mux *kubeauth.Mux) {
 	})
 }
 
-// Start starts a manual run (the API and the CLI behind it).
-func (t *Triggers) Start(req Request, trigger proberun.Trigger) (proberun.Run, error) {
+// Start starts a manual run (a ProbeRun, /status) with the limits of manual runs
+// (MaxBatch, MaxManualRuns); it runs until ctx ends.
+func (t *Triggers) Start(ctx context.Context, req Request, trigger proberun.Trigger) (proberun.Run, error) {
 	if t.dispatcher == nil {
 		return proberun.Run{}, fmt.Errorf("probes are not configured")
 	}
@@ -187,18 +192,17 @@ func (t *Triggers) Start(req Request, trigger proberun.Trigger) (proberun.Run, e
 			return proberun.Run{}, fmt.Errorf("%w: %d manual runs are in progress (at most %d)", ErrBusy, active, MaxManualRuns)
 		}
 	}
-	// Manual runs belong to the replica, not to the request that started them.
-	if t.deps.Life.Err() != nil {
-		return proberun.Run{}, fmt.Errorf("controller is shutting down")
+	if ctx.Err() != nil {
+		return proberun.Run{}, fmt.Errorf("controller is shutting down or no longer leads")
 	}
-	pr := proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force, Batch: req.Batch, Trigger: trigger}
+	pr := proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force, Batch: req.Batch, Trigger: trigger, OnNode: req.OnNode}
 	if err := t.dispatcher.Validate(pr); err != nil {
 		return proberun.Run{}, err
 	}
-	if err := t.dispatcher.CheckAgents(t.deps.Life, pr); err != nil {
+	if err := t.dispatcher.CheckAgents(ctx, pr); err != nil {
 		return proberun.Run{}, err
 	}
-	return t.dispatcher.Start(t.deps.Life, pr)
+	return t.dispatcher.Start(ctx, pr)
 }
 
 // ErrBusy: too many manual runs are in progress; the API answers 429.
@@ -285,4 +289,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// RunsInController reports whether a check (or an alias of one) runs in the
+// controller, once per run, rather than on the nodes; false with probes off.
+func (t *Triggers) RunsInController(check string) bool {
+	return t.dispatcher != nil && t.dispatcher.RunsInController(check)
 }

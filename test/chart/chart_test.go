@@ -682,6 +682,7 @@ func TestChartCopiesFresh(t *testing.T) {
 		"active-probes/agent/rbac/rbac.yaml": chartDir + "/files/rbac/probe-agent.yaml",
 		"active-probes/pvc/role.yaml":        chartDir + "/files/rbac/pvc-probe-role.yaml",
 		"api/v1alpha1/nodefaults.crd.yaml":   chartDir + "/crds/nodefaults.crd.yaml",
+		"api/v1alpha1/proberuns.crd.yaml":    chartDir + "/crds/proberuns.crd.yaml",
 	}
 	for _, p := range src {
 		pairs["rules/packs/"+filepath.Base(p)] = chartDir + "/packs/" + filepath.Base(p)
@@ -716,14 +717,16 @@ func TestManifestsFresh(t *testing.T) {
 	if !bytes.Equal(body, want) {
 		t.Errorf("manifests/faultline.yaml is stale: run make manifests (%d bytes rendered, %d in the file)", len(want), len(body))
 	}
-	// The CRD is applied before the rest: its own file, a copy of the API's.
-	if crd, err := os.ReadFile(filepath.Join(root, "manifests", "nodefaults.crd.yaml")); err != nil ||
-		!bytes.Equal(crd, readFile(t, filepath.Join(root, "api", "v1alpha1", "nodefaults.crd.yaml"))) {
-		t.Errorf("manifests/nodefaults.crd.yaml is not a copy of api/v1alpha1/nodefaults.crd.yaml (%v): run make manifests", err)
+	// The CRDs are applied before the rest: their own files, copies of the API's.
+	for _, name := range []string{"nodefaults.crd.yaml", "proberuns.crd.yaml"} {
+		if crd, err := os.ReadFile(filepath.Join(root, "manifests", name)); err != nil ||
+			!bytes.Equal(crd, readFile(t, filepath.Join(root, "api", "v1alpha1", name))) {
+			t.Errorf("manifests/%s is not a copy of api/v1alpha1/%s (%v): run make manifests", name, name, err)
+		}
 	}
 	extra, _ := filepath.Glob(filepath.Join(root, "manifests", "*"))
-	if len(extra) != 2 {
-		t.Errorf("manifests/ holds %v; make manifests writes only faultline.yaml and nodefaults.crd.yaml", extra)
+	if len(extra) != 3 {
+		t.Errorf("manifests/ holds %v; make manifests writes only faultline.yaml, nodefaults.crd.yaml and proberuns.crd.yaml", extra)
 	}
 }
 

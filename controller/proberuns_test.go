@@ -1,0 +1,200 @@
+package controller_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/rbac"
+	"github.com/faultline-dev/faultline/test/testenv"
+)
+
+// probeRunsAs is a faultline.io client with the credentials of kubeconfig.
+func probeRunsAs(t *testing.T, kubeconfig string) rest.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := v1alpha1.NewRESTClient(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func createProbeRun(rc rest.Interface, spec v1alpha1.ProbeRunSpec) (*v1alpha1.ProbeRun, error) {
+	out := &v1alpha1.ProbeRun{}
+	err := rc.Post().Resource(v1alpha1.ProbeRunResource).Body(&v1alpha1.ProbeRun{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}, Spec: spec}).Do(context.Background()).Into(out)
+	return out, err
+}
+
+// waitProbeRun waits until the run is finished and returns it.
+func (cl *cluster) waitProbeRun(rc rest.Interface, name string, timeout time.Duration) *v1alpha1.ProbeRun {
+	cl.t.Helper()
+	pr := &v1alpha1.ProbeRun{}
+	cl.waitFor("proberun "+name+" finished", timeout, func() bool {
+		pr = &v1alpha1.ProbeRun{}
+		return rc.Get().Resource(v1alpha1.ProbeRunResource).Name(name).Do(context.Background()).Into(pr) == nil && pr.Status.Finished()
+	})
+	return pr
+}
+
+func nodeOf(pr *v1alpha1.ProbeRun, node string) v1alpha1.ProbeRunNode {
+	for _, n := range pr.Status.Nodes {
+		if n.Node == node {
+			return n
+		}
+	}
+	return v1alpha1.ProbeRunNode{}
+}
+
+// A ProbeRun is authorized by the API server: a viewer may not create one (403);
+// an operator's runs on real probe agents and its status holds the verdicts,
+// node by node; a run the controller cannot start is Refused with the reason;
+// kubectl get proberuns lists it with its printer columns.
+func TestProbeRunObjects(t *testing.T) {
+	s := newProbeSetup(t)
+	cl := s.cl
+	cl.start(options{probes: s.probeConfig()})
+	viewer, _, err := rbac.APIRoles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asViewer := probeRunsAs(t, cl.kubeconfigFor(cl.apiUser("viewer", viewer)))
+	opKubeconfig := cl.kubeconfigFor(cl.operator())
+	asOperator := probeRunsAs(t, opKubeconfig)
+
+	spec := v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a", "gpu-b"}, Checks: []string{"pciebw"},
+		Params: map[string]map[string]string{"pciebw": {"floor_gbps": "5"}}}
+	if _, err := createProbeRun(asViewer, spec); !apierrors.IsForbidden(err) {
+		t.Fatalf("a viewer's ProbeRun: %v, want 403", err)
+	}
+	if err := asViewer.Get().Resource(v1alpha1.ProbeRunResource).Do(context.Background()).Error(); err != nil {
+		t.Errorf("a viewer lists ProbeRuns: %v", err)
+	}
+	created, err := createProbeRun(asOperator, spec)
+	if err != nil {
+		t.Fatalf("an operator's ProbeRun: %v", err)
+	}
+	pr := cl.waitProbeRun(asOperator, created.Name, time.Minute)
+	a, b := nodeOf(pr, "gpu-a"), nodeOf(pr, "gpu-b")
+	if pr.Status.Phase != v1alpha1.ProbeRunCompleted || pr.Status.Verdict != "fail" || pr.Status.Passed != 1 || pr.Status.Failed != 1 ||
+		pr.Status.NodeCount != 2 || pr.Status.ObservedGeneration != pr.Generation || pr.Status.Owner != "replica-a" ||
+		!a.Done || a.Verdict != "fail" || !b.Done || b.Verdict != "pass" || len(a.Results) != 1 || a.Results[0].Params["floor_gbps"] != "5" {
+		t.Fatalf("run status: %+v", pr.Status)
+	}
+	slow := false
+	for _, d := range a.Results[0].Devices {
+		slow = slow || (d.ID == "3" && d.Values["h2d_gbps"] == "2" && d.Status == "fail")
+	}
+	if !slow || a.StartTime == nil || a.CompletionTime == nil || a.Results[0].Duration == nil {
+		t.Errorf("gpu-a: %+v", a)
+	}
+	// The spec is a record of what was asked: it cannot change, even for an admin.
+	admin, err := v1alpha1.NewRESTClient(cl.cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Spec.Checks = []string{"nvml"}
+	if err := admin.Put().Resource(v1alpha1.ProbeRunResource).Name(pr.Name).Body(pr).Do(context.Background()).Error(); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "spec is immutable") {
+		t.Errorf("changing the spec: %v, want refused as immutable", err)
+	}
+
+	// A node without an agent (gpu-c): refused, nothing ran.
+	bad, err := createProbeRun(asOperator, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a", "gpu-c"}, Checks: []string{"pciebw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad = cl.waitProbeRun(asOperator, bad.Name, 30*time.Second)
+	if c := findCond(bad.Status.Conditions, v1alpha1.ProbeRunAccepted); bad.Status.Phase != v1alpha1.ProbeRunRefused || c == nil ||
+		c.Reason != v1alpha1.ReasonNoProbeAgent || !strings.Contains(c.Message, "gpu-c") || len(bad.Status.Nodes) != 0 {
+		t.Errorf("a run on a node without an agent: %+v", bad.Status)
+	}
+
+	out, err := exec.Command(testenv.Binary(t, "kubectl"), "--kubeconfig", opKubeconfig, "get", "proberuns").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), created.Name) || !strings.Contains(string(out), "PASSED") ||
+		!strings.Contains(string(out), "Completed") || !strings.Contains(string(out), "Refused") {
+		t.Errorf("kubectl get proberuns: %v\n%s", err, out)
+	}
+	t.Logf("kubectl get proberuns:\n%s", out)
+}
+
+func findCond(cs []metav1.Condition, typ string) *metav1.Condition {
+	for i := range cs {
+		if cs[i].Type == typ {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// A run survives its leader: replica-a runs a ProbeRun one node at a time; gpu-a's
+// result is in the status when replica-a is killed while gpu-b's agent has not
+// answered; replica-b takes over, runs gpu-b only and completes the run, keeping
+// gpu-a's result.
+func TestProbeRunSurvivesLeaderKill(t *testing.T) {
+	s := newProbeSetup(t)
+	cl := s.cl
+	bin := testenv.BuildFaultline(t)
+	hang, asked := hangingAgent(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(s.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replica := func(id string, agents map[string]string) *exec.Cmd {
+		args := []string{"--listen", freeAddr(t), "--probe-agent-port", "0", "--probe-token-file", tokenFile, "--pvc-probe=false",
+			"--probe-schedule", "nvml=0"}
+		for node, u := range agents {
+			args = append(args, "--probe-agent", node+"="+u)
+		}
+		return startReplica(t, cl, bin, id, args...)
+	}
+	a := replica("replica-a", map[string]string{"gpu-a": s.agents["gpu-a"], "gpu-b": hang})
+	rc := probeRunsAs(t, cl.kubeconfigFor(cl.operator()))
+	created, err := createProbeRun(rc, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a", "gpu-b"}, Checks: []string{"pciebw"}, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-asked:
+	case <-time.After(60 * time.Second):
+		t.Fatal("gpu-b's (hanging) agent was never asked")
+	}
+	cl.waitFor("gpu-a's result in the status", 30*time.Second, func() bool {
+		pr := &v1alpha1.ProbeRun{}
+		return rc.Get().Resource(v1alpha1.ProbeRunResource).Name(created.Name).Do(context.Background()).Into(pr) == nil &&
+			nodeOf(pr, "gpu-a").Done && !nodeOf(pr, "gpu-b").Done && pr.Status.Phase == v1alpha1.ProbeRunRunning
+	})
+	_ = a.Process.Signal(syscall.SIGKILL)
+	_ = a.Wait()
+
+	replica("replica-b", s.agents)
+	pr := cl.waitProbeRun(rc, created.Name, 90*time.Second)
+	ga, gb := nodeOf(pr, "gpu-a"), nodeOf(pr, "gpu-b")
+	if pr.Status.Phase != v1alpha1.ProbeRunCompleted || pr.Status.Owner != "replica-b" || !ga.Done || ga.Verdict != "fail" ||
+		!gb.Done || gb.Verdict != "pass" || pr.Status.Passed != 1 || pr.Status.Failed != 1 {
+		t.Fatalf("after the takeover: %+v", pr.Status)
+	}
+	if c := findCond(pr.Status.Conditions, v1alpha1.ProbeRunAccepted); c == nil || c.Reason != v1alpha1.ReasonResumed {
+		t.Errorf("Accepted condition: %+v, want reason %s", c, v1alpha1.ReasonResumed)
+	}
+}
