@@ -294,11 +294,6 @@ func TestControllerAdmissionTaintEffects(t *testing.T) {
 	c := caseNamed(t, "defaults")
 	c.sets = []string{"controller.taintEffects={NoSchedule,PreferNoSchedule,NoExecute}"}
 	wide := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, parse(t, render(t, c)), "ValidatingAdmissionPolicy", "faultline-controller-nodes")
-	for _, v := range wide.Spec.Variables {
-		if v.Name == "taintEffects" && v.Expression != "['NoSchedule', 'PreferNoSchedule', 'NoExecute']" {
-			t.Errorf("taintEffects = %s", v.Expression)
-		}
-	}
 	eventually.NoError(t, 30*time.Second, "the policy replaced", func() error {
 		cur, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, wide.Name, metav1.GetOptions{})
 		if err != nil {
@@ -323,11 +318,47 @@ func TestControllerAdmissionTaintEffects(t *testing.T) {
 	if len(own) != 1 || own[0].Key != "faultline.io/x" || own[0].Effect != corev1.TaintEffectNoExecute {
 		t.Errorf("faultline.io/ taints after the test: %+v", own)
 	}
+}
 
-	// A list without NoSchedule, every rule's default effect, does not render.
-	c.sets = []string{"controller.taintEffects={PreferNoSchedule}"}
-	if _, err := helm(t, c.args(repoRoot(t))...); err == nil || !strings.Contains(err.Error(), "controller.taintEffects must include NoSchedule") {
-		t.Errorf("render with controller.taintEffects=[PreferNoSchedule]: %v, want refused", err)
+// TestTaintEffectsAgree: the admission policy and the controller's pack validation
+// (--allow-taint-effects) take their effects from controller.taintEffects, in every
+// controller Deployment (shards too); a list without NoSchedule, every rule's
+// default effect, or with an unknown effect, does not render.
+func TestTaintEffectsAgree(t *testing.T) {
+	shards := []string{"controller.shards[0].name=a", "controller.shards[0].value=a", "controller.shards[1].name=b", "controller.shards[1].value=b"}
+	for _, tc := range []struct {
+		sets       []string
+		cel, flag  string
+		deployment []string
+	}{
+		{nil, "['NoSchedule', 'PreferNoSchedule']", "--allow-taint-effects=NoSchedule,PreferNoSchedule", []string{"faultline-controller"}},
+		{append([]string{"controller.taintEffects={NoSchedule,NoExecute}"}, shards...), "['NoSchedule', 'NoExecute']",
+			"--allow-taint-effects=NoSchedule,NoExecute", []string{"faultline-controller-a", "faultline-controller-b"}},
+	} {
+		c := caseNamed(t, "defaults")
+		c.sets = tc.sets
+		objs := parse(t, render(t, c))
+		policy := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", "faultline-controller-nodes")
+		i := slices.IndexFunc(policy.Spec.Variables, func(v admissionregistrationv1.Variable) bool { return v.Name == "taintEffects" })
+		if i < 0 || policy.Spec.Variables[i].Expression != tc.cel {
+			t.Errorf("%v: the policy's taintEffects %+v, want %s", tc.sets, policy.Spec.Variables, tc.cel)
+		}
+		for _, name := range tc.deployment {
+			d := deployment(t, objs, name)
+			if cc := container(t, &d.Spec.Template.Spec, "controller"); !hasArg(cc, tc.flag) {
+				t.Errorf("%v: %s args %v, want %s", tc.sets, name, cc.Args, tc.flag)
+			}
+		}
+	}
+	for _, tc := range []struct{ set, want string }{
+		{"controller.taintEffects={PreferNoSchedule}", "controller.taintEffects must include NoSchedule"},
+		{"controller.taintEffects={NoSchedule,Evict}", "taintEffects"},
+	} {
+		c := caseNamed(t, "defaults")
+		c.sets = []string{tc.set}
+		if _, err := helm(t, c.args(repoRoot(t))...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("render with %s: %v, want refused naming %q", tc.set, err, tc.want)
+		}
 	}
 }
 
