@@ -73,7 +73,7 @@ func nodeOf(pr *v1alpha1.ProbeRun, node string) v1alpha1.ProbeRunNode {
 func TestProbeRunObjects(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
-	cl.start(options{probes: s.probeConfig()})
+	r := cl.start(options{probes: s.probeConfig()})
 	viewer, _, err := rbac.APIRoles()
 	if err != nil {
 		t.Fatal(err)
@@ -119,15 +119,44 @@ func TestProbeRunObjects(t *testing.T) {
 		t.Errorf("changing the spec: %v, want refused as immutable", err)
 	}
 
-	// A node without an agent (gpu-c): refused, nothing ran.
+	// Bad specs are refused before anything runs: by the API server (nodes and a
+	// selector), or by the controller (Refused, InvalidSpec, saying why).
+	before := len(r.c.Triggers().Dispatcher().List())
+	if _, err := createProbeRun(asOperator, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a"}, Checks: []string{"nvml"},
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"nvidia.com/gpu.present": "true"}}}); !apierrors.IsInvalid(err) {
+		t.Errorf("a run with nodes and a selector: %v, want refused as invalid", err)
+	}
+	for _, tc := range []struct {
+		spec v1alpha1.ProbeRunSpec
+		want string
+	}{
+		{v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a"}, Checks: []string{"pciebw"}, Params: map[string]map[string]string{"pciebw": {"floor_gbps": "-3"}}}, "floor_gbps"},
+		{v1alpha1.ProbeRunSpec{Nodes: []string{"no-such-node"}, Checks: []string{"pciebw"}}, "no-such-node"},
+		{v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a"}, Checks: []string{"format-disk"}}, "unknown check"},
+	} {
+		bad, err := createProbeRun(asOperator, tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = cl.waitProbeRun(asOperator, bad.Name, 30*time.Second)
+		if c := findCond(bad.Status.Conditions, v1alpha1.ProbeRunAccepted); bad.Status.Phase != v1alpha1.ProbeRunRefused || c == nil ||
+			c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, tc.want) || len(bad.Status.Nodes) != 0 {
+			t.Errorf("%+v: %+v, want Refused (%s) saying %q", tc.spec, bad.Status, v1alpha1.ReasonInvalidSpec, tc.want)
+		}
+	}
+
+	// A node without an agent (gpu-c): refused, naming it, and nothing ran on the others.
 	bad, err := createProbeRun(asOperator, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a", "gpu-c"}, Checks: []string{"pciebw"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad = cl.waitProbeRun(asOperator, bad.Name, 30*time.Second)
 	if c := findCond(bad.Status.Conditions, v1alpha1.ProbeRunAccepted); bad.Status.Phase != v1alpha1.ProbeRunRefused || c == nil ||
-		c.Reason != v1alpha1.ReasonNoProbeAgent || !strings.Contains(c.Message, "gpu-c") || len(bad.Status.Nodes) != 0 {
+		c.Reason != v1alpha1.ReasonNoProbeAgent || !strings.Contains(c.Message, "run no probe agent, nothing started: gpu-c") || len(bad.Status.Nodes) != 0 {
 		t.Errorf("a run on a node without an agent: %+v", bad.Status)
+	}
+	if n := len(r.c.Triggers().Dispatcher().List()); n != before {
+		t.Errorf("%d runs in the dispatcher after the refusals, %d before", n, before)
 	}
 
 	out, err := exec.Command(testenv.Binary(t, "kubectl"), "--kubeconfig", opKubeconfig, "get", "proberuns").CombinedOutput()
