@@ -38,6 +38,8 @@ type Request struct {
 	Params   map[string]probe.Params
 	Force    bool
 	Batch    int
+	// Recorded: the run has its ProbeRun already (proberun.Request).
+	Recorded bool
 	// OnNode is called with each node's results as they come (proberun.Request).
 	OnNode func(proberun.NodeRun)
 }
@@ -148,7 +150,8 @@ func (t *Triggers) Start(ctx context.Context, req Request, trigger proberun.Trig
 	if ctx.Err() != nil {
 		return proberun.Run{}, fmt.Errorf("controller is shutting down or no longer leads")
 	}
-	pr := proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force, Batch: req.Batch, Trigger: trigger, OnNode: req.OnNode}
+	pr := proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force, Batch: req.Batch, Trigger: trigger,
+		Recorded: req.Recorded, OnNode: req.OnNode}
 	if err := t.dispatcher.Validate(pr); err != nil {
 		return proberun.Run{}, err
 	}
