@@ -2,11 +2,8 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -86,35 +84,27 @@ func TestProbesOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := tr.Status.Token
-	r := cl.start(options{probes: trigger.Config{Agents: pods, HTTP: client, Token: func() (string, error) { return tok, nil }}})
-	srv := httptest.NewServer(withToken(cl.operator(), r.c.Handler()))
-	t.Cleanup(srv.Close)
-
-	post := func(body string) (int, string) {
-		resp, err := http.Post(srv.URL+"/api/v1/probes", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	code, body := post(`{"nodes":["gpu-a"],"checks":["pciebw"]}`)
-	var run proberun.Run
-	if err := json.Unmarshal([]byte(body), &run); code != http.StatusAccepted || err != nil {
-		t.Fatalf("POST gpu-a: %d %s", code, body)
-	}
-	run, err = r.c.Triggers().Dispatcher().Wait(ctx, run.ID)
+	cl.start(options{probes: trigger.Config{Agents: pods, HTTP: client, Token: func() (string, error) { return tok, nil }}})
+	rc := probeRunsAs(t, cl.kubeconfigFor(cl.operator()))
+	created, err := createProbeRun(rc, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a"}, Checks: []string{"pciebw"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(run.Nodes) != 1 || run.Nodes[0].Error != "" || run.Nodes[0].Status != probe.StatusPass || len(run.Nodes[0].Results) != 1 {
-		t.Fatalf("gpu-a over TLS: %+v", run.Nodes)
+	pr := cl.waitProbeRun(rc, created.Name, time.Minute)
+	if a := nodeOf(pr, "gpu-a"); pr.Status.Phase != v1alpha1.ProbeRunCompleted || len(pr.Status.Nodes) != 1 || a.Error != "" ||
+		a.Verdict != string(probe.StatusPass) || len(a.Results) != 1 {
+		t.Fatalf("gpu-a over TLS: %+v", pr.Status)
 	}
 
 	// gpu-b has no agent pod: refused, nothing started.
-	if code, body := post(`{"nodes":["gpu-b"],"checks":["pciebw"]}`); code != http.StatusConflict || !strings.Contains(body, "gpu-b") {
-		t.Errorf("gpu-b without an agent pod: %d %s", code, body)
+	bad, err := createProbeRun(rc, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-b"}, Checks: []string{"pciebw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad = cl.waitProbeRun(rc, bad.Name, 30*time.Second)
+	if c := findCond(bad.Status.Conditions, v1alpha1.ProbeRunAccepted); bad.Status.Phase != v1alpha1.ProbeRunRefused || c == nil ||
+		c.Reason != v1alpha1.ReasonNoProbeAgent || !strings.Contains(c.Message, "gpu-b") {
+		t.Errorf("gpu-b without an agent pod: %+v", bad.Status)
 	}
 
 	// The agent speaks TLS only: a plain-HTTP client gets no API answer.

@@ -101,7 +101,7 @@ func withToken(token string, h http.Handler) http.Handler {
 
 // Every endpoint and verb of the API refuses callers without a valid token (401) and
 // callers whose identity lacks the permission (403); faultline-viewer reads but may
-// not start probes or untaint, faultline-operator may; force needs probes/force.
+// not start probes (/status) or untaint, faultline-operator may.
 func TestAPIAuth(t *testing.T) {
 	cl := newCluster(t, "gpu-1")
 	r := cl.start(options{})
@@ -112,7 +112,7 @@ func TestAPIAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Starts runs but may not force them.
+	// Starts runs (/status) and nothing else.
 	runner := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "api-runner"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"faultline.io"}, Resources: []string{"probes"}, Verbs: []string{"create"}}}}
 	tokens := map[string]string{
@@ -130,10 +130,6 @@ func TestAPIAuth(t *testing.T) {
 	endpoints := []endpoint{
 		{"GET", "/api/v1/faults", "", []string{"viewer", "operator"}},
 		{"GET", "/api/v1/loki/health", "", []string{"viewer", "operator"}},
-		{"GET", "/api/v1/probes", "", []string{"viewer", "operator"}},
-		{"GET", "/api/v1/probes/none", "", []string{"viewer", "operator"}},
-		{"POST", "/api/v1/probes", `{"nodes":["gpu-1"],"checks":["nvml"]}`, []string{"runner", "operator"}},
-		{"POST", "/api/v1/probes", `{"nodes":["gpu-1"],"checks":["nvml"],"force":true}`, []string{"operator"}},
 		{"GET", "/status?host=gpu-1&check=nvml", "", []string{"runner", "operator"}},
 		{"POST", "/api/v1/nodes/gpu-1/untaint", "", []string{"operator"}},
 		{"POST", "/api/v1/storms/nvidia-xid/xid-gpu-lost/release", "", []string{"operator"}},
@@ -173,6 +169,22 @@ func TestAPIAuth(t *testing.T) {
 			if (want == 0 && (got == http.StatusUnauthorized || got == http.StatusForbidden)) || (want != 0 && got != want) {
 				t.Errorf("%s %s %s as %s: %d, want %v", e.method, e.path, e.body, who, got, map[int]string{0: "served"}[want]+http.StatusText(want))
 			}
+		}
+	}
+	// The probe endpoints are gone (runs are ProbeRun objects): not found, whoever asks.
+	for _, e := range []struct{ method, path string }{{"GET", "/api/v1/probes"}, {"POST", "/api/v1/probes"}, {"GET", "/api/v1/probes/some-run"}} {
+		req, err := http.NewRequest(e.method, srv.URL+e.path, strings.NewReader(`{"nodes":["gpu-1"],"checks":["nvml"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tokens["operator"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s %s as operator: %d, want 404", e.method, e.path, resp.StatusCode)
 		}
 	}
 	// /healthz and /readyz stay open for the kubelet.

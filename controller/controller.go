@@ -138,8 +138,10 @@ type Controller struct {
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
 	// probeRuns runs the ProbeRun objects while leading.
 	probeRuns *proberunctl.Reconciler
-	ladders   *escalate.Ladders // the rules' escalation ladders
-	kickCh    chan struct{}     // asks for a reconcile now
+	// runRecords records the runs this replica starts itself as ProbeRuns.
+	runRecords *proberunctl.Recorder
+	ladders    *escalate.Ladders // the rules' escalation ladders
+	kickCh     chan struct{}     // asks for a reconcile now
 	// life is the replica's lifetime: manual probe runs outlive their HTTP request.
 	life     context.Context
 	lifeStop context.CancelFunc
@@ -239,9 +241,13 @@ func New(cfg Config) (*Controller, error) {
 	c.keep = &keeper{store: checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName), decider: c.decider,
 		fleet: len(cfg.Decide.Fleet.Labels) > 0, lookback: cfg.InitialLookback, every: cfg.CheckpointEvery,
 		errors: c.m.checkpointErrors, log: c.log}
+	c.runRecords, err = proberunctl.NewRecorder(proberunctl.RecorderConfig{Client: cfg.Client, Identity: cfg.Identity, Log: c.log})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
 	c.triggers, err = trigger.New(cfg.Probes, trigger.Deps{Actor: c.actor, Decider: c.decider, Facts: c.actor.Facts,
 		Apply: c.carrier.submit, Record: c.rec.probe, Kick: c.kick, Phase: c.rec.phase, Untaint: c.untaintUnconfirmed, Results: c.m.probeResults, Skipped: c.m.probeSkipped, DeepSkipped: c.m.deepSkipped,
-		Log: c.log, Life: c.life})
+		Log: c.log, Life: c.life, Records: c.runRecords})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
@@ -280,6 +286,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.ready = true
 	c.mu.Unlock()
 	go c.packs.Run(ctx)
+	go c.runRecords.Run(c.life)
 	ec := c.cfg.Election
 	if ec.Client == nil {
 		ec.Client = c.cfg.Client

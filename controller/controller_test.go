@@ -149,6 +149,8 @@ type options struct {
 	affectedPods bool
 	// evidenceRefresh: Config.EvidenceRefresh (default: the controller's).
 	evidenceRefresh time.Duration
+	// probeRunRetention: Config.ProbeRunRetention (default: the controller's).
+	probeRunRetention time.Duration
 }
 
 // running is a replica run by the shared harness: Stop (also at cleanup) cancels it
@@ -189,7 +191,7 @@ func (cl *cluster) launch(o options) *running {
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
 		Decide:   o.decide, Probes: o.probes, Act: o.act, Escalation: o.escalate, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
-		InitialLookback: time.Hour, ActWorkers: o.actWorkers, AffectedPods: o.affectedPods, EvidenceRefresh: o.evidenceRefresh, Metrics: m, Auth: &kubeauth.Reviewer{Client: cl.cs, NegativeTTL: time.Millisecond},
+		InitialLookback: time.Hour, ActWorkers: o.actWorkers, AffectedPods: o.affectedPods, EvidenceRefresh: o.evidenceRefresh, ProbeRunRetention: o.probeRunRetention, Metrics: m, Auth: &kubeauth.Reviewer{Client: cl.cs, NegativeTTL: time.Millisecond},
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})
 	if err != nil {

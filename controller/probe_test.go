@@ -252,8 +252,8 @@ spec:
 	}
 }
 
-// Manual triggers: the API (POST, then GET until done), Autopilot's /status and the
-// CLI, against the same agents.
+// Manual triggers besides ProbeRun objects (proberuns_test.go): a run started in the
+// controller (pvc), Autopilot's /status and the CLI, against the same agents.
 func TestManualProbes(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
@@ -264,70 +264,6 @@ func TestManualProbes(t *testing.T) {
 	opToken := cl.operator()
 	srv := httptest.NewServer(withToken(opToken, r.c.Handler()))
 	t.Cleanup(srv.Close)
-
-	// API
-	body := `{"nodes":["gpu-a","gpu-b"],"checks":["pciebw"],"params":{"pciebw":{"floor_gbps":"5"}}}`
-	resp, err := http.Post(srv.URL+"/api/v1/probes", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run proberun.Run
-	if err := json.NewDecoder(resp.Body).Decode(&run); err != nil || resp.StatusCode != http.StatusAccepted || run.ID == "" {
-		t.Fatalf("POST: %d %+v %v", resp.StatusCode, run, err)
-	}
-	resp.Body.Close()
-	cl.waitFor("run done", 60*time.Second, func() bool {
-		resp, err := http.Get(srv.URL + "/api/v1/probes/" + run.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		run = proberun.Run{}
-		_ = json.NewDecoder(resp.Body).Decode(&run)
-		return run.State == proberun.StateDone
-	})
-	byNode := map[string]proberun.NodeRun{}
-	for _, nr := range run.Nodes {
-		byNode[nr.Node] = nr
-	}
-	if byNode["gpu-a"].Status != probe.StatusFail || byNode["gpu-b"].Status != probe.StatusPass || run.Status != probe.StatusFail {
-		t.Fatalf("run: %+v", run)
-	}
-	a := byNode["gpu-a"].Results[0]
-	if d := a.Device("3"); d == nil || d.Values["h2d_gbps"] != 2 || d.Status != probe.StatusFail || a.Params["floor_gbps"] != "5" {
-		t.Errorf("gpu-a pciebw result: %+v", a)
-	}
-
-	// Bad requests are refused before anything runs.
-	for _, bad := range []string{`{"nodes":["gpu-a"],"checks":["pciebw"],"params":{"pciebw":{"floor_gbps":"-3"}}}`,
-		`{"nodes":["no-such-node"],"checks":["pciebw"]}`, `{"nodes":["gpu-a"],"checks":["format-disk"]}`,
-		`{"selector":"nvidia.com/gpu.present=true","nodes":["gpu-a"],"checks":["nvml"]}`} {
-		resp, err := http.Post(srv.URL+"/api/v1/probes", "application/json", strings.NewReader(bad))
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("%s: %d %s", bad, resp.StatusCode, msg)
-		}
-	}
-
-	// A node that runs no agent (gpu-c has none) is refused with 409, naming it, and
-	// nothing starts on the others.
-	before := len(r.c.Triggers().Dispatcher().List())
-	resp, err = http.Post(srv.URL+"/api/v1/probes", "application/json", strings.NewReader(`{"nodes":["gpu-a","gpu-c"],"checks":["pciebw"]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(msg), "run no probe agent, nothing started: gpu-c") {
-		t.Errorf("a node without an agent: %d %s", resp.StatusCode, msg)
-	}
-	if n := len(r.c.Triggers().Dispatcher().List()); n != before {
-		t.Errorf("%d runs after the refusal, %d before", n, before)
-	}
 
 	// The pvc check runs in the controller, once per run (node "" in the run): a class
 	// with no volumes (no controller-manager here either) fails after its timeout.
@@ -344,7 +280,7 @@ func TestManualProbes(t *testing.T) {
 	}
 
 	// Autopilot-compatible /status
-	resp, err = http.Get(srv.URL + "/status?check=pciebw&host=gpu-a,gpu-b&batch=1")
+	resp, err := http.Get(srv.URL + "/status?check=pciebw&host=gpu-a,gpu-b&batch=1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/proberun"
+	"github.com/faultline-dev/faultline/controller/proberunctl"
 	"github.com/faultline-dev/faultline/controller/rbac"
+	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -73,7 +76,7 @@ func nodeOf(pr *v1alpha1.ProbeRun, node string) v1alpha1.ProbeRunNode {
 func TestProbeRunObjects(t *testing.T) {
 	s := newProbeSetup(t)
 	cl := s.cl
-	cl.start(options{probes: s.probeConfig()})
+	r := cl.start(options{probes: s.probeConfig()})
 	viewer, _, err := rbac.APIRoles()
 	if err != nil {
 		t.Fatal(err)
@@ -119,15 +122,44 @@ func TestProbeRunObjects(t *testing.T) {
 		t.Errorf("changing the spec: %v, want refused as immutable", err)
 	}
 
-	// A node without an agent (gpu-c): refused, nothing ran.
+	// Bad specs are refused before anything runs: by the API server (nodes and a
+	// selector), or by the controller (Refused, InvalidSpec, saying why).
+	before := len(r.c.Triggers().Dispatcher().List())
+	if _, err := createProbeRun(asOperator, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a"}, Checks: []string{"nvml"},
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"nvidia.com/gpu.present": "true"}}}); !apierrors.IsInvalid(err) {
+		t.Errorf("a run with nodes and a selector: %v, want refused as invalid", err)
+	}
+	for _, tc := range []struct {
+		spec v1alpha1.ProbeRunSpec
+		want string
+	}{
+		{v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a"}, Checks: []string{"pciebw"}, Params: map[string]map[string]string{"pciebw": {"floor_gbps": "-3"}}}, "floor_gbps"},
+		{v1alpha1.ProbeRunSpec{Nodes: []string{"no-such-node"}, Checks: []string{"pciebw"}}, "no-such-node"},
+		{v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a"}, Checks: []string{"format-disk"}}, "unknown check"},
+	} {
+		bad, err := createProbeRun(asOperator, tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = cl.waitProbeRun(asOperator, bad.Name, 30*time.Second)
+		if c := findCond(bad.Status.Conditions, v1alpha1.ProbeRunAccepted); bad.Status.Phase != v1alpha1.ProbeRunRefused || c == nil ||
+			c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, tc.want) || len(bad.Status.Nodes) != 0 {
+			t.Errorf("%+v: %+v, want Refused (%s) saying %q", tc.spec, bad.Status, v1alpha1.ReasonInvalidSpec, tc.want)
+		}
+	}
+
+	// A node without an agent (gpu-c): refused, naming it, and nothing ran on the others.
 	bad, err := createProbeRun(asOperator, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-a", "gpu-c"}, Checks: []string{"pciebw"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad = cl.waitProbeRun(asOperator, bad.Name, 30*time.Second)
 	if c := findCond(bad.Status.Conditions, v1alpha1.ProbeRunAccepted); bad.Status.Phase != v1alpha1.ProbeRunRefused || c == nil ||
-		c.Reason != v1alpha1.ReasonNoProbeAgent || !strings.Contains(c.Message, "gpu-c") || len(bad.Status.Nodes) != 0 {
+		c.Reason != v1alpha1.ReasonNoProbeAgent || !strings.Contains(c.Message, "run no probe agent, nothing started: gpu-c") || len(bad.Status.Nodes) != 0 {
 		t.Errorf("a run on a node without an agent: %+v", bad.Status)
+	}
+	if n := len(r.c.Triggers().Dispatcher().List()); n != before {
+		t.Errorf("%d runs in the dispatcher after the refusals, %d before", n, before)
 	}
 
 	out, err := exec.Command(testenv.Binary(t, "kubectl"), "--kubeconfig", opKubeconfig, "get", "proberuns").CombinedOutput()
@@ -196,5 +228,83 @@ func TestProbeRunSurvivesLeaderKill(t *testing.T) {
 	}
 	if c := findCond(pr.Status.Conditions, v1alpha1.ProbeRunAccepted); c == nil || c.Reason != v1alpha1.ReasonResumed {
 		t.Errorf("Accepted condition: %+v, want reason %s", c, v1alpha1.ReasonResumed)
+	}
+}
+
+// Every run is a ProbeRun: a rule's confirmation and a scheduled round, which the
+// controller starts itself, each leave a record (spec.trigger rule or schedule, the
+// verdicts node by node in its status, written by the replica that ran it) that no
+// controller runs again; the retention deletes them as it deletes runs by hand.
+func TestProbeRunRecords(t *testing.T) {
+	s := newProbeSetup(t)
+	cl := s.cl
+	pc := s.probeConfig()
+	pc.Schedules = []trigger.Schedule{{Check: "nvml", Every: 2 * time.Second}}
+	const retention = 5 * time.Second
+	r := cl.start(options{probes: pc, probeRunRetention: retention})
+	admin, err := v1alpha1.NewRESTClient(cl.cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cl.push("gpu-a", time.Now(), aerNonFatal)
+
+	// find waits for a finished record of trigger whose status passes ok.
+	find := func(trig string, ok func(pr *v1alpha1.ProbeRun) bool) *v1alpha1.ProbeRun {
+		t.Helper()
+		var found *v1alpha1.ProbeRun
+		cl.waitFor("a finished "+trig+" record", time.Minute, func() bool {
+			list := &v1alpha1.ProbeRunList{}
+			if err := admin.Get().Resource(v1alpha1.ProbeRunResource).Do(ctx).Into(list); err != nil {
+				return false
+			}
+			for i := range list.Items {
+				pr := &list.Items[i]
+				if pr.Spec.Trigger == trig && pr.Status.Finished() && ok(pr) {
+					found = pr
+					return true
+				}
+			}
+			return false
+		})
+		if id := r.id; found.Annotations[v1alpha1.AnnotationRecord] != id || found.Status.Owner != id || found.Labels[proberunctl.LabelRun] == "" {
+			t.Errorf("%s record %s: annotation %q, owner %q, run label %q; want the replica %s", trig, found.Name,
+				found.Annotations[v1alpha1.AnnotationRecord], found.Status.Owner, found.Labels[proberunctl.LabelRun], id)
+		}
+		return found
+	}
+
+	// The rule's confirmation: pciebw failed on gpu-a.
+	rule := find("rule", func(pr *v1alpha1.ProbeRun) bool { return nodeOf(pr, "gpu-a").Done })
+	a := nodeOf(rule, "gpu-a")
+	failedCheck := false
+	for _, res := range a.Results {
+		failedCheck = failedCheck || (res.Check == "pciebw" && res.Status == "fail")
+	}
+	if rule.Status.Phase != v1alpha1.ProbeRunCompleted || rule.Status.Verdict != "fail" || rule.Status.NodeCount != 1 ||
+		!strings.Contains(rule.Spec.Reason, aerRule) || !failedCheck || !strings.HasPrefix(rule.Name, "rule-") {
+		t.Errorf("the rule's record %s: spec %+v, status %+v", rule.Name, rule.Spec, rule.Status)
+	}
+
+	// A scheduled round: one record over every probe node (gpu-c and gpu-d run no
+	// agent: their error is recorded, not hidden).
+	round := find("schedule", func(pr *v1alpha1.ProbeRun) bool { return true })
+	if round.Status.Phase != v1alpha1.ProbeRunCompleted || round.Status.NodeCount != 4 || round.Spec.Reason != "every 2s" ||
+		len(nodeOf(round, "gpu-b").Results) != 1 || nodeOf(round, "gpu-b").Results[0].Check != "nvml" || nodeOf(round, "gpu-c").Error == "" {
+		t.Errorf("the scheduled round's record %s: spec %+v, status %+v", round.Name, round.Spec, round.Status)
+	}
+
+	// No record was run again as a run by hand.
+	for _, run := range r.c.Probes().List() {
+		if run.Trigger == proberun.TriggerManual {
+			t.Errorf("a record was run again: %+v", run)
+		}
+	}
+
+	// Both go after the retention.
+	for _, pr := range []*v1alpha1.ProbeRun{rule, round} {
+		cl.waitFor(pr.Name+" deleted after its retention", 30*time.Second, func() bool {
+			return apierrors.IsNotFound(admin.Get().Resource(v1alpha1.ProbeRunResource).Name(pr.Name).Do(ctx).Error())
+		})
 	}
 }

@@ -55,6 +55,7 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=pr,categories=faultline
 // +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Trigger",type=string,JSONPath=`.spec.trigger`
 // +kubebuilder:printcolumn:name="Checks",type=string,JSONPath=`.status.checks`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodeCount`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
@@ -104,7 +105,32 @@ type ProbeRunSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=50
 	Batch int32 `json:"batch,omitempty"`
+	// Trigger says why the run happened: manual (by hand), or schedule, rule,
+	// recovery, escalation, deep for a run the controller started itself. A run
+	// the controller started is a record (annotation faultline.io/record): the
+	// replica running it writes it, and no controller starts it again.
+	// +optional
+	// +kubebuilder:default=manual
+	// +kubebuilder:validation:Enum=manual;schedule;rule;recovery;escalation;deep
+	Trigger string `json:"trigger,omitempty"`
+	// Reason says more about the trigger: the rule (pack/rule), the schedule.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
 }
+
+// AnnotationRecord marks a ProbeRun that records a run the controller started
+// itself (a rule's confirmation, a recovery, a scheduled round, /status...); its
+// value is the replica that runs it and alone writes its status. The leader's
+// reconciler never starts such a run; it only deletes it after its retention.
+const AnnotationRecord = "faultline.io/record"
+
+// MaxRecordResults bounds one record: at most this many results (nodes × checks;
+// one node at least). A run over more nodes (a scheduled round over the fleet) is
+// recorded in several ProbeRuns, so that none nears etcd's limit on an object
+// (1.5 MiB): a check's result on a node, eight GPUs each with their values and
+// messages, stays under 7 KiB.
+const MaxRecordResults = 100
 
 // ProbeRunStatus is what the run found, written by the leading controller.
 type ProbeRunStatus struct {

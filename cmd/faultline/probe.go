@@ -138,7 +138,7 @@ faultline-operator: create too, and proberuns/force for --force).`,
 		Use: "list",
 		Example: `  faultline probe list
   faultline probe list -o json | jq '.[] | select(.status.verdict == "fail") | .metadata.name'`,
-		Short: "List the runs (ProbeRuns), newest first",
+		Short: "List the runs (ProbeRuns: by hand, and the controller's records of rules, recoveries, schedules), newest first",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rc, err := client()
 			if err != nil {
@@ -154,9 +154,9 @@ faultline-operator: create too, and proberuns/force for --force).`,
 			})
 			return listOutput.print(cmd.OutOrStdout(), runs, func(w io.Writer) error {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tCHECKS\tNODES\tPHASE\tVERDICT\tPASSED\tFAILED\tCREATED")
+				fmt.Fprintln(tw, "NAME\tTRIGGER\tCHECKS\tNODES\tPHASE\tVERDICT\tPASSED\tFAILED\tCREATED")
 				for _, r := range runs {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", r.Name, strings.Join(r.Spec.Checks, ","), r.Status.NodeCount,
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", r.Name, r.Spec.Trigger, strings.Join(r.Spec.Checks, ","), r.Status.NodeCount,
 						r.Status.Phase, r.Status.Verdict, r.Status.Passed, r.Status.Failed, r.CreationTimestamp.Local().Format(time.DateTime))
 				}
 				return tw.Flush()

@@ -73,6 +73,9 @@ type Request struct {
 	// OnNode, when set, is called with each node's part once it ended, after
 	// Config.OnNode: the caller that records the run (a ProbeRun's status).
 	OnNode func(nr NodeRun)
+	// Recorded: the run has its record already (a ProbeRun a user created);
+	// Config.OnRun's hook makes none.
+	Recorded bool
 }
 
 // NodeRun is one node's part of a run.
@@ -108,6 +111,8 @@ type Run struct {
 	Created  time.Time               `json:"created"`
 	Finished time.Time               `json:"finished,omitempty"`
 	Nodes    []NodeRun               `json:"nodes"`
+	// Recorded: see Request.Recorded.
+	Recorded bool `json:"-"`
 }
 
 // Done counts the nodes that finished.
@@ -161,7 +166,9 @@ type Config struct {
 	// set (Autopilot's check names, controller/autopilot): a request may name them
 	// wherever it names a check, and their results carry the name asked for.
 	Aliases map[string]Alias
-	// OnStart is called when a node's probes start; OnNode when they finished.
+	// OnRun is called when a run starts, before any of its nodes; OnStart when a
+	// node's probes start; OnNode when they finished.
+	OnRun   func(run *Run)
 	OnStart func(run *Run, node string)
 	OnNode  func(run *Run, nr NodeRun)
 	Log     *slog.Logger
@@ -356,7 +363,7 @@ func (d *Dispatcher) Start(ctx context.Context, req Request) (Run, error) {
 		batch = d.cfg.Batch
 	}
 	run := &Run{ID: newID(), Trigger: req.Trigger, Reason: req.Reason, Checks: req.Checks, Params: req.Params,
-		Force: req.Force, State: StateRunning, Created: time.Now()}
+		Force: req.Force, State: StateRunning, Created: time.Now(), Recorded: req.Recorded}
 	var local, remote []string
 	for _, c := range req.Checks {
 		if d.local(c) {
@@ -386,6 +393,9 @@ func (d *Dispatcher) Start(ctx context.Context, req Request) (Run, error) {
 	d.forgetOld()
 	snap := cloneRun(run)
 	d.mu.Unlock()
+	if d.cfg.OnRun != nil {
+		d.cfg.OnRun(&snap)
+	}
 
 	go func() {
 		defer close(done)

@@ -1,9 +1,16 @@
-// Package proberunctl reconciles ProbeRun objects (faultline.io/v1alpha1) on the
-// leading controller: a run not finished is started through the probe triggers
-// (controller/trigger: the dispatcher and the limits of manual runs), its results
-// are written to its status node by node as they come, a run a previous leader
-// left unfinished is finished (the nodes without results are run), and finished
-// runs are deleted after their retention.
+// Package proberunctl keeps probe runs as ProbeRun objects (faultline.io/v1alpha1).
+//
+// The Reconciler, on the leading controller, runs the ProbeRuns people create: a
+// run not finished is started through the probe triggers (controller/trigger: the
+// dispatcher and the limits of manual runs), its results are written to its
+// status node by node as they come, a run a previous leader left unfinished is
+// finished (the nodes without results are run), and finished runs are deleted
+// after their retention, records included.
+//
+// The Recorder, on every replica, records the runs the controller starts itself
+// (rules, recoveries, schedules, /status...): a ProbeRun per run, or per
+// v1alpha1.MaxRecordResults results of it, marked v1alpha1.AnnotationRecord, that
+// the Reconciler never runs.
 //
 // One writer per object: every status write goes through the term's workqueue,
 // one sync of a name at a time, from the informer's copy and what this term's runs
@@ -15,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -190,6 +198,12 @@ func (t *term) sync(name string) error {
 		return nil
 	}
 	pr = pr.DeepCopy()
+	if _, ok := pr.Annotations[v1alpha1.AnnotationRecord]; ok {
+		// A run a replica started itself: that replica writes its record, the
+		// leader only deletes it after its retention (counted from its creation
+		// when the replica ended before the run did).
+		return t.collect(pr)
+	}
 	if pr.Status.Finished() {
 		return t.collect(pr)
 	}
@@ -209,6 +223,9 @@ func (t *term) sync(name string) error {
 // run that cannot start is recorded Refused (or Pending, while the manual-run
 // slots are taken: then it says how soon to try again).
 func (t *term) start(pr *v1alpha1.ProbeRun) (*active, time.Duration, error) {
+	if trig := pr.Spec.Trigger; trig != "" && trig != string(proberun.TriggerManual) {
+		return nil, 0, t.refuse(pr, v1alpha1.ReasonInvalidSpec, fmt.Sprintf("trigger %s: only the controller records such runs; a run by hand is %s", trig, proberun.TriggerManual))
+	}
 	if !t.r.cfg.Runner.On() {
 		return nil, 0, t.refuse(pr, v1alpha1.ReasonProbesOff, "probes are not configured on this controller (see --probe-agent-port / --probe-agent)")
 	}
@@ -261,7 +278,7 @@ func (t *term) start(pr *v1alpha1.ProbeRun) (*active, time.Duration, error) {
 	if resumed {
 		a.reason = v1alpha1.ReasonResumed
 	}
-	req := trigger.Request{Nodes: nodes, Checks: checks, Params: params, Force: pr.Spec.Force, Batch: int(pr.Spec.Batch),
+	req := trigger.Request{Nodes: nodes, Checks: checks, Params: params, Force: pr.Spec.Force, Batch: int(pr.Spec.Batch), Recorded: true,
 		OnNode: func(nr proberun.NodeRun) {
 			// A run cut short by the end of the term is the next leader's to finish.
 			if ctx.Err() != nil {
@@ -326,30 +343,49 @@ func (t *term) nodes(pr *v1alpha1.ProbeRun) ([]string, error) {
 	return out, nil
 }
 
-// record writes what the run found so far into its status: each node's results
-// once it ended (a node already done, by this or an earlier leader, is kept as
-// it is), the counts, and Completed once every node is done.
+// record writes what the run found so far into its status (fill).
 func (t *term) record(pr *v1alpha1.ProbeRun, a *active) error {
 	old := pr.Status.DeepCopy()
+	t.mu.Lock()
+	targets := slices.Clone(a.targets)
+	results := maps.Clone(a.results)
+	t.mu.Unlock()
+	fill(pr, targets, results, a.reason, t.r.cfg.Identity)
+	if equalStatus(old, &pr.Status) {
+		return nil
+	}
+	pr.Status.Owner = t.r.cfg.Identity
+	if err := t.updateStatus(pr); err != nil {
+		return err
+	}
+	if st := pr.Status; st.Phase == v1alpha1.ProbeRunCompleted {
+		t.r.log.Info("probe run completed", "run", pr.Name, "verdict", st.Verdict, "passed", st.Passed, "failed", st.Failed)
+	}
+	return nil
+}
+
+// fill writes into a run's status what it found so far: each node's results once
+// it ended (a node already done, by this or an earlier leader, is kept as it is),
+// the counts, and Completed once every node of targets is done. reason is the
+// Accepted condition's (Started, Resumed); identity the replica that runs it.
+func fill(pr *v1alpha1.ProbeRun, targets []string, results map[string]proberun.NodeRun, reason, identity string) {
 	st := &pr.Status
 	now := metav1.Now()
-	t.mu.Lock()
 	have := map[string]int{}
 	for i, n := range st.Nodes {
 		have[n.Node] = i
 	}
-	for _, n := range a.targets {
+	for _, n := range targets {
 		if _, ok := have[n]; !ok {
 			have[n] = len(st.Nodes)
 			st.Nodes = append(st.Nodes, v1alpha1.ProbeRunNode{Node: n})
 		}
 	}
-	for n, nr := range a.results {
+	for n, nr := range results {
 		if i, ok := have[n]; ok && !st.Nodes[i].Done {
 			st.Nodes[i] = nodeStatus(nr)
 		}
 	}
-	t.mu.Unlock()
 	st.ObservedGeneration = pr.Generation
 	st.Checks = strings.Join(pr.Spec.Checks, ",")
 	st.NodeCount = int32(len(st.Nodes))
@@ -371,7 +407,7 @@ func (t *term) record(pr *v1alpha1.ProbeRun, a *active) error {
 		}
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ProbeRunAccepted, Status: metav1.ConditionTrue,
-		Reason: a.reason, Message: "run by " + t.r.cfg.Identity, ObservedGeneration: pr.Generation})
+		Reason: reason, Message: "run by " + identity, ObservedGeneration: pr.Generation})
 	if done == len(st.Nodes) {
 		st.Phase = v1alpha1.ProbeRunCompleted
 		st.Verdict = string(probe.Worst(verdicts...))
@@ -385,17 +421,6 @@ func (t *term) record(pr *v1alpha1.ProbeRun, a *active) error {
 			Reason: v1alpha1.ReasonNodesRunning, Message: fmt.Sprintf("%d of %d node(s) done", done, len(st.Nodes)),
 			ObservedGeneration: pr.Generation})
 	}
-	if equalStatus(old, st) {
-		return nil
-	}
-	st.Owner = t.r.cfg.Identity
-	if err := t.updateStatus(pr); err != nil {
-		return err
-	}
-	if st.Phase == v1alpha1.ProbeRunCompleted {
-		t.r.log.Info("probe run completed", "run", pr.Name, "verdict", st.Verdict, "passed", st.Passed, "failed", st.Failed)
-	}
-	return nil
 }
 
 // refuse records that the run will not start, and why.

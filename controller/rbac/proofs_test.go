@@ -254,6 +254,11 @@ var proofs = map[atom]proof{
 		}
 		return err
 	}},
+	{"faultline.io", "proberuns", "create", ""}: {"a run the controller starts itself (rule, recovery, schedule) is recorded as a ProbeRun", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+		pr := &v1alpha1.ProbeRun{ObjectMeta: metav1.ObjectMeta{GenerateName: "rule-", Annotations: map[string]string{v1alpha1.AnnotationRecord: "proof"}},
+			Spec: v1alpha1.ProbeRunSpec{Nodes: []string{f.node}, Checks: []string{"nvml"}, Trigger: "rule"}}
+		return probeRuns(sa).Post().Resource(v1alpha1.ProbeRunResource).Param("dryRun", "All").Body(pr).Do(ctx).Error()
+	}},
 	{"faultline.io", "proberuns", "delete", ""}: {"a finished run is deleted after its retention", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		return allowed(probeRuns(sa).Delete().Resource(v1alpha1.ProbeRunResource).Name("proof-absent").Do(ctx).Error())
 	}},

@@ -17,13 +17,9 @@ import (
 	"github.com/faultline-dev/faultline/kubeauth"
 )
 
-// The permissions the probe endpoints check, on probes.faultline.io.
-var (
-	ActGet    = kubeauth.Action{Verb: "get", Resource: "probes"}
-	ActList   = kubeauth.Action{Verb: "list", Resource: "probes"}
-	ActCreate = kubeauth.Action{Verb: "create", Resource: "probes"}
-	ActForce  = kubeauth.Action{Verb: "create", Resource: "probes", Subresource: "force"}
-)
+// ActCreate is the permission GET /status checks (it starts a run), on
+// probes.faultline.io: the one the probe agents check too.
+var ActCreate = kubeauth.Action{Verb: "create", Resource: "probes"}
 
 // Limits on manual runs, so that one caller cannot probe the whole fleet at once.
 const (
@@ -33,29 +29,29 @@ const (
 	MaxManualRuns = 4
 )
 
-// Request is the body of POST /api/v1/probes.
+// Request is a manual run: a ProbeRun's spec, or /status's query.
 type Request struct {
 	// Nodes by name, or Selector: a label selector over nodes (one of the two).
-	Nodes    []string                `json:"nodes,omitempty"`
-	Selector string                  `json:"selector,omitempty"`
-	Checks   []string                `json:"checks"`
-	Params   map[string]probe.Params `json:"params,omitempty"`
-	Force    bool                    `json:"force,omitempty"`
-	Batch    int                     `json:"batch,omitempty"`
+	Nodes    []string
+	Selector string
+	Checks   []string
+	Params   map[string]probe.Params
+	Force    bool
+	Batch    int
+	// Recorded: the run has its ProbeRun already (proberun.Request).
+	Recorded bool
 	// OnNode is called with each node's results as they come (proberun.Request).
-	OnNode func(proberun.NodeRun) `json:"-"`
+	OnNode func(proberun.NodeRun)
 }
 
-// Register adds the probe endpoints to mux:
+// Register adds the probe endpoint to mux:
 //
-//	POST /api/v1/probes          start a run → 202 and the run (its id)       create probes (force: also create probes/force)
-//	GET  /api/v1/probes          runs remembered by this replica, newest first  list probes
-//	GET  /api/v1/probes/{id}     one run, with progress and results             get probes
-//	GET  /status?check=pciebw,dcgm&host=n1,n2&batch=N&r=2                      create probes
+//	GET /status?check=pciebw,dcgm&host=n1,n2&batch=N&r=2                      create probes
 //	                             Autopilot-compatible: runs the checks and answers when
 //	                             they are done, as text (format=json for the run)
 //
-// The actions are on probes.faultline.io (see kubeauth.Mux).
+// The action is on probes.faultline.io (see kubeauth.Mux). Manual runs otherwise
+// are ProbeRun objects (controller/proberunctl), authorized by the API server.
 func (t *Triggers) Register(mux *kubeauth.Mux) {
 	off := func(w http.ResponseWriter) bool {
 		if t.dispatcher == nil {
@@ -64,47 +60,6 @@ func (t *Triggers) Register(mux *kubeauth.Mux) {
 		}
 		return false
 	}
-	mux.HandleFunc("POST /api/v1/probes", kubeauth.Fixed(ActCreate), func(w http.ResponseWriter, r *http.Request) {
-		var req Request
-		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		// force bypasses the agent's GPUs-in-use guard: a permission of its own.
-		if req.Force {
-			if _, ok := mux.Check(w, r, ActForce); !ok {
-				return
-			}
-		}
-		if off(w) {
-			return
-		}
-		run, err := t.Start(t.deps.Life, req, proberun.TriggerManual)
-		if err != nil {
-			http.Error(w, err.Error(), startStatus(err))
-			return
-		}
-		writeJSON(w, http.StatusAccepted, run)
-	})
-	mux.HandleFunc("GET /api/v1/probes", kubeauth.Fixed(ActList), func(w http.ResponseWriter, r *http.Request) {
-		if off(w) {
-			return
-		}
-		writeJSON(w, http.StatusOK, t.dispatcher.List())
-	})
-	mux.HandleFunc("GET /api/v1/probes/{id}", kubeauth.Fixed(ActGet), func(w http.ResponseWriter, r *http.Request) {
-		if off(w) {
-			return
-		}
-		run, ok := t.dispatcher.Get(r.PathValue("id"))
-		if !ok {
-			http.Error(w, fmt.Sprintf("no run %q on this replica", r.PathValue("id")), http.StatusNotFound)
-			return
-		}
-		writeJSON(w, http.StatusOK, run)
-	})
 	// /status starts a run, so it needs create, GET or not.
 	mux.HandleFunc("GET /status", kubeauth.Fixed(ActCreate), func(w http.ResponseWriter, r *http.Request) {
 		if off(w) {
@@ -195,7 +150,8 @@ func (t *Triggers) Start(ctx context.Context, req Request, trigger proberun.Trig
 	if ctx.Err() != nil {
 		return proberun.Run{}, fmt.Errorf("controller is shutting down or no longer leads")
 	}
-	pr := proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force, Batch: req.Batch, Trigger: trigger, OnNode: req.OnNode}
+	pr := proberun.Request{Nodes: nodes, Checks: req.Checks, Params: req.Params, Force: req.Force, Batch: req.Batch, Trigger: trigger,
+		Recorded: req.Recorded, OnNode: req.OnNode}
 	if err := t.dispatcher.Validate(pr); err != nil {
 		return proberun.Run{}, err
 	}

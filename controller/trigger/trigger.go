@@ -135,6 +135,17 @@ type Deps struct {
 	Log                           *slog.Logger
 	// Life is the replica's lifetime: manual runs outlive their HTTP request.
 	Life context.Context
+	// Records keeps a ProbeRun record of every run that has none (all but the
+	// runs of ProbeRuns users created); nil: none.
+	Records Records
+}
+
+// Records records runs as ProbeRun objects (*proberunctl.Recorder).
+type Records interface {
+	// Started is called once per run, before any of its nodes ends; NodeDone
+	// with each node's part once it ended.
+	Started(run proberun.Run)
+	NodeDone(run proberun.Run, nr proberun.NodeRun)
 }
 
 // Triggers starts probe runs and reads their results. With probes off (no agents
@@ -188,6 +199,7 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 	t.cfg = pc
 	dc := proberun.Config{Agents: pc.Agents, Token: pc.Token, HTTP: pc.HTTP, Registry: pc.Registry, Local: pc.Local, Batch: pc.Batch,
 		NodeTimeout: pc.NodeTimeout, Log: t.log, PickPeer: t.pickPeer, Capacity: t.capacity,
+		OnRun:   t.runStarted,
 		OnStart: func(run *proberun.Run, node string) { t.probeStarted(ctx, run, node) },
 		OnNode:  func(run *proberun.Run, nr proberun.NodeRun) { t.probeDone(ctx, run, nr) }}
 	if pc.Autopilot != nil {
@@ -208,6 +220,13 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 // Dispatcher returns the dispatcher (nil when probes are off).
 func (t *Triggers) Dispatcher() *proberun.Dispatcher { return t.dispatcher }
 
+// runStarted records a run that has no record yet.
+func (t *Triggers) runStarted(run *proberun.Run) {
+	if t.deps.Records != nil && !run.Recorded {
+		t.deps.Records.Started(*run)
+	}
+}
+
 // probeStarted notes that probes started on a node and says so in its labels.
 func (t *Triggers) probeStarted(ctx context.Context, run *proberun.Run, node string) {
 	t.ap.started(ctx, run, node)
@@ -217,6 +236,9 @@ func (t *Triggers) probeStarted(ctx context.Context, run *proberun.Run, node str
 // probeDone reports one node's results: metrics, a log line per result, an Event
 // per run and node, and the health labels.
 func (t *Triggers) probeDone(ctx context.Context, run *proberun.Run, nr proberun.NodeRun) {
+	if t.deps.Records != nil && !run.Recorded {
+		t.deps.Records.NodeDone(*run, nr)
+	}
 	t.ap.finished(run, nr)
 	if run.Trigger == proberun.TriggerDeep && nr.Refused == http.StatusConflict {
 		// A node whose GPUs are held (or that runs another invasive check) is

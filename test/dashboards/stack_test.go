@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,7 +24,6 @@ import (
 
 	agentrbac "github.com/faultline-dev/faultline/active-probes/agent/rbac"
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/dmesg-exporter/kmsg"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packs"
@@ -535,10 +535,11 @@ func startStack(t *testing.T) *stack {
 	})
 
 	// Probes: every check with values on gpu-1 (iperf3 to gpu-2's agent), and on gpu-2.
-	s.probe(t, `{"nodes":["gpu-1"],"checks":["nvml","pciebw","dgemm","ping","iperf3"],"force":true,"params":{`+
-		`"ping":{"peer":"127.0.0.1","count":"2"},`+
-		fmt.Sprintf(`"iperf3":{"peer_node":"gpu-2","port":"%d","seconds":"1","min_gbps":"0.1"}}}`, iperf3Port))
-	s.probe(t, `{"nodes":["gpu-2"],"checks":["pciebw","dgemm","ping"],"force":true,"params":{"ping":{"peer_node":"gpu-1","count":"2"}}}`)
+	s.probe(t, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-1"}, Checks: []string{"nvml", "pciebw", "dgemm", "ping", "iperf3"}, Force: true,
+		Params: map[string]map[string]string{"ping": {"peer": "127.0.0.1", "count": "2"},
+			"iperf3": {"peer_node": "gpu-2", "port": strconv.Itoa(iperf3Port), "seconds": "1", "min_gbps": "0.1"}}})
+	s.probe(t, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-2"}, Checks: []string{"pciebw", "dgemm", "ping"}, Force: true,
+		Params: map[string]map[string]string{"ping": {"peer_node": "gpu-1", "count": "2"}}})
 	s.waitShipped(t)
 	// The controller reads a page of lines at a time and counts it once it has acted
 	// on every line (one Node update per fault): wait until it has.
@@ -555,7 +556,8 @@ func startStack(t *testing.T) *stack {
 
 	// The second round, seen by Prometheus as increases.
 	s.write(t, second)
-	s.probe(t, `{"nodes":["gpu-1","gpu-2"],"checks":["pciebw","ping"],"force":true,"params":{"ping":{"peer":"127.0.0.1","count":"2"}}}`)
+	s.probe(t, v1alpha1.ProbeRunSpec{Nodes: []string{"gpu-1", "gpu-2"}, Checks: []string{"pciebw", "ping"}, Force: true,
+		Params: map[string]map[string]string{"ping": {"peer": "127.0.0.1", "count": "2"}}})
 	s.waitShipped(t)
 	s.step = "the controller to read the second batch"
 	eventually.True(t, 2*time.Minute, s.step, func() bool {
@@ -698,32 +700,38 @@ func (s *stack) dumpLogs(t *testing.T) {
 	}
 }
 
-// probe runs probes through the controller's API and waits for the result. A run the
-// agent refused because another invasive probe (a rule's confirming probe) was
-// running is tried again.
-func (s *stack) probe(t *testing.T, body string) {
+// probe runs probes as a ProbeRun (as the cluster's admin) and waits for its
+// result. A run the agent refused because another invasive probe (a rule's
+// confirming probe) was running is tried again.
+func (s *stack) probe(t *testing.T, spec v1alpha1.ProbeRunSpec) {
 	t.Helper()
-	s.step = "the probe run " + body
+	s.step = fmt.Sprintf("the probe run of %v on %v", spec.Checks, spec.Nodes)
+	rc, err := v1alpha1.NewRESTClient(s.env.Clientset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
 	eventually.NoError(t, time.Minute, "a probe run that no other invasive probe held up", func() error {
-		resp, err := call(http.MethodPost, s.api+"/api/v1/probes", "application/json", strings.NewReader(body))
+		pr := &v1alpha1.ProbeRun{}
+		err := rc.Post().Resource(v1alpha1.ProbeRunResource).Body(&v1alpha1.ProbeRun{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}, Spec: spec}).Do(ctx).Into(pr)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("create ProbeRun %+v: %v", spec, err)
 		}
-		var run proberun.Run
-		err = json.NewDecoder(resp.Body).Decode(&run)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("POST /api/v1/probes %s: %s %v", body, resp.Status, err)
-		}
-		eventually.True(t, time.Minute, "probe run "+run.ID, func() bool {
-			return getJSON(s.api+"/api/v1/probes/"+run.ID, &run) == nil && run.State == proberun.StateDone
+		name := pr.Name
+		eventually.True(t, time.Minute, "probe run "+name, func() bool {
+			pr = &v1alpha1.ProbeRun{}
+			return rc.Get().Resource(v1alpha1.ProbeRunResource).Name(name).Do(ctx).Into(pr) == nil && pr.Status.Finished()
 		})
-		for _, nr := range run.Nodes {
+		if pr.Status.Phase != v1alpha1.ProbeRunCompleted {
+			t.Fatalf("probe run %s: %+v", name, pr.Status)
+		}
+		for _, nr := range pr.Status.Nodes {
 			if strings.Contains(nr.Error, "one at a time") {
 				return fmt.Errorf("%s: %s", nr.Node, nr.Error)
 			}
 		}
-		for _, nr := range run.Nodes {
+		for _, nr := range pr.Status.Nodes {
 			if nr.Error != "" {
 				t.Fatalf("probe run on %s: %s", nr.Node, nr.Error)
 			}

@@ -251,9 +251,12 @@ func (d *demo) tryIt() {
   export TOKEN=%s
   curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/faults                  # active faults, held faults, budget
   curl -s -X POST -H "Authorization: Bearer $TOKEN" %s/api/v1/fleet/NAME/dismiss  # verdict on rack-a's fleet fault (NAME: kubectl get nodefaults)
-  %s probe run --kubeconfig %s --controller %s --node gpu-0,gpu-1 --check nvml --wait
   curl -s -H "Authorization: Bearer $TOKEN" '%s/status?check=nvml&host=gpu-0' # Autopilot-style
   %s untaint --kubeconfig %s --controller %s gpu-3
+
+  Probe runs are ProbeRun objects, created with the operator's kubeconfig:
+  %s probe run --kubeconfig %s --node gpu-0,gpu-1 --check nvml --wait
+  %s --kubeconfig %s get proberuns                                      # every run, yours and the controller's
 
   Loki (Grafana data source or logcli): %s
     {source="kernel"} |~ "Xid|SXid|AER|Link down"
@@ -262,6 +265,6 @@ func (d *demo) tryIt() {
 
   Logs of every component: %s`,
 		d.env.Kubeconfig(), kubectl, kubectl, kubectl, kubectl, kubectl,
-		d.apiToken, d.api, d.api, d.o.Binary, opConfig, d.api, d.api, d.o.Binary, opConfig, d.api, d.env.LokiURL(),
+		d.apiToken, d.api, d.api, d.api, d.o.Binary, opConfig, d.api, d.o.Binary, opConfig, kubectl, opConfig, d.env.LokiURL(),
 		d.kmsg["gpu-4"].path, filepath.Join(d.o.Dir, "logs"))
 }

@@ -2,60 +2,58 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
-// nvmlRound runs the hourly nvml check once now through the API, so every node has a
-// health label before the scenario starts.
+// nvmlRound runs the hourly nvml check once now, as a ProbeRun the demo's operator
+// creates, so every node has a health label before the scenario starts.
 func (d *demo) nvmlRound(ctx context.Context) {
-	d.step("A first round of the nvml check on every node (POST %s/api/v1/probes; the controller runs it every %s here, --probe-schedule, hourly by default)", d.api, nvmlEvery)
-	body := `{"selector":"nvidia.com/gpu.present=true","checks":["nvml"],"params":{"nvml":{"expected_gpus":"8"}}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.api+"/api/v1/probes", strings.NewReader(body))
+	d.step("A first round of the nvml check on every node (a ProbeRun, as faultline probe run creates it; the controller runs it every %s here, --probe-schedule, hourly by default)", nvmlEvery)
+	cs, err := kubernetes.NewForConfig(d.env.RESTConfigForToken(d.apiToken))
 	if err != nil {
 		d.tb.Fatalf("start the nvml round: %v", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+d.apiToken)
-	resp, err := http.DefaultClient.Do(req)
+	rc, err := v1alpha1.NewRESTClient(cs)
 	if err != nil {
 		d.tb.Fatalf("start the nvml round: %v", err)
 	}
-	var run struct {
-		ID     string `json:"id"`
-		State  string `json:"state"`
-		Status string `json:"status"`
-		Nodes  []struct {
-			Node    string `json:"node"`
-			Status  string `json:"status"`
-			Results []struct {
-				Message string `json:"message"`
-			} `json:"results"`
-		} `json:"nodes"`
+	run := &v1alpha1.ProbeRun{}
+	err = rc.Post().Resource(v1alpha1.ProbeRunResource).Body(&v1alpha1.ProbeRun{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
+		Spec: v1alpha1.ProbeRunSpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"nvidia.com/gpu.present": "true"}},
+			Checks: []string{"nvml"}, Params: map[string]map[string]string{"nvml": {"expected_gpus": "8"}}},
+	}).Do(ctx).Into(run)
+	if err != nil {
+		d.tb.Fatalf("start the nvml round: %v", err)
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&run)
-	resp.Body.Close()
+	name := run.Name
+	d.say("        proberun %s (spec.nodeSelector nvidia.com/gpu.present=true, checks [nvml], nvml.expected_gpus=8)", name)
 	took, ok, why := d.waitFor(ctx, "the nvml round", func() (bool, string) {
-		if err := getJSON(ctx, d.api+"/api/v1/probes/"+run.ID, d.apiToken, &run); err != nil {
+		run = &v1alpha1.ProbeRun{}
+		if err := rc.Get().Resource(v1alpha1.ProbeRunResource).Name(name).Do(ctx).Into(run); err != nil {
 			return false, err.Error()
 		}
-		return run.State == "done", "state " + run.State
+		return run.Status.Finished(), "phase " + string(run.Status.Phase)
 	})
-	if ok && len(run.Nodes) > 0 && len(run.Nodes[0].Results) > 0 {
-		d.say("        run %s: %s on %d nodes in %s (%s)", run.ID, run.Status, len(run.Nodes), took.Round(time.Millisecond), run.Nodes[0].Results[0].Message)
+	st := run.Status
+	if ok && len(st.Nodes) > 0 && len(st.Nodes[0].Results) > 0 {
+		d.say("        → %s: %s on %d nodes in %s (%s)", st.Phase, st.Verdict, st.NodeCount, took.Round(time.Millisecond), st.Nodes[0].Results[0].Message)
 	}
-	d.check("nvml passes on every node (label faultline.io/health=PASS)", ok && run.Status == "pass", why)
+	if ok && st.Phase != v1alpha1.ProbeRunCompleted {
+		why = fmt.Sprintf("phase %s: %+v", st.Phase, st.Conditions)
+	}
+	d.check("nvml passes on every node (label faultline.io/health=PASS)", ok && st.Phase == v1alpha1.ProbeRunCompleted && st.Verdict == "pass", why)
 }
 
 // scenario plays the faults and checks what faultline did about each.
