@@ -135,10 +135,6 @@ func TestAPIAuth(t *testing.T) {
 		{"POST", "/api/v1/probes", `{"nodes":["gpu-1"],"checks":["nvml"]}`, []string{"runner", "operator"}},
 		{"POST", "/api/v1/probes", `{"nodes":["gpu-1"],"checks":["nvml"],"force":true}`, []string{"operator"}},
 		{"GET", "/status?host=gpu-1&check=nvml", "", []string{"runner", "operator"}},
-		{"POST", "/api/v1/nodes/gpu-1/untaint", "", []string{"operator"}},
-		{"POST", "/api/v1/storms/nvidia-xid/xid-gpu-lost/release", "", []string{"operator"}},
-		{"POST", "/api/v1/fleet/some-fleet-fault/release", "", []string{"operator"}},
-		{"POST", "/api/v1/fleet/some-fleet-fault/dismiss", "", []string{"operator"}},
 	}
 	for _, e := range endpoints {
 		for who, tok := range tokens {
