@@ -82,6 +82,9 @@ type Loader struct {
 	// already parsed for errors' positions, without the strict decoder's second
 	// pass over the text, most of a load's time. Validation is unchanged.
 	Checked bool
+	// Taints is which taints the packs may ask for; the zero policy is the default
+	// (TaintPolicy).
+	Taints TaintPolicy
 }
 
 // ParseFile decodes the rule packs in one YAML file (documents separated by ---),
@@ -132,7 +135,7 @@ func (l Loader) decode(file string, text []byte, docs []*yaml.Node, perr error) 
 				r.Tests, r.Sources, r.BenignSources = nil, nil, nil
 			}
 		}
-		errs = append(errs, validatePack(p, doc)...)
+		errs = append(errs, validatePack(p, doc, l.Taints)...)
 		packs = append(packs, p)
 	}
 	if perr != nil {

@@ -22,7 +22,9 @@ var (
 type validator struct {
 	p    *Pack
 	root *yaml.Node
-	errs Errors
+	// taints is the taints the packs may ask for.
+	taints TaintPolicy
+	errs   Errors
 	// parsed holds the regexes parsed so far, by expression.
 	parsed map[string]*regex
 }
@@ -45,12 +47,12 @@ func at(base *yaml.Node, keys ...string) *yaml.Node {
 	return base
 }
 
-func validatePack(p *Pack, doc *yaml.Node) Errors {
+func validatePack(p *Pack, doc *yaml.Node, taints TaintPolicy) Errors {
 	root := doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
-	v := &validator{p: p, root: root}
+	v := &validator{p: p, root: root, taints: taints}
 	if p.APIVersion != APIVersion {
 		v.errAt(at(root, "apiVersion"), "", "apiVersion must be %q, not %q", APIVersion, p.APIVersion)
 	}
@@ -122,13 +124,28 @@ func (v *validator) taint(n *yaml.Node, rule string, t *Taint) {
 	if t == nil {
 		return
 	}
-	if t.Key != "" && !taintKeyRe.MatchString(t.Key) {
+	// An empty key or effect is the default (faultline.io/faulty, NoSchedule), which
+	// every policy allows.
+	switch {
+	case t.Key != "" && !taintKeyRe.MatchString(t.Key):
 		v.errAt(at(n, "key"), rule, "taint key %q is not a valid Kubernetes taint key", t.Key)
+	case t.Key != "":
+		if msg := v.taints.keyError(t.Key); msg != "" {
+			v.errAt(at(n, "key"), rule, "%s", msg)
+		}
 	}
 	if t.Value != "" && !taintValueRe.MatchString(t.Value) {
 		v.errAt(at(n, "value"), rule, "taint value %q is not a valid label value", t.Value)
 	}
-	v.enum(at(n, "effect"), rule, "taint effect", t.Effect, true, "NoSchedule", "PreferNoSchedule", "NoExecute")
+	switch {
+	case t.Effect == "":
+	case !slices.Contains(TaintEffects, t.Effect):
+		v.enum(at(n, "effect"), rule, "taint effect", t.Effect, false, TaintEffects...)
+	default:
+		if msg := v.taints.effectError(t.Effect); msg != "" {
+			v.errAt(at(n, "effect"), rule, "%s", msg)
+		}
+	}
 }
 
 var (

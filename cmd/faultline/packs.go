@@ -13,29 +13,41 @@ import (
 	"github.com/faultline-dev/faultline/rules/packs"
 )
 
-// packFlags are the rule pack flags of every command: --packs (repeatable) and
-// --no-default-packs. Every command layers its packs alike: the built-in packs
-// first (unless --no-default-packs), then each --packs path in order, a later rule
-// overriding an earlier one of the same id (a rule without match patches it).
+// packFlags are the rule pack flags of every command: --packs (repeatable),
+// --no-default-packs and the taint allowance (--allow-taint-effects,
+// --allow-taint-key-prefixes). Every command layers its packs alike: the built-in
+// packs first (unless --no-default-packs), then each --packs path in order, a later
+// rule overriding an earlier one of the same id (a rule without match patches it).
 type packFlags struct {
 	paths      []string
 	noDefaults bool
+	taints     rules.TaintPolicy
 }
 
 func (f *packFlags) register(fs *pflag.FlagSet, packsUsage, noDefaultsUsage string) {
 	fs.StringArrayVar(&f.paths, "packs", nil, packsUsage)
 	fs.BoolVar(&f.noDefaults, "no-default-packs", false, noDefaultsUsage)
+	fs.StringSliceVar(&f.taints.Effects, "allow-taint-effects", rules.DefaultTaintEffects(),
+		"the effects a pack's taint may have, NoSchedule among them; a pack asking for another does not load. NoExecute evicts every pod of the node at once, PodDisruptionBudgets or not (the chart's controller.taintEffects sets this and its admission policy alike)")
+	fs.StringSliceVar(&f.taints.KeyPrefixes, "allow-taint-key-prefixes", nil,
+		"key prefixes (a DNS subdomain and /, e.g. example.com/) a pack's taint may have besides "+rules.TaintKeyPrefix+"; a pack asking for another key does not load (the chart's admission policy lets the controller write "+rules.TaintKeyPrefix+" taints only)")
 }
 
 // layers is the set the flags name, with more paths after those of --packs (the
 // positional packs of rules lint and rules test).
 func (f *packFlags) layers(more ...string) packLayers {
-	return packLayers{defaults: !f.noDefaults, paths: append(slices.Clone(f.paths), more...)}
+	return f.layersOf(!f.noDefaults, append(slices.Clone(f.paths), more...))
+}
+
+// layersOf is a set of the flags' taint allowance: the built-in packs when
+// defaults, then paths.
+func (f *packFlags) layersOf(defaults bool, paths []string) packLayers {
+	return packLayers{defaults: defaults, paths: paths, taints: f.taints}
 }
 
 // watch is the controller's pack configuration: packwatch layers the same way.
 func (f *packFlags) watch(cfg *packwatch.Config) {
-	cfg.Defaults, cfg.Dirs = !f.noDefaults, f.paths
+	cfg.Defaults, cfg.Dirs, cfg.Taints = !f.noDefaults, f.paths, f.taints
 }
 
 // packUse says what a command does with its packs, and so which of them it loads
@@ -57,10 +69,12 @@ const (
 	forCoverage
 )
 
-// packLayers is one pack set: the built-in packs (when defaults), then paths.
+// packLayers is one pack set: the built-in packs (when defaults), then paths,
+// loaded with a taint allowance.
 type packLayers struct {
 	defaults bool
 	paths    []string
+	taints   rules.TaintPolicy
 }
 
 // packSet is a compiled pack set and which of its packs were given.
@@ -78,8 +92,11 @@ func (l packLayers) load(use packUse) (packSet, error) {
 	if !l.defaults && len(l.paths) == 0 {
 		return packSet{}, errors.New("--no-default-packs leaves this set empty: give its directories")
 	}
-	builtin := rules.Loader{MatchingOnly: use != forCoverage, Checked: true}
-	given := rules.Loader{MatchingOnly: use == forMatching}
+	if err := l.taints.Check(); err != nil {
+		return packSet{}, fmt.Errorf("--allow-taint-effects, --allow-taint-key-prefixes: %w", err)
+	}
+	builtin := rules.Loader{MatchingOnly: use != forCoverage, Checked: true, Taints: l.taints}
+	given := rules.Loader{MatchingOnly: use == forMatching, Taints: l.taints}
 	checkDefaults := use == forChecking && len(l.paths) == 0
 	if checkDefaults {
 		builtin = given

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,5 +147,38 @@ func TestEscalationExamplePack(t *testing.T) {
 		if !actions[a] {
 			t.Errorf("the example has no %s step (steps: %v)", a, actions)
 		}
+	}
+}
+
+// TestTaintAllowance: a pack whose taint evicts (NoExecute) or has a key outside
+// faultline.io/ fails every command with its file:line and rule, unless the
+// command is given the allowance; an allowance without NoSchedule is refused.
+func TestTaintAllowance(t *testing.T) {
+	const rule = "    - id: evicts\n      match: {regex: 'fallen off the bus'}\n      severity: critical\n      action: taint\n" +
+		"      tests: [{line: 'GPU has fallen off the bus', expect: {action: taint}}]\n"
+	noExecute := writeSitePack(t, rule+"      taint: {effect: NoExecute}\n")
+	foreign := writeSitePack(t, rule+"      taint: {key: example.com/gpu}\n")
+	commands := [][]string{{"scan"}, {"rules", "lint"}, {"rules", "test"}, {"rules", "coverage"}}
+	for _, args := range commands {
+		args := append(slices.Clone(args), "--packs")
+		for _, tc := range []struct{ pack, want, allow string }{
+			{noExecute, `site.yaml:11:23: pack "site": rule "evicts": taint effect NoExecute (it evicts every pod of the node at once, PodDisruptionBudgets or not) is not allowed`,
+				"--allow-taint-effects=NoSchedule,NoExecute"},
+			{foreign, `site.yaml:11:20: pack "site": rule "evicts": taint key "example.com/gpu" is not under faultline.io/`,
+				"--allow-taint-key-prefixes=example.com/"},
+		} {
+			if _, err := run(t, xid79, append(args, tc.pack)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: err = %v, want %q", args, err, tc.want)
+			}
+			if args[1] == "coverage" {
+				continue // it needs the inventory, and loads as the others do
+			}
+			if out, err := run(t, xid79, append(args, tc.pack, tc.allow)...); err != nil {
+				t.Errorf("%v %s: %v\n%s", args, tc.allow, err, out)
+			}
+		}
+	}
+	if _, err := run(t, "", "rules", "lint", "--allow-taint-effects=PreferNoSchedule"); err == nil || !strings.Contains(err.Error(), "NoSchedule, the default effect of every rule's taint, must be among them") {
+		t.Errorf("an allowance without NoSchedule: %v", err)
 	}
 }

@@ -147,7 +147,7 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 				return cs, err
 			}
 			ctx := cmd.Context()
-			candSet, baseSet := candidate.layers(), packLayers{defaults: !candidate.noDefaults, paths: baseline}
+			candSet, baseSet := candidate.layers(), candidate.layersOf(!candidate.noDefaults, baseline)
 			candName, baseName := candSet.String(), baseSet.String()
 			var cc *clusterConfig
 			if fromCluster != "" {
@@ -168,8 +168,9 @@ Exit status: 0 when the replay ran, 1 on an error.`,
 					return err
 				}
 				// The flags taken may have changed --no-default-packs.
-				baseSet = packLayers{defaults: !candidate.noDefaults, paths: cc.paths()}
-				candSet = packLayers{defaults: baseSet.defaults, paths: append(cc.paths(), candidate.paths...)}
+				// And the Deployment's taint allowance is taken with its flags.
+				baseSet = candidate.layersOf(!candidate.noDefaults, cc.paths())
+				candSet = candidate.layersOf(baseSet.defaults, append(cc.paths(), candidate.paths...))
 				baseName = packLayers{defaults: baseSet.defaults, paths: cc.podPaths()}.String()
 				candName = packLayers{defaults: baseSet.defaults, paths: append(cc.podPaths(), candidate.paths...)}.String()
 			}

@@ -158,6 +158,10 @@ func TestReplayFromCluster(t *testing.T) {
 		if got := taken(cc, "--budget-percent"); got != "5" {
 			t.Errorf("--budget-percent taken %q, want 5", got)
 		}
+		// The packs are loaded with the controller's taint allowance.
+		if got := taken(cc, "--allow-taint-effects"); got != "[NoSchedule,PreferNoSchedule]" {
+			t.Errorf("--allow-taint-effects taken %q, want the chart's", got)
+		}
 		if got := taken(cc, "--loki-url"); got != e.LokiURL() {
 			t.Errorf("--loki-url taken %q, want the Deployment's %q", got, e.LokiURL())
 		}

@@ -24,6 +24,9 @@ type Config struct {
 	Defaults bool
 	// Dirs are pack directories or files, loaded after the defaults, in order.
 	Dirs []string
+	// Taints is which taints the packs may ask for (rules.TaintPolicy; zero: the
+	// default).
+	Taints rules.TaintPolicy
 	// Interval between checks for changed files (default 5s).
 	Interval time.Duration
 	// OnReload is called with each new engine after a successful (re)load.
@@ -47,6 +50,9 @@ func New(cfg Config) (*Watcher, error) {
 	}
 	if !cfg.Defaults && len(cfg.Dirs) == 0 {
 		return nil, fmt.Errorf("no rule packs: enable the defaults or give a pack directory")
+	}
+	if err := cfg.Taints.Check(); err != nil {
+		return nil, fmt.Errorf("taint allowance: %w", err)
 	}
 	w := &Watcher{cfg: cfg}
 	d, err := w.fingerprint()
@@ -117,7 +123,8 @@ func (w *Watcher) fail(err error) {
 func (w *Watcher) load() (*rules.Engine, error) {
 	// The default packs' tests and sources are checked by `make test`; the
 	// controller only matches with them. An operator's packs are loaded whole.
-	ds, ps, err := packs.Layered(w.cfg.Defaults, rules.Loader{MatchingOnly: true, Checked: true}, rules.Loader{}, w.cfg.Dirs...)
+	ds, ps, err := packs.Layered(w.cfg.Defaults, rules.Loader{MatchingOnly: true, Checked: true, Taints: w.cfg.Taints},
+		rules.Loader{Taints: w.cfg.Taints}, w.cfg.Dirs...)
 	if err != nil {
 		return nil, err
 	}

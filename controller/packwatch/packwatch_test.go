@@ -88,3 +88,39 @@ func TestInitialBrokenPackIsAnError(t *testing.T) {
 		t.Fatal("no packs: no error")
 	}
 }
+
+// TestTaintAllowance: a pack whose taint is NoExecute does not load, at the start
+// or on a reload, unless Config.Taints allows it; an unusable allowance is refused.
+func TestTaintAllowance(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "site.yaml")
+	evicts := strings.Replace(good, "action: event", "action: taint\n      taint: {effect: NoExecute}", 1)
+	if err := os.WriteFile(p, []byte(evicts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Dirs: []string{dir}}); err == nil || !strings.Contains(err.Error(), `site.yaml:10:23: pack "site": rule "r1": taint effect NoExecute`) {
+		t.Fatalf("NoExecute without the allowance: %v", err)
+	}
+	w, err := New(Config{Dirs: []string{dir}, Taints: rules.TaintPolicy{Effects: rules.TaintEffects}})
+	if err != nil {
+		t.Fatalf("NoExecute with the allowance: %v", err)
+	}
+	if r := w.Engine().Set().Rule("site", "r1"); r == nil || r.Taint.Effect != "NoExecute" {
+		t.Fatalf("r1: %+v", r)
+	}
+	var errs []error
+	w, err = New(Config{Dirs: []string{dir}, Taints: rules.TaintPolicy{Effects: rules.TaintEffects}, OnError: func(e error) { errs = append(errs, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := strings.Replace(evicts, "{effect: NoExecute}", "{key: example.com/gpu}", 1)
+	if err := os.WriteFile(p, []byte(foreign), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w.Check() || len(errs) != 1 || !strings.Contains(errs[0].Error(), `taint key "example.com/gpu" is not under faultline.io/`) {
+		t.Fatalf("a reload to a foreign key: errors %v", errs)
+	}
+	if _, err := New(Config{Dirs: []string{dir}, Taints: rules.TaintPolicy{Effects: []string{"NoExecute"}}}); err == nil || !strings.Contains(err.Error(), "NoSchedule") {
+		t.Errorf("an allowance without NoSchedule: %v", err)
+	}
+}

@@ -218,6 +218,150 @@ func TestControllerAdmissionPolicyAutopilot(t *testing.T) {
 	}
 }
 
+// TestControllerAdmissionTaintEffects: the controller's faultline.io/ taints may
+// have only the effects of controller.taintEffects. With the defaults a NoExecute
+// taint (which would evict every pod of the node, PodDisruptionBudgets or not) is
+// refused, added or changed into; NoSchedule and PreferNoSchedule pass, and a
+// NoExecute taint placed by someone else may be kept or removed. The policy of a
+// render listing NoExecute lets it through.
+func TestControllerAdmissionTaintEffects(t *testing.T) {
+	env, _ := startWithPolicy(t, "faultline-controller-nodes")
+	ctx := context.Background()
+	admin := env.Clientset()
+	controller := asServiceAccount(t, env, "faultline", "faultline-controller")
+	node, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-effects"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(opts metav1.UpdateOptions, change func(n *corev1.Node)) error {
+		return updateNode(t, admin, controller, opts, node.Name, change)
+	}
+	taint := func(key, value string, effect corev1.TaintEffect) func(n *corev1.Node) {
+		return func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
+		}
+	}
+	without := func(key string) func(n *corev1.Node) {
+		return func(n *corev1.Node) {
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
+		}
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) ||
+			!strings.Contains(err.Error(), "may add or change faultline.io/ taints only with the effects NoSchedule, PreferNoSchedule") {
+			t.Errorf("controller: %s: %v, want refused by the policy, naming the allowed effects", what, err)
+		}
+	}
+	noExecute := taint("faultline.io/x", "", corev1.TaintEffectNoExecute)
+	eventually.True(t, 30*time.Second, "the policy refusing the controller's NoExecute taint", func() bool {
+		return update(metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}, noExecute) != nil
+	})
+	refused("add faultline.io/x:NoExecute", update(metav1.UpdateOptions{}, noExecute))
+	for _, effect := range []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule} {
+		if err := update(metav1.UpdateOptions{}, taint("faultline.io/x", "", effect)); err != nil {
+			t.Fatalf("controller: faultline.io/x:%s: %v", effect, err)
+		}
+	}
+	refused("change faultline.io/x:NoSchedule into NoExecute", update(metav1.UpdateOptions{}, func(n *corev1.Node) {
+		for i := range n.Spec.Taints {
+			if n.Spec.Taints[i].Key == "faultline.io/x" && n.Spec.Taints[i].Effect == corev1.TaintEffectNoSchedule {
+				n.Spec.Taints[i].Effect = corev1.TaintEffectNoExecute
+			}
+		}
+	}))
+
+	// A NoExecute taint someone else placed (an earlier install's, by hand) may stay
+	// while the controller writes, but not change; and it may be removed.
+	if err := updateNode(t, admin, admin, metav1.UpdateOptions{}, node.Name, taint("faultline.io/old", "a", corev1.TaintEffectNoExecute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := update(metav1.UpdateOptions{}, without("faultline.io/x")); err != nil {
+		t.Fatalf("controller: removing its taints beside the kept NoExecute one: %v", err)
+	}
+	refused("change the value of faultline.io/old:NoExecute", update(metav1.UpdateOptions{}, func(n *corev1.Node) {
+		for i := range n.Spec.Taints {
+			if n.Spec.Taints[i].Key == "faultline.io/old" {
+				n.Spec.Taints[i].Value = "b"
+			}
+		}
+	}))
+	if err := update(metav1.UpdateOptions{}, without("faultline.io/old")); err != nil {
+		t.Fatalf("controller: removing faultline.io/old:NoExecute: %v", err)
+	}
+
+	// The policy of a render that lists NoExecute allows it.
+	c := caseNamed(t, "defaults")
+	c.sets = []string{"controller.taintEffects={NoSchedule,PreferNoSchedule,NoExecute}"}
+	wide := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, parse(t, render(t, c)), "ValidatingAdmissionPolicy", "faultline-controller-nodes")
+	eventually.NoError(t, 30*time.Second, "the policy replaced", func() error {
+		cur, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, wide.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec = wide.Spec
+		_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	eventually.NoError(t, 30*time.Second, "the replaced policy allowing NoExecute", func() error {
+		return update(metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}, noExecute)
+	})
+	if err := update(metav1.UpdateOptions{}, noExecute); err != nil {
+		t.Fatalf("controller: faultline.io/x:NoExecute with controller.taintEffects listing it: %v", err)
+	}
+	n, err := admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The apiserver's own node.kubernetes.io/not-ready taint aside.
+	own := slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return !strings.HasPrefix(t.Key, "faultline.io/") })
+	if len(own) != 1 || own[0].Key != "faultline.io/x" || own[0].Effect != corev1.TaintEffectNoExecute {
+		t.Errorf("faultline.io/ taints after the test: %+v", own)
+	}
+}
+
+// TestTaintEffectsAgree: the admission policy and the controller's pack validation
+// (--allow-taint-effects) take their effects from controller.taintEffects, in every
+// controller Deployment (shards too); a list without NoSchedule, every rule's
+// default effect, or with an unknown effect, does not render.
+func TestTaintEffectsAgree(t *testing.T) {
+	shards := []string{"controller.shards[0].name=a", "controller.shards[0].value=a", "controller.shards[1].name=b", "controller.shards[1].value=b"}
+	for _, tc := range []struct {
+		sets       []string
+		cel, flag  string
+		deployment []string
+	}{
+		{nil, "['NoSchedule', 'PreferNoSchedule']", "--allow-taint-effects=NoSchedule,PreferNoSchedule", []string{"faultline-controller"}},
+		{append([]string{"controller.taintEffects={NoSchedule,NoExecute}"}, shards...), "['NoSchedule', 'NoExecute']",
+			"--allow-taint-effects=NoSchedule,NoExecute", []string{"faultline-controller-a", "faultline-controller-b"}},
+	} {
+		c := caseNamed(t, "defaults")
+		c.sets = tc.sets
+		objs := parse(t, render(t, c))
+		policy := get[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy", "faultline-controller-nodes")
+		i := slices.IndexFunc(policy.Spec.Variables, func(v admissionregistrationv1.Variable) bool { return v.Name == "taintEffects" })
+		if i < 0 || policy.Spec.Variables[i].Expression != tc.cel {
+			t.Errorf("%v: the policy's taintEffects %+v, want %s", tc.sets, policy.Spec.Variables, tc.cel)
+		}
+		for _, name := range tc.deployment {
+			d := deployment(t, objs, name)
+			if cc := container(t, &d.Spec.Template.Spec, "controller"); !hasArg(cc, tc.flag) {
+				t.Errorf("%v: %s args %v, want %s", tc.sets, name, cc.Args, tc.flag)
+			}
+		}
+	}
+	for _, tc := range []struct{ set, want string }{
+		{"controller.taintEffects={PreferNoSchedule}", "controller.taintEffects must include NoSchedule"},
+		{"controller.taintEffects={NoSchedule,Evict}", "taintEffects"},
+	} {
+		c := caseNamed(t, "defaults")
+		c.sets = []string{tc.set}
+		if _, err := helm(t, c.args(repoRoot(t))...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("render with %s: %v, want refused naming %q", tc.set, err, tc.want)
+		}
+	}
+}
+
 func startWithPolicy(t *testing.T, name string) (*testenv.Env, objects) {
 	t.Helper()
 	return startWithPolicyOf(t, caseNamed(t, "defaults"), name)

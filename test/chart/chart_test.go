@@ -75,7 +75,9 @@ func TestRejects(t *testing.T) {
 		{"drain timeout without a unit", []string{"controller.escalation.drainTimeout=30"}, "/controller/escalation/drainTimeout"},
 		{"remediation template name not a file name", []string{"controller.escalation.remediationTemplates.Self_Node=x"}, "'Self_Node' does not match pattern"},
 		{"otlp without a collector", []string{"collector.enabled=false"}, "exporter.output=otlp needs collector.enabled=true or exporter.otlpEndpoint"},
-		{"direct push with basic auth", []string{"exporter.output=loki", "loki.basicAuth.username=u", "loki.basicAuth.password=p"}, "exporter.output=loki cannot authenticate"},
+		{"direct push without accepting unverified nodes", []string{"exporter.output=loki", "collector.enabled=false"},
+			"nothing verifies the node a line names: any node could have any other tainted. Use exporter.output=otlp (the chart's collector takes each line's node from its sender's token), or set exporter.lokiDirect.acceptUnverifiedNodes=true"},
+		{"direct push with basic auth", []string{"exporter.output=loki", "exporter.lokiDirect.acceptUnverifiedNodes=true", "loki.basicAuth.username=u", "loki.basicAuth.password=p"}, "exporter.output=loki cannot authenticate"},
 		{"collector TLS Secret with TLS off", []string{"collector.tls.enabled=false", "collector.tls.existingSecret=certs"}, "collector.tls.existingSecret is set but collector.tls.enabled is false"},
 		{"basic auth without a password", []string{"loki.basicAuth.username=u"}, "loki.basicAuth.username needs loki.basicAuth.password or loki.basicAuth.existingSecret"},
 	} {

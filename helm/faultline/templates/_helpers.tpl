@@ -185,6 +185,17 @@ true
 {{- end -}}
 {{- end -}}
 
+{{/* The taint effects the controller may place, comma-separated: the admission
+policy's and the controller's --allow-taint-effects, from one value so they agree.
+NoSchedule is every rule's default effect, so it is always among them. */}}
+{{- define "faultline.taintEffects" -}}
+{{- $effects := .Values.controller.taintEffects -}}
+{{- if not (has "NoSchedule" $effects) -}}
+{{- fail (printf "controller.taintEffects must include NoSchedule, the default effect of every rule's taint (got %v)" $effects) -}}
+{{- end -}}
+{{- join "," $effects -}}
+{{- end -}}
+
 {{/* Key=value,... of a label map (for --probe-node-selector). */}}
 {{- define "faultline.selectorString" -}}
 {{- $pairs := list -}}
