@@ -75,7 +75,7 @@ func (b *fleetBook) sync(ctx context.Context) {
 		ch := nodefault.FleetChange{Group: g, Family: f.Family, Since: f.Since, Members: f.Members,
 			Rules: f.Rules, Severity: string(f.Severity), Mode: f.Mode,
 			Phase: v1alpha1.PhaseHeld, Cause: nodefault.CauseRaise, Reason: string(decide.ReasonFleet),
-			Message: fmt.Sprintf("%d nodes of %s hit pack %s (threshold %d); their taints for the pack are held: release or dismiss it (POST /api/v1/fleet/%s/release or /dismiss)",
+			Message: fmt.Sprintf("%d nodes of %s hit pack %s (threshold %d); their taints for the pack are held: release or dismiss it (faultline fault release %s, or dismiss: a request on this NodeFault)",
 				len(f.Members), f.Group, f.Family, f.Threshold, name)}
 		switch f.Verdict {
 		case decide.VerdictReleased:
