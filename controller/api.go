@@ -1,16 +1,12 @@
 package controller
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/act"
-	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/kubeauth"
 )
@@ -106,12 +102,12 @@ type HeldView struct {
 //	GET  /healthz                          the process is alive
 //	GET  /readyz                           the Node cache is synced
 //	GET  /api/v1/faults                    active faults per node, held faults, storms, budget   get faults
-//	POST /api/v1/nodes/{node}/untaint      remove faultline's taints (?rule=pack/id for one)     create faults/untaint {node}
-//	POST /api/v1/storms/{pack}/{rule}/release  end a storm's hold (the leader only)          create storms/release {pack/rule}
-//	POST /api/v1/fleet/{name}/release      a fleet fault's verdict: taint its held nodes         create fleet/release {name}
-//	POST /api/v1/fleet/{name}/dismiss      a fleet fault's verdict: drop them, no taint          create fleet/dismiss {name}
 //	GET  /api/v1/loki/health               503 while Loki refuses a query                        get faults
 //	probe endpoints: see trigger.Triggers.Register
+//
+// An operator's verdicts (resolve a fault, release or dismiss a fleet fault, end a
+// storm) are requests on the NodeFault objects (spec.request; see answerRequests),
+// authorized and audited by the API server.
 func (c *Controller) Handler() http.Handler {
 	outer := http.NewServeMux()
 	mux := kubeauth.NewMux(outer, c.cfg.Auth, c.log)
@@ -142,51 +138,6 @@ func (c *Controller) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
-	mux.HandleFunc("POST /api/v1/nodes/{node}/untaint", func(r *http.Request) kubeauth.Action {
-		return kubeauth.Action{Verb: "create", Resource: "faults", Subresource: "untaint", Name: r.PathValue("node")}
-	}, func(w http.ResponseWriter, r *http.Request) {
-		res, err := c.Untaint(r.Context(), r.PathValue("node"), r.URL.Query().Get("rule"))
-		if err != nil {
-			code := http.StatusInternalServerError
-			if apierrors.IsNotFound(err) {
-				code = http.StatusNotFound
-			}
-			http.Error(w, err.Error(), code)
-			return
-		}
-		writeJSON(w, http.StatusOK, NewUntaintResponse(res))
-	})
-	mux.HandleFunc("POST /api/v1/storms/{pack}/{rule}/release", func(r *http.Request) kubeauth.Action {
-		return kubeauth.Action{Verb: "create", Resource: "storms", Subresource: "release", Name: r.PathValue("pack") + "/" + r.PathValue("rule")}
-	}, func(w http.ResponseWriter, r *http.Request) {
-		key := r.PathValue("pack") + "/" + r.PathValue("rule")
-		code, msg := c.verdict(r.Context(), func(context.Context) (int, string) {
-			if !c.decider.Storms().Release(key) {
-				return http.StatusNotFound, "rule " + key + " is not held by a storm"
-			}
-			c.log.Warn("storm released by an operator", "rule", key)
-			return http.StatusOK, ""
-		})
-		if code != http.StatusOK {
-			http.Error(w, msg, code)
-			return
-		}
-		writeJSON(w, code, map[string]string{"released": r.PathValue("pack") + "/" + r.PathValue("rule")})
-	})
-	for verb, v := range map[string]decide.Verdict{"release": decide.VerdictReleased, "dismiss": decide.VerdictDismissed} {
-		mux.HandleFunc("POST /api/v1/fleet/{name}/"+verb, func(r *http.Request) kubeauth.Action {
-			return kubeauth.Action{Verb: "create", Resource: "fleet", Subresource: verb, Name: r.PathValue("name")}
-		}, func(w http.ResponseWriter, r *http.Request) {
-			code, msg := c.verdict(r.Context(), func(ctx context.Context) (int, string) {
-				return c.fleet.verdict(ctx, r.PathValue("name"), v)
-			})
-			if code != http.StatusOK {
-				http.Error(w, msg, code)
-				return
-			}
-			writeJSON(w, code, map[string]string{string(v): r.PathValue("name")})
-		})
-	}
 	c.triggers.Register(mux)
 	lokiHandlers(mux, func() *lokisource.Source {
 		c.mu.Lock()
@@ -205,23 +156,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// verdict carries out an operator's verdict (a storm released, a fleet fault
-// released or dismissed) on the leader, and saves it at once with the position, so
-// that the next leader keeps it; held faults it frees go ahead within the budgets.
-func (c *Controller) verdict(ctx context.Context, do func(context.Context) (int, string)) (int, string) {
-	c.mu.Lock()
-	pos := c.pos
-	c.mu.Unlock()
-	if pos == nil {
-		return http.StatusServiceUnavailable, "this replica does not lead: ask the leader"
-	}
-	if code, msg := do(ctx); code != http.StatusOK {
-		return code, msg
-	}
-	c.keep.save(ctx, pos, true)
-	c.fleet.sync(ctx)
-	c.kick()
-	return http.StatusOK, ""
 }

@@ -131,10 +131,6 @@ func TestAPIAuth(t *testing.T) {
 		{"GET", "/api/v1/faults", "", []string{"viewer", "operator"}},
 		{"GET", "/api/v1/loki/health", "", []string{"viewer", "operator"}},
 		{"GET", "/status?host=gpu-1&check=nvml", "", []string{"runner", "operator"}},
-		{"POST", "/api/v1/nodes/gpu-1/untaint", "", []string{"operator"}},
-		{"POST", "/api/v1/storms/nvidia-xid/xid-gpu-lost/release", "", []string{"operator"}},
-		{"POST", "/api/v1/fleet/some-fleet-fault/release", "", []string{"operator"}},
-		{"POST", "/api/v1/fleet/some-fleet-fault/dismiss", "", []string{"operator"}},
 	}
 	for _, e := range endpoints {
 		for who, tok := range tokens {

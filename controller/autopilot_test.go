@@ -126,7 +126,7 @@ func TestAutopilotCompat(t *testing.T) {
 		cl.push("gpu-a", time.Now(), xid79)
 		cl.waitFor("gpu-a tainted", 30*time.Second, func() bool { return cl.tainted("gpu-a") })
 		cl.waitFor("gpuhealth EVICT on gpu-a", 20*time.Second, func() bool { return gpuhealth("gpu-a") == autopilot.GPUHealthEvict })
-		if _, err := r.c.Untaint(context.Background(), "gpu-a", ""); err != nil {
+		if _, err := r.c.Untaint(context.Background(), "gpu-a", "", "untainted by the test"); err != nil {
 			t.Fatal(err)
 		}
 		cl.waitFor("gpuhealth back to WARN on gpu-a", 20*time.Second, func() bool { return gpuhealth("gpu-a") == autopilot.GPUHealthWarn })

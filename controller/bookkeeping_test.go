@@ -118,7 +118,7 @@ func TestTaintBookkeeping(t *testing.T) {
 	}
 
 	// An untaint of gpu-a finds nothing of faultline's there.
-	res, err := r.c.Untaint(ctx, "gpu-a", "")
+	res, err := r.c.Untaint(ctx, "gpu-a", "", "untainted by the test")
 	if err != nil || len(res.Cleared) != 0 || len(res.Removed) != 0 {
 		t.Fatalf("untaint gpu-a: %+v, %v", res, err)
 	}
@@ -130,7 +130,7 @@ func TestTaintBookkeeping(t *testing.T) {
 		t.Error("the untaint removed gpu-a's taint, which no record says faultline placed")
 	}
 	// The adopted taint is faultline's: the untaint removes it and frees the budget.
-	if res, err := r.c.Untaint(ctx, "gpu-c", ""); err != nil || len(res.Removed) != 1 {
+	if res, err := r.c.Untaint(ctx, "gpu-c", "", "untainted by the test"); err != nil || len(res.Removed) != 1 {
 		t.Fatalf("untaint gpu-c: %+v, %v", res, err)
 	}
 	cl.waitFor("gpu-e tainted once gpu-c's budget is free", 30*time.Second, func() bool { return cl.tainted("gpu-e") })

@@ -131,7 +131,7 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 		cl.setLabel(optOut, fault.LabelOptOut, "false")
 		for _, n := range nodes {
 			if cl.tainted(n) {
-				if _, err := r.c.Untaint(ctx, n, ""); err != nil {
+				if _, err := r.c.Untaint(ctx, n, "", "untainted by the test"); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -119,6 +119,7 @@ type Controller struct {
 	decider *decide.Decider
 	packs   *packwatch.Watcher
 	keep    *keeper
+	answers answers // to operators' requests, carried out and not yet written
 	records *nodefault.Store
 	rec     *recorder
 	shard   *shard
@@ -216,6 +217,10 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.rec = &recorder{store: c.records, actor: c.actor, errors: c.m.recordErrors, log: c.log}
+	// An operator's request on a fault is answered at once, not at the next pass.
+	if err := c.actor.OnRequest(c.kick); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
 	c.m.setRecords(c.actor.NodeFaults)
 	if c.decider, err = decide.New(cfg.Decide); err != nil {
 		return nil, err

@@ -3,15 +3,14 @@ package controller_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -281,7 +280,7 @@ func linkFlap(n int) []string {
 func TestDecisions(t *testing.T) {
 	nodes := []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7", "gpu-8", "gpu-9"}
 	cl := newCluster(t, nodes...)
-	r := cl.start(options{decide: decide.Config{MaxPercent: 50}})
+	cl.start(options{decide: decide.Config{MaxPercent: 50}})
 	now := time.Now()
 	cl.push("gpu-3", now, "usb 1-1: new high-speed USB device number 2 using xhci_hcd", xid79)
 	cl.waitFor("gpu-3 tainted", 20*time.Second, func() bool { return cl.tainted("gpu-3") })
@@ -331,19 +330,10 @@ func TestDecisions(t *testing.T) {
 	if _, err := cl.cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Through the API, whose answer names its fields in lower camel case.
-	srv := httptest.NewServer(withToken(cl.operator(), r.c.Handler()))
-	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/api/v1/nodes/gpu-3/untaint", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	want := `{"node":"gpu-3","rule":"*","removedTaints":["faultline.io/faulty=xid-gpu-lost:NoSchedule"],"resolvedFaults":["nvidia-xid/xid-gpu-lost"]}`
-	var compact bytes.Buffer
-	if resp.StatusCode != http.StatusOK || json.Compact(&compact, body) != nil || compact.String() != want {
-		t.Errorf("untaint answered %s\n%s\nwant 200 and %s", resp.Status, body, want)
+	// An operator's request on the fault's NodeFault.
+	if a := cl.request(cl.operator(), nf.Name, v1alpha1.RequestResolve); a.Result != v1alpha1.RequestDone ||
+		!strings.Contains(a.Message, "removed faultline.io/faulty=xid-gpu-lost:NoSchedule") {
+		t.Errorf("Resolve answered %+v", a)
 	}
 	n = cl.node("gpu-3")
 	if cl.tainted("gpu-3") || len(n.Spec.Taints) == 0 || n.Spec.Taints[len(n.Spec.Taints)-1].Key != "example.com/maintenance" {
@@ -419,7 +409,7 @@ func TestBudget(t *testing.T) {
 			break
 		}
 	}
-	if _, err := r.c.Untaint(context.Background(), freed, ""); err != nil {
+	if _, err := r.c.Untaint(context.Background(), freed, "", "untainted by the test"); err != nil {
 		t.Fatal(err)
 	}
 	cl.waitFor("a held fault applied", 20*time.Second, func() bool { return held() == 17 })

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 
@@ -76,7 +75,7 @@ func (b *fleetBook) sync(ctx context.Context) {
 		ch := nodefault.FleetChange{Group: g, Family: f.Family, Since: f.Since, Members: f.Members,
 			Rules: f.Rules, Severity: string(f.Severity), Mode: f.Mode,
 			Phase: v1alpha1.PhaseHeld, Cause: nodefault.CauseRaise, Reason: string(decide.ReasonFleet),
-			Message: fmt.Sprintf("%d nodes of %s hit pack %s (threshold %d); their taints for the pack are held: release or dismiss it (POST /api/v1/fleet/%s/release or /dismiss)",
+			Message: fmt.Sprintf("%d nodes of %s hit pack %s (threshold %d); their taints for the pack are held: release or dismiss it (faultline fault release %s, or dismiss: a request on this NodeFault)",
 				len(f.Members), f.Group, f.Family, f.Threshold, name)}
 		switch f.Verdict {
 		case decide.VerdictReleased:
@@ -144,8 +143,8 @@ func (b *fleetBook) holdConfirming(ctx context.Context, f decide.FleetFault, nam
 
 // verdict applies an operator's verdict (release or dismiss) to the pending fleet
 // fault whose record is name; the caller saves it with the position and writes the
-// records (sync).
-func (b *fleetBook) verdict(ctx context.Context, name string, v decide.Verdict) (int, string) {
+// records (sync). A fault with no pending verdict is a refusal.
+func (b *fleetBook) verdict(ctx context.Context, name string, v decide.Verdict) error {
 	var target *decide.FleetFault
 	for _, f := range b.decider.Fleet().Faults() {
 		if f.Pending() && nodefault.FleetName(v1alpha1.FleetGroup{Label: f.Group.Label, Value: f.Group.Value}, f.Family) == name {
@@ -154,17 +153,17 @@ func (b *fleetBook) verdict(ctx context.Context, name string, v decide.Verdict) 
 		}
 	}
 	if target == nil {
-		return http.StatusNotFound, "no pending fleet fault " + name
+		return refuse("no pending fleet fault %s", name)
 	}
 	switch v {
 	case decide.VerdictReleased:
 		if !b.decider.Fleet().Release(target.Group, target.Family) {
-			return http.StatusConflict, "fleet fault " + name + " got a verdict meanwhile"
+			return refuse("fleet fault %s got a verdict meanwhile", name)
 		}
 	case decide.VerdictDismissed:
 		dropped, ok := b.decider.Fleet().Dismiss(target.Group, target.Family)
 		if !ok {
-			return http.StatusConflict, "fleet fault " + name + " got a verdict meanwhile"
+			return refuse("fleet fault %s got a verdict meanwhile", name)
 		}
 		for _, h := range dropped {
 			f := h.Fault
@@ -172,10 +171,10 @@ func (b *fleetBook) verdict(ctx context.Context, name string, v decide.Verdict) 
 				Message: "dismissed with the fleet fault " + name + ": the shared part is blamed, not the node", Decision: "dismiss"})
 		}
 	default:
-		return http.StatusBadRequest, "unknown verdict " + string(v)
+		return refuse("unknown verdict %s", v)
 	}
 	b.log.Warn("fleet fault verdict by an operator", "fleet", name, "verdict", v, "members", strings.Join(target.Members, ","))
-	return http.StatusOK, ""
+	return nil
 }
 
 // reportDryRun reports the fleet faults dry-run would have raised, each once

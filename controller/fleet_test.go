@@ -3,8 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strings"
@@ -56,18 +54,12 @@ func heldByFleet(cl *cluster, nodes []string) int {
 	return held
 }
 
-// postVerdict asks the API at url for a verdict on the fleet fault name.
-func postVerdict(t *testing.T, cl *cluster, url, name, verdict string) {
+// verdict gives the fleet fault name an operator's verdict (a request on its
+// NodeFault) and checks the controller carried it out.
+func verdict(t *testing.T, cl *cluster, name string, action v1alpha1.RequestAction) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/api/v1/fleet/"+name+"/"+verdict, nil)
-	req.Header.Set("Authorization", "Bearer "+cl.operator())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %s", verdict, resp.Status)
+	if a := cl.request(cl.operator(), name, action); a.Result != v1alpha1.RequestDone {
+		t.Fatalf("%s: %+v", action, a)
 	}
 }
 
@@ -144,9 +136,7 @@ func TestFleetFault(t *testing.T) {
 	}
 
 	// The operator releases the fleet fault: the held rack-A nodes are tainted.
-	srv := httptest.NewServer(r.c.Handler())
-	t.Cleanup(srv.Close)
-	postVerdict(t, cl, srv.URL, name, "release")
+	verdict(t, cl, name, v1alpha1.RequestRelease)
 	cl.waitFor("all of rack A tainted after the release", 30*time.Second, func() bool {
 		for _, n := range rackA {
 			if !cl.tainted(n) {
@@ -192,10 +182,8 @@ func TestFleetFaultSurvivesLeaderChange(t *testing.T) {
 		t.Fatalf("%d nodes of rack A tainted after the leader change, want 2", tainted)
 	}
 
-	srv := httptest.NewServer(b.c.Handler())
-	t.Cleanup(srv.Close)
 	name := nodefault.FleetName(v1alpha1.FleetGroup{Label: rackLabel, Value: "a"}, "network")
-	postVerdict(t, cl, srv.URL, name, "dismiss")
+	verdict(t, cl, name, v1alpha1.RequestDismiss)
 	cl.waitFor("the held faults resolved as dismissed", 20*time.Second, func() bool {
 		n := 0
 		for _, node := range rackA {

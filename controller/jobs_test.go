@@ -202,7 +202,7 @@ func TestAffectedPods(t *testing.T) {
 	}
 
 	// Untainted, then back: the reopened record lists the pods of now.
-	if _, err := r.c.Untaint(w.ctx(), "gpu-1", ""); err != nil {
+	if _, err := r.c.Untaint(w.ctx(), "gpu-1", "", "untainted by the test"); err != nil {
 		t.Fatal(err)
 	}
 	cl.waitFor("resolved", 10*time.Second, func() bool { return cl.phase("gpu-1", "nvidia-xid", "xid-gpu-lost") == v1alpha1.PhaseResolved })

@@ -36,6 +36,7 @@ type Metrics struct {
 	probeSkipped     *prometheus.CounterVec
 	deepSkipped      *prometheus.CounterVec
 	podEvents        *prometheus.CounterVec
+	requests         *prometheus.CounterVec
 	loki             *lokisource.PrometheusMetrics
 	records          *recordsCollector
 }
@@ -100,12 +101,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"reason"}),
 		podEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_pod_events_total",
 			Help: "Warning Events on the pods that held a faulty node's GPUs when its fault was recorded, by result (posted; dropped past the rate bound; failed)."}, []string{"result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_requests_total",
+			Help: "Operators' requests on faults (NodeFault spec.request) answered, by action (Resolve, Release, Dismiss, ReleaseStorm) and result (Done, Refused)."}, []string{"action", "result"}),
 		loki:    lokisource.NewPrometheusMetrics(reg),
 		records: &recordsCollector{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
-			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.deepSkipped, m.podEvents, m.records)
+			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.deepSkipped, m.podEvents, m.requests, m.records)
 	}
 	return m
 }

@@ -31,6 +31,7 @@ func (c *Controller) reconcileLoop(ctx context.Context) {
 func (c *Controller) Reconcile(ctx context.Context) {
 	c.shard.settle()
 	c.rec.checkPlacing(ctx, time.Minute)
+	c.answerRequests(ctx)
 	active, err := c.actor.ListActive()
 	if err != nil {
 		c.log.Warn("reconcile", "err", err)
@@ -104,9 +105,9 @@ func (c *Controller) kick() {
 	}
 }
 
-// Untaint removes faultline's taint(s) from a node (rule "" or "*": all) — the API
-// and `faultline untaint` behind it.
-func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result, error) {
+// Untaint removes faultline's taint(s) from a node (rule "" or "*": all) and
+// resolves their records with why: an operator's Resolve request.
+func (c *Controller) Untaint(ctx context.Context, node, rule, why string) (act.Result, error) {
 	if rule == "" {
 		rule = act.AllRules
 	}
@@ -115,7 +116,7 @@ func (c *Controller) Untaint(ctx context.Context, node, rule string) (act.Result
 		return res, err
 	}
 	c.decider.Taints().Untainted(node)
-	c.rec.resolved(ctx, node, res.Cleared, "untainted by request")
+	c.rec.resolved(ctx, node, res.Cleared, why)
 	c.m.decisions.WithLabelValues("untaint", "ok", untaintMode).Inc()
 	c.gauges.update()
 	return res, nil

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // TestStormSurvivesLeaderChange: Xid 79 on 3 of 10 nodes is a storm (more than 20 %);
@@ -56,16 +56,9 @@ func TestStormSurvivesLeaderChange(t *testing.T) {
 		t.Fatal("the new leader tainted a fault the storm holds")
 	}
 
-	// The operator releases the storm on the leader.
-	req, _ := http.NewRequest(http.MethodPost, urlB+"/api/v1/storms/nvidia-xid/"+xid79Rule+"/release", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("release: %s", resp.Status)
+	// The operator releases the storm: a request on a fault the storm holds.
+	if a := cl.request(token, nodefault.Name("gpu-2", "nvidia-xid", xid79Rule), v1alpha1.RequestReleaseStorm); a.Result != v1alpha1.RequestDone {
+		t.Fatalf("release the storm: %+v", a)
 	}
 	cl.waitFor("the released storm's held fault tainted", 30*time.Second, func() bool { return cl.tainted("gpu-2") })
 	b.Stop(t)

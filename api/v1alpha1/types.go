@@ -128,6 +128,82 @@ type NodeFaultSpec struct {
 	// Description is the rule's description.
 	// +optional
 	Description string `json:"description,omitempty"`
+	// Request is an operator's request on this fault, carried out by the leading
+	// controller, which answers in status.request. It is the only field of the spec
+	// an operator writes (the chart's admission policy refuses any other change by
+	// anyone but the controller, and a request whose requestedBy is not the
+	// requester).
+	// +optional
+	Request *Request `json:"request,omitempty"`
+}
+
+// RequestAction is what an operator asks of a fault.
+// +kubebuilder:validation:Enum=Resolve;Release;Dismiss;ReleaseStorm
+type RequestAction string
+
+// Request actions.
+const (
+	// RequestResolve removes the fault's taint from its node and resolves the fault
+	// (a node fault; the node was repaired, or the fault was wrong).
+	RequestResolve RequestAction = "Resolve"
+	// RequestRelease is a fleet fault's verdict: its held members are tainted, each
+	// within the budgets.
+	RequestRelease RequestAction = "Release"
+	// RequestDismiss is a fleet fault's verdict: its held members are dropped, no
+	// taint (the cause was shared and is fixed).
+	RequestDismiss RequestAction = "Dismiss"
+	// RequestReleaseStorm ends the storm that holds the fault's rule: its held
+	// faults go ahead within the budgets.
+	RequestReleaseStorm RequestAction = "ReleaseStorm"
+)
+
+// Request is an operator's request on a fault.
+type Request struct {
+	Action RequestAction `json:"action"`
+	// RequestedBy is the requester's username as the API server authenticated it
+	// (the admission policy refuses any other name), so the record of who asked
+	// can be trusted.
+	// +kubebuilder:validation:MinLength=1
+	RequestedBy string `json:"requestedBy"`
+	// Reason says why, for the record.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+	// Time is when the request was made; a new request on the same fault has a new
+	// time.
+	Time metav1.Time `json:"time"`
+}
+
+// RequestStatus is the controller's answer to the last request it carried out.
+type RequestStatus struct {
+	// Request is the request answered, as it was made.
+	Request `json:",inline"`
+	// Result is Done, or Refused (the request does not apply to this fault, or
+	// the controller could not carry it out: Message says why).
+	// +kubebuilder:validation:Enum=Done;Refused
+	Result string `json:"result"`
+	// Message says what was done, or why not.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Done is when the controller answered.
+	Done metav1.Time `json:"done"`
+}
+
+// Results of a request.
+const (
+	RequestDone    = "Done"
+	RequestRefused = "Refused"
+)
+
+// Pending reports whether the fault carries a request the controller has not
+// answered yet.
+func (nf *NodeFault) Pending() bool {
+	r := nf.Spec.Request
+	if r == nil {
+		return false
+	}
+	a := nf.Status.Request
+	return a == nil || a.Action != r.Action || !a.Time.Equal(&r.Time) || a.RequestedBy != r.RequestedBy
 }
 
 // NodeFaultStatus is the controller's record of the fault.
@@ -231,6 +307,11 @@ type NodeFaultStatus struct {
 	// written without the controller's pod watch.
 	// +optional
 	Affected *AffectedPods `json:"affected,omitempty"`
+
+	// Request is the controller's answer to the last operator's request
+	// (spec.request): who asked what, when, and what was done.
+	// +optional
+	Request *RequestStatus `json:"request,omitempty"`
 }
 
 // AffectedPods are the pods that held a faulty node's GPUs when its fault was

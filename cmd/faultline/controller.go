@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -206,82 +204,6 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
-}
-
-func newUntaintCmd() *cobra.Command {
-	var (
-		kubeconfig string
-		apiURL     string
-		rule       string
-		output     outputFormat
-	)
-	cmd := &cobra.Command{
-		Use:   "untaint NODE",
-		Short: "Remove faultline's taints (and their evidence) from a node; other taints are left alone",
-		Example: `  faultline untaint gpu-3
-  faultline untaint gpu-3 --rule nvidia-xid/xid-79
-  faultline untaint gpu-3 --controller http://127.0.0.1:9401 -o json`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			node := args[0]
-			if rule == "" {
-				rule = act.AllRules
-			}
-			var u controller.UntaintResponse
-			var err error
-			if apiURL != "" {
-				u, err = untaintThroughAPI(cmd.Context(), kubeconfig, apiURL, node, rule)
-			} else {
-				u, err = untaintDirect(cmd.Context(), kubeconfig, node, rule)
-			}
-			if err != nil {
-				return err
-			}
-			return output.print(cmd.OutOrStdout(), u, func(w io.Writer) error { return writeUntaintText(w, u) })
-		},
-	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, then in-cluster)")
-	cmd.Flags().StringVar(&apiURL, "controller", "", "controller API URL (e.g. http://127.0.0.1:9401); default: talk to the apiserver directly")
-	cmd.Flags().StringVar(&rule, "rule", "", "only this fault (pack/rule or rule id); default all of faultline's")
-	addOutputFlag(cmd.Flags(), &output)
-	return cmd
-}
-
-// untaintThroughAPI asks the controller to untaint the node; it answers with what
-// its own UntaintNode did.
-func untaintThroughAPI(ctx context.Context, kubeconfig, apiURL, node, rule string) (controller.UntaintResponse, error) {
-	u := strings.TrimRight(apiURL, "/") + "/api/v1/nodes/" + url.PathEscape(node) + "/untaint?rule=" + url.QueryEscape(rule)
-	hc, err := apiHTTPClient(kubeconfig)
-	if err != nil {
-		return controller.UntaintResponse{}, err
-	}
-	var res controller.UntaintResponse
-	if err := callAPIWith(ctx, hc, http.MethodPost, u, nil, &res); err != nil {
-		return controller.UntaintResponse{}, fmt.Errorf("untaint: %w", err)
-	}
-	return res, nil
-}
-
-// untaintDirect writes the Node itself, as the controller would, and says so as
-// the controller's API does.
-func untaintDirect(ctx context.Context, kubeconfig, node, rule string) (controller.UntaintResponse, error) {
-	client, err := daemon.KubeClient(kubeconfig)
-	if err != nil {
-		return controller.UntaintResponse{}, err
-	}
-	a, err := act.New(client, act.Options{})
-	if err != nil {
-		return controller.UntaintResponse{}, err
-	}
-	if err := a.Start(ctx); err != nil {
-		return controller.UntaintResponse{}, err
-	}
-	defer a.Shutdown()
-	res, err := a.UntaintNode(ctx, node, rule)
-	if err != nil {
-		return controller.UntaintResponse{}, err
-	}
-	return controller.NewUntaintResponse(res), nil
 }
 
 // redactURL hides a password in a URL's user info before it is logged; a URL that

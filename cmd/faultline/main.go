@@ -32,7 +32,7 @@ and taints faulty nodes. 'faultline scan' runs the same packs over any log file.
 		SilenceErrors: true,
 		Version:       buildinfo.Version(),
 	}
-	root.AddCommand(newScanCmd(), newRulesCmd(), newExporterCmd(), newControllerCmd(), newUntaintCmd(), newProbeCmd(), newReplayCmd())
+	root.AddCommand(newScanCmd(), newRulesCmd(), newExporterCmd(), newControllerCmd(), newUntaintCmd(), newFaultCmd(), newProbeCmd(), newReplayCmd())
 	return root
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -59,4 +60,10 @@ func (o outputFormat) print(w io.Writer, v any, text func(io.Writer) error) erro
 	default:
 		return text(w)
 	}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +19,10 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// untaint prints the same thing whether it writes the Node itself or asks the
-// controller's API (here a handler answering as the controller's does, with the
-// controller.UntaintResponse of UntaintNode's result): a sentence by default, one
-// object in json and yaml.
-func TestUntaintSameOutputInBothModes(t *testing.T) {
+// untaint --direct writes the Node itself (no controller runs) and says what it did:
+// a sentence by default, one object (controller.UntaintResponse) in json and yaml.
+// The default, a request on each NodeFault, is TestRequests' (controller).
+func TestUntaintDirect(t *testing.T) {
 	testenv.Integration(t)
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
 	env.InstallCRD(t, v1alpha1.CRDYAML)
@@ -43,17 +40,6 @@ func TestUntaintSameOutputInBothModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer actor.Shutdown()
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		node := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/"), "/untaint")
-		res, err := actor.UntaintNode(r.Context(), node, r.URL.Query().Get("rule"))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(controller.NewUntaintResponse(res))
-	}))
-	defer api.Close()
-
 	r := &rules.Compiled{Pack: "nvidia-xid", ID: "xid-79", Source: rules.SourceKernel, Severity: rules.SeverityCritical,
 		Action: rules.ActionTaint, Taint: rules.Taint{Key: rules.DefaultTaintKey, Value: "xid-79", Effect: "NoSchedule"}}
 	taint := func() {
@@ -64,7 +50,7 @@ func TestUntaintSameOutputInBothModes(t *testing.T) {
 	}
 	untaint := func(args ...string) string {
 		t.Helper()
-		out, err := run(t, "", append([]string{"untaint", "gpu-1", "--kubeconfig", env.Kubeconfig()}, args...)...)
+		out, err := run(t, "", append([]string{"untaint", "gpu-1", "--direct", "--kubeconfig", env.Kubeconfig()}, args...)...)
 		if err != nil {
 			t.Fatalf("untaint %v: %v\n%s", args, err, out)
 		}
@@ -100,11 +86,6 @@ func TestUntaintSameOutputInBothModes(t *testing.T) {
 		taint()
 		direct := untaint("-o", o)
 		settled()
-		taint()
-		viaAPI := untaint("-o", o, "--controller", api.URL)
-		if direct != viaAPI {
-			t.Errorf("-o %s: direct mode printed\n%s\nAPI mode printed\n%s", o, direct, viaAPI)
-		}
 		var got controller.UntaintResponse
 		switch o {
 		case "text":
@@ -125,10 +106,10 @@ func TestUntaintSameOutputInBothModes(t *testing.T) {
 			t.Errorf("-o %s: %+v", o, got)
 		}
 	}
-	// Nothing left to untaint: said so, in both modes alike.
+	// Nothing left to untaint: said so.
 	want := "node gpu-1: no fault of faultline's recorded, nothing removed\n"
-	if direct, viaAPI := untaint(), untaint("--controller", api.URL); direct != want || viaAPI != want {
-		t.Errorf("nothing to untaint: direct %q, API %q, want %q", direct, viaAPI, want)
+	if direct := untaint(); direct != want {
+		t.Errorf("nothing to untaint: %q, want %q", direct, want)
 	}
 	if out := untaint("--rule", "nvidia-xid/xid-79", "-o", "json"); !strings.Contains(out, `"removedTaints": []`) {
 		t.Errorf("json of nothing removed: %s", out)

@@ -453,6 +453,29 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 	return out, nil
 }
 
+// Answer writes the controller's answer to the request of the record name (node
+// or fleet fault) into its status.request.
+func (s *Store) Answer(ctx context.Context, name string, a v1alpha1.RequestStatus) error {
+	a.Message = Truncate(a.Message, maxMessage)
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := s.Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		cur.Status.Owner, cur.Status.Request = s.opts.Owner, &a
+		var updated v1alpha1.NodeFault
+		if err := s.do(ctx, "PUT", s.path(name)+"/status", cur, &updated); err != nil {
+			return err
+		}
+		s.noteWrite(&updated, false)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodefault %s: the answer to its request: %w", name, err)
+	}
+	return nil
+}
+
 // labelValue makes a node name usable as a label value (at most 63 characters).
 func labelValue(s string) string {
 	if len(s) <= 63 {

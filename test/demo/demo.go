@@ -247,16 +247,16 @@ func (d *demo) tryIt() {
   %s get nodefaults -o wide; %s describe nodefault gpu-3.nvidia-xid.xid-gpu-lost
   %s get nodes -l faultline.io/service=required                         # the hardware team's queue
 
-  The controller API checks tokens; this one is a faultline-operator's:
-  export TOKEN=%s
-  curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/faults                  # active faults, held faults, budget
-  curl -s -X POST -H "Authorization: Bearer $TOKEN" %s/api/v1/fleet/NAME/dismiss  # verdict on rack-a's fleet fault (NAME: kubectl get nodefaults)
-  curl -s -H "Authorization: Bearer $TOKEN" '%s/status?check=nvml&host=gpu-0' # Autopilot-style
-  %s untaint --kubeconfig %s --controller %s gpu-3
-
-  Probe runs are ProbeRun objects, created with the operator's kubeconfig:
+  As a faultline-operator (this kubeconfig's token), with the CLI and kubectl: every
+  action is an object or a request on one, authorized and audited by the API server:
   %s probe run --kubeconfig %s --node gpu-0,gpu-1 --check nvml --wait
   %s --kubeconfig %s get proberuns                                      # every run, yours and the controller's
+  %s fault dismiss NAME --kubeconfig %s --reason 'switch replaced'  # verdict on rack-a's fleet fault (NAME: kubectl get nodefaults)
+  %s untaint gpu-3 --kubeconfig %s --reason 'GPU reseated'         # kubectl get nodefault gpu-3.nvidia-xid.xid-gpu-lost -o yaml: who asked
+  The controller API checks tokens too; this one is a faultline-operator's:
+  export TOKEN=%s
+  curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/faults                  # active faults, held faults, budget
+  curl -s -H "Authorization: Bearer $TOKEN" '%s/status?check=nvml&host=gpu-0' # Autopilot-style
 
   Loki (Grafana data source or logcli): %s
     {source="kernel"} |~ "Xid|SXid|AER|Link down"
@@ -265,6 +265,6 @@ func (d *demo) tryIt() {
 
   Logs of every component: %s`,
 		d.env.Kubeconfig(), kubectl, kubectl, kubectl, kubectl, kubectl,
-		d.apiToken, d.api, d.api, d.api, d.o.Binary, opConfig, d.api, d.o.Binary, opConfig, kubectl, opConfig, d.env.LokiURL(),
+		d.o.Binary, opConfig, kubectl, opConfig, d.o.Binary, opConfig, d.o.Binary, opConfig, d.apiToken, d.api, d.api, d.env.LokiURL(),
 		d.kmsg["gpu-4"].path, filepath.Join(d.o.Dir, "logs"))
 }

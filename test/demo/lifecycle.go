@@ -75,7 +75,7 @@ func (d *demo) fleet(ctx context.Context) {
 	if ok {
 		d.say("        → fleet fault %s after %s: group %s, family %s, members %s, phase %s",
 			ff.Name, took.Round(time.Millisecond), ff.Spec.Node, ff.Spec.Pack, strings.Join(ff.Status.Members, ","), ff.Status.Phase)
-		d.say("          an operator's verdict: POST %s/api/v1/fleet/%s/release (taint the held members) or …/dismiss", d.api, ff.Name)
+		d.say("          an operator's verdict: faultline fault release %s (taint the held members) or faultline fault dismiss %s", ff.Name, ff.Name)
 	}
 	d.check("link flaps on three nodes of rack-a → one fleet fault", ok && ff.Spec.Group != nil && ff.Spec.Group.Value == rackOf(0), why)
 }

@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/decide"
+	"github.com/faultline-dev/faultline/controller/fault"
+)
+
+// errNotLeading: a request reached a replica that does not lead (it is left for
+// the leader).
+var errNotLeading = errors.New("this replica does not lead")
+
+// answers holds the answers to requests carried out and not yet written, so that a
+// failed write is tried again without carrying the request out a second time.
+type answers struct {
+	mu sync.Mutex
+	m  map[string]v1alpha1.RequestStatus // by NodeFault name
+}
+
+// take returns the unwritten answer to nf's request, if there is one.
+func (a *answers) take(nf *v1alpha1.NodeFault) (v1alpha1.RequestStatus, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ans, ok := a.m[nf.Name]
+	r := nf.Spec.Request
+	return ans, ok && ans.Action == r.Action && ans.Time.Equal(&r.Time) && ans.RequestedBy == r.RequestedBy
+}
+
+func (a *answers) put(name string, ans v1alpha1.RequestStatus) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]v1alpha1.RequestStatus{}
+	}
+	a.m[name] = ans
+}
+
+func (a *answers) written(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, name)
+}
+
+// answerRequests carries out the operators' requests on faults (NodeFault
+// spec.request) that have no answer yet, on the leader, and answers each in
+// status.request with who asked and what was done. A request that does not apply to
+// its fault (Release on a node fault, Resolve on a fleet fault, ReleaseStorm on a
+// rule no storm holds) is answered Refused; one the controller could not carry out
+// (an API error) is left unanswered and tried again at the next pass.
+func (c *Controller) answerRequests(ctx context.Context) {
+	for _, nf := range c.actor.NodeFaults() {
+		if !nf.Pending() {
+			continue
+		}
+		ans, done := c.answers.take(nf)
+		if !done {
+			r := *nf.Spec.Request
+			msg, err := c.carryOut(ctx, nf, r)
+			result := v1alpha1.RequestDone
+			var refused *refusal
+			switch {
+			case errors.As(err, &refused):
+				result, msg = v1alpha1.RequestRefused, refused.why
+			case err != nil:
+				c.log.Warn("request on a fault not carried out; tried again", "fault", nf.Name, "action", r.Action, "by", r.RequestedBy, "err", err)
+				continue
+			}
+			c.log.Warn("request on a fault answered", "fault", nf.Name, "action", r.Action, "by", r.RequestedBy, "reason", r.Reason,
+				"result", result, "message", msg)
+			c.m.requests.WithLabelValues(string(r.Action), result).Inc()
+			ans = v1alpha1.RequestStatus{Request: r, Result: result, Message: msg, Done: metav1.NewTime(time.Now())}
+			c.answers.put(nf.Name, ans)
+		}
+		if err := c.records.Answer(ctx, nf.Name, ans); err != nil {
+			c.m.recordErrors.Inc()
+			c.log.Warn("answer to a request not written; tried again", "fault", nf.Name, "err", err)
+			continue
+		}
+		c.answers.written(nf.Name)
+	}
+}
+
+// refusal is a request its fault does not allow.
+type refusal struct{ why string }
+
+func (r *refusal) Error() string { return r.why }
+
+func refuse(format string, args ...any) error { return &refusal{fmt.Sprintf(format, args...)} }
+
+// carryOut does what r asks of nf and says what was done.
+func (c *Controller) carryOut(ctx context.Context, nf *v1alpha1.NodeFault, r v1alpha1.Request) (string, error) {
+	fleet := nf.Spec.Scope == v1alpha1.ScopeFleet
+	by := "by request of " + r.RequestedBy
+	if r.Reason != "" {
+		by += ": " + r.Reason
+	}
+	switch r.Action {
+	case v1alpha1.RequestResolve:
+		if fleet {
+			return "", refuse("a fleet fault is not resolved: ask for Release or Dismiss")
+		}
+		return c.resolve(ctx, nf, by)
+	case v1alpha1.RequestRelease, v1alpha1.RequestDismiss:
+		if !fleet {
+			return "", refuse("%s is a fleet fault's verdict; %s is a node fault (ask for Resolve)", r.Action, nf.Name)
+		}
+		v := decide.VerdictReleased
+		if r.Action == v1alpha1.RequestDismiss {
+			v = decide.VerdictDismissed
+		}
+		err := c.verdict(ctx, func(ctx context.Context) error { return c.fleet.verdict(ctx, nf.Name, v) })
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("fleet fault %s %s %s", nf.Name, v, by), nil
+	case v1alpha1.RequestReleaseStorm:
+		key := nf.Spec.Pack + "/" + nf.Spec.Rule
+		err := c.verdict(ctx, func(context.Context) error {
+			if !c.decider.Storms().Release(key) {
+				return refuse("rule %s is not held by a storm", key)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+		return "storm of rule " + key + " released " + by, nil
+	}
+	return "", refuse("unknown action %q", r.Action)
+}
+
+// resolve removes a node fault's taint and resolves its record; a fault that holds
+// no taint (held, observed, waiting) is taken out of the held queue and resolved.
+func (c *Controller) resolve(ctx context.Context, nf *v1alpha1.NodeFault, by string) (string, error) {
+	rule := nf.Spec.Pack + "/" + nf.Spec.Rule
+	res, err := c.Untaint(ctx, nf.Spec.Node, rule, "resolved "+by)
+	if err != nil {
+		return "", err
+	}
+	if len(res.Cleared) == 0 {
+		c.decider.Forget(fault.Key(nf.Spec.Node, nf.Spec.Pack, nf.Spec.Rule))
+		c.rec.resolved(ctx, nf.Spec.Node, []string{rule}, "resolved "+by)
+	}
+	if len(res.Removed) == 0 {
+		return "resolved " + by + "; no taint was on the node", nil
+	}
+	return fmt.Sprintf("removed %s, resolved %s", strings.Join(res.Removed, ", "), by), nil
+}
+
+// verdict carries out an operator's verdict (a storm released, a fleet fault
+// released or dismissed) on the leader, and saves it at once with the position, so
+// that the next leader keeps it; held faults it frees go ahead within the budgets.
+func (c *Controller) verdict(ctx context.Context, do func(context.Context) error) error {
+	c.mu.Lock()
+	pos := c.pos
+	c.mu.Unlock()
+	if pos == nil {
+		return errNotLeading
+	}
+	if err := do(ctx); err != nil {
+		return err
+	}
+	c.keep.save(ctx, pos, true)
+	c.fleet.sync(ctx)
+	c.kick()
+	return nil
+}
