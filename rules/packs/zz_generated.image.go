@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "d6b20080a6735e8f53982c98e7389ac9b62db79de0cc9ed9dd11d16272feb76d"
+const imageDigest = "9c0f80da4203962989b5730d265c751e34081cf93f3f45aa42e4906a30f11df6"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1149,7 +1149,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 117,
+						Line: 118,
 					},
 					{
 						ID:          "aer-corrected",
@@ -1159,7 +1159,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     183,
+						Line:     184,
 					},
 					{
 						ID:          "aer-corrected-storm",
@@ -1186,7 +1186,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 242,
+						Line: 243,
 					},
 					{
 						ID:          "aer-error-bit",
@@ -1196,7 +1196,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     289,
+						Line:     290,
 					},
 					{
 						ID:          "aer-error-detail",
@@ -1206,7 +1206,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     339,
+						Line:     340,
 					},
 					{
 						ID:          "aer-recovery-failed",
@@ -1219,7 +1219,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "pcie-recovery-failed",
 						},
-						Line: 409,
+						Line: 411,
 					},
 					{
 						ID:          "aer-no-recovery",
@@ -1230,7 +1230,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     468,
+						Line:     470,
 					},
 					{
 						ID:          "aer-recovery-progress",
@@ -1240,7 +1240,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     494,
+						Line:     496,
 					},
 					{
 						ID:          "dpc-containment",
@@ -1263,7 +1263,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 538,
+						Line: 540,
 					},
 					{
 						ID:          "dpc-detail",
@@ -1273,7 +1273,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     603,
+						Line:     605,
 					},
 					{
 						ID:          "pcie-bandwidth-limited",
@@ -1303,7 +1303,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 635,
+						Line: 637,
 					},
 					{
 						ID:          "pcie-bandwidth-insufficient-nic",
@@ -1314,7 +1314,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     671,
+						Line:     673,
 					},
 					{
 						ID:          "pcie-link-retrain",
@@ -1337,7 +1337,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 697,
+						Line: 699,
 					},
 					{
 						ID:          "pciehp-link-down",
@@ -1348,7 +1348,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     728,
+						Line:     730,
 					},
 					{
 						ID:          "mlx5-pcie-power-insufficient",
@@ -1359,7 +1359,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     774,
+						Line:     776,
 					},
 					{
 						ID:          "aer-unregistered-agent",
@@ -1369,7 +1369,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     797,
+						Line:     799,
 					},
 					{
 						ID:          "pcie-device-inaccessible",
@@ -1392,7 +1392,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 829,
+						Line: 831,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1415,7 +1415,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 880,
+						Line: 882,
 					},
 					{
 						ID:          "pciehp-slot-fault",
@@ -1438,7 +1438,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 975,
+						Line: 977,
 					},
 					{
 						ID:          "edr-containment",
@@ -1461,7 +1461,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1054,
+						Line: 1056,
 					},
 				},
 			},
