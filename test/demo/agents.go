@@ -38,7 +38,9 @@ type agentSetup struct {
 	client   kubernetes.Interface // the agent's ServiceAccount
 	commands map[string]string    // ping, iperf3 and the GPU programs' stand-ins
 	otlp     string               // where the verdict lines go: the collector
-	log      io.Writer
+	// lineToken is the file of the node's token for the collector.
+	lineToken string
+	log       io.Writer
 }
 
 // startAgent serves a probe agent for node on 127.0.0.1, talking to the apiserver as
@@ -51,7 +53,11 @@ type agentSetup struct {
 func startAgent(ctx context.Context, node string, m *machine, s agentSetup) (string, func(), error) {
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewJSONHandler(s.log, nil)).With("component", "probe-agent", "node", node)
-	lane, err := exporter.NewLane(logstream.SourceProbe, exporter.Config{Sender: ship.NewOTLP(s.otlp, ship.OTLPOptions{Gzip: true}),
+	lineClient, err := (ship.Auth{TokenFile: s.lineToken}).Client()
+	if err != nil {
+		return "", nil, err
+	}
+	lane, err := exporter.NewLane(logstream.SourceProbe, exporter.Config{Sender: ship.NewOTLP(s.otlp, ship.OTLPOptions{Gzip: true, Client: lineClient}),
 		BatchWait: 200 * time.Millisecond, Metrics: exporter.NewMetrics(reg), Log: log})
 	if err != nil {
 		return "", nil, err

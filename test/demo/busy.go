@@ -61,7 +61,7 @@ func (d *demo) jobTouched(ctx context.Context, nf *v1alpha1.NodeFault, tj traini
 func (d *demo) busy(ctx context.Context) {
 	const aer = "pcieport 0000:80:03.0: AER: Uncorrectable (Non-Fatal) error message received from 0000:81:00.0"
 	tj := trainingJobs[1]
-	d.step("Scenario 6/8: %s, busy with Job %s/%s, logs a PCIe AER uncorrectable (non-fatal) error", busyNode, trainingNS, tj.name)
+	d.step("Scenario 6/9: %s, busy with Job %s/%s, logs a PCIe AER uncorrectable (non-fatal) error", busyNode, trainingNS, tj.name)
 	d.say("        kernel: %s", aer)
 	d.say("        the rule asks for pciebw (invasive: it loads the GPUs) and nvml (harmless) before tainting")
 	_ = d.kmsg[busyNode].write(3, aer)
@@ -116,7 +116,7 @@ func (d *demo) busy(ctx context.Context) {
 // eight; its verdict line (source="probe") reaches Loki like any log line, and the
 // default probe-verdicts pack taints the node.
 func (d *demo) lostGPU(ctx context.Context) {
-	d.step("Scenario 7/8: a GPU of %s is lost, silently (no kernel line): the scheduled nvml check (every %s here) finds it", lostGPUNode, nvmlEvery)
+	d.step("Scenario 7/9: a GPU of %s is lost, silently (no kernel line): the scheduled nvml check (every %s here) finds it", lostGPUNode, nvmlEvery)
 	d.machines[lostGPUNode].lost.Store(true)
 	var nf *v1alpha1.NodeFault
 	took, ok, why := d.waitFor(ctx, lostGPUNode+" tainted by its scheduled check", func() (bool, string) {
@@ -143,7 +143,7 @@ func (d *demo) sxidGroup(ctx context.Context) {
 		"nvidia-nvswitch2: SXid (PCI:0000:86:00.0): 20034, Severity 1 Engine instance 30 Sub-engine instance 00",
 		"nvidia-nvswitch2: SXid (PCI:0000:86:00.0): 20034, Data {0x50610002, 0x10100030, 0x00000000, 0x10100030, 0x00000000, 0x00000000, 0x00000000, 0x00000000}",
 	}
-	d.step("Scenario 8/8: an NVSwitch of %s reports a fatal SXid: three lines (summary, severity, data)", switchNode)
+	d.step("Scenario 8/9: an NVSwitch of %s reports a fatal SXid: three lines (summary, severity, data)", switchNode)
 	for _, l := range lines {
 		d.say("        kernel: %s", l)
 	}

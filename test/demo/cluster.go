@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,7 +46,7 @@ func (d *demo) tools(ctx context.Context) error {
 	return os.Setenv(testenv.ToolsPathEnv, strings.TrimSpace(string(out)))
 }
 
-func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
+func (d *demo) cluster(ctx context.Context) (ctrlToken string) {
 	if _, err := d.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		d.tb.Fatalf("namespace: %v", err)
 	}
@@ -77,7 +78,6 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 		d.machines[name] = &machine{kubelet: testenv.StartPodResources(d.tb)}
 	}
 	ctrlToken = d.env.ServiceAccountToken(d.tb, ns, "faultline-controller")
-	agentToken = d.env.ServiceAccountToken(d.tb, ns, "faultline-probe-agent")
 	agentRole, runnerRole, err := agentrbac.ClusterRoles()
 	if err != nil {
 		d.tb.Fatal(err)
@@ -102,18 +102,22 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 		_, e = rb.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
 		steps = append(steps, e)
 	}
-	// The demo's own API calls, and the commands it prints, act as an operator.
-	_, operator, err := rbac.APIRoles()
+	// The demo's own API calls, and the commands it prints, act as an operator; a
+	// viewer reads and asks nothing.
+	viewer, operator, err := rbac.APIRoles()
 	if err != nil {
 		d.tb.Fatal(err)
 	}
-	_, e = rb.ClusterRoles().Create(ctx, operator, metav1.CreateOptions{})
-	steps = append(steps, e)
-	opb := rbac.ClusterRoleBinding(ns, "faultline-operator")
-	opb.Name, opb.RoleRef.Name = operator.Name, operator.Name
-	_, e = rb.ClusterRoleBindings().Create(ctx, opb, metav1.CreateOptions{})
-	steps = append(steps, e)
-	d.apiToken = d.env.ServiceAccountToken(d.tb, ns, "faultline-operator")
+	for _, r := range []*rbacv1.ClusterRole{viewer, operator} {
+		_, e = rb.ClusterRoles().Create(ctx, r, metav1.CreateOptions{})
+		steps = append(steps, e)
+		b := rbac.ClusterRoleBinding(ns, r.Name)
+		b.Name, b.RoleRef.Name = r.Name, r.Name
+		_, e = rb.ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+		steps = append(steps, e)
+	}
+	d.apiToken = d.env.ServiceAccountToken(d.tb, ns, operator.Name)
+	d.viewerToken = d.env.ServiceAccountToken(d.tb, ns, viewer.Name)
 	if err := errors.Join(steps...); err != nil {
 		d.tb.Fatalf("RBAC: %v", err)
 	}
@@ -121,7 +125,7 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken, agentToken string) {
 		strings.Join(d.nodes, ", "), rackLabel, rackOf(0), rackOf(rackSize))
 	d.say("        ServiceAccounts faultline/faultline-controller (ClusterRole+Role faultline-controller, faultline-probe-runner)")
 	d.say("        and faultline/faultline-probe-agent (faultline-probe-agent)")
-	return ctrlToken, agentToken
+	return ctrlToken
 }
 
 // rackLabel is the topology label the controller groups nodes by for fleet faults

@@ -16,13 +16,11 @@ import (
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
-// agents starts one probe agent per node, as the agent's ServiceAccount, each with
-// its node's simulated kubelet, and returns their URLs by node.
-func (d *demo) agents(ctx context.Context, token string) map[string]string {
-	client, err := kubernetes.NewForConfig(d.env.RESTConfigForToken(token))
-	if err != nil {
-		d.tb.Fatal(err)
-	}
+// agents starts one probe agent per node, each as the agent's ServiceAccount with a
+// token bound to a pod on its node (as the chart's DaemonSet runs it; the agents'
+// admission policy lets it write only its own node), with its node's simulated
+// kubelet, and returns their URLs by node.
+func (d *demo) agents(ctx context.Context) map[string]string {
 	logw, err := os.Create(filepath.Join(d.o.Dir, "logs", "probe-agents.log"))
 	if err != nil {
 		d.tb.Fatal(err)
@@ -42,7 +40,12 @@ func (d *demo) agents(ctx context.Context, token string) map[string]string {
 			d.tb.Fatalf("agent %s: %v", n, err)
 		}
 		commands := map[string]string{"ping": testenv.Binary(d.tb, "ping"), "iperf3": testenv.Binary(d.tb, "iperf3"), "pciebw": pciebw}
-		u, stop, err := startAgent(ctx, n, d.machines[n], agentSetup{client: client, commands: commands, otlp: d.env.OTLPEndpoint(), log: logw})
+		client, err := kubernetes.NewForConfig(d.tokenConfig(d.tokens[n].agentAPI))
+		if err != nil {
+			d.tb.Fatal(err)
+		}
+		u, stop, err := startAgent(ctx, n, d.machines[n], agentSetup{client: client, commands: commands, otlp: d.env.OTLPEndpoint(),
+			lineToken: d.tokens[n].agentLines, log: logw})
 		if err != nil {
 			d.tb.Fatalf("agent %s: %v", n, err)
 		}
@@ -108,7 +111,7 @@ func (d *demo) exporters() {
 			"mlx5_core 0000:18:00.0 ens1np0: Link up",
 			"IPv6: ADDRCONF(NETDEV_CHANGE): ens1np0: link becomes ready")
 		d.process("dmesg-exporter-"+n, d.o.Binary, "dmesg-exporter", "--node", n, "--kmsg-path", k.path, "--boot-id-path", bootID,
-			"--state-file", filepath.Join(dir, "state.json"), "--otlp-endpoint", d.env.OTLPEndpoint(),
+			"--state-file", filepath.Join(dir, "state.json"), "--otlp-endpoint", d.env.OTLPEndpoint(), "--token-file", d.tokens[n].exporter,
 			"--listen", "127.0.0.1:0", "--batch-wait", "200ms")
 	}
 	d.say("        %d exporters (logs in %s)", len(d.nodes), filepath.Join(d.o.Dir, "logs"))

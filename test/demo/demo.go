@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -61,18 +62,20 @@ const DefaultNodes = 7
 
 // demo is one run.
 type demo struct {
-	o        Options
-	out      io.Writer
-	tb       *runTB
-	env      *testenv.Env
-	cs       kubernetes.Interface
-	nodes    []string
-	kmsg     map[string]*kmsgFile
-	machines map[string]*machine // by node
-	api      string              // controller API
-	apiToken string              // a faultline-operator's token for it
-	start    time.Time
-	results  []result
+	o           Options
+	out         io.Writer
+	tb          *runTB
+	env         *testenv.Env
+	cs          kubernetes.Interface
+	nodes       []string
+	kmsg        map[string]*kmsgFile
+	machines    map[string]*machine   // by node
+	tokens      map[string]nodeTokens // by node
+	api         string                // controller API
+	apiToken    string                // a faultline-operator's token for it
+	viewerToken string                // a faultline-viewer's
+	start       time.Time
+	results     []result
 }
 
 type result struct {
@@ -113,7 +116,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	d := &demo{o: o, out: o.Out, tb: &runTB{dir: o.Dir, log: logf}, kmsg: map[string]*kmsgFile{}, machines: map[string]*machine{}, start: time.Now()}
+	d := &demo{o: o, out: o.Out, tb: &runTB{dir: o.Dir, log: logf}, kmsg: map[string]*kmsgFile{}, machines: map[string]*machine{}, tokens: map[string]nodeTokens{}, start: time.Now()}
 	defer func() {
 		d.say("\nCleaning up: stopping every process the demo started.")
 		d.tb.cleanup()
@@ -172,20 +175,29 @@ func (d *demo) up(ctx context.Context) {
 		d.tb.Fatalf("components: %v", err)
 	}
 	t0 := time.Now()
-	d.env = testenv.Start(d.tb, testenv.Options{Kubernetes: true, Collector: true})
+	// The collector takes lines only with a pod-bound token of the exporters' (or
+	// the agents') ServiceAccount, and writes the token's node into each record.
+	d.env = testenv.Start(d.tb, testenv.Options{Kubernetes: true, Collector: true,
+		CollectorAuth: &testenv.CollectorAuth{ServiceAccounts: []string{ns + "/" + exporterSA, ns + "/" + agentSA}}})
 	d.env.InstallCRD(d.tb, v1alpha1.CRDYAML) // the chart ships it in crds/
 	d.cs = d.env.Clientset()
 	d.say("        etcd + kube-apiserver %s, Loki %s, OpenTelemetry Collector %s — up in %s",
 		d.env.APIServerURL(), d.env.LokiURL(), d.env.OTLPEndpoint(), time.Since(t0).Round(10*time.Millisecond))
 
 	d.step("Registering %d simulated GPU nodes, faultline's ServiceAccounts and least-privilege RBAC", d.o.Nodes)
-	ctrlToken, agentToken := d.cluster(ctx)
+	ctrlToken := d.cluster(ctx)
+	policies := d.admission(ctx)
+	d.say("        the chart's admission policies: %s", strings.Join(policies, ", "))
+	d.daemonPods(ctx)
+	d.issueTokens(ctx)
+	d.say("        pod-bound tokens per node (audience %s for the collector, the API server's for the agents), issued again every %s",
+		testenv.CollectorAudience, tokenRefresh)
 
 	d.step("Two training Jobs hold GPUs (no scheduler or kubelet runs here: the demo binds their pods and plays the kubelets)")
 	d.training(ctx)
 
 	d.step("Starting one probe agent per node (NVML: %s; ping and iperf3: the real programs)", nvmlSource)
-	agents := d.agents(ctx, agentToken)
+	agents := d.agents(ctx)
 
 	d.step("Starting one dmesg-exporter per node, each reading its own kmsg-format file, shipping over OTLP to the collector → Loki")
 	d.exporters()
@@ -258,6 +270,12 @@ func (d *demo) tryIt() {
   curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/faults                  # active faults, held faults, budget
   curl -s -H "Authorization: Bearer $TOKEN" '%s/status?check=nvml&host=gpu-0' # Autopilot-style
 
+  The collector takes a line only with a node's pod-bound token, and writes that node into it;
+  a forged one without a token is refused (401):
+  curl -s -o /dev/null -w '%%{http_code}\n' -X POST %s/v1/logs -H 'Content-Type: application/json' \
+    -d '{"resourceLogs":[{"resource":{"attributes":[{"key":"node","value":{"stringValue":"gpu-0"}}]},"scopeLogs":[{"logRecords":[{"body":{"stringValue":"NVRM: Xid (PCI:0000:4e:00): 79, GPU has fallen off the bus."}}]}]}]}'
+  A faultline-viewer reads everything and may ask nothing: KUBECONFIG=%s
+
   Loki (Grafana data source or logcli): %s
     {source="kernel"} |~ "Xid|SXid|AER|Link down"
   Write your own kernel line on gpu-4, as the kernel would (priority, sequence, µs since boot):
@@ -265,6 +283,6 @@ func (d *demo) tryIt() {
 
   Logs of every component: %s`,
 		d.env.Kubeconfig(), kubectl, kubectl, kubectl, kubectl, kubectl,
-		d.o.Binary, opConfig, kubectl, opConfig, d.o.Binary, opConfig, d.o.Binary, opConfig, d.apiToken, d.api, d.api, d.env.LokiURL(),
+		d.o.Binary, opConfig, kubectl, opConfig, d.o.Binary, opConfig, d.o.Binary, opConfig, d.apiToken, d.api, d.api, d.env.OTLPEndpoint(), d.kubeconfigFor(d.viewerToken, "faultline-viewer"), d.env.LokiURL(),
 		d.kmsg["gpu-4"].path, filepath.Join(d.o.Dir, "logs"))
 }

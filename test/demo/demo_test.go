@@ -42,7 +42,10 @@ func TestDemoOnce(t *testing.T) {
 		"PASS  gpu-4 idle: pciebw ran → the taint confirmed (aer-nonfatal)",
 		"PASS  gpu-5: scheduled nvml finds 7 of 8 GPUs → tainted",
 		"PASS  gpu-6: an SXid group → one fault whose evidence holds its three lines", "PASS  gpu-6 has one NodeFault",
-		"all 17 outcomes held"} {
+		"PASS  a line without an exporter's token is refused by the collector (401)",
+		"PASS  a line sent with gpu-1's token is gpu-1's, whatever node it claims",
+		"PASS  the refused line tainted nothing", "PASS  a viewer's request on a fault is refused by the API server",
+		"all 21 outcomes held"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -54,7 +57,7 @@ func TestDemoOnce(t *testing.T) {
 		t.Errorf("output lacks kubectl describe nodefault gpu-3.nvidia-xid.xid-gpu-lost")
 	} else {
 		describe = describe[i:]
-		describe = describe[:max(0, strings.Index(describe, "Scenario 3/8"))]
+		describe = describe[:max(0, strings.Index(describe, "Scenario 3/9"))]
 		for _, want := range []*regexp.Regexp{
 			regexp.MustCompile(`Text:\s+NVRM: Xid \(PCI:0000:4e:00\): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus\.`),
 			regexp.MustCompile(`Query:\s+\{source="kernel"\} \| node="gpu-3" \|~ `),

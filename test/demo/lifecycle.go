@@ -17,7 +17,7 @@ import (
 // ladder repeats gpu-3's Xid 79 so that its fault climbs the demo pack's ladder:
 // drain on the first repeat, service on the second.
 func (d *demo) ladder(ctx context.Context, xid79 string) {
-	d.step("Scenario 4/8: gpu-3's GPU falls off the bus again, twice (the demo pack gives xid-gpu-lost a ladder: drain, then service)")
+	d.step("Scenario 4/9: gpu-3's GPU falls off the bus again, twice (the demo pack gives xid-gpu-lost a ladder: drain, then service)")
 	for _, want := range []struct {
 		step   int32
 		action string
@@ -50,7 +50,7 @@ func (d *demo) ladder(ctx context.Context, xid79 string) {
 // is three nodes of one rack within the fleet window, so one fleet fault is raised
 // and the rack's later faults of the pack wait for an operator's verdict.
 func (d *demo) fleet(ctx context.Context) {
-	d.step("Scenario 5/8: the links of gpu-0 and gpu-1 flap too: with gpu-2, three nodes of %s=%s (one switch, most likely)", rackLabel, rackOf(0))
+	d.step("Scenario 5/9: the links of gpu-0 and gpu-1 flap too: with gpu-2, three nodes of %s=%s (one switch, most likely)", rackLabel, rackOf(0))
 	for _, n := range []string{"gpu-0", "gpu-1"} {
 		for i := 0; i < 3; i++ {
 			_ = d.kmsg[n].write(3, "mlx5_core 0000:18:00.0 ens1np0: Link down")

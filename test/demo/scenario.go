@@ -62,7 +62,7 @@ func (d *demo) scenario(ctx context.Context) {
 		xid13 = "NVRM: Xid (PCI:0000:4e:00): 13, pid=48213, name=python3, Graphics Exception: ESR 0x504648=0x11f000e"
 		xid79 = "NVRM: Xid (PCI:0000:4e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 	)
-	d.step("Scenario 1/8: gpu-1 logs an Xid 13 (a graphics exception: usually the application's bug, not the GPU's)")
+	d.step("Scenario 1/9: gpu-1 logs an Xid 13 (a graphics exception: usually the application's bug, not the GPU's)")
 	d.say("        kernel: %s", xid13)
 	_ = d.kmsg["gpu-1"].write(3, xid13)
 	took, ok, why := d.waitFor(ctx, "an Event on gpu-1", func() (bool, string) {
@@ -75,7 +75,7 @@ func (d *demo) scenario(ctx context.Context) {
 	d.check("Xid 13 on gpu-1 → an Event", ok, why)
 	d.check("gpu-1 not tainted", !d.tainted(ctx, "gpu-1"), "")
 
-	d.step("Scenario 2/8: gpu-3, running Job %s/%s, logs an Xid 79 (the GPU has fallen off the bus: the node must be drained)", trainingNS, trainingJobs[0].name)
+	d.step("Scenario 2/9: gpu-3, running Job %s/%s, logs an Xid 79 (the GPU has fallen off the bus: the node must be drained)", trainingNS, trainingJobs[0].name)
 	d.say("        kernel: %s", xid79)
 	_ = d.kmsg["gpu-3"].write(3, xid79)
 	took, ok, why = d.waitFor(ctx, "gpu-3 tainted", func() (bool, string) { return d.tainted(ctx, "gpu-3"), "not tainted yet" })
@@ -99,7 +99,7 @@ func (d *demo) scenario(ctx context.Context) {
 		d.check("Xid 79 on gpu-3 → tainted", false, why)
 	}
 
-	d.step("Scenario 3/8: gpu-2's NIC flaps (link down/up three times in a minute)")
+	d.step("Scenario 3/9: gpu-2's NIC flaps (link down/up three times in a minute)")
 	d.say("        the demo's site pack turns link-flap into action: probe — confirm with a network probe before tainting")
 	for i := 0; i < 3; i++ {
 		_ = d.kmsg["gpu-2"].write(3, "mlx5_core 0000:18:00.0 ens1np0: Link down")
@@ -145,6 +145,7 @@ func (d *demo) scenario(ctx context.Context) {
 	d.busy(ctx)
 	d.lostGPU(ctx)
 	d.sxidGroup(ctx)
+	d.forgedLine(ctx)
 
 	d.step("What a user types in Grafana (Explore → Loki): {node=\"gpu-3\"} |= \"Xid\"")
 	lines, err := d.logql(ctx, `{node="gpu-3"} |= "Xid"`)
