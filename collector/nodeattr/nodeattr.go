@@ -1,8 +1,10 @@
 // Package nodeattr is an OpenTelemetry Collector logs processor ("faultlinenode")
 // that attributes every log record to the node its sender authenticated as (the
 // nodeauth extension's AttrNode). It overwrites the node attributes — on the
-// resource and on each record — with that node, so Loki, and the controller that
-// taints by Loki's node label, only ever see the sender's own node.
+// resource, on each instrumentation scope and on each record — with that node, so
+// Loki, and the controller that taints by Loki's node label or structured metadata,
+// only ever see the sender's own node (Loki keeps scope and record attributes as
+// structured metadata, and a pipeline may promote any of them).
 //
 // A record that named another node is relabelled rather than refused: its line
 // is still evidence about the node that sent it, and refusing would make an
@@ -106,10 +108,12 @@ func (p *nodeProcessor) process(ctx context.Context, ld plog.Logs) (plog.Logs, e
 		resForged := p.overwrite(rl.Resource().Attributes(), node, claimed)
 		sls := rl.ScopeLogs()
 		for j := 0; j < sls.Len(); j++ {
+			scopeForged := p.fix(sls.At(j).Scope().Attributes(), node, claimed)
 			lrs := sls.At(j).LogRecords()
 			for k := 0; k < lrs.Len(); k++ {
-				// Each record counts once, whether its resource or itself claimed.
-				if recForged := p.fix(lrs.At(k).Attributes(), node, claimed); resForged || recForged {
+				// Each record counts once, whether its resource, its scope or itself
+				// claimed.
+				if recForged := p.fix(lrs.At(k).Attributes(), node, claimed); resForged || scopeForged || recForged {
 					forged++
 				}
 			}

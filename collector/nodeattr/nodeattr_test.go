@@ -118,3 +118,42 @@ func counter(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
 	}
 	return 0
 }
+
+// A node named in an instrumentation scope's attributes (Loki keeps them as
+// structured metadata) is the sender's too, and its records count as relabelled.
+func TestScopeAttributes(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	set := processortest.NewNopSettings(Type)
+	set.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	sink := new(consumertest.LogsSink)
+	f := NewFactory()
+	p, err := f.CreateLogs(context.Background(), set, f.CreateDefaultConfig(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("node", "gpu-0")
+	sl := rl.ScopeLogs().AppendEmpty()
+	sl.Scope().Attributes().PutStr("node", "gpu-4")
+	sl.Scope().Attributes().PutStr("k8s.node.name", "gpu-4")
+	sl.LogRecords().AppendEmpty().Body().SetStr("NVRM: Xid (PCI:0000:4e:00): 79, forged for gpu-4")
+	honest := rl.ScopeLogs().AppendEmpty()
+	honest.Scope().Attributes().PutStr("node", "gpu-0")
+	honest.LogRecords().AppendEmpty().Body().SetStr("line")
+	ctx := client.NewContext(context.Background(), client.Info{Auth: authed("gpu-0")})
+	if err := p.ConsumeLogs(ctx, ld); err != nil {
+		t.Fatal(err)
+	}
+	got := sink.AllLogs()[0].ResourceLogs().At(0).ScopeLogs()
+	for j := 0; j < got.Len(); j++ {
+		for _, k := range []string{"node", "k8s.node.name"} {
+			if v, ok := got.At(j).Scope().Attributes().Get(k); ok && v.AsString() != "gpu-0" {
+				t.Errorf("scope %d: %s = %q, want the sender's gpu-0", j, k, v.AsString())
+			}
+		}
+	}
+	if n := counter(t, reader, "faultline_nodeattr_relabelled_log_records"); n != 1 {
+		t.Errorf("relabelled %d records, want the 1 under the forged scope", n)
+	}
+}

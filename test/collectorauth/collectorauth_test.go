@@ -144,3 +144,58 @@ func collectorCounter(t *testing.T, metricsURL, name string) float64 {
 	}
 	return 0 // not yet recorded
 }
+
+// TestScopeNodeRelabelled: a node named in an instrumentation scope's attributes
+// (which Loki keeps as structured metadata) is relabelled to the sender's node like
+// the resource's (Loki's stream label): a gpu-a exporter's line whose scope claims
+// gpu-b reaches Loki as gpu-a's, by label and by structured metadata.
+func TestScopeNodeRelabelled(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{CollectorAuth: &testenv.CollectorAuth{
+		ServiceAccounts: []string{namespace + "/" + exporterSA},
+	}})
+	token := env.PodToken(t, namespace, exporterSA, "gpu-a", []string{testenv.CollectorAudience})
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	attr := func(k, v string) string {
+		return fmt.Sprintf(`{"key":%q,"value":{"stringValue":%q}}`, k, v)
+	}
+	body := fmt.Sprintf(`{"resourceLogs":[{"resource":{"attributes":[%s,%s]},"scopeLogs":[{"scope":{"name":"forger","attributes":[%s,%s]},`+
+		`"logRecords":[{"timeUnixNano":"%d","body":{"stringValue":"scope claims gpu-b %s"}}]}]}]}`,
+		attr("node", "gpu-a"), attr("source", "kernel"), attr("node", "gpu-b"), attr("k8s.node.name", "gpu-b"), time.Now().UnixNano(), run)
+	req, err := http.NewRequest(http.MethodPost, env.OTLPEndpoint()+"/v1/logs", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the line with a claiming scope: %s", resp.Status)
+	}
+	got := testenv.WaitLoki(t, env.LokiURL(), fmt.Sprintf(`{source="kernel"} |= %q`, run), 1, 30*time.Second)
+	for _, e := range got {
+		if e.Labels["node"] != "gpu-a" {
+			t.Errorf("stream label node = %q, want the sender's gpu-a", e.Labels["node"])
+		}
+		// Loki names a structured metadata key that is also a stream label with the
+		// suffix _extracted.
+		seen := 0
+		for _, k := range []string{"node", "node_extracted", "k8s_node_name", "k8s_node_name_extracted"} {
+			if v, ok := e.Metadata[k]; ok {
+				seen++
+				if v != "gpu-a" {
+					t.Errorf("structured metadata %s = %q, want the sender's gpu-a", k, v)
+				}
+			}
+		}
+		if seen == 0 {
+			t.Errorf("the scope's node attributes are not in the line's structured metadata %v: the test proves nothing", e.Metadata)
+		}
+	}
+	if n := collectorCounter(t, env.CollectorMetricsURL(), "faultline_nodeattr_relabelled_log_records"); n != 1 {
+		t.Errorf("relabelled records counted %v, want 1", n)
+	}
+}
