@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 
-	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	agentrbac "github.com/faultline-dev/faultline/active-probes/agent/rbac"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/controller/agentcerts"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
