@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -36,6 +37,7 @@ func newRoot() *cobra.Command {
 		lines      lineFlags
 		certFile   string
 		keyFile    string
+		certDir    string
 		gpus       agent.GPUResources
 		peers      []string
 		ports      []string
@@ -133,12 +135,24 @@ can act on scheduled checks' failures.`,
 			// The API, /metrics and /healthz share the port: with a certificate, all of
 			// it is HTTPS, so the controller's token never crosses the network in clear.
 			var tlsConf *tls.Config
-			if certFile != "" || keyFile != "" {
+			if certDir != "" {
+				if certFile != "" || keyFile != "" {
+					return errors.New("--node-cert-dir or --tls-cert-file and --tls-key-file, not both")
+				}
+				// The node's own certificate, from the controller through the CSR API.
+				m, err := agent.NodeCertificate(client, cfg.Node, certDir, log)
+				if err != nil {
+					return err
+				}
+				m.Start()
+				defer m.Stop()
+				tlsConf = agent.ManagedTLS(m)
+			} else if certFile != "" || keyFile != "" {
 				if tlsConf, err = agent.ServerTLS(certFile, keyFile); err != nil {
 					return err
 				}
 			} else {
-				log.Warn("serving plain HTTP: callers' bearer tokens cross the network in clear (set --tls-cert-file and --tls-key-file)")
+				log.Warn("serving plain HTTP: callers' bearer tokens cross the network in clear (set --node-cert-dir, or --tls-cert-file and --tls-key-file)")
 			}
 			// A taint left by an agent that ended mid-probe; until it is gone, invasive
 			// runs would only add and remove it again.
@@ -165,6 +179,7 @@ can act on scheduled checks' failures.`,
 	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agentapi.DefaultPort), "address of the API, /metrics and /healthz")
 	f.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM; read again every minute): the API, /metrics and /healthz are then HTTPS")
 	f.StringVar(&keyFile, "tls-key-file", "", "key of --tls-cert-file")
+	f.StringVar(&certDir, "node-cert-dir", "", "serve a certificate of this node's own (<node>.node.probe-agent.faultline.io), requested through the Kubernetes CSR API (signer "+agentapi.SignerName+", signed by the controller) with a key made here, kept in this directory and renewed before it expires; instead of --tls-cert-file")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for token and access reviews (default $KUBECONFIG, then in-cluster)")
 	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agentapi.TokenAudience+"); default the apiserver's")
 	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping, nvidia-smi); default: the name in $PATH")

@@ -47,6 +47,7 @@ func newControllerCmd() *cobra.Command {
 		df         decideFlags
 		ff         fleetFlags
 		pf         probeFlags
+		sf         signerFlags
 		apiQPS     float32
 		apiBurst   int
 		agentPods  *proberun.AgentPods
@@ -123,6 +124,11 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			if err != nil {
 				return err
 			}
+			// Every replica signs: the CSR API's resourceVersions keep two from
+			// writing one request twice.
+			if err := sf.start(cmd.Context(), client, pf.agentNamespace(cfg.Namespace), cfg.Log); err != nil {
+				return err
+			}
 			if agentPods != nil {
 				agentPods.Start(cmd.Context())
 			} else if cfg.Probes.AgentURLs == nil {
@@ -197,6 +203,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.StringVar(&logFormat, "log-format", "json", "json or text")
 	f.TextVar(&logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	pf.register(f)
+	sf.register(f)
 	shard.register(f)
 	return cmd
 }

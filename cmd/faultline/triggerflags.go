@@ -33,6 +33,7 @@ type probeFlags struct {
 	agentNS        string
 	caFile         string
 	serverName     string
+	nodeCerts      bool
 	tokenFile      string
 	schedules      map[string]string
 	nodeSelector   string
@@ -49,7 +50,8 @@ type probeFlags struct {
 func (p *probeFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&p.port, "probe-agent-port", agentapi.DefaultPort, "HTTPS port of the in-cluster probe agents, at their pods' addresses (0: only --probe-agent URLs)")
 	f.StringVar(&p.caFile, "probe-agent-ca-file", "", "CA that signed the agents' serving certificate: turns on the in-cluster agents (found by --probe-agent-selector), called over TLS verified against it")
-	f.StringVar(&p.serverName, "probe-agent-server-name", "", "name the agents' certificate must carry (the chart: the agent Service's DNS name); default the host of the URL")
+	f.StringVar(&p.serverName, "probe-agent-server-name", "", "name the agents' shared certificate must carry (the chart's probeAgent.tls.mode=shared: the agent Service's DNS name); default the host of the URL")
+	f.BoolVar(&p.nodeCerts, "probe-agent-node-certs", false, "each agent's certificate must name the node the controller calls, <node>.node.probe-agent.faultline.io (per-node certificates from the CSR API, signed with --probe-agent-ca-file's CA), instead of one shared name")
 	f.StringVar(&p.agentSelector, "probe-agent-selector", "app.kubernetes.io/name=faultline,app.kubernetes.io/component=probe-agent", "label selector of the agent pods: a node is probed only through its Running and Ready agent pod")
 	f.StringVar(&p.agentNS, "probe-agent-namespace", "", "namespace of the agent pods (default --namespace)")
 	f.StringToStringVar(&p.static, "probe-agent", nil, "fixed agent URL for a node, node=URL (repeatable; local setups; https URLs are verified against --probe-agent-ca-file)")
@@ -83,26 +85,37 @@ func (p *probeFlags) config(rc *rest.Config, client kubernetes.Interface, namesp
 	if err != nil || (pc.AgentURLs == nil && p.caFile == "") {
 		return pc, nil, err
 	}
-	if p.caFile != "" {
+	switch {
+	case p.nodeCerts && p.serverName != "":
+		return pc, nil, errors.New("--probe-agent-node-certs or --probe-agent-server-name, not both")
+	case p.caFile != "" && p.nodeCerts:
+		if pc.HTTP, err = proberun.NodeAgentClient(p.caFile); err != nil {
+			return pc, nil, err
+		}
+	case p.caFile != "":
 		if pc.HTTP, err = proberun.AgentClient(p.caFile, p.serverName); err != nil {
 			return pc, nil, err
 		}
-	} else if p.serverName != "" {
-		return pc, nil, errors.New("--probe-agent-server-name needs --probe-agent-ca-file")
+	case p.serverName != "" || p.nodeCerts:
+		return pc, nil, errors.New("--probe-agent-server-name and --probe-agent-node-certs need --probe-agent-ca-file")
 	}
 	if p.caFile == "" || p.port == 0 {
 		return pc, nil, nil
 	}
-	ns := p.agentNS
-	if ns == "" {
-		ns = namespace
-	}
-	pods, err := proberun.NewAgentPods(client, ns, p.agentSelector, p.port)
+	pods, err := proberun.NewAgentPods(client, p.agentNamespace(namespace), p.agentSelector, p.port)
 	if err != nil {
 		return pc, nil, fmt.Errorf("--probe-agent-selector: %w", err)
 	}
 	pc.Agents = pods
 	return pc, pods, nil
+}
+
+// agentNamespace is the namespace of the agent pods (and their ServiceAccount).
+func (p *probeFlags) agentNamespace(namespace string) string {
+	if p.agentNS != "" {
+		return p.agentNS
+	}
+	return namespace
 }
 
 // triggers makes the settings of the trigger configuration that do not depend on

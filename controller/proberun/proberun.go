@@ -570,7 +570,9 @@ func (d *Dispatcher) client(ctx context.Context, node string) (*agentapi.Client,
 	if err != nil {
 		return nil, fmt.Errorf("probe agent of %s: %w", node, err)
 	}
-	return &agentapi.Client{BaseURL: base, Token: d.cfg.Token, HTTP: d.cfg.HTTP}, nil
+	// The node travels with each request: a client of per-node certificates
+	// (NodeAgentClient) checks that the agent's certificate names it.
+	return &agentapi.Client{BaseURL: base, Token: d.cfg.Token, HTTP: forNode(d.cfg.HTTP, node)}, nil
 }
 
 // runRemote asks the node's agent to run the checks the names stand for, in one

@@ -124,3 +124,22 @@ func APIRoles() (viewer, operator *rbacv1.ClusterRole, err error) {
 	}
 	return &roles[0], &roles[1], nil
 }
+
+// SignerName is the name of the ClusterRole of the agents' certificate signer and
+// of its binding.
+const SignerName = "faultline-probe-agent-signer"
+
+// SignerClusterRoleYAML is signer.yaml as kept in the repository.
+//
+//go:embed signer.yaml
+var SignerClusterRoleYAML []byte
+
+// SignerClusterRole returns the ClusterRole of the probe agents' certificate
+// signer (controller/agentcerts).
+func SignerClusterRole() (*rbacv1.ClusterRole, error) {
+	var r rbacv1.ClusterRole
+	if err := parseNamed(SignerClusterRoleYAML, "ClusterRole", SignerName, &r, &r.TypeMeta, &r.ObjectMeta); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

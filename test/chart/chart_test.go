@@ -410,7 +410,7 @@ func TestConsistency(t *testing.T) {
 	testenv.Integration(t)
 	// From the values files, and the agents' and the collector's TLS Secrets the
 	// manifests leave to the user.
-	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true, "faultline-otel-collector-tls": true}
+	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true, "faultline-probe-agent-signer": true, "faultline-otel-collector-tls": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			objs := parse(t, render(t, c))
@@ -560,6 +560,8 @@ func TestRBACMatchesRepository(t *testing.T) {
 	ctlCluster := repoRules(t, "controller/rbac/clusterrole.yaml")[0]
 	ctlRole := repoRules(t, "controller/rbac/role.yaml")[0]
 	agent := repoRules(t, "active-probes/agent/rbac/rbac.yaml")
+	nodeCert := repoRules(t, "active-probes/agent/rbac/nodecert.yaml")[0]
+	signer := repoRules(t, "controller/rbac/signer.yaml")[0]
 	pvcRole := repoRules(t, "active-probes/pvc/role.yaml")[0]
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -614,6 +616,16 @@ func TestRBACMatchesRepository(t *testing.T) {
 			same("ClusterRole "+full+"-probe-agent", clusterRole(t, objs, full+"-probe-agent").Rules, agent[0])
 			same("ClusterRole "+full+"-probe-runner", clusterRole(t, objs, full+"-probe-runner").Rules, agent[1])
 			bound("ClusterRoleBinding", full+"-probe-agent", "ClusterRole", full+"-probe-agent", agentSA)
+			// Per-node certificates (probeAgent.tls.mode=node): the agents request,
+			// the controller approves and signs; neither role otherwise.
+			if objs.find("ClusterRole", full+"-probe-agent-signer") != nil {
+				same("ClusterRole "+full+"-probe-agent-signer", clusterRole(t, objs, full+"-probe-agent-signer").Rules, signer)
+				bound("ClusterRoleBinding", full+"-probe-agent-signer", "ClusterRole", full+"-probe-agent-signer", ctlSA)
+				same("ClusterRole "+full+"-probe-agent-nodecert", clusterRole(t, objs, full+"-probe-agent-nodecert").Rules, nodeCert)
+				bound("ClusterRoleBinding", full+"-probe-agent-nodecert", "ClusterRole", full+"-probe-agent-nodecert", agentSA)
+			} else if objs.find("ClusterRole", full+"-probe-agent-nodecert") != nil {
+				t.Errorf("the agents may request certificates, but no signer is rendered")
+			}
 			// The controller calls the agents: it holds the runner role.
 			bound("ClusterRoleBinding", full+"-probe-runner", "ClusterRole", full+"-probe-runner", ctlSA)
 			// It runs the pvc check itself, in its namespace.
@@ -678,13 +690,15 @@ func TestChartCopiesFresh(t *testing.T) {
 		t.Errorf("the chart's packs %v are not rules/packs' %v: run make manifests", base(dst), base(src))
 	}
 	pairs := map[string]string{
-		"controller/rbac/clusterrole.yaml":   chartDir + "/files/rbac/controller-clusterrole.yaml",
-		"controller/rbac/role.yaml":          chartDir + "/files/rbac/controller-role.yaml",
-		"controller/rbac/apiroles.yaml":      chartDir + "/files/rbac/controller-api-roles.yaml",
-		"active-probes/agent/rbac/rbac.yaml": chartDir + "/files/rbac/probe-agent.yaml",
-		"active-probes/pvc/role.yaml":        chartDir + "/files/rbac/pvc-probe-role.yaml",
-		"api/v1alpha1/nodefaults.crd.yaml":   chartDir + "/crds/nodefaults.crd.yaml",
-		"api/v1alpha1/proberuns.crd.yaml":    chartDir + "/crds/proberuns.crd.yaml",
+		"controller/rbac/clusterrole.yaml":       chartDir + "/files/rbac/controller-clusterrole.yaml",
+		"controller/rbac/role.yaml":              chartDir + "/files/rbac/controller-role.yaml",
+		"controller/rbac/apiroles.yaml":          chartDir + "/files/rbac/controller-api-roles.yaml",
+		"active-probes/agent/rbac/rbac.yaml":     chartDir + "/files/rbac/probe-agent.yaml",
+		"active-probes/agent/rbac/nodecert.yaml": chartDir + "/files/rbac/probe-agent-nodecert.yaml",
+		"controller/rbac/signer.yaml":            chartDir + "/files/rbac/controller-signer.yaml",
+		"active-probes/pvc/role.yaml":            chartDir + "/files/rbac/pvc-probe-role.yaml",
+		"api/v1alpha1/nodefaults.crd.yaml":       chartDir + "/crds/nodefaults.crd.yaml",
+		"api/v1alpha1/proberuns.crd.yaml":        chartDir + "/crds/proberuns.crd.yaml",
 	}
 	for _, p := range src {
 		pairs["rules/packs/"+filepath.Base(p)] = chartDir + "/packs/" + filepath.Base(p)

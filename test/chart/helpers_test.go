@@ -63,10 +63,10 @@ type renderCase struct {
 // TestApply applies them all to one apiserver.
 var cases = []renderCase{
 	{name: "defaults", release: "faultline", namespace: "faultline"},
-	// manifests/faultline.yaml: the defaults, with the agents' and the collector's TLS
-	// Secrets left to the user (a generated key must not be committed).
+	// manifests/faultline.yaml: the defaults, with the agents' signer CA and the
+	// collector's TLS Secrets left to the user (a generated key must not be committed).
 	{name: "manifests", release: "faultline", namespace: "faultline", sets: []string{
-		"probeAgent.tls.existingSecret=faultline-probe-agent-tls", "collector.tls.existingSecret=faultline-otel-collector-tls"}},
+		"probeAgent.tls.signer.existingSecret=faultline-probe-agent-signer", "collector.tls.existingSecret=faultline-otel-collector-tls"}},
 	{name: "defaults-monitoring", release: "mon", namespace: "faultline-mon", apiVersions: []string{monitoringAPI}},
 	{name: "existing-collector", release: "ex", namespace: "fl-existing", valuesFile: "values-existing-collector.yaml", apiVersions: []string{monitoringAPI}},
 	{name: "direct-loki", release: "site", namespace: "fl-direct", valuesFile: "values-direct-loki.yaml", apiVersions: []string{monitoringAPI}},

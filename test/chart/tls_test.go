@@ -32,9 +32,10 @@ import (
 // agents' pods (by their labels) over TLS for that name. The rendered files work:
 // the agent's TLS setup serves the rendered pair on loopback and the controller's
 // agent client verifies it with the rendered CA and flags.
-func TestAgentTLS(t *testing.T) {
+func TestAgentTLS(t *testing.T) { // probeAgent.tls.mode=shared
 	testenv.Integration(t)
-	objs := parse(t, render(t, caseNamed(t, "defaults")))
+	objs := parse(t, render(t, renderCase{name: "agent-tls-shared", release: "faultline", namespace: "faultline",
+		sets: []string{"probeAgent.tls.mode=shared"}}))
 	const name = "faultline-probe-agent.faultline.svc"
 
 	sec := get[corev1.Secret](t, objs, "Secret", "faultline-probe-agent-tls")
@@ -151,7 +152,8 @@ func TestAgentTLS(t *testing.T) {
 		t.Errorf("the controller's client with the rendered CA and name: %v", err)
 	}
 	// Another render's CA does not verify this agent.
-	other := get[corev1.Secret](t, parse(t, render(t, caseNamed(t, "defaults"))), "Secret", "faultline-probe-agent-tls")
+	other := get[corev1.Secret](t, parse(t, render(t, renderCase{name: "agent-tls-shared-other", release: "faultline", namespace: "faultline",
+		sets: []string{"probeAgent.tls.mode=shared"}})), "Secret", "faultline-probe-agent-tls")
 	otherCA := filepath.Join(dir, "other-ca.crt")
 	if err := os.WriteFile(otherCA, other.Data["ca.crt"], 0o600); err != nil {
 		t.Fatal(err)
@@ -166,7 +168,7 @@ func TestAgentTLS(t *testing.T) {
 
 	// probeAgent.tls.existingSecret: no Secret rendered, the same mounts of it.
 	ex := parse(t, render(t, renderCase{name: "agent-tls-existing", release: "faultline", namespace: "faultline",
-		sets: []string{"probeAgent.tls.existingSecret=agent-certs"}}))
+		sets: []string{"probeAgent.tls.mode=shared", "probeAgent.tls.existingSecret=agent-certs"}}))
 	for _, s := range ex.ofKind("Secret") {
 		if s.GetLabels()["app.kubernetes.io/component"] == "probe-agent" {
 			t.Errorf("with probeAgent.tls.existingSecret, the agents' Secret %s rendered", s.GetName())
@@ -197,7 +199,8 @@ func parseCert(t *testing.T, b []byte) *x509.Certificate {
 
 // TestGeneratedTLSKept renders against a real apiserver that holds the generated
 // Secrets (an upgrade): the chart's lookup keeps their CA, certificate and key, for
-// the probe agents and for the collector alike, so senders keep trusting receivers.
+// the probe agents' signer CA and for the collector alike, so the controller keeps
+// trusting the agents' certificates and senders the receivers.
 func TestGeneratedTLSKept(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
 	c := caseNamed(t, "defaults")
@@ -208,7 +211,7 @@ func TestGeneratedTLSKept(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	secrets := []string{"faultline-probe-agent-tls", "faultline-otel-collector-tls"}
+	secrets := []string{"faultline-probe-agent-signer", "faultline-otel-collector-tls"}
 	for _, name := range secrets {
 		sec := get[corev1.Secret](t, first, "Secret", name)
 		if _, err := cs.CoreV1().Secrets(c.namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {

@@ -17,6 +17,21 @@ import (
 //go:embed rbac.yaml
 var YAML string
 
+// NodeCertYAML is nodecert.yaml: the ClusterRole an agent needs to request its
+// node's certificate through the CSR API (faultline-probe-agent-nodecert).
+//
+//go:embed nodecert.yaml
+var NodeCertYAML string
+
+// NodeCertClusterRole parses NodeCertYAML.
+func NodeCertClusterRole() (*rbacv1.ClusterRole, error) {
+	var r rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict([]byte(NodeCertYAML), &r); err != nil {
+		return nil, fmt.Errorf("nodecert.yaml: %w", err)
+	}
+	return &r, nil
+}
+
 // ClusterRoles parses YAML.
 func ClusterRoles() (agent, runner *rbacv1.ClusterRole, err error) {
 	docs := strings.Split(YAML, "\n---\n")

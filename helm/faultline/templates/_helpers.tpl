@@ -78,7 +78,45 @@ app.kubernetes.io/component: {{ . }}
 {{- default (printf "%s-probe-agent-tls" (include "faultline.fullname" .)) .Values.probeAgent.tls.existingSecret -}}
 {{- end -}}
 
-{{/* The name on the probe agents' certificate: their Service's DNS name. */}}
+{{/* The probe agents' TLS mode: node (per-node certificates from the CSR API) or shared. */}}
+{{- define "faultline.probeAgentNodeCerts" -}}
+{{- $m := .Values.probeAgent.tls.mode -}}
+{{- if not (has $m (list "node" "shared")) -}}
+{{- fail (printf "probeAgent.tls.mode %q: want node or shared" $m) -}}
+{{- end -}}
+{{- if eq $m "node" }}true{{ end -}}
+{{- end -}}
+
+{{/* The Secret of the CA that signs the agents' per-node certificates (mode node). */}}
+{{- define "faultline.probeAgentSignerSecret" -}}
+{{- default (printf "%s-probe-agent-signer" (include "faultline.fullname" .)) .Values.probeAgent.tls.signer.existingSecret -}}
+{{- end -}}
+
+{{/* The Secret whose ca.crt the controller verifies the agents with. */}}
+{{- define "faultline.probeAgentCASecret" -}}
+{{- if include "faultline.probeAgentNodeCerts" . -}}
+{{- include "faultline.probeAgentSignerSecret" . -}}
+{{- else -}}
+{{- include "faultline.probeAgentTLSSecret" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The data of the generated signer CA Secret (toJson): tls.crt and ca.crt the CA's
+certificate, tls.key its key, or what the cluster's Secret already holds.
+*/}}
+{{- define "faultline.signerCAData" -}}
+{{- $old := lookup "v1" "Secret" .ctx.Release.Namespace .secret -}}
+{{- $oldData := ($old | default dict).data | default dict -}}
+{{- if and (index $oldData "ca.crt") (index $oldData "tls.crt") (index $oldData "tls.key") -}}
+{{- pick $oldData "ca.crt" "tls.crt" "tls.key" | toJson -}}
+{{- else -}}
+{{- $ca := genCA (printf "%s-probe-agent-signer" (include "faultline.fullname" .ctx)) (int .days) -}}
+{{- dict "ca.crt" ($ca.Cert | b64enc) "tls.crt" ($ca.Cert | b64enc) "tls.key" ($ca.Key | b64enc) | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The name on the probe agents' shared certificate: their Service's DNS name. */}}
 {{- define "faultline.probeAgentServerName" -}}
 {{- printf "%s-probe-agent.%s.svc" (include "faultline.fullname" .) .Release.Namespace -}}
 {{- end -}}
