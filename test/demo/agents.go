@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -14,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/certificate"
 
 	"github.com/faultline-dev/faultline/active-probes/agent"
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/active-probes/probelines"
 	exporter "github.com/faultline-dev/faultline/dmesg-exporter"
@@ -31,6 +34,9 @@ import (
 type machine struct {
 	kubelet *testenv.PodResources
 	lost    atomic.Bool
+	// cert is the agent's own serving certificate, requested through the CSR API
+	// and signed by the controller.
+	cert certificate.Manager
 }
 
 // agentSetup is what every node's agent shares.
@@ -40,14 +46,19 @@ type agentSetup struct {
 	otlp     string               // where the verdict lines go: the collector
 	// lineToken is the file of the node's token for the collector.
 	lineToken string
-	log       io.Writer
+	// certDir keeps the agent's key and certificate.
+	certDir string
+	log     io.Writer
 }
 
 // startAgent serves a probe agent for node on 127.0.0.1, talking to the apiserver as
 // the agent's ServiceAccount, as the chart runs it: it asks the node's kubelet which
 // pods hold GPUs (refusing invasive checks while any does), places the probing taint
 // while one runs, and ships the verdict of every check as a source="probe" line to
-// the collector. Its nvml check reads go-nvml's DGX A100 mock (see nvml_cgo.go);
+// the collector. It serves HTTPS only, with a certificate of its own node that it
+// requests through the CSR API (the controller signs it and checks the node's name
+// when it calls), and accepts only tokens for the agents' audience. Its nvml check
+// reads go-nvml's DGX A100 mock (see nvml_cgo.go);
 // ping and iperf3 are the real programs; pciebw is the stand-in that prints a
 // recorded output (commands).
 func startAgent(ctx context.Context, node string, m *machine, s agentSetup) (string, func(), error) {
@@ -67,8 +78,12 @@ func startAgent(ctx context.Context, node string, m *machine, s agentSetup) (str
 		return "", nil, err
 	}
 	runner := probe.NewRunner(demoRegistry(&m.lost), probe.Config{Node: node, Commands: s.commands}, probe.NewMetrics(reg))
+	if m.cert, err = agent.NodeCertificate(s.client, node, s.certDir, log); err != nil {
+		return "", nil, err
+	}
+	m.cert.Start()
 	ag, err := agent.New(agent.Config{Node: node, Runner: runner, Registerer: reg,
-		Auth:    &kubeauth.Reviewer{Client: s.client},
+		Auth:    &kubeauth.Reviewer{Client: s.client, Audiences: []string{agentapi.TokenAudience}},
 		GPUPods: agent.KubeletGPUPods(agent.GPUResources{Socket: m.kubelet.Socket}),
 		Nodes:   s.client, Verdicts: verdicts,
 		// Every agent listens on loopback, so their peers are loopback addresses.
@@ -86,15 +101,16 @@ func startAgent(ctx context.Context, node string, m *machine, s agentSetup) (str
 		return "", nil, err
 	}
 	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
+	go srv.Serve(tls.NewListener(ln, agent.ManagedTLS(m.cert)))
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = lane.Run(ctx) }()
 	go func() { defer wg.Done(); verdicts.Run(ctx) }()
-	return "http://" + ln.Addr().String(), func() {
+	return "https://" + ln.Addr().String(), func() {
 		_ = srv.Shutdown(context.Background())
 		ag.Close()
+		m.cert.Stop()
 		cancel()
 		wg.Wait()
 	}, nil

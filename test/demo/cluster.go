@@ -96,7 +96,21 @@ func (d *demo) cluster(ctx context.Context) (ctrlToken string) {
 	steps = append(steps, e)
 	_, e = rb.ClusterRoles().Create(ctx, runnerRole, metav1.CreateOptions{})
 	steps = append(steps, e)
-	for _, b := range []struct{ role, sa string }{{agentRole.Name, "faultline-probe-agent"}, {runnerRole.Name, "faultline-controller"}} {
+	// The agents request their certificates; the controller approves and signs them.
+	certRole, err := agentrbac.NodeCertClusterRole()
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	signerRole, err := rbac.SignerClusterRole()
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	for _, r := range []*rbacv1.ClusterRole{certRole, signerRole} {
+		_, e = rb.ClusterRoles().Create(ctx, r, metav1.CreateOptions{})
+		steps = append(steps, e)
+	}
+	for _, b := range []struct{ role, sa string }{{agentRole.Name, "faultline-probe-agent"}, {runnerRole.Name, "faultline-controller"},
+		{certRole.Name, "faultline-probe-agent"}, {signerRole.Name, "faultline-controller"}} {
 		crb := rbac.ClusterRoleBinding(ns, b.sa)
 		crb.Name, crb.RoleRef.Name = b.role, b.role
 		_, e = rb.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/dmesg-exporter/kmsg"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -45,7 +46,7 @@ func (d *demo) agents(ctx context.Context) map[string]string {
 			d.tb.Fatal(err)
 		}
 		u, stop, err := startAgent(ctx, n, d.machines[n], agentSetup{client: client, commands: commands, otlp: d.env.OTLPEndpoint(),
-			lineToken: d.tokens[n].agentLines, log: logw})
+			lineToken: d.tokens[n].agentLines, certDir: filepath.Join(d.o.Dir, "nodes", n, "pki"), log: logw})
 		if err != nil {
 			d.tb.Fatalf("agent %s: %v", n, err)
 		}
@@ -159,10 +160,7 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 		d.tb.Fatal(err)
 	}
 	kubeconfig := d.kubeconfigFor(token, "faultline-controller")
-	tokenFile := filepath.Join(d.o.Dir, "controller.token")
-	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		d.tb.Fatal(err)
-	}
+	caCert, caKey := d.signer()
 	port := testenv.FreePorts(d.tb, 1)[0]
 	d.api = fmt.Sprintf("http://127.0.0.1:%d", port)
 	var pairs []string
@@ -173,7 +171,11 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 		"--identity", "faultline-controller-demo", "--loki-url", d.env.LokiURL(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--packs", packs, "--budget-percent", "60", "--reconcile-interval", "2s", "--initial-lookback", "10m",
 		"--probe-schedule", "nvml="+nvmlEvery, "--probe-idle-retry-interval", "2s",
-		"--probe-agent", strings.Join(pairs, ","), "--probe-token-file", tokenFile, "--log-format", "text")
+		"--probe-agent", strings.Join(pairs, ","), "--probe-token-file", d.probeToken, "--log-format", "text",
+		// The agents' per-node certificates: the controller approves and signs each
+		// agent's request for its own node, and checks the node's name when it calls.
+		"--probe-agent-ca-file", caCert, "--probe-agent-node-certs", "--probe-agent-signer-cert-file", caCert,
+		"--probe-agent-signer-key-file", caKey, "--probe-agent-service-account", agentSA)
 	d.waitFor(ctx, "the controller to lead", func() (bool, string) {
 		var f struct {
 			Leader bool `json:"leader"`
@@ -184,4 +186,17 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 		return f.Leader, "not leading yet"
 	})
 	d.say("        controller API %s, leading; it tails Loki with LogQL built from the packs", d.api)
+	took, ok, why := d.waitFor(ctx, "the agents' certificates", func() (bool, string) {
+		for _, n := range d.nodes {
+			if d.machines[n].cert.Current() == nil {
+				return false, n + " has none yet"
+			}
+		}
+		return true, ""
+	})
+	if ok {
+		d.say("        every agent serves a certificate of its own node (%s), requested through the CSR API and signed by the controller in %s",
+			agentapi.NodeCertName("gpu-0"), took.Round(time.Millisecond))
+	}
+	d.check("each agent got a certificate for its own node (CSR API, signed by the controller)", ok, why)
 }

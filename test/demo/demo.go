@@ -71,6 +71,7 @@ type demo struct {
 	kmsg        map[string]*kmsgFile
 	machines    map[string]*machine   // by node
 	tokens      map[string]nodeTokens // by node
+	probeToken  string                // the file of the controller's token for the agents
 	api         string                // controller API
 	apiToken    string                // a faultline-operator's token for it
 	viewerToken string                // a faultline-viewer's

@@ -45,7 +45,7 @@ func TestDemoOnce(t *testing.T) {
 		"PASS  a line without an exporter's token is refused by the collector (401)",
 		"PASS  a line sent with gpu-1's token is gpu-1's, whatever node it claims",
 		"PASS  the refused line tainted nothing", "PASS  a viewer's request on a fault is refused by the API server",
-		"all 21 outcomes held"} {
+		"PASS  each agent got a certificate for its own node", "all 22 outcomes held"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -3,6 +3,9 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -15,13 +18,17 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 	"sigs.k8s.io/yaml"
 
+	"github.com/faultline-dev/faultline/active-probes/agentapi"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -38,6 +45,35 @@ const (
 // tokenRefresh is how often the demo issues its pod-bound tokens again (they live 10
 // minutes), as the kubelet rotates projected tokens.
 const tokenRefresh = 4 * time.Minute
+
+// signer writes the CA that signs the agents' per-node certificates (the chart
+// generates it as a Secret only the controller mounts) and returns its files.
+func (d *demo) signer() (certFile, keyFile string) {
+	dir := filepath.Join(d.o.Dir, "pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		d.tb.Fatal(err)
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	ca, err := cert.NewSelfSignedCACert(cert.Config{CommonName: "faultline-probe-agent-signer"}, key)
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o644); err != nil {
+		d.tb.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		d.tb.Fatal(err)
+	}
+	return certFile, keyFile
+}
 
 // nodeTokens are the files of one node's pod-bound tokens, as the kubelet projects
 // them into the node's pods: the exporter's for the collector, the agent's for the
@@ -96,7 +132,22 @@ func (d *demo) issueTokens(ctx context.Context) {
 			write(t.agentLines, agentSA, []string{testenv.CollectorAudience})
 			write(t.agentAPI, agentSA, nil) // the API server's own audience
 		}
+		// The controller's token for the agents: their audience only, so an agent
+		// cannot replay it to the API server.
+		exp := int64(3600)
+		tr, err := d.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "faultline-controller", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{agentapi.TokenAudience}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+		if err != nil {
+			d.tb.Fatalf("the controller's token for the agents: %v", err)
+		}
+		if err := os.WriteFile(d.probeToken+".new", []byte(tr.Status.Token), 0o600); err != nil {
+			d.tb.Fatal(err)
+		}
+		if err := os.Rename(d.probeToken+".new", d.probeToken); err != nil {
+			d.tb.Fatal(err)
+		}
 	}
+	d.probeToken = filepath.Join(d.o.Dir, "controller-probe.token")
 	for _, n := range d.nodes {
 		dir := filepath.Join(d.o.Dir, "nodes", n, "tokens")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
