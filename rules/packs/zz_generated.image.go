@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "9c0f80da4203962989b5730d265c751e34081cf93f3f45aa42e4906a30f11df6"
+const imageDigest = "1c841f75466489ef62920b03137eb0f27d95fb48877c324b64413a6f14f93dfe"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2685,9 +2685,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "kernel-warning",
-						Description: "A kernel WARNING with its backtrace. Most WARNINGs are driver bugs that do not break the node (wireless, graphics); evidence only, the location says which code.",
+						Description: "A kernel WARNING with its backtrace. Most WARNINGs are driver bugs that do not break the node (wireless, graphics); evidence only, the location says which code. Hardened usercopy's report names the slab or stack a driver copied out of bounds (up to 5.10 a WARNING, later the line before a BUG).",
 						Match: &rules.Match{
-							Regex: `(?:WARNING: (?:CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) )?at (?:(?P<location>\S+:\d+)(?: (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)?|(?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)|WARNING: (?:(?P<location>\S+:-?\d+) )?at (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?, CPU#(?P<cpu>-?\d+): )`,
+							Regex: `(?:(?:Bad or missing usercopy whitelist\? )?Kernel memory (?:exposure|overwrite) attempt detected (?:from|to) (?P<object>.+?) \(offset \d+, size \d+\)!|WARNING: (?:CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) )?at (?:(?P<location>\S+:\d+)(?: (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)?|(?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)|WARNING: (?:(?P<location>\S+:-?\d+) )?at (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?, CPU#(?P<cpu>-?\d+): )`,
 						},
 						Severity: "info",
 						Action:   "none",
@@ -2700,7 +2700,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      1874,
+						Line:      1899,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2709,7 +2709,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      1895,
+						Line:      1920,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2723,7 +2723,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 1915,
+						Line: 1940,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2733,7 +2733,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1950,
+						Line:     1975,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2742,7 +2742,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1987,
+						Line:     2012,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2751,7 +2751,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2082,
+						Line:     2107,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2761,7 +2761,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2329,
+						Line:        2354,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2770,7 +2770,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2426,
+						Line:     2451,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2779,7 +2779,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2481,
+						Line:     2506,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2788,7 +2788,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2533,
+						Line:     2558,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2797,7 +2797,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2630,
+						Line:     2655,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2819,7 +2819,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2704,
+						Line: 2729,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2828,7 +2828,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2774,
+						Line:     2799,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2838,7 +2838,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     2814,
+						Line:     2839,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2848,7 +2848,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     2863,
+						Line:     2888,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2857,7 +2857,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2978,
+						Line:     3003,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2879,7 +2879,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3009,
+						Line: 3034,
 					},
 					{
 						ID:          "nmi-context",
@@ -2889,7 +2889,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3041,
+						Line:     3066,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2898,7 +2898,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3072,
+						Line:     3097,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -2908,17 +2908,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3119,
+						Line:     3144,
 					},
 					{
 						ID:          "oom-context",
-						Description: "The lines around an OOM kill (who invoked it, the constraint, the reaper); evidence only",
+						Description: "The lines around an OOM kill (who invoked it, the heading of its task dump, the constraint, the reaper); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
+							Regex: `(?:\[ +pid +\] +uid +tgid +total_vm +rss +(?:rss_anon +rss_file +rss_shmem +)?pgtables_bytes +swapents +oom_score_adj +name|(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3155,
+						Line:     3180,
 					},
 					{
 						ID:          "file-max-reached",
@@ -2927,7 +2927,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3194,
+						Line:     3241,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -2936,7 +2936,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3222,
+						Line:     3269,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -2946,7 +2946,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3253,
+						Line:     3300,
 					},
 					{
 						ID:          "ext4-warning",
@@ -2957,7 +2957,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3275,
+						Line:     3322,
 					},
 				},
 			},
@@ -4816,6 +4816,61 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:(?:Bad or missing usercopy whitelist\? )?Kernel memory (?:exposure|overwrite) attempt detected (?:from|to) (?P<object>.+?) \(offset \d+, size \d+\)!|WARNING: (?:CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) )?at (?:(?P<location>\S+:\d+)(?: (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)?|(?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)|WARNING: (?:(?P<location>\S+:-?\d+) )?at (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?, CPU#(?P<cpu>-?\d+): )`,
+			Literals: []string{
+				"Kernel memory exposure attempt detected from ",
+				"Kernel memory exposure attempt detected to ",
+				"Kernel memory overwrite attempt detected from ",
+				"Kernel memory overwrite attempt detected to ",
+				"WARNING: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"kernel memory exposure attempt detected from ",
+					"kernel memory exposure attempt detected to ",
+					"kernel memory overwrite attempt detected from ",
+					"kernel memory overwrite attempt detected to ",
+					"warning: ",
+				},
+				[]string{
+					"kernel memory ",
+					"warning: ",
+				},
+				[]string{
+					"exposure",
+					"overwrite",
+					"warning: ",
+				},
+				[]string{
+					" attempt detected ",
+					"warning: ",
+				},
+				[]string{
+					" (offset ",
+					"warning: ",
+				},
+				[]string{
+					", size ",
+					"warning: ",
+				},
+			},
+			Names: []string{
+				"",
+				"object",
+				"cpu",
+				"pid",
+				"location",
+				"function",
+				"module",
+				"function",
+				"module",
+				"location",
+				"function",
+				"module",
+				"cpu",
+			},
+		},
+		{
 			Expr: `(?:(?:EDAC (?:(?P<driver>[\w-]+) )?MC(?P<mc>-?\d+): )?HANDLING MCE MEMORY ERROR|EDAC (?:(?P<driver>[\w-]+) )?MC(?P<mc>-?\d+): (?:CPU \d+: Machine Check (?:Event|Exception)|TSC [0-9a-fA-F]+|ADDR [0-9a-fA-F]+|MISC [0-9a-fA-F]+|PROCESSOR ))`,
 			Literals: []string{
 				"HANDLING MCE MEMORY ERROR",
@@ -5716,64 +5771,6 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"bdf",
-			},
-		},
-		{
-			Expr: `(?:(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
-			Literals: []string{
-				" invoked oom-killer: gfp_mask=0x",
-				"oom-kill:constraint=CONSTRAINT_",
-				"oom_reaper: reaped process ",
-				"Killed process ",
-			},
-			Sets: [][]string{
-				[]string{
-					" invoked oom-killer: gfp_mask=0x",
-					"killed process ",
-					"oom-kill:constraint=constraint_",
-					"oom_reaper: reaped process ",
-				},
-				[]string{
-					" invoked oom-killer: gfp_mask=",
-					"killed process ",
-					"oom-kill:constraint=constraint_",
-					"oom_reaper: reaped process ",
-				},
-				[]string{
-					"killed process ",
-					"oom",
-				},
-				[]string{
-					" invoked oom-killer: gfp_mask=0x",
-					"-kill:constraint=constraint_",
-					"_reaper: reaped process ",
-					"killed process ",
-				},
-				[]string{
-					" invoked oom-killer: gfp_mask=0x",
-					"-kill:constraint=",
-					"_reaper: reaped process ",
-					"killed process ",
-				},
-				[]string{
-					" invoked oom-killer: gfp_mask=0x",
-					"_reaper: reaped process ",
-					"constraint_",
-					"killed process ",
-				},
-			},
-			Anchored: true,
-			Names: []string{
-				"",
-				"comm",
-				"gfp_mask",
-				"constraint",
-				"task",
-				"pid",
-				"pid",
-				"task",
-				"pid",
-				"task",
 			},
 		},
 		{
@@ -11306,46 +11303,6 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:WARNING: (?:CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) )?at (?:(?P<location>\S+:\d+)(?: (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)?|(?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)|WARNING: (?:(?P<location>\S+:-?\d+) )?at (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?, CPU#(?P<cpu>-?\d+): )`,
-			Literals: []string{
-				"WARNING: ",
-			},
-			Sets: [][]string{
-				[]string{
-					"warning: ",
-				},
-				[]string{
-					", cpu#",
-					"at ",
-				},
-				[]string{
-					"at ",
-				},
-				[]string{
-					"+0x",
-					"at ",
-				},
-				[]string{
-					"/0x",
-					"at ",
-				},
-			},
-			Names: []string{
-				"",
-				"cpu",
-				"pid",
-				"location",
-				"function",
-				"module",
-				"function",
-				"module",
-				"location",
-				"function",
-				"module",
-				"cpu",
-			},
-		},
-		{
 			Expr: `(?:Warning firmware error detected FWSM: 0x[0-9a-fA-F]+|Firmware rollback mode detected|Device failed to load the FW for the external PHY|Failed to update link (?:status|info), err|Get link status error -?\d+|Could not process link status event|Link setup failed, err|Could not handle link event|Receive Queue event error|Failed to (?:set|get) (?:phy|PHY) (?:config|caps|capabilities|configuration|topology), VSI|Get PHY capability failed|Failed stop (?:Tx|XDP|Rx) rings, VSI|Failed to set physical link (?:up|down)|Failed to (?:close|open) VSI 0x|Failed to get link info, error|Failed to initialize PHY settings, error|Failed to set PHY state, VSI|failed to get phy cap\., ret|set phy config ret|link restart failed, err|shutdown_lan_hmc failed|FW reported unknown error type|(?i:\bhwrm)(?: vnic(?: -?\d+)?(?: ctx -?\d+| cos ctx)?(?: set (?:tpa|rss|hds)| cfg| alloc| filter)?| stat ctx alloc| ring alloc|_ring_grp alloc| query (?:qportcfg|capability)| set coalescing| cfa l2 rx mask) failure|hwrm_ring_(?:alloc|free) type -?\d+ failed|Failed to set async event completion ring|Failed (?:querying|configuring) context mem|ring reservation/IRQ init failure|tx ring reservation failure|failed to update (?:link|phy setting) \(rc|failed to update phy settings|SP task can.t update link|update phy settings retry failed|Probe phy can't (?:get phy capabilities|update link)|Failed to reserve default rings at open|bnxt_init_nic err|nic open fail \(rc|resc_qcaps failed|func_qcfg cmd failed|Resp cmpl intr err msg|Error \(timeout: -?\d+\) msg \{|hwrm req_type 0x[0-9a-fA-F]+ seq id 0x[0-9a-fA-F]+ error|RX queue restart failed|Unexpected HWRM error|Failed to create I/O (?:TX|RX) queue num|Failed to get (?:TX|RX) queue handlers)`,
 			Literals: []string{
 				"Warning firmware error detected FWSM: 0x",
@@ -11753,6 +11710,73 @@ var image = &rules.Image{
 				"",
 				"ifname",
 				"ifname",
+			},
+		},
+		{
+			Expr: `(?:\[ +pid +\] +uid +tgid +total_vm +rss +(?:rss_anon +rss_file +rss_shmem +)?pgtables_bytes +swapents +oom_score_adj +name|(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
+			Literals: []string{
+				"pgtables_bytes ",
+				" invoked oom-killer: gfp_mask=0x",
+				"oom-kill:constraint=CONSTRAINT_",
+				"oom_reaper: reaped process ",
+				"Killed process ",
+			},
+			Sets: [][]string{
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"pgtables_bytes ",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"pid",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"uid",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"tgid",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"total_vm",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"rss",
+				},
+			},
+			Anchored: true,
+			Names: []string{
+				"",
+				"comm",
+				"gfp_mask",
+				"constraint",
+				"task",
+				"pid",
+				"pid",
+				"task",
+				"pid",
+				"task",
 			},
 		},
 		{
