@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "1c841f75466489ef62920b03137eb0f27d95fb48877c324b64413a6f14f93dfe"
+const imageDigest = "2717547cb6a747215171696f85b785632b253996a9b726ba93fc8243a585f163"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1119,7 +1119,7 @@ var image = &rules.Image{
 						ID:          "aer-fatal",
 						Description: "Uncorrectable fatal PCIe error: the link or the device behind it is no longer reliable, and the kernel resets the link (taking the device down) to recover. A GPU or NIC behind such a link cannot be trusted with a job; taint until a human checks the slot, riser and cabling.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:(?P<multiple>Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received(?:: id=(?P<source_id>[0-9a-fA-F]{4})|:? (?:from )?(?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|(?i:(?:PCIe|CXL) Bus Error): severity=Uncorrect(?:ed|able) \(Fatal\)(?:, type=(?P<type>[^,]+))?)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:(?P<multiple>Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received(?:: id=(?P<source_id>[0-9a-fA-F]{4})|:? (?:from )?(?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|(?i:(?:PCIe|CXL) Bus Error): severity=Uncorrect(?:ed|able) \(Fatal\)(?:, type=(?P<type>[^,]+))?|(?:^|\s)(?:severity=Uncorrect(?:ed|able) )?\(Fatal\), type=(?P<type>[^,]+), \((?:Receiver|Requester|Completer|Unregistered Agent) ID\))`,
 						},
 						Severity: "critical",
 						Action:   "taint",
@@ -1149,7 +1149,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 118,
+						Line: 125,
 					},
 					{
 						ID:          "aer-corrected",
@@ -1159,7 +1159,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     184,
+						Line:     191,
 					},
 					{
 						ID:          "aer-corrected-storm",
@@ -1186,7 +1186,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 243,
+						Line: 250,
 					},
 					{
 						ID:          "aer-error-bit",
@@ -1196,7 +1196,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     290,
+						Line:     297,
 					},
 					{
 						ID:          "aer-error-detail",
@@ -1206,7 +1206,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     340,
+						Line:     347,
 					},
 					{
 						ID:          "aer-recovery-failed",
@@ -1219,7 +1219,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "pcie-recovery-failed",
 						},
-						Line: 411,
+						Line: 418,
 					},
 					{
 						ID:          "aer-no-recovery",
@@ -1230,23 +1230,23 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     470,
+						Line:     477,
 					},
 					{
 						ID:          "aer-recovery-progress",
-						Description: "Steps of the kernel's PCIe error recovery (broadcast to drivers, link reset, success); evidence only",
+						Description: "Steps of the kernel's PCIe error recovery (broadcast to drivers, link reset, the device ready again after containment, an NVMe controller restarted after the slot reset, success); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:broadcast (?P<step>error_detected|mmio_enabled|slot_reset|resume) message|(?:Root|Downstream) Port link has been reset|[Dd]evice recovery successful)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:broadcast (?P<step>error_detected|mmio_enabled|slot_reset|resume) message|(?:Root|Downstream) Port link has been reset|[Dd]evice recovery successful|\bready -?\d+ms after DPC\s*$|restart after slot reset\s*$)`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     496,
+						Line:     503,
 					},
 					{
 						ID:          "dpc-containment",
 						Description: "Downstream Port Containment cut the link to contain an uncorrectable error; the device below was reset. Check the link with the PCIe bandwidth and NVML probes.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:DPC:? containment event, status:(?P<status>0x[0-9a-fA-F]+)(?: source:(?P<source>0x[0-9a-fA-F]+)|: (?P<reason>[^,]+?) detected|, (?P<reason>ERR_(?:NON)?FATAL) received from (?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error|software trigger|reserved error) detected)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:DPC:? containment event,(?:\s*$| status:(?P<status>0x[0-9a-fA-F]+))(?: source:(?P<source>0x[0-9a-fA-F]+)|: (?P<reason>[^,]+?) detected|, (?P<reason>ERR_(?:NON)?FATAL) received from (?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error|software trigger|reserved error) detected|DPC:? (?P<reason>unmasked uncorrectable error)\s*$)`,
 						},
 						Severity: "warning",
 						Action:   "probe",
@@ -1263,7 +1263,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 540,
+						Line: 573,
 					},
 					{
 						ID:          "dpc-detail",
@@ -1273,7 +1273,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     605,
+						Line:     643,
 					},
 					{
 						ID:          "pcie-bandwidth-limited",
@@ -1303,7 +1303,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 637,
+						Line: 675,
 					},
 					{
 						ID:          "pcie-bandwidth-insufficient-nic",
@@ -1314,7 +1314,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     673,
+						Line:     711,
 					},
 					{
 						ID:          "pcie-link-retrain",
@@ -1337,7 +1337,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 699,
+						Line: 737,
 					},
 					{
 						ID:          "pciehp-link-down",
@@ -1348,7 +1348,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     730,
+						Line:     768,
 					},
 					{
 						ID:          "mlx5-pcie-power-insufficient",
@@ -1359,7 +1359,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     776,
+						Line:     814,
 					},
 					{
 						ID:          "aer-unregistered-agent",
@@ -1369,7 +1369,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     799,
+						Line:     837,
 					},
 					{
 						ID:          "pcie-device-inaccessible",
@@ -1392,7 +1392,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 831,
+						Line: 869,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1415,7 +1415,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 882,
+						Line: 920,
 					},
 					{
 						ID:          "pciehp-slot-fault",
@@ -1438,13 +1438,13 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 977,
+						Line: 1015,
 					},
 					{
 						ID:          "edr-containment",
 						Description: "Platform firmware reported an Error Disconnect Recover event (firmware-first Downstream Port Containment): the devices below the port have been disconnected. When the kernel cannot find or read the containing port, the event is not recovered. Check the link with the PCIe bandwidth and NVML probes.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?P<event>EDR event received|Firmware failed to locate DPC port|(?:\[Firmware Bug\]: )?This device doesn't support DPC|Invalid DPC trigger(?: 0x[0-9a-fA-F]+)?)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:EDR: )?(?P<event>EDR event received|Reported EDR dev|Firmware failed to locate DPC port|(?:\[Firmware Bug\]: )?This device doesn't support DPC|Invalid DPC trigger(?: 0x[0-9a-fA-F]+)?)`,
 						},
 						Severity: "warning",
 						Action:   "probe",
@@ -1461,7 +1461,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1056,
+						Line: 1094,
 					},
 				},
 			},
@@ -5228,7 +5228,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:(?P<multiple>Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received(?:: id=(?P<source_id>[0-9a-fA-F]{4})|:? (?:from )?(?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|(?i:(?:PCIe|CXL) Bus Error): severity=Uncorrect(?:ed|able) \(Fatal\)(?:, type=(?P<type>[^,]+))?)`,
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:(?P<multiple>Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received(?:: id=(?P<source_id>[0-9a-fA-F]{4})|:? (?:from )?(?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|(?i:(?:PCIe|CXL) Bus Error): severity=Uncorrect(?:ed|able) \(Fatal\)(?:, type=(?P<type>[^,]+))?|(?:^|\s)(?:severity=Uncorrect(?:ed|able) )?\(Fatal\), type=(?P<type>[^,]+), \((?:Receiver|Requester|Completer|Unregistered Agent) ID\))`,
 			Literals: []string{
 				"Uncorrected (Fatal) error received",
 				"Uncorrected (Fatal) error message received",
@@ -5236,9 +5236,17 @@ var image = &rules.Image{
 				"Uncorrectable (Fatal) error message received",
 				": severity=Uncorrected (Fatal)",
 				": severity=Uncorrectable (Fatal)",
+				", (Receiver ID)",
+				", (Requester ID)",
+				", (Completer ID)",
+				", (Unregistered Agent ID)",
 			},
 			Sets: [][]string{
 				[]string{
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					": severity=uncorrectable (fatal)",
 					": severity=uncorrected (fatal)",
 					"uncorrectable (fatal) error message received",
@@ -5247,19 +5255,35 @@ var image = &rules.Image{
 					"uncorrected (fatal) error received",
 				},
 				[]string{
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					"uncorrect",
 				},
 				[]string{
 					" (fatal) error ",
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					": severity=uncorrectable (fatal)",
 					": severity=uncorrected (fatal)",
 				},
 				[]string{
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					": severity=uncorrectable (fatal)",
 					": severity=uncorrected (fatal)",
 					"received",
 				},
 				[]string{
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					"cxl",
 					"pcie",
 					"uncorrectable (fatal) error message received",
@@ -5269,14 +5293,20 @@ var image = &rules.Image{
 				},
 				[]string{
 					" error",
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"bdf",
 				"multiple",
 				"source_id",
 				"source",
+				"type",
 				"type",
 			},
 		},
@@ -5366,7 +5396,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:broadcast (?P<step>error_detected|mmio_enabled|slot_reset|resume) message|(?:Root|Downstream) Port link has been reset|[Dd]evice recovery successful)`,
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:broadcast (?P<step>error_detected|mmio_enabled|slot_reset|resume) message|(?:Root|Downstream) Port link has been reset|[Dd]evice recovery successful|\bready -?\d+ms after DPC\s*$|restart after slot reset\s*$)`,
 			Literals: []string{
 				"broadcast error_detected message",
 				"broadcast mmio_enabled message",
@@ -5375,6 +5405,8 @@ var image = &rules.Image{
 				"Root Port link has been reset",
 				"Downstream Port link has been reset",
 				"device recovery successful",
+				"ms after DPC",
+				"restart after slot reset",
 			},
 			Sets: [][]string{
 				[]string{
@@ -5384,12 +5416,16 @@ var image = &rules.Image{
 					"broadcast slot_reset message",
 					"device recovery successful",
 					"downstream port link has been reset",
+					"ms after dpc",
+					"restart after slot reset",
 					"root port link has been reset",
 				},
 				[]string{
 					"broadcast ",
 					"device recovery successful",
 					"downstream port link has been reset",
+					"ms after dpc",
+					"restart after slot reset",
 					"root port link has been reset",
 				},
 				[]string{
@@ -5397,6 +5433,8 @@ var image = &rules.Image{
 					"downstream port link has been reset",
 					"error_detected",
 					"mmio_enabled",
+					"ms after dpc",
+					"restart after slot reset",
 					"resume",
 					"root port link has been reset",
 					"slot_reset",
@@ -5405,6 +5443,8 @@ var image = &rules.Image{
 					" message",
 					"device recovery successful",
 					"downstream port link has been reset",
+					"ms after dpc",
+					"restart after slot reset",
 					"root port link has been reset",
 				},
 				[]string{
@@ -5414,6 +5454,8 @@ var image = &rules.Image{
 					"broadcast slot_reset message",
 					"device recovery successful",
 					"downstream",
+					"ms after dpc",
+					"restart after slot reset",
 					"root",
 				},
 				[]string{
@@ -5423,6 +5465,8 @@ var image = &rules.Image{
 					"broadcast resume message",
 					"broadcast slot_reset message",
 					"device recovery successful",
+					"ms after dpc",
+					"restart after slot reset",
 				},
 			},
 			Names: []string{
@@ -5503,47 +5547,38 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:DPC:? containment event, status:(?P<status>0x[0-9a-fA-F]+)(?: source:(?P<source>0x[0-9a-fA-F]+)|: (?P<reason>[^,]+?) detected|, (?P<reason>ERR_(?:NON)?FATAL) received from (?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error|software trigger|reserved error) detected)`,
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:DPC:? containment event,(?:\s*$| status:(?P<status>0x[0-9a-fA-F]+))(?: source:(?P<source>0x[0-9a-fA-F]+)|: (?P<reason>[^,]+?) detected|, (?P<reason>ERR_(?:NON)?FATAL) received from (?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error|software trigger|reserved error) detected|DPC:? (?P<reason>unmasked uncorrectable error)\s*$)`,
 			Literals: []string{
-				"DPC containment event, status:0x",
-				"DPC: containment event, status:0x",
-				"DPC unmasked uncorrectable error detected",
+				"DPC containment event,",
+				"DPC: containment event,",
 				"DPC ERR_NONFATAL detected",
 				"DPC ERR_FATAL detected",
 				"DPC RP PIO error detected",
 				"DPC software trigger detected",
 				"DPC reserved error detected",
-				"DPC: unmasked uncorrectable error detected",
 				"DPC: ERR_NONFATAL detected",
 				"DPC: ERR_FATAL detected",
 				"DPC: RP PIO error detected",
 				"DPC: software trigger detected",
 				"DPC: reserved error detected",
+				"DPC unmasked uncorrectable error",
+				"DPC: unmasked uncorrectable error",
 			},
 			Sets: [][]string{
 				[]string{
 					"dpc",
 				},
 				[]string{
-					" containment event, status:0x",
+					" containment event,",
 					" err_fatal detected",
 					" err_nonfatal detected",
 					" reserved error detected",
 					" rp pio error detected",
 					" software trigger detected",
-					" unmasked uncorrectable error detected",
+					" unmasked uncorrectable error",
 				},
 				[]string{
-					" containment event, status:",
-					" err_fatal detected",
-					" err_nonfatal detected",
-					" reserved error detected",
-					" rp pio error detected",
-					" software trigger detected",
-					" unmasked uncorrectable error detected",
-				},
-				[]string{
-					" containment event, status:0x",
+					" containment event,",
 					"err_fatal",
 					"err_nonfatal",
 					"reserved error",
@@ -5552,7 +5587,7 @@ var image = &rules.Image{
 					"unmasked uncorrectable error",
 				},
 				[]string{
-					" containment event, status:0x",
+					" containment event,",
 					"err_",
 					"reserved error",
 					"rp pio error",
@@ -5560,12 +5595,17 @@ var image = &rules.Image{
 					"unmasked uncorrectable error",
 				},
 				[]string{
-					" containment event, status:0x",
+					" containment event,",
 					"fatal",
 					"reserved error",
 					"rp pio error",
 					"software trigger",
 					"unmasked uncorrectable error",
+				},
+				[]string{
+					" containment event,",
+					" detected",
+					" unmasked uncorrectable error",
 				},
 			},
 			Names: []string{
@@ -5577,6 +5617,31 @@ var image = &rules.Image{
 				"reason",
 				"source",
 				"reason",
+				"reason",
+			},
+		},
+		{
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:EDR: )?(?P<event>EDR event received|Reported EDR dev|Firmware failed to locate DPC port|(?:\[Firmware Bug\]: )?This device doesn't support DPC|Invalid DPC trigger(?: 0x[0-9a-fA-F]+)?)`,
+			Literals: []string{
+				"EDR event received",
+				"Reported EDR dev",
+				"Firmware failed to locate DPC port",
+				"This device doesn't support DPC",
+				"Invalid DPC trigger",
+			},
+			Sets: [][]string{
+				[]string{
+					"edr event received",
+					"firmware failed to locate dpc port",
+					"invalid dpc trigger",
+					"reported edr dev",
+					"this device doesn't support dpc",
+				},
+			},
+			Names: []string{
+				"",
+				"bdf",
+				"event",
 			},
 		},
 		{
@@ -5707,28 +5772,6 @@ var image = &rules.Image{
 				"event",
 				"event",
 				"event",
-				"event",
-			},
-		},
-		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?P<event>EDR event received|Firmware failed to locate DPC port|(?:\[Firmware Bug\]: )?This device doesn't support DPC|Invalid DPC trigger(?: 0x[0-9a-fA-F]+)?)`,
-			Literals: []string{
-				"EDR event received",
-				"Firmware failed to locate DPC port",
-				"This device doesn't support DPC",
-				"Invalid DPC trigger",
-			},
-			Sets: [][]string{
-				[]string{
-					"edr event received",
-					"firmware failed to locate dpc port",
-					"invalid dpc trigger",
-					"this device doesn't support dpc",
-				},
-			},
-			Names: []string{
-				"",
-				"bdf",
 				"event",
 			},
 		},
