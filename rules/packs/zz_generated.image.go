@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "2717547cb6a747215171696f85b785632b253996a9b726ba93fc8243a585f163"
+const imageDigest = "94fbae1c6e6f46e9c31feaf0b9844b444384ad4bf4fba1642e98fdb59ec9046e"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1584,13 +1584,24 @@ var image = &rules.Image{
 						Line:     531,
 					},
 					{
+						ID:          "realtek-chip-timeout",
+						Description: "A Realtek NIC did not reach the state its driver waited for (transmit/receive queues empty, a PHY or extended register access done): the chip is hung or reset, usually during a transmit timeout's reset. Recorded; repeated ones show as link flaps.",
+						Match: &rules.Match{
+							Regex: `(?P<condition>rtl_\w+_cond) == (?P<value>-?\d+) \(loop: -?\d+, delay: -?\d+\)`,
+						},
+						Severity: "warning",
+						Action:   "event",
+						Cooldown: 600000000000,
+						Line:     557,
+					},
+					{
 						ID:          "ipoib-tx-timeout",
 						Description: "IPoIB found its send queue stuck; the InfiniBand port or the fabric behind it is not delivering",
 						Match: &rules.Match{
 							Regex: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs`,
 						},
 						Cooldown: 600000000000,
-						Line:     556,
+						Line:     594,
 					},
 					{
 						ID:          "ipoib-tx-timeout-detail",
@@ -1600,7 +1611,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     575,
+						Line:     613,
 					},
 					{
 						ID:          "mlx5-cmd-failed",
@@ -1609,7 +1620,7 @@ var image = &rules.Image{
 							Regex: `(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x(?P<op_mod>[0-9a-fA-F]+)\))? failed, status (?P<status>[^()]+?)\(0x(?P<status_code>[0-9a-fA-F]+)\)(?:, syndrome \((?P<syndrome>0x[0-9a-fA-F]+)\))?`,
 						},
 						Cooldown: 600000000000,
-						Line:     598,
+						Line:     636,
 					},
 					{
 						ID:          "mlx5-cmd-timeout",
@@ -1618,7 +1629,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x[0-9a-fA-F]+\))? (?:Async, )?(?:timeout\. Will cause a leak|No done completion)|Recovered (?P<recovered>-?\d+) EQEs on cmd_eq)`,
 						},
 						Cooldown: 600000000000,
-						Line:     623,
+						Line:     661,
 					},
 					{
 						ID:          "mlx5-health-error",
@@ -1627,7 +1638,17 @@ var image = &rules.Image{
 							Regex: `(?:device's health compromised(?: - (?P<reason>[^,]+))?|(?:poll_health|mlx5_health_\w+|print_health_info)[^:]*:\d+:\(pid \d+\): (?:Fatal error (?P<code>\d+) detected|Health issue observed, (?P<issue>[^,]+))|\bFW fatal\b|mlx5_(?:rsc_dump_trigger|crdump_collect|fw_fatal_reporter_\w+)\b|starting health recovery flow|NIC IFC still -?\d+ after \d+ms|handling bad device here|High temperature on sensors with bit set|\bsynd 0x[0-9a-fA-F]+: (?P<issue>firmware internal error|irisc not responding|unrecoverable hardware error|firmware CRC error|ICM fetch PCI (?:data poisoned )?error|HW fatal error|async EQ buffer overrun|EQ error|Invalid EQ referenced|FFSER error|High temperature|Trust lockdown error|unrecognized error)\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     670,
+						Line:     708,
+					},
+					{
+						ID:          "mlx5-health-dump",
+						Description: "Fields of a ConnectX firmware health dump (the firmware assert's variables, exit pointer and return address, the processor and the extended syndrome): evidence of the health failure mlx5-health-error records, for logs that kept these lines without its head.",
+						Match: &rules.Match{
+							Regex: `(?:^|\s)(?:assert_var\[(?P<index>-?\d+)\]|assert_exit_ptr|assert_callra|ext_synd|raw fw_ver) 0x[0-9a-fA-F]+\s*$|(?:^|\s)irisc_index -?\d+\s*$`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     776,
 					},
 					{
 						ID:          "mlx5-health-recovery-aborted",
@@ -1640,7 +1661,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 731,
+						Line: 875,
 					},
 					{
 						ID:          "port-module-error",
@@ -1649,7 +1670,7 @@ var image = &rules.Image{
 							Regex: `Port module event\[error\]: module (?P<module>\d+), (?P<status>[^,]+), (?P<error>[^.]+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     765,
+						Line:     909,
 					},
 					{
 						ID:          "port-module-unplugged",
@@ -1659,7 +1680,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     787,
+						Line:     931,
 					},
 					{
 						ID:          "ib-completion-error",
@@ -1669,7 +1690,7 @@ var image = &rules.Image{
 							Regex: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe)`,
 						},
 						Cooldown: 600000000000,
-						Line:     814,
+						Line:     958,
 					},
 					{
 						ID:          "ib-fabric-query-timeout",
@@ -1689,7 +1710,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     879,
+						Line:     1023,
 					},
 					{
 						ID:          "hw-csum-failure",
@@ -1699,17 +1720,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     913,
+						Line:     1057,
 					},
 					{
 						ID:          "mlx5-probe-failed",
 						Description: "A ConnectX (mlx5) adapter failed to probe or initialise, or its firmware or PCIe link stopped answering during a reset or recovery: the adapter's ports are gone until the node is serviced.",
 						Match: &rules.Match{
-							Regex: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed)`,
+							Regex: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed|mlx5_core: probe of \S+ failed with error -?\d+|probe with driver mlx5_core failed with error -?\d+)`,
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     933,
+						Line:     1077,
 					},
 					{
 						ID:          "mlx5-driver-error",
@@ -1720,7 +1741,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1077,
+						Line:     1250,
 					},
 					{
 						ID:          "mlx4-internal-error",
@@ -1730,7 +1751,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1140,
+						Line:     1313,
 					},
 					{
 						ID:          "mlx4-driver-error",
@@ -1741,7 +1762,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1178,
+						Line:     1351,
 					},
 					{
 						ID:          "nic-over-temperature",
@@ -1751,7 +1772,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1216,
+						Line:     1389,
 					},
 					{
 						ID:          "bond-no-active-slave",
@@ -1762,7 +1783,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1277,
+						Line:     1450,
 					},
 					{
 						ID:          "bond-slave-error",
@@ -1772,7 +1793,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1309,
+						Line:     1482,
 					},
 					{
 						ID:          "ipoib-init-failed",
@@ -1782,7 +1803,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1361,
+						Line:     1534,
 					},
 					{
 						ID:          "ipoib-completion-error",
@@ -1796,7 +1817,7 @@ var image = &rules.Image{
 							Count:  5,
 							Window: 600000000000,
 						},
-						Line: 1414,
+						Line: 1587,
 					},
 					{
 						ID:          "nic-pcie-link-lost",
@@ -1809,7 +1830,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1443,
+						Line: 1616,
 					},
 					{
 						ID:          "nic-reset-failed",
@@ -1822,7 +1843,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1486,
+						Line: 1659,
 					},
 					{
 						ID:          "nic-adapter-reset",
@@ -1833,7 +1854,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1938,
+						Line:     2111,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -1844,7 +1865,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2083,
+						Line:     2256,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -1855,7 +1876,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2331,
+						Line:     2504,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -1868,7 +1889,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 2877,
+						Line: 3050,
 					},
 					{
 						ID:          "nic-module-error",
@@ -1879,7 +1900,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     2941,
+						Line:     3114,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -1890,7 +1911,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3056,
+						Line:     3229,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -1901,7 +1922,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     3093,
+						Line:     3266,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -1912,7 +1933,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3187,
+						Line:     3360,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -1923,7 +1944,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3373,
+						Line:     3546,
 					},
 					{
 						ID:          "efa-device-error",
@@ -1934,7 +1955,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3404,
+						Line:     3577,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -1945,7 +1966,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3546,
+						Line:     3719,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -1956,7 +1977,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3625,
+						Line:     3798,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -1978,7 +1999,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3687,
+						Line:     3860,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2000,7 +2021,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3736,
+						Line:     3909,
 					},
 				},
 			},
@@ -13104,6 +13125,50 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:^|\s)(?:assert_var\[(?P<index>-?\d+)\]|assert_exit_ptr|assert_callra|ext_synd|raw fw_ver) 0x[0-9a-fA-F]+\s*$|(?:^|\s)irisc_index -?\d+\s*$`,
+			Literals: []string{
+				"assert_var[",
+				"assert_exit_ptr",
+				"assert_callra",
+				"ext_synd",
+				"raw fw_ver",
+				"irisc_index ",
+			},
+			Sets: [][]string{
+				[]string{
+					"assert_callra",
+					"assert_exit_ptr",
+					"assert_var[",
+					"ext_synd",
+					"irisc_index ",
+					"raw fw_ver",
+				},
+				[]string{
+					"assert_",
+					"ext_synd",
+					"irisc_index ",
+					"raw fw_ver",
+				},
+				[]string{
+					"callra",
+					"exit_ptr",
+					"ext_synd",
+					"irisc_index ",
+					"raw fw_ver",
+					"var[",
+				},
+				[]string{
+					" 0x",
+					"irisc_index ",
+				},
+			},
+			Anchored: true,
+			Names: []string{
+				"",
+				"index",
+			},
+		},
+		{
 			Expr: `(?:^|\s)(?P<bdf>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (?P<class>[^:]+(?: \[[0-9a-f]{4}\])?): (?:NVIDIA Corporation\b.*|10de:[0-9a-fA-F]{4}\]?) \(rev ff\)`,
 			Literals: []string{
 				" (rev ff)",
@@ -14453,7 +14518,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed)`,
+			Expr: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed|mlx5_core: probe of \S+ failed with error -?\d+|probe with driver mlx5_core failed with error -?\d+)`,
 			Literals: []string{
 				"mlx5_pci_init failed with error code ",
 				"mlx5_pci_init failed with error code: ",
@@ -14483,6 +14548,8 @@ var image = &rules.Image{
 				"Firmware is not responsive (0x",
 				"reset reload flow aborted, PCI reads still not working",
 				"): health recovery failed",
+				"mlx5_core: probe of ",
+				"probe with driver mlx5_core failed with error ",
 			},
 			Sets: [][]string{
 				[]string{
@@ -14523,11 +14590,13 @@ var image = &rules.Image{
 					"init_one",
 					"load_one",
 					"missing registers bar, aborting",
+					"mlx5_core: probe of ",
 					"mlx5_function_enable err=",
 					"mlx5_query_hca_caps_light err=",
 					"pci link not ready (0x",
 					"pci_enable_device",
 					"pci_init",
+					"probe with driver mlx5_core failed with error ",
 					"reset reload flow aborted, pci reads still not working",
 					"wait vital failed with error code ",
 					"wait vital failed with error code: ",
@@ -14548,9 +14617,11 @@ var image = &rules.Image{
 					"failed setting dma capabilities mask, aborting",
 					"firmware is not responsive (0x",
 					"missing registers bar, aborting",
+					"mlx5_core: probe of ",
 					"mlx5_function_enable err=",
 					"mlx5_query_hca_caps_light err=",
 					"pci link not ready (0x",
+					"probe with driver mlx5_core failed with error ",
 					"reset reload flow aborted, pci reads still not working",
 				},
 			},
@@ -14902,6 +14973,34 @@ var image = &rules.Image{
 				"status",
 				"status_code",
 				"syndrome",
+			},
+		},
+		{
+			Expr: `(?P<condition>rtl_\w+_cond) == (?P<value>-?\d+) \(loop: -?\d+, delay: -?\d+\)`,
+			Literals: []string{
+				", delay: ",
+			},
+			Sets: [][]string{
+				[]string{
+					", delay: ",
+				},
+				[]string{
+					"_cond",
+				},
+				[]string{
+					"rtl_",
+				},
+				[]string{
+					" == ",
+				},
+				[]string{
+					" (loop: ",
+				},
+			},
+			Names: []string{
+				"",
+				"condition",
+				"value",
 			},
 		},
 		{
