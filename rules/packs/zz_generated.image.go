@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "9c0f80da4203962989b5730d265c751e34081cf93f3f45aa42e4906a30f11df6"
+const imageDigest = "94fbae1c6e6f46e9c31feaf0b9844b444384ad4bf4fba1642e98fdb59ec9046e"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1119,7 +1119,7 @@ var image = &rules.Image{
 						ID:          "aer-fatal",
 						Description: "Uncorrectable fatal PCIe error: the link or the device behind it is no longer reliable, and the kernel resets the link (taking the device down) to recover. A GPU or NIC behind such a link cannot be trusted with a job; taint until a human checks the slot, riser and cabling.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:(?P<multiple>Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received(?:: id=(?P<source_id>[0-9a-fA-F]{4})|:? (?:from )?(?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|(?i:(?:PCIe|CXL) Bus Error): severity=Uncorrect(?:ed|able) \(Fatal\)(?:, type=(?P<type>[^,]+))?)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:(?P<multiple>Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received(?:: id=(?P<source_id>[0-9a-fA-F]{4})|:? (?:from )?(?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|(?i:(?:PCIe|CXL) Bus Error): severity=Uncorrect(?:ed|able) \(Fatal\)(?:, type=(?P<type>[^,]+))?|(?:^|\s)(?:severity=Uncorrect(?:ed|able) )?\(Fatal\), type=(?P<type>[^,]+), \((?:Receiver|Requester|Completer|Unregistered Agent) ID\))`,
 						},
 						Severity: "critical",
 						Action:   "taint",
@@ -1149,7 +1149,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 118,
+						Line: 125,
 					},
 					{
 						ID:          "aer-corrected",
@@ -1159,7 +1159,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     184,
+						Line:     191,
 					},
 					{
 						ID:          "aer-corrected-storm",
@@ -1186,7 +1186,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 243,
+						Line: 250,
 					},
 					{
 						ID:          "aer-error-bit",
@@ -1196,7 +1196,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     290,
+						Line:     297,
 					},
 					{
 						ID:          "aer-error-detail",
@@ -1206,7 +1206,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     340,
+						Line:     347,
 					},
 					{
 						ID:          "aer-recovery-failed",
@@ -1219,7 +1219,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "pcie-recovery-failed",
 						},
-						Line: 411,
+						Line: 418,
 					},
 					{
 						ID:          "aer-no-recovery",
@@ -1230,23 +1230,23 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     470,
+						Line:     477,
 					},
 					{
 						ID:          "aer-recovery-progress",
-						Description: "Steps of the kernel's PCIe error recovery (broadcast to drivers, link reset, success); evidence only",
+						Description: "Steps of the kernel's PCIe error recovery (broadcast to drivers, link reset, the device ready again after containment, an NVMe controller restarted after the slot reset, success); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:broadcast (?P<step>error_detected|mmio_enabled|slot_reset|resume) message|(?:Root|Downstream) Port link has been reset|[Dd]evice recovery successful)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:broadcast (?P<step>error_detected|mmio_enabled|slot_reset|resume) message|(?:Root|Downstream) Port link has been reset|[Dd]evice recovery successful|\bready -?\d+ms after DPC\s*$|restart after slot reset\s*$)`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     496,
+						Line:     503,
 					},
 					{
 						ID:          "dpc-containment",
 						Description: "Downstream Port Containment cut the link to contain an uncorrectable error; the device below was reset. Check the link with the PCIe bandwidth and NVML probes.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:DPC:? containment event, status:(?P<status>0x[0-9a-fA-F]+)(?: source:(?P<source>0x[0-9a-fA-F]+)|: (?P<reason>[^,]+?) detected|, (?P<reason>ERR_(?:NON)?FATAL) received from (?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error|software trigger|reserved error) detected)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:DPC:? containment event,(?:\s*$| status:(?P<status>0x[0-9a-fA-F]+))(?: source:(?P<source>0x[0-9a-fA-F]+)|: (?P<reason>[^,]+?) detected|, (?P<reason>ERR_(?:NON)?FATAL) received from (?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error|software trigger|reserved error) detected|DPC:? (?P<reason>unmasked uncorrectable error)\s*$)`,
 						},
 						Severity: "warning",
 						Action:   "probe",
@@ -1263,7 +1263,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 540,
+						Line: 573,
 					},
 					{
 						ID:          "dpc-detail",
@@ -1273,7 +1273,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     605,
+						Line:     643,
 					},
 					{
 						ID:          "pcie-bandwidth-limited",
@@ -1303,7 +1303,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 637,
+						Line: 675,
 					},
 					{
 						ID:          "pcie-bandwidth-insufficient-nic",
@@ -1314,7 +1314,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     673,
+						Line:     711,
 					},
 					{
 						ID:          "pcie-link-retrain",
@@ -1337,7 +1337,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 699,
+						Line: 737,
 					},
 					{
 						ID:          "pciehp-link-down",
@@ -1348,7 +1348,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     730,
+						Line:     768,
 					},
 					{
 						ID:          "mlx5-pcie-power-insufficient",
@@ -1359,7 +1359,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     776,
+						Line:     814,
 					},
 					{
 						ID:          "aer-unregistered-agent",
@@ -1369,7 +1369,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     799,
+						Line:     837,
 					},
 					{
 						ID:          "pcie-device-inaccessible",
@@ -1392,7 +1392,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 831,
+						Line: 869,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1415,7 +1415,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 882,
+						Line: 920,
 					},
 					{
 						ID:          "pciehp-slot-fault",
@@ -1438,13 +1438,13 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 977,
+						Line: 1015,
 					},
 					{
 						ID:          "edr-containment",
 						Description: "Platform firmware reported an Error Disconnect Recover event (firmware-first Downstream Port Containment): the devices below the port have been disconnected. When the kernel cannot find or read the containing port, the event is not recovered. Check the link with the PCIe bandwidth and NVML probes.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?P<event>EDR event received|Firmware failed to locate DPC port|(?:\[Firmware Bug\]: )?This device doesn't support DPC|Invalid DPC trigger(?: 0x[0-9a-fA-F]+)?)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:EDR: )?(?P<event>EDR event received|Reported EDR dev|Firmware failed to locate DPC port|(?:\[Firmware Bug\]: )?This device doesn't support DPC|Invalid DPC trigger(?: 0x[0-9a-fA-F]+)?)`,
 						},
 						Severity: "warning",
 						Action:   "probe",
@@ -1461,7 +1461,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1056,
+						Line: 1094,
 					},
 				},
 			},
@@ -1584,13 +1584,24 @@ var image = &rules.Image{
 						Line:     531,
 					},
 					{
+						ID:          "realtek-chip-timeout",
+						Description: "A Realtek NIC did not reach the state its driver waited for (transmit/receive queues empty, a PHY or extended register access done): the chip is hung or reset, usually during a transmit timeout's reset. Recorded; repeated ones show as link flaps.",
+						Match: &rules.Match{
+							Regex: `(?P<condition>rtl_\w+_cond) == (?P<value>-?\d+) \(loop: -?\d+, delay: -?\d+\)`,
+						},
+						Severity: "warning",
+						Action:   "event",
+						Cooldown: 600000000000,
+						Line:     557,
+					},
+					{
 						ID:          "ipoib-tx-timeout",
 						Description: "IPoIB found its send queue stuck; the InfiniBand port or the fabric behind it is not delivering",
 						Match: &rules.Match{
 							Regex: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs`,
 						},
 						Cooldown: 600000000000,
-						Line:     556,
+						Line:     594,
 					},
 					{
 						ID:          "ipoib-tx-timeout-detail",
@@ -1600,7 +1611,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     575,
+						Line:     613,
 					},
 					{
 						ID:          "mlx5-cmd-failed",
@@ -1609,7 +1620,7 @@ var image = &rules.Image{
 							Regex: `(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x(?P<op_mod>[0-9a-fA-F]+)\))? failed, status (?P<status>[^()]+?)\(0x(?P<status_code>[0-9a-fA-F]+)\)(?:, syndrome \((?P<syndrome>0x[0-9a-fA-F]+)\))?`,
 						},
 						Cooldown: 600000000000,
-						Line:     598,
+						Line:     636,
 					},
 					{
 						ID:          "mlx5-cmd-timeout",
@@ -1618,7 +1629,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x[0-9a-fA-F]+\))? (?:Async, )?(?:timeout\. Will cause a leak|No done completion)|Recovered (?P<recovered>-?\d+) EQEs on cmd_eq)`,
 						},
 						Cooldown: 600000000000,
-						Line:     623,
+						Line:     661,
 					},
 					{
 						ID:          "mlx5-health-error",
@@ -1627,7 +1638,17 @@ var image = &rules.Image{
 							Regex: `(?:device's health compromised(?: - (?P<reason>[^,]+))?|(?:poll_health|mlx5_health_\w+|print_health_info)[^:]*:\d+:\(pid \d+\): (?:Fatal error (?P<code>\d+) detected|Health issue observed, (?P<issue>[^,]+))|\bFW fatal\b|mlx5_(?:rsc_dump_trigger|crdump_collect|fw_fatal_reporter_\w+)\b|starting health recovery flow|NIC IFC still -?\d+ after \d+ms|handling bad device here|High temperature on sensors with bit set|\bsynd 0x[0-9a-fA-F]+: (?P<issue>firmware internal error|irisc not responding|unrecoverable hardware error|firmware CRC error|ICM fetch PCI (?:data poisoned )?error|HW fatal error|async EQ buffer overrun|EQ error|Invalid EQ referenced|FFSER error|High temperature|Trust lockdown error|unrecognized error)\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     670,
+						Line:     708,
+					},
+					{
+						ID:          "mlx5-health-dump",
+						Description: "Fields of a ConnectX firmware health dump (the firmware assert's variables, exit pointer and return address, the processor and the extended syndrome): evidence of the health failure mlx5-health-error records, for logs that kept these lines without its head.",
+						Match: &rules.Match{
+							Regex: `(?:^|\s)(?:assert_var\[(?P<index>-?\d+)\]|assert_exit_ptr|assert_callra|ext_synd|raw fw_ver) 0x[0-9a-fA-F]+\s*$|(?:^|\s)irisc_index -?\d+\s*$`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     776,
 					},
 					{
 						ID:          "mlx5-health-recovery-aborted",
@@ -1640,7 +1661,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 731,
+						Line: 875,
 					},
 					{
 						ID:          "port-module-error",
@@ -1649,7 +1670,7 @@ var image = &rules.Image{
 							Regex: `Port module event\[error\]: module (?P<module>\d+), (?P<status>[^,]+), (?P<error>[^.]+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     765,
+						Line:     909,
 					},
 					{
 						ID:          "port-module-unplugged",
@@ -1659,7 +1680,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     787,
+						Line:     931,
 					},
 					{
 						ID:          "ib-completion-error",
@@ -1669,7 +1690,7 @@ var image = &rules.Image{
 							Regex: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe)`,
 						},
 						Cooldown: 600000000000,
-						Line:     814,
+						Line:     958,
 					},
 					{
 						ID:          "ib-fabric-query-timeout",
@@ -1689,7 +1710,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     879,
+						Line:     1023,
 					},
 					{
 						ID:          "hw-csum-failure",
@@ -1699,17 +1720,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     913,
+						Line:     1057,
 					},
 					{
 						ID:          "mlx5-probe-failed",
 						Description: "A ConnectX (mlx5) adapter failed to probe or initialise, or its firmware or PCIe link stopped answering during a reset or recovery: the adapter's ports are gone until the node is serviced.",
 						Match: &rules.Match{
-							Regex: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed)`,
+							Regex: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed|mlx5_core: probe of \S+ failed with error -?\d+|probe with driver mlx5_core failed with error -?\d+)`,
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     933,
+						Line:     1077,
 					},
 					{
 						ID:          "mlx5-driver-error",
@@ -1720,7 +1741,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1077,
+						Line:     1250,
 					},
 					{
 						ID:          "mlx4-internal-error",
@@ -1730,7 +1751,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1140,
+						Line:     1313,
 					},
 					{
 						ID:          "mlx4-driver-error",
@@ -1741,7 +1762,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1178,
+						Line:     1351,
 					},
 					{
 						ID:          "nic-over-temperature",
@@ -1751,7 +1772,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1216,
+						Line:     1389,
 					},
 					{
 						ID:          "bond-no-active-slave",
@@ -1762,7 +1783,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1277,
+						Line:     1450,
 					},
 					{
 						ID:          "bond-slave-error",
@@ -1772,7 +1793,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1309,
+						Line:     1482,
 					},
 					{
 						ID:          "ipoib-init-failed",
@@ -1782,7 +1803,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1361,
+						Line:     1534,
 					},
 					{
 						ID:          "ipoib-completion-error",
@@ -1796,7 +1817,7 @@ var image = &rules.Image{
 							Count:  5,
 							Window: 600000000000,
 						},
-						Line: 1414,
+						Line: 1587,
 					},
 					{
 						ID:          "nic-pcie-link-lost",
@@ -1809,7 +1830,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1443,
+						Line: 1616,
 					},
 					{
 						ID:          "nic-reset-failed",
@@ -1822,7 +1843,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1486,
+						Line: 1659,
 					},
 					{
 						ID:          "nic-adapter-reset",
@@ -1833,7 +1854,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1938,
+						Line:     2111,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -1844,7 +1865,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2083,
+						Line:     2256,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -1855,7 +1876,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2331,
+						Line:     2504,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -1868,7 +1889,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 2877,
+						Line: 3050,
 					},
 					{
 						ID:          "nic-module-error",
@@ -1879,7 +1900,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     2941,
+						Line:     3114,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -1890,7 +1911,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3056,
+						Line:     3229,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -1901,7 +1922,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     3093,
+						Line:     3266,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -1912,7 +1933,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3187,
+						Line:     3360,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -1923,7 +1944,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3373,
+						Line:     3546,
 					},
 					{
 						ID:          "efa-device-error",
@@ -1934,7 +1955,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3404,
+						Line:     3577,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -1945,7 +1966,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3546,
+						Line:     3719,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -1956,7 +1977,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3625,
+						Line:     3798,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -1978,7 +1999,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3687,
+						Line:     3860,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2000,7 +2021,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3736,
+						Line:     3909,
 					},
 				},
 			},
@@ -2685,9 +2706,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "kernel-warning",
-						Description: "A kernel WARNING with its backtrace. Most WARNINGs are driver bugs that do not break the node (wireless, graphics); evidence only, the location says which code.",
+						Description: "A kernel WARNING with its backtrace. Most WARNINGs are driver bugs that do not break the node (wireless, graphics); evidence only, the location says which code. Hardened usercopy's report names the slab or stack a driver copied out of bounds (up to 5.10 a WARNING, later the line before a BUG).",
 						Match: &rules.Match{
-							Regex: `(?:WARNING: (?:CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) )?at (?:(?P<location>\S+:\d+)(?: (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)?|(?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)|WARNING: (?:(?P<location>\S+:-?\d+) )?at (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?, CPU#(?P<cpu>-?\d+): )`,
+							Regex: `(?:(?:Bad or missing usercopy whitelist\? )?Kernel memory (?:exposure|overwrite) attempt detected (?:from|to) (?P<object>.+?) \(offset \d+, size \d+\)!|WARNING: (?:CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) )?at (?:(?P<location>\S+:\d+)(?: (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)?|(?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)|WARNING: (?:(?P<location>\S+:-?\d+) )?at (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?, CPU#(?P<cpu>-?\d+): )`,
 						},
 						Severity: "info",
 						Action:   "none",
@@ -2700,7 +2721,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      1874,
+						Line:      1899,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2709,7 +2730,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      1895,
+						Line:      1920,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2723,7 +2744,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 1915,
+						Line: 1940,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2733,7 +2754,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1950,
+						Line:     1975,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2742,7 +2763,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1987,
+						Line:     2012,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2751,7 +2772,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2082,
+						Line:     2107,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2761,7 +2782,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2329,
+						Line:        2354,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2770,7 +2791,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2426,
+						Line:     2451,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2779,7 +2800,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2481,
+						Line:     2506,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2788,7 +2809,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2533,
+						Line:     2558,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2797,7 +2818,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2630,
+						Line:     2655,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2819,7 +2840,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2704,
+						Line: 2729,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2828,7 +2849,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2774,
+						Line:     2799,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2838,7 +2859,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     2814,
+						Line:     2839,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2848,7 +2869,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     2863,
+						Line:     2888,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2857,7 +2878,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2978,
+						Line:     3003,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2879,7 +2900,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3009,
+						Line: 3034,
 					},
 					{
 						ID:          "nmi-context",
@@ -2889,7 +2910,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3041,
+						Line:     3066,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2898,7 +2919,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3072,
+						Line:     3097,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -2908,17 +2929,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3119,
+						Line:     3144,
 					},
 					{
 						ID:          "oom-context",
-						Description: "The lines around an OOM kill (who invoked it, the constraint, the reaper); evidence only",
+						Description: "The lines around an OOM kill (who invoked it, the heading of its task dump, the constraint, the reaper); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
+							Regex: `(?:\[ +pid +\] +uid +tgid +total_vm +rss +(?:rss_anon +rss_file +rss_shmem +)?pgtables_bytes +swapents +oom_score_adj +name|(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3155,
+						Line:     3180,
 					},
 					{
 						ID:          "file-max-reached",
@@ -2927,7 +2948,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3194,
+						Line:     3241,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -2936,7 +2957,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3222,
+						Line:     3269,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -2946,7 +2967,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3253,
+						Line:     3300,
 					},
 					{
 						ID:          "ext4-warning",
@@ -2957,7 +2978,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3275,
+						Line:     3322,
 					},
 				},
 			},
@@ -4816,6 +4837,61 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:(?:Bad or missing usercopy whitelist\? )?Kernel memory (?:exposure|overwrite) attempt detected (?:from|to) (?P<object>.+?) \(offset \d+, size \d+\)!|WARNING: (?:CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) )?at (?:(?P<location>\S+:\d+)(?: (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)?|(?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)|WARNING: (?:(?P<location>\S+:-?\d+) )?at (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?, CPU#(?P<cpu>-?\d+): )`,
+			Literals: []string{
+				"Kernel memory exposure attempt detected from ",
+				"Kernel memory exposure attempt detected to ",
+				"Kernel memory overwrite attempt detected from ",
+				"Kernel memory overwrite attempt detected to ",
+				"WARNING: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"kernel memory exposure attempt detected from ",
+					"kernel memory exposure attempt detected to ",
+					"kernel memory overwrite attempt detected from ",
+					"kernel memory overwrite attempt detected to ",
+					"warning: ",
+				},
+				[]string{
+					"kernel memory ",
+					"warning: ",
+				},
+				[]string{
+					"exposure",
+					"overwrite",
+					"warning: ",
+				},
+				[]string{
+					" attempt detected ",
+					"warning: ",
+				},
+				[]string{
+					" (offset ",
+					"warning: ",
+				},
+				[]string{
+					", size ",
+					"warning: ",
+				},
+			},
+			Names: []string{
+				"",
+				"object",
+				"cpu",
+				"pid",
+				"location",
+				"function",
+				"module",
+				"function",
+				"module",
+				"location",
+				"function",
+				"module",
+				"cpu",
+			},
+		},
+		{
 			Expr: `(?:(?:EDAC (?:(?P<driver>[\w-]+) )?MC(?P<mc>-?\d+): )?HANDLING MCE MEMORY ERROR|EDAC (?:(?P<driver>[\w-]+) )?MC(?P<mc>-?\d+): (?:CPU \d+: Machine Check (?:Event|Exception)|TSC [0-9a-fA-F]+|ADDR [0-9a-fA-F]+|MISC [0-9a-fA-F]+|PROCESSOR ))`,
 			Literals: []string{
 				"HANDLING MCE MEMORY ERROR",
@@ -5173,7 +5249,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:(?P<multiple>Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received(?:: id=(?P<source_id>[0-9a-fA-F]{4})|:? (?:from )?(?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|(?i:(?:PCIe|CXL) Bus Error): severity=Uncorrect(?:ed|able) \(Fatal\)(?:, type=(?P<type>[^,]+))?)`,
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:(?P<multiple>Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received(?:: id=(?P<source_id>[0-9a-fA-F]{4})|:? (?:from )?(?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|(?i:(?:PCIe|CXL) Bus Error): severity=Uncorrect(?:ed|able) \(Fatal\)(?:, type=(?P<type>[^,]+))?|(?:^|\s)(?:severity=Uncorrect(?:ed|able) )?\(Fatal\), type=(?P<type>[^,]+), \((?:Receiver|Requester|Completer|Unregistered Agent) ID\))`,
 			Literals: []string{
 				"Uncorrected (Fatal) error received",
 				"Uncorrected (Fatal) error message received",
@@ -5181,9 +5257,17 @@ var image = &rules.Image{
 				"Uncorrectable (Fatal) error message received",
 				": severity=Uncorrected (Fatal)",
 				": severity=Uncorrectable (Fatal)",
+				", (Receiver ID)",
+				", (Requester ID)",
+				", (Completer ID)",
+				", (Unregistered Agent ID)",
 			},
 			Sets: [][]string{
 				[]string{
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					": severity=uncorrectable (fatal)",
 					": severity=uncorrected (fatal)",
 					"uncorrectable (fatal) error message received",
@@ -5192,19 +5276,35 @@ var image = &rules.Image{
 					"uncorrected (fatal) error received",
 				},
 				[]string{
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					"uncorrect",
 				},
 				[]string{
 					" (fatal) error ",
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					": severity=uncorrectable (fatal)",
 					": severity=uncorrected (fatal)",
 				},
 				[]string{
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					": severity=uncorrectable (fatal)",
 					": severity=uncorrected (fatal)",
 					"received",
 				},
 				[]string{
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 					"cxl",
 					"pcie",
 					"uncorrectable (fatal) error message received",
@@ -5214,14 +5314,20 @@ var image = &rules.Image{
 				},
 				[]string{
 					" error",
+					", (completer id)",
+					", (receiver id)",
+					", (requester id)",
+					", (unregistered agent id)",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"bdf",
 				"multiple",
 				"source_id",
 				"source",
+				"type",
 				"type",
 			},
 		},
@@ -5311,7 +5417,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:broadcast (?P<step>error_detected|mmio_enabled|slot_reset|resume) message|(?:Root|Downstream) Port link has been reset|[Dd]evice recovery successful)`,
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AER: )?(?:broadcast (?P<step>error_detected|mmio_enabled|slot_reset|resume) message|(?:Root|Downstream) Port link has been reset|[Dd]evice recovery successful|\bready -?\d+ms after DPC\s*$|restart after slot reset\s*$)`,
 			Literals: []string{
 				"broadcast error_detected message",
 				"broadcast mmio_enabled message",
@@ -5320,6 +5426,8 @@ var image = &rules.Image{
 				"Root Port link has been reset",
 				"Downstream Port link has been reset",
 				"device recovery successful",
+				"ms after DPC",
+				"restart after slot reset",
 			},
 			Sets: [][]string{
 				[]string{
@@ -5329,12 +5437,16 @@ var image = &rules.Image{
 					"broadcast slot_reset message",
 					"device recovery successful",
 					"downstream port link has been reset",
+					"ms after dpc",
+					"restart after slot reset",
 					"root port link has been reset",
 				},
 				[]string{
 					"broadcast ",
 					"device recovery successful",
 					"downstream port link has been reset",
+					"ms after dpc",
+					"restart after slot reset",
 					"root port link has been reset",
 				},
 				[]string{
@@ -5342,6 +5454,8 @@ var image = &rules.Image{
 					"downstream port link has been reset",
 					"error_detected",
 					"mmio_enabled",
+					"ms after dpc",
+					"restart after slot reset",
 					"resume",
 					"root port link has been reset",
 					"slot_reset",
@@ -5350,6 +5464,8 @@ var image = &rules.Image{
 					" message",
 					"device recovery successful",
 					"downstream port link has been reset",
+					"ms after dpc",
+					"restart after slot reset",
 					"root port link has been reset",
 				},
 				[]string{
@@ -5359,6 +5475,8 @@ var image = &rules.Image{
 					"broadcast slot_reset message",
 					"device recovery successful",
 					"downstream",
+					"ms after dpc",
+					"restart after slot reset",
 					"root",
 				},
 				[]string{
@@ -5368,6 +5486,8 @@ var image = &rules.Image{
 					"broadcast resume message",
 					"broadcast slot_reset message",
 					"device recovery successful",
+					"ms after dpc",
+					"restart after slot reset",
 				},
 			},
 			Names: []string{
@@ -5448,47 +5568,38 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:DPC:? containment event, status:(?P<status>0x[0-9a-fA-F]+)(?: source:(?P<source>0x[0-9a-fA-F]+)|: (?P<reason>[^,]+?) detected|, (?P<reason>ERR_(?:NON)?FATAL) received from (?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error|software trigger|reserved error) detected)`,
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:DPC:? containment event,(?:\s*$| status:(?P<status>0x[0-9a-fA-F]+))(?: source:(?P<source>0x[0-9a-fA-F]+)|: (?P<reason>[^,]+?) detected|, (?P<reason>ERR_(?:NON)?FATAL) received from (?P<source>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))?|DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error|software trigger|reserved error) detected|DPC:? (?P<reason>unmasked uncorrectable error)\s*$)`,
 			Literals: []string{
-				"DPC containment event, status:0x",
-				"DPC: containment event, status:0x",
-				"DPC unmasked uncorrectable error detected",
+				"DPC containment event,",
+				"DPC: containment event,",
 				"DPC ERR_NONFATAL detected",
 				"DPC ERR_FATAL detected",
 				"DPC RP PIO error detected",
 				"DPC software trigger detected",
 				"DPC reserved error detected",
-				"DPC: unmasked uncorrectable error detected",
 				"DPC: ERR_NONFATAL detected",
 				"DPC: ERR_FATAL detected",
 				"DPC: RP PIO error detected",
 				"DPC: software trigger detected",
 				"DPC: reserved error detected",
+				"DPC unmasked uncorrectable error",
+				"DPC: unmasked uncorrectable error",
 			},
 			Sets: [][]string{
 				[]string{
 					"dpc",
 				},
 				[]string{
-					" containment event, status:0x",
+					" containment event,",
 					" err_fatal detected",
 					" err_nonfatal detected",
 					" reserved error detected",
 					" rp pio error detected",
 					" software trigger detected",
-					" unmasked uncorrectable error detected",
+					" unmasked uncorrectable error",
 				},
 				[]string{
-					" containment event, status:",
-					" err_fatal detected",
-					" err_nonfatal detected",
-					" reserved error detected",
-					" rp pio error detected",
-					" software trigger detected",
-					" unmasked uncorrectable error detected",
-				},
-				[]string{
-					" containment event, status:0x",
+					" containment event,",
 					"err_fatal",
 					"err_nonfatal",
 					"reserved error",
@@ -5497,7 +5608,7 @@ var image = &rules.Image{
 					"unmasked uncorrectable error",
 				},
 				[]string{
-					" containment event, status:0x",
+					" containment event,",
 					"err_",
 					"reserved error",
 					"rp pio error",
@@ -5505,12 +5616,17 @@ var image = &rules.Image{
 					"unmasked uncorrectable error",
 				},
 				[]string{
-					" containment event, status:0x",
+					" containment event,",
 					"fatal",
 					"reserved error",
 					"rp pio error",
 					"software trigger",
 					"unmasked uncorrectable error",
+				},
+				[]string{
+					" containment event,",
+					" detected",
+					" unmasked uncorrectable error",
 				},
 			},
 			Names: []string{
@@ -5522,6 +5638,31 @@ var image = &rules.Image{
 				"reason",
 				"source",
 				"reason",
+				"reason",
+			},
+		},
+		{
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:EDR: )?(?P<event>EDR event received|Reported EDR dev|Firmware failed to locate DPC port|(?:\[Firmware Bug\]: )?This device doesn't support DPC|Invalid DPC trigger(?: 0x[0-9a-fA-F]+)?)`,
+			Literals: []string{
+				"EDR event received",
+				"Reported EDR dev",
+				"Firmware failed to locate DPC port",
+				"This device doesn't support DPC",
+				"Invalid DPC trigger",
+			},
+			Sets: [][]string{
+				[]string{
+					"edr event received",
+					"firmware failed to locate dpc port",
+					"invalid dpc trigger",
+					"reported edr dev",
+					"this device doesn't support dpc",
+				},
+			},
+			Names: []string{
+				"",
+				"bdf",
+				"event",
 			},
 		},
 		{
@@ -5656,28 +5797,6 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?P<event>EDR event received|Firmware failed to locate DPC port|(?:\[Firmware Bug\]: )?This device doesn't support DPC|Invalid DPC trigger(?: 0x[0-9a-fA-F]+)?)`,
-			Literals: []string{
-				"EDR event received",
-				"Firmware failed to locate DPC port",
-				"This device doesn't support DPC",
-				"Invalid DPC trigger",
-			},
-			Sets: [][]string{
-				[]string{
-					"edr event received",
-					"firmware failed to locate dpc port",
-					"invalid dpc trigger",
-					"this device doesn't support dpc",
-				},
-			},
-			Names: []string{
-				"",
-				"bdf",
-				"event",
-			},
-		},
-		{
 			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?AER: (?:Multiple )?Correct(?:ed|able) error (?:message )?received`,
 			Literals: []string{
 				"AER: Corrected error received",
@@ -5716,64 +5835,6 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"bdf",
-			},
-		},
-		{
-			Expr: `(?:(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
-			Literals: []string{
-				" invoked oom-killer: gfp_mask=0x",
-				"oom-kill:constraint=CONSTRAINT_",
-				"oom_reaper: reaped process ",
-				"Killed process ",
-			},
-			Sets: [][]string{
-				[]string{
-					" invoked oom-killer: gfp_mask=0x",
-					"killed process ",
-					"oom-kill:constraint=constraint_",
-					"oom_reaper: reaped process ",
-				},
-				[]string{
-					" invoked oom-killer: gfp_mask=",
-					"killed process ",
-					"oom-kill:constraint=constraint_",
-					"oom_reaper: reaped process ",
-				},
-				[]string{
-					"killed process ",
-					"oom",
-				},
-				[]string{
-					" invoked oom-killer: gfp_mask=0x",
-					"-kill:constraint=constraint_",
-					"_reaper: reaped process ",
-					"killed process ",
-				},
-				[]string{
-					" invoked oom-killer: gfp_mask=0x",
-					"-kill:constraint=",
-					"_reaper: reaped process ",
-					"killed process ",
-				},
-				[]string{
-					" invoked oom-killer: gfp_mask=0x",
-					"_reaper: reaped process ",
-					"constraint_",
-					"killed process ",
-				},
-			},
-			Anchored: true,
-			Names: []string{
-				"",
-				"comm",
-				"gfp_mask",
-				"constraint",
-				"task",
-				"pid",
-				"pid",
-				"task",
-				"pid",
-				"task",
 			},
 		},
 		{
@@ -11306,46 +11367,6 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:WARNING: (?:CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) )?at (?:(?P<location>\S+:\d+)(?: (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)?|(?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?)|WARNING: (?:(?P<location>\S+:-?\d+) )?at (?P<function>[\w.]+)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?, CPU#(?P<cpu>-?\d+): )`,
-			Literals: []string{
-				"WARNING: ",
-			},
-			Sets: [][]string{
-				[]string{
-					"warning: ",
-				},
-				[]string{
-					", cpu#",
-					"at ",
-				},
-				[]string{
-					"at ",
-				},
-				[]string{
-					"+0x",
-					"at ",
-				},
-				[]string{
-					"/0x",
-					"at ",
-				},
-			},
-			Names: []string{
-				"",
-				"cpu",
-				"pid",
-				"location",
-				"function",
-				"module",
-				"function",
-				"module",
-				"location",
-				"function",
-				"module",
-				"cpu",
-			},
-		},
-		{
 			Expr: `(?:Warning firmware error detected FWSM: 0x[0-9a-fA-F]+|Firmware rollback mode detected|Device failed to load the FW for the external PHY|Failed to update link (?:status|info), err|Get link status error -?\d+|Could not process link status event|Link setup failed, err|Could not handle link event|Receive Queue event error|Failed to (?:set|get) (?:phy|PHY) (?:config|caps|capabilities|configuration|topology), VSI|Get PHY capability failed|Failed stop (?:Tx|XDP|Rx) rings, VSI|Failed to set physical link (?:up|down)|Failed to (?:close|open) VSI 0x|Failed to get link info, error|Failed to initialize PHY settings, error|Failed to set PHY state, VSI|failed to get phy cap\., ret|set phy config ret|link restart failed, err|shutdown_lan_hmc failed|FW reported unknown error type|(?i:\bhwrm)(?: vnic(?: -?\d+)?(?: ctx -?\d+| cos ctx)?(?: set (?:tpa|rss|hds)| cfg| alloc| filter)?| stat ctx alloc| ring alloc|_ring_grp alloc| query (?:qportcfg|capability)| set coalescing| cfa l2 rx mask) failure|hwrm_ring_(?:alloc|free) type -?\d+ failed|Failed to set async event completion ring|Failed (?:querying|configuring) context mem|ring reservation/IRQ init failure|tx ring reservation failure|failed to update (?:link|phy setting) \(rc|failed to update phy settings|SP task can.t update link|update phy settings retry failed|Probe phy can't (?:get phy capabilities|update link)|Failed to reserve default rings at open|bnxt_init_nic err|nic open fail \(rc|resc_qcaps failed|func_qcfg cmd failed|Resp cmpl intr err msg|Error \(timeout: -?\d+\) msg \{|hwrm req_type 0x[0-9a-fA-F]+ seq id 0x[0-9a-fA-F]+ error|RX queue restart failed|Unexpected HWRM error|Failed to create I/O (?:TX|RX) queue num|Failed to get (?:TX|RX) queue handlers)`,
 			Literals: []string{
 				"Warning firmware error detected FWSM: 0x",
@@ -11753,6 +11774,73 @@ var image = &rules.Image{
 				"",
 				"ifname",
 				"ifname",
+			},
+		},
+		{
+			Expr: `(?:\[ +pid +\] +uid +tgid +total_vm +rss +(?:rss_anon +rss_file +rss_shmem +)?pgtables_bytes +swapents +oom_score_adj +name|(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
+			Literals: []string{
+				"pgtables_bytes ",
+				" invoked oom-killer: gfp_mask=0x",
+				"oom-kill:constraint=CONSTRAINT_",
+				"oom_reaper: reaped process ",
+				"Killed process ",
+			},
+			Sets: [][]string{
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"pgtables_bytes ",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"pid",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"uid",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"tgid",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"total_vm",
+				},
+				[]string{
+					" invoked oom-killer: gfp_mask=0x",
+					"killed process ",
+					"oom-kill:constraint=constraint_",
+					"oom_reaper: reaped process ",
+					"rss",
+				},
+			},
+			Anchored: true,
+			Names: []string{
+				"",
+				"comm",
+				"gfp_mask",
+				"constraint",
+				"task",
+				"pid",
+				"pid",
+				"task",
+				"pid",
+				"task",
 			},
 		},
 		{
@@ -13034,6 +13122,50 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"queue",
+			},
+		},
+		{
+			Expr: `(?:^|\s)(?:assert_var\[(?P<index>-?\d+)\]|assert_exit_ptr|assert_callra|ext_synd|raw fw_ver) 0x[0-9a-fA-F]+\s*$|(?:^|\s)irisc_index -?\d+\s*$`,
+			Literals: []string{
+				"assert_var[",
+				"assert_exit_ptr",
+				"assert_callra",
+				"ext_synd",
+				"raw fw_ver",
+				"irisc_index ",
+			},
+			Sets: [][]string{
+				[]string{
+					"assert_callra",
+					"assert_exit_ptr",
+					"assert_var[",
+					"ext_synd",
+					"irisc_index ",
+					"raw fw_ver",
+				},
+				[]string{
+					"assert_",
+					"ext_synd",
+					"irisc_index ",
+					"raw fw_ver",
+				},
+				[]string{
+					"callra",
+					"exit_ptr",
+					"ext_synd",
+					"irisc_index ",
+					"raw fw_ver",
+					"var[",
+				},
+				[]string{
+					" 0x",
+					"irisc_index ",
+				},
+			},
+			Anchored: true,
+			Names: []string{
+				"",
+				"index",
 			},
 		},
 		{
@@ -14386,7 +14518,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed)`,
+			Expr: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed|mlx5_core: probe of \S+ failed with error -?\d+|probe with driver mlx5_core failed with error -?\d+)`,
 			Literals: []string{
 				"mlx5_pci_init failed with error code ",
 				"mlx5_pci_init failed with error code: ",
@@ -14416,6 +14548,8 @@ var image = &rules.Image{
 				"Firmware is not responsive (0x",
 				"reset reload flow aborted, PCI reads still not working",
 				"): health recovery failed",
+				"mlx5_core: probe of ",
+				"probe with driver mlx5_core failed with error ",
 			},
 			Sets: [][]string{
 				[]string{
@@ -14456,11 +14590,13 @@ var image = &rules.Image{
 					"init_one",
 					"load_one",
 					"missing registers bar, aborting",
+					"mlx5_core: probe of ",
 					"mlx5_function_enable err=",
 					"mlx5_query_hca_caps_light err=",
 					"pci link not ready (0x",
 					"pci_enable_device",
 					"pci_init",
+					"probe with driver mlx5_core failed with error ",
 					"reset reload flow aborted, pci reads still not working",
 					"wait vital failed with error code ",
 					"wait vital failed with error code: ",
@@ -14481,9 +14617,11 @@ var image = &rules.Image{
 					"failed setting dma capabilities mask, aborting",
 					"firmware is not responsive (0x",
 					"missing registers bar, aborting",
+					"mlx5_core: probe of ",
 					"mlx5_function_enable err=",
 					"mlx5_query_hca_caps_light err=",
 					"pci link not ready (0x",
+					"probe with driver mlx5_core failed with error ",
 					"reset reload flow aborted, pci reads still not working",
 				},
 			},
@@ -14835,6 +14973,34 @@ var image = &rules.Image{
 				"status",
 				"status_code",
 				"syndrome",
+			},
+		},
+		{
+			Expr: `(?P<condition>rtl_\w+_cond) == (?P<value>-?\d+) \(loop: -?\d+, delay: -?\d+\)`,
+			Literals: []string{
+				", delay: ",
+			},
+			Sets: [][]string{
+				[]string{
+					", delay: ",
+				},
+				[]string{
+					"_cond",
+				},
+				[]string{
+					"rtl_",
+				},
+				[]string{
+					" == ",
+				},
+				[]string{
+					" (loop: ",
+				},
+			},
+			Names: []string{
+				"",
+				"condition",
+				"value",
 			},
 		},
 		{
