@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,13 +174,21 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 		"--probe-schedule", "nvml="+nvmlEvery, "--probe-idle-retry-interval", "2s",
 		"--probe-agent", strings.Join(pairs, ","), "--probe-token-file", tokenFile, "--log-format", "text")
 	d.waitFor(ctx, "the controller to lead", func() (bool, string) {
-		var f struct {
-			Leader bool `json:"leader"`
-		}
-		if err := getJSON(ctx, d.api+"/api/v1/faults", d.apiToken, &f); err != nil {
+		// Its metrics say whether it leads (the Lease names it too).
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.api+"/metrics", nil)
+		if err != nil {
 			return false, err.Error()
 		}
-		return f.Leader, "not leading yet"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(string(b), "\nfaultline_controller_leader 1\n"), "not leading yet"
 	})
-	d.say("        controller API %s, leading; it tails Loki with LogQL built from the packs", d.api)
+	d.say("        controller %s (metrics, health), leading; it tails Loki with LogQL built from the packs", d.api)
 }
