@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/faultline-dev/faultline/controller/act"
-	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 // UntaintResponse is what faultline untaint prints, whether it asked for the
@@ -33,17 +32,16 @@ func NewUntaintResponse(r act.Result) UntaintResponse {
 //	GET  /readyz    the Node cache is synced; while Loki refuses a query of
 //	                this replica's, each one (its LogQL and Loki's answer) follows "ok"
 //
-// Nothing on this port takes a bearer token: what the controller knows is in the
-// API server (NodeFault records, ProbeRuns, the Lease) and in the metrics, and an
-// operator's verdicts are requests on the NodeFault objects (spec.request; see
-// answerRequests), all authorized and audited by the API server.
+// and 404 on every other path. Nothing on this plain-HTTP port takes a bearer token:
+// what the controller knows is in the API server (NodeFault records, ProbeRuns, the
+// Lease) and in the metrics, and an operator's verdicts are requests on the NodeFault
+// objects (spec.request; see answerRequests), all authorized and audited by the API
+// server. Autopilot's /status has a TLS listener of its own (controller/statusapi).
 func (c *Controller) Handler() http.Handler {
-	outer := http.NewServeMux()
-	mux := kubeauth.NewMux(outer, c.cfg.Auth, c.log)
-	outer.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	outer.HandleFunc("GET /readyz", c.readyz)
-	c.triggers.Register(mux)
-	return outer
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", c.readyz)
+	return mux
 }
 
 // readyz answers the kubelet's readiness probe. A query Loki refuses does not make

@@ -78,6 +78,19 @@ app.kubernetes.io/component: {{ . }}
 {{- default (printf "%s-probe-agent-tls" (include "faultline.fullname" .)) .Values.probeAgent.tls.existingSecret -}}
 {{- end -}}
 
+{{/* Whether the controller serves Autopilot's /status ("" when not): controller.status.enabled, or when unset autopilotCompat.enabled. */}}
+{{- define "faultline.controllerStatus" -}}
+{{- $s := .Values.controller.status.enabled -}}
+{{- if (kindIs "bool" $s) | ternary $s .Values.controller.autopilotCompat.enabled -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret with the certificate of the controller's /status listener (tls.crt, tls.key, ca.crt). */}}
+{{- define "faultline.controllerStatusTLSSecret" -}}
+{{- default (printf "%s-controller-status-tls" (include "faultline.fullname" .)) .Values.controller.status.tls.existingSecret -}}
+{{- end -}}
+
 {{/* The name on the probe agents' certificate: their Service's DNS name. */}}
 {{- define "faultline.probeAgentServerName" -}}
 {{- printf "%s-probe-agent.%s.svc" (include "faultline.fullname" .) .Release.Namespace -}}
