@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/rbac"
+	"github.com/faultline-dev/faultline/controller/statusapi"
 	"github.com/faultline-dev/faultline/test/eventually"
 )
 
@@ -89,30 +91,57 @@ func (cl *cluster) kubeconfigFor(token string) string {
 	return path
 }
 
-// withToken serves h to callers that send no credentials as the bearer of token.
-func withToken(token string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") == "" {
-			r.Header.Set("Authorization", "Bearer "+token)
-		}
-		h.ServeHTTP(w, r)
-	})
+// statusServer serves replica r's GET /status over TLS, as --status-listen does:
+// each run is created with the caller's token against the test's apiserver.
+func (cl *cluster) statusServer(r *running) *httptest.Server {
+	cl.t.Helper()
+	runs, err := v1alpha1.NewRESTClient(cl.cs)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	srv, err := statusapi.New(statusapi.Config{APIServer: cl.env.RESTConfig(), Runs: runs, Nodes: r.c.Triggers().ProbeNodes,
+		DefaultChecks: probe.Default().DefaultEnabled()})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	ts := httptest.NewTLSServer(srv.Handler())
+	cl.t.Cleanup(ts.Close)
+	return ts
 }
 
-// Every endpoint and verb of the API refuses callers without a valid token (401) and
-// callers whose identity lacks the permission (403); faultline-viewer reads but may
-// not start probes (/status) or untaint, faultline-operator may.
-func TestAPIAuth(t *testing.T) {
+// getStatus sends GET path to ts as the bearer of token ("": none).
+func getStatus(t *testing.T, ts *httptest.Server, path, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestStatusInCallersName: /status on its TLS listener creates its ProbeRun with
+// the caller's token, so the API server decides by RBAC on proberuns: no token or a
+// bogus one 401, a stranger, a viewer and a holder of create probes alone 403 (no
+// run created), an operator's run created (and answered: probes are off here, so
+// refused with 503). The plain port has no /status, nor any other path that takes a
+// token: 404 with an operator's token.
+func TestStatusInCallersName(t *testing.T) {
 	cl := newCluster(t, "gpu-1")
 	r := cl.start(options{})
-	srv := httptest.NewServer(r.c.Handler())
-	t.Cleanup(srv.Close)
-
+	ts := cl.statusServer(r)
 	viewerRole, _, err := rbac.APIRoles()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Starts runs (/status) and nothing else.
 	runner := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "api-runner"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"faultline.io"}, Resources: []string{"probes"}, Verbs: []string{"create"}}}}
 	tokens := map[string]string{
@@ -123,75 +152,60 @@ func TestAPIAuth(t *testing.T) {
 		"runner":   cl.apiUser("runner", runner),
 		"operator": cl.operator(),
 	}
-	type endpoint struct {
-		method, path, body string
-		allowed            []string // who passes authorization; everyone else gets 401 or 403
+	runs, err := v1alpha1.NewRESTClient(cl.cs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	endpoints := []endpoint{
-		{"GET", "/api/v1/faults", "", []string{"viewer", "operator"}},
-		{"GET", "/api/v1/loki/health", "", []string{"viewer", "operator"}},
-		{"GET", "/status?host=gpu-1&check=nvml", "", []string{"runner", "operator"}},
+	count := func() int {
+		var l v1alpha1.ProbeRunList
+		if err := runs.Get().Resource(v1alpha1.ProbeRunResource).Do(context.Background()).Into(&l); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, pr := range l.Items {
+			if pr.Spec.Reason == "GET /status" {
+				n++
+			}
+		}
+		return n
 	}
-	for _, e := range endpoints {
-		for who, tok := range tokens {
-			req, err := http.NewRequest(e.method, srv.URL+e.path, strings.NewReader(e.body))
+	for _, who := range []string{"none", "bogus", "stranger", "viewer", "runner", "operator"} {
+		code, body := getStatus(t, ts, "/status?host=gpu-1&check=nvml", tokens[who])
+		want, created := http.StatusForbidden, 0
+		switch who {
+		case "none", "bogus":
+			want = http.StatusUnauthorized
+		case "operator":
+			want, created = http.StatusServiceUnavailable, 1
+		}
+		if code != want || count() != created {
+			t.Errorf("/status as %s: %d %q, %d runs; want %d, %d runs", who, code, body, count(), want, created)
+		}
+		if who == "operator" && !strings.Contains(body, v1alpha1.ReasonProbesOff) {
+			t.Errorf("/status as operator: %q, want the run refused for %s", body, v1alpha1.ReasonProbesOff)
+		}
+	}
+
+	plain := httptest.NewServer(r.c.Handler())
+	t.Cleanup(plain.Close)
+	for _, p := range []string{"/status?host=gpu-1&check=nvml", "/api/v1/faults", "/api/v1/loki/health", "/api/v1/probes", "/api/v1/nodes/gpu-1/untaint"} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			req, err := http.NewRequest(method, plain.URL+p, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tok != "" {
-				req.Header.Set("Authorization", "Bearer "+tok)
-			}
+			req.Header.Set("Authorization", "Bearer "+tokens["operator"])
 			resp, err := http.DefaultClient.Do(req)
-			// Reviews of new tokens are rate limited (kubeauth.DefaultReviewBurst):
-			// a refused one is asked again after its Retry-After.
-			for err == nil && resp.StatusCode == http.StatusTooManyRequests {
-				resp.Body.Close()
-				time.Sleep(time.Second)
-				req.Body = io.NopCloser(strings.NewReader(e.body))
-				resp, err = http.DefaultClient.Do(req)
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			want := http.StatusForbidden
-			switch {
-			case who == "none" || who == "bogus":
-				want = http.StatusUnauthorized
-			case slices.Contains(e.allowed, who):
-				want = 0 // served: whatever the endpoint answers, not 401 or 403
-			}
-			got := resp.StatusCode
-			if (want == 0 && (got == http.StatusUnauthorized || got == http.StatusForbidden)) || (want != 0 && got != want) {
-				t.Errorf("%s %s %s as %s: %d, want %v", e.method, e.path, e.body, who, got, map[int]string{0: "served"}[want]+http.StatusText(want))
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("plain %s %s as operator: %d, want 404", method, p, resp.StatusCode)
 			}
 		}
 	}
-	// The probe endpoints are gone (runs are ProbeRun objects): not found, whoever asks.
-	for _, e := range []struct{ method, path string }{{"GET", "/api/v1/probes"}, {"POST", "/api/v1/probes"}, {"GET", "/api/v1/probes/some-run"}} {
-		req, err := http.NewRequest(e.method, srv.URL+e.path, strings.NewReader(`{"nodes":["gpu-1"],"checks":["nvml"]}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tokens["operator"])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound {
-			t.Errorf("%s %s as operator: %d, want 404", e.method, e.path, resp.StatusCode)
-		}
-	}
-	// /healthz and /readyz stay open for the kubelet.
-	for _, p := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get(srv.URL + p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("GET %s: %d, want 200", p, resp.StatusCode)
-		}
+	if n := count(); n != 1 {
+		t.Errorf("%d runs after the plain port's requests, want the operator's one", n)
 	}
 }

@@ -2,9 +2,7 @@ package controller_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -72,20 +70,15 @@ func TestAutopilotCompat(t *testing.T) {
 	t.Run("NamesLabelsEvict", func(t *testing.T) {
 		r := cl.start(options{probes: config(0), decide: decide.Config{MaxPercent: 50}})
 		defer r.Stop(t)
-		srv := httptest.NewServer(withToken(cl.operator(), r.c.Handler()))
-		defer srv.Close()
+		srv := cl.statusServer(r)
+		operator := cl.operator()
 
 		// Autopilot's /status with its names; remapped and gpupower are both nvml
 		// (two requests to the agent), each reported under its own name.
-		resp, err := http.Get(srv.URL + "/status?check=remapped,gpupower,gpumem&host=gpu-a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		text, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		code, text := getStatus(t, srv, "/status?check=remapped,gpupower,gpumem&host=gpu-a", operator)
 		for _, want := range []string{"[[ REMAPPED ]]", "[[ GPUPOWER ]]", "[[ GPUMEM ]] SUCCESS", "Node Status: Ok"} {
-			if resp.StatusCode != http.StatusOK || !strings.Contains(string(text), want) {
-				t.Errorf("/status (%d) lacks %q:\n%s", resp.StatusCode, want, text)
+			if code != http.StatusOK || !strings.Contains(text, want) {
+				t.Errorf("/status (%d) lacks %q:\n%s", code, want, text)
 			}
 		}
 		run := r.c.Probes().List()[0]
@@ -115,11 +108,9 @@ func TestAutopilotCompat(t *testing.T) {
 		}
 
 		// A failed check: WARN, as Autopilot says of its periodic checks.
-		resp, err = http.Get(srv.URL + "/status?check=pciebw&host=gpu-a")
-		if err != nil {
-			t.Fatal(err)
+		if code, text := getStatus(t, srv, "/status?check=pciebw&host=gpu-a", operator); code != http.StatusOK {
+			t.Fatalf("/status pciebw: %d %s", code, text)
 		}
-		resp.Body.Close()
 		cl.waitFor("gpuhealth WARN on gpu-a", 20*time.Second, func() bool { return gpuhealth("gpu-a") == autopilot.GPUHealthWarn })
 
 		// A confirmed fault's taint: EVICT, until the taint goes.

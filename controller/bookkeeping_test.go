@@ -2,41 +2,41 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/rules"
 )
 
-// faults reads GET /api/v1/faults of the controller API at base, as token.
-func faults(base, token string) (controller.FaultsResponse, error) {
-	var f controller.FaultsResponse
-	req, err := http.NewRequest(http.MethodGet, base+"/api/v1/faults", nil)
+// heldFaults lists the NodeFaults in phase Held, as "node pack/rule reason" sorted:
+// what an operator reads with kubectl get nodefaults -o wide.
+func (cl *cluster) heldFaults() []string {
+	cl.t.Helper()
+	st, err := nodefault.New(cl.cs, nodefault.Options{})
 	if err != nil {
-		return f, err
+		cl.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	list, err := st.List(context.Background())
 	if err != nil {
-		return f, err
+		cl.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return f, fmt.Errorf("GET /api/v1/faults: %s", resp.Status)
+	var out []string
+	for _, nf := range list {
+		if nf.Status.Phase == v1alpha1.PhaseHeld {
+			out = append(out, nf.Spec.Node+" "+nf.PackRule()+" "+nf.Status.Reason)
+		}
 	}
-	return f, json.NewDecoder(resp.Body).Decode(&f)
+	slices.Sort(out)
+	return out
 }
 
 // TestTaintBookkeeping: which taints faultline placed is known from the NodeFault
@@ -105,17 +105,18 @@ func TestTaintBookkeeping(t *testing.T) {
 		return cl.phase("gpu-e", "nvidia-xid", xid79Rule) == v1alpha1.PhaseHeld
 	})
 
-	srv := httptest.NewServer(r.c.Handler())
-	t.Cleanup(srv.Close)
-	token := cl.operator()
-	var f controller.FaultsResponse
-	cl.waitFor("the API lists gpu-c and gpu-d", 20*time.Second, func() bool {
-		f, err = faults(srv.URL, token)
-		return err == nil && len(f.Nodes) == 2 && f.Nodes[0].Node == "gpu-c" && f.Nodes[1].Node == "gpu-d"
-	})
-	if f.Budget != 0 || len(f.Held) != 1 || f.Held[0].Node != "gpu-e" || !f.Nodes[0].Faults[0].TaintPlaced {
-		t.Errorf("faults: budget left %d, held %+v, nodes %+v", f.Budget, f.Held, f.Nodes)
+	// What GET /api/v1/faults told: the records of gpu-c's and gpu-d's taints
+	// (faultline's), gpu-e held for the budget, and no budget left.
+	for _, n := range []string{"gpu-c", "gpu-d"} {
+		cl.waitFor(n+"'s taint recorded Placed", 20*time.Second, func() bool {
+			tr := taintOf(n)
+			return tr != nil && tr.State == v1alpha1.TaintPlaced
+		})
 	}
+	if got, want := cl.heldFaults(), []string{"gpu-e nvidia-xid/" + xid79Rule + " " + string(decide.ReasonBudget)}; !slices.Equal(got, want) {
+		t.Errorf("held faults %v, want %v", got, want)
+	}
+	cl.waitFor("no budget left on the gauge", 10*time.Second, func() bool { return testutil.ToFloat64(r.m.BudgetLeft()) == 0 })
 
 	// An untaint of gpu-a finds nothing of faultline's there.
 	res, err := r.c.Untaint(ctx, "gpu-a", "", "untainted by the test")

@@ -288,4 +288,9 @@ func (g *gauges) update() {
 		decide.ReasonFleet, decide.ReasonGroupBudget} {
 		g.m.held.WithLabelValues(string(r)).Set(float64(held[string(r)]))
 	}
+	// Reset first: a released or ended storm's rule leaves the gauge.
+	g.m.storms.Reset()
+	for _, rule := range g.decider.Storms().Active() {
+		g.m.storms.WithLabelValues(rule).Set(1)
+	}
 }

@@ -30,7 +30,6 @@ import (
 	"github.com/faultline-dev/faultline/controller/steps"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/controller/workloads"
-	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -88,10 +87,6 @@ type Config struct {
 	// GPUs when the fault was recorded, and posts a Warning Event on each
 	// (workloads.Tracker): it watches the cluster's bound, unfinished pods.
 	AffectedPods bool
-
-	// Auth checks every API request (everything but /healthz and /readyz); nil
-	// refuses them all: there is no open mode.
-	Auth kubeauth.Authorizer
 
 	Metrics *Metrics
 	Log     *slog.Logger

@@ -35,7 +35,6 @@ import (
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
 	"github.com/faultline-dev/faultline/controller/trigger"
-	"github.com/faultline-dev/faultline/kubeauth"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -190,7 +189,7 @@ func (cl *cluster) launch(o options) *running {
 		Packs:    packsConfig(o.packs),
 		Loki:     lokisource.Config{URL: cl.loki, Backoff: lokisource.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}},
 		Decide:   o.decide, Probes: o.probes, Act: o.act, Escalation: o.escalate, CheckpointEvery: 200 * time.Millisecond, ReconcileEvery: 300 * time.Millisecond,
-		InitialLookback: time.Hour, ActWorkers: o.actWorkers, AffectedPods: o.affectedPods, EvidenceRefresh: o.evidenceRefresh, ProbeRunRetention: o.probeRunRetention, Metrics: m, Auth: &kubeauth.Reviewer{Client: cl.cs, NegativeTTL: time.Millisecond},
+		InitialLookback: time.Hour, ActWorkers: o.actWorkers, AffectedPods: o.affectedPods, EvidenceRefresh: o.evidenceRefresh, ProbeRunRetention: o.probeRunRetention, Metrics: m,
 		Log: slog.New(slog.NewTextHandler(logw, nil)).With("replica", o.identity),
 	})
 	if err != nil {

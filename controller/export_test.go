@@ -11,6 +11,9 @@ import (
 func (m *Metrics) LinesRead() *prometheus.CounterVec    { return m.lines }
 func (m *Metrics) Decisions() *prometheus.CounterVec    { return m.decisions }
 func (m *Metrics) Held() *prometheus.GaugeVec           { return m.held }
+func (m *Metrics) Storms() *prometheus.GaugeVec         { return m.storms }
+func (m *Metrics) BudgetLeft() prometheus.Gauge         { return m.budgetLeft }
+func (m *Metrics) Leader() prometheus.Gauge             { return m.leader }
 func (m *Metrics) EligibleNodes() prometheus.Gauge      { return m.eligibleNodes }
 func (m *Metrics) Reloads() prometheus.Counter          { return m.reloads }
 func (m *Metrics) ReloadErrors() prometheus.Counter     { return m.reloadErrors }

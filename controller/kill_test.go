@@ -3,10 +3,13 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -34,6 +36,18 @@ func startReplica(t *testing.T, cl *cluster, bin, id string, extra ...string) *e
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return cmd
+}
+
+// leads reports whether the replica serving base says it leads, on its metrics
+// (faultline_controller_leader), as a monitoring system reads it.
+func leads(base string) bool {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return err == nil && resp.StatusCode == http.StatusOK && strings.Contains(string(b), "\nfaultline_controller_leader 1\n")
 }
 
 // TestKillLeaderMidStream: the leading controller process is killed with SIGKILL (no
@@ -149,7 +163,7 @@ func TestHeldFaultSurvivesLeaderKill(t *testing.T) {
 // TestHeldAndConfirmingSurviveLeaderKill: the leader process is killed with SIGKILL
 // while gpu-d's fault is held (a budget of 1, taken by gpu-c) and gpu-a's confirming
 // probe is running (its agent never answers). The next leader reports the same held
-// fault on GET /api/v1/faults, runs gpu-a's confirmation again against gpu-a's real
+// fault (its NodeFault in phase Held, with its reason), runs gpu-a's confirmation again against gpu-a's real
 // agent, whose PCIe bandwidth check fails, and holds gpu-a for the budget beside
 // gpu-d: the confirmation completed, nothing lost, nothing tainted past the budget.
 func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
@@ -161,7 +175,6 @@ func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(s.token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	operator := cl.operator()
 	replica := func(id string, agents map[string]string) (string, *exec.Cmd) {
 		addr := freeAddr(t)
 		args := []string{"--listen", addr, "--budget-max", "1", "--budget-percent", "100", "--reconcile-interval", "500ms",
@@ -171,24 +184,15 @@ func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
 		}
 		return "http://" + addr, startReplica(t, cl, bin, id, args...)
 	}
-	heldNodes := func(f controller.FaultsResponse) []string {
-		var out []string
-		for _, h := range f.Held {
-			out = append(out, h.Node+" "+h.Rule+" "+h.Reason)
-		}
-		slices.Sort(out)
-		return out
-	}
 
 	urlA, a := replica("replica-a", map[string]string{"gpu-a": hang, "gpu-b": hang})
 	cl.push("gpu-c", time.Now(), xid79)
 	cl.waitFor("gpu-c tainted", 30*time.Second, func() bool { return cl.tainted("gpu-c") })
 	cl.push("gpu-d", time.Now(), xid79)
-	var before controller.FaultsResponse
+	var before []string
 	cl.waitFor("gpu-d held on replica-a", 30*time.Second, func() bool {
-		var err error
-		before, err = faults(urlA, operator)
-		return err == nil && len(before.Held) == 1 && cl.phase("gpu-d", "nvidia-xid", xid79Rule) == v1alpha1.PhaseHeld
+		before = cl.heldFaults()
+		return len(before) == 1 && cl.phase("gpu-d", "nvidia-xid", xid79Rule) == v1alpha1.PhaseHeld && leads(urlA)
 	})
 	cl.push("gpu-a", time.Now(), aerNonFatal)
 	select {
@@ -206,12 +210,11 @@ func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
 	urlB, _ := replica("replica-b", s.agents)
 	// The same held fault (gpu-a's may have joined it already: its probe is quick).
 	cl.waitFor("replica-b leads and reports gpu-d held", 30*time.Second, func() bool {
-		f, err := faults(urlB, operator)
-		if err != nil || !f.Leader {
+		if !leads(urlB) {
 			return false
 		}
-		now := heldNodes(f)
-		for _, h := range heldNodes(before) {
+		now := cl.heldFaults()
+		for _, h := range before {
 			if !slices.Contains(now, h) {
 				return false
 			}
@@ -223,8 +226,7 @@ func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
 	})
 	want := []string{"gpu-a pcie-aer/" + aerRule + " budget", "gpu-d nvidia-xid/" + xid79Rule + " budget"}
 	cl.waitFor("replica-b reports gpu-a and gpu-d held", 20*time.Second, func() bool {
-		f, err := faults(urlB, operator)
-		return err == nil && slices.Equal(heldNodes(f), want)
+		return slices.Equal(cl.heldFaults(), want)
 	})
 	if cl.tainted("gpu-a") || cl.tainted("gpu-d") || !cl.tainted("gpu-c") {
 		t.Errorf("after the takeover: gpu-a tainted %v, gpu-d tainted %v, gpu-c tainted %v",

@@ -24,6 +24,7 @@ type Metrics struct {
 	budgetLeft       prometheus.Gauge
 	eligibleNodes    prometheus.Gauge
 	held             *prometheus.GaugeVec
+	storms           *prometheus.GaugeVec
 	fleetFaults      *prometheus.GaugeVec
 	packRules        prometheus.Gauge
 	reloads          prometheus.Counter
@@ -74,6 +75,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Nodes in the budget's and the storm hold's population: matching the eligible-node selector, not opted out."}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faultline_controller_held_faults",
 			Help: "Faults held instead of applied, by reason (budget, rule-budget, storm, opted-out, fleet, group-budget)."}, []string{"reason"}),
+		storms: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faultline_controller_storms",
+			Help: "1 for each rule whose storm hold holds its faults now (not released), by rule (pack/rule); its held faults are the NodeFaults in phase Held with reason storm."}, []string{"rule"}),
 		fleetFaults: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faultline_controller_fleet_faults",
 			Help: "Fleet faults waiting for an operator's verdict, by topology label and rule family (pack)."}, []string{"label", "family"}),
 		packRules: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_rules_loaded",
@@ -107,7 +110,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		records: &recordsCollector{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.fleetFaults,
+		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.storms, m.fleetFaults,
 			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.deepSkipped, m.podEvents, m.requests, m.records)
 	}
 	return m

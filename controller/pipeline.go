@@ -83,6 +83,8 @@ type stages struct {
 func (c *Controller) lead(ctx context.Context) {
 	c.m.leader.Set(1)
 	defer c.m.leader.Set(0)
+	// Only the leader's storm hold decides: a former leader says no storm.
+	defer c.m.storms.Reset()
 	c.log.Info("leading: reading Loki")
 	// The ProbeRuns are run by the leader, whatever becomes of the line pipeline.
 	runs := make(chan struct{})

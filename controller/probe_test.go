@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,8 +259,7 @@ func TestManualProbes(t *testing.T) {
 	pc.Local = probe.NewRunner(pc.Registry, probe.Config{}, nil)
 	r := cl.start(options{probes: pc})
 	opToken := cl.operator()
-	srv := httptest.NewServer(withToken(opToken, r.c.Handler()))
-	t.Cleanup(srv.Close)
+	srv := cl.statusServer(r)
 
 	// The pvc check runs in the controller, once per run (node "" in the run): a class
 	// with no volumes (no controller-manager here either) fails after its timeout.
@@ -279,33 +275,25 @@ func TestManualProbes(t *testing.T) {
 		t.Errorf("pvc run: %+v %v", pvcRun, err)
 	}
 
-	// Autopilot-compatible /status
-	resp, err := http.Get(srv.URL + "/status?check=pciebw&host=gpu-a,gpu-b&batch=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	// Autopilot-compatible /status: a ProbeRun in the operator's name.
+	_, text := getStatus(t, srv, "/status?check=pciebw&host=gpu-a,gpu-b&batch=1", opToken)
 	for _, want := range []string{"Node: gpu-a\n[[ PCIEBW ]] FAIL", "Node: gpu-b\n[[ PCIEBW ]] SUCCESS", "Node Status: Err", "Node Status: Ok",
 		"h2d_gbps=2"} {
-		if !strings.Contains(string(text), want) {
+		if !strings.Contains(text, want) {
 			t.Errorf("/status lacks %q:\n%s", want, text)
 		}
 	}
 
 	// Autopilot's r is the dcgm level (2 is invasive; no dcgmi on this machine: the
 	// result says so instead of passing).
-	resp, err = http.Get(srv.URL + "/status?check=dcgm&host=gpu-b&r=2&format=json")
-	if err != nil {
-		t.Fatal(err)
+	// format=json: the ProbeRun.
+	code, body := getStatus(t, srv, "/status?check=dcgm&host=gpu-b&r=2&format=json", opToken)
+	var dr v1alpha1.ProbeRun
+	if err := json.Unmarshal([]byte(body), &dr); err != nil {
+		t.Fatalf("/status r=2 (%d): %v: %s", code, err, body)
 	}
-	var dr proberun.Run
-	if err := json.NewDecoder(resp.Body).Decode(&dr); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if len(dr.Nodes) != 1 || len(dr.Nodes[0].Results) != 1 || dr.Nodes[0].Results[0].Params["level"] != "2" ||
-		dr.Nodes[0].Results[0].Status == probe.StatusPass {
+	if nodes := dr.Status.Nodes; dr.Kind != "ProbeRun" || len(nodes) != 1 || len(nodes[0].Results) != 1 || nodes[0].Results[0].Params["level"] != "2" ||
+		nodes[0].Results[0].Status == string(probe.StatusPass) {
 		t.Errorf("/status r=2: %+v", dr)
 	}
 

@@ -1,13 +1,13 @@
 package controller_test
 
 import (
-	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 )
@@ -24,11 +24,8 @@ func TestStormSurvivesLeaderChange(t *testing.T) {
 	dc := decide.Config{MaxPercent: 100, StormShare: 0.2, StormMinNodes: 3, StormWindow: 10 * time.Minute}
 	const rule = "nvidia-xid/" + xid79Rule
 	token := cl.operator()
-	api := func(r *running) string {
-		srv := httptest.NewServer(r.c.Handler())
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
+	// What a replica says of the storm: its gauge faultline_controller_storms.
+	storm := func(r *running) bool { return testutil.ToFloat64(r.m.Storms().WithLabelValues(rule)) == 1 }
 	held := func(node string) bool { return cl.phase(node, "nvidia-xid", xid79Rule) == v1alpha1.PhaseHeld }
 
 	a := cl.start(options{identity: "replica-a", decide: dc})
@@ -36,21 +33,17 @@ func TestStormSurvivesLeaderChange(t *testing.T) {
 		cl.push(n, time.Now(), xid79)
 	}
 	cl.waitFor("the third node's fault held by the storm", 30*time.Second, func() bool { return held("gpu-2") })
-	urlA := api(a)
-	f, err := faults(urlA, token)
-	if err != nil || !slices.Contains(f.Storms, rule) {
-		t.Fatalf("replica-a: storms %v, %v", f.Storms, err)
-	}
+	cl.waitFor("replica-a's gauge reports the storm", 10*time.Second, func() bool { return storm(a) })
 	a.Stop(t)
 
 	b := cl.start(options{identity: "replica-b", decide: dc})
-	urlB := api(b)
 	cl.waitFor("replica-b reports the storm and its held fault", 20*time.Second, func() bool {
-		f, err = faults(urlB, token)
-		return err == nil && slices.Contains(f.Storms, rule) && slices.ContainsFunc(f.Held, func(h controller.HeldView) bool {
-			return h.Node == "gpu-2" && h.Reason == string(decide.ReasonStorm)
-		})
+		return storm(b) && slices.Contains(cl.heldFaults(), "gpu-2 "+rule+" "+string(decide.ReasonStorm)) &&
+			testutil.ToFloat64(b.m.Held().WithLabelValues(string(decide.ReasonStorm))) >= 1
 	})
+	if storm(a) {
+		t.Error("replica-a, no longer leading, still reports the storm")
+	}
 	time.Sleep(time.Second) // reconcile passes: the storm keeps holding
 	if cl.tainted("gpu-2") {
 		t.Fatal("the new leader tainted a fault the storm holds")
@@ -66,7 +59,7 @@ func TestStormSurvivesLeaderChange(t *testing.T) {
 	c := cl.start(options{identity: "replica-c", decide: dc})
 	cl.push("gpu-3", time.Now(), xid79)
 	cl.waitFor("gpu-3 tainted: the release stands", 30*time.Second, func() bool { return cl.tainted("gpu-3") })
-	if f, err := faults(api(c), token); err != nil || slices.Contains(f.Storms, rule) {
-		t.Errorf("replica-c: storms %v, %v; want the released storm not holding", f.Storms, err)
+	if storm(c) {
+		t.Error("replica-c reports the released storm as holding")
 	}
 }

@@ -1,8 +1,8 @@
 // Package kubeauth authenticates and authorizes HTTP callers with Kubernetes
 // identities, as the apiserver's own clients are: a TokenReview says who the bearer
 // token belongs to, a SubjectAccessReview whether that identity may perform an action
-// on a faultline.io resource. Both of faultline's listeners (the controller's API and
-// the probe agent) use it, so cluster admins grant access with ordinary RBAC.
+// on a faultline.io resource. The probe agent uses it, so cluster admins grant access
+// with ordinary RBAC.
 package kubeauth
 
 import (
@@ -233,21 +233,4 @@ func BearerToken(r *http.Request) string {
 		return ""
 	}
 	return strings.TrimSpace(tok)
-}
-
-// Status is the HTTP status for an Authorize error: 401, 403, 429 (too many reviews),
-// or 503 when the apiserver could not answer.
-func Status(err error) int {
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.Is(err, ErrRateLimited):
-		return http.StatusTooManyRequests
-	case errors.Is(err, ErrUnauthenticated):
-		return http.StatusUnauthorized
-	case errors.Is(err, ErrForbidden):
-		return http.StatusForbidden
-	default:
-		return http.StatusServiceUnavailable
-	}
 }

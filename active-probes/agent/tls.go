@@ -2,7 +2,6 @@ package agent
 
 import (
 	"crypto/tls"
-	"fmt"
 	"time"
 
 	"github.com/faultline-dev/faultline/certreload"
@@ -17,17 +16,5 @@ var certReload = time.Minute
 // keyFile (read again at most every minute, and kept when a read fails), TLS 1.2 or
 // later. The controller's bearer token only ever reaches a listener that holds it.
 func ServerTLS(certFile, keyFile string) (*tls.Config, error) {
-	kp, err := certreload.Load(certReload, func() (*tls.Certificate, error) {
-		c, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("serving certificate %s, key %s: %w", certFile, keyFile, err)
-		}
-		return &c, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-		return kp.Get(), nil
-	}}, nil
+	return certreload.ServerTLS(certFile, keyFile, certReload)
 }

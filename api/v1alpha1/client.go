@@ -34,3 +34,23 @@ func NewRESTClient(client kubernetes.Interface) (*rest.RESTClient, error) {
 	}
 	return rc, nil
 }
+
+// NewRESTClientForConfig is a REST client of faultline.io/v1alpha1 with rc's own
+// connection settings and credentials (a caller's token, for a request made in the
+// caller's name).
+func NewRESTClientForConfig(rc *rest.Config) (*rest.RESTClient, error) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c := rest.CopyConfig(rc)
+	c.GroupVersion = &SchemeGroupVersion
+	c.APIPath = "/apis"
+	c.ContentType = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	rcl, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("faultline.io client: %w", err)
+	}
+	return rcl, nil
+}

@@ -120,7 +120,7 @@ type ProbeRunSpec struct {
 }
 
 // AnnotationRecord marks a ProbeRun that records a run the controller started
-// itself (a rule's confirmation, a recovery, a scheduled round, /status...); its
+// itself (a rule's confirmation, a recovery, a scheduled round...); its
 // value is the replica that runs it and alone writes its status. The leader's
 // reconciler never starts such a run; it only deletes it after its retention.
 const AnnotationRecord = "faultline.io/record"

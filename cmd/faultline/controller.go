@@ -25,7 +25,6 @@ import (
 	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/internal/daemon"
-	"github.com/faultline-dev/faultline/kubeauth"
 )
 
 func envOr(name, def string) string {
@@ -53,6 +52,7 @@ func newControllerCmd() *cobra.Command {
 		agentPods  *proberun.AgentPods
 		shard      shardFlags
 		remedyDir  string
+		status     statusFlags
 	)
 	cmd := &cobra.Command{
 		Use: "controller",
@@ -116,10 +116,6 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return fmt.Errorf("--remediation-templates: %w", err)
 			}
 			reg := prometheus.NewRegistry()
-			limited := prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_api_rate_limited_total",
-				Help: "API requests refused with 429: their token was not cached and the token reviews per second were spent."})
-			reg.MustRegister(limited)
-			cfg.Auth = &kubeauth.Reviewer{Client: client, RateLimited: limited}
 			cfg.Probes, agentPods, err = pf.config(rc, client, cfg.Namespace)
 			if err != nil {
 				return err
@@ -165,6 +161,11 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go srv.Serve(ln)
 			defer srv.Shutdown(context.Background())
+			stopStatus, err := status.serve(rc, client, c, reg, cfg.Log)
+			if err != nil {
+				return err
+			}
+			defer stopStatus()
 			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun, "max_mode", cfg.Decide.MaxMode)
 			return c.Run(cmd.Context())
 		},
@@ -199,11 +200,12 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	f.DurationVar(&cfg.Election.LeaseDuration, "lease-duration", 15*time.Second, "leader lease duration")
 	f.DurationVar(&cfg.Election.RenewDeadline, "renew-deadline", 10*time.Second, "leader renew deadline")
 	f.DurationVar(&cfg.Election.RetryPeriod, "retry-period", 2*time.Second, "leader election retry period")
-	f.StringVar(&listen, "listen", ":9401", "address for /metrics, /healthz, /readyz and /api/v1")
+	f.StringVar(&listen, "listen", ":9401", "address of the plain-HTTP port: /metrics, /healthz and /readyz, nothing that takes a token")
 	f.StringVar(&logFormat, "log-format", "json", "json or text")
 	f.TextVar(&logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	pf.register(f)
 	sf.register(f)
+	status.register(f)
 	shard.register(f)
 	return cmd
 }

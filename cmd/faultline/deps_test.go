@@ -25,8 +25,8 @@ func TestProductionBinaryLinksNoTestCode(t *testing.T) {
 	for _, pkg := range []string{faultlineCmd, probeAgentCmd} {
 		for _, cgo := range []string{"0", "1"} {
 			deps := linkedPackages(t, pkg, cgo)
-			if _, ok := deps[module+"/kubeauth"]; !ok || len(deps) < 100 {
-				t.Fatalf("CGO_ENABLED=%s: go list -deps %s lists %d packages, without %s/kubeauth: not the binary's dependencies", cgo, pkg, len(deps), module)
+			if _, ok := deps[module+"/certreload"]; !ok || len(deps) < 100 {
+				t.Fatalf("CGO_ENABLED=%s: go list -deps %s lists %d packages, without %s/certreload: not the binary's dependencies", cgo, pkg, len(deps), module)
 			}
 			for _, bad := range testCode(deps) {
 				t.Errorf("CGO_ENABLED=%s: %s links %s", cgo, pkg, bad)

@@ -8,7 +8,7 @@
 // after their retention, records included.
 //
 // The Recorder, on every replica, records the runs the controller starts itself
-// (rules, recoveries, schedules, /status...): a ProbeRun per run, or per
+// (rules, recoveries, schedules...): a ProbeRun per run, or per
 // v1alpha1.MaxRecordResults results of it, marked v1alpha1.AnnotationRecord, that
 // the Reconciler never runs.
 //

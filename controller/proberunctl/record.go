@@ -47,7 +47,7 @@ type RecorderConfig struct {
 }
 
 // Recorder records the runs a replica starts itself (a rule's confirmation, a
-// recovery, a scheduled round, an escalation step, the deep checks, /status) as
+// recovery, a scheduled round, an escalation step, the deep checks) as
 // ProbeRun objects, so that every run is one `kubectl get proberuns`. The runs go
 // on as before, with the controller's latency; a record follows them: created when
 // the run starts, its status written as nodes end (at most every Flush), through

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -265,17 +263,6 @@ var proofs = map[atom]proof{
 	{"faultline.io", "proberuns/status", "update", ""}: {"what a run found is written to its status", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		pr := &v1alpha1.ProbeRun{ObjectMeta: metav1.ObjectMeta{Name: "proof-absent"}, Spec: v1alpha1.ProbeRunSpec{Checks: []string{"nvml"}}}
 		return allowed(probeRuns(sa).Put().Resource(v1alpha1.ProbeRunResource).Name(pr.Name).SubResource("status").Body(pr).Do(ctx).Error())
-	}},
-	{"authentication.k8s.io", "tokenreviews", "create", ""}: {"the API asks who a caller is", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
-		_, err := sa.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
-			Spec: authenticationv1.TokenReviewSpec{Token: "proof"}}, metav1.CreateOptions{})
-		return err
-	}},
-	{"authorization.k8s.io", "subjectaccessreviews", "create", ""}: {"the API asks whether a caller may act", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
-		_, err := sa.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: "proof", ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Group: "faultline.io", Resource: "faults", Verb: "get"}}}, metav1.CreateOptions{})
-		return err
 	}},
 	{"coordination.k8s.io", "leases", "get", controller.DefaultLeaseName}: {"leader election reads the Lease", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		_, err := sa.CoordinationV1().Leases(f.ns).Get(ctx, f.lease, metav1.GetOptions{})

@@ -212,7 +212,7 @@ func (t *Triggers) newDispatcher(ctx context.Context) error {
 	t.dispatcher = d
 	t.idle = newIdleWaits(pc, t.deps, d, t.record)
 	if pc.Autopilot != nil {
-		t.ap = newAutopilotCompat(*pc.Autopilot, t.deps, d, t.verdict, t.probeNodes)
+		t.ap = newAutopilotCompat(*pc.Autopilot, t.deps, d, t.verdict, t.ProbeNodes)
 	}
 	return nil
 }
@@ -574,7 +574,7 @@ func (t *Triggers) RunSchedules(ctx context.Context) {
 						continue
 					}
 				}
-				nodes, err := t.probeNodes()
+				nodes, err := t.ProbeNodes()
 				if err != nil || len(nodes) == 0 {
 					continue
 				}
@@ -609,8 +609,8 @@ func (t *Triggers) capacity(node, resource string) (int64, bool) {
 	return q.Value(), true
 }
 
-// probeNodes lists the nodes scheduled probes run on.
-func (t *Triggers) probeNodes() ([]string, error) {
+// ProbeNodes lists the nodes scheduled probes run on (and /status when it names none).
+func (t *Triggers) ProbeNodes() ([]string, error) {
 	sel := t.cfg.NodeSelector
 	if sel == nil {
 		sel = labels.Everything()
@@ -631,7 +631,7 @@ func (t *Triggers) probeNodes() ([]string, error) {
 // after node (in name order) that carries no faultline taint and whose health is not
 // FAIL, so a healthy neighbour measures the suspect link.
 func (t *Triggers) pickPeer(node string) (string, error) {
-	nodes, err := t.probeNodes()
+	nodes, err := t.ProbeNodes()
 	if err != nil {
 		return "", err
 	}

@@ -71,6 +71,8 @@ var cases = []renderCase{
 	{name: "existing-collector", release: "ex", namespace: "fl-existing", valuesFile: "values-existing-collector.yaml", apiVersions: []string{monitoringAPI}},
 	{name: "direct-loki", release: "site", namespace: "fl-direct", valuesFile: "values-direct-loki.yaml", apiVersions: []string{monitoringAPI}},
 	{name: "collector-auth", release: "gpu", namespace: "fl-auth", valuesFile: "values-collector-auth.yaml"},
+	// Autopilot compatibility: the controller serves /status on its HTTPS listener.
+	{name: "autopilot-status", release: "ap", namespace: "fl-ap", sets: []string{"controller.autopilotCompat.enabled=true"}},
 }
 
 func caseNamed(t testing.TB, name string) renderCase {

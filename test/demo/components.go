@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,15 +179,23 @@ func (d *demo) controller(ctx context.Context, token string, agents map[string]s
 		"--probe-agent-ca-file", caCert, "--probe-agent-node-certs", "--probe-agent-signer-cert-file", caCert,
 		"--probe-agent-signer-key-file", caKey, "--probe-agent-service-account", agentSA)
 	d.waitFor(ctx, "the controller to lead", func() (bool, string) {
-		var f struct {
-			Leader bool `json:"leader"`
-		}
-		if err := getJSON(ctx, d.api+"/api/v1/faults", d.apiToken, &f); err != nil {
+		// Its metrics say whether it leads (the Lease names it too).
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.api+"/metrics", nil)
+		if err != nil {
 			return false, err.Error()
 		}
-		return f.Leader, "not leading yet"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(string(b), "\nfaultline_controller_leader 1\n"), "not leading yet"
 	})
-	d.say("        controller API %s, leading; it tails Loki with LogQL built from the packs", d.api)
+	d.say("        controller %s (metrics, health), leading; it tails Loki with LogQL built from the packs", d.api)
 	took, ok, why := d.waitFor(ctx, "the agents' certificates", func() (bool, string) {
 		for _, n := range d.nodes {
 			if d.machines[n].cert.Current() == nil {

@@ -116,6 +116,19 @@ certificate, tls.key its key, or what the cluster's Secret already holds.
 {{- end -}}
 {{- end -}}
 
+{{/* Whether the controller serves Autopilot's /status ("" when not): controller.status.enabled, or when unset autopilotCompat.enabled. */}}
+{{- define "faultline.controllerStatus" -}}
+{{- $s := .Values.controller.status.enabled -}}
+{{- if (kindIs "bool" $s) | ternary $s .Values.controller.autopilotCompat.enabled -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret with the certificate of the controller's /status listener (tls.crt, tls.key, ca.crt). */}}
+{{- define "faultline.controllerStatusTLSSecret" -}}
+{{- default (printf "%s-controller-status-tls" (include "faultline.fullname" .)) .Values.controller.status.tls.existingSecret -}}
+{{- end -}}
+
 {{/* The name on the probe agents' shared certificate: their Service's DNS name. */}}
 {{- define "faultline.probeAgentServerName" -}}
 {{- printf "%s-probe-agent.%s.svc" (include "faultline.fullname" .) .Release.Namespace -}}
