@@ -73,7 +73,7 @@ type demo struct {
 	tokens      map[string]nodeTokens // by node
 	probeToken  string                // the file of the controller's token for the agents
 	api         string                // controller API
-	apiToken    string                // a faultline-operator's token for it
+	apiToken    string                // a faultline-operator's token
 	viewerToken string                // a faultline-viewer's
 	start       time.Time
 	results     []result

@@ -3,12 +3,8 @@ package demo
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,27 +27,6 @@ func (d *demo) waitFor(ctx context.Context, what string, cond func() (bool, stri
 		return time.Since(t0), false, fmt.Sprintf("gave up waiting for %s after %s: %v", what, d.o.StepTimeout, err)
 	}
 	return time.Since(t0), true, ""
-}
-
-// getJSON GETs u, with token as the bearer when it is not empty (the controller API).
-func getJSON(ctx context.Context, u, token string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s: %s %s", u, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // logql runs a LogQL query over the last hour, oldest line first.
