@@ -266,10 +266,9 @@ func (d *demo) tryIt() {
   %s --kubeconfig %s get proberuns                                      # every run, yours and the controller's
   %s fault dismiss NAME --kubeconfig %s --reason 'switch replaced'  # verdict on rack-a's fleet fault (NAME: kubectl get nodefaults)
   %s untaint gpu-3 --kubeconfig %s --reason 'GPU reseated'         # kubectl get nodefault gpu-3.nvidia-xid.xid-gpu-lost -o yaml: who asked
-  The controller's port serves its metrics and health only; what it knows is in the API server:
+  The controller's port serves its metrics and health only (for Prometheus); what it knows is in the API server:
   %s get nodefaults -o wide                                             # held faults: PHASE Held, and their REASON
   %s -n %s get lease faultline-controller                              # which replica leads
-  curl -s %s/metrics | grep -E '^faultline_controller_(leader|budget_left|held_faults|storms)'
 
   The collector takes a line only with a node's pod-bound token, and writes that node into it;
   a forged one without a token is refused (401):
@@ -284,7 +283,7 @@ func (d *demo) tryIt() {
 
   Logs of every component: %s`,
 		d.env.Kubeconfig(), kubectl, kubectl, kubectl, kubectl, kubectl,
-		d.o.Binary, opConfig, kubectl, opConfig, d.o.Binary, opConfig, d.o.Binary, opConfig, kubectl, kubectl, ns, d.api,
+		d.o.Binary, opConfig, kubectl, opConfig, d.o.Binary, opConfig, d.o.Binary, opConfig, kubectl, kubectl, ns,
 		d.env.OTLPEndpoint(), d.kubeconfigFor(d.viewerToken, "faultline-viewer"), d.env.LokiURL(),
 		d.kmsg["gpu-4"].path, filepath.Join(d.o.Dir, "logs"))
 }
