@@ -71,6 +71,11 @@ var cases = []renderCase{
 	{name: "existing-collector", release: "ex", namespace: "fl-existing", valuesFile: "values-existing-collector.yaml", apiVersions: []string{monitoringAPI}},
 	{name: "direct-loki", release: "site", namespace: "fl-direct", valuesFile: "values-direct-loki.yaml", apiVersions: []string{monitoringAPI}},
 	{name: "collector-auth", release: "gpu", namespace: "fl-auth", valuesFile: "values-collector-auth.yaml"},
+	// cert-manager's Issuer in another namespace signs the agents' certificates; the
+	// controller only approves.
+	{name: "cert-manager", release: "cm", namespace: "fl-cm", sets: []string{
+		"probeAgent.tls.certManager.issuer.name=probe-agents", "probeAgent.tls.certManager.issuer.namespace=pki",
+		"probeAgent.tls.certManager.caBundle.secret=probe-agents-ca"}},
 }
 
 func caseNamed(t testing.TB, name string) renderCase {
