@@ -136,6 +136,7 @@ manifests:
 	cp active-probes/agent/rbac/rbac.yaml $(CHART)/files/rbac/probe-agent.yaml
 	cp active-probes/agent/rbac/nodecert.yaml $(CHART)/files/rbac/probe-agent-nodecert.yaml
 	cp controller/rbac/signer.yaml $(CHART)/files/rbac/controller-signer.yaml
+	cp controller/rbac/approver.yaml $(CHART)/files/rbac/controller-approver.yaml
 	cp active-probes/pvc/role.yaml $(CHART)/files/rbac/pvc-probe-role.yaml
 	@mkdir -p $(CHART)/crds manifests
 	cp api/v1alpha1/nodefaults.crd.yaml $(CHART)/crds/nodefaults.crd.yaml

@@ -38,6 +38,7 @@ func newRoot() *cobra.Command {
 		certFile   string
 		keyFile    string
 		certDir    string
+		certReq    agent.NodeCertRequest
 		gpus       agent.GPUResources
 		peers      []string
 		ports      []string
@@ -139,14 +140,17 @@ can act on scheduled checks' failures.`,
 				if certFile != "" || keyFile != "" {
 					return errors.New("--node-cert-dir or --tls-cert-file and --tls-key-file, not both")
 				}
-				// The node's own certificate, from the controller through the CSR API.
-				m, err := agent.NodeCertificate(client, cfg.Node, certDir, log)
+				// The node's own certificate through the CSR API, from the controller
+				// or from the signer it approves for (--node-cert-signer).
+				m, err := agent.RequestNodeCertificate(client, cfg.Node, certDir, certReq, log)
 				if err != nil {
 					return err
 				}
 				m.Start()
 				defer m.Stop()
 				tlsConf = agent.ManagedTLS(m)
+			} else if certReq.SignerName != agentapi.SignerName || certReq.Lifetime != 0 {
+				return errors.New("--node-cert-signer and --node-cert-lifetime go with --node-cert-dir")
 			} else if certFile != "" || keyFile != "" {
 				if tlsConf, err = agent.ServerTLS(certFile, keyFile); err != nil {
 					return err
@@ -179,7 +183,9 @@ can act on scheduled checks' failures.`,
 	f.StringVar(&listen, "listen", fmt.Sprintf(":%d", agentapi.DefaultPort), "address of the API, /metrics and /healthz")
 	f.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM; read again every minute): the API, /metrics and /healthz are then HTTPS")
 	f.StringVar(&keyFile, "tls-key-file", "", "key of --tls-cert-file")
-	f.StringVar(&certDir, "node-cert-dir", "", "serve a certificate of this node's own (<node>.node.probe-agent.faultline.io), requested through the Kubernetes CSR API (signer "+agentapi.SignerName+", signed by the controller) with a key made here, kept in this directory and renewed before it expires; instead of --tls-cert-file")
+	f.StringVar(&certDir, "node-cert-dir", "", "serve a certificate of this node's own (<node>.node.probe-agent.faultline.io), requested through the Kubernetes CSR API (from --node-cert-signer, approved by the controller) with a key made here, kept in this directory and renewed before it expires; instead of --tls-cert-file")
+	f.StringVar(&certReq.SignerName, "node-cert-signer", agentapi.SignerName, "with --node-cert-dir: the signer the certificate is requested from (spec.signerName); another than "+agentapi.SignerName+" is an external signer the controller only approves for, such as cert-manager's issuers.cert-manager.io/NAMESPACE.ISSUER or clusterissuers.cert-manager.io/ISSUER")
+	f.DurationVar(&certReq.Lifetime, "node-cert-lifetime", 0, "with --node-cert-dir: the lifetime asked for (spec.expirationSeconds, at least 10m); 0 leaves it to the signer (cert-manager's default is 90 days)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for token and access reviews (default $KUBECONFIG, then in-cluster)")
 	f.StringSliceVar(&audiences, "token-audience", nil, "accept only bearer tokens for these audiences (the chart: "+agentapi.TokenAudience+"); default the apiserver's")
 	f.StringArrayVar(&commands, "command", nil, "path of a probe program, name=path (pciebw, dgemm, dcgmi, iperf3, ping, nvidia-smi); default: the name in $PATH")

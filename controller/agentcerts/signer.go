@@ -6,6 +6,11 @@
 // why, and signs what it approved with the CA only the controller holds. So a key
 // taken from one node serves only that node: the controller checks that an agent's
 // certificate names the node it calls (controller/proberun).
+//
+// With an external signer (Config.SignerName, such as a cert-manager issuer's
+// issuers.cert-manager.io/<namespace>.<issuer>) it approves and denies the same
+// way and signs nothing: the external signer signs what was approved, and the CSR
+// API is the contract between them.
 package agentcerts
 
 import (
@@ -41,17 +46,23 @@ const DefaultLifetime = 24 * time.Hour
 // Config says whose requests the signer approves and with what it signs.
 type Config struct {
 	Client kubernetes.Interface
+	// SignerName is the spec.signerName of the requests decided (default
+	// agentapi.SignerName). Another name is an external signer's: approve and deny
+	// only, CA and Lifetime unused.
+	SignerName string
 	// AgentNamespace and AgentServiceAccount name the agents' ServiceAccount, the only
 	// requester approved.
 	AgentNamespace, AgentServiceAccount string
-	CA                                  *certreload.Value[*CA]
+	// CA signs the approved requests of agentapi.SignerName.
+	CA *certreload.Value[*CA]
 	// Lifetime of a certificate (default DefaultLifetime); a request asking for less
 	// (spec.expirationSeconds) gets less.
 	Lifetime time.Duration
 	Log      *slog.Logger
 }
 
-// Signer approves or denies, then signs, the CSRs of agentapi.SignerName.
+// Signer approves or denies, then signs, the CSRs of agentapi.SignerName; for an
+// external signer it approves or denies only.
 type Signer struct {
 	cfg     Config
 	lister  certlisters.CertificateSigningRequestLister
@@ -63,8 +74,17 @@ type Signer struct {
 
 // New watches the CSRs of the agents' signer; call Run.
 func New(cfg Config) (*Signer, error) {
-	if cfg.Client == nil || cfg.CA == nil || cfg.AgentNamespace == "" || cfg.AgentServiceAccount == "" {
-		return nil, errors.New("agent certificate signer: client, CA and the agents' ServiceAccount are required")
+	if cfg.SignerName == "" {
+		cfg.SignerName = agentapi.SignerName
+	}
+	if cfg.Client == nil || cfg.AgentNamespace == "" || cfg.AgentServiceAccount == "" {
+		return nil, errors.New("agent certificate signer: client and the agents' ServiceAccount are required")
+	}
+	if signs := cfg.SignerName == agentapi.SignerName; signs != (cfg.CA != nil) {
+		if signs {
+			return nil, errors.New("agent certificate signer: a CA is required to sign for " + agentapi.SignerName)
+		}
+		return nil, errors.New("agent certificate signer: " + cfg.SignerName + " is an external signer's; the controller only approves for it and takes no CA")
 	}
 	if cfg.Lifetime == 0 {
 		cfg.Lifetime = DefaultLifetime
@@ -75,7 +95,7 @@ func New(cfg Config) (*Signer, error) {
 	// Only this signer's requests: the kubelets' and others' are not the
 	// controller's to read.
 	f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", agentapi.SignerName).String()
+		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", cfg.SignerName).String()
 	}))
 	inf := f.Certificates().V1().CertificateSigningRequests()
 	s := &Signer{cfg: cfg, lister: inf.Lister(), synced: inf.Informer().HasSynced, factory: f, now: time.Now,
@@ -128,19 +148,29 @@ func (s *Signer) work(ctx context.Context) {
 	}
 }
 
+// signs says whether the controller signs what it approves (its own signer), or
+// only approves for an external signer.
+func (s *Signer) signs() bool { return s.cfg.SignerName == agentapi.SignerName }
+
 // sync decides one request: approve or deny a new one, sign an approved one.
 func (s *Signer) sync(ctx context.Context, name string) error {
 	csr, err := s.lister.Get(name)
 	if err != nil {
 		return err
 	}
-	if csr.Spec.SignerName != agentapi.SignerName || len(csr.Status.Certificate) > 0 ||
+	if csr.Spec.SignerName != s.cfg.SignerName || len(csr.Status.Certificate) > 0 ||
 		hasCondition(csr, certificatesv1.CertificateDenied) || hasCondition(csr, certificatesv1.CertificateFailed) {
 		return nil
 	}
+	approved := hasCondition(csr, certificatesv1.CertificateApproved)
+	if approved && !s.signs() {
+		// The external signer's to sign; marking it Failed would take its sign
+		// permission, which the controller does not hold.
+		return nil
+	}
 	req, bad := s.check(csr)
-	if !hasCondition(csr, certificatesv1.CertificateApproved) {
-		if csr, err = s.decide(ctx, csr.DeepCopy(), bad); err != nil || bad != nil {
+	if !approved {
+		if csr, err = s.decide(ctx, csr.DeepCopy(), bad); err != nil || bad != nil || !s.signs() {
 			return err
 		}
 	} else if bad != nil {
@@ -169,7 +199,7 @@ func (s *Signer) decide(ctx context.Context, csr *certificatesv1.CertificateSign
 	if bad != nil {
 		level = slog.LevelWarn
 	}
-	s.cfg.Log.Log(ctx, level, "agent certificate request "+string(typ), "csr", csr.Name, "requester", csr.Spec.Username, "reason", reason, "message", msg)
+	s.cfg.Log.Log(ctx, level, "agent certificate request "+string(typ), "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username, "reason", reason, "message", msg)
 	return out, nil
 }
 

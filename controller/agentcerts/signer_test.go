@@ -117,15 +117,21 @@ func (f *fixture) agentClient(t *testing.T, node string) kubernetes.Interface {
 // exactly its ClusterRole, and the CA; run starts the signer.
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	role, err := rbac.SignerClusterRole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setupWith(t, role)
+}
+
+// setupWith is setup with role as the controller's.
+func setupWith(t *testing.T, role *rbacv1.ClusterRole) *fixture {
+	t.Helper()
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
 	f := &fixture{env: env, admin: env.Clientset()}
 	f.caCert, f.caKey = caFiles(t, t.TempDir())
 	f.signerToken = env.ServiceAccountToken(t, ns, signerSA)
 	env.ServiceAccountToken(t, ns, agentSA)
-	role, err := rbac.SignerClusterRole()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bind(t, f.admin, role, signerSA)
 	agentRole, err := agentrbac.NodeCertClusterRole()
 	if err != nil {
@@ -142,12 +148,19 @@ func (f *fixture) run(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.start(t, agentcerts.Config{CA: ca, Lifetime: lifetime})
+}
+
+// start runs the controller's part as its ServiceAccount, with cfg's signer.
+func (f *fixture) start(t *testing.T, cfg agentcerts.Config) {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(f.env.RESTConfigForToken(f.signerToken))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := agentcerts.New(agentcerts.Config{Client: cs, AgentNamespace: ns, AgentServiceAccount: agentSA, CA: ca,
-		Lifetime: lifetime, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.Client, cfg.AgentNamespace, cfg.AgentServiceAccount = cs, ns, agentSA
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := agentcerts.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,19 +179,32 @@ func (f *fixture) run(t *testing.T) {
 // certificate.
 func (f *fixture) nodeCert(t *testing.T, node string) certificate.Manager {
 	t.Helper()
-	m, err := agent.NodeCertificate(f.agentClient(t, node), node, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := f.startNodeCert(t, node, agent.NodeCertRequest{})
+	eventually.True(t, 60*time.Second, "the agent of "+node+" holds a signed certificate", func() bool { return m.Current() != nil })
+	return m
+}
+
+// startNodeCert starts the agent's certificate manager on node, asking req's signer.
+func (f *fixture) startNodeCert(t *testing.T, node string, req agent.NodeCertRequest) certificate.Manager {
+	t.Helper()
+	m, err := agent.RequestNodeCertificate(f.agentClient(t, node), node, t.TempDir(), req, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Start()
 	t.Cleanup(m.Stop)
-	eventually.True(t, 60*time.Second, "the agent of "+node+" holds a signed certificate", func() bool { return m.Current() != nil })
 	return m
 }
 
 // request submits, as the client, a CSR of the agents' signer for the names, and
 // returns its name.
 func request(t *testing.T, cs kubernetes.Interface, names ...string) string {
+	t.Helper()
+	return requestOf(t, cs, agentapi.SignerName, names...)
+}
+
+// requestOf submits, as the client, a CSR of signer for the names.
+func requestOf(t *testing.T, cs kubernetes.Interface, signer string, names ...string) string {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -189,7 +215,7 @@ func request(t *testing.T, cs kubernetes.Interface, names ...string) string {
 		t.Fatal(err)
 	}
 	name, _, err := csr.RequestCertificate(cs, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), "",
-		agentapi.SignerName, nil, agentapi.NodeCertUsages, key)
+		signer, nil, agentapi.NodeCertUsages, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,47 +354,7 @@ func TestNodeCertificates(t *testing.T) {
 		}
 	})
 
-	t.Run("ControllerChecksTheNode", func(t *testing.T) {
-		// gpu-a's agent, serving its own certificate: reached as gpu-a it answers;
-		// reached as gpu-b (its key stolen and served at gpu-b's address) the
-		// handshake fails and the token never leaves.
-		a := serveAgent(t, agent.ManagedTLS(m))
-		client, err := proberun.NodeAgentClient(f.caCert)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := proberun.New(proberun.Config{HTTP: client, Token: func() (string, error) { return "secret-token", nil },
-			Agents: proberun.AgentResolver{Static: map[string]string{"gpu-a": a.url, "gpu-b": a.url}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		run := func(node string) proberun.NodeRun {
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			r, err := d.Start(cctx, proberun.Request{Nodes: []string{node}, Checks: []string{"nvml"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r, err = d.Wait(cctx, r.ID); err != nil {
-				t.Fatal(err)
-			}
-			return r.Nodes[0]
-		}
-		if nr := run("gpu-a"); nr.Error != "" || nr.Status != probe.StatusPass {
-			t.Fatalf("gpu-a's agent as gpu-a: %+v", nr)
-		}
-		seen := len(a.seen())
-		if seen == 0 {
-			t.Fatal("gpu-a's agent received no token")
-		}
-		nr := run("gpu-b")
-		if nr.Status != probe.StatusError || !strings.Contains(nr.Error, "certificate is valid for "+agentapi.NodeCertName("gpu-a")) {
-			t.Errorf("gpu-a's certificate reached as gpu-b: %+v, want a name mismatch", nr)
-		}
-		if got := a.seen(); len(got) != seen {
-			t.Errorf("the agent posing as gpu-b received tokens %q", got[seen:])
-		}
-	})
+	t.Run("ControllerChecksTheNode", func(t *testing.T) { controllerChecksTheNode(t, m, f.caCert) })
 
 	t.Run("Renewed", func(t *testing.T) {
 		first := leafOf(t, m.Current())
@@ -391,6 +377,50 @@ func TestNodeCertificates(t *testing.T) {
 			return true
 		})
 	})
+}
+
+// controllerChecksTheNode: gpu-a's agent, serving m's certificate, verified with
+// caFile: reached as gpu-a it answers; reached as gpu-b (its key stolen and served
+// at gpu-b's address) the handshake fails and the token never leaves.
+func controllerChecksTheNode(t *testing.T, m certificate.Manager, caFile string) {
+	t.Helper()
+	ctx := context.Background()
+	a := serveAgent(t, agent.ManagedTLS(m))
+	client, err := proberun.NodeAgentClient(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := proberun.New(proberun.Config{HTTP: client, Token: func() (string, error) { return "secret-token", nil },
+		Agents: proberun.AgentResolver{Static: map[string]string{"gpu-a": a.url, "gpu-b": a.url}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(node string) proberun.NodeRun {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		r, err := d.Start(cctx, proberun.Request{Nodes: []string{node}, Checks: []string{"nvml"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err = d.Wait(cctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		return r.Nodes[0]
+	}
+	if nr := run("gpu-a"); nr.Error != "" || nr.Status != probe.StatusPass {
+		t.Fatalf("gpu-a's agent as gpu-a: %+v", nr)
+	}
+	seen := len(a.seen())
+	if seen == 0 {
+		t.Fatal("gpu-a's agent received no token")
+	}
+	nr := run("gpu-b")
+	if nr.Status != probe.StatusError || !strings.Contains(nr.Error, "certificate is valid for "+agentapi.NodeCertName("gpu-a")) {
+		t.Errorf("gpu-a's certificate reached as gpu-b: %+v, want a name mismatch", nr)
+	}
+	if got := a.seen(); len(got) != seen {
+		t.Errorf("the agent posing as gpu-b received tokens %q", got[seen:])
+	}
 }
 
 // tlsAgent serves the agent API's shape over TLS and records the tokens it received.

@@ -143,3 +143,42 @@ func SignerClusterRole() (*rbacv1.ClusterRole, error) {
 	}
 	return &r, nil
 }
+
+// ApproverName is the name of the ClusterRole of the agents' certificate approver
+// (an external signer signs) and of its binding.
+const ApproverName = "faultline-probe-agent-approver"
+
+// ApproverSignerPlaceholder stands in approver.yaml for the signer name the role
+// approves for.
+const ApproverSignerPlaceholder = "SIGNER_NAME"
+
+// ApproverClusterRoleYAML is approver.yaml as kept in the repository.
+//
+//go:embed approver.yaml
+var ApproverClusterRoleYAML []byte
+
+// ApproverClusterRole returns the ClusterRole of the probe agents' certificate
+// approver for the external signer signerName (controller/agentcerts with
+// Config.SignerName): approve on that signer only.
+func ApproverClusterRole(signerName string) (*rbacv1.ClusterRole, error) {
+	if signerName == "" {
+		return nil, fmt.Errorf("rbac: %s: no signer name", ApproverName)
+	}
+	var r rbacv1.ClusterRole
+	if err := parseNamed(ApproverClusterRoleYAML, "ClusterRole", ApproverName, &r, &r.TypeMeta, &r.ObjectMeta); err != nil {
+		return nil, err
+	}
+	set := 0
+	for i, rule := range r.Rules {
+		for j, n := range rule.ResourceNames {
+			if n == ApproverSignerPlaceholder {
+				r.Rules[i].ResourceNames[j] = signerName
+				set++
+			}
+		}
+	}
+	if set != 1 {
+		return nil, fmt.Errorf("rbac: %s: want %s once in the rules, found %d", ApproverName, ApproverSignerPlaceholder, set)
+	}
+	return &r, nil
+}

@@ -156,6 +156,12 @@ func signerCA(t *testing.T) (crt, key string) {
 // nodeRequest submits, as an agent, the request for its node's certificate.
 func nodeRequest(t *testing.T, agent kubernetes.Interface, node string) string {
 	t.Helper()
+	return nodeRequestOf(t, agent, node, agentapi.SignerName)
+}
+
+// nodeRequestOf is nodeRequest to signer.
+func nodeRequestOf(t *testing.T, agent kubernetes.Interface, node, signer string) string {
+	t.Helper()
 	key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader)).get(t)
 	name := agentapi.NodeCertName(node)
 	der := must(x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}, DNSNames: []string{name}}, key)).get(t)
@@ -163,7 +169,7 @@ func nodeRequest(t *testing.T, agent kubernetes.Interface, node string) string {
 	eventually(t, "the agent's request", func() error {
 		var err error
 		reqName, _, err = csr.RequestCertificate(agent, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), "",
-			agentapi.SignerName, nil, agentapi.NodeCertUsages, key)
+			signer, nil, agentapi.NodeCertUsages, key)
 		return err
 	})
 	return reqName

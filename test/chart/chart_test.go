@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	ctlrbac "github.com/faultline-dev/faultline/controller/rbac"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/stepspec"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -408,15 +409,18 @@ func toolVersion(t testing.TB, key string) string {
 // capabilities unless the component needs them).
 func TestConsistency(t *testing.T) {
 	testenv.Integration(t)
-	// From the values files, and the agents' and the collector's TLS Secrets the
-	// manifests leave to the user.
-	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true, "faultline-probe-agent-signer": true, "faultline-otel-collector-tls": true}
+	// From the values files, the agents' and the collector's TLS Secrets the
+	// manifests leave to the user, and the cert-manager issuer's CA.
+	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true, "faultline-probe-agent-signer": true, "faultline-otel-collector-tls": true,
+		"probe-agents-ca": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			objs := parse(t, render(t, c))
 			pods := podTemplates(t, objs)
 			for _, o := range objs {
-				if ns := o.GetNamespace(); ns != "" && ns != c.namespace && !(o.GetKind() == "ConfigMap" && ns == "grafana") {
+				// The agents' right to reference cert-manager's Issuer lives in its namespace.
+				issuerRef := (o.GetKind() == "Role" || o.GetKind() == "RoleBinding") && strings.HasSuffix(o.GetName(), "-probe-agent-issuer")
+				if ns := o.GetNamespace(); ns != "" && ns != c.namespace && !(o.GetKind() == "ConfigMap" && ns == "grafana") && !issuerRef {
 					t.Errorf("%s %s in namespace %s, want %s", o.GetKind(), o.GetName(), ns, c.namespace)
 				}
 			}
@@ -617,14 +621,31 @@ func TestRBACMatchesRepository(t *testing.T) {
 			same("ClusterRole "+full+"-probe-runner", clusterRole(t, objs, full+"-probe-runner").Rules, agent[1])
 			bound("ClusterRoleBinding", full+"-probe-agent", "ClusterRole", full+"-probe-agent", agentSA)
 			// Per-node certificates (probeAgent.tls.mode=node): the agents request,
-			// the controller approves and signs; neither role otherwise.
-			if objs.find("ClusterRole", full+"-probe-agent-signer") != nil {
+			// the controller approves and signs, or approves only for cert-manager's
+			// issuer (approver.yaml with the issuer's signer name); neither role
+			// otherwise.
+			signerRole, approverRole := objs.find("ClusterRole", full+"-probe-agent-signer"), objs.find("ClusterRole", full+"-probe-agent-approver")
+			switch {
+			case signerRole != nil && approverRole != nil:
+				t.Errorf("both the signer and the approver role are rendered")
+			case signerRole != nil:
 				same("ClusterRole "+full+"-probe-agent-signer", clusterRole(t, objs, full+"-probe-agent-signer").Rules, signer)
 				bound("ClusterRoleBinding", full+"-probe-agent-signer", "ClusterRole", full+"-probe-agent-signer", ctlSA)
+			case approverRole != nil:
+				c := container(t, &deployment(t, objs, full+"-controller").Spec.Template.Spec, "controller")
+				name, _ := argWithPrefix(c, "--probe-agent-cert-signer=")
+				want, err := ctlrbac.ApproverClusterRole(name)
+				if err != nil {
+					t.Fatalf("the controller's --probe-agent-cert-signer %q: %v", name, err)
+				}
+				same("ClusterRole "+full+"-probe-agent-approver", clusterRole(t, objs, full+"-probe-agent-approver").Rules, want.Rules)
+				bound("ClusterRoleBinding", full+"-probe-agent-approver", "ClusterRole", full+"-probe-agent-approver", ctlSA)
+			}
+			if signerRole != nil || approverRole != nil {
 				same("ClusterRole "+full+"-probe-agent-nodecert", clusterRole(t, objs, full+"-probe-agent-nodecert").Rules, nodeCert)
 				bound("ClusterRoleBinding", full+"-probe-agent-nodecert", "ClusterRole", full+"-probe-agent-nodecert", agentSA)
 			} else if objs.find("ClusterRole", full+"-probe-agent-nodecert") != nil {
-				t.Errorf("the agents may request certificates, but no signer is rendered")
+				t.Errorf("the agents may request certificates, but no signer or approver is rendered")
 			}
 			// The controller calls the agents: it holds the runner role.
 			bound("ClusterRoleBinding", full+"-probe-runner", "ClusterRole", full+"-probe-runner", ctlSA)
@@ -696,6 +717,7 @@ func TestChartCopiesFresh(t *testing.T) {
 		"active-probes/agent/rbac/rbac.yaml":     chartDir + "/files/rbac/probe-agent.yaml",
 		"active-probes/agent/rbac/nodecert.yaml": chartDir + "/files/rbac/probe-agent-nodecert.yaml",
 		"controller/rbac/signer.yaml":            chartDir + "/files/rbac/controller-signer.yaml",
+		"controller/rbac/approver.yaml":          chartDir + "/files/rbac/controller-approver.yaml",
 		"active-probes/pvc/role.yaml":            chartDir + "/files/rbac/pvc-probe-role.yaml",
 		"api/v1alpha1/nodefaults.crd.yaml":       chartDir + "/crds/nodefaults.crd.yaml",
 		"api/v1alpha1/proberuns.crd.yaml":        chartDir + "/crds/proberuns.crd.yaml",

@@ -73,6 +73,11 @@ var cases = []renderCase{
 	{name: "collector-auth", release: "gpu", namespace: "fl-auth", valuesFile: "values-collector-auth.yaml"},
 	// Autopilot compatibility: the controller serves /status on its HTTPS listener.
 	{name: "autopilot-status", release: "ap", namespace: "fl-ap", sets: []string{"controller.autopilotCompat.enabled=true"}},
+	// cert-manager's Issuer in another namespace signs the agents' certificates; the
+	// controller only approves.
+	{name: "cert-manager", release: "cm", namespace: "fl-cm", sets: []string{
+		"probeAgent.tls.certManager.issuer.name=probe-agents", "probeAgent.tls.certManager.issuer.namespace=pki",
+		"probeAgent.tls.certManager.caBundle.secret=probe-agents-ca"}},
 }
 
 func caseNamed(t testing.TB, name string) renderCase {

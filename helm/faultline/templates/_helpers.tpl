@@ -92,6 +92,45 @@ app.kubernetes.io/component: {{ . }}
 {{- default (printf "%s-probe-agent-signer" (include "faultline.fullname" .)) .Values.probeAgent.tls.signer.existingSecret -}}
 {{- end -}}
 
+{{/*
+"true" when cert-manager signs the agents' per-node certificates
+(probeAgent.tls.certManager.issuer.name): the controller only approves. Fails the
+render on values that do not fit.
+*/}}
+{{- define "faultline.probeAgentCertManager" -}}
+{{- $cm := .Values.probeAgent.tls.certManager -}}
+{{- if $cm.issuer.name -}}
+{{- if not (include "faultline.probeAgentNodeCerts" .) -}}
+{{- fail "probeAgent.tls.certManager.issuer signs per-node certificates: it needs probeAgent.tls.mode node" -}}
+{{- end -}}
+{{- if not (has $cm.issuer.kind (list "Issuer" "ClusterIssuer")) -}}
+{{- fail (printf "probeAgent.tls.certManager.issuer.kind %q: want Issuer or ClusterIssuer" $cm.issuer.kind) -}}
+{{- end -}}
+{{- if eq (len (compact (list $cm.caBundle.secret $cm.caBundle.configMap))) 1 | not -}}
+{{- fail "probeAgent.tls.certManager.issuer needs the issuer's CA certificate for the controller: set one of probeAgent.tls.certManager.caBundle.secret or .configMap (in the release namespace; key caBundle.key, default ca.crt)" -}}
+{{- end -}}
+{{- if .Values.probeAgent.tls.signer.existingSecret -}}
+{{- fail "probeAgent.tls.signer.existingSecret is the controller's own signer CA: not with probeAgent.tls.certManager.issuer, whose issuer signs" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+The CSR signer name of the agents' certificates: faultline.io/probe-agent (the
+controller signs), or the cert-manager issuer's.
+*/}}
+{{- define "faultline.probeAgentSignerName" -}}
+{{- $i := .Values.probeAgent.tls.certManager.issuer -}}
+{{- if not (include "faultline.probeAgentCertManager" .) -}}
+faultline.io/probe-agent
+{{- else if eq $i.kind "ClusterIssuer" -}}
+{{- printf "clusterissuers.cert-manager.io/%s" $i.name -}}
+{{- else -}}
+{{- printf "issuers.cert-manager.io/%s.%s" (default .Release.Namespace $i.namespace) $i.name -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The Secret whose ca.crt the controller verifies the agents with. */}}
 {{- define "faultline.probeAgentCASecret" -}}
 {{- if include "faultline.probeAgentNodeCerts" . -}}
