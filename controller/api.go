@@ -35,7 +35,7 @@ func NewUntaintResponse(r act.Result) UntaintResponse {
 // and 404 on every other path. Nothing on this plain-HTTP port takes a bearer token:
 // what the controller knows is in the API server (NodeFault records, ProbeRuns, the
 // Lease) and in the metrics, and an operator's verdicts are requests on the NodeFault
-// objects (spec.request; see answerRequests), all authorized and audited by the API
+// objects (spec.request; see requestDesk), all authorized and audited by the API
 // server. Autopilot's /status has a TLS listener of its own (controller/statusapi).
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()

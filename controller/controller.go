@@ -114,7 +114,7 @@ type Controller struct {
 	decider *decide.Decider
 	packs   *packwatch.Watcher
 	keep    *keeper
-	answers answers // to operators' requests, carried out and not yet written
+	desk    *requestDesk // operators' requests on faults
 	records *nodefault.Store
 	rec     *recorder
 	shard   *shard
@@ -241,6 +241,13 @@ func New(cfg Config) (*Controller, error) {
 	c.keep = &keeper{store: checkpoint.New(cfg.Client, cfg.Namespace, cfg.CheckpointName), decider: c.decider,
 		fleet: len(cfg.Decide.Fleet.Labels) > 0, lookback: cfg.InitialLookback, every: cfg.CheckpointEvery,
 		errors: c.m.checkpointErrors, log: c.log}
+	c.desk = &requestDesk{faults: c.actor.NodeFaults, records: c.records, decider: c.decider, fleet: c.fleet, rec: c.rec,
+		keep: c.keep, untaint: c.Untaint, kick: c.kick, requests: c.m.requests, errors: c.m.recordErrors, log: c.log,
+		positions: func() *positions {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.pos
+		}}
 	c.runRecords, err = proberunctl.NewRecorder(proberunctl.RecorderConfig{Client: cfg.Client, Identity: cfg.Identity, Log: c.log})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)

@@ -31,7 +31,7 @@ func (c *Controller) reconcileLoop(ctx context.Context) {
 func (c *Controller) Reconcile(ctx context.Context) {
 	c.shard.settle()
 	c.rec.checkPlacing(ctx, time.Minute)
-	c.answerRequests(ctx)
+	c.desk.answer(ctx)
 	active, err := c.actor.ListActive()
 	if err != nil {
 		c.log.Warn("reconcile", "err", err)

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
+	"github.com/faultline-dev/faultline/controller/nodefault"
 )
 
 // errNotLeading: a request reached a replica that does not lead (it is left for
@@ -50,42 +54,62 @@ func (a *answers) written(name string) {
 	delete(a.m, name)
 }
 
-// answerRequests carries out the operators' requests on faults (NodeFault
-// spec.request) that have no answer yet, on the leader, and answers each in
-// status.request with who asked and what was done. A request that does not apply to
-// its fault (Release on a node fault, Resolve on a fleet fault, ReleaseStorm on a
-// rule no storm holds) is answered Refused; one the controller could not carry out
-// (an API error) is left unanswered and tried again at the next pass.
-func (c *Controller) answerRequests(ctx context.Context) {
-	for _, nf := range c.actor.NodeFaults() {
+// requestDesk carries out the operators' requests on faults (NodeFault
+// spec.request) on the leader, and answers each in status.request with who asked
+// and what was done.
+type requestDesk struct {
+	faults  func() []*v1alpha1.NodeFault // the NodeFault cache
+	records *nodefault.Store
+	decider *decide.Decider
+	fleet   *fleetBook
+	rec     *recorder
+	keep    *keeper
+	// untaint removes a node's taints of a rule and resolves their records
+	// (Controller.Untaint).
+	untaint func(ctx context.Context, node, rule, why string) (act.Result, error)
+	// positions are the term's read positions, nil when this replica does not lead.
+	positions func() *positions
+	kick      func()
+	answers   answers
+	requests  *prometheus.CounterVec
+	errors    prometheus.Counter
+	log       *slog.Logger
+}
+
+// answer carries out the requests that have no answer yet. A request that does not
+// apply to its fault (Release on a node fault, Resolve on a fleet fault,
+// ReleaseStorm on a rule no storm holds) is answered Refused; one that could not be
+// carried out (an API error) is left unanswered and tried again at the next pass.
+func (d *requestDesk) answer(ctx context.Context) {
+	for _, nf := range d.faults() {
 		if !nf.Pending() {
 			continue
 		}
-		ans, done := c.answers.take(nf)
+		ans, done := d.answers.take(nf)
 		if !done {
 			r := *nf.Spec.Request
-			msg, err := c.carryOut(ctx, nf, r)
+			msg, err := d.carryOut(ctx, nf, r)
 			result := v1alpha1.RequestDone
 			var refused *refusal
 			switch {
 			case errors.As(err, &refused):
 				result, msg = v1alpha1.RequestRefused, refused.why
 			case err != nil:
-				c.log.Warn("request on a fault not carried out; tried again", "fault", nf.Name, "action", r.Action, "by", r.RequestedBy, "err", err)
+				d.log.Warn("request on a fault not carried out; tried again", "fault", nf.Name, "action", r.Action, "by", r.RequestedBy, "err", err)
 				continue
 			}
-			c.log.Warn("request on a fault answered", "fault", nf.Name, "action", r.Action, "by", r.RequestedBy, "reason", r.Reason,
+			d.log.Warn("request on a fault answered", "fault", nf.Name, "action", r.Action, "by", r.RequestedBy, "reason", r.Reason,
 				"result", result, "message", msg)
-			c.m.requests.WithLabelValues(string(r.Action), result).Inc()
+			d.requests.WithLabelValues(string(r.Action), result).Inc()
 			ans = v1alpha1.RequestStatus{Request: r, Result: result, Message: msg, Done: metav1.NewTime(time.Now())}
-			c.answers.put(nf.Name, ans)
+			d.answers.put(nf.Name, ans)
 		}
-		if err := c.records.Answer(ctx, nf.Name, ans); err != nil {
-			c.m.recordErrors.Inc()
-			c.log.Warn("answer to a request not written; tried again", "fault", nf.Name, "err", err)
+		if err := d.records.Answer(ctx, nf.Name, ans); err != nil {
+			d.errors.Inc()
+			d.log.Warn("answer to a request not written; tried again", "fault", nf.Name, "err", err)
 			continue
 		}
-		c.answers.written(nf.Name)
+		d.answers.written(nf.Name)
 	}
 }
 
@@ -97,7 +121,7 @@ func (r *refusal) Error() string { return r.why }
 func refuse(format string, args ...any) error { return &refusal{fmt.Sprintf(format, args...)} }
 
 // carryOut does what r asks of nf and says what was done.
-func (c *Controller) carryOut(ctx context.Context, nf *v1alpha1.NodeFault, r v1alpha1.Request) (string, error) {
+func (d *requestDesk) carryOut(ctx context.Context, nf *v1alpha1.NodeFault, r v1alpha1.Request) (string, error) {
 	fleet := nf.Spec.Scope == v1alpha1.ScopeFleet
 	by := "by request of " + r.RequestedBy
 	if r.Reason != "" {
@@ -108,7 +132,7 @@ func (c *Controller) carryOut(ctx context.Context, nf *v1alpha1.NodeFault, r v1a
 		if fleet {
 			return "", refuse("a fleet fault is not resolved: ask for Release or Dismiss")
 		}
-		return c.resolve(ctx, nf, by)
+		return d.resolve(ctx, nf, by)
 	case v1alpha1.RequestRelease, v1alpha1.RequestDismiss:
 		if !fleet {
 			return "", refuse("%s is a fleet fault's verdict; %s is a node fault (ask for Resolve)", r.Action, nf.Name)
@@ -117,15 +141,15 @@ func (c *Controller) carryOut(ctx context.Context, nf *v1alpha1.NodeFault, r v1a
 		if r.Action == v1alpha1.RequestDismiss {
 			v = decide.VerdictDismissed
 		}
-		err := c.verdict(ctx, func(ctx context.Context) error { return c.fleet.verdict(ctx, nf.Name, v) })
+		err := d.verdict(ctx, func(ctx context.Context) error { return d.fleet.verdict(ctx, nf.Name, v) })
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("fleet fault %s %s %s", nf.Name, v, by), nil
 	case v1alpha1.RequestReleaseStorm:
 		key := nf.Spec.Pack + "/" + nf.Spec.Rule
-		err := c.verdict(ctx, func(context.Context) error {
-			if !c.decider.Storms().Release(key) {
+		err := d.verdict(ctx, func(context.Context) error {
+			if !d.decider.Storms().Release(key) {
 				return refuse("rule %s is not held by a storm", key)
 			}
 			return nil
@@ -140,15 +164,15 @@ func (c *Controller) carryOut(ctx context.Context, nf *v1alpha1.NodeFault, r v1a
 
 // resolve removes a node fault's taint and resolves its record; a fault that holds
 // no taint (held, observed, waiting) is taken out of the held queue and resolved.
-func (c *Controller) resolve(ctx context.Context, nf *v1alpha1.NodeFault, by string) (string, error) {
+func (d *requestDesk) resolve(ctx context.Context, nf *v1alpha1.NodeFault, by string) (string, error) {
 	rule := nf.Spec.Pack + "/" + nf.Spec.Rule
-	res, err := c.Untaint(ctx, nf.Spec.Node, rule, "resolved "+by)
+	res, err := d.untaint(ctx, nf.Spec.Node, rule, "resolved "+by)
 	if err != nil {
 		return "", err
 	}
 	if len(res.Cleared) == 0 {
-		c.decider.Forget(fault.Key(nf.Spec.Node, nf.Spec.Pack, nf.Spec.Rule))
-		c.rec.resolved(ctx, nf.Spec.Node, []string{rule}, "resolved "+by)
+		d.decider.Forget(fault.Key(nf.Spec.Node, nf.Spec.Pack, nf.Spec.Rule))
+		d.rec.resolved(ctx, nf.Spec.Node, []string{rule}, "resolved "+by)
 	}
 	if len(res.Removed) == 0 {
 		return "resolved " + by + "; no taint was on the node", nil
@@ -159,18 +183,16 @@ func (c *Controller) resolve(ctx context.Context, nf *v1alpha1.NodeFault, by str
 // verdict carries out an operator's verdict (a storm released, a fleet fault
 // released or dismissed) on the leader, and saves it at once with the position, so
 // that the next leader keeps it; held faults it frees go ahead within the budgets.
-func (c *Controller) verdict(ctx context.Context, do func(context.Context) error) error {
-	c.mu.Lock()
-	pos := c.pos
-	c.mu.Unlock()
+func (d *requestDesk) verdict(ctx context.Context, do func(context.Context) error) error {
+	pos := d.positions()
 	if pos == nil {
 		return errNotLeading
 	}
 	if err := do(ctx); err != nil {
 		return err
 	}
-	c.keep.save(ctx, pos, true)
-	c.fleet.sync(ctx)
-	c.kick()
+	d.keep.save(ctx, pos, true)
+	d.fleet.sync(ctx)
+	d.kick()
 	return nil
 }

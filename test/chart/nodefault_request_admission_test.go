@@ -16,6 +16,7 @@ import (
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/testenv"
 )
 
 // TestNodeFaultRequestPolicy installs the chart's request policy in a real apiserver:
@@ -30,26 +31,7 @@ func TestNodeFaultRequestPolicy(t *testing.T) {
 	ctx := context.Background()
 	as := func(name string, rules []rbacv1.PolicyRule) (rest.Interface, string) {
 		t.Helper()
-		token := env.ServiceAccountToken(t, "faultline", name)
-		if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-" + name}, Rules: rules},
-			metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-" + name},
-			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "test-" + name},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "faultline", Name: name}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		cs, err := kubernetes.NewForConfig(env.RESTConfigForToken(token))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitAllowed(t, cs, authorizationv1.ResourceAttributes{Group: v1alpha1.Group, Verb: "patch", Resource: "nodefaults"})
-		rc, err := v1alpha1.NewRESTClient(cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rc, "system:serviceaccount:faultline:" + name
+		return faultlineClientAs(t, env, name, rules, authorizationv1.ResourceAttributes{Group: v1alpha1.Group, Verb: "patch", Resource: "nodefaults"})
 	}
 	operator, operatorName := as("operator", clusterRole(t, objs, "faultline-operator").Rules)
 	updater, updaterName := as("updater", []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.Group}, Resources: []string{"nodefaults"}, Verbs: []string{"get", "patch"}}})
@@ -99,4 +81,34 @@ func TestNodeFaultRequestPolicy(t *testing.T) {
 	if err := patch(controller, map[string]any{"severity": "critical"}, false); err != nil {
 		t.Errorf("the controller writing the spec: %v", err)
 	}
+}
+
+// faultlineClientAs is a faultline.io client as the ServiceAccount faultline/name,
+// bound to a ClusterRole of rules, once the authorizer allows it allowed; it returns
+// the client and the ServiceAccount's username.
+func faultlineClientAs(t *testing.T, env *testenv.Env, name string, rules []rbacv1.PolicyRule, allowed authorizationv1.ResourceAttributes) (rest.Interface, string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := env.Clientset()
+	token := env.ServiceAccountToken(t, "faultline", name)
+	role := "test-" + name
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "faultline", Name: name}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(env.RESTConfigForToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAllowed(t, cs, allowed)
+	rc, err := v1alpha1.NewRESTClient(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc, "system:serviceaccount:faultline:" + name
 }

@@ -9,7 +9,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -23,29 +22,11 @@ import (
 func TestProbeRunForcePolicy(t *testing.T) {
 	env, _ := startWithPolicy(t, "faultline-proberun-force")
 	env.InstallCRD(t, v1alpha1.CRDYAML)
-	admin := env.Clientset()
 	ctx := context.Background()
 	as := func(name string, resources ...string) rest.Interface {
 		t.Helper()
-		token := env.ServiceAccountToken(t, "faultline", name)
-		if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.Group}, Resources: resources, Verbs: []string{"create"}}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "faultline", Name: name}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		cs, err := kubernetes.NewForConfig(env.RESTConfigForToken(token))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitAllowed(t, cs, authorizationv1.ResourceAttributes{Group: v1alpha1.Group, Verb: "create", Resource: v1alpha1.ProbeRunResource})
-		rc, err := v1alpha1.NewRESTClient(cs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc, _ := faultlineClientAs(t, env, name, []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.Group}, Resources: resources, Verbs: []string{"create"}}},
+			authorizationv1.ResourceAttributes{Group: v1alpha1.Group, Verb: "create", Resource: v1alpha1.ProbeRunResource})
 		return rc
 	}
 	create := func(rc rest.Interface, force bool, dryRun bool) error {
