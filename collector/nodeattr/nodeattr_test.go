@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -49,15 +50,7 @@ func logs(nodes ...string) plog.Logs {
 }
 
 func TestProcessor(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	set := processortest.NewNopSettings(Type)
-	set.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	sink := new(consumertest.LogsSink)
-	f := NewFactory()
-	p, err := f.CreateLogs(context.Background(), set, f.CreateDefaultConfig(), sink)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, sink, reader := newProcessor(t)
 	ctx := client.NewContext(context.Background(), client.Info{Auth: authed("gpu-1")})
 
 	// Resource 0 claims gpu-1 (one record claims elsewhere), resource 1 claims
@@ -87,7 +80,7 @@ func TestProcessor(t *testing.T) {
 	}
 
 	// No authenticated node: refused for good, counted, nothing passed on.
-	err = p.ConsumeLogs(context.Background(), logs("gpu-1"))
+	err := p.ConsumeLogs(context.Background(), logs("gpu-1"))
 	if !errors.Is(err, ErrNoNode) || !consumererror.IsPermanent(err) {
 		t.Errorf("unauthenticated request: %v, want a permanent ErrNoNode", err)
 	}
@@ -122,15 +115,7 @@ func counter(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
 // A node named in an instrumentation scope's attributes (Loki keeps them as
 // structured metadata) is the sender's too, and its records count as relabelled.
 func TestScopeAttributes(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	set := processortest.NewNopSettings(Type)
-	set.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	sink := new(consumertest.LogsSink)
-	f := NewFactory()
-	p, err := f.CreateLogs(context.Background(), set, f.CreateDefaultConfig(), sink)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, sink, reader := newProcessor(t)
 	ld := plog.NewLogs()
 	rl := ld.ResourceLogs().AppendEmpty()
 	rl.Resource().Attributes().PutStr("node", "gpu-0")
@@ -156,4 +141,20 @@ func TestScopeAttributes(t *testing.T) {
 	if n := counter(t, reader, "faultline_nodeattr_relabelled_log_records"); n != 1 {
 		t.Errorf("relabelled %d records, want the 1 under the forged scope", n)
 	}
+}
+
+// newProcessor is the processor with its default configuration, the sink it passes
+// records on to and the reader of its metrics.
+func newProcessor(t *testing.T) (processor.Logs, *consumertest.LogsSink, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	set := processortest.NewNopSettings(Type)
+	set.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	sink := new(consumertest.LogsSink)
+	f := NewFactory()
+	p, err := f.CreateLogs(context.Background(), set, f.CreateDefaultConfig(), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, sink, reader
 }
