@@ -21,6 +21,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/escalate"
+	"github.com/faultline-dev/faultline/controller/intake"
 	"github.com/faultline-dev/faultline/controller/leader"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/nodefault"
@@ -30,6 +31,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/steps"
 	"github.com/faultline-dev/faultline/controller/trigger"
 	"github.com/faultline-dev/faultline/controller/workloads"
+	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 )
 
@@ -123,8 +125,9 @@ type Controller struct {
 	gauges  *gauges
 
 	mu        sync.Mutex
-	src       *lokisource.Source // while leading
-	pos       *positions         // while leading: the read positions of the term
+	src       *lokisource.Source           // while leading
+	pos       *positions                   // while leading: the read positions of the term
+	push      func([]logstream.Line) error // while leading: decides pushed lines
 	seen      *lastSeen
 	leading   bool
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
@@ -361,3 +364,19 @@ func (c *Controller) Probes() *proberun.Dispatcher { return c.triggers.Dispatche
 
 // Triggers returns the probe triggers (manual runs go through Start).
 func (c *Controller) Triggers() *trigger.Triggers { return c.triggers }
+
+// Push decides lines the collector pushed to the intake, as the Loki reading
+// decides those it reads (each line once, whichever path brings it first);
+// intake.ErrNotLeading while this replica does not lead.
+func (c *Controller) Push(ctx context.Context, lines []logstream.Line) error {
+	c.mu.Lock()
+	push := c.push
+	c.mu.Unlock()
+	if push == nil {
+		return intake.ErrNotLeading
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return push(lines)
+}

@@ -31,3 +31,5 @@ func (m *Metrics) PodEvents() *prometheus.CounterVec    { return m.podEvents }
 // Records is the collector of the NodeFault gauges; SetRecords names their source.
 func (m *Metrics) Records() prometheus.Collector                { return m.records }
 func (m *Metrics) SetRecords(list func() []*v1alpha1.NodeFault) { m.setRecords(list) }
+
+func (m *Metrics) DuplicateLines() *prometheus.CounterVec { return m.duplicateLines }

@@ -14,6 +14,7 @@ type Metrics struct {
 	lines            *prometheus.CounterVec
 	noNode           prometheus.Counter
 	otherShard       prometheus.Counter
+	duplicateLines   *prometheus.CounterVec
 	warmLines        *prometheus.CounterVec
 	shardMoves       *prometheus.CounterVec
 	matches          *prometheus.CounterVec
@@ -49,6 +50,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Log lines read from Loki, by query (kernel, pod)."}, []string{"query"}),
 		noNode: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_lines_without_node_total",
 			Help: "Lines whose stream has no node label: counted and skipped."}),
+		duplicateLines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_duplicate_lines_total",
+			Help: "Lines skipped because the other path delivered them first, by the path that delivered them second: loki (read from Loki after the collector pushed them, the usual case) or intake (pushed after Loki's reading delivered them)."}, []string{"path"}),
 		otherShard: prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_lines_other_shard_total",
 			Help: "Lines of nodes outside this controller's shard (--shard-label): skipped, that shard decides them."}),
 		warmLines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faultline_controller_warmup_lines_total",
@@ -110,7 +113,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		records: &recordsCollector{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.storms, m.fleetFaults,
+		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.duplicateLines, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.storms, m.fleetFaults,
 			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.deepSkipped, m.podEvents, m.requests, m.records)
 	}
 	return m

@@ -166,6 +166,9 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Both paths (Loki's reading and the collector's push) go through one gate, one
+	// line at a time, and each line is decided once, by the path that brings it first.
+	gate := &lineGate{st: st, dedupe: newLineDedupe(dedupeWindow, time.Now), earlier: src.EarlierBoot}
 	if saved {
 		warmUp(pctx, src, from, c.packs.Engine().Set().Horizon(), func(l logstream.Line) {
 			if l.Node != "" && c.shard.owns(l.Node) {
@@ -186,16 +189,18 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); run(pctx) }()
 	}
+	// Pushed lines are taken once the queue's workers run.
+	c.mu.Lock()
+	c.push = func(lines []logstream.Line) error { return gate.push(pctx, lines) }
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.push = nil
+		c.mu.Unlock()
+	}()
 	// source → match → decide, one line at a time, in arrival order; act on the
 	// queue's workers. The line is read on while they work, until the queue is full.
-	err = st.source.Run(pctx, from, func(l logstream.Line) error {
-		// Cancelled during the line (leadership lost, shutdown): its decisions may be
-		// half done, so the line stays unread and the next leader decides it again.
-		if err := st.process(pctx, l); err != nil {
-			return fmt.Errorf("line of %s at %s not fully decided: %w", l.Node, l.Time.Format(time.RFC3339Nano), err)
-		}
-		return nil
-	})
+	err = st.source.Run(pctx, from, func(l logstream.Line) error { return gate.read(pctx, l) })
 	cancel()
 	wg.Wait()
 	// Save the last position whose lines were all carried out, so the next leader
@@ -204,25 +209,29 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	return err
 }
 
-// process runs one line through match → decide and queues the decisions.
-func (st stages) process(ctx context.Context, e logstream.Line) error {
+// process runs one line through match → decide and queues the decisions; matched
+// says whether a rule matched it.
+func (st stages) process(ctx context.Context, e logstream.Line) (matched bool, err error) {
 	line := st.queue.Begin()
-	if err := st.decideLine(ctx, line, e); err != nil {
-		return err
+	matched, err = st.decideLine(ctx, line, e)
+	if err == nil {
+		err = ctx.Err()
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if err != nil {
+		// Cancelled during the line (leadership lost, shutdown): its decisions may be
+		// half done, so the line stays unread and the next leader decides it again.
+		return matched, fmt.Errorf("line of %s at %s not fully decided: %w", e.Node, e.Time.Format(time.RFC3339Nano), err)
 	}
 	st.queue.End(line)
-	return nil
+	return matched, nil
 }
 
 // decideLine runs one line through match → decide and hands each decision to act.
-func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) error {
+func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) (matched bool, err error) {
 	st.m.lines.WithLabelValues(e.Query).Inc()
 	if e.Node != "" && !st.owns(e.Node) {
 		st.m.otherShard.Inc() // its shard's controller reads it too
-		return nil
+		return false, nil
 	}
 	res := st.match.Process(e)
 	if e.Node == "" {
@@ -239,7 +248,7 @@ func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) 
 		d, seq, err := st.carrier.decide(f, st.facts, st.decide)
 		if err != nil {
 			// The line stays unread: the term restarts and decides it again.
-			return fmt.Errorf("node facts: %w", err)
+			return true, fmt.Errorf("node facts: %w", err)
 		}
 		st.m.decideDelay.Observe(time.Since(e.Time).Seconds())
 		if err := st.act(ctx, line, d, seq); err != nil {
@@ -247,10 +256,10 @@ func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) 
 			if d.Kind == decide.KindTaint {
 				st.carrier.notApplied(f)
 			}
-			return err
+			return true, err
 		}
 	}
-	return nil
+	return len(res.Matches) > 0, nil
 }
 
 // lastSeen remembers when each fault (by key) last matched a line: a recovery

@@ -6,7 +6,12 @@
 // rename is one edit that every side sees.
 package logstream
 
-import "time"
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Loki stream (index) labels the exporter writes when it pushes to Loki directly.
 // With Loki's OTLP ingestion the same values arrive as structured metadata (or
@@ -69,4 +74,26 @@ type Line struct {
 	Labels map[string]string `json:"-"`
 	// Query names the query that read the line (for metrics only).
 	Query string `json:"-"`
+}
+
+// CanonicalLabels is the {a="1", b="2"} form of a stream's labels (names sorted,
+// values quoted): the Line.Stream of the lines read with them.
+func CanonicalLabels(l map[string]string) string {
+	names := make([]string, 0, len(l))
+	for n := range l {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(n)
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(l[n]))
+	}
+	b.WriteByte('}')
+	return b.String()
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +55,7 @@ func newControllerCmd() *cobra.Command {
 		shard      shardFlags
 		remedyDir  string
 		status     statusFlags
+		intake     intakeFlags
 	)
 	cmd := &cobra.Command{
 		Use: "controller",
@@ -166,6 +169,12 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 				return err
 			}
 			defer stopStatus()
+			// Pushed lines are read as the selectors' names say (a line's source).
+			stopIntake, err := intake.serve(client, c, cfg.Loki.NodeLabel, slices.Collect(maps.Keys(cfg.Selectors)), reg, cfg.Log)
+			if err != nil {
+				return err
+			}
+			defer stopIntake()
 			cfg.Log.Info("controller started", "listen", ln.Addr().String(), "loki", redactURL(cfg.Loki.URL), "dry_run", cfg.Decide.DryRun, "max_mode", cfg.Decide.MaxMode)
 			return c.Run(cmd.Context())
 		},
@@ -206,6 +215,7 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 	pf.register(f)
 	sf.register(f)
 	status.register(f)
+	intake.register(f)
 	shard.register(f)
 	return cmd
 }

@@ -3,6 +3,8 @@ package lokisource
 import (
 	"sync"
 	"time"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // maxBootNodes bounds the nodes a bootTracker remembers; past it, it starts over
@@ -55,4 +57,15 @@ func (b *bootTracker) earlier(node, boot string, t, now time.Time) bool {
 	}
 	b.mu.Unlock()
 	return boot != "" && boot != cur && t.Before(s.since)
+}
+
+// EarlierBoot reports whether l, read by another path than this Source (the
+// collector's push), comes from an earlier boot of its node, as deliver judges the
+// lines it reads, and counts it as such.
+func (s *Source) EarlierBoot(l logstream.Line) bool {
+	if !s.boots.earlier(l.Node, l.Labels[logstream.MetaBootID], l.Time, time.Now()) {
+		return false
+	}
+	s.m.EarlierBoot(l.Query, 1)
+	return true
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/faultline-dev/faultline/logstream"
 )
 
 // Loki's HTTP API, as used here:
@@ -229,33 +231,12 @@ type tailMessage struct {
 func flatten(streams []wireStream) []entry {
 	var out []entry
 	for _, st := range streams {
-		name := canonicalLabels(st.Stream)
+		name := logstream.CanonicalLabels(st.Stream)
 		for _, v := range st.Values {
 			out = append(out, entry{stream: name, labels: st.Stream, meta: v.meta, ts: v.ts, line: v.line})
 		}
 	}
 	return out
-}
-
-// canonicalLabels writes a label set as Loki does: {a="1", b="2"}, sorted by name.
-func canonicalLabels(l map[string]string) string {
-	names := make([]string, 0, len(l))
-	for n := range l {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, n := range names {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(n)
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(l[n]))
-	}
-	b.WriteByte('}')
-	return b.String()
 }
 
 // queryAnswer is query_range's answer, its result of type T.

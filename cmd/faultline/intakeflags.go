@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/faultline-dev/faultline/certreload"
+	"github.com/faultline-dev/faultline/controller"
+	"github.com/faultline-dev/faultline/controller/intake"
+	"github.com/faultline-dev/faultline/kubeauth"
+)
+
+// intakeCertReload is how often the intake's serving certificate is read again.
+const intakeCertReload = time.Minute
+
+// intakeFlags configure the listener the collector pushes lines to: HTTPS only,
+// since its callers send their bearer token.
+type intakeFlags struct {
+	listen, certFile, keyFile, audience string
+	maxBodyBytes                        int64
+}
+
+func (s *intakeFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&s.listen, "intake-listen", "", "address of the HTTPS listener the OpenTelemetry Collector pushes log lines to (OTLP/HTTP, POST /v1/logs), decided by the leader as they arrive instead of after Loki's reading delivers them (empty: off; needs --intake-tls-cert-file and --intake-tls-key-file)")
+	f.StringVar(&s.certFile, "intake-tls-cert-file", "", "serving certificate of --intake-listen (read again every minute)")
+	f.StringVar(&s.keyFile, "intake-tls-key-file", "", "key of --intake-tls-cert-file")
+	f.StringVar(&s.audience, "intake-audience", intake.DefaultAudience, "audience the pushing collector's ServiceAccount token must carry (it also needs RBAC create on loglines.faultline.io)")
+	f.Int64Var(&s.maxBodyBytes, "intake-max-body-bytes", intake.DefaultMaxBodyBytes, "largest request body accepted as sent (compressed or not); 413 past it")
+}
+
+// serve starts the intake when --intake-listen is set; stop shuts it down.
+func (s *intakeFlags) serve(client kubernetes.Interface, c *controller.Controller, nodeLabel string, sources []string, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
+	if s.listen == "" {
+		if s.certFile != "" || s.keyFile != "" {
+			return nil, errors.New("--intake-tls-cert-file and --intake-tls-key-file need --intake-listen")
+		}
+		return func() {}, nil
+	}
+	if s.certFile == "" || s.keyFile == "" {
+		return nil, errors.New("--intake-listen needs --intake-tls-cert-file and --intake-tls-key-file: pushed lines are never taken over plain HTTP")
+	}
+	if s.audience == "" {
+		return nil, errors.New("--intake-audience must not be empty: a token for another audience must not push lines")
+	}
+	if s.maxBodyBytes <= 0 {
+		return nil, fmt.Errorf("--intake-max-body-bytes (%d) must be positive", s.maxBodyBytes)
+	}
+	tc, err := certreload.ServerTLS(s.certFile, s.keyFile, intakeCertReload)
+	if err != nil {
+		return nil, fmt.Errorf("--intake-tls-cert-file: %w", err)
+	}
+	rateLimited := prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_intake_reviews_rate_limited_total",
+		Help: "Pushes refused with 429 because the token reviews per second for tokens not cached were spent."})
+	reg.MustRegister(rateLimited)
+	srv, err := intake.New(intake.Config{
+		Auth:         &kubeauth.Reviewer{Client: client, Audiences: []string{s.audience}, RateLimited: rateLimited},
+		Lines:        intake.Converter{NodeLabel: nodeLabel, Sources: slices.Sorted(slices.Values(sources))},
+		Deliver:      c.Push,
+		MaxBodyBytes: s.maxBodyBytes,
+		Metrics:      intake.NewMetrics(reg),
+		Log:          log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", s.listen, err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: intake.MaxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	go hs.Serve(tls.NewListener(ln, tc))
+	log.Info("intake listening (HTTPS)", "listen", ln.Addr().String(), "audience", s.audience)
+	return func() { _ = hs.Shutdown(context.Background()) }, nil
+}
