@@ -19,6 +19,10 @@ type config struct {
 	// nodeMeta: the node is structured metadata of each line, not a stream label,
 	// so one stream carries every node (Loki's OTLP intake without node promoted).
 	nodeMeta bool
+	// viaCollector: the lines go through the OpenTelemetry Collector, which writes
+	// them to Loki and pushes them to the controller's intake, as the chart sets it
+	// up; otherwise they are written to Loki's push API and only read from Loki.
+	viaCollector bool
 }
 
 // Environment variables that size a run.
@@ -32,6 +36,7 @@ const (
 	envWorkers = "FAULTLINE_SCALE_ACT_WORKERS"
 	envNodeIn  = "FAULTLINE_SCALE_NODE_IN" // "label" (default) or "metadata"
 	envLog     = "FAULTLINE_SCALE_LOG"     // a file to write the controller's log to
+	envPath    = "FAULTLINE_SCALE_PATH"    // "collector" (default) or "loki"
 )
 
 // Limits keep a mistyped variable from asking for more than one machine can hold.
@@ -58,6 +63,13 @@ func loadConfig(t *testing.T) config {
 		c.nodeMeta = true
 	default:
 		t.Fatalf("%s=%q: want label or metadata", envNodeIn, v)
+	}
+	switch v := os.Getenv(envPath); v {
+	case "", "collector":
+		c.viaCollector = true
+	case "loki":
+	default:
+		t.Fatalf("%s=%q: want collector or loki", envPath, v)
 	}
 	if c.samples+c.burst >= c.nodes {
 		t.Fatalf("%d nodes cannot hold %d latency samples, a burst of %d on distinct nodes and quiet ones",

@@ -164,6 +164,31 @@ func (c *controllerProc) logSplit(t *testing.T, when string) {
 	}
 }
 
+// logIntake logs what the controller's intake took and which lines each path
+// delivered second (and so skipped).
+func (c *controllerProc) logIntake(t *testing.T) {
+	t.Helper()
+	fams, err := c.scrape()
+	if err != nil {
+		t.Logf("intake: %v", err)
+		return
+	}
+	sum := func(name string) map[string]float64 {
+		out := map[string]float64{}
+		for _, m := range fams[name].GetMetric() {
+			k := ""
+			for _, lp := range m.GetLabel() {
+				k += lp.GetName() + "=" + lp.GetValue() + " "
+			}
+			out[strings.TrimSpace(k)] += m.GetCounter().GetValue()
+		}
+		return out
+	}
+	t.Logf("intake: requests %v, lines %v, skipped %v; lines delivered second and skipped, by path: %v",
+		sum("faultline_controller_intake_requests_total"), sum("faultline_controller_intake_lines_total"),
+		sum("faultline_controller_intake_records_skipped_total"), sum("faultline_controller_duplicate_lines_total"))
+}
+
 // cpu returns the CPU time the controller used (user and system) and the wall time
 // since it started.
 func (c *controllerProc) cpu() (used, wall time.Duration) {

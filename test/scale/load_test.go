@@ -12,6 +12,9 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/grafana/loki/pkg/push"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 
 	"github.com/faultline-dev/faultline/logstream"
 )
@@ -27,10 +30,12 @@ const (
 	xid79Line  = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 )
 
-// pusher sends kernel lines to Loki's push API as the dmesg-exporter's pipeline does.
+// pusher sends kernel lines to Loki's push API as the dmesg-exporter's pipeline does,
+// or, with otlp, to the collector's OTLP/HTTP receiver as the dmesg-exporter does.
 type pusher struct {
 	url      string
 	nodeMeta bool // see kernelStream
+	otlp     bool
 	client   *http.Client
 	sent     atomic.Int64 // candidate and benign lines accepted
 	failed   atomic.Int64 // lines in pushes Loki refused or that did not arrive
@@ -40,6 +45,11 @@ type pusher struct {
 
 func newPusher(lokiURL string, nodeMeta bool) *pusher {
 	return &pusher{url: lokiURL + "/loki/api/v1/push", nodeMeta: nodeMeta, client: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// newOTLPPusher sends to the collector at otlpURL (its receiver's base URL).
+func newOTLPPusher(otlpURL string) *pusher {
+	return &pusher{url: otlpURL + "/v1/logs", nodeMeta: true, otlp: true, client: &http.Client{Timeout: 30 * time.Second}}
 }
 
 // kernelStream is one node's kernel log stream with lines stamped from at on: the
@@ -99,11 +109,21 @@ func (p *pusher) push(ctx context.Context, streams []push.Stream) error {
 }
 
 func (p *pusher) send(ctx context.Context, streams []push.Stream) error {
-	raw, err := (&push.PushRequest{Streams: streams}).Marshal()
-	if err != nil {
-		return fmt.Errorf("marshal push request: %w", err)
+	var body []byte
+	if p.otlp {
+		raw, err := plogotlp.NewExportRequestFromLogs(otlpLogs(streams)).MarshalProto()
+		if err != nil {
+			return fmt.Errorf("marshal OTLP request: %w", err)
+		}
+		body = raw
+	} else {
+		raw, err := (&push.PushRequest{Streams: streams}).Marshal()
+		if err != nil {
+			return fmt.Errorf("marshal push request: %w", err)
+		}
+		body = snappy.Encode(nil, raw)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(snappy.Encode(nil, raw)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -118,6 +138,38 @@ func (p *pusher) send(ctx context.Context, streams []push.Stream) error {
 		return fmt.Errorf("push %d streams: %s: %s", len(streams), resp.Status, bytes.TrimSpace(b))
 	}
 	return nil
+}
+
+// otlpLogs is the OTLP form of streams whose node is metadata, as the
+// dmesg-exporter sends them: a resource per node with its node attributes.
+func otlpLogs(streams []push.Stream) plog.Logs {
+	ld := plog.NewLogs()
+	byNode := map[string]plog.LogRecordSlice{}
+	for _, s := range streams {
+		for _, e := range s.Entries {
+			node := ""
+			for _, m := range e.StructuredMetadata {
+				if m.Name == logstream.LabelNode {
+					node = m.Value
+				}
+			}
+			lrs, ok := byNode[node]
+			if !ok {
+				rl := ld.ResourceLogs().AppendEmpty()
+				ra := rl.Resource().Attributes()
+				ra.PutStr(logstream.AttrK8sNodeName, node)
+				ra.PutStr(logstream.AttrNode, node)
+				ra.PutStr(logstream.AttrSource, logstream.SourceKernel)
+				lrs = rl.ScopeLogs().AppendEmpty().LogRecords()
+				byNode[node] = lrs
+			}
+			lr := lrs.AppendEmpty()
+			lr.SetTimestamp(pcommon.NewTimestampFromTime(e.Timestamp))
+			lr.Body().SetStr(e.Line)
+			lr.Attributes().PutStr(logstream.AttrLogSource, logstream.SourceKernel)
+		}
+	}
+	return ld
 }
 
 // background sends, ten times a second until ctx ends, candRate/10 candidate lines

@@ -3,16 +3,23 @@ package scale_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/grafana/loki/pkg/push"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/intake"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
@@ -32,13 +39,27 @@ const namespace = "faultline"
 func TestScale(t *testing.T) {
 	testenv.Integration(t)
 	cfg := loadConfig(t)
-	env := testenv.Start(t, testenv.Options{Loki: true, Kwok: &testenv.KwokOptions{}})
+	opts := testenv.Options{Loki: true, Kwok: &testenv.KwokOptions{}}
+	var intakeFlags []string
+	if cfg.viaCollector {
+		// The collector writes each line to Loki and pushes it to the controller's
+		// intake (HTTPS, a ServiceAccount token of the intake's audience).
+		addr := freeAddr(t)
+		tf := testenv.WriteTLS(t, t.TempDir(), "127.0.0.1")
+		opts.CollectorIntake = &testenv.CollectorIntake{Endpoint: "https://" + addr, CAFile: tf.CA, Token: intakeToken}
+		if cfg.nodeMeta {
+			opts.LokiIndexLabels = []string{"source"} // the node stays structured metadata
+		}
+		intakeFlags = []string{"--intake-listen", addr, "--intake-tls-cert-file", tf.Cert, "--intake-tls-key-file", tf.Key}
+		t.Logf("lines go through the collector to Loki and to the controller's intake")
+	}
+	env := testenv.Start(t, opts)
 	cs := env.Clientset()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	// The controller records each fault as a NodeFault, as it does in a cluster.
 	env.InstallCRD(t, v1alpha1.CRDYAML)
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+	if err := createNamespace(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
 
@@ -88,12 +109,15 @@ func TestScale(t *testing.T) {
 	if cfg.actWorkers > 0 {
 		flags = append(flags, "--act-workers", strconv.Itoa(cfg.actWorkers))
 	}
-	ctrl := startController(t, env, namespace, flags...)
+	ctrl := startController(t, env, namespace, append(flags, intakeFlags...)...)
 	// Idle: leading, its caches synced over the whole fleet, the heartbeats running.
 	time.Sleep(10 * time.Second)
 	idle := ctrl.rss()
 
 	p := newPusher(env.LokiURL(), cfg.nodeMeta)
+	if cfg.viaCollector {
+		p = newOTLPPusher(env.OTLPEndpoint())
+	}
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	bgDone := make(chan struct{})
 	go func() {
@@ -203,16 +227,23 @@ func TestScale(t *testing.T) {
 	cpu, wall := ctrl.cpu()
 	t.Logf("controller CPU %.1f s in %.1f s (%.0f%% of one core)", cpu.Seconds(), wall.Seconds(), 100*cpu.Seconds()/wall.Seconds())
 	logLokiQueries(t, env.LokiURL())
+	if cfg.viaCollector {
+		ctrl.logIntake(t)
+	}
 	sent, failed, errs := p.report()
 	t.Logf("background: %d lines pushed, %d refused (%v)", sent, failed, errs)
 	if failed > 0 {
-		t.Errorf("Loki refused %d lines: %v", failed, errs)
+		t.Errorf("Loki or the collector refused %d lines: %v", failed, errs)
 	}
 
 	slices.Sort(latencies)
-	fmt.Printf("SCALE nodes=%d burst=%d burst_last_decision_s=%.2f line_to_taint_p50_ms=%d line_to_taint_p99_ms=%d rss_idle_mib=%s rss_peak_mib=%s\n",
+	path := "loki"
+	if cfg.viaCollector {
+		path = "collector"
+	}
+	fmt.Printf("SCALE nodes=%d burst=%d burst_last_decision_s=%.2f line_to_taint_p50_ms=%d line_to_taint_p99_ms=%d rss_idle_mib=%s rss_peak_mib=%s path=%s\n",
 		cfg.nodes, cfg.burst, last.Sub(burstAt).Seconds(),
-		percentile(latencies, 50).Milliseconds(), percentile(latencies, 99).Milliseconds(), mib(idle), mib(peak))
+		percentile(latencies, 50).Milliseconds(), percentile(latencies, 99).Milliseconds(), mib(idle), mib(peak), path)
 }
 
 // percentile of sorted durations, nearest rank.
@@ -222,4 +253,57 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 	}
 	i := (p*len(sorted) + 99) / 100
 	return sorted[max(i-1, 0)]
+}
+
+// createNamespace creates the controller's namespace unless it exists (the intake's
+// token may have created it).
+func createNamespace(ctx context.Context, cs kubernetes.Interface) error {
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// intakeToken is the collector's token for the controller's intake, as the chart
+// grants it: a ServiceAccount allowed to create loglines.faultline.io, its token
+// issued for the intake's audience.
+func intakeToken(env *testenv.Env) (string, error) {
+	ctx := context.Background()
+	cs := env.Clientset()
+	if err := createNamespace(ctx, cs); err != nil {
+		return "", err
+	}
+	const sa = "collector"
+	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "faultline-intake"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"faultline.io"}, Resources: []string{"loglines"}, Verbs: []string{"create"}}}}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "faultline-intake"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: sa}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{intake.DefaultAudience}, ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return tr.Status.Token, nil
+}
+
+// freeAddr is a free 127.0.0.1 address for a listener started later.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

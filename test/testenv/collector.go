@@ -34,7 +34,7 @@ type CollectorAuth struct {
 // configurations share; %[2]s is Loki's URL.
 const collectorBatchAndExporters = `  batch:
     timeout: 200ms
-exporters:
+%[8]sexporters:
   otlphttp/loki:
     endpoint: %[2]s/otlp
     retry_on_failure:
@@ -44,7 +44,7 @@ exporters:
       max_elapsed_time: 2m
   debug:
     verbosity: basic
-`
+%[9]s`
 
 // collectorConfig: OTLP/HTTP in, a short batch, out to Loki's native OTLP endpoint
 // (the otlphttp exporter appends /v1/logs) and to the debug exporter (the log file).
@@ -64,7 +64,7 @@ processors:
       receivers: [otlp]
       processors: [batch]
       exporters: [otlphttp/loki, debug]
-`
+%[10]s`
 
 // collectorAuthConfig replaces the receiver, pipeline and telemetry parts of
 // collectorConfig for CollectorAuth; %[3]d is the metrics port, %[4]s the kubeconfig,
@@ -100,9 +100,59 @@ processors:
       receivers: [otlp]
       processors: [faultlinenode, batch]
       exporters: [otlphttp/loki, debug]
-`
+%[11]s`
 
-func (e *Env) startCollector(bin string, maxBody int, auth *CollectorAuth) error {
+// CollectorIntake makes the collector send every log record to the controller's
+// intake as well as to Loki, as the chart configures it: a pipeline of its own with
+// a short batch, over TLS, with a bearer token.
+type CollectorIntake struct {
+	Endpoint string // https://127.0.0.1:<port> (the exporter appends /v1/logs)
+	CAFile   string // the CA that signed the intake's certificate
+	// Token returns the bearer token (a ServiceAccount token of the intake's
+	// audience), once the apiserver runs.
+	Token        func(*Env) (string, error)
+	BatchTimeout time.Duration // default 50ms
+}
+
+// intakeParts are the processor, exporter and pipeline the intake adds (%[8]s,
+// %[9]s, and %[10]s or %[11]s with the node processor), or empty strings.
+func (e *Env) intakeParts(in *CollectorIntake) (processor, exporter, pipeline, authPipeline string, err error) {
+	if in == nil {
+		return "", "", "", "", nil
+	}
+	token, err := in.Token(e)
+	if err != nil {
+		return "", "", "", "", fmt.Errorf("the intake's token: %w", err)
+	}
+	bt := in.BatchTimeout
+	if bt <= 0 {
+		bt = 50 * time.Millisecond
+	}
+	processor = fmt.Sprintf("  batch/controller:\n    timeout: %s\n", bt)
+	exporter = fmt.Sprintf(`  otlphttp/controller:
+    endpoint: %s
+    tls:
+      ca_file: %s
+    headers:
+      Authorization: "Bearer %s"
+    retry_on_failure:
+      enabled: true
+      initial_interval: 100ms
+      max_interval: 1s
+      max_elapsed_time: 5s
+    sending_queue:
+      enabled: true
+      queue_size: 1000
+`, in.Endpoint, in.CAFile, token)
+	pl := `    logs/controller:
+      receivers: [otlp]
+      processors: [%sbatch/controller]
+      exporters: [otlphttp/controller]
+`
+	return processor, exporter, fmt.Sprintf(pl, ""), fmt.Sprintf(pl, "faultlinenode, "), nil
+}
+
+func (e *Env) startCollector(bin string, maxBody int, auth *CollectorAuth, in *CollectorIntake) error {
 	var extra string
 	if maxBody > 0 {
 		extra = fmt.Sprintf("\n        max_request_body_size: %d", maxBody)
@@ -123,7 +173,11 @@ func (e *Env) startCollector(bin string, maxBody int, auth *CollectorAuth) error
 		if err != nil {
 			return procSpec{}, err
 		}
-		cfg := fmt.Appendf(nil, collectorConfig, ports[0], lokiURL, extra)
+		proc, exp, pl, authPl, err := e.intakeParts(in)
+		if err != nil {
+			return procSpec{}, err
+		}
+		cfg := fmt.Appendf(nil, collectorConfig, ports[0], lokiURL, extra, "", "", "", "", proc, exp, pl, authPl)
 		if auth != nil {
 			aud := auth.Audience
 			if aud == "" {
@@ -133,7 +187,7 @@ func (e *Env) startCollector(bin string, maxBody int, auth *CollectorAuth) error
 			if err != nil {
 				return procSpec{}, err
 			}
-			cfg = fmt.Appendf(nil, collectorAuthConfig, ports[0], lokiURL, ports[1], kubeconfig, aud, sas, extra)
+			cfg = fmt.Appendf(nil, collectorAuthConfig, ports[0], lokiURL, ports[1], kubeconfig, aud, sas, extra, proc, exp, pl, authPl)
 			st.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
 		}
 		if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {

@@ -54,6 +54,12 @@ type Options struct {
 	// CollectorAuth, when not nil, puts faultline's exporter authentication on the
 	// collector's receiver (implies Collector and Kubernetes): see CollectorAuth.
 	CollectorAuth *CollectorAuth
+	// CollectorIntake, when not nil, makes the collector also send every log record
+	// to the controller's intake (implies Collector): see CollectorIntake.
+	CollectorIntake *CollectorIntake
+	// LokiIndexLabels overrides the OTLP resource attributes Loki promotes to index
+	// labels (default LokiIndexLabels).
+	LokiIndexLabels []string
 	// Prometheus, when not nil, runs Prometheus scraping the given targets.
 	Prometheus *PrometheusOptions
 	// Kwok, when not nil, runs kwok against the apiserver to simulate GPU nodes with
@@ -111,7 +117,7 @@ func Start(t TB, o Options) *Env {
 	if o.ControllerManager || o.Kwok != nil {
 		o.Kubernetes = true
 	}
-	if o.CollectorAuth != nil {
+	if o.CollectorAuth != nil || o.CollectorIntake != nil {
 		o.Collector, o.Kubernetes = true, true
 	}
 	if o.Collector {
@@ -168,11 +174,11 @@ func Start(t TB, o Options) *Env {
 	}
 	if o.Loki {
 		run(func() error {
-			if err := e.startLoki(bins[Loki], o.LokiLimits); err != nil {
+			if err := e.startLoki(bins[Loki], o.LokiLimits, o.LokiIndexLabels); err != nil {
 				return err
 			}
-			if o.Collector && o.CollectorAuth == nil {
-				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody, nil)
+			if o.Collector && o.CollectorAuth == nil && o.CollectorIntake == nil {
+				return e.startCollector(bins[Collector], o.CollectorMaxRequestBody, nil, o.CollectorIntake)
 			}
 			return nil
 		})
@@ -191,9 +197,10 @@ func Start(t TB, o Options) *Env {
 	if len(msgs) > 0 {
 		t.Fatalf("testenv: start failed:\n%s", strings.Join(msgs, "\n"))
 	}
-	if o.CollectorAuth != nil {
-		// Its authenticator reviews tokens with the apiserver: started after it.
-		if err := e.startCollector(bins[Collector], o.CollectorMaxRequestBody, o.CollectorAuth); err != nil {
+	if o.CollectorAuth != nil || o.CollectorIntake != nil {
+		// Its authenticator reviews tokens with the apiserver, and the intake's token
+		// is issued by it: started after it.
+		if err := e.startCollector(bins[Collector], o.CollectorMaxRequestBody, o.CollectorAuth, o.CollectorIntake); err != nil {
 			t.Fatalf("testenv: start failed:\n%v", err)
 		}
 	}

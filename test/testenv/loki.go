@@ -102,7 +102,7 @@ analytics:
   reporting_enabled: false
 `
 
-func (e *Env) startLoki(bin string, limits map[string]string) error {
+func (e *Env) startLoki(bin string, limits map[string]string, indexLabels []string) error {
 	dir := filepath.Join(e.dir, "loki")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -110,7 +110,10 @@ func (e *Env) startLoki(bin string, limits map[string]string) error {
 	cfgPath := filepath.Join(dir, "loki.yaml")
 	ls := &lokiState{}
 	attrs := ""
-	for i, a := range LokiIndexLabels {
+	if indexLabels == nil {
+		indexLabels = LokiIndexLabels
+	}
+	for i, a := range indexLabels {
 		if i > 0 {
 			attrs += ", "
 		}
