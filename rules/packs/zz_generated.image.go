@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "94fbae1c6e6f46e9c31feaf0b9844b444384ad4bf4fba1642e98fdb59ec9046e"
+const imageDigest = "a4a5a7d53e8fcdca6ee762c21e3a023d71c0fa36738c11a5485f88370bfcce72"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1562,17 +1562,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     446,
+						Line:     453,
 					},
 					{
 						ID:          "nic-tx-hang-detail",
-						Description: "Lines of an Intel NIC's TX hang report (igb, igc, ixgbe, e1000e) that only that report prints: the hung queue, the ring's head and tail, the buffer-dump heading. Evidence of the hang tx-timeout records, for logs that kept these lines without the head.",
+						Description: "Lines of an Intel NIC's TX hang report (e1000, e1000e, igb, igc, ixgbe) that only that report prints: the hung queue, the ring's head, tail and indexes, the buffer-dump heading and its fields, e1000e's MAC, PHY and PCI status. Evidence of the hang tx-timeout records, for logs that kept these lines without the head.",
 						Match: &rules.Match{
-							Regex: `(?:^|\s)(?:Tx Queue +<(?P<queue>-?\d+)>|TDH, TDT +<[0-9a-fA-F]+>, <[0-9a-fA-F]+>|(?:tx_)?buffer_info\[next_to_clean\]:?)\s*$`,
+							Regex: `(?:^|\s)(?:Tx Queue +<(?P<queue>-?\d+)>|TDH, TDT +<[0-9a-fA-F]+>, <[0-9a-fA-F]+>|(?:tx_)?buffer_info\[next_to_clean\]:?|(?:TDH|TDT|next_to_use|next_to_clean|time_stamp|next_to_watch(?:\.status)?|jiffies|desc\.status) +<[^<>\s]+>|(?:MAC|PHY|PHY 1000BASE-T|PHY Extended|PCI) Status +<[0-9a-fA-F]+>)\s*$`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     482,
+						Line:     495,
 					},
 					{
 						ID:          "netdev-watchdog",
@@ -1581,7 +1581,7 @@ var image = &rules.Image{
 							Regex: `NETDEV WATCHDOG: (?:CPU: \d+: )?(?:(?P<ifname>[\w.@-]+) \((?P<driver>[\w.-]+)\): )?transmit queue (?P<queue>\d+) timed out(?: (?P<ms>\d+) ms)?`,
 						},
 						Cooldown: 600000000000,
-						Line:     531,
+						Line:     566,
 					},
 					{
 						ID:          "realtek-chip-timeout",
@@ -1592,7 +1592,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     557,
+						Line:     592,
 					},
 					{
 						ID:          "ipoib-tx-timeout",
@@ -1601,7 +1601,7 @@ var image = &rules.Image{
 							Regex: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs`,
 						},
 						Cooldown: 600000000000,
-						Line:     594,
+						Line:     629,
 					},
 					{
 						ID:          "ipoib-tx-timeout-detail",
@@ -1611,7 +1611,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     613,
+						Line:     648,
 					},
 					{
 						ID:          "mlx5-cmd-failed",
@@ -1620,7 +1620,7 @@ var image = &rules.Image{
 							Regex: `(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x(?P<op_mod>[0-9a-fA-F]+)\))? failed, status (?P<status>[^()]+?)\(0x(?P<status_code>[0-9a-fA-F]+)\)(?:, syndrome \((?P<syndrome>0x[0-9a-fA-F]+)\))?`,
 						},
 						Cooldown: 600000000000,
-						Line:     636,
+						Line:     671,
 					},
 					{
 						ID:          "mlx5-cmd-timeout",
@@ -1629,7 +1629,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x[0-9a-fA-F]+\))? (?:Async, )?(?:timeout\. Will cause a leak|No done completion)|Recovered (?P<recovered>-?\d+) EQEs on cmd_eq)`,
 						},
 						Cooldown: 600000000000,
-						Line:     661,
+						Line:     696,
 					},
 					{
 						ID:          "mlx5-health-error",
@@ -1638,7 +1638,7 @@ var image = &rules.Image{
 							Regex: `(?:device's health compromised(?: - (?P<reason>[^,]+))?|(?:poll_health|mlx5_health_\w+|print_health_info)[^:]*:\d+:\(pid \d+\): (?:Fatal error (?P<code>\d+) detected|Health issue observed, (?P<issue>[^,]+))|\bFW fatal\b|mlx5_(?:rsc_dump_trigger|crdump_collect|fw_fatal_reporter_\w+)\b|starting health recovery flow|NIC IFC still -?\d+ after \d+ms|handling bad device here|High temperature on sensors with bit set|\bsynd 0x[0-9a-fA-F]+: (?P<issue>firmware internal error|irisc not responding|unrecoverable hardware error|firmware CRC error|ICM fetch PCI (?:data poisoned )?error|HW fatal error|async EQ buffer overrun|EQ error|Invalid EQ referenced|FFSER error|High temperature|Trust lockdown error|unrecognized error)\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     708,
+						Line:     743,
 					},
 					{
 						ID:          "mlx5-health-dump",
@@ -1648,7 +1648,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     776,
+						Line:     811,
 					},
 					{
 						ID:          "mlx5-health-recovery-aborted",
@@ -1661,7 +1661,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 875,
+						Line: 910,
 					},
 					{
 						ID:          "port-module-error",
@@ -1670,7 +1670,7 @@ var image = &rules.Image{
 							Regex: `Port module event\[error\]: module (?P<module>\d+), (?P<status>[^,]+), (?P<error>[^.]+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     909,
+						Line:     944,
 					},
 					{
 						ID:          "port-module-unplugged",
@@ -1680,7 +1680,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     931,
+						Line:     966,
 					},
 					{
 						ID:          "ib-completion-error",
@@ -1690,7 +1690,7 @@ var image = &rules.Image{
 							Regex: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe)`,
 						},
 						Cooldown: 600000000000,
-						Line:     958,
+						Line:     993,
 					},
 					{
 						ID:          "ib-fabric-query-timeout",
@@ -1710,7 +1710,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1023,
+						Line:     1058,
 					},
 					{
 						ID:          "hw-csum-failure",
@@ -1720,7 +1720,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1057,
+						Line:     1092,
 					},
 					{
 						ID:          "mlx5-probe-failed",
@@ -1730,18 +1730,18 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1077,
+						Line:     1112,
 					},
 					{
 						ID:          "mlx5-driver-error",
 						Description: "An error the ConnectX (mlx5) driver reports through its function-tagged prints (\"func:line:(pid N): ... failed\"): evidence beside the specific mlx5 rules; alone it does not say the adapter is faulty.",
 						Match: &rules.Match{
-							Regex: `mlx5_core [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: \w+:\d+:\(pid \d+\): .*(?i:fail|error|err\(|timeout|timed out|invalid|unable|cannot|can't|couldn't|abort|not responsive|not ready|overflow|offline|unknown|differs|too many|did not complete)|(?:^|\s)failed to allocate command entry\s*$|\basync reg mr failed\. status -?\d+`,
+							Regex: `mlx5_core [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: \w+:\d+:\(pid \d+\): .*(?i:fail|error|err\(|timeout|timed out|invalid|unable|cannot|can't|couldn't|abort|not responsive|not ready|overflow|offline|unknown|differs|too many|did not complete)|(?:^|\s)failed to allocate command entry\s*$|\basync reg mr failed\. status -?\d+|(?:^|\s)handle_hca_cap failed\s*$`,
 						},
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1250,
+						Line:     1285,
 					},
 					{
 						ID:          "mlx4-internal-error",
@@ -1751,7 +1751,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1313,
+						Line:     1355,
 					},
 					{
 						ID:          "mlx4-driver-error",
@@ -1762,7 +1762,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1351,
+						Line:     1393,
 					},
 					{
 						ID:          "nic-over-temperature",
@@ -1772,7 +1772,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1389,
+						Line:     1431,
 					},
 					{
 						ID:          "bond-no-active-slave",
@@ -1783,7 +1783,17 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1450,
+						Line:     1492,
+					},
+					{
+						ID:          "bond-failover",
+						Description: "An active-backup bond moved its traffic to another member, because the active one failed (its link went down, ARP monitoring lost it) or a preferred member came back. Evidence of the member's failure the link rules record, for logs that kept only the failover.",
+						Match: &rules.Match{
+							Regex: `(?:\(slave (?P<ifname>[\w.@-]+)\): )?making interface (?:(?P<ifname>[\w.@-]+) )?the new active one`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     1526,
 					},
 					{
 						ID:          "bond-slave-error",
@@ -1793,7 +1803,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1482,
+						Line:     1559,
 					},
 					{
 						ID:          "ipoib-init-failed",
@@ -1803,7 +1813,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1534,
+						Line:     1611,
 					},
 					{
 						ID:          "ipoib-completion-error",
@@ -1817,7 +1827,7 @@ var image = &rules.Image{
 							Count:  5,
 							Window: 600000000000,
 						},
-						Line: 1587,
+						Line: 1664,
 					},
 					{
 						ID:          "nic-pcie-link-lost",
@@ -1830,7 +1840,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1616,
+						Line: 1693,
 					},
 					{
 						ID:          "nic-reset-failed",
@@ -1843,7 +1853,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1659,
+						Line: 1736,
 					},
 					{
 						ID:          "nic-adapter-reset",
@@ -1854,7 +1864,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2111,
+						Line:     2188,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -1865,7 +1875,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2256,
+						Line:     2333,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -1876,7 +1886,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2504,
+						Line:     2581,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -1889,7 +1899,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 3050,
+						Line: 3127,
 					},
 					{
 						ID:          "nic-module-error",
@@ -1900,7 +1910,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3114,
+						Line:     3191,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -1911,7 +1921,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3229,
+						Line:     3306,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -1922,7 +1932,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     3266,
+						Line:     3343,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -1933,7 +1943,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3360,
+						Line:     3437,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -1944,7 +1954,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3546,
+						Line:     3623,
 					},
 					{
 						ID:          "efa-device-error",
@@ -1955,7 +1965,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3577,
+						Line:     3654,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -1966,7 +1976,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3719,
+						Line:     3796,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -1977,7 +1987,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3798,
+						Line:     3875,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -1999,7 +2009,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3860,
+						Line:     3937,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2021,7 +2031,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3909,
+						Line:     3986,
 					},
 				},
 			},
@@ -11777,6 +11787,25 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:\(slave (?P<ifname>[\w.@-]+)\): )?making interface (?:(?P<ifname>[\w.@-]+) )?the new active one`,
+			Literals: []string{
+				"the new active one",
+			},
+			Sets: [][]string{
+				[]string{
+					"the new active one",
+				},
+				[]string{
+					"making interface ",
+				},
+			},
+			Names: []string{
+				"",
+				"ifname",
+				"ifname",
+			},
+		},
+		{
 			Expr: `(?:\[ +pid +\] +uid +tgid +total_vm +rss +(?:rss_anon +rss_file +rss_shmem +)?pgtables_bytes +swapents +oom_score_adj +name|(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
 			Literals: []string{
 				"pgtables_bytes ",
@@ -13085,37 +13114,133 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:^|\s)(?:Tx Queue +<(?P<queue>-?\d+)>|TDH, TDT +<[0-9a-fA-F]+>, <[0-9a-fA-F]+>|(?:tx_)?buffer_info\[next_to_clean\]:?)\s*$`,
+			Expr: `(?:^|\s)(?:Tx Queue +<(?P<queue>-?\d+)>|TDH, TDT +<[0-9a-fA-F]+>, <[0-9a-fA-F]+>|(?:tx_)?buffer_info\[next_to_clean\]:?|(?:TDH|TDT|next_to_use|next_to_clean|time_stamp|next_to_watch(?:\.status)?|jiffies|desc\.status) +<[^<>\s]+>|(?:MAC|PHY|PHY 1000BASE-T|PHY Extended|PCI) Status +<[0-9a-fA-F]+>)\s*$`,
 			Literals: []string{
 				"Tx Queue ",
-				"TDH, TDT ",
 				"buffer_info[next_to_clean]",
+				"TDH ",
+				"TDT ",
+				"next_to_use ",
+				"next_to_clean ",
+				"time_stamp ",
+				"next_to_watch ",
+				"next_to_watch.status ",
+				"jiffies ",
+				"desc.status ",
+				"MAC Status ",
+				"PHY Status ",
+				"PHY 1000BASE-T Status ",
+				"PHY Extended Status ",
+				"PCI Status ",
 			},
 			Sets: [][]string{
 				[]string{
 					"buffer_info[next_to_clean]",
-					"tdh, tdt ",
+					"desc.status ",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"tx queue ",
 				},
 				[]string{
 					"buffer_info[next_to_clean]",
-					"dh, tdt ",
+					"desc.status ",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"x queue ",
 				},
 				[]string{
 					"buffer_info[next_to_clean]",
-					"dh, tdt ",
+					"desc.status ",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"x queue",
 				},
 				[]string{
 					"buffer_info[next_to_clean]",
+					"desc.status ",
 					"dh, tdt",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"x queue ",
 				},
 				[]string{
 					">, <",
 					"buffer_info[next_to_clean]",
+					"desc.status ",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"x queue ",
+				},
+				[]string{
+					"desc.status",
+					"jiffies",
+					"mac status ",
+					"next_to_clean",
+					"next_to_use",
+					"next_to_watch",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh",
+					"tdt",
+					"time_stamp",
+					"tx queue ",
 				},
 			},
 			Anchored: true,
@@ -19773,27 +19898,31 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `mlx5_core [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: \w+:\d+:\(pid \d+\): .*(?i:fail|error|err\(|timeout|timed out|invalid|unable|cannot|can't|couldn't|abort|not responsive|not ready|overflow|offline|unknown|differs|too many|did not complete)|(?:^|\s)failed to allocate command entry\s*$|\basync reg mr failed\. status -?\d+`,
+			Expr: `mlx5_core [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: \w+:\d+:\(pid \d+\): .*(?i:fail|error|err\(|timeout|timed out|invalid|unable|cannot|can't|couldn't|abort|not responsive|not ready|overflow|offline|unknown|differs|too many|did not complete)|(?:^|\s)failed to allocate command entry\s*$|\basync reg mr failed\. status -?\d+|(?:^|\s)handle_hca_cap failed\s*$`,
 			Literals: []string{
 				"mlx5_core ",
 				"failed to allocate command entry",
 				"async reg mr failed. status ",
+				"handle_hca_cap failed",
 			},
 			Sets: [][]string{
 				[]string{
 					"async reg mr failed. status ",
 					"failed to allocate command entry",
+					"handle_hca_cap failed",
 					"mlx5_core ",
 				},
 				[]string{
 					":(pid ",
 					"async reg mr failed. status ",
 					"failed to allocate command entry",
+					"handle_hca_cap failed",
 				},
 				[]string{
 					"): ",
 					"async reg mr failed. status ",
 					"failed to allocate command entry",
+					"handle_hca_cap failed",
 				},
 				[]string{
 					"abort",
