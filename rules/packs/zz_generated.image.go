@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "8ba6ee28b7ead1511318942c198ca0ad5212e96a771618aaf59ec25f74e48383"
+const imageDigest = "934d7e6f22daaf9d95eb9096e6074914321112dc9a997d475646e1ce11d451a3"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3182,7 +3182,7 @@ var image = &rules.Image{
 						ID:          "nccl-watchdog-timeout",
 						Description: "A NCCL collective did not finish within the process group timeout: some rank stopped participating (a hung or slow GPU, a dead peer, a broken link). The rank that times out is rarely the culprit; recorded, and the node's Xid or link events point at the one that is.",
 						Match: &rules.Match{
-							Regex: `(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?(?:Watchdog caught collective operation timeout: |Work )?WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>-?\d+)\) (?:ran for (?P<ran_ms>-?\d+) milliseconds before timing out|timed out in (?:call to wait|blocking wait))`,
+							Regex: `(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?(?:Watchdog caught collective operation timeout: |Work )?WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>-?\d+)\) (?:ran for (?P<ran_ms>-?\d+) millisecond|timed out in (?:call to wait|blocking wait))`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
@@ -3196,7 +3196,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      337,
+						Line:      340,
 					},
 					{
 						ID:          "nccl-watchdog-terminated",
@@ -3206,7 +3206,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      367,
+						Line:      370,
 					},
 					{
 						ID:          "nccl-watchdog-hang",
@@ -3216,7 +3216,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      395,
+						Line:      398,
 					},
 					{
 						ID:          "nccl-watchdog-context",
@@ -3227,17 +3227,17 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      435,
+						Line:      438,
 					},
 					{
 						ID:          "nccl-test-failure",
 						Description: "An nccl-tests run (often a node acceptance or burn-in test) failed with a NCCL or CUDA error",
 						Match: &rules.Match{
-							Regex: `Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+:-?\d+)(?: '(?P<reason>[^']*)')?`,
+							Regex: `(?:Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+:-?\d+)(?: '(?P<reason>[^']*)')?|pid -?\d+: Test failure (?P<where>\S+:-?\d+))`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      493,
+						Line:      496,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3248,7 +3248,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      527,
+						Line:      541,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3270,7 +3270,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 567,
+						Line: 581,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3280,7 +3280,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      603,
+						Line:      617,
 					},
 					{
 						ID:          "nccl-error",
@@ -3290,7 +3290,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      632,
+						Line:      646,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3299,7 +3299,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      697,
+						Line:      711,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3308,7 +3308,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      770,
+						Line:      784,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3319,7 +3319,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      873,
+						Line:      887,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3328,7 +3328,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      896,
+						Line:      910,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3337,7 +3337,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1027,
+						Line:      1041,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3346,7 +3346,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1149,
+						Line:      1163,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3355,7 +3355,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1226,
+						Line:      1240,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3377,7 +3377,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1258,
+						Line: 1272,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3401,7 +3401,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1314,
+						Line: 1328,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3412,7 +3412,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1349,
+						Line:      1363,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3423,7 +3423,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1420,
+						Line:      1434,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3432,7 +3432,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1469,
+						Line:      1483,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3442,7 +3442,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1539,
+						Line:      1553,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3452,7 +3452,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1598,
+						Line:      1612,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3463,18 +3463,18 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1641,
+						Line:      1655,
 					},
 					{
 						ID:          "cuda-error-trace",
-						Description: "The origin and stack frames of the c10::Error PyTorch raised from its CUDA check (C10_CUDA_CHECK: \"Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):\"). The CUDA error itself is on the line before, with its own rule; evidence only.",
+						Description: "The help text, origin and stack frames of the c10::Error PyTorch raised from its CUDA check (C10_CUDA_CHECK: \"CUDA kernel errors might be asynchronously reported ...\", \"For debugging consider passing CUDA_LAUNCH_BLOCKING=1\", \"Compile with `TORCH_USE_CUDA_DSA` ...\", \"Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):\"), and the origin of llama.cpp's (ggml's) CUDA error. Only a CUDA error report prints them; the CUDA error itself is on the line before, with its own rule; evidence only.",
 						Match: &rules.Match{
-							Regex: `(?:Exception raised from (?P<func>c10_cuda_check_implementation) at (?P<file>\S+):(?P<line>\d+) \(most recent call first\)|frame #\d+: c10::cuda::(?P<func>c10_cuda_check_implementation)\()`,
+							Regex: `(?:Exception raised from (?P<func>c10_cuda_check_implementation) at (?P<file>\S+):(?P<line>\d+) \(most recent call first\)|frame #\d+: c10::cuda::(?P<func>c10_cuda_check_implementation)\(|CUDA kernel errors might be asynchronously reported at some other API call, ?so the stacktrace below might be incorrect|For debugging consider passing CUDA_LAUNCH_BLOCKING=1|Compile with .TORCH_USE_CUDA_DSA. to enable device-side assertions|current device: -?\d+, in function (?P<func>\w+) at (?P<file>\S+):(?P<line>\d+)|ggml-cuda\.cu:\d+: (?:CUDA|ROCm|MUSA) error\s*$)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1687,
+						Line:      1701,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3484,7 +3484,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1726,
+						Line:      1790,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3495,7 +3495,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        1762,
+						Line:        1826,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3505,7 +3505,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1794,
+						Line:      1858,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3515,7 +3515,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1849,
+						Line:      1913,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3526,7 +3526,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1892,
+						Line:      1956,
 					},
 					{
 						ID:          "ucx-error",
@@ -3537,7 +3537,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      1932,
+						Line:      1996,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3547,7 +3547,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1965,
+						Line:      2029,
 					},
 				},
 			},
@@ -8229,34 +8229,74 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Exception raised from (?P<func>c10_cuda_check_implementation) at (?P<file>\S+):(?P<line>\d+) \(most recent call first\)|frame #\d+: c10::cuda::(?P<func>c10_cuda_check_implementation)\()`,
+			Expr: `(?:Exception raised from (?P<func>c10_cuda_check_implementation) at (?P<file>\S+):(?P<line>\d+) \(most recent call first\)|frame #\d+: c10::cuda::(?P<func>c10_cuda_check_implementation)\(|CUDA kernel errors might be asynchronously reported at some other API call, ?so the stacktrace below might be incorrect|For debugging consider passing CUDA_LAUNCH_BLOCKING=1|Compile with .TORCH_USE_CUDA_DSA. to enable device-side assertions|current device: -?\d+, in function (?P<func>\w+) at (?P<file>\S+):(?P<line>\d+)|ggml-cuda\.cu:\d+: (?:CUDA|ROCm|MUSA) error\s*$)`,
 			Literals: []string{
 				"Exception raised from c10_cuda_check_implementation at ",
 				": c10::cuda::c10_cuda_check_implementation(",
+				"CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect",
+				"CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect",
+				"For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+				" to enable device-side assertions",
+				"current device: ",
+				"ggml-cuda.cu:",
 			},
 			Sets: [][]string{
 				[]string{
+					" to enable device-side assertions",
 					": c10::cuda::c10_cuda_check_implementation(",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
 					"exception raised from c10_cuda_check_implementation at ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
+					" to enable device-side assertions",
 					": c10::cuda::c10_cuda_check_implementation(",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
 					"exception raised from ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
+					" to enable device-side assertions",
 					"c10_cuda_check_implementation",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
 					" at ",
+					" to enable device-side assertions",
 					": c10::cuda::c10_cuda_check_implementation(",
+					"current device: ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
 					" (most recent call first)",
+					" to enable device-side assertions",
 					": c10::cuda::c10_cuda_check_implementation(",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
+					" to enable device-side assertions",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
 					"exception raised from c10_cuda_check_implementation at ",
+					"for debugging consider passing cuda_launch_blocking=1",
 					"frame #",
+					"ggml-cuda.cu:",
 				},
 			},
 			Names: []string{
@@ -8265,6 +8305,9 @@ var image = &rules.Image{
 				"file",
 				"line",
 				"func",
+				"func",
+				"file",
+				"line",
 			},
 		},
 		{
@@ -11149,6 +11192,44 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+:-?\d+)(?: '(?P<reason>[^']*)')?|pid -?\d+: Test failure (?P<where>\S+:-?\d+))`,
+			Literals: []string{
+				"Test NCCL failure ",
+				"Test CUDA failure ",
+				": Test failure ",
+			},
+			Sets: [][]string{
+				[]string{
+					": test failure ",
+					"test cuda failure ",
+					"test nccl failure ",
+				},
+				[]string{
+					"test ",
+				},
+				[]string{
+					": test failure ",
+					"cuda",
+					"nccl",
+				},
+				[]string{
+					" failure ",
+				},
+				[]string{
+					"pid ",
+					"test cuda failure ",
+					"test nccl failure ",
+				},
+			},
+			Names: []string{
+				"",
+				"kind",
+				"where",
+				"reason",
+				"where",
+			},
+		},
+		{
 			Expr: `(?:The NVIDIA X driver has encountered an error|nvidia-modeset: WARNING: GPU:-?\d+: Lost display notification|nvidia-modeset: ERROR: GPU:-?\d+: (?P<error>.+)|\[nvidia-drm\] \[GPU ID 0x[0-9a-fA-F]+\] Flip event timeout)`,
 			Literals: []string{
 				"The NVIDIA X driver has encountered an error",
@@ -11922,17 +12003,13 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?(?:Watchdog caught collective operation timeout: |Work )?WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>-?\d+)\) (?:ran for (?P<ran_ms>-?\d+) milliseconds before timing out|timed out in (?:call to wait|blocking wait))`,
+			Expr: `(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?(?:Watchdog caught collective operation timeout: |Work )?WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>-?\d+)\) (?:ran for (?P<ran_ms>-?\d+) millisecond|timed out in (?:call to wait|blocking wait))`,
 			Literals: []string{
-				" milliseconds before timing out",
-				"timed out in call to wait",
-				"timed out in blocking wait",
+				"Timeout(ms)=",
 			},
 			Sets: [][]string{
 				[]string{
-					" milliseconds before timing out",
-					"timed out in blocking wait",
-					"timed out in call to wait",
+					"timeout(ms)=",
 				},
 				[]string{
 					"worknccl(",
@@ -11941,7 +12018,9 @@ var image = &rules.Image{
 					"optype=",
 				},
 				[]string{
-					"timeout(ms)=",
+					" millisecond",
+					"timed out in blocking wait",
+					"timed out in call to wait",
 				},
 				[]string{
 					"ran for ",
@@ -11949,7 +12028,7 @@ var image = &rules.Image{
 					"timed out in call to wait",
 				},
 				[]string{
-					" milliseconds before timing out",
+					" millisecond",
 					"timed out in ",
 				},
 			},
@@ -17864,35 +17943,6 @@ var image = &rules.Image{
 				"queue",
 				"sq",
 				"cq",
-			},
-		},
-		{
-			Expr: `Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+:-?\d+)(?: '(?P<reason>[^']*)')?`,
-			Literals: []string{
-				"Test NCCL failure ",
-				"Test CUDA failure ",
-			},
-			Sets: [][]string{
-				[]string{
-					"test cuda failure ",
-					"test nccl failure ",
-				},
-				[]string{
-					"test ",
-				},
-				[]string{
-					"cuda",
-					"nccl",
-				},
-				[]string{
-					" failure ",
-				},
-			},
-			Names: []string{
-				"",
-				"kind",
-				"where",
-				"reason",
 			},
 		},
 		{
