@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "934d7e6f22daaf9d95eb9096e6074914321112dc9a997d475646e1ce11d451a3"
+const imageDigest = "b67745c311a8495df0318b2d8b7cbec791db5c69a0a828b1d1f3120ec1109ecc"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -419,6 +419,17 @@ var image = &rules.Image{
 						Severity:  "warning",
 						Action:    "event",
 						Line:      494,
+					},
+					{
+						ID:          "xid-gpu-identity",
+						Description: "The GPU's UUID and board serial the driver prints once, just before the first Xid it logs for that GPU: evidence that an Xid follows (the Xid's own rule judges it), for logs that kept these lines without the Xid.",
+						Match: &rules.Match{
+							Regex: `NVRM: (?:GPU at PCI:(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}): (?P<uuid>GPU-[0-9a-fA-F-]+)|GPU Board Serial Number: ?(?P<serial>\S*))\s*$`,
+						},
+						Exclusive: "xid",
+						Severity:  "info",
+						Action:    "none",
+						Line:      533,
 					},
 				},
 			},
@@ -2244,7 +2255,7 @@ var image = &rules.Image{
 						ID:          "nvme-io-error",
 						Description: "An NVMe namespace failed a read or write (media error, data transfer error, path error)",
 						Match: &rules.Match{
-							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)`,
+							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
 						Line:     1119,
@@ -2256,7 +2267,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1153,
+						Line:     1156,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2274,7 +2285,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1362,
+						Line:     1365,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2287,7 +2298,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1412,
+						Line: 1415,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2296,7 +2307,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1513,
+						Line:     1516,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2305,7 +2316,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     1649,
+						Line:     1652,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2314,7 +2325,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>md\w+): (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational devices)|md: super_written gets error=(?P<errno>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1675,
+						Line:     1678,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2323,7 +2334,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1726,
+						Line:     1729,
 					},
 					{
 						ID:          "hung-task",
@@ -2332,7 +2343,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1779,
+						Line:     1782,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2342,7 +2353,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1805,
+						Line:     1808,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2353,7 +2364,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1830,
+						Line:     1833,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2364,7 +2375,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     1858,
+						Line:     1861,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2375,7 +2386,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1897,
+						Line:     1900,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2389,7 +2400,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 1926,
+						Line: 1929,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2399,7 +2410,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2079,
+						Line:     2082,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2409,7 +2420,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2134,
+						Line:     2137,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2419,7 +2430,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2238,
+						Line:     2241,
 					},
 				},
 			},
@@ -2520,7 +2531,7 @@ var image = &rules.Image{
 						ID:          "memory-failure",
 						Description: "The kernel handled a poisoned memory page (offlined it, killed its user); an uncorrectable memory error happened",
 						Match: &rules.Match{
-							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
+							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
 						Line:     602,
@@ -2532,7 +2543,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     725,
+						Line:     728,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2545,7 +2556,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 796,
+						Line: 799,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2555,7 +2566,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     838,
+						Line:     841,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2568,7 +2579,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     866,
+						Line:     869,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2577,7 +2588,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     911,
+						Line:     914,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2587,7 +2598,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     985,
+						Line:     988,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2601,7 +2612,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1023,
+						Line: 1026,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2611,7 +2622,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1065,
+						Line:      1068,
 					},
 					{
 						ID:          "ghes-header",
@@ -2622,7 +2633,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1091,
+						Line:      1094,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2636,7 +2647,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1113,
+						Line:     1116,
 					},
 					{
 						ID:          "ghes-context",
@@ -2647,7 +2658,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1140,
+						Line:      1143,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2663,7 +2674,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1183,
+						Line: 1186,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2672,7 +2683,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1347,
+						Line:     1350,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2682,7 +2693,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1534,
+						Line:     1537,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2692,7 +2703,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1563,
+						Line:     1566,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2702,7 +2713,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1610,
+						Line:     1613,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2712,7 +2723,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1729,
+						Line:     1732,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2722,7 +2733,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1830,
+						Line:     1833,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2731,7 +2742,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      1899,
+						Line:      1902,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2740,7 +2751,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      1920,
+						Line:      1923,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2754,7 +2765,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 1940,
+						Line: 1943,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2764,7 +2775,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1975,
+						Line:     1978,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2773,7 +2784,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2012,
+						Line:     2015,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2782,7 +2793,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2107,
+						Line:     2110,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2792,7 +2803,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2354,
+						Line:        2357,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2801,7 +2812,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2451,
+						Line:     2454,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2810,7 +2821,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2506,
+						Line:     2509,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2819,7 +2830,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2558,
+						Line:     2561,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2828,7 +2839,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2655,
+						Line:     2658,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2850,7 +2861,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2729,
+						Line: 2732,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2859,7 +2870,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2799,
+						Line:     2802,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2869,7 +2880,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     2839,
+						Line:     2842,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2879,7 +2890,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     2888,
+						Line:     2891,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2888,7 +2899,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3003,
+						Line:     3006,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2910,7 +2921,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3034,
+						Line: 3037,
 					},
 					{
 						ID:          "nmi-context",
@@ -2920,7 +2931,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3066,
+						Line:     3069,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2929,7 +2940,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3097,
+						Line:     3100,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -2939,7 +2950,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3144,
+						Line:     3147,
 					},
 					{
 						ID:          "oom-context",
@@ -2949,7 +2960,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3180,
+						Line:     3183,
 					},
 					{
 						ID:          "file-max-reached",
@@ -2958,7 +2969,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3241,
+						Line:     3244,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -2967,7 +2978,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3269,
+						Line:     3272,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -2977,7 +2988,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3300,
+						Line:     3303,
 					},
 					{
 						ID:          "ext4-warning",
@@ -2988,7 +2999,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3322,
+						Line:     3325,
 					},
 				},
 			},
@@ -9918,7 +9929,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
+			Expr: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 			Literals: []string{
 				"Memory failure: 0x",
 				" due to hardware memory corruption",
@@ -9936,17 +9947,12 @@ var image = &rules.Image{
 					"memory failure: ",
 				},
 				[]string{
-					"buffer overflow when queuing memory failure at 0x",
-					"killing",
-					"memory failure: 0x",
-					"sending sigbus to",
-				},
-				[]string{
 					" due to hardware memory corruption",
 					"buffer overflow when queuing memory failure at ",
 					"memory failure: 0x",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"pfn",
@@ -9955,6 +9961,7 @@ var image = &rules.Image{
 				"comm",
 				"pid",
 				"problem",
+				"comm",
 				"comm",
 				"pid",
 				"pfn",
@@ -15590,7 +15597,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)`,
+			Expr: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 			Literals: []string{
 				" blocks, ",
 			},
@@ -15604,12 +15611,6 @@ var image = &rules.Image{
 				[]string{
 					") @ lba ",
 				},
-				[]string{
-					" (sct 0x",
-				},
-				[]string{
-					" / sc 0x",
-				},
 			},
 			Names: []string{
 				"",
@@ -15621,6 +15622,7 @@ var image = &rules.Image{
 				"status",
 				"sct",
 				"sc",
+				"status",
 			},
 		},
 		{
@@ -17422,6 +17424,39 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"pci",
+			},
+		},
+		{
+			Expr: `NVRM: (?:GPU at PCI:(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}): (?P<uuid>GPU-[0-9a-fA-F-]+)|GPU Board Serial Number: ?(?P<serial>\S*))\s*$`,
+			Literals: []string{
+				"NVRM: GPU at PCI:",
+				"NVRM: GPU Board Serial Number:",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvrm: gpu at pci:",
+					"nvrm: gpu board serial number:",
+				},
+				[]string{
+					"nvrm: ",
+				},
+				[]string{
+					"gpu ",
+				},
+				[]string{
+					"at pci:",
+					"board serial number:",
+				},
+				[]string{
+					"board serial number:",
+					"gpu-",
+				},
+			},
+			Names: []string{
+				"",
+				"pci",
+				"uuid",
+				"serial",
 			},
 		},
 		{
