@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "94fbae1c6e6f46e9c31feaf0b9844b444384ad4bf4fba1642e98fdb59ec9046e"
+const imageDigest = "b67745c311a8495df0318b2d8b7cbec791db5c69a0a828b1d1f3120ec1109ecc"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -419,6 +419,17 @@ var image = &rules.Image{
 						Severity:  "warning",
 						Action:    "event",
 						Line:      494,
+					},
+					{
+						ID:          "xid-gpu-identity",
+						Description: "The GPU's UUID and board serial the driver prints once, just before the first Xid it logs for that GPU: evidence that an Xid follows (the Xid's own rule judges it), for logs that kept these lines without the Xid.",
+						Match: &rules.Match{
+							Regex: `NVRM: (?:GPU at PCI:(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}): (?P<uuid>GPU-[0-9a-fA-F-]+)|GPU Board Serial Number: ?(?P<serial>\S*))\s*$`,
+						},
+						Exclusive: "xid",
+						Severity:  "info",
+						Action:    "none",
+						Line:      533,
 					},
 				},
 			},
@@ -1562,17 +1573,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     446,
+						Line:     453,
 					},
 					{
 						ID:          "nic-tx-hang-detail",
-						Description: "Lines of an Intel NIC's TX hang report (igb, igc, ixgbe, e1000e) that only that report prints: the hung queue, the ring's head and tail, the buffer-dump heading. Evidence of the hang tx-timeout records, for logs that kept these lines without the head.",
+						Description: "Lines of an Intel NIC's TX hang report (e1000, e1000e, igb, igc, ixgbe) that only that report prints: the hung queue, the ring's head, tail and indexes, the buffer-dump heading and its fields, e1000e's MAC, PHY and PCI status. Evidence of the hang tx-timeout records, for logs that kept these lines without the head.",
 						Match: &rules.Match{
-							Regex: `(?:^|\s)(?:Tx Queue +<(?P<queue>-?\d+)>|TDH, TDT +<[0-9a-fA-F]+>, <[0-9a-fA-F]+>|(?:tx_)?buffer_info\[next_to_clean\]:?)\s*$`,
+							Regex: `(?:^|\s)(?:Tx Queue +<(?P<queue>-?\d+)>|TDH, TDT +<[0-9a-fA-F]+>, <[0-9a-fA-F]+>|(?:tx_)?buffer_info\[next_to_clean\]:?|(?:TDH|TDT|next_to_use|next_to_clean|time_stamp|next_to_watch(?:\.status)?|jiffies|desc\.status) +<[^<>\s]+>|(?:MAC|PHY|PHY 1000BASE-T|PHY Extended|PCI) Status +<[0-9a-fA-F]+>)\s*$`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     482,
+						Line:     495,
 					},
 					{
 						ID:          "netdev-watchdog",
@@ -1581,7 +1592,7 @@ var image = &rules.Image{
 							Regex: `NETDEV WATCHDOG: (?:CPU: \d+: )?(?:(?P<ifname>[\w.@-]+) \((?P<driver>[\w.-]+)\): )?transmit queue (?P<queue>\d+) timed out(?: (?P<ms>\d+) ms)?`,
 						},
 						Cooldown: 600000000000,
-						Line:     531,
+						Line:     566,
 					},
 					{
 						ID:          "realtek-chip-timeout",
@@ -1592,7 +1603,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     557,
+						Line:     592,
 					},
 					{
 						ID:          "ipoib-tx-timeout",
@@ -1601,7 +1612,7 @@ var image = &rules.Image{
 							Regex: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs`,
 						},
 						Cooldown: 600000000000,
-						Line:     594,
+						Line:     629,
 					},
 					{
 						ID:          "ipoib-tx-timeout-detail",
@@ -1611,7 +1622,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     613,
+						Line:     648,
 					},
 					{
 						ID:          "mlx5-cmd-failed",
@@ -1620,7 +1631,7 @@ var image = &rules.Image{
 							Regex: `(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x(?P<op_mod>[0-9a-fA-F]+)\))? failed, status (?P<status>[^()]+?)\(0x(?P<status_code>[0-9a-fA-F]+)\)(?:, syndrome \((?P<syndrome>0x[0-9a-fA-F]+)\))?`,
 						},
 						Cooldown: 600000000000,
-						Line:     636,
+						Line:     671,
 					},
 					{
 						ID:          "mlx5-cmd-timeout",
@@ -1629,7 +1640,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x[0-9a-fA-F]+\))? (?:Async, )?(?:timeout\. Will cause a leak|No done completion)|Recovered (?P<recovered>-?\d+) EQEs on cmd_eq)`,
 						},
 						Cooldown: 600000000000,
-						Line:     661,
+						Line:     696,
 					},
 					{
 						ID:          "mlx5-health-error",
@@ -1638,7 +1649,7 @@ var image = &rules.Image{
 							Regex: `(?:device's health compromised(?: - (?P<reason>[^,]+))?|(?:poll_health|mlx5_health_\w+|print_health_info)[^:]*:\d+:\(pid \d+\): (?:Fatal error (?P<code>\d+) detected|Health issue observed, (?P<issue>[^,]+))|\bFW fatal\b|mlx5_(?:rsc_dump_trigger|crdump_collect|fw_fatal_reporter_\w+)\b|starting health recovery flow|NIC IFC still -?\d+ after \d+ms|handling bad device here|High temperature on sensors with bit set|\bsynd 0x[0-9a-fA-F]+: (?P<issue>firmware internal error|irisc not responding|unrecoverable hardware error|firmware CRC error|ICM fetch PCI (?:data poisoned )?error|HW fatal error|async EQ buffer overrun|EQ error|Invalid EQ referenced|FFSER error|High temperature|Trust lockdown error|unrecognized error)\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     708,
+						Line:     743,
 					},
 					{
 						ID:          "mlx5-health-dump",
@@ -1648,7 +1659,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     776,
+						Line:     811,
 					},
 					{
 						ID:          "mlx5-health-recovery-aborted",
@@ -1661,7 +1672,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 875,
+						Line: 910,
 					},
 					{
 						ID:          "port-module-error",
@@ -1670,7 +1681,7 @@ var image = &rules.Image{
 							Regex: `Port module event\[error\]: module (?P<module>\d+), (?P<status>[^,]+), (?P<error>[^.]+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     909,
+						Line:     944,
 					},
 					{
 						ID:          "port-module-unplugged",
@@ -1680,7 +1691,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     931,
+						Line:     966,
 					},
 					{
 						ID:          "ib-completion-error",
@@ -1690,7 +1701,7 @@ var image = &rules.Image{
 							Regex: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe)`,
 						},
 						Cooldown: 600000000000,
-						Line:     958,
+						Line:     993,
 					},
 					{
 						ID:          "ib-fabric-query-timeout",
@@ -1710,7 +1721,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1023,
+						Line:     1058,
 					},
 					{
 						ID:          "hw-csum-failure",
@@ -1720,7 +1731,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1057,
+						Line:     1092,
 					},
 					{
 						ID:          "mlx5-probe-failed",
@@ -1730,18 +1741,18 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1077,
+						Line:     1112,
 					},
 					{
 						ID:          "mlx5-driver-error",
 						Description: "An error the ConnectX (mlx5) driver reports through its function-tagged prints (\"func:line:(pid N): ... failed\"): evidence beside the specific mlx5 rules; alone it does not say the adapter is faulty.",
 						Match: &rules.Match{
-							Regex: `mlx5_core [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: \w+:\d+:\(pid \d+\): .*(?i:fail|error|err\(|timeout|timed out|invalid|unable|cannot|can't|couldn't|abort|not responsive|not ready|overflow|offline|unknown|differs|too many|did not complete)|(?:^|\s)failed to allocate command entry\s*$|\basync reg mr failed\. status -?\d+`,
+							Regex: `mlx5_core [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: \w+:\d+:\(pid \d+\): .*(?i:fail|error|err\(|timeout|timed out|invalid|unable|cannot|can't|couldn't|abort|not responsive|not ready|overflow|offline|unknown|differs|too many|did not complete)|(?:^|\s)failed to allocate command entry\s*$|\basync reg mr failed\. status -?\d+|(?:^|\s)handle_hca_cap failed\s*$`,
 						},
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1250,
+						Line:     1285,
 					},
 					{
 						ID:          "mlx4-internal-error",
@@ -1751,7 +1762,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1313,
+						Line:     1355,
 					},
 					{
 						ID:          "mlx4-driver-error",
@@ -1762,7 +1773,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1351,
+						Line:     1393,
 					},
 					{
 						ID:          "nic-over-temperature",
@@ -1772,7 +1783,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1389,
+						Line:     1431,
 					},
 					{
 						ID:          "bond-no-active-slave",
@@ -1783,7 +1794,17 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1450,
+						Line:     1492,
+					},
+					{
+						ID:          "bond-failover",
+						Description: "An active-backup bond moved its traffic to another member, because the active one failed (its link went down, ARP monitoring lost it) or a preferred member came back. Evidence of the member's failure the link rules record, for logs that kept only the failover.",
+						Match: &rules.Match{
+							Regex: `(?:\(slave (?P<ifname>[\w.@-]+)\): )?making interface (?:(?P<ifname>[\w.@-]+) )?the new active one`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     1526,
 					},
 					{
 						ID:          "bond-slave-error",
@@ -1793,7 +1814,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1482,
+						Line:     1559,
 					},
 					{
 						ID:          "ipoib-init-failed",
@@ -1803,7 +1824,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1534,
+						Line:     1611,
 					},
 					{
 						ID:          "ipoib-completion-error",
@@ -1817,7 +1838,7 @@ var image = &rules.Image{
 							Count:  5,
 							Window: 600000000000,
 						},
-						Line: 1587,
+						Line: 1664,
 					},
 					{
 						ID:          "nic-pcie-link-lost",
@@ -1830,7 +1851,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1616,
+						Line: 1693,
 					},
 					{
 						ID:          "nic-reset-failed",
@@ -1843,7 +1864,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1659,
+						Line: 1736,
 					},
 					{
 						ID:          "nic-adapter-reset",
@@ -1854,7 +1875,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2111,
+						Line:     2188,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -1865,7 +1886,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2256,
+						Line:     2333,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -1876,7 +1897,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2504,
+						Line:     2581,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -1889,7 +1910,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 3050,
+						Line: 3127,
 					},
 					{
 						ID:          "nic-module-error",
@@ -1900,7 +1921,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3114,
+						Line:     3191,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -1911,7 +1932,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3229,
+						Line:     3306,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -1922,7 +1943,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     3266,
+						Line:     3343,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -1933,7 +1954,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3360,
+						Line:     3437,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -1944,7 +1965,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3546,
+						Line:     3623,
 					},
 					{
 						ID:          "efa-device-error",
@@ -1955,7 +1976,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3577,
+						Line:     3654,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -1966,7 +1987,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3719,
+						Line:     3796,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -1977,7 +1998,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3798,
+						Line:     3875,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -1999,7 +2020,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3860,
+						Line:     3937,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2021,7 +2042,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3909,
+						Line:     3986,
 					},
 				},
 			},
@@ -2234,7 +2255,7 @@ var image = &rules.Image{
 						ID:          "nvme-io-error",
 						Description: "An NVMe namespace failed a read or write (media error, data transfer error, path error)",
 						Match: &rules.Match{
-							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)`,
+							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
 						Line:     1119,
@@ -2246,7 +2267,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1153,
+						Line:     1156,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2264,7 +2285,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1362,
+						Line:     1365,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2277,7 +2298,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1412,
+						Line: 1415,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2286,7 +2307,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1513,
+						Line:     1516,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2295,7 +2316,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     1649,
+						Line:     1652,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2304,7 +2325,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>md\w+): (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational devices)|md: super_written gets error=(?P<errno>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1675,
+						Line:     1678,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2313,7 +2334,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1726,
+						Line:     1729,
 					},
 					{
 						ID:          "hung-task",
@@ -2322,7 +2343,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1779,
+						Line:     1782,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2332,7 +2353,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1805,
+						Line:     1808,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2343,7 +2364,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1830,
+						Line:     1833,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2354,7 +2375,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     1858,
+						Line:     1861,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2365,7 +2386,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1897,
+						Line:     1900,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2379,7 +2400,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 1926,
+						Line: 1929,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2389,7 +2410,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2079,
+						Line:     2082,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2399,7 +2420,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2134,
+						Line:     2137,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2409,7 +2430,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2238,
+						Line:     2241,
 					},
 				},
 			},
@@ -2510,7 +2531,7 @@ var image = &rules.Image{
 						ID:          "memory-failure",
 						Description: "The kernel handled a poisoned memory page (offlined it, killed its user); an uncorrectable memory error happened",
 						Match: &rules.Match{
-							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
+							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
 						Line:     602,
@@ -2522,7 +2543,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     725,
+						Line:     728,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2535,7 +2556,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 796,
+						Line: 799,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2545,7 +2566,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     838,
+						Line:     841,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2558,7 +2579,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     866,
+						Line:     869,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2567,7 +2588,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     911,
+						Line:     914,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2577,7 +2598,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     985,
+						Line:     988,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2591,7 +2612,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1023,
+						Line: 1026,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2601,7 +2622,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1065,
+						Line:      1068,
 					},
 					{
 						ID:          "ghes-header",
@@ -2612,7 +2633,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1091,
+						Line:      1094,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2626,7 +2647,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1113,
+						Line:     1116,
 					},
 					{
 						ID:          "ghes-context",
@@ -2637,7 +2658,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1140,
+						Line:      1143,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2653,7 +2674,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1183,
+						Line: 1186,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2662,7 +2683,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1347,
+						Line:     1350,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2672,7 +2693,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1534,
+						Line:     1537,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2682,7 +2703,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1563,
+						Line:     1566,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2692,7 +2713,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1610,
+						Line:     1613,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2702,7 +2723,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1729,
+						Line:     1732,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2712,7 +2733,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1830,
+						Line:     1833,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2721,7 +2742,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      1899,
+						Line:      1902,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2730,7 +2751,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      1920,
+						Line:      1923,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2744,7 +2765,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 1940,
+						Line: 1943,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2754,7 +2775,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1975,
+						Line:     1978,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2763,7 +2784,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2012,
+						Line:     2015,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2772,7 +2793,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2107,
+						Line:     2110,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2782,7 +2803,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2354,
+						Line:        2357,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2791,7 +2812,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2451,
+						Line:     2454,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2800,7 +2821,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2506,
+						Line:     2509,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2809,7 +2830,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2558,
+						Line:     2561,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2818,7 +2839,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2655,
+						Line:     2658,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2840,7 +2861,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2729,
+						Line: 2732,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2849,7 +2870,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2799,
+						Line:     2802,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2859,7 +2880,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     2839,
+						Line:     2842,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2869,7 +2890,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     2888,
+						Line:     2891,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2878,7 +2899,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3003,
+						Line:     3006,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2900,7 +2921,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3034,
+						Line: 3037,
 					},
 					{
 						ID:          "nmi-context",
@@ -2910,7 +2931,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3066,
+						Line:     3069,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2919,7 +2940,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3097,
+						Line:     3100,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -2929,7 +2950,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3144,
+						Line:     3147,
 					},
 					{
 						ID:          "oom-context",
@@ -2939,7 +2960,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3180,
+						Line:     3183,
 					},
 					{
 						ID:          "file-max-reached",
@@ -2948,7 +2969,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3241,
+						Line:     3244,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -2957,7 +2978,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3269,
+						Line:     3272,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -2967,7 +2988,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3300,
+						Line:     3303,
 					},
 					{
 						ID:          "ext4-warning",
@@ -2978,7 +2999,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3322,
+						Line:     3325,
 					},
 				},
 			},
@@ -3172,7 +3193,7 @@ var image = &rules.Image{
 						ID:          "nccl-watchdog-timeout",
 						Description: "A NCCL collective did not finish within the process group timeout: some rank stopped participating (a hung or slow GPU, a dead peer, a broken link). The rank that times out is rarely the culprit; recorded, and the node's Xid or link events point at the one that is.",
 						Match: &rules.Match{
-							Regex: `(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?(?:Watchdog caught collective operation timeout: |Work )?WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>-?\d+)\) (?:ran for (?P<ran_ms>-?\d+) milliseconds before timing out|timed out in (?:call to wait|blocking wait))`,
+							Regex: `(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?(?:Watchdog caught collective operation timeout: |Work )?WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>-?\d+)\) (?:ran for (?P<ran_ms>-?\d+) millisecond|timed out in (?:call to wait|blocking wait))`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
@@ -3186,7 +3207,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      337,
+						Line:      340,
 					},
 					{
 						ID:          "nccl-watchdog-terminated",
@@ -3196,7 +3217,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      367,
+						Line:      370,
 					},
 					{
 						ID:          "nccl-watchdog-hang",
@@ -3206,7 +3227,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      395,
+						Line:      398,
 					},
 					{
 						ID:          "nccl-watchdog-context",
@@ -3217,17 +3238,17 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      435,
+						Line:      438,
 					},
 					{
 						ID:          "nccl-test-failure",
 						Description: "An nccl-tests run (often a node acceptance or burn-in test) failed with a NCCL or CUDA error",
 						Match: &rules.Match{
-							Regex: `Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+:-?\d+)(?: '(?P<reason>[^']*)')?`,
+							Regex: `(?:Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+:-?\d+)(?: '(?P<reason>[^']*)')?|pid -?\d+: Test failure (?P<where>\S+:-?\d+))`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      493,
+						Line:      496,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3238,7 +3259,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      527,
+						Line:      541,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3260,7 +3281,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 567,
+						Line: 581,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3270,7 +3291,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      603,
+						Line:      617,
 					},
 					{
 						ID:          "nccl-error",
@@ -3280,7 +3301,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      632,
+						Line:      646,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3289,7 +3310,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      697,
+						Line:      711,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3298,7 +3319,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      770,
+						Line:      784,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3309,7 +3330,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      873,
+						Line:      887,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3318,7 +3339,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      896,
+						Line:      910,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3327,7 +3348,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1027,
+						Line:      1041,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3336,7 +3357,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1149,
+						Line:      1163,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3345,7 +3366,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1226,
+						Line:      1240,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3367,7 +3388,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1258,
+						Line: 1272,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3391,7 +3412,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1314,
+						Line: 1328,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3402,7 +3423,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1349,
+						Line:      1363,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3413,7 +3434,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1420,
+						Line:      1434,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3422,7 +3443,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1469,
+						Line:      1483,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3432,7 +3453,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1539,
+						Line:      1553,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3442,7 +3463,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1598,
+						Line:      1612,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3453,18 +3474,18 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1641,
+						Line:      1655,
 					},
 					{
 						ID:          "cuda-error-trace",
-						Description: "The origin and stack frames of the c10::Error PyTorch raised from its CUDA check (C10_CUDA_CHECK: \"Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):\"). The CUDA error itself is on the line before, with its own rule; evidence only.",
+						Description: "The help text, origin and stack frames of the c10::Error PyTorch raised from its CUDA check (C10_CUDA_CHECK: \"CUDA kernel errors might be asynchronously reported ...\", \"For debugging consider passing CUDA_LAUNCH_BLOCKING=1\", \"Compile with `TORCH_USE_CUDA_DSA` ...\", \"Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):\"), and the origin of llama.cpp's (ggml's) CUDA error. Only a CUDA error report prints them; the CUDA error itself is on the line before, with its own rule; evidence only.",
 						Match: &rules.Match{
-							Regex: `(?:Exception raised from (?P<func>c10_cuda_check_implementation) at (?P<file>\S+):(?P<line>\d+) \(most recent call first\)|frame #\d+: c10::cuda::(?P<func>c10_cuda_check_implementation)\()`,
+							Regex: `(?:Exception raised from (?P<func>c10_cuda_check_implementation) at (?P<file>\S+):(?P<line>\d+) \(most recent call first\)|frame #\d+: c10::cuda::(?P<func>c10_cuda_check_implementation)\(|CUDA kernel errors might be asynchronously reported at some other API call, ?so the stacktrace below might be incorrect|For debugging consider passing CUDA_LAUNCH_BLOCKING=1|Compile with .TORCH_USE_CUDA_DSA. to enable device-side assertions|current device: -?\d+, in function (?P<func>\w+) at (?P<file>\S+):(?P<line>\d+)|ggml-cuda\.cu:\d+: (?:CUDA|ROCm|MUSA) error\s*$)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1687,
+						Line:      1701,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3474,7 +3495,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1726,
+						Line:      1790,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3485,7 +3506,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        1762,
+						Line:        1826,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3495,7 +3516,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1794,
+						Line:      1858,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3505,7 +3526,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1849,
+						Line:      1913,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3516,7 +3537,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1892,
+						Line:      1956,
 					},
 					{
 						ID:          "ucx-error",
@@ -3527,7 +3548,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      1932,
+						Line:      1996,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3537,7 +3558,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1965,
+						Line:      2029,
 					},
 				},
 			},
@@ -3640,7 +3661,7 @@ var image = &rules.Image{
 						ID:          "nvidia-smi-no-driver",
 						Description: "nvidia-smi cannot talk to the NVIDIA kernel driver: the module is not loaded, failed to load, or every GPU failed to initialise. No GPU works on the node.",
 						Match: &rules.Match{
-							Regex: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+							Regex: "NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver|the latest NVIDIA driver is installed and running",
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
@@ -3655,7 +3676,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      325,
+						Line:      329,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -3680,7 +3701,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 353,
+						Line: 357,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -3702,7 +3723,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 398,
+						Line: 402,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -3712,7 +3733,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      440,
+						Line:      444,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -3735,7 +3756,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 479,
+						Line: 483,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -3751,7 +3772,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        531,
+						Line:        535,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -3776,7 +3797,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 560,
+						Line: 564,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -3801,7 +3822,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 610,
+						Line: 614,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -3823,7 +3844,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 723,
+						Line: 727,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -3848,7 +3869,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 760,
+						Line: 764,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -3872,7 +3893,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 837,
+						Line: 841,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -3882,7 +3903,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      931,
+						Line:      935,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -3892,7 +3913,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      997,
+						Line:      1001,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -3902,7 +3923,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1028,
+						Line:      1032,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -3912,7 +3933,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1136,
+						Line:      1140,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -3922,7 +3943,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1208,
+						Line:      1212,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -3932,7 +3953,18 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1284,
+						Line:      1288,
+					},
+					{
+						ID:          "dcgm-triage-advice",
+						Description: "DCGM's advice after a diagnostic or health failure it cannot explain further (check DCGM's and the system's logs, reset the GPU, restart DCGM, rerun the diagnostics): evidence of the failure the DCGM rules record, for logs that kept only the advice (or the wrapped rows of dcgmi diag's table that carry it).",
+						Match: &rules.Match{
+							Regex: `(?:Check DCGM and system logs|logs for errors\. Reset GPU|Reset GPU\. Restart DCGM|Restart DCGM\. Rerun diag|DCGM\. Rerun diagnostics)`,
+						},
+						Exclusive: "node-tools-dcgm",
+						Severity:  "info",
+						Action:    "none",
+						Line:      1358,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -3948,7 +3980,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1361,
+						Line:        1407,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -3958,7 +3990,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1415,
+						Line:      1461,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -3972,7 +4004,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1481,
+						Line:     1527,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -3982,7 +4014,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1510,
+						Line:      1556,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -3992,7 +4024,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1547,
+						Line:      1593,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4002,18 +4034,18 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1573,
+						Line:      1619,
 					},
 					{
 						ID:          "mcelog-context",
-						Description: "Lines of a decoded machine-check record around its status (the header, the record number, the CPU and bank, the MCi and MCG status headers and valid-register bits, the MCA error-code decode, the memory-controller transaction, the DIMM location, the end of throttling): they can only come from a machine check mcelog decoded, but say nothing of whether it was corrected; evidence only",
+						Description: "Lines of a decoded machine-check record around its status (the header, the record number, the CPU and bank, the MISC and ADDR registers, the time, the MCG capabilities with the APIC and socket ids, the CPUID, the MCi and MCG status headers, the enabled, overflow and valid-register bits, the MCA error-code decode, the memory-controller transaction, the DIMM location, the end of throttling): they can only come from a machine check mcelog decoded, but say nothing of whether it was corrected; evidence only",
 						Match: &rules.Match{
-							Regex: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled)`,
+							Regex: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$)`,
 						},
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1590,
+						Line:      1636,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4029,7 +4061,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1737,
+						Line:        1850,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4043,7 +4075,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1781,
+						Line:     1894,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4053,7 +4085,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1805,
+						Line:      1918,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4063,7 +4095,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1823,
+						Line:      1936,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4073,7 +4105,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      1886,
+						Line:      1999,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4083,7 +4115,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1910,
+						Line:      2023,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4094,7 +4126,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1946,
+						Line:      2059,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4104,7 +4136,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      1981,
+						Line:      2094,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4114,7 +4146,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2006,
+						Line:      2119,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4124,7 +4156,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2048,
+						Line:      2161,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4134,7 +4166,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2065,
+						Line:      2178,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4145,7 +4177,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2099,
+						Line:      2212,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4155,7 +4187,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2147,
+						Line:      2260,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4165,7 +4197,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2169,
+						Line:      2282,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4175,7 +4207,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2251,
+						Line:      2364,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4185,7 +4217,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2281,
+						Line:      2394,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4195,7 +4227,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2313,
+						Line:      2426,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4205,7 +4237,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2357,
+						Line:      2470,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4215,18 +4247,18 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2386,
+						Line:      2499,
 					},
 					{
 						ID:          "nhc-check-failed",
 						Description: "NHC found the node unhealthy (a check of its GPUs, file systems, memory, CPUs, processes or services failed; the reason follows), marked it offline, or had to kill a check that hung past its timeout (a hung file system or device): the node's own health checker took it out of service. Its checks are the site's expectations (a service that must run, a mount, a core count), so a failure is as often a configuration as a fault, and what failed prints its own lines: recorded at info level.",
 						Match: &rules.Match{
-							Regex: `(?:Health check failed:  (?P<reason>\S.*)|Marking (?:\S+ )? ?\S+ offline:  NHC: (?P<reason>.+)|NHC watchdog timer -?\d+ (?:\(-?\d+ secs\) has expired|terminating NHC))`,
+							Regex: `(?:Health check failed:  (?P<reason>\S.*)|Marking (?:\S+ )? ?\S+ offline:  NHC: (?P<reason>.+)|NHC watchdog timer -?\d+ (?:\(-?\d+ secs\) has expired|terminating NHC)|Watchdog timer unable to terminate hung NHC process -?\d+)`,
 						},
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2432,
+						Line:      2545,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4236,7 +4268,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2517,
+						Line:      2642,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4246,7 +4278,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2541,
+						Line:      2666,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4256,7 +4288,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2566,
+						Line:      2691,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4267,7 +4299,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2597,
+						Line:      2722,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -4278,7 +4310,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2620,
+						Line:      2745,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -4289,7 +4321,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2657,
+						Line:      2782,
 					},
 				},
 			},
@@ -7344,6 +7376,40 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:Check DCGM and system logs|logs for errors\. Reset GPU|Reset GPU\. Restart DCGM|Restart DCGM\. Rerun diag|DCGM\. Rerun diagnostics)`,
+			Literals: []string{
+				"Check DCGM and system logs",
+				"logs for errors. Reset GPU",
+				"Reset GPU. Restart DCGM",
+				"Restart DCGM. Rerun diag",
+				"DCGM. Rerun diagnostics",
+			},
+			Sets: [][]string{
+				[]string{
+					"check dcgm and system logs",
+					"dcgm. rerun diagnostics",
+					"logs for errors. reset gpu",
+					"reset gpu. restart dcgm",
+					"restart dcgm. rerun diag",
+				},
+				[]string{
+					"check dcgm and system logs",
+					"dcgm. rerun diagnostics",
+					"res",
+				},
+				[]string{
+					"check dcgm and system logs",
+					"dcgm. rerun diagnostics",
+					"et gpu. restart dcgm",
+					"logs for errors. reset gpu",
+					"tart dcgm. rerun diag",
+				},
+			},
+			Names: []string{
+				"",
+			},
+		},
+		{
 			Expr: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 			Literals: []string{
 				"Connection closed by remote peer ",
@@ -8174,34 +8240,74 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Exception raised from (?P<func>c10_cuda_check_implementation) at (?P<file>\S+):(?P<line>\d+) \(most recent call first\)|frame #\d+: c10::cuda::(?P<func>c10_cuda_check_implementation)\()`,
+			Expr: `(?:Exception raised from (?P<func>c10_cuda_check_implementation) at (?P<file>\S+):(?P<line>\d+) \(most recent call first\)|frame #\d+: c10::cuda::(?P<func>c10_cuda_check_implementation)\(|CUDA kernel errors might be asynchronously reported at some other API call, ?so the stacktrace below might be incorrect|For debugging consider passing CUDA_LAUNCH_BLOCKING=1|Compile with .TORCH_USE_CUDA_DSA. to enable device-side assertions|current device: -?\d+, in function (?P<func>\w+) at (?P<file>\S+):(?P<line>\d+)|ggml-cuda\.cu:\d+: (?:CUDA|ROCm|MUSA) error\s*$)`,
 			Literals: []string{
 				"Exception raised from c10_cuda_check_implementation at ",
 				": c10::cuda::c10_cuda_check_implementation(",
+				"CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect",
+				"CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect",
+				"For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+				" to enable device-side assertions",
+				"current device: ",
+				"ggml-cuda.cu:",
 			},
 			Sets: [][]string{
 				[]string{
+					" to enable device-side assertions",
 					": c10::cuda::c10_cuda_check_implementation(",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
 					"exception raised from c10_cuda_check_implementation at ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
+					" to enable device-side assertions",
 					": c10::cuda::c10_cuda_check_implementation(",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
 					"exception raised from ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
+					" to enable device-side assertions",
 					"c10_cuda_check_implementation",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
 					" at ",
+					" to enable device-side assertions",
 					": c10::cuda::c10_cuda_check_implementation(",
+					"current device: ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
 					" (most recent call first)",
+					" to enable device-side assertions",
 					": c10::cuda::c10_cuda_check_implementation(",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
+					"for debugging consider passing cuda_launch_blocking=1",
+					"ggml-cuda.cu:",
 				},
 				[]string{
+					" to enable device-side assertions",
+					"cuda kernel errors might be asynchronously reported at some other api call, so the stacktrace below might be incorrect",
+					"cuda kernel errors might be asynchronously reported at some other api call,so the stacktrace below might be incorrect",
+					"current device: ",
 					"exception raised from c10_cuda_check_implementation at ",
+					"for debugging consider passing cuda_launch_blocking=1",
 					"frame #",
+					"ggml-cuda.cu:",
 				},
 			},
 			Names: []string{
@@ -8210,6 +8316,9 @@ var image = &rules.Image{
 				"file",
 				"line",
 				"func",
+				"func",
+				"file",
+				"line",
 			},
 		},
 		{
@@ -9265,28 +9374,32 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Health check failed:  (?P<reason>\S.*)|Marking (?:\S+ )? ?\S+ offline:  NHC: (?P<reason>.+)|NHC watchdog timer -?\d+ (?:\(-?\d+ secs\) has expired|terminating NHC))`,
+			Expr: `(?:Health check failed:  (?P<reason>\S.*)|Marking (?:\S+ )? ?\S+ offline:  NHC: (?P<reason>.+)|NHC watchdog timer -?\d+ (?:\(-?\d+ secs\) has expired|terminating NHC)|Watchdog timer unable to terminate hung NHC process -?\d+)`,
 			Literals: []string{
 				"Health check failed:  ",
 				" offline:  NHC: ",
 				"NHC watchdog timer ",
+				"Watchdog timer unable to terminate hung NHC process ",
 			},
 			Sets: [][]string{
 				[]string{
 					" offline:  nhc: ",
 					"health check failed:  ",
 					"nhc watchdog timer ",
+					"watchdog timer unable to terminate hung nhc process ",
 				},
 				[]string{
 					"health check failed:  ",
 					"marking ",
 					"nhc watchdog timer ",
+					"watchdog timer unable to terminate hung nhc process ",
 				},
 				[]string{
 					" offline:  nhc: ",
 					" secs) has expired",
 					"health check failed:  ",
 					"terminating nhc",
+					"watchdog timer unable to terminate hung nhc process ",
 				},
 			},
 			Names: []string{
@@ -9816,7 +9929,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
+			Expr: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 			Literals: []string{
 				"Memory failure: 0x",
 				" due to hardware memory corruption",
@@ -9834,17 +9947,12 @@ var image = &rules.Image{
 					"memory failure: ",
 				},
 				[]string{
-					"buffer overflow when queuing memory failure at 0x",
-					"killing",
-					"memory failure: 0x",
-					"sending sigbus to",
-				},
-				[]string{
 					" due to hardware memory corruption",
 					"buffer overflow when queuing memory failure at ",
 					"memory failure: 0x",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"pfn",
@@ -9853,6 +9961,7 @@ var image = &rules.Image{
 				"comm",
 				"pid",
 				"problem",
+				"comm",
 				"comm",
 				"pid",
 				"pfn",
@@ -11090,6 +11199,44 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+:-?\d+)(?: '(?P<reason>[^']*)')?|pid -?\d+: Test failure (?P<where>\S+:-?\d+))`,
+			Literals: []string{
+				"Test NCCL failure ",
+				"Test CUDA failure ",
+				": Test failure ",
+			},
+			Sets: [][]string{
+				[]string{
+					": test failure ",
+					"test cuda failure ",
+					"test nccl failure ",
+				},
+				[]string{
+					"test ",
+				},
+				[]string{
+					": test failure ",
+					"cuda",
+					"nccl",
+				},
+				[]string{
+					" failure ",
+				},
+				[]string{
+					"pid ",
+					"test cuda failure ",
+					"test nccl failure ",
+				},
+			},
+			Names: []string{
+				"",
+				"kind",
+				"where",
+				"reason",
+				"where",
+			},
+		},
+		{
 			Expr: `(?:The NVIDIA X driver has encountered an error|nvidia-modeset: WARNING: GPU:-?\d+: Lost display notification|nvidia-modeset: ERROR: GPU:-?\d+: (?P<error>.+)|\[nvidia-drm\] \[GPU ID 0x[0-9a-fA-F]+\] Flip event timeout)`,
 			Literals: []string{
 				"The NVIDIA X driver has encountered an error",
@@ -11777,6 +11924,25 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:\(slave (?P<ifname>[\w.@-]+)\): )?making interface (?:(?P<ifname>[\w.@-]+) )?the new active one`,
+			Literals: []string{
+				"the new active one",
+			},
+			Sets: [][]string{
+				[]string{
+					"the new active one",
+				},
+				[]string{
+					"making interface ",
+				},
+			},
+			Names: []string{
+				"",
+				"ifname",
+				"ifname",
+			},
+		},
+		{
 			Expr: `(?:\[ +pid +\] +uid +tgid +total_vm +rss +(?:rss_anon +rss_file +rss_shmem +)?pgtables_bytes +swapents +oom_score_adj +name|(?P<comm>\S+) invoked oom-killer: gfp_mask=(?P<gfp_mask>0x[0-9a-fA-F]+)|oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+)(?:.*?,task=(?P<task>[^,]+),pid=(?P<pid>\d+))?|oom_reaper: reaped process (?P<pid>\d+) \((?P<task>[^)]*)\)|^Killed process (?P<pid>\d+) \((?P<task>[^)]*)\))`,
 			Literals: []string{
 				"pgtables_bytes ",
@@ -11844,17 +12010,13 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?(?:Watchdog caught collective operation timeout: |Work )?WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>-?\d+)\) (?:ran for (?P<ran_ms>-?\d+) milliseconds before timing out|timed out in (?:call to wait|blocking wait))`,
+			Expr: `(?:\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\] )?(?:Watchdog caught collective operation timeout: |Work )?WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>-?\d+)\) (?:ran for (?P<ran_ms>-?\d+) millisecond|timed out in (?:call to wait|blocking wait))`,
 			Literals: []string{
-				" milliseconds before timing out",
-				"timed out in call to wait",
-				"timed out in blocking wait",
+				"Timeout(ms)=",
 			},
 			Sets: [][]string{
 				[]string{
-					" milliseconds before timing out",
-					"timed out in blocking wait",
-					"timed out in call to wait",
+					"timeout(ms)=",
 				},
 				[]string{
 					"worknccl(",
@@ -11863,7 +12025,9 @@ var image = &rules.Image{
 					"optype=",
 				},
 				[]string{
-					"timeout(ms)=",
+					" millisecond",
+					"timed out in blocking wait",
+					"timed out in call to wait",
 				},
 				[]string{
 					"ran for ",
@@ -11871,7 +12035,7 @@ var image = &rules.Image{
 					"timed out in call to wait",
 				},
 				[]string{
-					" milliseconds before timing out",
+					" millisecond",
 					"timed out in ",
 				},
 			},
@@ -12707,15 +12871,13 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled)`,
+			Expr: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$)`,
 			Literals: []string{
 				"Hardware event. This is not a software error.",
 				"MCE ",
 				" BANK ",
 				"MCG status:",
 				"MCi status:",
-				"MCi_MISC register valid",
-				"MCi_ADDR register valid",
 				"corrected filtering (some unreported errors in same region)",
 				"Internal unclassified error: ",
 				"Internal Timer error",
@@ -12737,140 +12899,56 @@ var image = &rules.Image{
 				" MCGSTATUS ",
 				"Location SOCKET:",
 				" below trip temperature. Throttling disabled",
+				"MISC ",
+				"ADDR ",
+				"TIME ",
+				" SOCKETID ",
+				"CPUID Vendor ",
+				"Error enabled",
+				"Error overflow",
 			},
 			Sets: [][]string{
 				[]string{
 					" bank ",
 					" below trip temperature. throttling disabled",
-					" generic cache hierarchy error",
 					" mcgstatus ",
+					" socketid ",
+					"addr ",
+					"cache",
 					"corrected filtering (some unreported errors in same region)",
-					"data cache level-",
-					"data tlb level-",
-					"generic cache level-",
-					"generic tlb level-",
+					"cpuid vendor ",
+					"error enabled",
+					"error overflow",
 					"hardware event. this is not a software error.",
-					"instruction cache level-",
-					"instruction tlb level-",
 					"internal timer error",
 					"internal unclassified error: ",
 					"location socket:",
 					"mce ",
 					"mcg status:",
 					"mci status:",
-					"mci_addr register valid",
-					"mci_misc register valid",
 					"memory controller ",
+					"misc ",
+					"time ",
+					"tlb",
 					"transaction: address/command error",
 					"transaction: generic undefined request",
 					"transaction: memory read error",
 					"transaction: memory scrubbing error",
 					"transaction: memory write error",
-					"unknown cache level-",
-					"unknown tlb level-",
-				},
-				[]string{
-					" below trip temperature. throttling disabled",
-					" generic cache hierarchy error",
-					" mcgstatus ",
-					"corrected filtering (some unreported errors in same region)",
-					"cpu ",
-					"data cache level-",
-					"data tlb level-",
-					"generic cache level-",
-					"generic tlb level-",
-					"hardware event. this is not a software error.",
-					"instruction cache level-",
-					"instruction tlb level-",
-					"internal timer error",
-					"internal unclassified error: ",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"mci_addr register valid",
-					"mci_misc register valid",
-					"memory controller ",
-					"transaction: address/command error",
-					"transaction: generic undefined request",
-					"transaction: memory read error",
-					"transaction: memory scrubbing error",
-					"transaction: memory write error",
-					"unknown cache level-",
-					"unknown tlb level-",
 				},
 				[]string{
 					" bank ",
 					" below trip temperature. throttling disabled",
 					" generic cache hierarchy error",
+					" level-",
 					" mcgstatus ",
-					" status:",
+					" socketid ",
+					"addr ",
 					"corrected filtering (some unreported errors in same region)",
-					"data cache level-",
-					"data tlb level-",
-					"generic cache level-",
-					"generic tlb level-",
+					"cpuid vendor ",
+					"error enabled",
+					"error overflow",
 					"hardware event. this is not a software error.",
-					"instruction cache level-",
-					"instruction tlb level-",
-					"internal timer error",
-					"internal unclassified error: ",
-					"location socket:",
-					"mce ",
-					"mci_addr register valid",
-					"mci_misc register valid",
-					"memory controller ",
-					"transaction: address/command error",
-					"transaction: generic undefined request",
-					"transaction: memory read error",
-					"transaction: memory scrubbing error",
-					"transaction: memory write error",
-					"unknown cache level-",
-					"unknown tlb level-",
-				},
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" generic cache hierarchy error",
-					" mcgstatus ",
-					"corrected filtering (some unreported errors in same region)",
-					"data cache level-",
-					"data tlb level-",
-					"generic cache level-",
-					"generic tlb level-",
-					"hardware event. this is not a software error.",
-					"instruction cache level-",
-					"instruction tlb level-",
-					"internal timer error",
-					"internal unclassified error: ",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"mci_",
-					"memory controller ",
-					"transaction: address/command error",
-					"transaction: generic undefined request",
-					"transaction: memory read error",
-					"transaction: memory scrubbing error",
-					"transaction: memory write error",
-					"unknown cache level-",
-					"unknown tlb level-",
-				},
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" generic cache hierarchy error",
-					" mcgstatus ",
-					"addr",
-					"corrected filtering (some unreported errors in same region)",
-					"data cache level-",
-					"data tlb level-",
-					"generic cache level-",
-					"generic tlb level-",
-					"hardware event. this is not a software error.",
-					"instruction cache level-",
-					"instruction tlb level-",
 					"internal timer error",
 					"internal unclassified error: ",
 					"location socket:",
@@ -12878,42 +12956,30 @@ var image = &rules.Image{
 					"mcg status:",
 					"mci status:",
 					"memory controller ",
-					"misc",
-					"transaction: generic undefined request",
-					"transaction: memory read error",
-					"transaction: memory scrubbing error",
-					"transaction: memory write error",
-					"unknown cache level-",
-					"unknown tlb level-",
-				},
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" generic cache hierarchy error",
-					" mcgstatus ",
-					" register valid",
-					"corrected filtering (some unreported errors in same region)",
-					"data cache level-",
-					"data tlb level-",
-					"generic cache level-",
-					"generic tlb level-",
-					"hardware event. this is not a software error.",
-					"instruction cache level-",
-					"instruction tlb level-",
-					"internal timer error",
-					"internal unclassified error: ",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"memory controller ",
+					"misc ",
+					"time ",
 					"transaction: address/command error",
 					"transaction: generic undefined request",
 					"transaction: memory read error",
 					"transaction: memory scrubbing error",
 					"transaction: memory write error",
-					"unknown cache level-",
-					"unknown tlb level-",
+				},
+				[]string{
+					" bank ",
+					" below trip temperature. throttling disabled",
+					" mcgstatus ",
+					" socketid ",
+					"addr ",
+					"cpuid vendor ",
+					"error",
+					"location socket:",
+					"mce ",
+					"mcg status:",
+					"mci status:",
+					"memory controller ",
+					"misc ",
+					"time ",
+					"transaction: generic undefined request",
 				},
 			},
 			Anchored: true,
@@ -13085,37 +13151,133 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:^|\s)(?:Tx Queue +<(?P<queue>-?\d+)>|TDH, TDT +<[0-9a-fA-F]+>, <[0-9a-fA-F]+>|(?:tx_)?buffer_info\[next_to_clean\]:?)\s*$`,
+			Expr: `(?:^|\s)(?:Tx Queue +<(?P<queue>-?\d+)>|TDH, TDT +<[0-9a-fA-F]+>, <[0-9a-fA-F]+>|(?:tx_)?buffer_info\[next_to_clean\]:?|(?:TDH|TDT|next_to_use|next_to_clean|time_stamp|next_to_watch(?:\.status)?|jiffies|desc\.status) +<[^<>\s]+>|(?:MAC|PHY|PHY 1000BASE-T|PHY Extended|PCI) Status +<[0-9a-fA-F]+>)\s*$`,
 			Literals: []string{
 				"Tx Queue ",
-				"TDH, TDT ",
 				"buffer_info[next_to_clean]",
+				"TDH ",
+				"TDT ",
+				"next_to_use ",
+				"next_to_clean ",
+				"time_stamp ",
+				"next_to_watch ",
+				"next_to_watch.status ",
+				"jiffies ",
+				"desc.status ",
+				"MAC Status ",
+				"PHY Status ",
+				"PHY 1000BASE-T Status ",
+				"PHY Extended Status ",
+				"PCI Status ",
 			},
 			Sets: [][]string{
 				[]string{
 					"buffer_info[next_to_clean]",
-					"tdh, tdt ",
+					"desc.status ",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"tx queue ",
 				},
 				[]string{
 					"buffer_info[next_to_clean]",
-					"dh, tdt ",
+					"desc.status ",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"x queue ",
 				},
 				[]string{
 					"buffer_info[next_to_clean]",
-					"dh, tdt ",
+					"desc.status ",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"x queue",
 				},
 				[]string{
 					"buffer_info[next_to_clean]",
+					"desc.status ",
 					"dh, tdt",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"x queue ",
 				},
 				[]string{
 					">, <",
 					"buffer_info[next_to_clean]",
+					"desc.status ",
+					"jiffies ",
+					"mac status ",
+					"next_to_clean ",
+					"next_to_use ",
+					"next_to_watch ",
+					"next_to_watch.status ",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh ",
+					"tdt ",
+					"time_stamp ",
 					"x queue ",
+				},
+				[]string{
+					"desc.status",
+					"jiffies",
+					"mac status ",
+					"next_to_clean",
+					"next_to_use",
+					"next_to_watch",
+					"pci status ",
+					"phy 1000base-t status ",
+					"phy extended status ",
+					"phy status ",
+					"tdh",
+					"tdt",
+					"time_stamp",
+					"tx queue ",
 				},
 			},
 			Anchored: true,
@@ -15435,7 +15597,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)`,
+			Expr: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 			Literals: []string{
 				" blocks, ",
 			},
@@ -15449,12 +15611,6 @@ var image = &rules.Image{
 				[]string{
 					") @ lba ",
 				},
-				[]string{
-					" (sct 0x",
-				},
-				[]string{
-					" / sc 0x",
-				},
 			},
 			Names: []string{
 				"",
@@ -15466,6 +15622,7 @@ var image = &rules.Image{
 				"status",
 				"sct",
 				"sc",
+				"status",
 			},
 		},
 		{
@@ -16897,13 +17054,19 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+			Expr: "NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver|the latest NVIDIA driver is installed and running",
 			Literals: []string{
-				"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+				"NVIDIA-SMI has failed because it couldn",
+				"the latest NVIDIA driver is installed and running",
 			},
 			Sets: [][]string{
 				[]string{
-					"nvidia-smi has failed because it couldn't communicate with the nvidia driver",
+					"nvidia-smi has failed because it couldn",
+					"the latest nvidia driver is installed and running",
+				},
+				[]string{
+					"t communicate with the nvidia driver",
+					"the latest nvidia driver is installed and running",
 				},
 			},
 			Names: []string{
@@ -17261,6 +17424,39 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"pci",
+			},
+		},
+		{
+			Expr: `NVRM: (?:GPU at PCI:(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}): (?P<uuid>GPU-[0-9a-fA-F-]+)|GPU Board Serial Number: ?(?P<serial>\S*))\s*$`,
+			Literals: []string{
+				"NVRM: GPU at PCI:",
+				"NVRM: GPU Board Serial Number:",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvrm: gpu at pci:",
+					"nvrm: gpu board serial number:",
+				},
+				[]string{
+					"nvrm: ",
+				},
+				[]string{
+					"gpu ",
+				},
+				[]string{
+					"at pci:",
+					"board serial number:",
+				},
+				[]string{
+					"board serial number:",
+					"gpu-",
+				},
+			},
+			Names: []string{
+				"",
+				"pci",
+				"uuid",
+				"serial",
 			},
 		},
 		{
@@ -17782,35 +17978,6 @@ var image = &rules.Image{
 				"queue",
 				"sq",
 				"cq",
-			},
-		},
-		{
-			Expr: `Test (?P<kind>NCCL|CUDA) failure (?P<where>\S+:-?\d+)(?: '(?P<reason>[^']*)')?`,
-			Literals: []string{
-				"Test NCCL failure ",
-				"Test CUDA failure ",
-			},
-			Sets: [][]string{
-				[]string{
-					"test cuda failure ",
-					"test nccl failure ",
-				},
-				[]string{
-					"test ",
-				},
-				[]string{
-					"cuda",
-					"nccl",
-				},
-				[]string{
-					" failure ",
-				},
-			},
-			Names: []string{
-				"",
-				"kind",
-				"where",
-				"reason",
 			},
 		},
 		{
@@ -19773,27 +19940,31 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `mlx5_core [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: \w+:\d+:\(pid \d+\): .*(?i:fail|error|err\(|timeout|timed out|invalid|unable|cannot|can't|couldn't|abort|not responsive|not ready|overflow|offline|unknown|differs|too many|did not complete)|(?:^|\s)failed to allocate command entry\s*$|\basync reg mr failed\. status -?\d+`,
+			Expr: `mlx5_core [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: \w+:\d+:\(pid \d+\): .*(?i:fail|error|err\(|timeout|timed out|invalid|unable|cannot|can't|couldn't|abort|not responsive|not ready|overflow|offline|unknown|differs|too many|did not complete)|(?:^|\s)failed to allocate command entry\s*$|\basync reg mr failed\. status -?\d+|(?:^|\s)handle_hca_cap failed\s*$`,
 			Literals: []string{
 				"mlx5_core ",
 				"failed to allocate command entry",
 				"async reg mr failed. status ",
+				"handle_hca_cap failed",
 			},
 			Sets: [][]string{
 				[]string{
 					"async reg mr failed. status ",
 					"failed to allocate command entry",
+					"handle_hca_cap failed",
 					"mlx5_core ",
 				},
 				[]string{
 					":(pid ",
 					"async reg mr failed. status ",
 					"failed to allocate command entry",
+					"handle_hca_cap failed",
 				},
 				[]string{
 					"): ",
 					"async reg mr failed. status ",
 					"failed to allocate command entry",
+					"handle_hca_cap failed",
 				},
 				[]string{
 					"abort",
