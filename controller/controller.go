@@ -21,7 +21,6 @@ import (
 	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/escalate"
-	"github.com/faultline-dev/faultline/controller/intake"
 	"github.com/faultline-dev/faultline/controller/leader"
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/nodefault"
@@ -125,15 +124,15 @@ type Controller struct {
 	gauges  *gauges
 
 	mu        sync.Mutex
-	src       *lokisource.Source           // while leading
-	pos       *positions                   // while leading: the read positions of the term
-	push      func([]logstream.Line) error // while leading: decides pushed lines
+	src       *lokisource.Source // while leading
+	pos       *positions         // while leading: the read positions of the term
 	seen      *lastSeen
 	leading   bool
 	tainted   map[string]bool // nodes faultline had tainted at the last reconcile
 	taintedAt time.Time       // when that reconcile read them
 	ready     bool
 
+	intake   intakeDoor        // pushed lines, decided while leading
 	triggers *trigger.Triggers // probe runs: API, schedule, confirmation, recovery
 	// probeRuns runs the ProbeRun objects while leading.
 	probeRuns *proberunctl.Reconciler
@@ -369,14 +368,5 @@ func (c *Controller) Triggers() *trigger.Triggers { return c.triggers }
 // decides those it reads (each line once, whichever path brings it first);
 // intake.ErrNotLeading while this replica does not lead.
 func (c *Controller) Push(ctx context.Context, lines []logstream.Line) error {
-	c.mu.Lock()
-	push := c.push
-	c.mu.Unlock()
-	if push == nil {
-		return intake.ErrNotLeading
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return push(lines)
+	return c.intake.push(ctx, lines)
 }

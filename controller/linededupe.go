@@ -4,8 +4,10 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/faultline-dev/faultline/controller/intake"
 	"github.com/faultline-dev/faultline/logstream"
 )
 
@@ -140,4 +142,43 @@ func (g *lineGate) decide(ctx context.Context, l logstream.Line, path string) er
 		g.dedupe.add(l)
 	}
 	return err
+}
+
+// intakeDoor hands pushed lines to the term's gate while this replica leads.
+type intakeDoor struct {
+	mu       sync.Mutex
+	open     func([]logstream.Line) error // nil while not leading
+	pushedAt atomic.Int64                 // Unix ns of the last push decided
+}
+
+// backstopAfter: Loki's reading is the backstop (its polls need not hurry) while a
+// push was decided within this long.
+const backstopAfter = 10 * time.Second
+
+func (d *intakeDoor) set(open func([]logstream.Line) error) {
+	d.mu.Lock()
+	d.open = open
+	d.mu.Unlock()
+}
+
+func (d *intakeDoor) push(ctx context.Context, lines []logstream.Line) error {
+	d.mu.Lock()
+	open := d.open
+	d.mu.Unlock()
+	if open == nil {
+		return intake.ErrNotLeading
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := open(lines); err != nil {
+		return err
+	}
+	d.pushedAt.Store(time.Now().UnixNano())
+	return nil
+}
+
+// pushing reports whether the collector pushes lines (see backstopAfter).
+func (d *intakeDoor) pushing() bool {
+	return time.Since(time.Unix(0, d.pushedAt.Load())) < backstopAfter
 }

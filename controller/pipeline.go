@@ -112,6 +112,7 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	lc := c.cfg.Loki
 	lc.Queries = lokisource.EngineQueries(c.cfg.Selectors, c.packs.Engine())
 	lc.Metrics = c.m.loki
+	lc.Backstop = c.intake.pushing
 	lc.BootID = func(node string) string {
 		// "" (no filtering) while the Node is unknown or the cache not synced.
 		id, _ := c.actor.BootID(node)
@@ -190,14 +191,8 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		go func() { defer wg.Done(); run(pctx) }()
 	}
 	// Pushed lines are taken once the queue's workers run.
-	c.mu.Lock()
-	c.push = func(lines []logstream.Line) error { return gate.push(pctx, lines) }
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.push = nil
-		c.mu.Unlock()
-	}()
+	c.intake.set(func(lines []logstream.Line) error { return gate.push(pctx, lines) })
+	defer c.intake.set(nil)
 	// source → match → decide, one line at a time, in arrival order; act on the
 	// queue's workers. The line is read on while they work, until the queue is full.
 	err = st.source.Run(pctx, from, func(l logstream.Line) error { return gate.read(pctx, l) })

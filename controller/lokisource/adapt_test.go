@@ -141,6 +141,19 @@ func TestPoller(t *testing.T) {
 	if p.interval != base {
 		t.Fatalf("after many clean polls: %s, want %s", p.interval, base)
 	}
+	// While another path delivers the lines (Config.Backstop), a tail that drops
+	// them leaves the base; once it stops, polls speed up again.
+	pushed := true
+	p.steady = func() bool { return pushed }
+	for range 3 {
+		if poll(quick, missed) || p.interval != base {
+			t.Fatalf("a backstop's interval after a line the tail missed: %s, want %s", p.interval, base)
+		}
+	}
+	pushed = false
+	if !poll(quick, missed) || p.interval != fastPoll {
+		t.Fatalf("after the push stopped: %s, want %s", p.interval, fastPoll)
+	}
 }
 
 // A poll re-reads as much as its interval, at least fastMargin and at most

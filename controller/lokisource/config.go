@@ -98,6 +98,11 @@ type Config struct {
 	// lines is 5 s old, an audit has Loki count its lines and reads it again if Loki
 	// holds lines not read (lines that reach Loki late).
 	PollInterval time.Duration
+	// Backstop, when set and true, says another path delivers the lines as they
+	// are written (the collector's push to the controller's intake): a line the
+	// tail drops is decided already, so polls keep PollInterval instead of
+	// speeding up, and spare Loki (which shares its machines) the fast polls.
+	Backstop func() bool
 	// TailIdleTimeout: a tail that sends nothing, not even a ping (Loki pings every
 	// second), for this long is considered dead; default 30s.
 	TailIdleTimeout time.Duration

@@ -163,6 +163,7 @@ func (s *Source) session(ctx context.Context, log *slog.Logger, q Query, st *que
 	up := time.Now()
 	log.Debug("tailing", "start", unixTime(tailStart))
 	p := newPoller(s.cfg.PollInterval, s.cfg.DelayFor+tailSlack, up)
+	p.steady = s.cfg.Backstop
 	s.m.PollInterval(q.Name, p.interval)
 	timer := time.NewTimer(p.interval)
 	defer timer.Stop()

@@ -50,6 +50,7 @@ const (
 // poller is the schedule of one tail's polls.
 type poller struct {
 	base, interval time.Duration
+	steady         func() bool   // true: keep base (Config.Backstop)
 	slack          time.Duration // how long the tail may take to deliver a line
 	from           int64         // Unix ns: where the previous poll started (wall clock)
 	clean          int           // polls in a row that found the tail delivering everything
@@ -118,7 +119,8 @@ const maxOwed = 64
 // interval: while the tail drops lines (see dropped), fastPoll or half as long as
 // the poll took, whichever is longer (polls, not the tail, read the lines now); after
 // slowAfter polls in a row that found the tail delivering everything, twice as
-// long, up to PollInterval. (Polls read each line about once at any interval, so a
+// long, up to PollInterval; while steady says another path delivers the lines,
+// the interval stays PollInterval. (Polls read each line about once at any interval, so a
 // longer one would save Loki little.) It returns whether the interval changed and
 // how many lines the tail is known to have dropped.
 //
@@ -127,7 +129,9 @@ const maxOwed = 64
 func (p *poller) done(started time.Time, took time.Duration, r pollResult) (changed bool, dropped int64) {
 	p.from = started.UnixNano()
 	next := p.interval
-	if dropped = p.dropped(started, r); dropped > 0 {
+	if dropped = p.dropped(started, r); dropped > 0 && p.steady != nil && p.steady() {
+		p.clean, next = 0, p.base
+	} else if dropped > 0 {
 		p.clean = 0
 		next = max(fastPoll, took/2)
 	} else if p.clean++; p.clean >= slowAfter {
