@@ -11,11 +11,11 @@ import (
 	"github.com/faultline-dev/faultline/logstream"
 )
 
-// lineDedupe remembers the lines that matched a rule, from either path (the
+// lineDedupe remembers the lines a rule's pattern matched, from either path (the
 // collector's push and Loki's reading), so the path that delivers a line second
 // skips it: each line is decided once however it arrives. A line is known by its
 // node, time and text; its stream labels are not part of the key, as the two paths
-// spell them differently. Lines that match no rule are not remembered: deciding one
+// spell them differently. Lines no pattern matches are not remembered: deciding one
 // twice changes nothing.
 //
 // Memory is bounded by time: keys live in two generations of window each, so a line
@@ -137,8 +137,8 @@ func (g *lineGate) decide(ctx context.Context, l logstream.Line, path string) er
 		g.st.m.duplicateLines.WithLabelValues(path).Inc()
 		return nil
 	}
-	matched, err := g.st.process(ctx, l)
-	if matched {
+	hit, err := g.st.process(ctx, l)
+	if hit {
 		g.dedupe.add(l)
 	}
 	return err

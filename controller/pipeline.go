@@ -204,25 +204,25 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	return err
 }
 
-// process runs one line through match → decide and queues the decisions; matched
-// says whether a rule matched it.
-func (st stages) process(ctx context.Context, e logstream.Line) (matched bool, err error) {
+// process runs one line through match → decide and queues the decisions; hit says
+// whether a rule's pattern matched it (match.Result.Hit).
+func (st stages) process(ctx context.Context, e logstream.Line) (hit bool, err error) {
 	line := st.queue.Begin()
-	matched, err = st.decideLine(ctx, line, e)
+	hit, err = st.decideLine(ctx, line, e)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		// Cancelled during the line (leadership lost, shutdown): its decisions may be
 		// half done, so the line stays unread and the next leader decides it again.
-		return matched, fmt.Errorf("line of %s at %s not fully decided: %w", e.Node, e.Time.Format(time.RFC3339Nano), err)
+		return hit, fmt.Errorf("line of %s at %s not fully decided: %w", e.Node, e.Time.Format(time.RFC3339Nano), err)
 	}
 	st.queue.End(line)
-	return matched, nil
+	return hit, nil
 }
 
 // decideLine runs one line through match → decide and hands each decision to act.
-func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) (matched bool, err error) {
+func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) (hit bool, err error) {
 	st.m.lines.WithLabelValues(e.Query).Inc()
 	if e.Node != "" && !st.owns(e.Node) {
 		st.m.otherShard.Inc() // its shard's controller reads it too
@@ -254,7 +254,7 @@ func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) 
 			return true, err
 		}
 	}
-	return len(res.Matches) > 0, nil
+	return res.Hit, nil
 }
 
 // lastSeen remembers when each fault (by key) last matched a line: a recovery

@@ -25,6 +25,9 @@ type Result struct {
 	Matches []correlate.Outcome
 	// Faults: the firings to decide on.
 	Faults []fault.Fault
+	// Hit: a rule's pattern matched the line (a companion part too), so the
+	// correlator may hold it; deciding the line again would count it twice.
+	Hit bool
 }
 
 // Stage matches lines. It is not safe for concurrent use: the controller feeds it
@@ -54,7 +57,7 @@ func (s *Stage) Process(e logstream.Line) Result {
 	eng := s.engine()
 	s.hits = eng.Match(&e, s.hits[:0])
 	s.outs = s.corr.Observe(correlate.Key{Node: e.Node, Stream: e.Stream}, e.Time, e.Text, s.hits, s.outs[:0])
-	var res Result
+	res := Result{Hit: len(s.hits) > 0}
 	if len(s.outs) > 0 {
 		res.Matches = append([]correlate.Outcome(nil), s.outs...)
 	}
