@@ -35,6 +35,9 @@ type Engine struct {
 	// musts[i]: literal sets rule i's primary regex needs, checked before running
 	// it (see requiredLiteralSets).
 	musts []litSets
+	// first[i]: for a primary regex anchored at the text's start, the bytes its
+	// match can start with (see firstBytes); nil otherwise.
+	first []*byteSet
 	// companions[i][j]: what the engine checks of companion j of rule i.
 	companions [][]companionCheck
 	groups     map[string]int
@@ -89,10 +92,13 @@ func NewEngine(set *Set) *Engine {
 		}
 	}
 	e.musts = make([]litSets, len(set.Rules))
+	e.first = make([]*byteSet, len(set.Rules))
 	e.companions = make([][]companionCheck, len(set.Rules))
 	for i, r := range set.Rules {
 		if !r.regex.startAnchored { // an anchored regex fails at once: sets cost more
 			e.musts[i] = compileSets(without(r.regex.sets, r.Literals))
+		} else {
+			e.first[i] = firstBytes(r.regex.expr)
 		}
 		add(r.Literals, target{rule: int32(i)})
 		for j, cp := range r.Companions {
@@ -231,7 +237,7 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, grou
 	}
 	if primary {
 		g := e.group[i]
-		if (g < 0 || !groupDone[g]) && e.musts[i].holds(l.Text) {
+		if (g < 0 || !groupDone[g]) && e.startsRight(i, l.Text) && e.musts[i].holds(l.Text) {
 			if caps, ok := r.matchPrimary(l.Text); ok {
 				dst = append(dst, Hit{Rule: r, Captures: caps})
 				if g >= 0 {
@@ -260,6 +266,12 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, grou
 		}
 	}
 	return dst
+}
+
+// startsRight reports whether text may start a match of rule i's primary regex.
+func (e *Engine) startsRight(i int, text string) bool {
+	f := e.first[i]
+	return f == nil || len(text) > 0 && f.has(text[0])
 }
 
 // accepts checks the source and label matchers.

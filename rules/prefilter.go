@@ -19,6 +19,9 @@ type gramFilter struct {
 	// that common words share; a table this small stays in the CPU's cache, where
 	// one indexed by the whole hash (a MiB) did not.
 	buckets *[1<<bucketBits + 1]uint32
+	// grams[k] is entries[k].g: a bucket's windows are compared in a few cache
+	// lines, the entries behind them read only on a match.
+	grams   []uint32
 	entries []gramEntry
 }
 
@@ -42,6 +45,8 @@ const (
 	wordPenalty      = 6
 	edgeSpacePenalty = 4
 	spacePenalty     = 1
+	// sharedPenalty weighs the log of the number of patterns that hold a window.
+	sharedPenalty = 6
 )
 
 // gramBits is log2 of the bitmap size: 2^18 bits are 32 KiB.
@@ -69,6 +74,7 @@ func newGramFilter(patterns []string) *gramFilter {
 	window := func(p string, off int) uint32 {
 		return uint32(p[off])<<24 | uint32(p[off+1])<<16 | uint32(p[off+2])<<8 | uint32(p[off+3])
 	}
+	shared := sharedWindows(patterns)
 	for i, p := range patterns {
 		head := uint32(p[0])<<16 | uint32(p[1])<<8 | uint32(p[2])
 		switch len(p) {
@@ -83,7 +89,7 @@ func newGramFilter(patterns []string) *gramFilter {
 				add(b<<24|head, -1, i)
 			}
 		default:
-			off := rarestWindowPair(p)
+			off := rarestWindowPair(p, shared)
 			add(window(p, off), off, i)
 			add(window(p, off+1), off+1, i)
 		}
@@ -107,23 +113,47 @@ func newGramFilter(patterns []string) *gramFilter {
 		next[b]++
 	}
 	f.entries = grouped
+	f.grams = make([]uint32, len(grouped))
+	for k := range grouped {
+		f.grams[k] = grouped[k].g
+	}
 	return f
 }
 
 // rarestWindowPair returns the offset of the two adjacent 4-byte windows of p (at
 // least 5 bytes) least likely to occur in log text, by the frequencies of their
-// bytes.
-func rarestWindowPair(p string) int {
+// bytes and by how many other patterns hold them (shared).
+func rarestWindowPair(p string, shared map[string]int) int {
+	score := func(w string) float64 { return windowScore(w) + sharedPenalty*math.Log(float64(shared[w])) }
 	best, bestScore := 0, math.Inf(1)
-	prev := windowScore(p[0:4])
+	prev := score(p[0:4])
 	for i := 1; i+4 <= len(p); i++ {
-		cur := windowScore(p[i : i+4])
+		cur := score(p[i : i+4])
 		if s := prev + cur; s < bestScore {
 			best, bestScore = i-1, s
 		}
 		prev = cur
 	}
 	return best
+}
+
+// sharedWindows counts, for each 4-byte window, the patterns that hold it. A
+// window many patterns hold is a common piece of log text ("ed f" of "failed",
+// "mlx5" of a driver's prefix): it is seen on many lines, and each time every
+// pattern represented by it is compared.
+func sharedWindows(patterns []string) map[string]int {
+	n := map[string]int{}
+	seen := map[string]bool{}
+	for _, p := range patterns {
+		clear(seen)
+		for i := 0; i+4 <= len(p); i++ {
+			if w := p[i : i+4]; !seen[w] {
+				seen[w] = true
+				n[w]++
+			}
+		}
+	}
+	return n
 }
 
 // windowScore rates how likely a 4-byte window is to occur in log text (lower is
@@ -187,11 +217,12 @@ func (f *gramFilter) find(s string, found func(pattern int32)) bool {
 func (f *gramFilter) confirm(s string, at int, g, h uint32, found func(int32)) bool {
 	b := h >> (gramBits - bucketBits)
 	ok := false
-	for k := f.buckets[b]; k < f.buckets[b+1]; k++ {
-		e := &f.entries[k]
-		if e.g != g {
+	lo, hi := f.buckets[b], f.buckets[b+1]
+	for k, eg := range f.grams[lo:hi] {
+		if eg != g {
 			continue
 		}
+		e := &f.entries[int(lo)+k]
 		start := at - e.off
 		if start >= 0 && start+len(e.lit) <= len(s) && equalFold(s[start:start+len(e.lit)], e.lit) {
 			found(e.pattern)
