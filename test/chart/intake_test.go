@@ -108,7 +108,7 @@ func TestIntake(t *testing.T) {
 	if exp == nil {
 		t.Fatalf("no exporter otlphttp/controller: %v", lookup(cfg, "exporters"))
 	}
-	if exp["endpoint"] != "https://"+service+":9404" || lookup(exp, "auth", "authenticator") != "bearertokenauth/intake" {
+	if exp["endpoint"] != "https://"+service+":9404" || lookup(exp, "auth", "authenticator") != "faultlinetoken/intake" {
 		t.Errorf("otlphttp/controller: %v", exp)
 	}
 	retry, _ := exp["retry_on_failure"].(map[string]any)
@@ -124,7 +124,7 @@ func TestIntake(t *testing.T) {
 		len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "ca.crt" || v.Secret.Items[0].Path != filepath.Base(caFile) || !m.ReadOnly {
 		t.Errorf("the exporter's CA %q is not ca.crt alone from %s (volume %+v)", caFile, sec.Name, v)
 	}
-	tokenFile, _ := lookup(cfg, "extensions", "bearertokenauth/intake", "filename").(string)
+	tokenFile, _ := lookup(cfg, "extensions", "faultlinetoken/intake", "filename").(string)
 	v, _ := mountAt(cspec, cc, filepath.Dir(tokenFile))
 	if v == nil || v.Projected == nil || len(v.Projected.Sources) != 1 || v.Projected.Sources[0].ServiceAccountToken == nil {
 		t.Fatalf("the intake token %q is not a projected ServiceAccount token (volume %+v)", tokenFile, v)
@@ -133,7 +133,7 @@ func TestIntake(t *testing.T) {
 		tok.ExpirationSeconds == nil || *tok.ExpirationSeconds != 3600 {
 		t.Errorf("the intake token: %+v, want audience faultline-intake for an hour", tok)
 	}
-	if !slices.Contains(toStrings(lookup(cfg, "service", "extensions")), "bearertokenauth/intake") {
+	if !slices.Contains(toStrings(lookup(cfg, "service", "extensions")), "faultlinetoken/intake") {
 		t.Errorf("the extension is not started: %v", lookup(cfg, "service", "extensions"))
 	}
 	pipe := func(name string) (exporters, processors []string) {
@@ -315,7 +315,7 @@ func intakeStandIn(t *testing.T, sec *corev1.Secret) (string, <-chan intakeReque
 func pointIntake(t *testing.T, cfg map[string]any, url, service, caFile, tokenFile string) {
 	t.Helper()
 	exp, _ := lookup(cfg, "exporters", "otlphttp/controller").(map[string]any)
-	ext, _ := lookup(cfg, "extensions", "bearertokenauth/intake").(map[string]any)
+	ext, _ := lookup(cfg, "extensions", "faultlinetoken/intake").(map[string]any)
 	if exp == nil || ext == nil {
 		t.Fatalf("no intake exporter or token: %v %v", lookup(cfg, "exporters"), lookup(cfg, "extensions"))
 	}

@@ -133,7 +133,8 @@ func remarshal(t testing.TB, in, out any) {
 // projected token over TLS, lands in Loki under the node and source labels the
 // controller's selectors use, and reaches a stand-in for the controller's intake
 // over TLS verified with the intake's CA, with the collector's token of the intake's
-// audience (the bearertokenauth extension is in the build and its config loads).
+// audience (the faultlinetoken extension is in the build and its config loads), and
+// with the next token once the kubelet renews it.
 func TestCollectorToLoki(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true, Loki: true})
 	otelcol := testenv.Binary(t, "otelcol-faultline")
@@ -340,6 +341,25 @@ func TestCollectorToLoki(t *testing.T) {
 	// The intake got it too, with the collector's token (which the controller reviews
 	// for the audience it is given), gzip-compressed OTLP protobuf, node as attributed.
 	intakeGets(t, intakeGot, intakeToken, "gpu-chart-1", line)
+	// The kubelet renews the token (a new ..data link in the volume): within a minute
+	// the pushes carry the new one.
+	renewed := env.PodToken(t, "faultline", "faultline-otel-collector", "gpu-chart-2", []string{audience})
+	kubeletToken(t, tokenDir, renewed)
+	eventually.True(t, 90*time.Second, "the intake to get the renewed token", func() bool {
+		if resp, err := post(client(tokenFile, files["ca.crt"]), endpoint); err == nil {
+			resp.Body.Close()
+		}
+		for {
+			select {
+			case r := <-intakeGot:
+				if r.authorization == "Bearer "+renewed {
+					return true
+				}
+			case <-time.After(2 * time.Second):
+				return false
+			}
+		}
+	})
 	ctl := container(t, &deployment(t, objs, "faultline-controller").Spec.Template.Spec, "controller")
 	controllerAudience, _ := argWithPrefix(ctl, "--intake-audience=")
 	review, err := env.Clientset().AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{
