@@ -7,7 +7,10 @@
 //   - nodeattr: a logs processor ("faultlinenode") that writes that node into every
 //     record's node attributes, so the node a line is attributed to comes from the
 //     sender's identity and never from a label the sender wrote.
+//   - tokenfile: a client authenticator (extension "faultlinetoken") that sends the
+//     collector's projected ServiceAccount token to the controller's intake, read
+//     again every minute so the kubelet's renewals are followed.
 //
 // The test collector (test/tools/otelcol-builder.yaml) and the collector image
-// (Dockerfile.collector) are built with both.
+// (Dockerfile.collector) are built with all three.
 package collector

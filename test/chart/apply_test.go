@@ -167,6 +167,31 @@ func TestApply(t *testing.T) {
 			{"default", "list", "apps", "daemonsets", "", "", false},
 			{"default", "delete", "", "pods", "", "", false},
 			{"default", "list", "policy", "poddisruptionbudgets", "", "", true},
+			// The intake: its leader's address in its own EndpointSlice, by name; the
+			// reviews of the collector's requests. It pushes no lines itself.
+			{"faultline", "get", "discovery.k8s.io", "endpointslices", "", "faultline-controller-intake", true},
+			{"faultline", "update", "discovery.k8s.io", "endpointslices", "", "faultline-controller-intake", true},
+			{"", "create", "authentication.k8s.io", "tokenreviews", "", "", true},
+			{"", "create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
+			{"faultline", "update", "discovery.k8s.io", "endpointslices", "", "another", false},
+			{"faultline", "list", "discovery.k8s.io", "endpointslices", "", "", false},
+			{"faultline", "create", "discovery.k8s.io", "endpointslices", "", "", false},
+			{"faultline", "delete", "discovery.k8s.io", "endpointslices", "", "faultline-controller-intake", false},
+			{"default", "update", "discovery.k8s.io", "endpointslices", "", "faultline-controller-intake", false},
+			{"", "create", "faultline.io", "loglines", "", "", false},
+		}},
+		{"faultline", "faultline-otel-collector", []check{
+			// It may push lines to the intake, and review its senders' tokens; nothing else.
+			{"", "create", "faultline.io", "loglines", "", "", true},
+			{"", "create", "authentication.k8s.io", "tokenreviews", "", "", true},
+			{"", "get", "faultline.io", "loglines", "", "", false},
+			{"", "delete", "faultline.io", "loglines", "", "", false},
+			{"", "create", "authorization.k8s.io", "subjectaccessreviews", "", "", false},
+			{"faultline", "get", "discovery.k8s.io", "endpointslices", "", "faultline-controller-intake", false},
+			{"faultline", "update", "discovery.k8s.io", "endpointslices", "", "faultline-controller-intake", false},
+			{"", "create", "faultline.io", "probes", "", "gpu-1", false},
+			{"", "list", "", "pods", "", "", false},
+			{"faultline", "get", "", "secrets", "", "", false},
 		}},
 		{"faultline", "faultline-probe-agent", []check{
 			{"", "create", "authentication.k8s.io", "tokenreviews", "", "", true},

@@ -11,12 +11,14 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/faultline-dev/faultline/controller/leaderendpoint"
 	ctlrbac "github.com/faultline-dev/faultline/controller/rbac"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/stepspec"
@@ -412,7 +414,7 @@ func TestConsistency(t *testing.T) {
 	// From the values files, the agents' and the collector's TLS Secrets the
 	// manifests leave to the user, and the cert-manager issuer's CA.
 	existing := map[string]bool{"loki-credentials": true, "site-packs": true, "faultline-probe-agent-tls": true, "faultline-probe-agent-signer": true, "faultline-otel-collector-tls": true,
-		"probe-agents-ca": true}
+		"faultline-controller-intake-tls": true, "probe-agents-ca": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			objs := parse(t, render(t, c))
@@ -428,7 +430,13 @@ func TestConsistency(t *testing.T) {
 				s := convert[corev1.Service](t, svc)
 				matched := 0
 				for name, tmpl := range pods {
-					if !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(tmpl.Labels)) {
+					if len(s.Spec.Selector) == 0 {
+						// No selector (the intake's): its EndpointSlice names the pod of the
+						// workload that publishes there.
+						if !publishesTo(tmpl, s.Name) {
+							continue
+						}
+					} else if !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(tmpl.Labels)) {
 						continue
 					}
 					matched++
@@ -440,6 +448,12 @@ func TestConsistency(t *testing.T) {
 				}
 				if matched != 1 {
 					t.Errorf("Service %s selects %d workloads, want 1", s.Name, matched)
+				}
+				if len(s.Spec.Selector) == 0 {
+					es := get[discoveryv1.EndpointSlice](t, objs, "EndpointSlice", s.Name)
+					if es.Labels[discoveryv1.LabelServiceName] != s.Name || es.Labels[discoveryv1.LabelManagedBy] != leaderendpoint.ManagedBy {
+						t.Errorf("EndpointSlice %s: labels %v, want it tied to its Service and managed by %s", es.Name, es.Labels, leaderendpoint.ManagedBy)
+					}
 				}
 			}
 			for name, tmpl := range pods {

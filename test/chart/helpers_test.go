@@ -64,9 +64,11 @@ type renderCase struct {
 var cases = []renderCase{
 	{name: "defaults", release: "faultline", namespace: "faultline"},
 	// manifests/faultline.yaml: the defaults, with the agents' signer CA and the
-	// collector's TLS Secrets left to the user (a generated key must not be committed).
+	// collector's and the intake's TLS Secrets left to the user (a generated key must
+	// not be committed).
 	{name: "manifests", release: "faultline", namespace: "faultline", sets: []string{
-		"probeAgent.tls.signer.existingSecret=faultline-probe-agent-signer", "collector.tls.existingSecret=faultline-otel-collector-tls"}},
+		"probeAgent.tls.signer.existingSecret=faultline-probe-agent-signer", "collector.tls.existingSecret=faultline-otel-collector-tls",
+		"controller.intake.tls.existingSecret=faultline-controller-intake-tls"}},
 	{name: "defaults-monitoring", release: "mon", namespace: "faultline-mon", apiVersions: []string{monitoringAPI}},
 	{name: "existing-collector", release: "ex", namespace: "fl-existing", valuesFile: "values-existing-collector.yaml", apiVersions: []string{monitoringAPI}},
 	{name: "direct-loki", release: "site", namespace: "fl-direct", valuesFile: "values-direct-loki.yaml", apiVersions: []string{monitoringAPI}},

@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/transport"
 	"sigs.k8s.io/yaml"
@@ -129,7 +131,10 @@ func remarshal(t testing.TB, in, out any) {
 // render's CA and plain HTTP get nowhere; a record without the exporter's token is
 // refused; and an OTLP log record sent the way the exporter sends one, with its
 // projected token over TLS, lands in Loki under the node and source labels the
-// controller's selectors use.
+// controller's selectors use, and reaches a stand-in for the controller's intake
+// over TLS verified with the intake's CA, with the collector's token of the intake's
+// audience (the faultlinetoken extension is in the build and its config loads), and
+// with the next token once the kubelet renews it.
 func TestCollectorToLoki(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true, Loki: true})
 	otelcol := testenv.Binary(t, "otelcol-faultline")
@@ -197,6 +202,27 @@ func TestCollectorToLoki(t *testing.T) {
 	}
 	tlsCfg["cert_file"], tlsCfg["key_file"] = files["tls.crt"], files["tls.key"]
 	lookup(cfg, "extensions", "faultlineauth").(map[string]any)["kubeconfig"] = env.Kubeconfig()
+	// The same lines go to the controller's intake: a stand-in serving the chart's
+	// intake certificate, reached as the intake's Service name, verified with the
+	// intake's CA; the token is the collector's, of the audience the chart projects.
+	intakeSec := get[corev1.Secret](t, objs, "Secret", "faultline-controller-intake-tls")
+	intakeCA := filepath.Join(dir, "intake-ca.crt")
+	if err := os.WriteFile(intakeCA, intakeSec.Data["ca.crt"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	intakeURL, intakeGot := intakeStandIn(t, intakeSec)
+	var audience string
+	for _, v := range col.Spec.Template.Spec.Volumes {
+		if v.Projected != nil && v.Name == "intake-token" {
+			audience = v.Projected.Sources[0].ServiceAccountToken.Audience
+		}
+	}
+	intakeToken := env.PodToken(t, "faultline", "faultline-otel-collector", "gpu-chart-0", []string{audience})
+	tokenDir := filepath.Join(dir, "intake-token")
+	if err := os.Mkdir(tokenDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pointIntake(t, cfg, intakeURL, "faultline-controller-intake.faultline.svc", intakeCA, kubeletToken(t, tokenDir, intakeToken))
 	tokenFile := filepath.Join(dir, "token")
 	token := env.PodToken(t, "faultline", "faultline-dmesg-exporter", "gpu-chart-1", []string{"faultline-collector"})
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
@@ -312,6 +338,38 @@ func TestCollectorToLoki(t *testing.T) {
 		}
 		return err
 	})
+	// The intake got it too, with the collector's token (which the controller reviews
+	// for the audience it is given), gzip-compressed OTLP protobuf, node as attributed.
+	intakeGets(t, intakeGot, intakeToken, "gpu-chart-1", line)
+	// The kubelet renews the token (a new ..data link in the volume): within a minute
+	// the pushes carry the new one.
+	renewed := env.PodToken(t, "faultline", "faultline-otel-collector", "gpu-chart-2", []string{audience})
+	kubeletToken(t, tokenDir, renewed)
+	eventually.True(t, 90*time.Second, "the intake to get the renewed token", func() bool {
+		if resp, err := post(client(tokenFile, files["ca.crt"]), endpoint); err == nil {
+			resp.Body.Close()
+		}
+		for {
+			select {
+			case r := <-intakeGot:
+				if r.authorization == "Bearer "+renewed {
+					return true
+				}
+			case <-time.After(2 * time.Second):
+				return false
+			}
+		}
+	})
+	ctl := container(t, &deployment(t, objs, "faultline-controller").Spec.Template.Spec, "controller")
+	controllerAudience, _ := argWithPrefix(ctl, "--intake-audience=")
+	review, err := env.Clientset().AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: intakeToken, Audiences: []string{controllerAudience}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !review.Status.Authenticated || review.Status.User.Username != "system:serviceaccount:faultline:faultline-otel-collector" {
+		t.Errorf("the collector's intake token, reviewed for the controller's audience %q: %+v", controllerAudience, review.Status)
+	}
 }
 
 func freePorts(t testing.TB, n int) []int {

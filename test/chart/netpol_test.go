@@ -45,9 +45,10 @@ func ingressTo(t *testing.T, objs objects, podLabels map[string]string, port int
 
 // TestNetworkPolicies: every port of every pod the chart runs is behind a
 // NetworkPolicy by default, and each admits only the peers that need it: the
-// collector's OTLP port the exporters, the agents' API port the controller, the
-// metrics ports and the controller's API only the peers the values name; only the
-// agents' iperf3 port is open (its peer is another agent, on the host network).
+// collector's OTLP port the exporters, the controller's intake the collector, the
+// agents' API port the controller, the metrics ports and the controller's API only
+// the peers the values name; only the agents' iperf3 port is open (its peer is
+// another agent, on the host network).
 func TestNetworkPolicies(t *testing.T) {
 	testenv.Integration(t)
 	objs := parse(t, render(t, caseNamed(t, "defaults")))
@@ -63,7 +64,7 @@ func TestNetworkPolicies(t *testing.T) {
 		peers []string // the workloads allowed in, "open" for anyone
 	}
 	expect := map[string]map[int32]want{
-		"Deployment/faultline-controller":     {9401: {}},
+		"Deployment/faultline-controller":     {9401: {}, 9404: {peers: []string{"Deployment/faultline-otel-collector"}}},
 		"DaemonSet/faultline-dmesg-exporter":  {9400: {}},
 		"Deployment/faultline-otel-collector": {4318: {peers: []string{"DaemonSet/faultline-dmesg-exporter"}}, 8888: {}},
 		"DaemonSet/faultline-probe-agent":     {9402: {peers: []string{"Deployment/faultline-controller"}}, 5201: {peers: []string{"open"}}},
@@ -127,5 +128,9 @@ func TestNetworkPolicies(t *testing.T) {
 	// The collector's OTLP port still admits the exporters only.
 	if _, open, peers := ingressTo(t, with, labelsOf("Deployment/faultline-otel-collector"), 4318); open || len(peers) != 1 || peers[0].NamespaceSelector != nil {
 		t.Errorf("collector OTLP port with collector.networkPolicy.from: open=%v peers %+v", open, peers)
+	}
+	// The controller's intake still admits the collector only.
+	if _, open, peers := ingressTo(t, with, labelsOf("Deployment/faultline-controller"), 9404); open || len(peers) != 1 || peers[0].NamespaceSelector != nil {
+		t.Errorf("controller intake port with controller.networkPolicy.from: open=%v peers %+v", open, peers)
 	}
 }

@@ -199,8 +199,8 @@ func parseCert(t *testing.T, b []byte) *x509.Certificate {
 
 // TestGeneratedTLSKept renders against a real apiserver that holds the generated
 // Secrets (an upgrade): the chart's lookup keeps their CA, certificate and key, for
-// the probe agents' signer CA and for the collector alike, so the controller keeps
-// trusting the agents' certificates and senders the receivers.
+// the probe agents' signer CA, the collector and the intake alike, so the controller
+// keeps trusting the agents' certificates and senders the receivers.
 func TestGeneratedTLSKept(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{Kubernetes: true})
 	c := caseNamed(t, "defaults")
@@ -211,7 +211,7 @@ func TestGeneratedTLSKept(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	secrets := []string{"faultline-probe-agent-signer", "faultline-otel-collector-tls"}
+	secrets := []string{"faultline-probe-agent-signer", "faultline-otel-collector-tls", "faultline-controller-intake-tls"}
 	for _, name := range secrets {
 		sec := get[corev1.Secret](t, first, "Secret", name)
 		if _, err := cs.CoreV1().Secrets(c.namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {

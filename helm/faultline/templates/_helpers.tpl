@@ -168,6 +168,24 @@ true
 {{- default (printf "%s-controller-status-tls" (include "faultline.fullname" .)) .Values.controller.status.tls.existingSecret -}}
 {{- end -}}
 
+{{/* Whether the collector pushes lines to the controller's intake ("" when not). */}}
+{{- define "faultline.controllerIntake" -}}
+{{- if and .Values.controller.enabled .Values.collector.enabled .Values.controller.intake.enabled -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The intake's Service and EndpointSlice of one controller shard; call with
+(dict "ctx" $ "shard" <an entry of faultline.controllerShards>). */}}
+{{- define "faultline.controllerIntakeName" -}}
+{{- printf "%s-controller%s-intake" (include "faultline.fullname" .ctx) (ternary (printf "-%s" .shard.name) "" (not (empty .shard.name))) -}}
+{{- end -}}
+
+{{/* The Secret with the certificate of the controller's intake (tls.crt, tls.key, ca.crt). */}}
+{{- define "faultline.controllerIntakeTLSSecret" -}}
+{{- default (printf "%s-controller-intake-tls" (include "faultline.fullname" .)) .Values.controller.intake.tls.existingSecret -}}
+{{- end -}}
+
 {{/* The name on the probe agents' shared certificate: their Service's DNS name. */}}
 {{- define "faultline.probeAgentServerName" -}}
 {{- printf "%s-probe-agent.%s.svc" (include "faultline.fullname" .) .Release.Namespace -}}
@@ -176,7 +194,8 @@ true
 {{/*
 The data of a generated serving certificate Secret (toJson; read it back with fromJson):
 a CA and a certificate for the Service <short>.<namespace>.svc (and its shorter and
-longer names), or what the cluster's Secret already holds, so an upgrade keeps both.
+longer names; and those of the Services in "also", if given), or what the cluster's
+Secret already holds, so an upgrade keeps both.
 Call with (dict "ctx" $ "secret" <Secret name> "short" <Service name> "days" <validity>).
 */}}
 {{- define "faultline.servingCertData" -}}
@@ -189,7 +208,10 @@ Call with (dict "ctx" $ "secret" <Secret name> "short" <Service name> "days" <va
 {{- $days := int .days -}}
 {{- $name := printf "%s.%s.svc" .short $ns -}}
 {{- $ca := genCA (printf "%s-ca" .short) $days -}}
-{{- $names := list $name .short (printf "%s.%s" .short $ns) (printf "%s.cluster.local" $name) -}}
+{{- $names := list -}}
+{{- range prepend (.also | default list) .short -}}
+{{- $names = concat $names (list (printf "%s.%s.svc" . $ns) . (printf "%s.%s" . $ns) (printf "%s.%s.svc.cluster.local" . $ns)) -}}
+{{- end -}}
 {{- $crt := genSignedCert $name nil $names $days $ca -}}
 {{- dict "ca.crt" ($ca.Cert | b64enc) "tls.crt" ($crt.Cert | b64enc) "tls.key" ($crt.Key | b64enc) | toJson -}}
 {{- end -}}
