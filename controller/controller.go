@@ -84,6 +84,9 @@ type Config struct {
 	// ProbeRunRetention: a finished ProbeRun is deleted this long after it ended
 	// (default proberunctl.DefaultRetention).
 	ProbeRunRetention time.Duration
+	// WhileLeading, when set, runs while this replica leads, until the term ends
+	// (the intake's address published for the collector).
+	WhileLeading func(ctx context.Context)
 	// AffectedPods lists, in a fault's NodeFault, the pods that held the node's
 	// GPUs when the fault was recorded, and posts a Warning Event on each
 	// (workloads.Tracker): it watches the cluster's bound, unfinished pods.

@@ -93,6 +93,14 @@ func (c *Controller) lead(ctx context.Context) {
 		c.probeRuns.Run(ctx)
 	}()
 	defer func() { <-runs }()
+	if c.cfg.WhileLeading != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.cfg.WhileLeading(ctx)
+		}()
+		defer func() { <-done }()
+	}
 	// The pipeline returns only when it fails or ctx ends: restart it 2s after
 	// each failure.
 	wait.UntilWithContext(ctx, func(ctx context.Context) {

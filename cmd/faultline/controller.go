@@ -150,6 +150,9 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			lf.apply(&cfg.Loki)
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			cfg.Metrics = controller.NewMetrics(reg)
+			if cfg.WhileLeading, err = intake.whileLeading(client, cfg.Namespace, cfg.Log); err != nil {
+				return err
+			}
 			c, err := controller.New(cfg)
 			if err != nil {
 				return err

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,7 @@ import (
 	"github.com/faultline-dev/faultline/certreload"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/intake"
+	"github.com/faultline-dev/faultline/controller/leaderendpoint"
 	"github.com/faultline-dev/faultline/kubeauth"
 )
 
@@ -28,6 +31,7 @@ const intakeCertReload = time.Minute
 // since its callers send their bearer token.
 type intakeFlags struct {
 	listen, certFile, keyFile, audience string
+	endpointSlice, advertise            string
 	maxBodyBytes                        int64
 }
 
@@ -36,8 +40,41 @@ func (s *intakeFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.certFile, "intake-tls-cert-file", "", "serving certificate of --intake-listen (read again every minute)")
 	f.StringVar(&s.keyFile, "intake-tls-key-file", "", "key of --intake-tls-cert-file")
 	f.StringVar(&s.audience, "intake-audience", intake.DefaultAudience, "audience the pushing collector's ServiceAccount token must carry (it also needs RBAC create on loglines.faultline.io)")
+	f.StringVar(&s.endpointSlice, "intake-endpointslice", "", "EndpointSlice (in --namespace, created beforehand, as the chart does) in which the leader publishes --intake-advertise-address as the intake's only endpoint, so the collector reaches the leader (empty: not published)")
+	f.StringVar(&s.advertise, "intake-advertise-address", "", "this replica's IP address, published in --intake-endpointslice while it leads (the chart passes the pod IP)")
 	f.Int64Var(&s.maxBodyBytes, "intake-max-body-bytes", intake.DefaultMaxBodyBytes, "largest request body accepted as sent (compressed or not); 413 past it")
 }
+
+// whileLeading returns what the leader runs for the intake: publishing its address
+// in --intake-endpointslice (nil when not asked for).
+func (s *intakeFlags) whileLeading(client kubernetes.Interface, namespace string, log *slog.Logger) (func(context.Context), error) {
+	if s.endpointSlice == "" {
+		if s.advertise != "" {
+			return nil, errors.New("--intake-advertise-address needs --intake-endpointslice")
+		}
+		return nil, nil
+	}
+	if s.listen == "" {
+		return nil, errors.New("--intake-endpointslice needs --intake-listen")
+	}
+	if _, err := netip.ParseAddr(s.advertise); err != nil {
+		return nil, fmt.Errorf("--intake-advertise-address %q: an IP address is needed with --intake-endpointslice: %w", s.advertise, err)
+	}
+	_, p, err := net.SplitHostPort(s.listen)
+	if err != nil {
+		return nil, fmt.Errorf("--intake-listen %q: %w", s.listen, err)
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil || port == 0 {
+		return nil, fmt.Errorf("--intake-listen %q: a port number is needed to publish it", s.listen)
+	}
+	return func(ctx context.Context) {
+		leaderendpoint.Keep(ctx, client, namespace, s.endpointSlice, s.advertise, int32(port), intakePortName, log)
+	}, nil
+}
+
+// intakePortName names the intake's port in its Service and EndpointSlice.
+const intakePortName = "intake"
 
 // serve starts the intake when --intake-listen is set; stop shuts it down.
 func (s *intakeFlags) serve(client kubernetes.Interface, c *controller.Controller, nodeLabel string, sources []string, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
