@@ -61,8 +61,27 @@ type countKey struct {
 }
 
 type counter struct {
-	window        []logstream.Line
+	window        []seen
 	cooldownUntil time.Time
+}
+
+// seen is a line as the correlator keeps it: its time and text, all that evidence
+// needs (a logstream.Line is three times the size, and a fleet's waiting lines
+// are many).
+type seen struct {
+	Time time.Time
+	Text string
+}
+
+func (s seen) line() logstream.Line { return logstream.Line{Time: s.Time, Text: s.Text} }
+
+// lines is the evidence form of ss.
+func lines(ss []seen) []logstream.Line {
+	out := make([]logstream.Line, len(ss))
+	for i, s := range ss {
+		out[i] = s.line()
+	}
+	return out
 }
 
 type stream struct {
@@ -88,7 +107,7 @@ type group struct {
 
 type partial struct {
 	lineNo   int64
-	ev       logstream.Line
+	ev       seen
 	captures map[string]string
 }
 
@@ -129,12 +148,12 @@ func (c *Correlator) ObserveLine(k Key, lineNo int64, t time.Time, text string, 
 }
 
 func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits []rules.Hit, dst []Outcome) []Outcome {
-	ev := logstream.Line{Time: t, Text: text}
+	ev := seen{Time: t, Text: text}
 	for _, h := range hits {
 		r := h.Rule
 		if len(r.Companions) == 0 {
 			if !h.Companion {
-				dst = append(dst, c.count(k.Node, r, h.Captures, []logstream.Line{ev}))
+				dst = append(dst, c.count(k.Node, r, h.Captures, []seen{ev}))
 			}
 			continue
 		}
@@ -196,22 +215,22 @@ func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits [
 // companions' (in the rule's order) under the primary's, its evidence the lines in
 // time order (stream order among lines of one time).
 func (c *Correlator) complete(node string, r *rules.Compiled, g group) Outcome {
-	lines := make([]partial, 0, len(g.parts)+1)
+	parts := make([]partial, 0, len(g.parts)+1)
 	caps := map[string]string{}
 	for _, part := range g.parts {
-		lines = append(lines, *part)
+		parts = append(parts, *part)
 		maps.Copy(caps, part.captures)
 	}
 	maps.Copy(caps, g.primary.captures)
-	lines = append(lines, g.primary)
-	sort.SliceStable(lines, func(a, b int) bool {
-		if ta, tb := lines[a].ev.Time, lines[b].ev.Time; !ta.Equal(tb) {
+	parts = append(parts, g.primary)
+	sort.SliceStable(parts, func(a, b int) bool {
+		if ta, tb := parts[a].ev.Time, parts[b].ev.Time; !ta.Equal(tb) {
 			return ta.Before(tb)
 		}
-		return lines[a].lineNo < lines[b].lineNo
+		return parts[a].lineNo < parts[b].lineNo
 	})
-	ev := make([]logstream.Line, len(lines))
-	for i, l := range lines {
+	ev := make([]seen, len(parts))
+	for i, l := range parts {
 		ev[i] = l.ev
 	}
 	return c.count(node, r, caps, ev)
@@ -265,11 +284,11 @@ func push(ps []partial, p partial) []partial {
 func remove(ps []partial, i int) []partial { return append(ps[:i], ps[i+1:]...) }
 
 // count applies the rule's threshold and cooldown to one complete match.
-func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]string, ev []logstream.Line) Outcome {
+func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]string, ev []seen) Outcome {
 	t := ev[len(ev)-1].Time
 	o := Outcome{Rule: r, Captures: caps}
 	if r.Threshold.Count <= 1 && r.Cooldown <= 0 {
-		o.Fired, o.Count, o.Evidence = true, 1, ev
+		o.Fired, o.Count, o.Evidence = true, 1, lines(ev)
 		return o
 	}
 	k := countKey{node: node, rule: r.Pack + "/" + r.ID}
@@ -295,7 +314,7 @@ func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]strin
 		ct.window = append(ct.window[:0], ct.window[len(ct.window)-need:]...)
 	}
 	o.Count = len(ct.window) / len(ev)
-	o.Evidence = append([]logstream.Line(nil), ct.window...)
+	o.Evidence = lines(ct.window)
 	if o.Count >= r.Threshold.Count && !t.Before(ct.cooldownUntil) {
 		o.Fired = true
 		ct.window = ct.window[:0]
