@@ -28,7 +28,7 @@ var showLines = os.Getenv("FAULTLINE_CORPUS_LINES") == "1"
 
 // Thresholds the packs must meet on the corpus. The tuning part must reach the
 // target recall; the checking part, never tuned on, is held at least at what the
-// packs reach on it today (0.895), so that a change that loses real faults fails,
+// packs reach on it today (0.902), so that a change that loses real faults fails,
 // while the target of 0.95 there is not met yet. False alarms are held at 1 % on
 // both parts.
 const (
