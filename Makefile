@@ -87,8 +87,9 @@ fuzz:
 	done
 
 ## bench-scale: the controller at 20,000 kwok nodes with heartbeats and a background of
-## kernel lines, the node as structured metadata (as docs/scale.md recommends at that
-## size); prints one SCALE line (make test runs the same test at 2,000 nodes)
+## kernel lines sent through the collector to Loki and to the controller's intake, the
+## node as structured metadata (as docs/scale.md recommends at that size); prints one
+## SCALE line (make test runs the same test at 2,000 nodes)
 bench-scale:
 	test/tools/build.sh kwok
 	FAULTLINE_TOOLS_PATH="$$(test/tools/build.sh path)" FAULTLINE_SCALE_NODES=20000 FAULTLINE_SCALE_BURST=1000 \
