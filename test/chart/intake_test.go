@@ -145,7 +145,7 @@ func TestIntake(t *testing.T) {
 	// The lines' node is the sender's (faultlinenode) on the push path too; its batch
 	// sends at once.
 	if e, p := pipe("logs/intake"); !reflect.DeepEqual(e, []string{"otlphttp/controller"}) || !reflect.DeepEqual(p, []string{"faultlinenode", "batch/intake"}) ||
-		lookup(cfg, "processors", "batch/intake", "timeout") != "0s" {
+		lookup(cfg, "processors", "batch/intake", "timeout") != "50ms" {
 		t.Errorf("pipeline logs/intake: exporters %v processors %v (%v)", e, p, lookup(cfg, "processors"))
 	}
 	if r := toStrings(lookup(cfg, "service", "pipelines", "logs/intake", "receivers")); !reflect.DeepEqual(r, []string{"otlp"}) {
