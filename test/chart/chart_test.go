@@ -819,7 +819,7 @@ func TestValuesFiles(t *testing.T) {
 		cc := container(t, &ctl.Spec.Template.Spec, "controller")
 		for _, a := range []string{"--loki-url=https://loki.example.com", "--loki-tenant=gpu-fleet", "--loki-username=faultline",
 			"--packs=/etc/faultline/packs/user", "--budget-percent=5", "--budget-max=20", "--node-condition=true", "--storm-share=0.3",
-			"--grafana-url=https://grafana.example.com", "--act-workers=64"} {
+			"--grafana-url=https://grafana.example.com", "--act-workers=256"} {
 			if !hasArg(cc, a) {
 				t.Errorf("controller args %v lack %s", cc.Args, a)
 			}
