@@ -27,7 +27,7 @@ const xid79Rule = "xid-gpu-lost"
 func startReplica(t *testing.T, cl *cluster, bin, id string, extra ...string) *exec.Cmd {
 	t.Helper()
 	args := append([]string{"controller", "--kubeconfig", cl.env.Kubeconfig(), "--loki-url", cl.loki,
-		"--namespace", ns, "--identity", id, "--listen", freeAddr(t), "--no-storm-hold",
+		"--namespace", ns, "--identity", id, "--listen", testenv.FreeAddr(t), "--no-storm-hold",
 		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms", "--initial-lookback", "5m"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -176,7 +176,7 @@ func TestHeldAndConfirmingSurviveLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	replica := func(id string, agents map[string]string) (string, *exec.Cmd) {
-		addr := freeAddr(t)
+		addr := testenv.FreeAddr(t)
 		args := []string{"--listen", addr, "--budget-max", "1", "--budget-percent", "100", "--reconcile-interval", "500ms",
 			"--probe-agent-port", "0", "--probe-token-file", tokenFile, "--probe-confirm-timeout", "1m", "--pvc-probe=false"}
 		for node, u := range agents {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -22,13 +23,12 @@ import (
 // is remembered for window to twice window after it was added; the Loki reading
 // follows within seconds, and a line read back later (a restart's catch-up) is
 // decided again as it was before the push path existed. A generation past maxKeys is
-// started over.
+// started over. Not safe for concurrent use: the lineGate's lock serialises it.
 type lineDedupe struct {
 	seed   maphash.Seed
 	window time.Duration
 	now    func() time.Time
 
-	mu        sync.Mutex
 	cur, prev map[uint64]struct{}
 	curSince  time.Time
 }
@@ -49,12 +49,7 @@ func (d *lineDedupe) key(l logstream.Line) uint64 {
 	h.SetSeed(d.seed)
 	h.WriteString(l.Node)
 	h.WriteByte(0)
-	var ts [8]byte
-	n := uint64(l.Time.UnixNano())
-	for i := range ts {
-		ts[i] = byte(n >> (8 * i))
-	}
-	h.Write(ts[:])
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(l.Time.UnixNano())))
 	h.WriteString(l.Text)
 	return h.Sum64()
 }
@@ -62,8 +57,6 @@ func (d *lineDedupe) key(l logstream.Line) uint64 {
 // seen reports whether l was added within the window.
 func (d *lineDedupe) seen(l logstream.Line) bool {
 	k := d.key(l)
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.rotate()
 	if _, ok := d.cur[k]; ok {
 		return true
@@ -75,8 +68,6 @@ func (d *lineDedupe) seen(l logstream.Line) bool {
 // add remembers l.
 func (d *lineDedupe) add(l logstream.Line) {
 	k := d.key(l)
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.rotate()
 	if len(d.cur) >= dedupeMaxKeys {
 		d.prev, d.cur, d.curSince = d.cur, map[uint64]struct{}{}, d.now()

@@ -193,7 +193,7 @@ func TestProbeRunSurvivesLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	replica := func(id string, agents map[string]string) *exec.Cmd {
-		args := []string{"--listen", freeAddr(t), "--probe-agent-port", "0", "--probe-token-file", tokenFile, "--pvc-probe=false",
+		args := []string{"--listen", testenv.FreeAddr(t), "--probe-agent-port", "0", "--probe-token-file", tokenFile, "--pvc-probe=false",
 			"--probe-schedule", "nvml=0"}
 		for node, u := range agents {
 			args = append(args, "--probe-agent", node+"="+u)

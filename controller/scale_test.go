@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -40,7 +39,7 @@ func TestControllerRSSAtScale(t *testing.T) {
 	t.Logf("created %d nodes in %s", nodes, time.Since(t0).Round(time.Millisecond))
 
 	bin := testenv.BuildFaultline(t)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	cmd := exec.Command(bin, "controller", "--kubeconfig", cl.env.Kubeconfig(), "--loki-url", cl.loki, "--namespace", ns,
 		"--identity", "scale", "--listen", addr, "--initial-lookback", "1m", "--log-format", "text")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -104,16 +103,6 @@ func TestControllerRSSAtScale(t *testing.T) {
 	if strings.Contains(stderr.String(), "level=ERROR") {
 		t.Errorf("controller logged errors:\n%s", tail(stderr.String(), 20))
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // scrape sums a metric's samples from the controller's /metrics.

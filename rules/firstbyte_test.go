@@ -50,14 +50,7 @@ func TestFirstBytesHoldEveryMatchStart(t *testing.T) {
 // for rules whose primary regex is anchored at the text's start, and the default
 // packs have such rules.
 func TestFirstBytesOfAnchoredRules(t *testing.T) {
-	ps, err := Loader{MatchingOnly: true}.LoadPaths("packs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := Compile(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := defaultPacksSet(t)
 	e := NewEngine(set)
 	n := 0
 	for i, r := range set.Rules {

@@ -86,14 +86,7 @@ func TestGramFilterIsExact(t *testing.T) {
 // regexes' literal sets), so a second engine over it, as a reload or a test builds,
 // checks the same literals as the first.
 func TestEnginesOfOneSetAgree(t *testing.T) {
-	ps, err := Loader{MatchingOnly: true}.LoadPaths("packs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := Compile(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := defaultPacksSet(t)
 	first, second := NewEngine(set), NewEngine(set)
 	if !reflect.DeepEqual(first.musts, second.musts) || !reflect.DeepEqual(first.companions, second.companions) {
 		t.Fatal("a second engine over the same set checks other literals")
@@ -112,4 +105,18 @@ func TestEnginesOfOneSetAgree(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no rule has literal sets to check: the test shows nothing")
 	}
+}
+
+// defaultPacksSet compiles the built-in packs as the engine reads them.
+func defaultPacksSet(t *testing.T) *Set {
+	t.Helper()
+	ps, err := Loader{MatchingOnly: true}.LoadPaths("packs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := Compile(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -17,7 +15,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/faultline-dev/faultline/certreload"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/intake"
 	"github.com/faultline-dev/faultline/controller/leaderendpoint"
@@ -93,10 +90,6 @@ func (s *intakeFlags) serve(client kubernetes.Interface, c *controller.Controlle
 	if s.maxBodyBytes <= 0 {
 		return nil, fmt.Errorf("--intake-max-body-bytes (%d) must be positive", s.maxBodyBytes)
 	}
-	tc, err := certreload.ServerTLS(s.certFile, s.keyFile, intakeCertReload)
-	if err != nil {
-		return nil, fmt.Errorf("--intake-tls-cert-file: %w", err)
-	}
 	rateLimited := prometheus.NewCounter(prometheus.CounterOpts{Name: "faultline_controller_intake_reviews_rate_limited_total",
 		Help: "Pushes refused with 429 because the token reviews per second for tokens not cached were spent."})
 	reg.MustRegister(rateLimited)
@@ -111,13 +104,10 @@ func (s *intakeFlags) serve(client kubernetes.Interface, c *controller.Controlle
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", s.listen)
+	at, stop, err := serveHTTPS(s.listen, s.certFile, s.keyFile, "--intake-tls-cert-file", intakeCertReload, srv.Handler(), intake.MaxHeaderBytes, log)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", s.listen, err)
+		return nil, err
 	}
-	hs := &http.Server{Handler: srv.Handler(), TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: intake.MaxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	go hs.Serve(tls.NewListener(ln, tc))
-	log.Info("intake listening (HTTPS)", "listen", ln.Addr().String(), "audience", s.audience)
-	return func() { _ = hs.Shutdown(context.Background()) }, nil
+	log.Info("intake listening (HTTPS)", "listen", at, "audience", s.audience)
+	return stop, nil
 }

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +13,6 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/certreload"
 	"github.com/faultline-dev/faultline/controller"
 	"github.com/faultline-dev/faultline/controller/statusapi"
 )
@@ -54,10 +49,6 @@ func (s *statusFlags) serve(rc *rest.Config, client kubernetes.Interface, c *con
 	if s.runsPerSecond <= 0 {
 		return nil, fmt.Errorf("--status-runs-per-second (%g) must be positive", s.runsPerSecond)
 	}
-	tc, err := certreload.ServerTLS(s.certFile, s.keyFile, statusCertReload)
-	if err != nil {
-		return nil, fmt.Errorf("--status-tls-cert-file: %w", err)
-	}
 	runs, err := v1alpha1.NewRESTClient(client)
 	if err != nil {
 		return nil, err
@@ -71,13 +62,10 @@ func (s *statusFlags) serve(rc *rest.Config, client kubernetes.Interface, c *con
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", s.listen)
+	at, stop, err := serveHTTPS(s.listen, s.certFile, s.keyFile, "--status-tls-cert-file", statusCertReload, srv.Handler(), statusapi.MaxHeaderBytes, log)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", s.listen, err)
+		return nil, err
 	}
-	hs := &http.Server{Handler: srv.Handler(), TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: statusapi.MaxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	go hs.Serve(tls.NewListener(ln, tc))
-	log.Info("/status listening (HTTPS)", "listen", ln.Addr().String())
-	return func() { _ = hs.Shutdown(context.Background()) }, nil
+	log.Info("/status listening (HTTPS)", "listen", at)
+	return stop, nil
 }

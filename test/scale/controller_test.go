@@ -3,7 +3,6 @@ package scale_test
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,12 +44,7 @@ type controllerProc struct {
 func startController(t *testing.T, env *testenv.Env, namespace string, extra ...string) *controllerProc {
 	t.Helper()
 	bin := testenv.BuildFaultline(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testenv.FreeAddr(t)
 	args := append([]string{"controller", "--kubeconfig", env.Kubeconfig(), "--loki-url", env.LokiURL(),
 		"--namespace", namespace, "--identity", "scale", "--listen", addr, "--initial-lookback", "1m",
 		"--log-format", "text", "--log-level", "debug"}, extra...)

@@ -3,7 +3,6 @@ package scale_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"testing"
@@ -44,7 +43,7 @@ func TestScale(t *testing.T) {
 	if cfg.viaCollector {
 		// The collector writes each line to Loki and pushes it to the controller's
 		// intake (HTTPS, a ServiceAccount token of the intake's audience).
-		addr := freeAddr(t)
+		addr := testenv.FreeAddr(t)
 		tf := testenv.WriteTLS(t, t.TempDir(), "127.0.0.1")
 		opts.CollectorIntake = &testenv.CollectorIntake{Endpoint: "https://" + addr, CAFile: tf.CA, Token: intakeToken}
 		if cfg.nodeMeta {
@@ -295,15 +294,4 @@ func intakeToken(env *testenv.Env) (string, error) {
 		return "", err
 	}
 	return tr.Status.Token, nil
-}
-
-// freeAddr is a free 127.0.0.1 address for a listener started later.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

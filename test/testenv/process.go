@@ -317,3 +317,14 @@ func procStat(pid int) (procStatInfo, bool) {
 	}
 	return procStatInfo{state: f[0], start: start}, true
 }
+
+// FreeAddr is a free 127.0.0.1 address (host:port) for a listener a test starts
+// later, picked as the harness picks its own components' ports.
+func FreeAddr(t TB) string {
+	t.Helper()
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0])
+}
