@@ -98,6 +98,21 @@ func TestProbeRunStructuredOutput(t *testing.T) {
 			t.Errorf("-o %s: %+v", o, runs[i])
 		}
 	}
+	// two runs: their times differ when they straddle a second, so each must
+	// have them in order, and the rest of the status must be the same
+	for i := range runs {
+		st := &runs[i].Status
+		if st.StartTime == nil || st.CompletionTime == nil || st.CompletionTime.Before(st.StartTime) {
+			t.Errorf("run %d: start %v, completion %v", i, st.StartTime, st.CompletionTime)
+		}
+		st.StartTime, st.CompletionTime = nil, nil
+		for n := range st.Nodes {
+			st.Nodes[n].StartTime, st.Nodes[n].CompletionTime = nil, nil
+			for r := range st.Nodes[n].Results {
+				st.Nodes[n].Results[r].StartTime = nil
+			}
+		}
+	}
 	a, _ := json.Marshal(runs[0].Status)
 	b, _ := json.Marshal(runs[1].Status)
 	if string(a) != string(b) {
