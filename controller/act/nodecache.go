@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -90,6 +93,7 @@ func stripNode(obj any) (any, error) {
 		return obj, nil
 	}
 	n.ManagedFields = nil
+	n.Labels, n.Annotations = internStrings(n.Labels), internStrings(n.Annotations)
 	var conds []corev1.NodeCondition
 	for _, c := range n.Status.Conditions {
 		if c.Type == fault.ConditionType {
@@ -98,8 +102,50 @@ func stripNode(obj any) (any, error) {
 	}
 	var capacity corev1.ResourceList
 	if q, ok := n.Status.Capacity[GPUResource]; ok {
-		capacity = corev1.ResourceList{GPUResource: q}
+		capacity = gpuCapacity(q)
 	}
 	n.Status = corev1.NodeStatus{Conditions: conds, Capacity: capacity, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
 	return n, nil
+}
+
+// internStrings is m with its keys and values shared with every other cached Node's
+// (unique.Make): the nodes of a fleet carry the same label and annotation keys and
+// mostly the same values (GPU product, zone, NFD's feature lists), each decoded into
+// a string of its own. Shared, they cost once, and the cache's memory follows the
+// number of nodes by their maps alone.
+func internStrings(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[unique.Make(k).Value()] = unique.Make(v).Value()
+	}
+	return out
+}
+
+// gpuCapacities holds one ResourceList per GPU count seen, shared by the cached Nodes
+// of that count: a map of one entry is hundreds of bytes, a fleet has a few counts,
+// and cached objects are never modified (a write starts from a DeepCopy). Counts past
+// maxSharedCapacities get lists of their own: a node reports its capacity, so the
+// number of distinct counts is not for the controller to bound.
+var gpuCapacities = struct {
+	sync.Mutex
+	m map[string]corev1.ResourceList
+}{m: map[string]corev1.ResourceList{}}
+
+const maxSharedCapacities = 64
+
+func gpuCapacity(q resource.Quantity) corev1.ResourceList {
+	k := q.String()
+	gpuCapacities.Lock()
+	defer gpuCapacities.Unlock()
+	if l, ok := gpuCapacities.m[k]; ok {
+		return l
+	}
+	l := corev1.ResourceList{GPUResource: q}
+	if len(gpuCapacities.m) < maxSharedCapacities {
+		gpuCapacities.m[k] = l
+	}
+	return l
 }

@@ -3,10 +3,12 @@ package act
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -164,5 +166,45 @@ func testListPaged(t *testing.T, cfg *rest.Config) {
 		if strings.HasPrefix(n.Name, "paged-") && n.Status.NodeInfo.BootID != "boot-"+n.Name {
 			t.Fatalf("node %s: boot ID %q", n.Name, n.Status.NodeInfo.BootID)
 		}
+	}
+}
+
+// Two cached Nodes share their label and annotation strings, which keep their values.
+func TestStripNodeSharesStrings(t *testing.T) {
+	a, b := kubeletNode("share-1"), kubeletNode("share-2")
+	// decoded Nodes hold strings of their own: make b's distinct from a's
+	b.Labels = map[string]string{strings.Clone("nvidia.com/gpu.present"): strings.Clone("true")}
+	want := maps.Clone(b.Labels)
+	for _, n := range []*corev1.Node{a, b} {
+		if _, err := stripNode(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !maps.Equal(b.Labels, want) || a.Annotations["csi.volume.kubernetes.io/nodeid"] != `{"x":"y"}` {
+		t.Fatalf("labels %v, annotations %v", b.Labels, a.Annotations)
+	}
+	for k, v := range b.Labels {
+		for ka, va := range a.Labels {
+			if ka == k && (unsafe.StringData(ka) != unsafe.StringData(k) || unsafe.StringData(va) != unsafe.StringData(v)) {
+				t.Errorf("label %s=%s is not shared between the nodes", k, v)
+			}
+		}
+	}
+}
+
+// Cached Nodes of the same GPU count share one capacity list, which keeps the count.
+func TestStripNodeSharesCapacity(t *testing.T) {
+	a, b := kubeletNode("cap-1"), kubeletNode("cap-2")
+	b.Status.Capacity = corev1.ResourceList{GPUResource: resource.MustParse("8")}
+	for _, n := range []*corev1.Node{a, b} {
+		if _, err := stripNode(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q := b.Status.Capacity[GPUResource]; q.Value() != 8 || len(b.Status.Capacity) != 1 {
+		t.Fatalf("capacity %v", b.Status.Capacity)
+	}
+	if reflect.ValueOf(a.Status.Capacity).UnsafePointer() != reflect.ValueOf(b.Status.Capacity).UnsafePointer() {
+		t.Error("two nodes of 8 GPUs hold a capacity list each")
 	}
 }
