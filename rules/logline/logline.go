@@ -125,6 +125,10 @@ func parse(raw string, pr *Parser) Parsed {
 	} else if r, ok := strings.CutPrefix(rest, "kernel: "); ok {
 		// A journal or syslog line pasted without its date and host.
 		rest, p.Program, p.Origin = r, "kernel", OriginKernel
+	} else if n, prog, ok := programTag(rest); ok {
+		// A program's journal or syslog line pasted without its date and host
+		// ("mcelog[808]: Hardware event..."): rules read what the program printed.
+		rest, p.Program = rest[n:], prog
 	} else if ts, n, f := parseISO(rest); n > 0 && !f.spaceSep && f.zone && n < len(rest) && isSpace(rest[n]) {
 		// dmesg --time-format iso: "2025-01-21T04:41:44,283575+00:00 " and no host.
 		rest = rest[n+1:]

@@ -21,7 +21,8 @@ var parseCases = []struct {
 	{"Jan  5 13:00:09 n-62 python[181277]: [1641387609.196524] [n-62:181277:0] x", FormatSyslog, OriginUnknown, "[1641387609.196524] [n-62:181277:0] x"},
 	{"6,3973,227996636,-;nvidia-peermem nv_get_p2p_free_callback:127 ERROR", FormatKmsg, OriginKernel, "nvidia-peermem nv_get_p2p_free_callback:127 ERROR"},
 	{"4,120,5000,c,caller=T12;NVRM: Xid (PCI:0000:01:00): 13, x", FormatKmsg, OriginKernel, "NVRM: Xid (PCI:0000:01:00): 13, x"},
-	{"14,1,2,-;systemd[1]: hello", FormatKmsg, OriginUnknown, "systemd[1]: hello"},
+	{"14,1,2,-;systemd[1]: hello", FormatKmsg, OriginUnknown, "hello"},
+	{"14,1,2,-;hello", FormatKmsg, OriginUnknown, "hello"},
 	{" SUBSYSTEM=pci", FormatDict, OriginKernel, ""},
 	{"Oct 30 09:49:36 pc kernel: NVRM: GPU 0000:03:00.0: GPU has fallen off the bus.", FormatSyslog, OriginKernel, "NVRM: GPU 0000:03:00.0: GPU has fallen off the bus."},
 	{"May 11 10:54:31 localhost kernel: [26825.855448] INFO: task x:1 blocked", FormatSyslog, OriginKernel, "INFO: task x:1 blocked"},
@@ -35,6 +36,40 @@ var parseCases = []struct {
 	{"kernel: NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", FormatPlain, OriginKernel, "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."},
 	{"Mar 21 21:43:00 kernel: NVRM: GPU0 _kgspProcessRpcEvent: x", FormatSyslog, OriginKernel, "NVRM: GPU0 _kgspProcessRpcEvent: x"},
 	{"RuntimeError: CUDA error: an illegal memory access was encountered", FormatPlain, OriginUnknown, "RuntimeError: CUDA error: an illegal memory access was encountered"},
+	// A program's journal line pasted without its date and host: its tag goes, as
+	// under a syslog prefix.
+	{"mcelog[808]: Hardware event. This is not a software error.", FormatPlain, OriginUnknown, "Hardware event. This is not a software error."},
+	{"slurmstepd[21034]: error: Detected 1 oom_kill event in StepId=4242.batch.", FormatPlain, OriginUnknown, "error: Detected 1 oom_kill event in StepId=4242.batch."},
+	{"rasdaemon[1337]: rasdaemon: Can't write to set_event", FormatPlain, OriginUnknown, "rasdaemon: Can't write to set_event"},
+	{"nv-fabricmanager[1929]:x", FormatPlain, OriginUnknown, "x"},
+	// The kernel's own lines that name a task the same way stay whole.
+	{"pt_main_thread[40711]: segfault at 7f31c0000000 ip 00007f35a2c1d8b6 sp 00007f34f7ffd9c0 error 4 in libnccl.so.2[7f35a2a00000+1e3d000]", FormatPlain, OriginUnknown, "pt_main_thread[40711]: segfault at 7f31c0000000 ip 00007f35a2c1d8b6 sp 00007f34f7ffd9c0 error 4 in libnccl.so.2[7f35a2a00000+1e3d000]"},
+	{"python3[4001]: unhandled exception: DABT (current EL), ESR 0x92000004", FormatPlain, OriginUnknown, "python3[4001]: unhandled exception: DABT (current EL), ESR 0x92000004"},
+	{"kernel: python3[4001]: segfault at 0 ip 0 sp 0 error 4", FormatPlain, OriginKernel, "python3[4001]: segfault at 0 ip 0 sp 0 error 4"},
+	{"[  12.000001] python3[4001]: segfault at 0 ip 0 sp 0 error 4", FormatDmesg, OriginKernel, "python3[4001]: segfault at 0 ip 0 sp 0 error 4"},
+	{"4,120,5000,-;python3[4001]: segfault at 0 ip 0 sp 0 error 4", FormatKmsg, OriginKernel, "python3[4001]: segfault at 0 ip 0 sp 0 error 4"},
+	// Not a tag: no pid, a space in the name, a bracket first.
+	{"mcelog: failed to prefill DIMM database", FormatPlain, OriginUnknown, "mcelog: failed to prefill DIMM database"},
+	{"Web Content[88]: x", FormatPlain, OriginUnknown, "Web Content[88]: x"},
+	{"[rank7]:[E626 05:14:36.393067540 ProcessGroupNCCL.cpp:1743] x", FormatPlain, OriginUnknown, "[rank7]:[E626 05:14:36.393067540 ProcessGroupNCCL.cpp:1743] x"},
+}
+
+// programCases: the program a line names, under every prefix that names one.
+var programCases = []struct{ raw, program string }{
+	{"Nov  3 10:01:02 gpu-7 slurmstepd[1234]: error: x", "slurmstepd"},
+	{"mcelog[808]: MCE 0", "mcelog"},
+	{"14,1,2,-;systemd[1]: hello", "systemd"},
+	{"kernel: x", "kernel"},
+	{"pt_main_thread[40711]: segfault at 0 ip 0 sp 0 error 4", ""},
+	{"6,1,2,-;nvidia[1]: x", ""},
+}
+
+func TestParseProgram(t *testing.T) {
+	for _, c := range programCases {
+		if p := Parse(c.raw); p.Program != c.program {
+			t.Errorf("Parse(%q).Program = %q, want %q", c.raw, p.Program, c.program)
+		}
+	}
 }
 
 func TestParse(t *testing.T) {

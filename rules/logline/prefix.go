@@ -37,9 +37,12 @@ func parseKmsg(s string) (Parsed, bool) {
 		return Parsed{}, false
 	}
 	p := Parsed{Format: FormatKmsg, Message: s[i+1:]}
-	// Facility 0 is the kernel; higher facilities were written by user space.
+	// Facility 0 is the kernel; higher facilities were written by user space, which
+	// tags its records as syslog does ("systemd[1]: ...").
 	if prioEnd == 1 || atoi(s[:prioEnd]) < 8 {
 		p.Origin = OriginKernel
+	} else if n, prog, ok := programTag(p.Message); ok {
+		p.Message, p.Program = p.Message[n:], prog
 	}
 	if usec, ok := atoi64(s[seqEnd+1 : usecEnd]); ok {
 		p.Clock, p.Uptime = ClockBoot, time.Duration(usec)*time.Microsecond
@@ -185,6 +188,45 @@ func syslogProgram(s string, i int) (int, string, bool) {
 		return 0, "", false
 	}
 	return j + 1, prog, true
+}
+
+// programTag reads the "ident[pid]: " tag at the start of a user-space program's line
+// written without a syslog date and host, and returns the index after it and its
+// space. The kernel's own lines that name a task the same way ("python3[4001]:
+// segfault at ...") are not tags: they stay whole.
+func programTag(s string) (int, string, bool) {
+	j := 0
+	for j < len(s) && !isSpace(s[j]) && s[j] != ':' && s[j] != '[' {
+		j++
+	}
+	if j == 0 || j >= len(s) || s[j] != '[' {
+		return 0, "", false
+	}
+	end, prog, ok := syslogProgram(s, 0)
+	if !ok {
+		return 0, "", false
+	}
+	if end < len(s) && isSpace(s[end]) {
+		end++
+	}
+	for _, k := range kernelTaskLines {
+		if strings.HasPrefix(s[end:], k) {
+			return 0, "", false
+		}
+	}
+	return end, prog, true
+}
+
+// kernelTaskLines begin the kernel's messages printed after a task's "comm[pid]: ":
+// x86's page-fault report (show_signal_msg), arm64's and riscv's unhandled exceptions
+// and signals, a bad signal frame or shadow-stack token, memfd's sealing warning.
+var kernelTaskLines = []string{
+	"segfault at ",
+	"unhandled exception: ",
+	"unhandled signal ",
+	"bad frame in ",
+	"bad restore token in ",
+	"memfd_create() requires MFD_NOEXEC_SEAL",
 }
 
 // syslogDate reads "Mon DD HH:MM:SS[.frac]" with a month token of at most 12

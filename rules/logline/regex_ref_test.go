@@ -20,8 +20,12 @@ var (
 	refSyslog  = regexp.MustCompile(`^(?:\S{1,12}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+(\S+)\s+(?:(?:[A-Z]+)\s+)?([^\s:\[]+)(?:\[\d+\])?:\s?`)
 	// A syslog line pasted without its host: "Mar 21 21:43:00 kernel: ...".
 	refSyslogNoHost = regexp.MustCompile(`^(?:\S{1,12}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+kernel:\s?`)
-	refDecode       = regexp.MustCompile(`^[a-z]+\s*:[a-z]+\s*: `)
-	refISOTime      = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
+	// A user-space program's tag with no date and host before it, unless what follows
+	// is one of the kernel's own lines about a task.
+	refProgramTag = regexp.MustCompile(`^([^\s:\[]+)\[\d+\]:\s?`)
+	refKernelTask = regexp.MustCompile(`^(?:segfault at |unhandled (?:exception: |signal )|bad (?:frame|restore token) in |memfd_create\(\) requires MFD_NOEXEC_SEAL)`)
+	refDecode     = regexp.MustCompile(`^[a-z]+\s*:[a-z]+\s*: `)
+	refISOTime    = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
 )
 
 func refParse(raw string) Parsed {
@@ -33,6 +37,8 @@ func refParse(raw string) Parsed {
 		p := Parsed{Format: FormatKmsg, Message: line[m[1]:]}
 		if prio := line[m[2]:m[3]]; len(prio) == 1 || atoi(prio) < 8 {
 			p.Origin = OriginKernel
+		} else if prog, msg, ok := refTag(p.Message); ok {
+			p.Program, p.Message = prog, msg
 		}
 		return p
 	}
@@ -57,6 +63,8 @@ func refParse(raw string) Parsed {
 		rest = rest[m[1]:]
 	} else if r, ok := strings.CutPrefix(rest, "kernel: "); ok {
 		rest, p.Program, p.Origin = r, "kernel", OriginKernel
+	} else if prog, msg, ok := refTag(rest); ok {
+		rest, p.Program = msg, prog
 	} else if m := refISOTime.FindStringIndex(rest); m != nil {
 		rest = rest[m[1]:]
 		if p.Format == FormatPlain {
@@ -76,6 +84,15 @@ func refParse(raw string) Parsed {
 	}
 	p.Message = rest
 	return p
+}
+
+// refTag splits a program's "ident[pid]: " tag off a line.
+func refTag(s string) (prog, msg string, ok bool) {
+	m := refProgramTag.FindStringSubmatchIndex(s)
+	if m == nil || refKernelTask.MatchString(s[m[1]:]) {
+		return "", "", false
+	}
+	return s[m[2]:m[3]], s[m[1]:], true
 }
 
 // sameShape compares what both parsers recognise (the reference reads no times).
@@ -116,6 +133,9 @@ func TestParseMatchesRegexReference(t *testing.T) {
 	for _, c := range timeCases {
 		lines = append(lines, c.raw)
 	}
+	for _, c := range programCases {
+		lines = append(lines, c.raw)
+	}
 	for _, l := range lines {
 		if got, want := Parse(l), refParse(l); !sameShape(got, want) {
 			t.Errorf("Parse(%q)\n got %+v\nwant %+v", l, got, want)
@@ -129,6 +149,9 @@ func FuzzParseMatchesRegexReference(f *testing.F) {
 		f.Add(c.raw)
 	}
 	for _, c := range timeCases {
+		f.Add(c.raw)
+	}
+	for _, c := range programCases {
 		f.Add(c.raw)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {

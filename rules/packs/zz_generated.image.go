@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "b67745c311a8495df0318b2d8b7cbec791db5c69a0a828b1d1f3120ec1109ecc"
+const imageDigest = "092dc53ab1db33b2ff244c74398bb934a04754f69d68710172b33eada3928e82"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1698,7 +1698,7 @@ var image = &rules.Image{
 						Description: "An RDMA operation completed in error. Retry-counter-exceeded and RNR errors mean the peer or the fabric path stopped answering (a down or flapping link, a dead peer); protection and access errors are usually application bugs.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe)`,
+							Regex: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe|\b(?P<status_text>transport retry counter exceeded|RNR retry counter exceeded|remote access error|remote operation error)(?:$|[^(\w]))`,
 						},
 						Cooldown: 600000000000,
 						Line:     993,
@@ -1721,7 +1721,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1058,
+						Line:     1101,
 					},
 					{
 						ID:          "hw-csum-failure",
@@ -1731,7 +1731,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1092,
+						Line:     1135,
 					},
 					{
 						ID:          "mlx5-probe-failed",
@@ -1741,7 +1741,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1112,
+						Line:     1155,
 					},
 					{
 						ID:          "mlx5-driver-error",
@@ -1752,7 +1752,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1285,
+						Line:     1328,
 					},
 					{
 						ID:          "mlx4-internal-error",
@@ -1762,7 +1762,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1355,
+						Line:     1398,
 					},
 					{
 						ID:          "mlx4-driver-error",
@@ -1773,7 +1773,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1393,
+						Line:     1436,
 					},
 					{
 						ID:          "nic-over-temperature",
@@ -1783,7 +1783,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1431,
+						Line:     1474,
 					},
 					{
 						ID:          "bond-no-active-slave",
@@ -1794,7 +1794,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1492,
+						Line:     1535,
 					},
 					{
 						ID:          "bond-failover",
@@ -1804,7 +1804,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1526,
+						Line:     1569,
 					},
 					{
 						ID:          "bond-slave-error",
@@ -1814,7 +1814,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1559,
+						Line:     1602,
 					},
 					{
 						ID:          "ipoib-init-failed",
@@ -1824,7 +1824,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1611,
+						Line:     1654,
 					},
 					{
 						ID:          "ipoib-completion-error",
@@ -1838,7 +1838,7 @@ var image = &rules.Image{
 							Count:  5,
 							Window: 600000000000,
 						},
-						Line: 1664,
+						Line: 1707,
 					},
 					{
 						ID:          "nic-pcie-link-lost",
@@ -1851,7 +1851,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1693,
+						Line: 1736,
 					},
 					{
 						ID:          "nic-reset-failed",
@@ -1864,7 +1864,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1736,
+						Line: 1779,
 					},
 					{
 						ID:          "nic-adapter-reset",
@@ -1875,7 +1875,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2188,
+						Line:     2231,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -1886,7 +1886,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2333,
+						Line:     2376,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -1897,7 +1897,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2581,
+						Line:     2624,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -1910,7 +1910,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 3127,
+						Line: 3170,
 					},
 					{
 						ID:          "nic-module-error",
@@ -1921,7 +1921,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3191,
+						Line:     3234,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -1932,7 +1932,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3306,
+						Line:     3349,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -1943,7 +1943,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     3343,
+						Line:     3386,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -1954,7 +1954,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3437,
+						Line:     3480,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -1965,7 +1965,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3623,
+						Line:     3666,
 					},
 					{
 						ID:          "efa-device-error",
@@ -1976,7 +1976,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3654,
+						Line:     3697,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -1987,7 +1987,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3796,
+						Line:     3839,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -1998,7 +1998,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3875,
+						Line:     3918,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -2020,7 +2020,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3937,
+						Line:     3980,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2042,7 +2042,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3986,
+						Line:     4029,
 					},
 				},
 			},
@@ -3045,7 +3045,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 33,
+						Line: 40,
 					},
 					{
 						ID:          "cuda-nvlink-uncorrectable",
@@ -3069,7 +3069,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 65,
+						Line: 72,
 					},
 					{
 						ID:          "cuda-system-not-ready",
@@ -3093,7 +3093,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 88,
+						Line: 95,
 					},
 					{
 						ID:          "cuda-illegal-address",
@@ -3103,7 +3103,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      113,
+						Line:      120,
 					},
 					{
 						ID:          "cuda-launch-failure",
@@ -3113,13 +3113,13 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      140,
+						Line:      147,
 					},
 					{
 						ID:          "cuda-device-unavailable",
 						Description: "CUDA says the GPU is busy or unavailable: another process holds it in an exclusive compute mode, or the device has stopped answering. Ask NVML, which tells the two apart.",
 						Match: &rules.Match{
-							Regex: `(?P<error>CUDA-capable device\(s\) is/are busy or unavailable|CUDA_ERROR_DEVICE_UNAVAILABLE|cudaErrorDevicesUnavailable)`,
+							Regex: `(?P<error>CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy or unavailable|CUDA_ERROR_DEVICE_UNAVAILABLE|cudaErrorDevicesUnavailable)`,
 						},
 						Exclusive: "training-pod",
 						Action:    "probe",
@@ -3135,11 +3135,43 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 160,
+						Line: 167,
+					},
+					{
+						ID:          "cuda-no-device",
+						Description: "CUDA found no GPU (\"no CUDA-capable device is detected\", cudaErrorNoDevice / CUDA_ERROR_NO_DEVICE): on a pod given GPUs the driver sees none (all fell off the bus, the driver or its device nodes are missing); a pod given no GPU prints it too. Ask NVML, which tells the two apart.",
+						Match: &rules.Match{
+							Regex: "(?P<error>no CUDA-capable device is detected|CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice)",
+						},
+						Exclusive: "training-pod",
+						Action:    "probe",
+						Probe: &rules.Probe{
+							Checks: []string{
+								"nvml",
+							},
+						},
+						Cooldown: 1800000000000,
+						Recover: &rules.Recover{
+							After: 3600000000000,
+							Probes: []string{
+								"nvml",
+							},
+						},
+						Line: 201,
+					},
+					{
+						ID:          "cuda-driver-insufficient",
+						Description: "The node's NVIDIA driver is older than the CUDA runtime of the image (\"CUDA driver version is insufficient for CUDA runtime version\", cudaErrorInsufficientDriver): every CUDA job of that image fails on this node until its driver is upgraded (or the image's CUDA forward compatibility is installed). The node's configuration, not a failing device: an Event.",
+						Match: &rules.Match{
+							Regex: "(?P<error>CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER)",
+						},
+						Exclusive: "training-pod",
+						Cooldown:  1800000000000,
+						Line:      231,
 					},
 					{
 						ID:          "cuda-init-failed",
-						Description: "llama.cpp's CUDA backend (ggml) could not initialise CUDA: cudaGetDeviceCount failed (\"unknown error\", \"initialization error\": the driver or a GPU is in a bad state, often after a GPU fell off the bus or the UVM module failed). Missing GPUs or an old driver (\"no CUDA-capable device is detected\", \"CUDA driver version is insufficient\") are the pod's setup, not matched. Ask NVML.",
+						Description: "llama.cpp's CUDA backend (ggml) could not initialise CUDA: cudaGetDeviceCount failed (\"unknown error\", \"initialization error\": the driver or a GPU is in a bad state, often after a GPU fell off the bus or the UVM module failed). Missing GPUs or an old driver (\"no CUDA-capable device is detected\", \"CUDA driver version is insufficient\") are cuda-no-device's and cuda-driver-insufficient's. Ask NVML.",
 						Match: &rules.Match{
 							Regex: `ggml_cuda_init: failed to initialize CUDA: (?P<error>.+?)\s*$`,
 							Where: map[string]rules.Condition{
@@ -3165,7 +3197,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 185,
+						Line: 257,
 					},
 					{
 						ID:          "cuda-out-of-memory",
@@ -3176,7 +3208,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      220,
+						Line:      293,
 					},
 					{
 						ID:          "nccl-watchdog-test-timeout",
@@ -3187,7 +3219,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      256,
+						Line:      329,
 					},
 					{
 						ID:          "nccl-watchdog-timeout",
@@ -3197,7 +3229,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      285,
+						Line:      358,
 					},
 					{
 						ID:          "nccl-comm-aborted",
@@ -3207,7 +3239,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      340,
+						Line:      413,
 					},
 					{
 						ID:          "nccl-watchdog-terminated",
@@ -3217,7 +3249,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      370,
+						Line:      443,
 					},
 					{
 						ID:          "nccl-watchdog-hang",
@@ -3227,7 +3259,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      398,
+						Line:      471,
 					},
 					{
 						ID:          "nccl-watchdog-context",
@@ -3238,7 +3270,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      438,
+						Line:      511,
 					},
 					{
 						ID:          "nccl-test-failure",
@@ -3248,7 +3280,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      496,
+						Line:      569,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3259,7 +3291,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      541,
+						Line:      614,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3281,7 +3313,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 581,
+						Line: 654,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3291,7 +3323,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      617,
+						Line:      690,
 					},
 					{
 						ID:          "nccl-error",
@@ -3301,7 +3333,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      646,
+						Line:      719,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3310,7 +3342,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      711,
+						Line:      784,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3319,7 +3351,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      784,
+						Line:      857,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3330,7 +3362,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      887,
+						Line:      960,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3339,7 +3371,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      910,
+						Line:      983,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3348,7 +3380,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1041,
+						Line:      1114,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3357,7 +3389,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1163,
+						Line:      1236,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3366,7 +3398,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1240,
+						Line:      1313,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3388,7 +3420,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1272,
+						Line: 1345,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3412,7 +3444,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1328,
+						Line: 1401,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3423,7 +3455,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1363,
+						Line:      1436,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3434,7 +3466,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1434,
+						Line:      1507,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3443,7 +3475,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1483,
+						Line:      1556,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3453,7 +3485,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1553,
+						Line:      1626,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3463,7 +3495,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1612,
+						Line:      1685,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3474,7 +3506,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1655,
+						Line:      1728,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3485,7 +3517,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1701,
+						Line:      1774,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3495,7 +3527,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1790,
+						Line:      1863,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3506,7 +3538,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        1826,
+						Line:        1899,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3516,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1858,
+						Line:      1931,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3526,7 +3558,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1913,
+						Line:      1986,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3537,7 +3569,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1956,
+						Line:      2029,
 					},
 					{
 						ID:          "ucx-error",
@@ -3548,7 +3580,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      1996,
+						Line:      2069,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3558,7 +3590,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2029,
+						Line:      2102,
 					},
 				},
 			},
@@ -3569,7 +3601,7 @@ var image = &rules.Image{
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
 				Name:        "node-tools",
-				Description: "Faults that the user-space programs of a GPU node report: nvidia-smi and the NVML error strings every NVML client prints (a GPU lost, a device handle that cannot be had, a driver/library mismatch), NVIDIA DCGM's diagnostic and health verdicts (dcgmi diag, dcgmi health, nv-hostengine), nvidia-persistenced, mcelog and rasdaemon (machine checks and memory errors decoded in user space), libfabric's EFA provider and rdma-core (completion and device errors), and Slurm's slurmd and slurmstepd (prolog failures, steps that cannot be killed, a job's OOM kills). These programs run in DaemonSets, health-check jobs and slurmd pods, so the rules read pod logs (source: pod); `faultline scan` applies them to a node's journal too, whose syslog prefix it removes. A GPU that NVML or DCGM reports lost or unreachable taints after two reports within an hour (the same loss answers every call, so a lost GPU repeats; one pasted line does not taint) and joins the kernel's Xid 79 fault; an uncorrected machine check or memory error decoded by mcelog or rasdaemon is the fault of the kernel's own rule for it. DCGM's isolate-class verdicts ask for the NVML and DCGM probes, which taint only if the GPU fails them; everything else raises Events. Slurm lines that slurmctld prints about other nodes, and a job's own OOM kills, never act on the node the line came from.",
+				Description: "Faults that the user-space programs of a GPU node report: nvidia-smi and the NVML error strings every NVML client prints (a GPU lost, a device handle that cannot be had, a driver/library mismatch), NVIDIA DCGM's diagnostic and health verdicts (dcgmi diag, dcgmi health, nv-hostengine), nvidia-persistenced, mcelog and rasdaemon (machine checks and memory errors decoded in user space), libfabric's EFA provider and rdma-core (completion and device errors), and Slurm's slurmd and slurmstepd (prolog and health-check failures, steps that cannot be killed, a job's OOM kills). These programs run in DaemonSets, health-check jobs and slurmd pods, so the rules read pod logs (source: pod); `faultline scan` applies them to a node's journal too, whose syslog prefix it removes. A GPU that NVML or DCGM reports lost or unreachable taints after two reports within an hour (the same loss answers every call, so a lost GPU repeats; one pasted line does not taint) and joins the kernel's Xid 79 fault; an uncorrected machine check or memory error decoded by mcelog or rasdaemon is the fault of the kernel's own rule for it. DCGM's isolate-class verdicts ask for the NVML and DCGM probes, which taint only if the GPU fails them; everything else raises Events. Slurm lines that slurmctld prints about other nodes, and a job's own OOM kills, never act on the node the line came from.",
 			},
 			Spec: rules.PackSpec{
 				Defaults: rules.Defaults{
@@ -3599,7 +3631,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        39,
+						Line:        40,
 					},
 					{
 						ID:          "nvidia-smi-gpu-inaccessible",
@@ -3614,7 +3646,7 @@ var image = &rules.Image{
 							Count:  2,
 							Window: 3600000000000,
 						},
-						Line: 85,
+						Line: 86,
 					},
 					{
 						ID:          "nvidia-smi-device-handle-error",
@@ -3624,7 +3656,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  600000000000,
-						Line:      153,
+						Line:      154,
 					},
 					{
 						ID:          "nvml-driver-mismatch",
@@ -3634,7 +3666,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      184,
+						Line:      185,
 					},
 					{
 						ID:          "nvml-library-version",
@@ -3645,7 +3677,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Action:    "none",
-						Line:      232,
+						Line:      233,
 					},
 					{
 						ID:          "nvml-init-failed",
@@ -3655,7 +3687,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      253,
+						Line:      254,
 					},
 					{
 						ID:          "nvidia-smi-no-driver",
@@ -3665,7 +3697,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      305,
+						Line:      306,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -3676,7 +3708,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      329,
+						Line:      330,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -3701,7 +3733,29 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 357,
+						Line: 358,
+					},
+					{
+						ID:          "nvidia-smi-memory-repair",
+						Description: "nvidia-smi -q reports GPU memory whose repair is pending or failed: a page waiting to be retired (\"Pending Page Blacklist\", \"Pending Page Retirement\" in newer drivers), row remappings pending until the GPU is reset (\"Pending : Yes\" under Remapped Rows), or a row remapping that failed (\"Remapping Failure Occurred : Yes\": the bank has no spare rows left, an RMA condition). The NVML probe reads the same retirement and remap state and taints if it confirms.",
+						Match: &rules.Match{
+							Regex: `^\s*(?P<field>Pending Page (?:Blacklist|Retirement)|Pending|Remapping Failure Occurred)\s+: Yes\s*$`,
+						},
+						Exclusive: "node-tools-nvml",
+						Action:    "probe",
+						Probe: &rules.Probe{
+							Checks: []string{
+								"nvml",
+							},
+						},
+						Cooldown: 1800000000000,
+						Recover: &rules.Recover{
+							After: 86400000000000,
+							Probes: []string{
+								"nvml",
+							},
+						},
+						Line: 401,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -3723,7 +3777,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 402,
+						Line: 456,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -3733,7 +3787,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      444,
+						Line:      498,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -3756,7 +3810,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 483,
+						Line: 537,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -3772,7 +3826,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        535,
+						Line:        589,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -3797,7 +3851,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 564,
+						Line: 618,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -3822,7 +3876,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 614,
+						Line: 668,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -3844,7 +3898,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 727,
+						Line: 781,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -3869,7 +3923,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 764,
+						Line: 818,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -3893,7 +3947,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 841,
+						Line: 895,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -3903,7 +3957,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      935,
+						Line:      989,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -3913,7 +3967,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1001,
+						Line:      1055,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -3923,7 +3977,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1032,
+						Line:      1086,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -3933,7 +3987,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1140,
+						Line:      1194,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -3943,7 +3997,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1212,
+						Line:      1266,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -3953,7 +4007,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1288,
+						Line:      1342,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -3964,7 +4018,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1358,
+						Line:      1412,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -3980,7 +4034,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1407,
+						Line:        1461,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -3990,7 +4044,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1461,
+						Line:      1515,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -4004,7 +4058,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1527,
+						Line:     1581,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -4014,7 +4068,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1556,
+						Line:      1610,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -4024,7 +4078,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1593,
+						Line:      1647,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4034,7 +4088,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1619,
+						Line:      1673,
 					},
 					{
 						ID:          "mcelog-context",
@@ -4045,7 +4099,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1636,
+						Line:      1690,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4061,7 +4115,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1850,
+						Line:        1904,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4075,7 +4129,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1894,
+						Line:     1948,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4085,7 +4139,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1918,
+						Line:      1972,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4095,7 +4149,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1936,
+						Line:      1990,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4105,7 +4159,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      1999,
+						Line:      2053,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4115,7 +4169,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2023,
+						Line:      2077,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4126,7 +4180,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2059,
+						Line:      2113,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4136,7 +4190,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2094,
+						Line:      2148,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4146,7 +4200,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2119,
+						Line:      2173,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4156,7 +4210,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2161,
+						Line:      2215,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4166,7 +4220,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2178,
+						Line:      2232,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4177,7 +4231,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2212,
+						Line:      2266,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4187,7 +4241,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2260,
+						Line:      2314,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4197,7 +4251,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2282,
+						Line:      2336,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4207,7 +4261,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2364,
+						Line:      2418,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4217,7 +4271,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2394,
+						Line:      2448,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4227,7 +4281,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2426,
+						Line:      2480,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4237,7 +4291,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2470,
+						Line:      2524,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4247,7 +4301,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2499,
+						Line:      2553,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -4258,7 +4312,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2545,
+						Line:      2599,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4268,7 +4322,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2642,
+						Line:      2696,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4278,7 +4332,18 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2666,
+						Line:      2720,
+					},
+					{
+						ID:          "slurm-health-check-failed",
+						Description: "slurmd ran the site's HealthCheckProgram (NHC or a GPU check) on its node and it failed, was killed or could not run: the node's own checker found it unfit (its output names what failed) and usually drains it. The checks are the site's expectations, so a failure is as often a configuration as a fault: recorded at info level, like NHC's own report.",
+						Match: &rules.Match{
+							Regex: `health_check (?:failed: rc:(?P<rc>\d+)|killed by signal (?P<signal>\d+)|didn't run: status:(?P<status>-?\d+) reason:(?P<reason>.*?)) ?(?:output:(?P<output>.*))?$`,
+						},
+						Exclusive: "node-tools-slurm",
+						Severity:  "info",
+						Cooldown:  1800000000000,
+						Line:      2745,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4288,7 +4353,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2691,
+						Line:      2789,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4299,29 +4364,40 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2722,
+						Line:      2820,
 					},
 					{
 						ID:          "slurm-oom-kill",
 						Description: "A job step's cgroup killed tasks for running out of memory: the job's own limit, never the node's fault; recorded at info level like the kernel's memory-cgroup OOM kills.",
 						Match: &rules.Match{
-							Regex: `(?:Detected (?P<count>\d+) oom[-_]kill event(?:s|\(s\))? in (?:step )?(?P<step>\S+?)(?: cgroup)?\.(?:\s|$)|: tasks? (?P<task>\S+): Out Of Memory$)`,
+							Regex: `(?:Detected (?P<count>\d+) oom[-_]kill event(?:s|\(s\))? in (?:step )?(?P<step>\S+?)(?: cgroup)?\.(?:\s|$)|: tasks? (?P<task>\S+): Out Of Memory$|(?P<step>(?:Job \d+|\S+)) exceeded (?:virtual )?memory limit \(\d+ ?> ?\d+\), (?:being killed|cancelling it)|(?:^|: |\] )Exceeded job memory limit$)`,
 						},
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2745,
+						Line:      2843,
 					},
 					{
 						ID:          "slurm-remote-node-state",
 						Description: "Slurm reports another node's failure: slurmctld's nodes not responding or set DOWN, a step that failed on them (\"Kill task failed\"), a node drained after a prolog failure; srun or salloc told of a node failure or a failed or hung prolog; a node's drain reason as scontrol or sinfo print it (a GPU count lower than configured, an unexpected reboot, Kill task failed). Evidence only: the line reaches the controller's, the launcher's or an operator's pod, not the failing node's; that node's own slurmd and kernel lines carry its fault. Also a drain reason set through scontrol (slurmctld's \"update_node: node ... reason set to:\"), such as AWS ParallelCluster's \"Scheduler health check failed\", and Azure CycleCloud's \"cyclecloud_node_failure\" reason (a VM that failed to start), which sinfo -R cuts to 20 characters.",
 						Match: &rules.Match{
-							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b))`,
+							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s)`,
 						},
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2782,
+						Line:      2928,
+					},
+					{
+						ID:          "slurm-remote-node-responding",
+						Description: "slurmctld heard again from a node it had marked not responding: the other node's recovery, as evidence beside slurm-remote-node-state (the line reaches the controller's pod, not the node's).",
+						Match: &rules.Match{
+							Regex: `\bNode (?P<nodes>\S+) now responding$`,
+						},
+						Exclusive: "node-tools-slurm",
+						Severity:  "info",
+						Action:    "none",
+						Line:      3061,
 					},
 				},
 			},
@@ -7800,7 +7876,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Detected (?P<count>\d+) oom[-_]kill event(?:s|\(s\))? in (?:step )?(?P<step>\S+?)(?: cgroup)?\.(?:\s|$)|: tasks? (?P<task>\S+): Out Of Memory$)`,
+			Expr: `(?:Detected (?P<count>\d+) oom[-_]kill event(?:s|\(s\))? in (?:step )?(?P<step>\S+?)(?: cgroup)?\.(?:\s|$)|: tasks? (?P<task>\S+): Out Of Memory$|(?P<step>(?:Job \d+|\S+)) exceeded (?:virtual )?memory limit \(\d+ ?> ?\d+\), (?:being killed|cancelling it)|(?:^|: |\] )Exceeded job memory limit$)`,
 			Literals: []string{
 				" oom-kill event in ",
 				" oom-kill events in ",
@@ -7809,25 +7885,42 @@ var image = &rules.Image{
 				" oom_kill events in ",
 				" oom_kill event(s) in ",
 				": Out Of Memory",
+				" exceeded memory limit (",
+				" exceeded virtual memory limit (",
+				"Exceeded job memory limit",
 			},
 			Sets: [][]string{
 				[]string{
+					" exceeded memory limit (",
+					" exceeded virtual memory limit (",
 					": out of memory",
 					"detected ",
+					"exceeded job memory limit",
 				},
 				[]string{
+					" exceeded memory limit (",
+					" exceeded virtual memory limit (",
 					" oom",
 					": out of memory",
+					"exceeded job memory limit",
 				},
 				[]string{
+					" exceeded memory limit (",
+					" exceeded virtual memory limit (",
 					": out of memory",
+					"exceeded job memory limit",
 					"kill event",
 				},
 				[]string{
+					" exceeded memory limit (",
+					" exceeded virtual memory limit (",
 					" in ",
 					": out of memory",
+					"exceeded job memory limit",
 				},
 				[]string{
+					" exceeded memory limit (",
+					" exceeded virtual memory limit (",
 					" oom-kill event in ",
 					" oom-kill event(s) in ",
 					" oom-kill events in ",
@@ -7835,8 +7928,11 @@ var image = &rules.Image{
 					" oom_kill event(s) in ",
 					" oom_kill events in ",
 					": out of memory",
+					"exceeded job memory limit",
 				},
 				[]string{
+					" exceeded memory limit (",
+					" exceeded virtual memory limit (",
 					" oom-kill event in ",
 					" oom-kill event(s) in ",
 					" oom-kill events in ",
@@ -7844,13 +7940,16 @@ var image = &rules.Image{
 					" oom_kill event(s) in ",
 					" oom_kill events in ",
 					": task",
+					"exceeded job memory limit",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"count",
 				"step",
 				"task",
+				"step",
 			},
 		},
 		{
@@ -10432,9 +10531,8 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b))`,
+			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s)`,
 			Literals: []string{
-				" not responding",
 				"slurmd error running ",
 				"Prolog or job env setup failure on node ",
 				"Node failure on ",
@@ -10445,15 +10543,16 @@ var image = &rules.Image{
 				"Node unexpectedly rebooted",
 				"Kill task failed",
 				"cyclecloud_node_fail",
+				"Not responding",
 			},
 			Sets: [][]string{
 				[]string{
-					" not responding",
 					"cyclecloud_node_fail",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
 					"node unexpectedly rebooted",
+					"not responding",
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
@@ -10467,6 +10566,7 @@ var image = &rules.Image{
 					"node failure on ",
 					"node unexpectedly rebooted",
 					"nodes ",
+					"not responding",
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
@@ -10474,56 +10574,57 @@ var image = &rules.Image{
 					"update_node: node ",
 				},
 				[]string{
-					" not responding",
 					"cyclecloud_node_fail",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"lurmd error running ",
 					"node failure on ",
 					"node unexpectedly rebooted",
+					"not responding",
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
 					"update_node: node ",
 				},
 				[]string{
-					" not responding",
 					" on node(s)=",
 					"cyclecloud_node_fail",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
 					"node unexpectedly rebooted",
+					"not responding",
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
 					"update_node: node ",
 				},
 				[]string{
-					" not responding",
 					", draining the node",
 					"cyclecloud_node_fail",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
 					"node unexpectedly rebooted",
+					"not responding",
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"slurmd error running ",
 					"update_node: node ",
 				},
 				[]string{
-					" not responding",
 					"cyclecloud_node_fail",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
 					"node unexpectedly rebooted",
+					"not responding",
 					"prolog ",
 					"slurmd error running ",
 					"update_node: node ",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"nodes",
@@ -10534,6 +10635,8 @@ var image = &rules.Image{
 				"nodes",
 				"nodes",
 				"nodes",
+				"reason",
+				"reason",
 				"reason",
 				"reason",
 			},
@@ -14301,7 +14404,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe)`,
+			Expr: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe|\b(?P<status_text>transport retry counter exceeded|RNR retry counter exceeded|remote access error|remote operation error)(?:$|[^(\w]))`,
 			Literals: []string{
 				"got completion with error",
 				"Completion with error at client",
@@ -14319,6 +14422,10 @@ var image = &rules.Image{
 				"Remote side aborted on ",
 				"Error on ",
 				"dump error cqe",
+				"transport retry counter exceeded",
+				"RNR retry counter exceeded",
+				"remote access error",
+				"remote operation error",
 			},
 			Sets: [][]string{
 				[]string{
@@ -14332,12 +14439,16 @@ var image = &rules.Image{
 					"local protection on ",
 					"local qp operation on ",
 					"receive-no-ready retry count exceeded on ",
+					"remote access error",
 					"remote access on ",
 					"remote op on ",
+					"remote operation error",
 					"remote operation on ",
 					"remote side aborted on ",
 					"rnr retry count exceeded on ",
+					"rnr retry counter exceeded",
 					"transport retry count exceeded on ",
+					"transport retry counter exceeded",
 				},
 				[]string{
 					"completion with error at ",
@@ -14349,12 +14460,16 @@ var image = &rules.Image{
 					"local protection on ",
 					"local qp operation on ",
 					"receive-no-ready retry count exceeded on ",
+					"remote access error",
 					"remote access on ",
 					"remote op on ",
+					"remote operation error",
 					"remote operation on ",
 					"remote side aborted on ",
 					"rnr retry count exceeded on ",
+					"rnr retry counter exceeded",
 					"transport retry count exceeded on ",
+					"transport retry counter exceeded",
 				},
 				[]string{
 					"client",
@@ -14366,13 +14481,17 @@ var image = &rules.Image{
 					"local protection on ",
 					"local qp operation on ",
 					"receive-no-ready retry count exceeded on ",
+					"remote access error",
 					"remote access on ",
 					"remote op on ",
+					"remote operation error",
 					"remote operation on ",
 					"remote side aborted on ",
 					"rnr retry count exceeded on ",
+					"rnr retry counter exceeded",
 					"server",
 					"transport retry count exceeded on ",
+					"transport retry counter exceeded",
 				},
 				[]string{
 					") for wr_id",
@@ -14386,12 +14505,16 @@ var image = &rules.Image{
 					"local protection on ",
 					"local qp operation on ",
 					"receive-no-ready retry count exceeded on ",
+					"remote access error",
 					"remote access on ",
 					"remote op on ",
+					"remote operation error",
 					"remote operation on ",
 					"remote side aborted on ",
 					"rnr retry count exceeded on ",
+					"rnr retry counter exceeded",
 					"transport retry count exceeded on ",
+					"transport retry counter exceeded",
 				},
 				[]string{
 					" status=",
@@ -14404,12 +14527,16 @@ var image = &rules.Image{
 					"local protection on ",
 					"local qp operation on ",
 					"receive-no-ready retry count exceeded on ",
+					"remote access error",
 					"remote access on ",
 					"remote op on ",
+					"remote operation error",
 					"remote operation on ",
 					"remote side aborted on ",
 					"rnr retry count exceeded on ",
+					"rnr retry counter exceeded",
 					"transport retry count exceeded on ",
+					"transport retry counter exceeded",
 				},
 				[]string{
 					"completion with error at client",
@@ -14426,7 +14553,9 @@ var image = &rules.Image{
 					"remote op",
 					"remote side aborted",
 					"rnr retry count exceeded",
+					"rnr retry counter exceeded",
 					"transport retry count exceeded",
+					"transport retry counter exceeded",
 				},
 			},
 			Names: []string{
@@ -14440,6 +14569,7 @@ var image = &rules.Image{
 				"port",
 				"device",
 				"port",
+				"status_text",
 				"status_text",
 			},
 		},
@@ -15665,24 +15795,37 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?P<error>CUDA-capable device\(s\) is/are busy or unavailable|CUDA_ERROR_DEVICE_UNAVAILABLE|cudaErrorDevicesUnavailable)`,
+			Expr: "(?P<error>CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER)",
+			Literals: []string{
+				"CUDA driver version is insufficient for CUDA runtime version",
+				"cudaErrorInsufficientDriver",
+				"CUDA_ERROR_INSUFFICIENT_DRIVER",
+			},
+			Sets: [][]string{
+				[]string{
+					"cuda driver version is insufficient for cuda runtime version",
+					"cuda_error_insufficient_driver",
+					"cudaerrorinsufficientdriver",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
+			},
+		},
+		{
+			Expr: `(?P<error>CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy or unavailable|CUDA_ERROR_DEVICE_UNAVAILABLE|cudaErrorDevicesUnavailable)`,
 			Literals: []string{
 				"CUDA-capable device(s) is/are busy or unavailable",
+				"all CUDA-capable devices are busy or unavailable",
 				"CUDA_ERROR_DEVICE_UNAVAILABLE",
 				"cudaErrorDevicesUnavailable",
 			},
 			Sets: [][]string{
 				[]string{
+					"all cuda-capable devices are busy or unavailable",
 					"cuda-capable device(s) is/are busy or unavailable",
 					"cuda_error_device_unavailable",
-					"cudaerrordevicesunavailable",
-				},
-				[]string{
-					"cuda",
-				},
-				[]string{
-					"-capable device(s) is/are busy or unavailable",
-					"_error_device_unavailable",
 					"cudaerrordevicesunavailable",
 				},
 			},
@@ -15820,6 +15963,25 @@ var image = &rules.Image{
 					"gpu access blocked by the operating system",
 					"insufficient external power",
 					"interrupt request issue",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
+			},
+		},
+		{
+			Expr: "(?P<error>no CUDA-capable device is detected|CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice)",
+			Literals: []string{
+				"no CUDA-capable device is detected",
+				"CUDA_ERROR_NO_DEVICE",
+				"cudaErrorNoDevice",
+			},
+			Sets: [][]string{
+				[]string{
+					"cuda_error_no_device",
+					"cudaerrornodevice",
+					"no cuda-capable device is detected",
 				},
 			},
 			Names: []string{
@@ -19170,6 +19332,24 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bNode (?P<nodes>\S+) now responding$`,
+			Literals: []string{
+				" now responding",
+			},
+			Sets: [][]string{
+				[]string{
+					" now responding",
+				},
+				[]string{
+					"node ",
+				},
+			},
+			Names: []string{
+				"",
+				"nodes",
+			},
+		},
+		{
 			Expr: `\bspank-(?P<mode>prolog|epilog): error: (?P<error>.+)`,
 			Literals: []string{
 				"spank-prolog: error: ",
@@ -19355,6 +19535,28 @@ var image = &rules.Image{
 				"",
 				"workqueue",
 				"function",
+			},
+		},
+		{
+			Expr: `^\s*(?P<field>Pending Page (?:Blacklist|Retirement)|Pending|Remapping Failure Occurred)\s+: Yes\s*$`,
+			Literals: []string{
+				"Pending",
+				"Remapping Failure Occurred",
+			},
+			Sets: [][]string{
+				[]string{
+					"pending",
+					"remapping failure occurred",
+				},
+				[]string{
+					": yes",
+				},
+			},
+			Anchored:      true,
+			StartAnchored: true,
+			Names: []string{
+				"",
+				"field",
 			},
 		},
 		{
@@ -19669,6 +19871,42 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"error",
+			},
+		},
+		{
+			Expr: `health_check (?:failed: rc:(?P<rc>\d+)|killed by signal (?P<signal>\d+)|didn't run: status:(?P<status>-?\d+) reason:(?P<reason>.*?)) ?(?:output:(?P<output>.*))?$`,
+			Literals: []string{
+				"health_check failed: rc:",
+				"health_check killed by signal ",
+				"health_check didn't run: status:",
+			},
+			Sets: [][]string{
+				[]string{
+					"health_check didn't run: status:",
+					"health_check failed: rc:",
+					"health_check killed by signal ",
+				},
+				[]string{
+					"health_check ",
+				},
+				[]string{
+					"didn't run: status:",
+					"failed: rc:",
+					"killed by signal ",
+				},
+				[]string{
+					" reason:",
+					"failed: rc:",
+					"killed by signal ",
+				},
+			},
+			Names: []string{
+				"",
+				"rc",
+				"signal",
+				"status",
+				"reason",
+				"output",
 			},
 		},
 		{
