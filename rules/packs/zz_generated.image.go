@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "7c4fd08422bf0adf2765406cfe57c92f289d55659f4603f7104d2715c52e6755"
+const imageDigest = "62afdd4c11d483fab6a4b66480bf4385e220e700b53a74b660553e5fc2205fe8"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -950,6 +950,21 @@ var image = &rules.Image{
 						Line:     1874,
 					},
 					{
+						ID:          "gsp-firmware-missing",
+						Description: "The GSP firmware file the driver asks for is missing or unreadable on the node (a driver installed without its firmware package, or firmware of another driver version): GSP-RM cannot start, so no GPU of the node initialises. Like a module that fails to load, the probe confirms before the node is tainted.",
+						Match: &rules.Match{
+							Regex: `(?:(?:Direct firmware load for |firmware: failed to load |loading (?:\S*/)?)nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin)(?: failed with error | \()(?P<errno>-?\d+)|firmware: nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin) loading timed out|NVRM: (?:GPU\d+ )?(?:RmFetchGspRmImages: )?No firmware image found)`,
+						},
+						Severity: "critical",
+						Action:   "probe",
+						Probe: &rules.Probe{
+							Checks: []string{
+								"nvml",
+							},
+						},
+						Line: 1940,
+					},
+					{
 						ID:          "fsp-failed",
 						Description: "The GPU's FSP (the security processor that boots GSP on Hopper and later) failed or timed out: boot commands failed, the secure-boot partition or GSP prechecks timed out, a command got no answer or an error, or the FSP is missing. The GPU cannot boot or be managed until it is reset.",
 						Match: &rules.Match{
@@ -963,7 +978,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1934,
+						Line: 2003,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -973,7 +988,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2056,
+						Line:     2125,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -989,7 +1004,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2087,
+						Line: 2156,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -999,7 +1014,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2116,
+						Line:     2185,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1015,7 +1030,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2170,
+						Line: 2239,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1025,7 +1040,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2202,
+						Line:     2271,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1040,7 +1055,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2240,
+						Line: 2309,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1050,7 +1065,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2379,
+						Line:     2448,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1060,7 +1075,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2419,
+						Line:     2488,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1075,7 +1090,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2437,
+						Line: 2506,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1099,7 +1114,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     2460,
+						Line:     2529,
 					},
 				},
 			},
@@ -4940,6 +4955,60 @@ var image = &rules.Image{
 				"function",
 				"module",
 				"cpu",
+			},
+		},
+		{
+			Expr: `(?:(?:Direct firmware load for |firmware: failed to load |loading (?:\S*/)?)nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin)(?: failed with error | \()(?P<errno>-?\d+)|firmware: nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin) loading timed out|NVRM: (?:GPU\d+ )?(?:RmFetchGspRmImages: )?No firmware image found)`,
+			Literals: []string{
+				"Direct firmware load for ",
+				"firmware: failed to load ",
+				"loading ",
+				"No firmware image found",
+			},
+			Sets: [][]string{
+				[]string{
+					"direct firmware load for ",
+					"firmware: failed to load ",
+					"loading ",
+					"no firmware image found",
+				},
+				[]string{
+					" loading timed out",
+					"no firmware image found",
+					"nvidia/",
+				},
+				[]string{
+					" loading timed out",
+					"gsp_",
+					"no firmware image found",
+				},
+				[]string{
+					" loading timed out",
+					".bin",
+					"no firmware image found",
+				},
+				[]string{
+					"direct firmware load for ",
+					"firmware: failed to load ",
+					"firmware: nvidia/",
+					"loading ",
+					"no firmware image found",
+				},
+				[]string{
+					"direct firmware load for ",
+					"firmware: failed to load ",
+					"gsp_",
+					"loading ",
+					"no firmware image found",
+				},
+			},
+			Names: []string{
+				"",
+				"version",
+				"firmware",
+				"errno",
+				"version",
+				"firmware",
 			},
 		},
 		{
