@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "62afdd4c11d483fab6a4b66480bf4385e220e700b53a74b660553e5fc2205fe8"
+const imageDigest = "b45d112df589a6451984328e1f4a00692c54874c88c8a91631e2f78277fa6fc1"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2514,13 +2514,23 @@ var image = &rules.Image{
 						Line:     188,
 					},
 					{
+						ID:          "mce-record-fields",
+						Description: "The register fields of a machine-check record printed apart from its TSC line; evidence only",
+						Match: &rules.Match{
+							Regex: `(?:^\s*|[\]:] )(?P<field>ADDR|MISC|PPIN|SYND[12]?|IPID) [0-9a-fA-F]+ *(?:(?:MISC|PPIN|SYND[12]?|IPID) [0-9a-fA-F]+ *)*$`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     326,
+					},
+					{
 						ID:          "mce-cmci-storm",
 						Description: "A storm of corrected machine-check interrupts: a DIMM, cache or link is throwing corrected errors faster than the kernel's storm threshold. Corrected errors cost nothing yet, but a storm precedes uncorrectable ones; recorded as an Event (the memory-soft-offline and EDAC rules say which page or DIMM).",
 						Match: &rules.Match{
 							Regex: `(?:CMCI storm detected(?:: switching to poll mode)?|CPU(?P<cpu>-?\d+) BANK(?P<bank>-?\d+) CMCI (?:storm detected|inherited storm))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     326,
+						Line:     389,
 					},
 					{
 						ID:          "mce-cmci-storm-end",
@@ -2530,7 +2540,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     396,
+						Line:     459,
 					},
 					{
 						ID:          "mce-amd-uncorrected",
@@ -2539,7 +2549,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Uncorrected, [\w ]+ error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     435,
+						Line:     498,
 					},
 					{
 						ID:          "mce-amd-context",
@@ -2549,7 +2559,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     514,
+						Line:     577,
 					},
 					{
 						ID:          "cpu-thermal-throttle",
@@ -2559,7 +2569,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     571,
+						Line:     634,
 					},
 					{
 						ID:          "memory-failure",
@@ -2568,7 +2578,7 @@ var image = &rules.Image{
 							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     602,
+						Line:     665,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2577,7 +2587,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     728,
+						Line:     791,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2590,7 +2600,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 799,
+						Line: 862,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2600,7 +2610,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     841,
+						Line:     904,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2613,7 +2623,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     869,
+						Line:     932,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2622,7 +2632,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     914,
+						Line:     977,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2632,7 +2642,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     988,
+						Line:     1051,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2646,7 +2656,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1026,
+						Line: 1089,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2656,7 +2666,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1068,
+						Line:      1131,
 					},
 					{
 						ID:          "ghes-header",
@@ -2667,7 +2677,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1094,
+						Line:      1157,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2681,7 +2691,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1116,
+						Line:     1179,
 					},
 					{
 						ID:          "ghes-context",
@@ -2692,7 +2702,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1143,
+						Line:      1206,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2708,7 +2718,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1186,
+						Line: 1249,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2717,7 +2727,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1350,
+						Line:     1413,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2727,7 +2737,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1537,
+						Line:     1600,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2737,7 +2747,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1566,
+						Line:     1629,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2747,7 +2757,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1613,
+						Line:     1676,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2757,7 +2767,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1732,
+						Line:     1795,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2767,7 +2777,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1833,
+						Line:     1896,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2776,7 +2786,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      1902,
+						Line:      1965,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2785,7 +2795,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      1923,
+						Line:      1986,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2799,7 +2809,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 1943,
+						Line: 2006,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2809,7 +2819,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1978,
+						Line:     2041,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2818,7 +2828,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2015,
+						Line:     2078,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2827,7 +2837,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2110,
+						Line:     2173,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2837,7 +2847,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2357,
+						Line:        2420,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2846,7 +2856,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2454,
+						Line:     2517,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2855,7 +2865,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2509,
+						Line:     2572,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2864,7 +2874,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2561,
+						Line:     2624,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2873,7 +2883,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2658,
+						Line:     2721,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2895,7 +2905,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2732,
+						Line: 2795,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2904,7 +2914,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2802,
+						Line:     2865,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2914,7 +2924,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     2842,
+						Line:     2905,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2924,7 +2934,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     2891,
+						Line:     2954,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2933,7 +2943,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3006,
+						Line:     3069,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2955,7 +2965,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3037,
+						Line: 3100,
 					},
 					{
 						ID:          "nmi-context",
@@ -2965,7 +2975,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3069,
+						Line:     3132,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2974,7 +2984,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3100,
+						Line:     3163,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -2984,7 +2994,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3147,
+						Line:     3210,
 					},
 					{
 						ID:          "oom-context",
@@ -2994,7 +3004,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3183,
+						Line:     3246,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3003,7 +3013,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3244,
+						Line:     3307,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3012,7 +3022,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3272,
+						Line:     3335,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3022,7 +3032,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3303,
+						Line:     3366,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3033,7 +3043,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3325,
+						Line:     3388,
 					},
 				},
 			},
@@ -13205,6 +13215,41 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"seconds",
+			},
+		},
+		{
+			Expr: `(?:^\s*|[\]:] )(?P<field>ADDR|MISC|PPIN|SYND[12]?|IPID) [0-9a-fA-F]+ *(?:(?:MISC|PPIN|SYND[12]?|IPID) [0-9a-fA-F]+ *)*$`,
+			Literals: []string{
+				"ADDR ",
+				"MISC ",
+				"PPIN ",
+				"SYND ",
+				"SYND1 ",
+				"SYND2 ",
+				"IPID ",
+			},
+			Sets: [][]string{
+				[]string{
+					"addr ",
+					"ipid ",
+					"misc ",
+					"ppin ",
+					"synd ",
+					"synd1 ",
+					"synd2 ",
+				},
+				[]string{
+					"addr",
+					"ipid",
+					"misc",
+					"ppin",
+					"synd",
+				},
+			},
+			Anchored: true,
+			Names: []string{
+				"",
+				"field",
 			},
 		},
 		{
