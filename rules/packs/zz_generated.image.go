@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "b45d112df589a6451984328e1f4a00692c54874c88c8a91631e2f78277fa6fc1"
+const imageDigest = "d68e021eb40d3e448fe0c2c93d1d301926c5615f996c01a32af65459d5aefc2f"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1369,7 +1369,7 @@ var image = &rules.Image{
 						ID:          "pciehp-link-down",
 						Description: "The hotplug controller saw a slot lose its link or its card without a request: a surprise removal, which on a GPU or NIC slot means the device fell off the bus, and on an NVMe bay is also how a drive pulled on purpose looks. Recorded at info level; a device that fell off also trips AER/DPC, pciehp-slot-fault or its driver's own rules.",
 						Match: &rules.Match{
-							Regex: `Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$`,
+							Regex: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\))`,
 						},
 						Severity: "info",
 						Action:   "event",
@@ -1385,7 +1385,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     814,
+						Line:     843,
 					},
 					{
 						ID:          "aer-unregistered-agent",
@@ -1395,7 +1395,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     837,
+						Line:     866,
 					},
 					{
 						ID:          "pcie-device-inaccessible",
@@ -1418,7 +1418,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 869,
+						Line: 898,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1441,13 +1441,13 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 920,
+						Line: 949,
 					},
 					{
 						ID:          "pciehp-slot-fault",
 						Description: "The PCIe hotplug controller reports a slot fault: a power fault, a card whose link will not train or come up, or a card that could not be added after its link came up. The device in that slot (often a GPU behind a switch, or an NVMe drive) is not usable.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:pciehp: )?(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Power fault|No link|Cannot train link)|(?P<event>Cannot add device) at [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:00|\w+: (?P<event>Can not enable the link)!|(?P<event>link training error): status 0x[0-9a-fA-F]+|(?P<event>Failed to check link status)\s*$)`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:pciehp: )?(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Power fault|No link|Cannot train link)|(?P<event>Cannot add device) at [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:00|\w+: (?P<event>Can not enable the link)!|(?P<event>link training error): status 0x[0-9a-fA-F]+|(?P<event>Failed to check link status)\s*$|(?P<event>Power fault) on slot (?P<slot>\S{1,32})\s*$)`,
 						},
 						Severity: "warning",
 						Action:   "probe",
@@ -1464,7 +1464,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1015,
+						Line: 1044,
 					},
 					{
 						ID:          "edr-containment",
@@ -1487,7 +1487,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1094,
+						Line: 1133,
 					},
 				},
 			},
@@ -5853,7 +5853,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:pciehp: )?(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Power fault|No link|Cannot train link)|(?P<event>Cannot add device) at [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:00|\w+: (?P<event>Can not enable the link)!|(?P<event>link training error): status 0x[0-9a-fA-F]+|(?P<event>Failed to check link status)\s*$)`,
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:pciehp: )?(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Power fault|No link|Cannot train link)|(?P<event>Cannot add device) at [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:00|\w+: (?P<event>Can not enable the link)!|(?P<event>link training error): status 0x[0-9a-fA-F]+|(?P<event>Failed to check link status)\s*$|(?P<event>Power fault) on slot (?P<slot>\S{1,32})\s*$)`,
 			Literals: []string{
 				"): Power fault",
 				"): No link",
@@ -5862,6 +5862,7 @@ var image = &rules.Image{
 				": Can not enable the link!",
 				"link training error: status 0x",
 				"Failed to check link status",
+				"Power fault on slot ",
 			},
 			Sets: [][]string{
 				[]string{
@@ -5872,12 +5873,14 @@ var image = &rules.Image{
 					"cannot add device at ",
 					"failed to check link status",
 					"link training error: status 0x",
+					"power fault on slot ",
 				},
 				[]string{
 					": can not enable the link!",
 					"cannot add device at ",
 					"failed to check link status",
 					"link training error: status 0x",
+					"power fault on slot ",
 					"slot(",
 				},
 				[]string{
@@ -5886,6 +5889,7 @@ var image = &rules.Image{
 					"cannot add device at ",
 					"failed to check link status",
 					"link training error: status 0x",
+					"power fault on slot ",
 				},
 				[]string{
 					": can not enable the link!",
@@ -5904,6 +5908,7 @@ var image = &rules.Image{
 					"cannot add device",
 					"failed to check link status",
 					"link training error: status 0x",
+					"power fault on slot ",
 				},
 				[]string{
 					" at ",
@@ -5913,6 +5918,7 @@ var image = &rules.Image{
 					": can not enable the link!",
 					"failed to check link status",
 					"link training error: status 0x",
+					"power fault on slot ",
 				},
 			},
 			Names: []string{
@@ -5924,6 +5930,8 @@ var image = &rules.Image{
 				"event",
 				"event",
 				"event",
+				"event",
+				"slot",
 			},
 		},
 		{
@@ -11187,6 +11195,57 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+			},
+		},
+		{
+			Expr: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\))`,
+			Literals: []string{
+				"): Link Down",
+				"): Card not present",
+				"Card not present on Slot(",
+				"Link Down event queued on slot(",
+			},
+			Sets: [][]string{
+				[]string{
+					"): card not present",
+					"): link down",
+					"card not present on slot(",
+					"link down event queued on slot(",
+				},
+				[]string{
+					"): link down event",
+					"slot(",
+				},
+				[]string{
+					"): ",
+					"card not present on slot(",
+					"link down event queued on slot(",
+				},
+				[]string{
+					"card not present",
+					"link down",
+				},
+				[]string{
+					"): card not present",
+					"): link down",
+					"lot(",
+				},
+				[]string{
+					"): card not present",
+					"card not present on slot(",
+					"link down",
+				},
+			},
+			Names: []string{
+				"",
+				"slot",
+				"event",
+				"slot",
+				"event",
+				"event",
+				"slot",
+				"event",
+				"slot",
 			},
 		},
 		{
@@ -18337,34 +18396,6 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
-			},
-		},
-		{
-			Expr: `Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$`,
-			Literals: []string{
-				"): Link Down",
-				"): Card not present",
-			},
-			Sets: [][]string{
-				[]string{
-					"): card not present",
-					"): link down",
-				},
-				[]string{
-					"slot(",
-				},
-				[]string{
-					"): ",
-				},
-				[]string{
-					"card not present",
-					"link down",
-				},
-			},
-			Names: []string{
-				"",
-				"slot",
-				"event",
 			},
 		},
 		{
