@@ -13,7 +13,7 @@ import (
 var (
 	plainCalls = words(`printk pr_emerg pr_alert pr_crit pr_err pr_warn pr_warning pr_notice pr_info
 		pr_emerg_ratelimited pr_err_ratelimited pr_warn_ratelimited pr_crit_ratelimited pr_alert_ratelimited pr_err_once
-		pr_warn_once pr_info_once pr_notice_ratelimited pr_cont printk_ratelimited printk_once printk_deferred
+		pr_warn_once pr_info_once pr_info_ratelimited pr_notice_ratelimited pr_cont printk_ratelimited printk_once printk_deferred
 		nv_printf nvDbg_Printf portDbgPrintf NV_PRINTF_STRING nvswitch_os_print ucs_log_fatal_error
 		fprintf printf mlx5_err log_unit_struct syslog SYSLOG_VERBOSE Wprintf Gprintf Lprintf`)
 	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
