@@ -253,29 +253,34 @@ func (f *gramFilter) find(s string, found func(pattern int32, at int)) bool {
 	for ; i+1 < len(s); i += 2 {
 		g8 = g8<<16 | uint64(fold[s[i]])<<8 | uint64(fold[s[i+1]])
 		h := gramHash(uint32(g8))
-		if bm[h/64]&(1<<(h%64)) != 0 && f.confirm(s, i-2, g8, h, found) {
+		if bm[h/64]&(1<<(h%64)) != 0 && f.second(g8, h) && f.confirm(s, i-2, g8, h, found) {
 			any = true
 		}
 	}
 	if i < len(s) {
 		g8 = g8<<16 | uint64(fold[s[i]])<<8
 		h := gramHash(uint32(g8))
-		if bm[h/64]&(1<<(h%64)) != 0 && f.confirm(s, i-2, g8, h, found) {
+		if bm[h/64]&(1<<(h%64)) != 0 && f.second(g8, h) && f.confirm(s, i-2, g8, h, found) {
 			any = true
 		}
 	}
 	return any
 }
 
+// second reports whether the 4-byte window that ends g8 (hashing to h) is a short
+// pattern's, or g8 a long pattern's 8-byte window: whether confirm may find one.
+func (f *gramFilter) second(g8 uint64, h uint32) bool {
+	if hs := shortHash(h); f.short[hs/64]&(1<<(hs%64)) != 0 {
+		return true
+	}
+	h8 := long8Hash(g8)
+	return f.long[h8/64]&(1<<(h8%64)) != 0
+}
+
 // confirm checks the patterns whose window (the last 4 bytes of g8, hashing to h)
 // starts at s[at]; at is negative near the start of the text. It calls found for
 // each pattern present.
 func (f *gramFilter) confirm(s string, at int, g8 uint64, h uint32, found func(pattern int32, at int)) bool {
-	if hs := shortHash(h); f.short[hs/64]&(1<<(hs%64)) == 0 {
-		if h8 := long8Hash(g8); f.long[h8/64]&(1<<(h8%64)) == 0 {
-			return false
-		}
-	}
 	g := uint32(g8)
 	b := h >> (gramBits - bucketBits)
 	ok := false
