@@ -11,7 +11,9 @@ import (
 
 // Hit is one rule matching one line: its primary regex (with captures), or, when
 // Companion is set, the regex of its companion number Part (an index into
-// Rule.Companions) of a multi-line rule.
+// Rule.Companions) of a multi-line rule. Captures is read only; it is nil for a
+// companion that names no group (most companion lines are benign ones, matched on
+// many lines: no map is made for them).
 type Hit struct {
 	Rule      *Compiled
 	Captures  map[string]string
@@ -324,7 +326,7 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, s *s
 				s.nearSeen = append(s.nearSeen, int32(cc.nearID))
 			}
 			if res == nearYes {
-				dst = append(dst, Hit{Rule: r, Captures: map[string]string{}, Companion: true, Part: j})
+				dst = append(dst, Hit{Rule: r, Companion: true, Part: j})
 			}
 		} else if m := re.FindStringSubmatchIndex(l.Text); m != nil {
 			dst = append(dst, Hit{Rule: r, Captures: captures(re, l.Text, m), Companion: true, Part: j})
