@@ -2,6 +2,7 @@ package rules
 
 import (
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -103,9 +104,7 @@ func newGramFilter(patterns []string) *gramFilter {
 	add := func(g uint32, off, i int) {
 		f.entries = append(f.entries, gramEntry{g: g, off: off, lit: patterns[i], pattern: int32(i)})
 	}
-	window := func(p string, off int) uint32 {
-		return uint32(p[off])<<24 | uint32(p[off+1])<<16 | uint32(p[off+2])<<8 | uint32(p[off+3])
-	}
+	window := window4
 	// addLong adds the 4-byte window at off and the 8-byte one that ends with it.
 	addLong := func(p string, off, i int) {
 		var g8 uint64
@@ -177,8 +176,10 @@ func newGramFilter(patterns []string) *gramFilter {
 // rarestWindowPair returns the offset of the two adjacent 4-byte windows of p (at
 // least 5 bytes) least likely to occur in log text, by the frequencies of their
 // bytes and by how many other patterns hold them (shared).
-func rarestWindowPair(p string, shared map[string]int) int {
-	score := func(w string) float64 { return windowScore(w) + sharedPenalty*math.Log(float64(shared[w])) }
+func rarestWindowPair(p string, shared map[uint32]int) int {
+	score := func(w string) float64 {
+		return windowScore(w) + sharedPenalty*math.Log(float64(shared[window4(w, 0)]))
+	}
 	best, bestScore := 0, math.Inf(1)
 	prev := score(p[0:4])
 	for i := 1; i+4 <= len(p); i++ {
@@ -195,19 +196,24 @@ func rarestWindowPair(p string, shared map[string]int) int {
 // window many patterns hold is a common piece of log text ("ed f" of "failed",
 // "mlx5" of a driver's prefix): it is seen on many lines, and each time every
 // pattern represented by it is compared.
-func sharedWindows(patterns []string) map[string]int {
-	n := map[string]int{}
-	seen := map[string]bool{}
+func sharedWindows(patterns []string) map[uint32]int {
+	n := make(map[uint32]int, 16*len(patterns))
+	var seen []uint32 // this pattern's windows: a few dozen, compared in a slice
 	for _, p := range patterns {
-		clear(seen)
+		seen = seen[:0]
 		for i := 0; i+4 <= len(p); i++ {
-			if w := p[i : i+4]; !seen[w] {
-				seen[w] = true
+			if w := window4(p, i); !slices.Contains(seen, w) {
+				seen = append(seen, w)
 				n[w]++
 			}
 		}
 	}
 	return n
+}
+
+// window4 is the 4-byte window of p at off, as the filter's probe reads it.
+func window4(p string, off int) uint32 {
+	return uint32(p[off])<<24 | uint32(p[off+1])<<16 | uint32(p[off+2])<<8 | uint32(p[off+3])
 }
 
 // windowScore rates how likely a 4-byte window is to occur in log text (lower is
