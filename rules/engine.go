@@ -11,7 +11,9 @@ import (
 
 // Hit is one rule matching one line: its primary regex (with captures), or, when
 // Companion is set, the regex of its companion number Part (an index into
-// Rule.Companions) of a multi-line rule.
+// Rule.Companions) of a multi-line rule. Captures is read only; it is nil for a
+// companion that names no group (most companion lines are benign ones, matched on
+// many lines: no map is made for them).
 type Hit struct {
 	Rule      *Compiled
 	Captures  map[string]string
@@ -40,19 +42,27 @@ type Engine struct {
 	first []*byteSet
 	// companions[i][j]: what the engine checks of companion j of rule i.
 	companions [][]companionCheck
-	groups     map[string]int
-	group      []int // rule index -> exclusive group number, -1 for none
-	words      int
-	pool       sync.Pool
+	// compBase[i]: the index of rule i's first companion among all companions.
+	compBase []int32
+	// nearExprs counts the distinct expressions of companions searched near their
+	// literals (companionCheck.nearID).
+	nearExprs int
+	groups    map[string]int
+	group     []int // rule index -> exclusive group number, -1 for none
+	words     int
+	pool      sync.Pool
 }
 
 // companionCheck is what the engine knows of one companion regex.
 type companionCheck struct {
 	// musts: literal sets the regex needs, checked before running it.
 	musts litSets
-	// windowLits: the lower-case literals of the companion when the engine may
-	// search from just before them (see matchesNear); nil when it may not.
-	windowLits []string
+	// near: the engine may search from just before the first of the companion's
+	// literals, where the prefilter found it (see matchesNear).
+	near bool
+	// nearID numbers the distinct expressions of near companions: rules that
+	// share a companion line ("link status definitely up") run its regex once.
+	nearID int
 }
 
 // target is what a prefilter pattern makes a candidate of: rule's primary regex
@@ -66,8 +76,22 @@ type scratch struct {
 	primary   []uint64
 	companion []uint64 // rules with some companion marked
 	parts     []uint64 // by rule: the companions marked (bit j: companion j)
+	// at: by companion (compBase), where the first of its literals starts in the
+	// line; -1 when none was found.
+	at        []int32
+	nearDone  []nearResult // by nearID
+	nearSeen  []int32      // the nearIDs of nearDone to clear
 	groupDone []bool
 }
+
+// nearResult is what a near companion's regex said of the line, if it ran.
+type nearResult uint8
+
+const (
+	nearUnknown nearResult = iota
+	nearNo
+	nearYes
+)
 
 // NewEngine builds the matcher for a compiled set.
 func NewEngine(set *Set) *Engine {
@@ -94,7 +118,12 @@ func NewEngine(set *Set) *Engine {
 	e.musts = make([]litSets, len(set.Rules))
 	e.first = make([]*byteSet, len(set.Rules))
 	e.companions = make([][]companionCheck, len(set.Rules))
+	e.compBase = make([]int32, len(set.Rules))
+	nearIDs := map[string]int{}
+	comps := 0
 	for i, r := range set.Rules {
+		e.compBase[i] = int32(comps)
+		comps += len(r.Companions)
 		if !r.regex.startAnchored { // an anchored regex fails at once: sets cost more
 			e.musts[i] = compileSets(without(r.regex.sets, r.Literals))
 		} else {
@@ -104,10 +133,13 @@ func NewEngine(set *Set) *Engine {
 		for j, cp := range r.Companions {
 			cre := cp.regex
 			cc := companionCheck{musts: compileSets(without(cre.sets, cp.Literals))}
-			if !slices.ContainsFunc(cre.names, func(n string) bool { return n != "" }) && !cre.anchored {
-				for _, l := range cp.Literals {
-					cc.windowLits = append(cc.windowLits, lower(l))
+			if !slices.ContainsFunc(cre.names, func(n string) bool { return n != "" }) && !cre.anchored && len(cp.Literals) > 0 {
+				id, ok := nearIDs[cre.expr]
+				if !ok {
+					id = len(nearIDs)
+					nearIDs[cre.expr] = id
 				}
+				cc.near, cc.nearID = true, id
 			}
 			e.companions[i] = append(e.companions[i], cc)
 			add(cp.Literals, target{rule: int32(i), part: int32(j + 1)})
@@ -123,14 +155,21 @@ func NewEngine(set *Set) *Engine {
 		}
 	}
 	e.pre = newGramFilter(e.patterns)
+	e.nearExprs = len(nearIDs)
 	e.words = (len(set.Rules) + 63) / 64
 	e.pool.New = func() any {
-		return &scratch{
+		s := &scratch{
 			primary:   make([]uint64, e.words),
 			companion: make([]uint64, e.words),
 			parts:     make([]uint64, len(set.Rules)),
+			at:        make([]int32, comps),
+			nearDone:  make([]nearResult, e.nearExprs),
 			groupDone: make([]bool, len(e.groups)),
 		}
+		for k := range s.at {
+			s.at[k] = -1
+		}
+		return s
 	}
 	return e
 }
@@ -175,19 +214,19 @@ func (e *Engine) Match(l *logstream.Line, dst []Hit) []Hit {
 	}
 	// Benign lines take no scratch from the pool: it is fetched at the first mark.
 	var s *scratch
-	mark := func(t target) {
+	for _, t := range e.always {
 		if s == nil {
 			s = e.pool.Get().(*scratch)
 		}
-		s.mark(t)
-	}
-	for _, t := range e.always {
-		mark(t)
+		s.mark(t, -1, e.compBase)
 	}
 	if len(e.patterns) > 0 && len(l.Text) >= minLiteralLen {
-		e.pre.find(l.Text, func(p int32) {
+		e.pre.find(l.Text, func(p int32, at int) {
+			if s == nil {
+				s = e.pool.Get().(*scratch)
+			}
 			for _, t := range e.targets[p] {
-				mark(t)
+				s.mark(t, at, e.compBase)
 			}
 		})
 	}
@@ -208,40 +247,59 @@ func (e *Engine) Match(l *logstream.Line, dst []Hit) []Hit {
 			if c&m != 0 {
 				parts, s.parts[i] = s.parts[i], 0
 			}
-			dst = e.eval(i, l, p&m != 0, parts, s.groupDone, dst)
+			dst = e.eval(i, l, p&m != 0, parts, s, dst)
+			for ; parts != 0; parts &= parts - 1 {
+				s.at[int(e.compBase[i])+bits.TrailingZeros64(parts)] = -1
+			}
 		}
 		s.primary[w], s.companion[w] = 0, 0
 	}
-	for g := range s.groupDone {
-		s.groupDone[g] = false
-	}
+	s.reset()
 	return dst
 }
 
-func (s *scratch) mark(t target) {
+// mark records target t, one of whose literals the line holds from byte at on (-1:
+// unknown); compBase is the engine's.
+func (s *scratch) mark(t target, at int, compBase []int32) {
 	w, m := t.rule/64, uint64(1)<<(t.rule%64)
 	if t.part > 0 {
 		s.companion[w] |= m
 		s.parts[t.rule] |= 1 << (t.part - 1)
+		if k := compBase[t.rule] + t.part - 1; at >= 0 && (s.at[k] < 0 || int32(at) < s.at[k]) {
+			s.at[k] = int32(at)
+		}
 	} else {
 		s.primary[w] |= m
 	}
 }
 
+// reset clears what one line left in s besides the marks Match clears as it goes.
+func (s *scratch) reset() {
+	for g := range s.groupDone {
+		s.groupDone[g] = false
+	}
+	for _, id := range s.nearSeen {
+		s.nearDone[id] = nearUnknown
+	}
+	s.nearSeen = s.nearSeen[:0]
+}
+
 // eval runs rule i's regexes on the line (its primary regex when primary is set,
 // the companions whose bits parts has), in rule order, honouring exclusive groups.
-func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, groupDone []bool, dst []Hit) []Hit {
+// It reads s's exclusive groups, where the companions' literals start, and the
+// results of near companions' regexes that ran on the line already.
+func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, s *scratch, dst []Hit) []Hit {
 	r := e.set.Rules[i]
 	if !r.accepts(l) {
 		return dst
 	}
 	if primary {
 		g := e.group[i]
-		if (g < 0 || !groupDone[g]) && e.startsRight(i, l.Text) && e.musts[i].holds(l.Text) {
+		if (g < 0 || !s.groupDone[g]) && e.startsRight(i, l.Text) && e.musts[i].holds(l.Text) {
 			if caps, ok := r.matchPrimary(l.Text); ok {
 				dst = append(dst, Hit{Rule: r, Captures: caps})
 				if g >= 0 {
-					groupDone[g] = true
+					s.groupDone[g] = true
 				}
 			}
 		}
@@ -256,10 +314,19 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, grou
 			continue
 		}
 		re := r.Companions[j].Regexp()
-		if cc.windowLits != nil {
+		if cc.near {
 			// No captures to report: whether it matches is all the hit needs.
-			if matchesNear(re, l.Text, cc.windowLits) {
-				dst = append(dst, Hit{Rule: r, Captures: map[string]string{}, Companion: true, Part: j})
+			res := s.nearDone[cc.nearID]
+			if res == nearUnknown {
+				res = nearNo
+				if matchesNear(re, l.Text, int(s.at[int(e.compBase[i])+j])) {
+					res = nearYes
+				}
+				s.nearDone[cc.nearID] = res
+				s.nearSeen = append(s.nearSeen, int32(cc.nearID))
+			}
+			if res == nearYes {
+				dst = append(dst, Hit{Rule: r, Companion: true, Part: j})
 			}
 		} else if m := re.FindStringSubmatchIndex(l.Text); m != nil {
 			dst = append(dst, Hit{Rule: r, Captures: captures(re, l.Text, m), Companion: true, Part: j})

@@ -122,6 +122,63 @@ func TestPrefilterEquivalence(t *testing.T) {
 	}
 }
 
+// TestPrefilterEquivalenceGenerated compares the fast matcher with every regex on
+// every line, line for line, on generated kernel lines: the benign ones a GPU node
+// prints most (link-up and bond lines are companions of several rules, matched on
+// many lines), fault lines, and their mutations, with numbers drawn at random.
+func TestPrefilterEquivalenceGenerated(t *testing.T) {
+	e := defaultEngine(t)
+	templates := []string{
+		"bond0: (slave eth%d): link status definitely up, 25000 Mbps full duplex",
+		"bond0: (slave eth%d): link status definitely down, disabling slave",
+		"bond0: (slave eth%d): link status up again after %d ms",
+		"bond0: (slave eth%d): link status down for interface, disabling it in %d ms",
+		"igb 0000:0%d:00.0 eno1: igb: eno1 NIC Link is Up 1000 Mbps Full Duplex, Flow Control: RX/TX",
+		"igb 0000:0%d:00.0 eno1: igb: eno1 NIC Link is Down",
+		"mlx5_core 0000:%x:00.0 ib0: Link down",
+		"mlx5_core 0000:%x:00.0: Port: %d Link ACTIVE",
+		"mlx5_core 0000:%x:00.0: mlx5_pcie_event:%d:(pid %d): PCIe slot advertised sufficient power (%dW).",
+		"nvidia-nvswitch%d: open (major=%d)",
+		"nvidia-nvswitch%d: SXid (PCI:0000:%x:00.0): %d, Fatal, Link %d",
+		"NVRM: GPU at PCI:0000:%x:00: GPU-%x-%x-%x",
+		"NVRM: Xid (PCI:0000:%x:00): %d, pid=%d, name=python3, Graphics Exception",
+		"loop%d: detected capacity change from %d to 0",
+		"workqueue: drain_vmap_area_work hogged CPU for >%dus %d times, consider switching to WQ_UNBOUND",
+		"EXT4-fs (nvme0n1p%d): mounted filesystem %x-%x with ordered data mode. Quota mode: none.",
+		"pcieport 0000:%x:01.0: AER: Corrected error received: 0000:%x:00.0",
+		"INFO: task python3:%d blocked for more than %d seconds.",
+	}
+	r := rand.New(rand.NewSource(5))
+	var lines []string
+	for i := 0; i < 5000; i++ {
+		tmpl := templates[r.Intn(len(templates))]
+		args := make([]any, strings.Count(tmpl, "%"))
+		for k := range args {
+			args[k] = r.Intn(1 << (4 * (1 + r.Intn(4))))
+		}
+		lines = append(lines, fmt.Sprintf(tmpl, args...))
+	}
+	n := len(lines)
+	for i := 0; i < n; i++ {
+		lines = append(lines, mutate(r, lines[:n]))
+	}
+	matched := 0
+	for _, l := range lines {
+		line := &logstream.Line{Text: l, Source: string(rules.SourceKernel)}
+		fast := keys(e.Match(line, nil))
+		slow := keys(e.MatchNaive(line, nil))
+		if len(fast) > 0 {
+			matched++
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("line %q:\n fast %v\nnaive %v", l, fast, slow)
+		}
+	}
+	if matched < n/4 {
+		t.Fatalf("only %d of %d lines matched: the comparison is too weak", matched, len(lines))
+	}
+}
+
 // TestEveryDefaultRuleIsPrefiltered keeps the default packs fast: a rule without a
 // usable literal would run its regex on every line of the fleet.
 func TestEveryDefaultRuleIsPrefiltered(t *testing.T) {

@@ -4,12 +4,30 @@ import "github.com/faultline-dev/faultline/logstream"
 
 // MatchNaive is the reference matcher: every rule's regexes on the line, without
 // the prefilter. Match must always return the same hits; tests and benchmarks use it.
+// Where a companion's literals start is found here by searching for each.
 func (e *Engine) MatchNaive(l *logstream.Line, dst []Hit) []Hit {
-	done := make([]bool, len(e.groups))
+	s := e.pool.New().(*scratch)
+	for i, r := range e.set.Rules {
+		for j, cp := range r.Companions {
+			s.at[int(e.compBase[i])+j] = int32(firstIndexFold(l.Text, cp.Literals))
+		}
+	}
 	for i := range e.set.Rules {
-		dst = e.eval(i, l, true, 1<<len(e.set.Rules[i].Companions)-1, done, dst)
+		dst = e.eval(i, l, true, 1<<len(e.set.Rules[i].Companions)-1, s, dst)
 	}
 	return dst
+}
+
+// firstIndexFold returns where the first of lits (ASCII case-insensitively) starts
+// in text, or -1.
+func firstIndexFold(text string, lits []string) int {
+	p := -1
+	for _, l := range lits {
+		if j := indexFold(text, lower(l)); j >= 0 && (p < 0 || j < p) {
+			p = j
+		}
+	}
+	return p
 }
 
 // ParseFileWhole is ParseFile on the whole text, also when loading for matching:

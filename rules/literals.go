@@ -543,19 +543,14 @@ func containsFold(s, lower string) bool { return indexFold(s, lower) >= 0 }
 const windowBack = 16
 
 // matchesNear reports whether re matches text, as re.MatchString does, for a regex
-// without start anchors. Go's regexp tries every start position up to the leftmost
-// match, which on a long line costs more than the match itself; the match holds one
-// of the lower-case literals lits, so a search from a little before the first one
-// usually finds it. That search starts after an ASCII byte that is no word
-// character, where \b and \B read as at the text's start; a match it finds is a
-// match of the whole text. When it finds none, the whole text is searched.
-func matchesNear(re *regexp.Regexp, text string, lits []string) bool {
-	p := -1
-	for _, l := range lits {
-		if j := indexFold(text, l); j >= 0 && (p < 0 || j < p) {
-			p = j
-		}
-	}
+// without start anchors whose every match holds one of some literals, the first of
+// which text holds from byte p on (-1: none). Go's regexp tries every start position
+// up to the leftmost match, which on a long line costs more than the match itself;
+// a search from a little before p usually finds it. That search starts after an
+// ASCII byte that is no word character, where \b and \B read as at the text's
+// start; a match it finds is a match of the whole text. When it finds none, the
+// whole text is searched.
+func matchesNear(re *regexp.Regexp, text string, p int) bool {
 	for a := max(1, p-windowBack); a <= p; a++ {
 		if c := text[a-1]; c < utf8.RuneSelf && !isWordByte(c) {
 			if re.MatchString(text[a:]) {

@@ -113,7 +113,7 @@ func TestMatchesNearIsMatchString(t *testing.T) {
 			}
 			s := sb.String()
 			want := re.MatchString(s)
-			if got := matchesNear(re, s, lits); got != want {
+			if got := matchesNear(re, s, firstIndexFold(s, lits)); got != want {
 				t.Fatalf("matchesNear(%s, %q) = %v, MatchString says %v", expr, s, got, want)
 			}
 			if want {

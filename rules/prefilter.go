@@ -1,6 +1,10 @@
 package rules
 
-import "math"
+import (
+	"math"
+	"slices"
+	"strings"
+)
 
 // gramFilter finds which of a set of patterns a text contains (ASCII
 // case-insensitively), overlapping ones included; on the benign majority of lines,
@@ -12,8 +16,20 @@ import "math"
 // occurrence one ends at a probed byte, so no occurrence is missed. Patterns of 3
 // and 4 bytes have fewer windows of their own: a window that reaches one byte past
 // them stands for the 256 windows it can be (the text's edges read as zero bytes).
+//
+// A 4-byte window is common text far more often than the pattern behind it ("k is"
+// of "link is down" in every "NIC Link is Up"), and comparing the patterns behind
+// it cost as much as the probing. So a pattern of 9 bytes or more is also
+// represented by the 8-byte windows that end where its 4-byte ones do: a set bit of
+// the first bitmap is compared only when the 8 bytes ending there are in a second
+// bitmap (or the 4-byte window is a shorter pattern's, marked in a third).
 type gramFilter struct {
 	bitmap *[1 << gramBits / 64]uint64
+	// long: the 8-byte windows of the patterns that have them, by long8Hash.
+	long *[1 << longBits / 64]uint64
+	// short: the 4-byte windows of the patterns without 8-byte ones, by
+	// gramHash >> (gramBits - shortBits).
+	short *[1 << shortBits / 64]uint64
 	// The entries of bucket b (the top bucketBits of their window's hash) are
 	// entries[buckets[b]:buckets[b+1]]. Confirming is on the hot path for windows
 	// that common words share; a table this small stays in the CPU's cache, where
@@ -28,8 +44,11 @@ type gramFilter struct {
 // gramEntry is one pattern behind a window: the window's bytes, and where the
 // window starts in the pattern (-1: one byte before it).
 type gramEntry struct {
-	g       uint32
-	off     int
+	g   uint32
+	off int
+	// g8: the 8 bytes of the pattern that end where the window does, when long.
+	g8      uint64
+	long    bool
 	lit     string // lower-case
 	pattern int32  // index in the filter's patterns
 }
@@ -49,8 +68,17 @@ const (
 	sharedPenalty = 6
 )
 
-// gramBits is log2 of the bitmap size: 2^18 bits are 32 KiB.
-const gramBits = 18
+// gramBits is log2 of the bitmap size: 2^18 bits are 32 KiB. longBits and
+// shortBits size the second-level bitmaps, read only where the first has a bit set.
+const (
+	gramBits  = 18
+	longBits  = 17
+	shortBits = 16
+)
+
+// longMin is the shortest pattern given 8-byte windows: its 4-byte pair must
+// start 4 bytes or more into it.
+const longMin = 9
 
 // fold lower-cases ASCII letters, as the automaton's ASCII case-insensitivity does.
 var fold = func() (t [256]byte) {
@@ -65,14 +93,25 @@ var fold = func() (t [256]byte) {
 
 func gramHash(g uint32) uint32 { return (g * 0x9E3779B1) >> (32 - gramBits) }
 
+func long8Hash(g uint64) uint64 { return (g * 0x9E3779B97F4A7C15) >> (64 - longBits) }
+
+func shortHash(h uint32) uint32 { return h >> (gramBits - shortBits) }
+
 // newGramFilter builds the filter for lower-case patterns of at least 3 bytes.
 func newGramFilter(patterns []string) *gramFilter {
-	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), buckets: new([1<<bucketBits + 1]uint32)}
+	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), long: new([1 << longBits / 64]uint64),
+		short: new([1 << shortBits / 64]uint64), buckets: new([1<<bucketBits + 1]uint32)}
 	add := func(g uint32, off, i int) {
 		f.entries = append(f.entries, gramEntry{g: g, off: off, lit: patterns[i], pattern: int32(i)})
 	}
-	window := func(p string, off int) uint32 {
-		return uint32(p[off])<<24 | uint32(p[off+1])<<16 | uint32(p[off+2])<<8 | uint32(p[off+3])
+	window := window4
+	// addLong adds the 4-byte window at off and the 8-byte one that ends with it.
+	addLong := func(p string, off, i int) {
+		var g8 uint64
+		for _, c := range []byte(p[off-4 : off+4]) {
+			g8 = g8<<8 | uint64(c)
+		}
+		f.entries = append(f.entries, gramEntry{g: window(p, off), off: off, g8: g8, long: true, lit: p, pattern: int32(i)})
 	}
 	shared := sharedWindows(patterns)
 	for i, p := range patterns {
@@ -89,6 +128,13 @@ func newGramFilter(patterns []string) *gramFilter {
 				add(b<<24|head, -1, i)
 			}
 		default:
+			if len(p) >= longMin && !strings.ContainsRune(p, 0) {
+				// A zero byte is what the probe reads before the text's start.
+				off := 4 + rarestWindowPair(p[4:], shared)
+				addLong(p, off, i)
+				addLong(p, off+1, i)
+				break
+			}
 			off := rarestWindowPair(p, shared)
 			add(window(p, off), off, i)
 			add(window(p, off+1), off+1, i)
@@ -100,6 +146,13 @@ func newGramFilter(patterns []string) *gramFilter {
 		e := &f.entries[i]
 		h := gramHash(e.g)
 		f.bitmap[h/64] |= 1 << (h % 64)
+		if e.long {
+			h8 := long8Hash(e.g8)
+			f.long[h8/64] |= 1 << (h8 % 64)
+		} else {
+			hs := shortHash(h)
+			f.short[hs/64] |= 1 << (hs % 64)
+		}
 		f.buckets[bucket(e)+1]++
 	}
 	for b := 1; b < len(f.buckets); b++ {
@@ -123,8 +176,10 @@ func newGramFilter(patterns []string) *gramFilter {
 // rarestWindowPair returns the offset of the two adjacent 4-byte windows of p (at
 // least 5 bytes) least likely to occur in log text, by the frequencies of their
 // bytes and by how many other patterns hold them (shared).
-func rarestWindowPair(p string, shared map[string]int) int {
-	score := func(w string) float64 { return windowScore(w) + sharedPenalty*math.Log(float64(shared[w])) }
+func rarestWindowPair(p string, shared map[uint32]int) int {
+	score := func(w string) float64 {
+		return windowScore(w) + sharedPenalty*math.Log(float64(shared[window4(w, 0)]))
+	}
 	best, bestScore := 0, math.Inf(1)
 	prev := score(p[0:4])
 	for i := 1; i+4 <= len(p); i++ {
@@ -141,19 +196,24 @@ func rarestWindowPair(p string, shared map[string]int) int {
 // window many patterns hold is a common piece of log text ("ed f" of "failed",
 // "mlx5" of a driver's prefix): it is seen on many lines, and each time every
 // pattern represented by it is compared.
-func sharedWindows(patterns []string) map[string]int {
-	n := map[string]int{}
-	seen := map[string]bool{}
+func sharedWindows(patterns []string) map[uint32]int {
+	n := make(map[uint32]int, 16*len(patterns))
+	var seen []uint32 // this pattern's windows: a few dozen, compared in a slice
 	for _, p := range patterns {
-		clear(seen)
+		seen = seen[:0]
 		for i := 0; i+4 <= len(p); i++ {
-			if w := p[i : i+4]; !seen[w] {
-				seen[w] = true
+			if w := window4(p, i); !slices.Contains(seen, w) {
+				seen = append(seen, w)
 				n[w]++
 			}
 		}
 	}
 	return n
+}
+
+// window4 is the 4-byte window of p at off, as the filter's probe reads it.
+func window4(p string, off int) uint32 {
+	return uint32(p[off])<<24 | uint32(p[off+1])<<16 | uint32(p[off+2])<<8 | uint32(p[off+3])
 }
 
 // windowScore rates how likely a 4-byte window is to occur in log text (lower is
@@ -187,34 +247,47 @@ var byteLogFreq = func() (t [256]float64) {
 	return t
 }()
 
-// find calls found for every pattern s contains (once or more for each) and
-// reports whether there was any. It probes the windows ending at odd offsets, and,
-// for a text of odd length, the one ending one byte past it.
-func (f *gramFilter) find(s string, found func(pattern int32)) bool {
+// find calls found for every pattern s contains (for each occurrence once or more,
+// with the byte it starts at) and reports whether there was any. It probes the windows ending at odd offsets, and,
+// for a text of odd length, the one ending one byte past it; g8 holds the 8 bytes
+// that end there (zero bytes before the text's start).
+func (f *gramFilter) find(s string, found func(pattern int32, at int)) bool {
 	bm := f.bitmap
-	var g uint32
+	var g8 uint64
 	any := false
 	i := 0
 	for ; i+1 < len(s); i += 2 {
-		g = g<<16 | uint32(fold[s[i]])<<8 | uint32(fold[s[i+1]])
-		h := gramHash(g)
-		if bm[h/64]&(1<<(h%64)) != 0 && f.confirm(s, i-2, g, h, found) {
+		g8 = g8<<16 | uint64(fold[s[i]])<<8 | uint64(fold[s[i+1]])
+		h := gramHash(uint32(g8))
+		if bm[h/64]&(1<<(h%64)) != 0 && f.second(g8, h) && f.confirm(s, i-2, g8, h, found) {
 			any = true
 		}
 	}
 	if i < len(s) {
-		g = g<<16 | uint32(fold[s[i]])<<8
-		h := gramHash(g)
-		if bm[h/64]&(1<<(h%64)) != 0 && f.confirm(s, i-2, g, h, found) {
+		g8 = g8<<16 | uint64(fold[s[i]])<<8
+		h := gramHash(uint32(g8))
+		if bm[h/64]&(1<<(h%64)) != 0 && f.second(g8, h) && f.confirm(s, i-2, g8, h, found) {
 			any = true
 		}
 	}
 	return any
 }
 
-// confirm checks the patterns whose window g (hashing to h) starts at s[at]; at is
-// negative near the start of the text. It calls found for each pattern present.
-func (f *gramFilter) confirm(s string, at int, g, h uint32, found func(int32)) bool {
+// second reports whether the 4-byte window that ends g8 (hashing to h) is a short
+// pattern's, or g8 a long pattern's 8-byte window: whether confirm may find one.
+func (f *gramFilter) second(g8 uint64, h uint32) bool {
+	if hs := shortHash(h); f.short[hs/64]&(1<<(hs%64)) != 0 {
+		return true
+	}
+	h8 := long8Hash(g8)
+	return f.long[h8/64]&(1<<(h8%64)) != 0
+}
+
+// confirm checks the patterns whose window (the last 4 bytes of g8, hashing to h)
+// starts at s[at]; at is negative near the start of the text. It calls found for
+// each pattern present.
+func (f *gramFilter) confirm(s string, at int, g8 uint64, h uint32, found func(pattern int32, at int)) bool {
+	g := uint32(g8)
 	b := h >> (gramBits - bucketBits)
 	ok := false
 	lo, hi := f.buckets[b], f.buckets[b+1]
@@ -223,9 +296,12 @@ func (f *gramFilter) confirm(s string, at int, g, h uint32, found func(int32)) b
 			continue
 		}
 		e := &f.entries[int(lo)+k]
+		if e.long && e.g8 != g8 {
+			continue
+		}
 		start := at - e.off
 		if start >= 0 && start+len(e.lit) <= len(s) && equalFold(s[start:start+len(e.lit)], e.lit) {
-			found(e.pattern)
+			found(e.pattern, start)
 			ok = true
 		}
 	}

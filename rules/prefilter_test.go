@@ -22,23 +22,30 @@ func newAC(patterns []string) ahocorasick.AhoCorasick {
 	return b.Build(patterns)
 }
 
-// foundSet lists the patterns a finder reports, sorted and without repeats.
-func foundSet(each func(func(int32))) []int32 {
-	seen := map[int32]bool{}
-	each(func(p int32) { seen[p] = true })
-	out := []int32{}
-	for p := range seen {
-		out = append(out, p)
+// foundSet lists the patterns a finder reports, each with the first byte it was
+// reported at, sorted by pattern.
+func foundSet(each func(func(int32, int))) [][2]int {
+	first := map[int32]int{}
+	each(func(p int32, at int) {
+		if a, ok := first[p]; !ok || at < a {
+			first[p] = at
+		}
+	})
+	out := [][2]int{}
+	for p, at := range first {
+		out = append(out, [2]int{int(p), at})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
 }
 
 // TestGramFilterIsExact: the gram filter finds exactly the patterns an Aho-Corasick
-// automaton finds, on pattern-laden and random texts, in any case and at the
-// text's edges.
+// automaton finds, and where each first starts, on pattern-laden and random texts,
+// in any case and at the text's edges; patterns of 9 bytes or more (checked by
+// their 8-byte windows too) among them.
 func TestGramFilterIsExact(t *testing.T) {
-	patterns := []string{"nvrm: xid (", "+0x", "link down", "sxid", "fallen off the bus", "é_x", "xid"}
+	patterns := []string{"nvrm: xid (", "+0x", "link down", "sxid", "fallen off the bus", "é_x", "xid",
+		"0000:3b:00", "nul\x00in a pattern", "(pci:0000"}
 	f := newGramFilter(patterns)
 	b := newAC(patterns)
 	r := rand.New(rand.NewSource(3))
@@ -62,13 +69,13 @@ func TestGramFilterIsExact(t *testing.T) {
 			sb.WriteByte(alphabet[r.Intn(len(alphabet))])
 		}
 		s := sb.String()
-		wantSet := foundSet(func(add func(int32)) {
+		wantSet := foundSet(func(add func(int32, int)) {
 			it := b.IterOverlappingByte(unsafe.Slice(unsafe.StringData(s), len(s)))
 			for m := it.Next(); m != nil; m = it.Next() {
-				add(int32(m.Pattern()))
+				add(int32(m.Pattern()), m.Start())
 			}
 		})
-		gotSet := foundSet(func(add func(int32)) { f.find(s, add) })
+		gotSet := foundSet(func(add func(int32, int)) { f.find(s, add) })
 		if !reflect.DeepEqual(gotSet, wantSet) {
 			t.Fatalf("find(%q) = %v, automaton finds %v", s, gotSet, wantSet)
 		}

@@ -39,8 +39,9 @@ func (st *stream) observe(p *logline.Parsed, rebootGap time.Duration) {
 	case logline.ClockWall:
 		st.wall = p.Time
 	case logline.ClockWallNoYear:
-		// Year-less dates run back by months only at a new year.
-		if st.clock == logline.ClockWallNoYear && p.Time.Before(st.wall.Add(-183*24*time.Hour)) {
+		// Year-less dates run back by months only at a new year. Most lines share
+		// their second with the line before: the same time, compared in a few words.
+		if st.clock == logline.ClockWallNoYear && p.Time != st.wall && p.Time.Before(st.wall.Add(-183*24*time.Hour)) {
 			st.yearShift++
 		}
 		st.wall = p.Time

@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,12 +30,21 @@ const textFlushRows = 64
 // line number when withFile is set; call the returned flush at the end. Text taken
 // from the log is escaped: a log line cannot drive the terminal.
 func TextWriter(w io.Writer, withFile bool) (emit func(Match) error, flush func() error) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// The table writes each cell and its padding apart: gathered, a flush of its
+	// rows is one write, not a thousand.
+	bw := bufio.NewWriterSize(w, 64<<10)
+	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
+	flush = func() error {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
 	rows := 0
 	emit = func(m Match) error {
 		if rows%textFlushRows == 0 {
 			if rows > 0 {
-				if err := tw.Flush(); err != nil {
+				if err := flush(); err != nil {
 					return err
 				}
 			}
@@ -53,7 +63,7 @@ func TextWriter(w io.Writer, withFile bool) (emit func(Match) error, flush func(
 			fmtCaptures(m.Captures), clip(Escape(strings.TrimSpace(m.Text)), 100))
 		return err
 	}
-	return emit, tw.Flush
+	return emit, flush
 }
 
 // Escape makes text from a log safe to print on a terminal: control characters,
