@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "47c95a0ad3f0bf664cf7cf36d1cf97d7dcf5e2a86dbd3b705dabdc57a7ca2093"
+const imageDigest = "030f9061387050c7599e8decb1962b80639bc026575b5a0160fa1b83bcc5b643"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -767,7 +767,7 @@ var image = &rules.Image{
 						Description: "Fabric Manager errors (NVSwitch queries failing, NVSwitch errors it detected, fabric setup errors, an invalid item in its configuration file, which keeps it from starting). systemd's \"Failed to get unit file state for nvidia-fabricmanager.service\" (the unit is not installed) is not one.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `(?:request to query NVSwitch device information from NVSwitch driver failed|detected NVSwitch (?:non-)?fatal error \d+|fabric manager config file item: (?P<item>\S+) has an invalid value|(?P<unit_state>Failed to get unit file state for )?\S*[Ff]abric ?[Mm]anager[^\n]*\b(?:failed|error|[Ee]rror)\b)`,
+							Regex: `(?:request to query NVSwitch device information from NVSwitch driver failed|detected NVSwitch (?:non-)?fatal error \d+|fabric manager config file item: (?P<item>\S+) has an invalid value|fabric manager NVIDIA GPU driver interface version (?P<fm_version>\S+) (?:don['’]t|doesn['’]t) match with driver version (?P<driver_version>\d+(?:\.\d+)*)|(?P<unit_state>Failed to get unit file state for )?\S*[Ff]abric ?[Mm]anager[^\n]*\b(?:failed|error|[Ee]rror)\b)`,
 							Where: map[string]rules.Condition{
 								"unit_state": {
 									NotIn: rules.StringList{
@@ -779,7 +779,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1030,
+						Line:      1041,
 					},
 					{
 						ID:          "display-driver-error",
@@ -789,7 +789,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1058,
+						Line:     1132,
 					},
 					{
 						ID:          "driver-no-device",
@@ -799,7 +799,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1141,
+						Line:     1215,
 					},
 					{
 						ID:          "nvidia-probe-failed",
@@ -809,7 +809,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1173,
+						Line:     1247,
 					},
 					{
 						ID:          "nvidia-probe-not-called",
@@ -819,7 +819,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1230,
+						Line:     1304,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -834,7 +834,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1307,
+						Line: 1381,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -844,7 +844,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1367,
+						Line:     1441,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -854,7 +854,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1411,
+						Line:     1485,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -864,7 +864,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1427,
+						Line:     1501,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -880,7 +880,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1517,
+						Line: 1591,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -896,7 +896,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1556,
+						Line: 1630,
 					},
 					{
 						ID:          "gsp-slow",
@@ -906,7 +906,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1614,
+						Line:     1688,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -922,7 +922,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1648,
+						Line: 1722,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -937,7 +937,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1801,
+						Line: 1875,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -947,7 +947,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1874,
+						Line:     1948,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -962,7 +962,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1940,
+						Line: 2014,
 					},
 					{
 						ID:          "fsp-failed",
@@ -978,7 +978,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2003,
+						Line: 2077,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -988,7 +988,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2125,
+						Line:     2199,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1004,7 +1004,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2156,
+						Line: 2230,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1014,7 +1014,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2185,
+						Line:     2259,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1030,7 +1030,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2239,
+						Line: 2313,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1040,7 +1040,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2271,
+						Line:     2345,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1055,7 +1055,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2309,
+						Line: 2383,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1065,7 +1065,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2448,
+						Line:     2522,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1075,7 +1075,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2488,
+						Line:     2562,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1090,7 +1090,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2506,
+						Line: 2580,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1114,7 +1114,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     2529,
+						Line:     2603,
 					},
 				},
 			},
@@ -15659,7 +15659,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:request to query NVSwitch device information from NVSwitch driver failed|detected NVSwitch (?:non-)?fatal error \d+|fabric manager config file item: (?P<item>\S+) has an invalid value|(?P<unit_state>Failed to get unit file state for )?\S*[Ff]abric ?[Mm]anager[^\n]*\b(?:failed|error|[Ee]rror)\b)`,
+			Expr: `(?:request to query NVSwitch device information from NVSwitch driver failed|detected NVSwitch (?:non-)?fatal error \d+|fabric manager config file item: (?P<item>\S+) has an invalid value|fabric manager NVIDIA GPU driver interface version (?P<fm_version>\S+) (?:don['’]t|doesn['’]t) match with driver version (?P<driver_version>\d+(?:\.\d+)*)|(?P<unit_state>Failed to get unit file state for )?\S*[Ff]abric ?[Mm]anager[^\n]*\b(?:failed|error|[Ee]rror)\b)`,
 			Literals: []string{
 				"request to query NVSwitch device information from NVSwitch driver failed",
 				"detected NVSwitch fatal error ",
@@ -15693,24 +15693,33 @@ var image = &rules.Image{
 					"detected nvswitch non-fatal error ",
 					"fabric manager",
 					"fabricmanager",
+					"nvidia gpu driver interface version ",
 					"request to query nvswitch device information from nvswitch driver failed",
 				},
 				[]string{
-					"abric",
+					"config file item: ",
 					"detected nvswitch fatal error ",
 					"detected nvswitch non-fatal error ",
+					"fabric manager",
+					"fabricmanager",
+					"nvidia gpu driver interface version ",
 					"request to query nvswitch device information from nvswitch driver failed",
 				},
 				[]string{
-					"anager",
+					" has an invalid value",
+					" match with driver version ",
 					"detected nvswitch fatal error ",
 					"detected nvswitch non-fatal error ",
+					"fabric manager",
+					"fabricmanager",
 					"request to query nvswitch device information from nvswitch driver failed",
 				},
 			},
 			Names: []string{
 				"",
 				"item",
+				"fm_version",
+				"driver_version",
 				"unit_state",
 			},
 		},
