@@ -7,10 +7,10 @@ import (
 )
 
 // awaitingSources lists the default rules that cite no format string, each with
-// precisely why. Fabric Manager's daemon and start script are closed, and no
-// Fabric Manager document quotes their messages; the other lines were traced to
-// code that no versioned public file holds, or not yet to a file at all. The list
-// may only shrink: a listed rule that gains sources, or disappears, fails the test.
+// precisely why: a line traced to code that no versioned public file holds, or not
+// yet to a file at all (closed programs cite the public reports that quote them).
+// The list may only shrink: a listed rule that gains sources, or disappears, fails
+// the test.
 var awaitingSources = map[string]string{}
 
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
