@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "030f9061387050c7599e8decb1962b80639bc026575b5a0160fa1b83bcc5b643"
+const imageDigest = "f5690aacfd03c2ed87e44f16afc7e50efa0056ddb57257e0903b7a42833d25ae"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1094,10 +1094,10 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
-						Description: "modprobe could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
+						Description: "modprobe could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem, nvidia_fs of GPUDirect Storage, gdrdrv of GDRCopy): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel), or the module is not installed for the running kernel at all (\"Module nvidia not found in directory /lib/modules/<release>\": its DKMS build failed after a kernel update). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `could not insert '(?P<module>nvidia\w*)': (?P<error>[^,\n]+)`,
+							Regex: `(?:could not insert '(?P<module>nvidia\w*|gdrdrv)': (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+))`,
 							Where: map[string]rules.Condition{
 								"error": {
 									NotIn: rules.StringList{
@@ -14025,6 +14025,50 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:could not insert '(?P<module>nvidia\w*|gdrdrv)': (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+))`,
+			Literals: []string{
+				"could not insert 'nvidia",
+				"could not insert 'gdrdrv",
+				" not found in directory ",
+			},
+			Sets: [][]string{
+				[]string{
+					" not found in directory ",
+					"could not insert 'gdrdrv",
+					"could not insert 'nvidia",
+				},
+				[]string{
+					" not found in directory ",
+					"could not insert '",
+				},
+				[]string{
+					" not found in directory ",
+					"gdrdrv",
+					"nvidia",
+				},
+				[]string{
+					" not found in directory ",
+					"': ",
+				},
+				[]string{
+					"could not insert 'gdrdrv",
+					"could not insert 'nvidia",
+					"module ",
+				},
+				[]string{
+					"gdrdrv",
+					"nvidia",
+				},
+			},
+			Names: []string{
+				"",
+				"module",
+				"error",
+				"module",
+				"dir",
+			},
+		},
+		{
 			Expr: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 			Literals: []string{
 				" non-responsive CSD lock (#",
@@ -20272,31 +20316,6 @@ var image = &rules.Image{
 				"",
 				"port",
 				"flags",
-			},
-		},
-		{
-			Expr: `could not insert '(?P<module>nvidia\w*)': (?P<error>[^,\n]+)`,
-			Literals: []string{
-				"could not insert 'nvidia",
-			},
-			Sets: [][]string{
-				[]string{
-					"could not insert 'nvidia",
-				},
-				[]string{
-					"could not insert '",
-				},
-				[]string{
-					"nvidia",
-				},
-				[]string{
-					"': ",
-				},
-			},
-			Names: []string{
-				"",
-				"module",
-				"error",
 			},
 		},
 		{
