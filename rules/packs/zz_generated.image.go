@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "f5690aacfd03c2ed87e44f16afc7e50efa0056ddb57257e0903b7a42833d25ae"
+const imageDigest = "93045f0c85dd195fc7fb2ea7049545957316591d7e94763e415b6c5d2b5a73d4"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4432,9 +4432,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "slurm-remote-node-state",
-						Description: "Slurm reports another node's failure: slurmctld's nodes not responding or set DOWN, a step that failed on them (\"Kill task failed\"), a node drained after a prolog failure; srun or salloc told of a node failure or a failed or hung prolog; a node's drain reason as scontrol or sinfo print it (a GPU count lower than configured, an unexpected reboot, Kill task failed). Evidence only: the line reaches the controller's, the launcher's or an operator's pod, not the failing node's; that node's own slurmd and kernel lines carry its fault. Also a drain reason set through scontrol (slurmctld's \"update_node: node ... reason set to:\"), such as AWS ParallelCluster's \"Scheduler health check failed\", and Azure CycleCloud's \"cyclecloud_node_failure\" reason (a VM that failed to start), which sinfo -R cuts to 20 characters.",
+						Description: "Slurm reports another node's failure: slurmctld's nodes not responding or set DOWN, a step that failed on them (\"Kill task failed\"), a node drained after a prolog failure, a prolog or epilog that failed on nodes, a launch or signal that nodes did not answer in time; a node scontrol show node prints DOWN, FAIL or NOT_RESPONDING; srun or salloc told of a node failure or a failed or hung prolog; a node's drain reason as scontrol or sinfo print it (a GPU count lower than configured, an unexpected reboot, Kill task failed). Evidence only: the line reaches the controller's, the launcher's or an operator's pod, not the failing node's; that node's own slurmd and kernel lines carry its fault. Also a drain reason set through scontrol (slurmctld's \"update_node: node ... reason set to:\"), such as AWS ParallelCluster's \"Scheduler health check failed\", and Azure CycleCloud's \"cyclecloud_node_failure\" reason (a VM that failed to start), which sinfo -R cuts to 20 characters.",
 						Match: &rules.Match{
-							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s)`,
+							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=)`,
 						},
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3061,
+						Line:      3134,
 					},
 				},
 			},
@@ -10646,7 +10646,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s)`,
+			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=)`,
 			Literals: []string{
 				"slurmd error running ",
 				"Prolog or job env setup failure on node ",
@@ -10659,10 +10659,19 @@ var image = &rules.Image{
 				"Kill task failed",
 				"cyclecloud_node_fail",
 				"Not responding",
+				"Prolog/Epilog failure on nodes ",
+				"Epilog failure on host ",
+				"agent waited too long for nodes to respond, abort launch of",
+				"agent waited too long for nodes to respond, abort signal of",
+				" ThreadsPerCore=",
 			},
 			Sets: [][]string{
 				[]string{
+					" threadspercore=",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
@@ -10671,11 +10680,14 @@ var image = &rules.Image{
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
+					"prolog/epilog failure on nodes ",
 					"slurmd error running ",
 					"update_node: node ",
 				},
 				[]string{
+					" threadspercore=",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
@@ -10689,7 +10701,11 @@ var image = &rules.Image{
 					"update_node: node ",
 				},
 				[]string{
+					" threadspercore=",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"lurmd error running ",
@@ -10699,11 +10715,16 @@ var image = &rules.Image{
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
+					"prolog/epilog failure on nodes ",
 					"update_node: node ",
 				},
 				[]string{
 					" on node(s)=",
+					" threadspercore=",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
@@ -10712,11 +10733,16 @@ var image = &rules.Image{
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
+					"prolog/epilog failure on nodes ",
 					"update_node: node ",
 				},
 				[]string{
+					" threadspercore=",
 					", draining the node",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
@@ -10724,17 +10750,23 @@ var image = &rules.Image{
 					"not responding",
 					"prolog failure on node ",
 					"prolog hung on node ",
+					"prolog/epilog failure on nodes ",
 					"slurmd error running ",
 					"update_node: node ",
 				},
 				[]string{
+					" threadspercore=",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
 					"node unexpectedly rebooted",
 					"not responding",
 					"prolog ",
+					"prolog/epilog failure on nodes ",
 					"slurmd error running ",
 					"update_node: node ",
 				},
@@ -10754,6 +10786,9 @@ var image = &rules.Image{
 				"reason",
 				"reason",
 				"reason",
+				"nodes",
+				"nodes",
+				"state",
 			},
 		},
 		{
