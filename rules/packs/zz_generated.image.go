@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "93045f0c85dd195fc7fb2ea7049545957316591d7e94763e415b6c5d2b5a73d4"
+const imageDigest = "948569320f499741e955a9faab1d2eb476a7b8670062bdbd5e51013dd4690e38"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3395,7 +3395,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      784,
+						Line:      796,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3404,7 +3404,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      857,
+						Line:      869,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3415,7 +3415,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      960,
+						Line:      972,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3424,7 +3424,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      983,
+						Line:      995,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3433,7 +3433,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1114,
+						Line:      1126,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3442,7 +3442,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1236,
+						Line:      1248,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3451,7 +3451,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1313,
+						Line:      1325,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3473,7 +3473,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1345,
+						Line: 1357,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3497,7 +3497,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1401,
+						Line: 1413,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3508,7 +3508,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1436,
+						Line:      1448,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3519,7 +3519,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1507,
+						Line:      1519,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1556,
+						Line:      1568,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1626,
+						Line:      1638,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3548,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1685,
+						Line:      1697,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1728,
+						Line:      1740,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3570,7 +3570,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1774,
+						Line:      1786,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3580,7 +3580,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1863,
+						Line:      1875,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3591,7 +3591,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        1899,
+						Line:        1911,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3601,7 +3601,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1931,
+						Line:      1943,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3611,7 +3611,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1986,
+						Line:      1998,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3622,7 +3622,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2029,
+						Line:      2041,
 					},
 					{
 						ID:          "ucx-error",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2069,
+						Line:      2081,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3643,7 +3643,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2102,
+						Line:      2114,
 					},
 				},
 			},
