@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "948569320f499741e955a9faab1d2eb476a7b8670062bdbd5e51013dd4690e38"
+const imageDigest = "5774db52dcf1c20fcb85c4a1948d22b08f10f231e1d2dec4bf68b0024738aae8"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4145,9 +4145,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "mcelog-context",
-						Description: "Lines of a decoded machine-check record around its status (the header, the record number, the CPU and bank, the MISC and ADDR registers, the time, the MCG capabilities with the APIC and socket ids, the CPUID, the MCi and MCG status headers, the enabled, overflow and valid-register bits, the MCA error-code decode, the memory-controller transaction, the DIMM location, the end of throttling): they can only come from a machine check mcelog decoded, but say nothing of whether it was corrected; evidence only",
+						Description: "Lines of a decoded machine-check record around its status (the header, the record number, the CPU and bank, the MISC and ADDR registers, the time, the MCG capabilities with the APIC and socket ids, the CPUID, the MCi and MCG status headers, the enabled, overflow and valid-register bits, the MCA error-code decode (a bus error's, a QPI link's), the memory-controller transaction, the DIMM location, the end of throttling): they can only come from a machine check mcelog decoded, but say nothing of whether it was corrected; evidence only",
 						Match: &rules.Match{
-							Regex: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$)`,
+							Regex: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$|^(?:MCA: )?BUS error: -?\d+ -?\d+ |(?:^|QPI: )Intel QPI (?:physical|link) layer detected )`,
 						},
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
@@ -4168,7 +4168,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1904,
+						Line:        1926,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4182,7 +4182,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1948,
+						Line:     1970,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4192,7 +4192,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1972,
+						Line:      1994,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4202,7 +4202,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1990,
+						Line:      2012,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4212,7 +4212,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2053,
+						Line:      2075,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4222,7 +4222,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2077,
+						Line:      2099,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4233,7 +4233,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2113,
+						Line:      2135,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4243,7 +4243,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2148,
+						Line:      2170,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4253,7 +4253,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2173,
+						Line:      2195,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4263,7 +4263,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2215,
+						Line:      2237,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4273,7 +4273,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2232,
+						Line:      2254,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4284,7 +4284,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2266,
+						Line:      2288,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4294,7 +4294,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2314,
+						Line:      2336,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4304,7 +4304,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2336,
+						Line:      2358,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4314,7 +4314,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2418,
+						Line:      2440,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4324,7 +4324,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2448,
+						Line:      2470,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4334,7 +4334,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2480,
+						Line:      2502,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4344,7 +4344,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2524,
+						Line:      2546,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4354,7 +4354,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2553,
+						Line:      2575,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -4365,7 +4365,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2599,
+						Line:      2621,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4375,7 +4375,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2696,
+						Line:      2718,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4385,7 +4385,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2720,
+						Line:      2742,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -4396,7 +4396,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2745,
+						Line:      2767,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4406,7 +4406,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2789,
+						Line:      2811,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4417,7 +4417,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2820,
+						Line:      2842,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -4428,7 +4428,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2843,
+						Line:      2865,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -4439,7 +4439,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2928,
+						Line:      2950,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3134,
+						Line:      3156,
 					},
 				},
 			},
@@ -13346,7 +13346,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$)`,
+			Expr: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$|^(?:MCA: )?BUS error: -?\d+ -?\d+ |(?:^|QPI: )Intel QPI (?:physical|link) layer detected )`,
 			Literals: []string{
 				"Hardware event. This is not a software error.",
 				"MCE ",
@@ -13381,81 +13381,9 @@ var image = &rules.Image{
 				"CPUID Vendor ",
 				"Error enabled",
 				"Error overflow",
-			},
-			Sets: [][]string{
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" mcgstatus ",
-					" socketid ",
-					"addr ",
-					"cache",
-					"corrected filtering (some unreported errors in same region)",
-					"cpuid vendor ",
-					"error enabled",
-					"error overflow",
-					"hardware event. this is not a software error.",
-					"internal timer error",
-					"internal unclassified error: ",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"memory controller ",
-					"misc ",
-					"time ",
-					"tlb",
-					"transaction: address/command error",
-					"transaction: generic undefined request",
-					"transaction: memory read error",
-					"transaction: memory scrubbing error",
-					"transaction: memory write error",
-				},
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" generic cache hierarchy error",
-					" level-",
-					" mcgstatus ",
-					" socketid ",
-					"addr ",
-					"corrected filtering (some unreported errors in same region)",
-					"cpuid vendor ",
-					"error enabled",
-					"error overflow",
-					"hardware event. this is not a software error.",
-					"internal timer error",
-					"internal unclassified error: ",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"memory controller ",
-					"misc ",
-					"time ",
-					"transaction: address/command error",
-					"transaction: generic undefined request",
-					"transaction: memory read error",
-					"transaction: memory scrubbing error",
-					"transaction: memory write error",
-				},
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" mcgstatus ",
-					" socketid ",
-					"addr ",
-					"cpuid vendor ",
-					"error",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"memory controller ",
-					"misc ",
-					"time ",
-					"transaction: generic undefined request",
-				},
+				"BUS error: ",
+				"Intel QPI physical layer detected ",
+				"Intel QPI link layer detected ",
 			},
 			Anchored: true,
 			Names: []string{
