@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "5774db52dcf1c20fcb85c4a1948d22b08f10f231e1d2dec4bf68b0024738aae8"
+const imageDigest = "8bb193315235ac4d3f5ce0b8d62839f5f5451bc5d9ec3e75eb2a5fde4c8d2f3c"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3501,9 +3501,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nccl-warn-config",
-						Description: "A NCCL/RCCL WARN about the job's or the pod's configuration: a setting out of range or overridden, NICs of mixed link types, an option the build, driver or plugin does not support, a library or sysfs path missing in the container, an address that does not parse, a /dev/shm too small; evidence only",
+						Description: "A NCCL/RCCL WARN about the job's or the pod's configuration: a setting out of range or overridden, NICs of mixed link types, an option the build, driver or plugin does not support, a library or sysfs path missing in the container, an address that does not parse, a /dev/shm too small; or an argument the application handed to a NCCL call that NCCL rejects (a bad pointer, root, type or reduction, a buffer on another device, a freed communicator, buffers not registered alike on every rank): the job's bug, which NCCL returns as invalid usage or argument; evidence only",
 						Match: &rules.Match{
-							Regex: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET)`,
+							Regex: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET|\w+ : (?:\w+ (?:0x)?[0-9a-fA-F]+ is not a valid pointer|\w+ allocated on device -?\d+ mismatchs with NCCL device|\w+ argument is NULL|invalid root -?\d+ \(root should be|invalid type -?\d+$|invalid reduction operation -?\d+$|reduction operation -?\d+ unknown to this communicator)|Error: corrupted comm object detected|Coll \S+ size -?\d+ symmetric registration check failed on rank)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
@@ -3519,7 +3519,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1519,
+						Line:      1589,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1568,
+						Line:      1638,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1638,
+						Line:      1708,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3548,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1697,
+						Line:      1767,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1740,
+						Line:      1810,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3570,7 +3570,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1786,
+						Line:      1856,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3580,7 +3580,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1875,
+						Line:      1945,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3591,7 +3591,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        1911,
+						Line:        1981,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3601,7 +3601,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1943,
+						Line:      2013,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3611,7 +3611,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1998,
+						Line:      2068,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3622,7 +3622,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2041,
+						Line:      2111,
 					},
 					{
 						ID:          "ucx-error",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2081,
+						Line:      2151,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3643,7 +3643,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2114,
+						Line:      2184,
 					},
 				},
 			},
@@ -17594,7 +17594,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET)`,
+			Expr: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET|\w+ : (?:\w+ (?:0x)?[0-9a-fA-F]+ is not a valid pointer|\w+ allocated on device -?\d+ mismatchs with NCCL device|\w+ argument is NULL|invalid root -?\d+ \(root should be|invalid type -?\d+$|invalid reduction operation -?\d+$|reduction operation -?\d+ unknown to this communicator)|Error: corrupted comm object detected|Coll \S+ size -?\d+ symmetric registration check failed on rank)`,
 			Literals: []string{
 				"\" from kernel command line",
 				"\" from environment",
@@ -17644,6 +17644,15 @@ var image = &rules.Image{
 				"Net : unsupported IP family",
 				"Net : error encountered when getting address info",
 				"ncclSocketInit: connecting to address ",
+				" is not a valid pointer",
+				" mismatchs with NCCL device",
+				" argument is NULL",
+				"invalid root ",
+				"invalid type ",
+				"invalid reduction operation ",
+				" unknown to this communicator",
+				"Error: corrupted comm object detected",
+				" symmetric registration check failed on rank",
 			},
 			Sets: [][]string{
 				[]string{
