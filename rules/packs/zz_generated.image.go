@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "8bb193315235ac4d3f5ce0b8d62839f5f5451bc5d9ec3e75eb2a5fde4c8d2f3c"
+const imageDigest = "0d7cd24ca7fa05d8d37de01c42585eb1e5aff23fa8b2a3b5c431d67c264530e9"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3501,9 +3501,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nccl-warn-config",
-						Description: "A NCCL/RCCL WARN about the job's or the pod's configuration: a setting out of range or overridden, NICs of mixed link types, an option the build, driver or plugin does not support, a library or sysfs path missing in the container, an address that does not parse, a /dev/shm too small; or an argument the application handed to a NCCL call that NCCL rejects (a bad pointer, root, type or reduction, a buffer on another device, a freed communicator, buffers not registered alike on every rank): the job's bug, which NCCL returns as invalid usage or argument; evidence only",
+						Description: "A NCCL/RCCL WARN about the job's or the pod's configuration: a setting out of range or overridden, NICs of mixed link types, an option the build, driver or plugin does not support, a library or sysfs path missing in the container, an address that does not parse, a /dev/shm too small; or an argument the application handed to a NCCL call that NCCL rejects (a bad pointer, root, type or reduction, a buffer on another device, a freed communicator, buffers not registered alike on every rank): the job's bug, which NCCL returns as invalid usage or argument; or the application's misuse of NCCL's API (an invalid communicator configuration or rank, a group or graph capture NCCL does not allow, a one-sided RMA call with bad arguments, ranks of one job on the same GPU or with different NCCL versions); evidence only",
 						Match: &rules.Match{
-							Regex: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET|\w+ : (?:\w+ (?:0x)?[0-9a-fA-F]+ is not a valid pointer|\w+ allocated on device -?\d+ mismatchs with NCCL device|\w+ argument is NULL|invalid root -?\d+ \(root should be|invalid type -?\d+$|invalid reduction operation -?\d+$|reduction operation -?\d+ unknown to this communicator)|Error: corrupted comm object detected|Coll \S+ size -?\d+ symmetric registration check failed on rank)`,
+							Regex: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET|\w+ : (?:\w+ (?:0x)?[0-9a-fA-F]+ is not a valid pointer|\w+ allocated on device -?\d+ mismatchs with NCCL device|\w+ argument is NULL|invalid root -?\d+ \(root should be|invalid type -?\d+$|invalid reduction operation -?\d+$|reduction operation -?\d+ unknown to this communicator)|Error: corrupted comm object detected|Coll \S+ size -?\d+ symmetric registration check failed on rank|Invalid config \w+ attribute value|Invalig config \w+ attribute value|ncclConfig_t argument not initialized via|ncclSimInfo_t argument not initialized via|improper usage of ncclCommInitRank|Invalid rank requested :|Invalid device count requested :|invalid device count \(-?\d+\) requested|rank -?\d+ exceeds ndev=|Invalid device -?\d+ \(totalnDev=|ncclCommGrow: (?:total ranks|existing ranks must|new ranks must|new rank -?\d+ exceeds)|Attempt to use communicator before the previous operation returned|Trying to (?:send|recv) to self without a matching|Data type supplied to user-created ncclRedOp_t|Streams given to a communicator within a NCCL group must|ncclRedOpDestroy :|ncclPutSignal: (?:peerWin|srcBuff) is NULL|ncclPutSignal: srcWinHost is not in a valid|ncclSignal: count must be 0|ncclWaitSignal: (?:invalid arguments|descriptor -?\d+ has invalid)|(?:Context|Signal index|Flags) -?\d+ is invalid \(must be 0\)|Blocking and nonblocking communicators are not allowed in the same group|Either none or all communicators in a ncclGroup\(\) can be CUDA graph captured|ncclGroupEnd: not in a group call|Multiple Ranks are using the same GPU/Partition|Duplicate GPU detected : rank|NCCL_WORK_FIFO_BYTES=-?\d+ is being ignored|Both NCCL_CTA_POLICY_ZERO and NCCL_CTA_POLICY_EFFICIENCY|graphStreamOrdering=0 with graphUsageMode=2|FP8 reduction support begins with sm90|One sided RMA: host RMA is not supported|Mismatched NCCL version detected)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
@@ -3519,7 +3519,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1589,
+						Line:      1945,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1638,
+						Line:      1994,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1708,
+						Line:      2064,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3548,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1767,
+						Line:      2123,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1810,
+						Line:      2166,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3570,7 +3570,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1856,
+						Line:      2212,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3580,7 +3580,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1945,
+						Line:      2301,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3591,7 +3591,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        1981,
+						Line:        2337,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3601,7 +3601,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2013,
+						Line:      2369,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3611,7 +3611,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2068,
+						Line:      2424,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3622,7 +3622,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2111,
+						Line:      2467,
 					},
 					{
 						ID:          "ucx-error",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2151,
+						Line:      2507,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3643,7 +3643,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2184,
+						Line:      2540,
 					},
 				},
 			},
@@ -17594,7 +17594,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET|\w+ : (?:\w+ (?:0x)?[0-9a-fA-F]+ is not a valid pointer|\w+ allocated on device -?\d+ mismatchs with NCCL device|\w+ argument is NULL|invalid root -?\d+ \(root should be|invalid type -?\d+$|invalid reduction operation -?\d+$|reduction operation -?\d+ unknown to this communicator)|Error: corrupted comm object detected|Coll \S+ size -?\d+ symmetric registration check failed on rank)`,
+			Expr: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET|\w+ : (?:\w+ (?:0x)?[0-9a-fA-F]+ is not a valid pointer|\w+ allocated on device -?\d+ mismatchs with NCCL device|\w+ argument is NULL|invalid root -?\d+ \(root should be|invalid type -?\d+$|invalid reduction operation -?\d+$|reduction operation -?\d+ unknown to this communicator)|Error: corrupted comm object detected|Coll \S+ size -?\d+ symmetric registration check failed on rank|Invalid config \w+ attribute value|Invalig config \w+ attribute value|ncclConfig_t argument not initialized via|ncclSimInfo_t argument not initialized via|improper usage of ncclCommInitRank|Invalid rank requested :|Invalid device count requested :|invalid device count \(-?\d+\) requested|rank -?\d+ exceeds ndev=|Invalid device -?\d+ \(totalnDev=|ncclCommGrow: (?:total ranks|existing ranks must|new ranks must|new rank -?\d+ exceeds)|Attempt to use communicator before the previous operation returned|Trying to (?:send|recv) to self without a matching|Data type supplied to user-created ncclRedOp_t|Streams given to a communicator within a NCCL group must|ncclRedOpDestroy :|ncclPutSignal: (?:peerWin|srcBuff) is NULL|ncclPutSignal: srcWinHost is not in a valid|ncclSignal: count must be 0|ncclWaitSignal: (?:invalid arguments|descriptor -?\d+ has invalid)|(?:Context|Signal index|Flags) -?\d+ is invalid \(must be 0\)|Blocking and nonblocking communicators are not allowed in the same group|Either none or all communicators in a ncclGroup\(\) can be CUDA graph captured|ncclGroupEnd: not in a group call|Multiple Ranks are using the same GPU/Partition|Duplicate GPU detected : rank|NCCL_WORK_FIFO_BYTES=-?\d+ is being ignored|Both NCCL_CTA_POLICY_ZERO and NCCL_CTA_POLICY_EFFICIENCY|graphStreamOrdering=0 with graphUsageMode=2|FP8 reduction support begins with sm90|One sided RMA: host RMA is not supported|Mismatched NCCL version detected)`,
 			Literals: []string{
 				"\" from kernel command line",
 				"\" from environment",
@@ -17653,6 +17653,41 @@ var image = &rules.Image{
 				" unknown to this communicator",
 				"Error: corrupted comm object detected",
 				" symmetric registration check failed on rank",
+				" attribute value",
+				"ncclConfig_t argument not initialized via",
+				"ncclSimInfo_t argument not initialized via",
+				"improper usage of ncclCommInitRank",
+				"Invalid rank requested :",
+				" exceeds ndev=",
+				"Invalid device ",
+				"ncclCommGrow: total ranks",
+				"ncclCommGrow: existing ranks must",
+				"ncclCommGrow: new ranks must",
+				"ncclCommGrow: new rank ",
+				"Attempt to use communicator before the previous operation returned",
+				"Trying to send to self without a matching",
+				"Trying to recv to self without a matching",
+				"Data type supplied to user-created ncclRedOp_t",
+				"Streams given to a communicator within a NCCL group must",
+				"ncclRedOpDestroy :",
+				"ncclPutSignal: peerWin is NULL",
+				"ncclPutSignal: srcBuff is NULL",
+				"ncclPutSignal: srcWinHost is not in a valid",
+				"ncclSignal: count must be 0",
+				"ncclWaitSignal: invalid arguments",
+				"ncclWaitSignal: descriptor ",
+				" is invalid (must be 0)",
+				"Blocking and nonblocking communicators are not allowed in the same group",
+				"Either none or all communicators in a ncclGroup() can be CUDA graph captured",
+				"ncclGroupEnd: not in a group call",
+				"Multiple Ranks are using the same GPU/Partition",
+				"Duplicate GPU detected : rank",
+				"NCCL_WORK_FIFO_BYTES=",
+				"Both NCCL_CTA_POLICY_ZERO and NCCL_CTA_POLICY_EFFICIENCY",
+				"graphStreamOrdering=0 with graphUsageMode=2",
+				"FP8 reduction support begins with sm90",
+				"One sided RMA: host RMA is not supported",
+				"Mismatched NCCL version detected",
 			},
 			Sets: [][]string{
 				[]string{
