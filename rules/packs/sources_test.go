@@ -7,14 +7,11 @@ import (
 )
 
 // awaitingSources lists the default rules that cite no format string, each with
-// precisely why. Fabric Manager's daemon and start script are closed, and no
-// Fabric Manager document quotes their messages; the other lines were traced to
-// code that no versioned public file holds, or not yet to a file at all. The list
-// may only shrink: a listed rule that gains sources, or disappears, fails the test.
-var awaitingSources = map[string]string{
-	"nvidia-driver/fabric-manager-exit":  "printed by nvidia-fabricmanager-start.sh, which ships only in the Fabric Manager package; no public repository or Fabric Manager user guide states the message",
-	"nvidia-driver/fabric-manager-error": "nv-fabricmanager's own log lines: its source is not public and no Fabric Manager user guide text found quotes them",
-}
+// precisely why: a line traced to code that no versioned public file holds, or not
+// yet to a file at all (closed programs cite the public reports that quote them).
+// The list may only shrink: a listed rule that gains sources, or disappears, fails
+// the test.
+var awaitingSources = map[string]string{}
 
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
 // the program that prints its lines, unless it is awaiting one above.

@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "47c95a0ad3f0bf664cf7cf36d1cf97d7dcf5e2a86dbd3b705dabdc57a7ca2093"
+const imageDigest = "0d7cd24ca7fa05d8d37de01c42585eb1e5aff23fa8b2a3b5c431d67c264530e9"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -767,7 +767,7 @@ var image = &rules.Image{
 						Description: "Fabric Manager errors (NVSwitch queries failing, NVSwitch errors it detected, fabric setup errors, an invalid item in its configuration file, which keeps it from starting). systemd's \"Failed to get unit file state for nvidia-fabricmanager.service\" (the unit is not installed) is not one.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `(?:request to query NVSwitch device information from NVSwitch driver failed|detected NVSwitch (?:non-)?fatal error \d+|fabric manager config file item: (?P<item>\S+) has an invalid value|(?P<unit_state>Failed to get unit file state for )?\S*[Ff]abric ?[Mm]anager[^\n]*\b(?:failed|error|[Ee]rror)\b)`,
+							Regex: `(?:request to query NVSwitch device information from NVSwitch driver failed|detected NVSwitch (?:non-)?fatal error \d+|fabric manager config file item: (?P<item>\S+) has an invalid value|fabric manager NVIDIA GPU driver interface version (?P<fm_version>\S+) (?:don['’]t|doesn['’]t) match with driver version (?P<driver_version>\d+(?:\.\d+)*)|(?P<unit_state>Failed to get unit file state for )?\S*[Ff]abric ?[Mm]anager[^\n]*\b(?:failed|error|[Ee]rror)\b)`,
 							Where: map[string]rules.Condition{
 								"unit_state": {
 									NotIn: rules.StringList{
@@ -779,7 +779,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1030,
+						Line:      1041,
 					},
 					{
 						ID:          "display-driver-error",
@@ -789,7 +789,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1058,
+						Line:     1132,
 					},
 					{
 						ID:          "driver-no-device",
@@ -799,7 +799,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1141,
+						Line:     1215,
 					},
 					{
 						ID:          "nvidia-probe-failed",
@@ -809,7 +809,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1173,
+						Line:     1247,
 					},
 					{
 						ID:          "nvidia-probe-not-called",
@@ -819,7 +819,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1230,
+						Line:     1304,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -834,7 +834,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1307,
+						Line: 1381,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -844,7 +844,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1367,
+						Line:     1441,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -854,7 +854,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1411,
+						Line:     1485,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -864,7 +864,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1427,
+						Line:     1501,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -880,7 +880,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1517,
+						Line: 1591,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -896,7 +896,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1556,
+						Line: 1630,
 					},
 					{
 						ID:          "gsp-slow",
@@ -906,7 +906,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1614,
+						Line:     1688,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -922,7 +922,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1648,
+						Line: 1722,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -937,7 +937,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1801,
+						Line: 1875,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -947,7 +947,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1874,
+						Line:     1948,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -962,7 +962,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1940,
+						Line: 2014,
 					},
 					{
 						ID:          "fsp-failed",
@@ -978,7 +978,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2003,
+						Line: 2077,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -988,7 +988,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2125,
+						Line:     2199,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1004,7 +1004,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2156,
+						Line: 2230,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1014,7 +1014,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2185,
+						Line:     2259,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1030,7 +1030,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2239,
+						Line: 2313,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1040,7 +1040,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2271,
+						Line:     2345,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1055,7 +1055,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2309,
+						Line: 2383,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1065,7 +1065,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2448,
+						Line:     2522,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1075,7 +1075,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2488,
+						Line:     2562,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1090,14 +1090,14 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2506,
+						Line: 2580,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
-						Description: "modprobe could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
+						Description: "modprobe could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem, nvidia_fs of GPUDirect Storage, gdrdrv of GDRCopy): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel), or the module is not installed for the running kernel at all (\"Module nvidia not found in directory /lib/modules/<release>\": its DKMS build failed after a kernel update). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `could not insert '(?P<module>nvidia\w*)': (?P<error>[^,\n]+)`,
+							Regex: `(?:could not insert '(?P<module>nvidia\w*|gdrdrv)': (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+))`,
 							Where: map[string]rules.Condition{
 								"error": {
 									NotIn: rules.StringList{
@@ -1114,7 +1114,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     2529,
+						Line:     2603,
 					},
 				},
 			},
@@ -3395,7 +3395,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      784,
+						Line:      796,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3404,7 +3404,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      857,
+						Line:      869,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3415,7 +3415,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      960,
+						Line:      972,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3424,7 +3424,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      983,
+						Line:      995,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3433,7 +3433,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1114,
+						Line:      1126,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3442,7 +3442,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1236,
+						Line:      1248,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3451,7 +3451,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1313,
+						Line:      1325,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3473,7 +3473,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1345,
+						Line: 1357,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3497,18 +3497,18 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1401,
+						Line: 1413,
 					},
 					{
 						ID:          "nccl-warn-config",
-						Description: "A NCCL/RCCL WARN about the job's or the pod's configuration: a setting out of range or overridden, NICs of mixed link types, an option the build, driver or plugin does not support, a library or sysfs path missing in the container, an address that does not parse, a /dev/shm too small; evidence only",
+						Description: "A NCCL/RCCL WARN about the job's or the pod's configuration: a setting out of range or overridden, NICs of mixed link types, an option the build, driver or plugin does not support, a library or sysfs path missing in the container, an address that does not parse, a /dev/shm too small; or an argument the application handed to a NCCL call that NCCL rejects (a bad pointer, root, type or reduction, a buffer on another device, a freed communicator, buffers not registered alike on every rank): the job's bug, which NCCL returns as invalid usage or argument; or the application's misuse of NCCL's API (an invalid communicator configuration or rank, a group or graph capture NCCL does not allow, a one-sided RMA call with bad arguments, ranks of one job on the same GPU or with different NCCL versions); evidence only",
 						Match: &rules.Match{
-							Regex: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET)`,
+							Regex: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET|\w+ : (?:\w+ (?:0x)?[0-9a-fA-F]+ is not a valid pointer|\w+ allocated on device -?\d+ mismatchs with NCCL device|\w+ argument is NULL|invalid root -?\d+ \(root should be|invalid type -?\d+$|invalid reduction operation -?\d+$|reduction operation -?\d+ unknown to this communicator)|Error: corrupted comm object detected|Coll \S+ size -?\d+ symmetric registration check failed on rank|Invalid config \w+ attribute value|Invalig config \w+ attribute value|ncclConfig_t argument not initialized via|ncclSimInfo_t argument not initialized via|improper usage of ncclCommInitRank|Invalid rank requested :|Invalid device count requested :|invalid device count \(-?\d+\) requested|rank -?\d+ exceeds ndev=|Invalid device -?\d+ \(totalnDev=|ncclCommGrow: (?:total ranks|existing ranks must|new ranks must|new rank -?\d+ exceeds)|Attempt to use communicator before the previous operation returned|Trying to (?:send|recv) to self without a matching|Data type supplied to user-created ncclRedOp_t|Streams given to a communicator within a NCCL group must|ncclRedOpDestroy :|ncclPutSignal: (?:peerWin|srcBuff) is NULL|ncclPutSignal: srcWinHost is not in a valid|ncclSignal: count must be 0|ncclWaitSignal: (?:invalid arguments|descriptor -?\d+ has invalid)|(?:Context|Signal index|Flags) -?\d+ is invalid \(must be 0\)|Blocking and nonblocking communicators are not allowed in the same group|Either none or all communicators in a ncclGroup\(\) can be CUDA graph captured|ncclGroupEnd: not in a group call|Multiple Ranks are using the same GPU/Partition|Duplicate GPU detected : rank|NCCL_WORK_FIFO_BYTES=-?\d+ is being ignored|Both NCCL_CTA_POLICY_ZERO and NCCL_CTA_POLICY_EFFICIENCY|graphStreamOrdering=0 with graphUsageMode=2|FP8 reduction support begins with sm90|One sided RMA: host RMA is not supported|Mismatched NCCL version detected)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1436,
+						Line:      1448,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3519,7 +3519,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1507,
+						Line:      1945,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1556,
+						Line:      1994,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1626,
+						Line:      2064,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3548,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1685,
+						Line:      2123,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1728,
+						Line:      2166,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3570,7 +3570,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1774,
+						Line:      2212,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3580,7 +3580,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1863,
+						Line:      2301,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3591,7 +3591,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        1899,
+						Line:        2337,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3601,7 +3601,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1931,
+						Line:      2369,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3611,7 +3611,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1986,
+						Line:      2424,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3622,7 +3622,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2029,
+						Line:      2467,
 					},
 					{
 						ID:          "ucx-error",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2069,
+						Line:      2507,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3643,7 +3643,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2102,
+						Line:      2540,
 					},
 				},
 			},
@@ -4145,9 +4145,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "mcelog-context",
-						Description: "Lines of a decoded machine-check record around its status (the header, the record number, the CPU and bank, the MISC and ADDR registers, the time, the MCG capabilities with the APIC and socket ids, the CPUID, the MCi and MCG status headers, the enabled, overflow and valid-register bits, the MCA error-code decode, the memory-controller transaction, the DIMM location, the end of throttling): they can only come from a machine check mcelog decoded, but say nothing of whether it was corrected; evidence only",
+						Description: "Lines of a decoded machine-check record around its status (the header, the record number, the CPU and bank, the MISC and ADDR registers, the time, the MCG capabilities with the APIC and socket ids, the CPUID, the MCi and MCG status headers, the enabled, overflow and valid-register bits, the MCA error-code decode (a bus error's, a QPI link's), the memory-controller transaction, the DIMM location, the end of throttling): they can only come from a machine check mcelog decoded, but say nothing of whether it was corrected; evidence only",
 						Match: &rules.Match{
-							Regex: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$)`,
+							Regex: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$|^(?:MCA: )?BUS error: -?\d+ -?\d+ |(?:^|QPI: )Intel QPI (?:physical|link) layer detected )`,
 						},
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
@@ -4168,7 +4168,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1904,
+						Line:        1926,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4182,7 +4182,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1948,
+						Line:     1970,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4192,7 +4192,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1972,
+						Line:      1994,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4202,7 +4202,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1990,
+						Line:      2012,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4212,7 +4212,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2053,
+						Line:      2075,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4222,7 +4222,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2077,
+						Line:      2099,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4233,7 +4233,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2113,
+						Line:      2135,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4243,7 +4243,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2148,
+						Line:      2170,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4253,7 +4253,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2173,
+						Line:      2195,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4263,7 +4263,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2215,
+						Line:      2237,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4273,7 +4273,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2232,
+						Line:      2254,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4284,7 +4284,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2266,
+						Line:      2288,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4294,7 +4294,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2314,
+						Line:      2336,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4304,7 +4304,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2336,
+						Line:      2358,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4314,7 +4314,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2418,
+						Line:      2440,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4324,7 +4324,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2448,
+						Line:      2470,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4334,7 +4334,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2480,
+						Line:      2502,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4344,7 +4344,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2524,
+						Line:      2546,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4354,7 +4354,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2553,
+						Line:      2575,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -4365,7 +4365,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2599,
+						Line:      2621,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4375,7 +4375,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2696,
+						Line:      2718,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4385,7 +4385,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2720,
+						Line:      2742,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -4396,7 +4396,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2745,
+						Line:      2767,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4406,7 +4406,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2789,
+						Line:      2811,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4417,7 +4417,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2820,
+						Line:      2842,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -4428,18 +4428,18 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2843,
+						Line:      2865,
 					},
 					{
 						ID:          "slurm-remote-node-state",
-						Description: "Slurm reports another node's failure: slurmctld's nodes not responding or set DOWN, a step that failed on them (\"Kill task failed\"), a node drained after a prolog failure; srun or salloc told of a node failure or a failed or hung prolog; a node's drain reason as scontrol or sinfo print it (a GPU count lower than configured, an unexpected reboot, Kill task failed). Evidence only: the line reaches the controller's, the launcher's or an operator's pod, not the failing node's; that node's own slurmd and kernel lines carry its fault. Also a drain reason set through scontrol (slurmctld's \"update_node: node ... reason set to:\"), such as AWS ParallelCluster's \"Scheduler health check failed\", and Azure CycleCloud's \"cyclecloud_node_failure\" reason (a VM that failed to start), which sinfo -R cuts to 20 characters.",
+						Description: "Slurm reports another node's failure: slurmctld's nodes not responding or set DOWN, a step that failed on them (\"Kill task failed\"), a node drained after a prolog failure, a prolog or epilog that failed on nodes, a launch or signal that nodes did not answer in time; a node scontrol show node prints DOWN, FAIL or NOT_RESPONDING; srun or salloc told of a node failure or a failed or hung prolog; a node's drain reason as scontrol or sinfo print it (a GPU count lower than configured, an unexpected reboot, Kill task failed). Evidence only: the line reaches the controller's, the launcher's or an operator's pod, not the failing node's; that node's own slurmd and kernel lines carry its fault. Also a drain reason set through scontrol (slurmctld's \"update_node: node ... reason set to:\"), such as AWS ParallelCluster's \"Scheduler health check failed\", and Azure CycleCloud's \"cyclecloud_node_failure\" reason (a VM that failed to start), which sinfo -R cuts to 20 characters.",
 						Match: &rules.Match{
-							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s)`,
+							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=)`,
 						},
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2928,
+						Line:      2950,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3061,
+						Line:      3156,
 					},
 				},
 			},
@@ -10646,7 +10646,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s)`,
+			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=)`,
 			Literals: []string{
 				"slurmd error running ",
 				"Prolog or job env setup failure on node ",
@@ -10659,10 +10659,19 @@ var image = &rules.Image{
 				"Kill task failed",
 				"cyclecloud_node_fail",
 				"Not responding",
+				"Prolog/Epilog failure on nodes ",
+				"Epilog failure on host ",
+				"agent waited too long for nodes to respond, abort launch of",
+				"agent waited too long for nodes to respond, abort signal of",
+				" ThreadsPerCore=",
 			},
 			Sets: [][]string{
 				[]string{
+					" threadspercore=",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
@@ -10671,11 +10680,14 @@ var image = &rules.Image{
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
+					"prolog/epilog failure on nodes ",
 					"slurmd error running ",
 					"update_node: node ",
 				},
 				[]string{
+					" threadspercore=",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
@@ -10689,7 +10701,11 @@ var image = &rules.Image{
 					"update_node: node ",
 				},
 				[]string{
+					" threadspercore=",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"lurmd error running ",
@@ -10699,11 +10715,16 @@ var image = &rules.Image{
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
+					"prolog/epilog failure on nodes ",
 					"update_node: node ",
 				},
 				[]string{
 					" on node(s)=",
+					" threadspercore=",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
@@ -10712,11 +10733,16 @@ var image = &rules.Image{
 					"prolog failure on node ",
 					"prolog hung on node ",
 					"prolog or job env setup failure on node ",
+					"prolog/epilog failure on nodes ",
 					"update_node: node ",
 				},
 				[]string{
+					" threadspercore=",
 					", draining the node",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
@@ -10724,17 +10750,23 @@ var image = &rules.Image{
 					"not responding",
 					"prolog failure on node ",
 					"prolog hung on node ",
+					"prolog/epilog failure on nodes ",
 					"slurmd error running ",
 					"update_node: node ",
 				},
 				[]string{
+					" threadspercore=",
+					"agent waited too long for nodes to respond, abort launch of",
+					"agent waited too long for nodes to respond, abort signal of",
 					"cyclecloud_node_fail",
+					"epilog failure on host ",
 					"gres/gpu count reported lower than configured (",
 					"kill task failed",
 					"node failure on ",
 					"node unexpectedly rebooted",
 					"not responding",
 					"prolog ",
+					"prolog/epilog failure on nodes ",
 					"slurmd error running ",
 					"update_node: node ",
 				},
@@ -10754,6 +10786,9 @@ var image = &rules.Image{
 				"reason",
 				"reason",
 				"reason",
+				"nodes",
+				"nodes",
+				"state",
 			},
 		},
 		{
@@ -13311,7 +13346,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$)`,
+			Expr: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$|^(?:MCA: )?BUS error: -?\d+ -?\d+ |(?:^|QPI: )Intel QPI (?:physical|link) layer detected )`,
 			Literals: []string{
 				"Hardware event. This is not a software error.",
 				"MCE ",
@@ -13346,81 +13381,9 @@ var image = &rules.Image{
 				"CPUID Vendor ",
 				"Error enabled",
 				"Error overflow",
-			},
-			Sets: [][]string{
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" mcgstatus ",
-					" socketid ",
-					"addr ",
-					"cache",
-					"corrected filtering (some unreported errors in same region)",
-					"cpuid vendor ",
-					"error enabled",
-					"error overflow",
-					"hardware event. this is not a software error.",
-					"internal timer error",
-					"internal unclassified error: ",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"memory controller ",
-					"misc ",
-					"time ",
-					"tlb",
-					"transaction: address/command error",
-					"transaction: generic undefined request",
-					"transaction: memory read error",
-					"transaction: memory scrubbing error",
-					"transaction: memory write error",
-				},
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" generic cache hierarchy error",
-					" level-",
-					" mcgstatus ",
-					" socketid ",
-					"addr ",
-					"corrected filtering (some unreported errors in same region)",
-					"cpuid vendor ",
-					"error enabled",
-					"error overflow",
-					"hardware event. this is not a software error.",
-					"internal timer error",
-					"internal unclassified error: ",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"memory controller ",
-					"misc ",
-					"time ",
-					"transaction: address/command error",
-					"transaction: generic undefined request",
-					"transaction: memory read error",
-					"transaction: memory scrubbing error",
-					"transaction: memory write error",
-				},
-				[]string{
-					" bank ",
-					" below trip temperature. throttling disabled",
-					" mcgstatus ",
-					" socketid ",
-					"addr ",
-					"cpuid vendor ",
-					"error",
-					"location socket:",
-					"mce ",
-					"mcg status:",
-					"mci status:",
-					"memory controller ",
-					"misc ",
-					"time ",
-					"transaction: generic undefined request",
-				},
+				"BUS error: ",
+				"Intel QPI physical layer detected ",
+				"Intel QPI link layer detected ",
 			},
 			Anchored: true,
 			Names: []string{
@@ -14022,6 +13985,50 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"error",
+			},
+		},
+		{
+			Expr: `(?:could not insert '(?P<module>nvidia\w*|gdrdrv)': (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+))`,
+			Literals: []string{
+				"could not insert 'nvidia",
+				"could not insert 'gdrdrv",
+				" not found in directory ",
+			},
+			Sets: [][]string{
+				[]string{
+					" not found in directory ",
+					"could not insert 'gdrdrv",
+					"could not insert 'nvidia",
+				},
+				[]string{
+					" not found in directory ",
+					"could not insert '",
+				},
+				[]string{
+					" not found in directory ",
+					"gdrdrv",
+					"nvidia",
+				},
+				[]string{
+					" not found in directory ",
+					"': ",
+				},
+				[]string{
+					"could not insert 'gdrdrv",
+					"could not insert 'nvidia",
+					"module ",
+				},
+				[]string{
+					"gdrdrv",
+					"nvidia",
+				},
+			},
+			Names: []string{
+				"",
+				"module",
+				"error",
+				"module",
+				"dir",
 			},
 		},
 		{
@@ -15659,7 +15666,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:request to query NVSwitch device information from NVSwitch driver failed|detected NVSwitch (?:non-)?fatal error \d+|fabric manager config file item: (?P<item>\S+) has an invalid value|(?P<unit_state>Failed to get unit file state for )?\S*[Ff]abric ?[Mm]anager[^\n]*\b(?:failed|error|[Ee]rror)\b)`,
+			Expr: `(?:request to query NVSwitch device information from NVSwitch driver failed|detected NVSwitch (?:non-)?fatal error \d+|fabric manager config file item: (?P<item>\S+) has an invalid value|fabric manager NVIDIA GPU driver interface version (?P<fm_version>\S+) (?:don['’]t|doesn['’]t) match with driver version (?P<driver_version>\d+(?:\.\d+)*)|(?P<unit_state>Failed to get unit file state for )?\S*[Ff]abric ?[Mm]anager[^\n]*\b(?:failed|error|[Ee]rror)\b)`,
 			Literals: []string{
 				"request to query NVSwitch device information from NVSwitch driver failed",
 				"detected NVSwitch fatal error ",
@@ -15693,24 +15700,33 @@ var image = &rules.Image{
 					"detected nvswitch non-fatal error ",
 					"fabric manager",
 					"fabricmanager",
+					"nvidia gpu driver interface version ",
 					"request to query nvswitch device information from nvswitch driver failed",
 				},
 				[]string{
-					"abric",
+					"config file item: ",
 					"detected nvswitch fatal error ",
 					"detected nvswitch non-fatal error ",
+					"fabric manager",
+					"fabricmanager",
+					"nvidia gpu driver interface version ",
 					"request to query nvswitch device information from nvswitch driver failed",
 				},
 				[]string{
-					"anager",
+					" has an invalid value",
+					" match with driver version ",
 					"detected nvswitch fatal error ",
 					"detected nvswitch non-fatal error ",
+					"fabric manager",
+					"fabricmanager",
 					"request to query nvswitch device information from nvswitch driver failed",
 				},
 			},
 			Names: []string{
 				"",
 				"item",
+				"fm_version",
+				"driver_version",
 				"unit_state",
 			},
 		},
@@ -17578,7 +17594,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET)`,
+			Expr: `NCCL WARN (?:Missing "(?P<setting>[^"]+)" from (?:kernel command line|environment)|LL cutoff points not detected|Invalid value .* for (?P<setting>NCCL_\w+)|.*\b(?P<setting>NCCL_\w+) is deprecated|.*Try selecting NICs of only one link type using (?P<setting>NCCL_IB_HCA)|.*?\b(?P<setting>NCCL_\w+)(?:=-?\d+ is out of range| is greater than the maximum allowed| has been set to)|NET/Socket : the total number of sockets is greater than the maximum allowed|NET/IB: (?:\S+: )?(?:OOO RQ is force enabled|Resiliency (?:is enabled on an? \S+ communicator|requires pre-posted receive work requests)|Requested alive message batch size)|NET/IB ?: (?:Requested properties for (?:vNic|GIN GDAKI NIC)|Can.t make virtual NIC with 0 devices|Cannot allocate any more virtual devices|Cannot use physical device)|NCCL cannot use (?:more than -?\d+ plane IDs|a plane ID)|Unable to use GIN: Peermem is not supported|GIN_IB_PROXY does not support|Warning: remote FLID configured as zero|CUMEM (?:Host )?(?:is )?not supported prior to CUDA|NET: GDR Flush only supported on|PXN should not use host buffers|\w+ProxySetup: net plugin returned invalid value|Failed to open libnvidia-ml\.so|nvmlDeviceGetCount\(\) reported more devices|gdr_pin_buffer_v2 not available|(?:NET/MLX5: |GDRCOPY )?lib wrapper not initialized|Unable to create thread context due to old driver|(?:ncclOsD|d)lsym failed on|Failed to open \S+(?: - .*)?$|Could not find real path of|sched_[gs]etaffinity failed|Error: failed to (?:create shared memory file|extend \S+ to -?\d+ bytes)|Error: Could not map .* size|Net : (?:string is null|No valid .* pair found|unsupported IP family|error encountered when getting address info)|ncclSocketInit: connecting to address .* is neither AF_INET|\w+ : (?:\w+ (?:0x)?[0-9a-fA-F]+ is not a valid pointer|\w+ allocated on device -?\d+ mismatchs with NCCL device|\w+ argument is NULL|invalid root -?\d+ \(root should be|invalid type -?\d+$|invalid reduction operation -?\d+$|reduction operation -?\d+ unknown to this communicator)|Error: corrupted comm object detected|Coll \S+ size -?\d+ symmetric registration check failed on rank|Invalid config \w+ attribute value|Invalig config \w+ attribute value|ncclConfig_t argument not initialized via|ncclSimInfo_t argument not initialized via|improper usage of ncclCommInitRank|Invalid rank requested :|Invalid device count requested :|invalid device count \(-?\d+\) requested|rank -?\d+ exceeds ndev=|Invalid device -?\d+ \(totalnDev=|ncclCommGrow: (?:total ranks|existing ranks must|new ranks must|new rank -?\d+ exceeds)|Attempt to use communicator before the previous operation returned|Trying to (?:send|recv) to self without a matching|Data type supplied to user-created ncclRedOp_t|Streams given to a communicator within a NCCL group must|ncclRedOpDestroy :|ncclPutSignal: (?:peerWin|srcBuff) is NULL|ncclPutSignal: srcWinHost is not in a valid|ncclSignal: count must be 0|ncclWaitSignal: (?:invalid arguments|descriptor -?\d+ has invalid)|(?:Context|Signal index|Flags) -?\d+ is invalid \(must be 0\)|Blocking and nonblocking communicators are not allowed in the same group|Either none or all communicators in a ncclGroup\(\) can be CUDA graph captured|ncclGroupEnd: not in a group call|Multiple Ranks are using the same GPU/Partition|Duplicate GPU detected : rank|NCCL_WORK_FIFO_BYTES=-?\d+ is being ignored|Both NCCL_CTA_POLICY_ZERO and NCCL_CTA_POLICY_EFFICIENCY|graphStreamOrdering=0 with graphUsageMode=2|FP8 reduction support begins with sm90|One sided RMA: host RMA is not supported|Mismatched NCCL version detected)`,
 			Literals: []string{
 				"\" from kernel command line",
 				"\" from environment",
@@ -17628,6 +17644,50 @@ var image = &rules.Image{
 				"Net : unsupported IP family",
 				"Net : error encountered when getting address info",
 				"ncclSocketInit: connecting to address ",
+				" is not a valid pointer",
+				" mismatchs with NCCL device",
+				" argument is NULL",
+				"invalid root ",
+				"invalid type ",
+				"invalid reduction operation ",
+				" unknown to this communicator",
+				"Error: corrupted comm object detected",
+				" symmetric registration check failed on rank",
+				" attribute value",
+				"ncclConfig_t argument not initialized via",
+				"ncclSimInfo_t argument not initialized via",
+				"improper usage of ncclCommInitRank",
+				"Invalid rank requested :",
+				" exceeds ndev=",
+				"Invalid device ",
+				"ncclCommGrow: total ranks",
+				"ncclCommGrow: existing ranks must",
+				"ncclCommGrow: new ranks must",
+				"ncclCommGrow: new rank ",
+				"Attempt to use communicator before the previous operation returned",
+				"Trying to send to self without a matching",
+				"Trying to recv to self without a matching",
+				"Data type supplied to user-created ncclRedOp_t",
+				"Streams given to a communicator within a NCCL group must",
+				"ncclRedOpDestroy :",
+				"ncclPutSignal: peerWin is NULL",
+				"ncclPutSignal: srcBuff is NULL",
+				"ncclPutSignal: srcWinHost is not in a valid",
+				"ncclSignal: count must be 0",
+				"ncclWaitSignal: invalid arguments",
+				"ncclWaitSignal: descriptor ",
+				" is invalid (must be 0)",
+				"Blocking and nonblocking communicators are not allowed in the same group",
+				"Either none or all communicators in a ncclGroup() can be CUDA graph captured",
+				"ncclGroupEnd: not in a group call",
+				"Multiple Ranks are using the same GPU/Partition",
+				"Duplicate GPU detected : rank",
+				"NCCL_WORK_FIFO_BYTES=",
+				"Both NCCL_CTA_POLICY_ZERO and NCCL_CTA_POLICY_EFFICIENCY",
+				"graphStreamOrdering=0 with graphUsageMode=2",
+				"FP8 reduction support begins with sm90",
+				"One sided RMA: host RMA is not supported",
+				"Mismatched NCCL version detected",
 			},
 			Sets: [][]string{
 				[]string{
@@ -20263,31 +20323,6 @@ var image = &rules.Image{
 				"",
 				"port",
 				"flags",
-			},
-		},
-		{
-			Expr: `could not insert '(?P<module>nvidia\w*)': (?P<error>[^,\n]+)`,
-			Literals: []string{
-				"could not insert 'nvidia",
-			},
-			Sets: [][]string{
-				[]string{
-					"could not insert 'nvidia",
-				},
-				[]string{
-					"could not insert '",
-				},
-				[]string{
-					"nvidia",
-				},
-				[]string{
-					"': ",
-				},
-			},
-			Names: []string{
-				"",
-				"module",
-				"error",
 			},
 		},
 		{
