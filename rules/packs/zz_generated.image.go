@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "0d7cd24ca7fa05d8d37de01c42585eb1e5aff23fa8b2a3b5c431d67c264530e9"
+const imageDigest = "061b9561b4a80d000f3c1d74e75f7a646a5e6c1343de46aeaedfab41357cee1d"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
