@@ -221,9 +221,10 @@ func TestEscalationLadder(t *testing.T) {
 	if cond == nil || cond.Status != corev1.ConditionTrue || !strings.Contains(cond.Message, "site/ladder-xid") || !strings.Contains(cond.Message, "fell off the bus") {
 		t.Errorf("gpu-0's %s condition: %+v", act.ConditionService, cond)
 	}
-	if len(cl.events("gpu-0", escalate.ReasonEscalated)) < 2 {
-		t.Errorf("gpu-0 has %d %s Events, want 2", len(cl.events("gpu-0", escalate.ReasonEscalated)), escalate.ReasonEscalated)
-	}
+	// Events are sent asynchronously, after the step's write this waited for.
+	cl.waitFor("gpu-0's two Escalated Events", 10*time.Second, func() bool {
+		return len(cl.events("gpu-0", escalate.ReasonEscalated)) >= 2
+	})
 	// Three lines: three firings, each counted once (the taint decision's and the
 	// ladder's writes of the first), one match each; the first line kept; the
 	// ladder's Events on the record too.

@@ -115,9 +115,9 @@ func TestFleetFault(t *testing.T) {
 	if got := testutil.ToFloat64(r.m.Held().WithLabelValues("fleet")); got != 4 {
 		t.Errorf("held{reason=fleet} %v, want 4", got)
 	}
-	if ev := cl.events(name, "FleetFault"); len(ev) == 0 {
-		t.Error("no FleetFault Event on the fleet fault's record")
-	}
+	cl.waitFor("a FleetFault Event on the fleet fault's record", 10*time.Second, func() bool {
+		return len(cl.events(name, "FleetFault")) > 0
+	})
 	// kubectl get nodefaults lists the fleet fault beside the node faults.
 	out, err := exec.Command(testenv.Binary(t, "kubectl"), "--kubeconfig", cl.env.Kubeconfig(), "get", "nodefaults", "-o", "wide").CombinedOutput()
 	if err != nil {

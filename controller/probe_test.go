@@ -231,9 +231,9 @@ spec:
 	if st := nf.Status; st.Phase != v1alpha1.PhaseTainted || len(st.History) == 0 || st.History[len(st.History)-1].Kind != string(decide.KindTaint) {
 		t.Errorf("gpu-a's NodeFault says Placed without its decision (phase %q, history %+v)", st.Phase, st.History)
 	}
-	if len(cl.events("gpu-a", "ProbeFailed")) == 0 || len(cl.events("gpu-b", "ProbePassed")) == 0 {
-		t.Error("no ProbeFailed Event on gpu-a or no ProbePassed Event on gpu-b")
-	}
+	cl.waitFor("a ProbeFailed Event on gpu-a and a ProbePassed Event on gpu-b", 10*time.Second, func() bool {
+		return len(cl.events("gpu-a", "ProbeFailed")) > 0 && len(cl.events("gpu-b", "ProbePassed")) > 0
+	})
 	if n := testutil.ToFloat64(r.m.ProbeResults().WithLabelValues("pciebw", "fail", "rule")); n != 1 {
 		t.Errorf("pciebw fail results from rules: %v, want 1", n)
 	}
