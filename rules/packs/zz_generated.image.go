@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "06aec696b5ef6d584b4fdd67c4e98e2cab8f66ba9295e613b08c4e566f822536"
+const imageDigest = "01bf5ac89d1351b954ddab85ba810a56fdb8d7fc53957d4b528315f321baa9b1"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4439,7 +4439,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2950,
+						Line:      2958,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3156,
+						Line:      3164,
 					},
 				},
 			},
