@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "061b9561b4a80d000f3c1d74e75f7a646a5e6c1343de46aeaedfab41357cee1d"
+const imageDigest = "01bf5ac89d1351b954ddab85ba810a56fdb8d7fc53957d4b528315f321baa9b1"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3415,7 +3415,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      972,
+						Line:      987,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3424,7 +3424,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      995,
+						Line:      1010,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3433,7 +3433,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1126,
+						Line:      1141,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3442,7 +3442,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1248,
+						Line:      1263,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3451,7 +3451,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1325,
+						Line:      1340,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3473,7 +3473,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1357,
+						Line: 1372,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3497,7 +3497,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1413,
+						Line: 1428,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3508,7 +3508,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1448,
+						Line:      1463,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3519,7 +3519,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1945,
+						Line:      1960,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1994,
+						Line:      2009,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2064,
+						Line:      2079,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3548,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2123,
+						Line:      2138,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2166,
+						Line:      2181,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3570,7 +3570,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2212,
+						Line:      2227,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3580,7 +3580,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2301,
+						Line:      2316,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3591,7 +3591,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2337,
+						Line:        2352,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3601,7 +3601,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2369,
+						Line:      2384,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3611,7 +3611,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2424,
+						Line:      2439,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3622,7 +3622,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2467,
+						Line:      2482,
 					},
 					{
 						ID:          "ucx-error",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2507,
+						Line:      2522,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3643,7 +3643,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2540,
+						Line:      2555,
 					},
 				},
 			},
@@ -4439,7 +4439,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2950,
+						Line:      2958,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3156,
+						Line:      3164,
 					},
 				},
 			},
