@@ -85,8 +85,8 @@ storm hold, and with --dry-run to only report. Run two replicas: one leads.`,
 			}
 			if os.Getenv("GOGC") == "" {
 				// The heap is mostly the Node cache, which stays: a heap that grows
-				// half as much between collections is about a third less memory
-				// charged, for a few percent of one core at 20,000 nodes (GOGC
+				// half as much between collections is 12-15 % less memory charged at
+				// 10,000 nodes, for about one percent more of a core (GOGC
 				// overrides; docs/scale.md measures both).
 				debug.SetGCPercent(50)
 			}
