@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "95202c74193f448101f8feed40bea0b75ac42cc04018d5a6fb92c68ef643fa54"
+const imageDigest = "3c971109e02069e94edc2525beedaa9c6453342c37ffb025e58f50da85b081ed"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -809,7 +809,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1247,
+						Line:     1254,
 					},
 					{
 						ID:          "nvidia-probe-not-called",
@@ -819,7 +819,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1304,
+						Line:     1311,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -834,7 +834,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1381,
+						Line: 1388,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -844,7 +844,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1441,
+						Line:     1448,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -854,7 +854,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1485,
+						Line:     1492,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -864,7 +864,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1501,
+						Line:     1508,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -880,7 +880,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1591,
+						Line: 1598,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -896,7 +896,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1630,
+						Line: 1637,
 					},
 					{
 						ID:          "gsp-slow",
@@ -906,7 +906,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1688,
+						Line:     1695,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -922,7 +922,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1722,
+						Line: 1729,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -937,7 +937,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1875,
+						Line: 1882,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -947,7 +947,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1948,
+						Line:     1955,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -962,7 +962,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2014,
+						Line: 2021,
 					},
 					{
 						ID:          "fsp-failed",
@@ -978,7 +978,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2077,
+						Line: 2084,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -988,7 +988,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2199,
+						Line:     2206,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1004,7 +1004,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2230,
+						Line: 2237,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1014,7 +1014,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2259,
+						Line:     2266,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1030,7 +1030,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2313,
+						Line: 2320,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1040,13 +1040,13 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2345,
+						Line:     2352,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
 						Description: "The GPU could not get its PCI resources (BAR resize or re-allocation failed, an invalid I/O region or a 64-bit BAR the bridge above it cannot route, no IRQ, pci_enable_device or request_mem_region failed) or its device start failed: the driver cannot use it; the probe confirms. Each line of the BAR explanations says it alone (a log pipeline may keep only the \"BAR1 is 0M @ 0x0\" line).",
 						Match: &rules.Match{
-							Regex: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
+							Regex: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge|\.\s+The NVIDIA Linux/x86)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
 						},
 						Severity: "critical",
 						Action:   "probe",
@@ -1055,7 +1055,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2383,
+						Line: 2390,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1065,7 +1065,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2522,
+						Line:     2555,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1075,7 +1075,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2562,
+						Line:     2606,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1090,7 +1090,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2580,
+						Line: 2624,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1114,7 +1114,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     2603,
+						Line:     2647,
 					},
 				},
 			},
@@ -18186,7 +18186,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
+			Expr: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge|\.\s+The NVIDIA Linux/x86)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
 			Literals: []string{
 				"NVRM: FATAL: Failed to re-allocate BAR1",
 				"NVRM: Fatal Error while attempting to resize PCIe BARs",
@@ -18216,8 +18216,8 @@ var image = &rules.Image{
 					"nvrm: ",
 				},
 				[]string{
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18235,6 +18235,7 @@ var image = &rules.Image{
 					"pci_enable_device failed",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this is a 64-bit bar mapped above",
 					"this may be due to a known linux kernel bug",
@@ -18242,8 +18243,8 @@ var image = &rules.Image{
 					"to your nvidia device is not supported by the kernel",
 				},
 				[]string{
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18261,6 +18262,7 @@ var image = &rules.Image{
 					"pci_enable_device failed",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this is a 64-bit bar mapped above",
 					"this may be due to a known linux kernel bug",
@@ -18268,8 +18270,8 @@ var image = &rules.Image{
 					"to your nvidia device is not supported by the kernel",
 				},
 				[]string{
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18282,6 +18284,7 @@ var image = &rules.Image{
 					"ownership of the device's registers",
 					"pci_enable_device failed",
 					"request_mem_region failed",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this may be due to a known linux kernel bug",
 					"this pci i/o region assigned to your nvidia device is invalid",
@@ -18289,8 +18292,8 @@ var image = &rules.Image{
 				},
 				[]string{
 					" is ",
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18306,13 +18309,14 @@ var image = &rules.Image{
 					"pci_enable_device failed",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this may be due to a known linux kernel bug",
 				},
 				[]string{
 					" (pci:",
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18329,6 +18333,7 @@ var image = &rules.Image{
 					"pci_enable_device failed",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this is a 64-bit bar mapped above",
 					"this may be due to a known linux kernel bug",
