@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "3c971109e02069e94edc2525beedaa9c6453342c37ffb025e58f50da85b081ed"
+const imageDigest = "f168b957f1be3d23cc80eca24d1dd408cfe18d4951cdadff293b49d589b88d1f"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2129,7 +2129,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      187,
+						Line:      203,
 					},
 					{
 						ID:          "fs-error-history",
@@ -2139,7 +2139,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     299,
+						Line:     323,
 					},
 					{
 						ID:          "xfs-corruption",
@@ -2149,7 +2149,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      329,
+						Line:      353,
 					},
 					{
 						ID:          "journal-abort",
@@ -2158,7 +2158,7 @@ var image = &rules.Image{
 							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed))`,
 						},
 						Cooldown: 600000000000,
-						Line:     658,
+						Line:     735,
 					},
 					{
 						ID:          "journal-error",
@@ -2167,7 +2167,7 @@ var image = &rules.Image{
 							Regex: `(?:JBD2: (?:previous I/O error detected for journal superblock update for (?P<device>[\w.:-]+?)(?:-\d+)?\.|IO error -?\d+ recovering block|Failed to read block at offset|bad block at offset|corrupted journal superblock|Invalid checksum (?:recovering|found in)|journal checksum error|journal transaction \d+ on (?P<device>[\w.:-]+?)(?:-\d+)? is corrupt|error -?\d+ scanning journal|recovery pass -?\d+ ended at transaction|Error while async write back metadata|\(error -?\d+\) unable to wipe journal|journal reset failed|no valid journal superblock found|.*: Waiting for Godot)|journal block not found at offset|Cannot (?:locate|read) journal superblock|needed -?\d+ blocks and only had -?\d+ space available|no way to get more journal space)`,
 						},
 						Cooldown: 600000000000,
-						Line:     729,
+						Line:     806,
 					},
 					{
 						ID:          "nfs-not-responding",
@@ -2176,7 +2176,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<service>nfs|lockd): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     833,
+						Line:     917,
 					},
 					{
 						ID:          "nfs-server-ok",
@@ -2186,7 +2186,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     868,
+						Line:     952,
 					},
 					{
 						ID:          "nfs-state-error",
@@ -2195,7 +2195,7 @@ var image = &rules.Image{
 							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     888,
+						Line:     972,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2206,7 +2206,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      918,
+						Line:      1002,
 					},
 					{
 						ID:          "block-io-error",
@@ -2216,7 +2216,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      942,
+						Line:      1026,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2226,7 +2226,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      968,
+						Line:      1064,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2235,7 +2235,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     995,
+						Line:     1091,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2245,7 +2245,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1044,
+						Line:      1140,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2254,7 +2254,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1095,
+						Line:     1191,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2264,7 +2264,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1148,
+						Line:     1244,
 					},
 					{
 						ID:          "ata-error",
@@ -2273,7 +2273,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1241,
+						Line:     1337,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2282,7 +2282,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1265,
+						Line:     1361,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2291,7 +2291,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1302,
+						Line:     1398,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2309,7 +2309,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1511,
+						Line:     1607,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2322,7 +2322,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1561,
+						Line: 1657,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2331,7 +2331,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1662,
+						Line:     1758,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2340,7 +2340,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     1798,
+						Line:     1894,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2349,7 +2349,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1832,
+						Line:     1928,
 					},
 					{
 						ID:          "md-read-error",
@@ -2358,7 +2358,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2117,
+						Line:     2223,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2368,7 +2368,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2294,
+						Line:     2400,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2377,7 +2377,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2332,
+						Line:     2438,
 					},
 					{
 						ID:          "hung-task",
@@ -2386,7 +2386,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2385,
+						Line:     2491,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2396,7 +2396,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2411,
+						Line:     2517,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2407,7 +2407,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2436,
+						Line:     2542,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2418,7 +2418,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2464,
+						Line:     2570,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2429,7 +2429,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2503,
+						Line:     2609,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2443,7 +2443,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2532,
+						Line: 2638,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2453,7 +2453,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2685,
+						Line:     2791,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2463,7 +2463,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2740,
+						Line:     2846,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2473,7 +2473,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2844,
+						Line:     2950,
 					},
 				},
 			},
@@ -2520,7 +2520,7 @@ var image = &rules.Image{
 							Regex: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|\[Hardware Error\]: (?P<field>PROCESSOR) \d+:[0-9a-fA-F]+ TIME \d+ SOCKET|\[Hardware Error\]: (?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|\[Hardware Error\]: Run the above through 'mcelog --ascii')`,
 						},
 						Cooldown: 3600000000000,
-						Line:     188,
+						Line:     196,
 					},
 					{
 						ID:          "mce-record-fields",
@@ -2530,7 +2530,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     336,
+						Line:     361,
 					},
 					{
 						ID:          "mce-cmci-storm",
@@ -2539,7 +2539,7 @@ var image = &rules.Image{
 							Regex: `(?:CMCI storm detected(?:: switching to poll mode)?|CPU(?P<cpu>-?\d+) BANK(?P<bank>-?\d+) CMCI (?:storm detected|inherited storm))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     399,
+						Line:     424,
 					},
 					{
 						ID:          "mce-cmci-storm-end",
@@ -2549,7 +2549,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     469,
+						Line:     494,
 					},
 					{
 						ID:          "mce-amd-uncorrected",
@@ -2558,7 +2558,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Uncorrected, [\w ]+ error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     508,
+						Line:     533,
 					},
 					{
 						ID:          "mce-amd-context",
@@ -2568,7 +2568,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     587,
+						Line:     612,
 					},
 					{
 						ID:          "cpu-thermal-throttle",
@@ -2578,7 +2578,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     644,
+						Line:     669,
 					},
 					{
 						ID:          "memory-failure",
@@ -2587,7 +2587,7 @@ var image = &rules.Image{
 							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     675,
+						Line:     700,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2596,7 +2596,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     801,
+						Line:     826,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2609,7 +2609,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 872,
+						Line: 897,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2619,7 +2619,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     914,
+						Line:     939,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2632,7 +2632,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     942,
+						Line:     967,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2641,7 +2641,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     987,
+						Line:     1012,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2651,7 +2651,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1061,
+						Line:     1086,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2665,7 +2665,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1099,
+						Line: 1124,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2675,7 +2675,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1141,
+						Line:      1166,
 					},
 					{
 						ID:          "ghes-header",
@@ -2686,7 +2686,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1167,
+						Line:      1192,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2700,7 +2700,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1189,
+						Line:     1214,
 					},
 					{
 						ID:          "ghes-context",
@@ -2711,7 +2711,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1216,
+						Line:      1241,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2727,7 +2727,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1259,
+						Line: 1284,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2736,7 +2736,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1445,
+						Line:     1470,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2746,7 +2746,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1632,
+						Line:     1657,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2756,7 +2756,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1661,
+						Line:     1686,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2766,7 +2766,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1708,
+						Line:     1733,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2776,7 +2776,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1827,
+						Line:     1852,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2786,7 +2786,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1928,
+						Line:     1953,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2795,7 +2795,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      1997,
+						Line:      2022,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2804,7 +2804,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2018,
+						Line:      2043,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2818,7 +2818,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2038,
+						Line: 2063,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2828,7 +2828,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2073,
+						Line:     2098,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2837,7 +2837,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2110,
+						Line:     2135,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2846,7 +2846,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2205,
+						Line:     2238,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2856,7 +2856,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2452,
+						Line:        2485,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2865,7 +2865,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2549,
+						Line:     2582,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2874,7 +2874,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2604,
+						Line:     2637,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2883,7 +2883,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2656,
+						Line:     2689,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2892,7 +2892,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2753,
+						Line:     2786,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2914,7 +2914,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2827,
+						Line: 2860,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2923,7 +2923,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2897,
+						Line:     2930,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2933,7 +2933,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     2937,
+						Line:     2970,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2943,7 +2943,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     2986,
+						Line:     3019,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2952,7 +2952,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3101,
+						Line:     3134,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2974,7 +2974,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3132,
+						Line: 3165,
 					},
 					{
 						ID:          "nmi-context",
@@ -2984,7 +2984,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3164,
+						Line:     3197,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2993,7 +2993,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3195,
+						Line:     3228,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3003,7 +3003,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3242,
+						Line:     3275,
 					},
 					{
 						ID:          "oom-context",
@@ -3013,7 +3013,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3278,
+						Line:     3311,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3022,7 +3022,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3339,
+						Line:     3372,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3031,7 +3031,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3367,
+						Line:     3400,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3041,7 +3041,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3398,
+						Line:     3431,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3052,7 +3052,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3420,
+						Line:     3453,
 					},
 				},
 			},
