@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "f168b957f1be3d23cc80eca24d1dd408cfe18d4951cdadff293b49d589b88d1f"
+const imageDigest = "84bc31c5123e80bfae0084103dced39fcf679ec77267c1f1205128a0fd95ed18"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1299,7 +1299,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     714,
+						Line:     730,
 					},
 					{
 						ID:          "pcie-bandwidth-limited",
@@ -1329,7 +1329,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 746,
+						Line: 762,
 					},
 					{
 						ID:          "pcie-bandwidth-insufficient-nic",
@@ -1340,7 +1340,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     782,
+						Line:     798,
 					},
 					{
 						ID:          "pcie-link-retrain",
@@ -1363,18 +1363,18 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 808,
+						Line: 824,
 					},
 					{
 						ID:          "pciehp-link-down",
 						Description: "The hotplug controller saw a slot lose its link or its card without a request: a surprise removal, which on a GPU or NIC slot means the device fell off the bus, and on an NVMe bay is also how a drive pulled on purpose looks. Recorded at info level; a device that fell off also trips AER/DPC, pciehp-slot-fault or its driver's own rules.",
 						Match: &rules.Match{
-							Regex: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\))`,
+							Regex: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\)|Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event queued; currently getting powered on)`,
 						},
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     839,
+						Line:     855,
 					},
 					{
 						ID:          "mlx5-pcie-power-insufficient",
@@ -1385,7 +1385,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     914,
+						Line:     951,
 					},
 					{
 						ID:          "aer-unregistered-agent",
@@ -1395,7 +1395,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     937,
+						Line:     974,
 					},
 					{
 						ID:          "pcie-device-inaccessible",
@@ -1418,7 +1418,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 980,
+						Line: 1017,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1441,7 +1441,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1031,
+						Line: 1068,
 					},
 					{
 						ID:          "pciehp-slot-fault",
@@ -1464,7 +1464,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1126,
+						Line: 1163,
 					},
 					{
 						ID:          "edr-containment",
@@ -1487,7 +1487,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1215,
+						Line: 1252,
 					},
 				},
 			},
@@ -2843,7 +2843,7 @@ var image = &rules.Image{
 						ID:          "rcu-stall",
 						Description: "RCU found a CPU or task that did not pass a quiescent state for tens of seconds; the same causes as a lockup",
 						Match: &rules.Match{
-							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
+							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
 						Line:     2238,
@@ -2856,7 +2856,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2485,
+						Line:        2495,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2865,7 +2865,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2582,
+						Line:     2592,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2874,7 +2874,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2637,
+						Line:     2647,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2883,7 +2883,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2689,
+						Line:     2699,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2892,7 +2892,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2786,
+						Line:     2796,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2914,7 +2914,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2860,
+						Line: 2870,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2923,7 +2923,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2930,
+						Line:     2940,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2933,7 +2933,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     2970,
+						Line:     2980,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2943,7 +2943,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     3019,
+						Line:     3029,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2952,7 +2952,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3134,
+						Line:     3144,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2974,7 +2974,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3165,
+						Line: 3175,
 					},
 					{
 						ID:          "nmi-context",
@@ -2984,7 +2984,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3197,
+						Line:     3207,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2993,7 +2993,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3228,
+						Line:     3238,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3003,7 +3003,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3275,
+						Line:     3285,
 					},
 					{
 						ID:          "oom-context",
@@ -3013,7 +3013,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3311,
+						Line:     3321,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3022,7 +3022,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3372,
+						Line:     3382,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3031,7 +3031,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3400,
+						Line:     3410,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3041,7 +3041,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3431,
+						Line:     3441,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3052,7 +3052,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3453,
+						Line:     3463,
 					},
 				},
 			},
@@ -9660,7 +9660,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
+			Expr: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 			Literals: []string{
 				" kthread starved for ",
 				"detected stall on",
@@ -11357,7 +11357,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\))`,
+			Expr: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\)|Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event queued; currently getting powered on)`,
 			Literals: []string{
 				"): Link Down",
 				"): Card not present",
@@ -11405,6 +11405,8 @@ var image = &rules.Image{
 				"slot",
 				"event",
 				"slot",
+				"slot",
+				"event",
 			},
 		},
 		{
