@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "01bf5ac89d1351b954ddab85ba810a56fdb8d7fc53957d4b528315f321baa9b1"
+const imageDigest = "06c13565587cabd2f25ce355ccc208a8c6c5c96f534721328130131f85580c27"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -809,7 +809,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1247,
+						Line:     1254,
 					},
 					{
 						ID:          "nvidia-probe-not-called",
@@ -819,7 +819,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1304,
+						Line:     1311,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -834,7 +834,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1381,
+						Line: 1388,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -844,7 +844,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1441,
+						Line:     1448,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -854,7 +854,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1485,
+						Line:     1492,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -864,7 +864,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1501,
+						Line:     1508,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -880,7 +880,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1591,
+						Line: 1598,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -896,7 +896,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1630,
+						Line: 1637,
 					},
 					{
 						ID:          "gsp-slow",
@@ -906,7 +906,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1688,
+						Line:     1695,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -922,7 +922,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1722,
+						Line: 1729,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -937,7 +937,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1875,
+						Line: 1882,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -947,7 +947,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1948,
+						Line:     1955,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -962,7 +962,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2014,
+						Line: 2021,
 					},
 					{
 						ID:          "fsp-failed",
@@ -978,7 +978,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2077,
+						Line: 2084,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -988,7 +988,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2199,
+						Line:     2206,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1004,7 +1004,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2230,
+						Line: 2237,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1014,7 +1014,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2259,
+						Line:     2266,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1030,7 +1030,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2313,
+						Line: 2320,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1040,13 +1040,13 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2345,
+						Line:     2352,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
 						Description: "The GPU could not get its PCI resources (BAR resize or re-allocation failed, an invalid I/O region or a 64-bit BAR the bridge above it cannot route, no IRQ, pci_enable_device or request_mem_region failed) or its device start failed: the driver cannot use it; the probe confirms. Each line of the BAR explanations says it alone (a log pipeline may keep only the \"BAR1 is 0M @ 0x0\" line).",
 						Match: &rules.Match{
-							Regex: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
+							Regex: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge|\.\s+The NVIDIA Linux/x86)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
 						},
 						Severity: "critical",
 						Action:   "probe",
@@ -1055,7 +1055,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2383,
+						Line: 2390,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1065,7 +1065,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2522,
+						Line:     2555,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1075,7 +1075,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2562,
+						Line:     2606,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1090,7 +1090,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2580,
+						Line: 2624,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1114,7 +1114,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     2603,
+						Line:     2647,
 					},
 				},
 			},
@@ -1175,7 +1175,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 125,
+						Line: 156,
 					},
 					{
 						ID:          "aer-corrected",
@@ -1185,7 +1185,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     191,
+						Line:     243,
 					},
 					{
 						ID:          "aer-corrected-storm",
@@ -1212,7 +1212,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 250,
+						Line: 321,
 					},
 					{
 						ID:          "aer-error-bit",
@@ -1222,7 +1222,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     297,
+						Line:     368,
 					},
 					{
 						ID:          "aer-error-detail",
@@ -1232,7 +1232,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     347,
+						Line:     418,
 					},
 					{
 						ID:          "aer-recovery-failed",
@@ -1245,7 +1245,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "pcie-recovery-failed",
 						},
-						Line: 418,
+						Line: 489,
 					},
 					{
 						ID:          "aer-no-recovery",
@@ -1256,7 +1256,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     477,
+						Line:     548,
 					},
 					{
 						ID:          "aer-recovery-progress",
@@ -1266,7 +1266,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     503,
+						Line:     574,
 					},
 					{
 						ID:          "dpc-containment",
@@ -1289,7 +1289,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 573,
+						Line: 644,
 					},
 					{
 						ID:          "dpc-detail",
@@ -1299,7 +1299,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     643,
+						Line:     730,
 					},
 					{
 						ID:          "pcie-bandwidth-limited",
@@ -1329,7 +1329,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 675,
+						Line: 762,
 					},
 					{
 						ID:          "pcie-bandwidth-insufficient-nic",
@@ -1340,7 +1340,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     711,
+						Line:     798,
 					},
 					{
 						ID:          "pcie-link-retrain",
@@ -1363,18 +1363,18 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 737,
+						Line: 824,
 					},
 					{
 						ID:          "pciehp-link-down",
 						Description: "The hotplug controller saw a slot lose its link or its card without a request: a surprise removal, which on a GPU or NIC slot means the device fell off the bus, and on an NVMe bay is also how a drive pulled on purpose looks. Recorded at info level; a device that fell off also trips AER/DPC, pciehp-slot-fault or its driver's own rules.",
 						Match: &rules.Match{
-							Regex: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\))`,
+							Regex: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\)|Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event queued; currently getting powered on)`,
 						},
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     768,
+						Line:     855,
 					},
 					{
 						ID:          "mlx5-pcie-power-insufficient",
@@ -1385,17 +1385,17 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     843,
+						Line:     951,
 					},
 					{
 						ID:          "aer-unregistered-agent",
 						Description: "AER could not read the error source's registers (an inaccessible agent): the device is likely gone from the bus; the severity says how bad.",
 						Match: &rules.Match{
-							Regex: `(?:PCIe|CXL) Bus Error: severity=(?P<severity>[^,]+), type=Inaccessible, \(Unregistered Agent ID\)`,
+							Regex: `(?:PCIe|CXL) Bus Error: severity=(?P<severity>[^,]+), type=(?:Inaccessible|Unaccessible), (?:id=[0-9a-fA-F]{4})?\(Unregistered Agent ID\)`,
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     866,
+						Line:     974,
 					},
 					{
 						ID:          "pcie-device-inaccessible",
@@ -1418,7 +1418,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 898,
+						Line: 1017,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1441,7 +1441,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 949,
+						Line: 1068,
 					},
 					{
 						ID:          "pciehp-slot-fault",
@@ -1464,7 +1464,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1044,
+						Line: 1163,
 					},
 					{
 						ID:          "edr-containment",
@@ -1487,7 +1487,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1133,
+						Line: 1252,
 					},
 				},
 			},
@@ -2111,7 +2111,7 @@ var image = &rules.Image{
 						ID:          "xfs-shutdown",
 						Description: "XFS shut a node filesystem down after a log I/O error or in-memory corruption: every access to it fails until it is unmounted and repaired. Taint.",
 						Match: &rules.Match{
-							Regex: `(?:XFS \((?P<device>[^)]+)\): (?:xfs_do_force_shutdown\((?P<flags>0x[0-9a-fA-F]+)\) called from|(?P<reason>Log I/O [Ee]rror|Corruption of in-memory data|I/O Error|Metadata I/O Error)(?: \(0x[0-9a-fA-F]+\))? [Dd]etected.*[Ss]hutting down filesystem|(?P<reason>.+?) \(0x[0-9a-fA-F]+\) detected at .+[Ss]hutting down filesystem|(?P<reason>All device paths lost)\. Shutting down filesystem|Filesystem has been shut down due to|Please u(?:n)?mount the filesystem and rectify)|xfs_force_shutdown\((?P<device>[^,)]+),(?P<flags>0x[0-9a-fA-F]+)\) called from line|Filesystem "(?P<device>[^"]+)": (?P<reason>Log I/O Error|Corruption of in-memory data|I/O Error|All device paths lost) Detected\.\s+Shutting down filesystem|Please umount the filesystem, and rectify the problem)`,
+							Regex: `(?:XFS \((?P<device>[^)]+)\): (?:xfs_do_force_shutdown\((?P<flags>0x[0-9a-fA-F]+)\) called from|(?P<reason>Log I/O [Ee]rror|Corruption of in-memory data|I/O Error|Metadata I/O Error)(?: \(0x[0-9a-fA-F]+\))? [Dd]etected.*[Ss]hutting down filesystem|(?P<reason>.+?) \(0x[0-9a-fA-F]+\) detected at .+[Ss]hutting down filesystem|(?P<reason>All device paths lost)\.\s+Shutting down filesystem|Filesystem has been shut down due to|Please u(?:n)?mount the filesystem and rectify)|xfs_force_shutdown\((?P<device>[^,)]+),(?P<flags>0x[0-9a-fA-F]+)\) called from line|Filesystem "(?P<device>[^"]+)": (?P<reason>Log I/O Error|Corruption of in-memory data|I/O Error|All device paths lost) Detected\.\s+Shutting down filesystem|Please umount the filesystem, and rectify the problem)`,
 						},
 						Exclusive: "fs-ro",
 						Severity:  "critical",
@@ -2129,7 +2129,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      178,
+						Line:      203,
 					},
 					{
 						ID:          "fs-error-history",
@@ -2139,17 +2139,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     290,
+						Line:     323,
 					},
 					{
 						ID:          "xfs-corruption",
 						Description: "XFS found corrupt metadata or failed a metadata I/O; the filesystem needs xfs_repair and may shut down",
 						Match: &rules.Match{
-							Regex: `(?:XFS(?: \((?P<device>[^)]+)\))?: (?:[^:]*: )?(?P<problem>Metadata corruption detected|error -?\d+ returned|Metadata CRC error detected|Metadata .+? detected at|Corruption detected|Corruption warning|[Mm]etadata I/O error|log I/O error|Internal error \w+|Unmount and run xfs_repair|Please run xfs_repair|First \d+ bytes of corrupted metadata buffer|writeback error|Bad (?:regular |directory )?inode \d+|Bad (?:regular |dir )?inode (?:log record|magic number, dip)|Bad inode buffer log record|(?:NULL dquot|dquot too small \(-?\d+\)) in \w+|dquot corrupt at|corrupt dquot ID 0x[0-9a-fA-F]+ in log|xlog_recover_do_icreate_trans: bad \w+|unsupported chunk length|inconsistent inode count and chunk length|invalid item type \(-?\d+\)|\w+_pass2: Invalid flag|Corruption Alert: Buffer at daddr 0x[0-9a-fA-F]+ had permanent write failures|detected corrupt incore inode|bad inode \d+, forkoff|daddr 0x[0-9a-fA-F]+ out of range|log record CRC mismatch|log recovery .+ I/O error|Failed to recover (?:intents|leftover CoW staging extents)|unmount record failed|ifree/icount mismatch|will fix summary counters|sb_inprogress set after log recovery|ran out of (?:log|iclog) space|head has wrapped tail|tail wrapped|corrupt iclog ring|(?:invalid|unexpected) magic num|log mount(?:/recovery)? failed|log mount finish failed|Log inconsistent|failed to (?:find log head|locate log tail)|couldn't find sync record|empty log check failed|bad header (?:magic number|length)|bad clientid 0x|bad length 0x|op header overrun|unrecognized type of log operation|committed log item has no regions|bad number of regions|log item region count|bad flag 0x|unrecognised log version|(?:\w+ )?(?:agf|agi) read failed agno|Failed to read root inode|corrupted root inode|Filesystem needs repair|last sector read failed|log device read failed|Error -?\d+ recovering leftover CoW allocations|Bad .+ meta btree inode|meta btree in inode -?\d+ attr fork|Allocated a known in-use inode|Attempt to drop inode .* with nlink zero|xfs_imap(?:_to_bp)? returned error|Failed to remove inode\(s\) from unlinked list|corrupt inode \d+ \()|Filesystem "(?P<device>[^"]+)": (?P<problem>XFS internal error \w+|corrupt inode \d+))`,
+							Regex: `(?:XFS(?: \((?P<device>[^)]+)\))?: (?:[^:]*: )?(?P<problem>Metadata corruption detected|error -?\d+ returned|Metadata CRC error detected|Metadata .+? detected at|Corruption detected|Corruption warning|[Mm]etadata I/O error|log I/O error|Internal error \w+|Unmount and run xfs_repair|Please run xfs_repair|First \d+ bytes of corrupted metadata buffer|writeback error|Bad (?:regular |directory )?inode \d+|Bad (?:regular |dir )?inode (?:log record|magic number, dip)|Bad inode buffer log record|(?:NULL dquot|dquot too small \(-?\d+\)) in \w+|dquot corrupt at|corrupt dquot ID 0x[0-9a-fA-F]+ in log|xlog_recover_do_icreate_trans: bad \w+|unsupported chunk length|inconsistent inode count and chunk length|invalid item type \(-?\d+\)|\w+_pass2: Invalid flag|Corruption Alert: Buffer at (?:daddr|block) 0x[0-9a-fA-F]+ had permanent write failures|detected corrupt incore inode|bad inode \d+, forkoff|daddr 0x[0-9a-fA-F]+ out of range|Block out of range: block 0x[0-9a-fA-F]+|log record CRC mismatch|log recovery .+ I/O error|Failed to recover (?:intents|leftover CoW staging extents)|unmount record failed|ifree/icount mismatch|will fix summary counters|sb_inprogress set after log recovery|ran out of (?:log|iclog) space|head has wrapped tail|tail wrapped|corrupt iclog ring|(?:invalid|unexpected) magic num|log mount(?:/recovery)? failed|log mount finish failed|Log inconsistent|failed to (?:find log head|locate log tail)|couldn't find sync record|empty log check failed|bad header (?:magic number|length)|bad clientid 0x|bad length 0x|op header overrun|unrecognized type of log operation|committed log item has no regions|bad number of regions|log item region count|bad flag 0x|unrecognised log version|(?:\w+ )?(?:agf|agi) read failed agno|[Ff]ailed to read root inode|corrupted root inode|Filesystem needs repair|last sector read failed|log device read failed|Error -?\d+ recovering leftover CoW allocations|Bad .+ meta btree inode|meta btree in inode -?\d+ attr fork|Allocated a known in-use inode|Attempt to drop inode .* with nlink zero|xfs_imap(?:_to_bp)?(?:\(2\))? returned error|Failed to remove inode\(s\) from unlinked list|corrupt inode \d+ \()|Filesystem "(?P<device>[^"]+)": (?P<problem>XFS internal error \w+|corrupt inode \d+))`,
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      320,
+						Line:      353,
 					},
 					{
 						ID:          "journal-abort",
@@ -2158,7 +2158,7 @@ var image = &rules.Image{
 							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed))`,
 						},
 						Cooldown: 600000000000,
-						Line:     616,
+						Line:     735,
 					},
 					{
 						ID:          "journal-error",
@@ -2167,7 +2167,7 @@ var image = &rules.Image{
 							Regex: `(?:JBD2: (?:previous I/O error detected for journal superblock update for (?P<device>[\w.:-]+?)(?:-\d+)?\.|IO error -?\d+ recovering block|Failed to read block at offset|bad block at offset|corrupted journal superblock|Invalid checksum (?:recovering|found in)|journal checksum error|journal transaction \d+ on (?P<device>[\w.:-]+?)(?:-\d+)? is corrupt|error -?\d+ scanning journal|recovery pass -?\d+ ended at transaction|Error while async write back metadata|\(error -?\d+\) unable to wipe journal|journal reset failed|no valid journal superblock found|.*: Waiting for Godot)|journal block not found at offset|Cannot (?:locate|read) journal superblock|needed -?\d+ blocks and only had -?\d+ space available|no way to get more journal space)`,
 						},
 						Cooldown: 600000000000,
-						Line:     687,
+						Line:     806,
 					},
 					{
 						ID:          "nfs-not-responding",
@@ -2176,7 +2176,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<service>nfs|lockd): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     791,
+						Line:     917,
 					},
 					{
 						ID:          "nfs-server-ok",
@@ -2186,7 +2186,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     826,
+						Line:     952,
 					},
 					{
 						ID:          "nfs-state-error",
@@ -2195,7 +2195,7 @@ var image = &rules.Image{
 							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     846,
+						Line:     972,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2206,7 +2206,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      876,
+						Line:      1002,
 					},
 					{
 						ID:          "block-io-error",
@@ -2216,7 +2216,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      900,
+						Line:      1026,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2226,7 +2226,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      926,
+						Line:      1064,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2235,7 +2235,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     953,
+						Line:     1091,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2245,7 +2245,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1002,
+						Line:      1140,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2254,7 +2254,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1053,
+						Line:     1191,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2264,7 +2264,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1106,
+						Line:     1244,
 					},
 					{
 						ID:          "ata-error",
@@ -2273,7 +2273,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1199,
+						Line:     1337,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2282,7 +2282,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1223,
+						Line:     1361,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2291,7 +2291,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1260,
+						Line:     1398,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2309,7 +2309,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1469,
+						Line:     1607,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2322,7 +2322,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1519,
+						Line: 1657,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2331,7 +2331,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1620,
+						Line:     1758,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2340,7 +2340,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     1756,
+						Line:     1894,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2349,7 +2349,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1790,
+						Line:     1928,
 					},
 					{
 						ID:          "md-read-error",
@@ -2358,7 +2358,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2075,
+						Line:     2223,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2368,7 +2368,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2252,
+						Line:     2400,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2377,7 +2377,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2290,
+						Line:     2438,
 					},
 					{
 						ID:          "hung-task",
@@ -2386,7 +2386,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2343,
+						Line:     2491,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2396,7 +2396,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2369,
+						Line:     2517,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2407,7 +2407,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2394,
+						Line:     2542,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2418,7 +2418,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2422,
+						Line:     2570,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2429,7 +2429,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2461,
+						Line:     2609,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2443,7 +2443,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2490,
+						Line: 2638,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2453,7 +2453,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2643,
+						Line:     2791,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2463,7 +2463,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2698,
+						Line:     2846,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2473,7 +2473,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2802,
+						Line:     2950,
 					},
 				},
 			},
@@ -2520,7 +2520,7 @@ var image = &rules.Image{
 							Regex: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|\[Hardware Error\]: (?P<field>PROCESSOR) \d+:[0-9a-fA-F]+ TIME \d+ SOCKET|\[Hardware Error\]: (?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|\[Hardware Error\]: Run the above through 'mcelog --ascii')`,
 						},
 						Cooldown: 3600000000000,
-						Line:     188,
+						Line:     196,
 					},
 					{
 						ID:          "mce-record-fields",
@@ -2530,7 +2530,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     326,
+						Line:     361,
 					},
 					{
 						ID:          "mce-cmci-storm",
@@ -2539,7 +2539,7 @@ var image = &rules.Image{
 							Regex: `(?:CMCI storm detected(?:: switching to poll mode)?|CPU(?P<cpu>-?\d+) BANK(?P<bank>-?\d+) CMCI (?:storm detected|inherited storm))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     389,
+						Line:     424,
 					},
 					{
 						ID:          "mce-cmci-storm-end",
@@ -2549,7 +2549,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     459,
+						Line:     494,
 					},
 					{
 						ID:          "mce-amd-uncorrected",
@@ -2558,7 +2558,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Uncorrected, [\w ]+ error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     498,
+						Line:     533,
 					},
 					{
 						ID:          "mce-amd-context",
@@ -2568,7 +2568,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     577,
+						Line:     612,
 					},
 					{
 						ID:          "cpu-thermal-throttle",
@@ -2578,7 +2578,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     634,
+						Line:     669,
 					},
 					{
 						ID:          "memory-failure",
@@ -2587,7 +2587,7 @@ var image = &rules.Image{
 							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     665,
+						Line:     700,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2596,7 +2596,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     791,
+						Line:     826,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2609,7 +2609,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 862,
+						Line: 897,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2619,7 +2619,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     904,
+						Line:     939,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2632,7 +2632,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     932,
+						Line:     967,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2641,7 +2641,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     977,
+						Line:     1012,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2651,7 +2651,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1051,
+						Line:     1086,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2665,7 +2665,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1089,
+						Line: 1124,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2675,7 +2675,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1131,
+						Line:      1166,
 					},
 					{
 						ID:          "ghes-header",
@@ -2686,7 +2686,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1157,
+						Line:      1192,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2700,7 +2700,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1179,
+						Line:     1214,
 					},
 					{
 						ID:          "ghes-context",
@@ -2711,7 +2711,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1206,
+						Line:      1241,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2727,7 +2727,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1249,
+						Line: 1284,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2736,7 +2736,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1435,
+						Line:     1470,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2746,7 +2746,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1622,
+						Line:     1657,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2756,7 +2756,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1651,
+						Line:     1686,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2766,7 +2766,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1698,
+						Line:     1733,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2776,7 +2776,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1817,
+						Line:     1852,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2786,7 +2786,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1918,
+						Line:     1953,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2795,7 +2795,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      1987,
+						Line:      2022,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2804,7 +2804,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2008,
+						Line:      2043,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2818,7 +2818,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2028,
+						Line: 2063,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2828,7 +2828,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2063,
+						Line:     2098,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2837,16 +2837,16 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2100,
+						Line:     2135,
 					},
 					{
 						ID:          "rcu-stall",
 						Description: "RCU found a CPU or task that did not pass a quiescent state for tens of seconds; the same causes as a lockup",
 						Match: &rules.Match{
-							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
+							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2195,
+						Line:     2238,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2856,7 +2856,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2442,
+						Line:        2522,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2865,7 +2865,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2539,
+						Line:     2619,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2874,7 +2874,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2594,
+						Line:     2674,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2883,7 +2883,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2646,
+						Line:     2726,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2892,7 +2892,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2743,
+						Line:     2823,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2914,7 +2914,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2817,
+						Line: 2897,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2923,7 +2923,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2887,
+						Line:     2967,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2933,7 +2933,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     2927,
+						Line:     3007,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2943,7 +2943,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     2976,
+						Line:     3056,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2952,7 +2952,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3091,
+						Line:     3171,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2974,7 +2974,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3122,
+						Line: 3202,
 					},
 					{
 						ID:          "nmi-context",
@@ -2984,7 +2984,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3154,
+						Line:     3234,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2993,7 +2993,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3185,
+						Line:     3265,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3003,7 +3003,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3232,
+						Line:     3312,
 					},
 					{
 						ID:          "oom-context",
@@ -3013,7 +3013,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3268,
+						Line:     3348,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3022,7 +3022,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3329,
+						Line:     3409,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3031,7 +3031,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3357,
+						Line:     3437,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3041,7 +3041,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3388,
+						Line:     3468,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3052,7 +3052,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3410,
+						Line:     3490,
 					},
 				},
 			},
@@ -9660,7 +9660,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/-?\d+/0x[0-9a-fA-F]+ softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
+			Expr: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 			Literals: []string{
 				" kthread starved for ",
 				"detected stall on",
@@ -10852,13 +10852,15 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:PCIe|CXL) Bus Error: severity=(?P<severity>[^,]+), type=Inaccessible, \(Unregistered Agent ID\)`,
+			Expr: `(?:PCIe|CXL) Bus Error: severity=(?P<severity>[^,]+), type=(?:Inaccessible|Unaccessible), (?:id=[0-9a-fA-F]{4})?\(Unregistered Agent ID\)`,
 			Literals: []string{
-				", type=Inaccessible, (Unregistered Agent ID)",
+				"PCIe Bus Error: severity=",
+				"CXL Bus Error: severity=",
 			},
 			Sets: [][]string{
 				[]string{
-					", type=inaccessible, (unregistered agent id)",
+					"cxl bus error: severity=",
+					"pcie bus error: severity=",
 				},
 				[]string{
 					"cxl",
@@ -10866,6 +10868,16 @@ var image = &rules.Image{
 				},
 				[]string{
 					" bus error: severity=",
+				},
+				[]string{
+					", type=",
+				},
+				[]string{
+					"inaccessible",
+					"unaccessible",
+				},
+				[]string{
+					"(unregistered agent id)",
 				},
 			},
 			Names: []string{
@@ -11345,7 +11357,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\))`,
+			Expr: `(?:Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down|Card not present)\s*$|[Ss]lot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event\s*$|(?P<event>Card not present) on Slot\((?P<slot>[^)]{1,32})\)\s*$|(?P<event>Link Down) event queued on slot\((?P<slot>[^)]{1,32})\)|Slot\((?P<slot>[^)]{1,32})\): (?P<event>Link Down) event queued; currently getting powered on)`,
 			Literals: []string{
 				"): Link Down",
 				"): Card not present",
@@ -11393,6 +11405,8 @@ var image = &rules.Image{
 				"slot",
 				"event",
 				"slot",
+				"slot",
+				"event",
 			},
 		},
 		{
@@ -12028,7 +12042,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:XFS \((?P<device>[^)]+)\): (?:xfs_do_force_shutdown\((?P<flags>0x[0-9a-fA-F]+)\) called from|(?P<reason>Log I/O [Ee]rror|Corruption of in-memory data|I/O Error|Metadata I/O Error)(?: \(0x[0-9a-fA-F]+\))? [Dd]etected.*[Ss]hutting down filesystem|(?P<reason>.+?) \(0x[0-9a-fA-F]+\) detected at .+[Ss]hutting down filesystem|(?P<reason>All device paths lost)\. Shutting down filesystem|Filesystem has been shut down due to|Please u(?:n)?mount the filesystem and rectify)|xfs_force_shutdown\((?P<device>[^,)]+),(?P<flags>0x[0-9a-fA-F]+)\) called from line|Filesystem "(?P<device>[^"]+)": (?P<reason>Log I/O Error|Corruption of in-memory data|I/O Error|All device paths lost) Detected\.\s+Shutting down filesystem|Please umount the filesystem, and rectify the problem)`,
+			Expr: `(?:XFS \((?P<device>[^)]+)\): (?:xfs_do_force_shutdown\((?P<flags>0x[0-9a-fA-F]+)\) called from|(?P<reason>Log I/O [Ee]rror|Corruption of in-memory data|I/O Error|Metadata I/O Error)(?: \(0x[0-9a-fA-F]+\))? [Dd]etected.*[Ss]hutting down filesystem|(?P<reason>.+?) \(0x[0-9a-fA-F]+\) detected at .+[Ss]hutting down filesystem|(?P<reason>All device paths lost)\.\s+Shutting down filesystem|Filesystem has been shut down due to|Please u(?:n)?mount the filesystem and rectify)|xfs_force_shutdown\((?P<device>[^,)]+),(?P<flags>0x[0-9a-fA-F]+)\) called from line|Filesystem "(?P<device>[^"]+)": (?P<reason>Log I/O Error|Corruption of in-memory data|I/O Error|All device paths lost) Detected\.\s+Shutting down filesystem|Please umount the filesystem, and rectify the problem)`,
 			Literals: []string{
 				"xfs_do_force_shutdown(0x",
 				"shutting down filesystem",
@@ -12104,7 +12118,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:XFS(?: \((?P<device>[^)]+)\))?: (?:[^:]*: )?(?P<problem>Metadata corruption detected|error -?\d+ returned|Metadata CRC error detected|Metadata .+? detected at|Corruption detected|Corruption warning|[Mm]etadata I/O error|log I/O error|Internal error \w+|Unmount and run xfs_repair|Please run xfs_repair|First \d+ bytes of corrupted metadata buffer|writeback error|Bad (?:regular |directory )?inode \d+|Bad (?:regular |dir )?inode (?:log record|magic number, dip)|Bad inode buffer log record|(?:NULL dquot|dquot too small \(-?\d+\)) in \w+|dquot corrupt at|corrupt dquot ID 0x[0-9a-fA-F]+ in log|xlog_recover_do_icreate_trans: bad \w+|unsupported chunk length|inconsistent inode count and chunk length|invalid item type \(-?\d+\)|\w+_pass2: Invalid flag|Corruption Alert: Buffer at daddr 0x[0-9a-fA-F]+ had permanent write failures|detected corrupt incore inode|bad inode \d+, forkoff|daddr 0x[0-9a-fA-F]+ out of range|log record CRC mismatch|log recovery .+ I/O error|Failed to recover (?:intents|leftover CoW staging extents)|unmount record failed|ifree/icount mismatch|will fix summary counters|sb_inprogress set after log recovery|ran out of (?:log|iclog) space|head has wrapped tail|tail wrapped|corrupt iclog ring|(?:invalid|unexpected) magic num|log mount(?:/recovery)? failed|log mount finish failed|Log inconsistent|failed to (?:find log head|locate log tail)|couldn't find sync record|empty log check failed|bad header (?:magic number|length)|bad clientid 0x|bad length 0x|op header overrun|unrecognized type of log operation|committed log item has no regions|bad number of regions|log item region count|bad flag 0x|unrecognised log version|(?:\w+ )?(?:agf|agi) read failed agno|Failed to read root inode|corrupted root inode|Filesystem needs repair|last sector read failed|log device read failed|Error -?\d+ recovering leftover CoW allocations|Bad .+ meta btree inode|meta btree in inode -?\d+ attr fork|Allocated a known in-use inode|Attempt to drop inode .* with nlink zero|xfs_imap(?:_to_bp)? returned error|Failed to remove inode\(s\) from unlinked list|corrupt inode \d+ \()|Filesystem "(?P<device>[^"]+)": (?P<problem>XFS internal error \w+|corrupt inode \d+))`,
+			Expr: `(?:XFS(?: \((?P<device>[^)]+)\))?: (?:[^:]*: )?(?P<problem>Metadata corruption detected|error -?\d+ returned|Metadata CRC error detected|Metadata .+? detected at|Corruption detected|Corruption warning|[Mm]etadata I/O error|log I/O error|Internal error \w+|Unmount and run xfs_repair|Please run xfs_repair|First \d+ bytes of corrupted metadata buffer|writeback error|Bad (?:regular |directory )?inode \d+|Bad (?:regular |dir )?inode (?:log record|magic number, dip)|Bad inode buffer log record|(?:NULL dquot|dquot too small \(-?\d+\)) in \w+|dquot corrupt at|corrupt dquot ID 0x[0-9a-fA-F]+ in log|xlog_recover_do_icreate_trans: bad \w+|unsupported chunk length|inconsistent inode count and chunk length|invalid item type \(-?\d+\)|\w+_pass2: Invalid flag|Corruption Alert: Buffer at (?:daddr|block) 0x[0-9a-fA-F]+ had permanent write failures|detected corrupt incore inode|bad inode \d+, forkoff|daddr 0x[0-9a-fA-F]+ out of range|Block out of range: block 0x[0-9a-fA-F]+|log record CRC mismatch|log recovery .+ I/O error|Failed to recover (?:intents|leftover CoW staging extents)|unmount record failed|ifree/icount mismatch|will fix summary counters|sb_inprogress set after log recovery|ran out of (?:log|iclog) space|head has wrapped tail|tail wrapped|corrupt iclog ring|(?:invalid|unexpected) magic num|log mount(?:/recovery)? failed|log mount finish failed|Log inconsistent|failed to (?:find log head|locate log tail)|couldn't find sync record|empty log check failed|bad header (?:magic number|length)|bad clientid 0x|bad length 0x|op header overrun|unrecognized type of log operation|committed log item has no regions|bad number of regions|log item region count|bad flag 0x|unrecognised log version|(?:\w+ )?(?:agf|agi) read failed agno|[Ff]ailed to read root inode|corrupted root inode|Filesystem needs repair|last sector read failed|log device read failed|Error -?\d+ recovering leftover CoW allocations|Bad .+ meta btree inode|meta btree in inode -?\d+ attr fork|Allocated a known in-use inode|Attempt to drop inode .* with nlink zero|xfs_imap(?:_to_bp)?(?:\(2\))? returned error|Failed to remove inode\(s\) from unlinked list|corrupt inode \d+ \()|Filesystem "(?P<device>[^"]+)": (?P<problem>XFS internal error \w+|corrupt inode \d+))`,
 			Literals: []string{
 				" returned",
 				"CRC error detected",
@@ -12133,6 +12147,7 @@ var image = &rules.Image{
 				"invalid item type (",
 				"_pass2: Invalid flag",
 				"Corruption Alert: Buffer at daddr 0x",
+				"Corruption Alert: Buffer at block 0x",
 				"detected corrupt incore inode",
 				" out of range",
 				"log record CRC mismatch",
@@ -12171,7 +12186,7 @@ var image = &rules.Image{
 				"unrecognised log version",
 				"agf read failed agno",
 				"agi read failed agno",
-				"Failed to read root inode",
+				"failed to read root inode",
 				"corrupted root inode",
 				"Filesystem needs repair",
 				"last sector read failed",
@@ -18173,7 +18188,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
+			Expr: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge|\.\s+The NVIDIA Linux/x86)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
 			Literals: []string{
 				"NVRM: FATAL: Failed to re-allocate BAR1",
 				"NVRM: Fatal Error while attempting to resize PCIe BARs",
@@ -18203,8 +18218,8 @@ var image = &rules.Image{
 					"nvrm: ",
 				},
 				[]string{
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18222,6 +18237,7 @@ var image = &rules.Image{
 					"pci_enable_device failed",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this is a 64-bit bar mapped above",
 					"this may be due to a known linux kernel bug",
@@ -18229,8 +18245,8 @@ var image = &rules.Image{
 					"to your nvidia device is not supported by the kernel",
 				},
 				[]string{
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18248,6 +18264,7 @@ var image = &rules.Image{
 					"pci_enable_device failed",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this is a 64-bit bar mapped above",
 					"this may be due to a known linux kernel bug",
@@ -18255,8 +18272,8 @@ var image = &rules.Image{
 					"to your nvidia device is not supported by the kernel",
 				},
 				[]string{
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18269,6 +18286,7 @@ var image = &rules.Image{
 					"ownership of the device's registers",
 					"pci_enable_device failed",
 					"request_mem_region failed",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this may be due to a known linux kernel bug",
 					"this pci i/o region assigned to your nvidia device is invalid",
@@ -18276,8 +18294,8 @@ var image = &rules.Image{
 				},
 				[]string{
 					" is ",
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18293,13 +18311,14 @@ var image = &rules.Image{
 					"pci_enable_device failed",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this may be due to a known linux kernel bug",
 				},
 				[]string{
 					" (pci:",
-					" kernel, but the pci bridge",
-					" kernel. this pci i/o region assigned",
+					", but the pci bridge",
+					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
 					"a matching prefetchable memory window",
@@ -18316,6 +18335,7 @@ var image = &rules.Image{
 					"pci_enable_device failed",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
+					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
 					"this is a 64-bit bar mapped above",
 					"this may be due to a known linux kernel bug",
