@@ -236,7 +236,7 @@ func (s *Scanner) prepare(w *worker, b []byte, truncated bool, l *line) {
 	}
 	l.text = unsafe.String(unsafe.SliceData(b), len(b))
 	l.truncated = truncated
-	l.p = w.pr.Parse(l.text)
+	w.pr.Parse(l.text, &l.p)
 	l.hits, l.msg = l.hits[:0], ""
 	if l.p.Continuation {
 		return
