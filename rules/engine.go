@@ -63,6 +63,9 @@ type companionCheck struct {
 	// nearID numbers the distinct expressions of near companions: rules that
 	// share a companion line ("link status definitely up") run its regex once.
 	nearID int
+	// finite: the strings a near companion's regex matches, when it is a few
+	// literals (see finiteStrings): it matches where the line holds one of them.
+	finite []string
 }
 
 // target is what a prefilter pattern makes a candidate of: rule's primary regex
@@ -139,7 +142,7 @@ func NewEngine(set *Set) *Engine {
 					id = len(nearIDs)
 					nearIDs[cre.expr] = id
 				}
-				cc.near, cc.nearID = true, id
+				cc.near, cc.nearID, cc.finite = true, id, finiteStrings(cre.expr)
 			}
 			e.companions[i] = append(e.companions[i], cc)
 			add(cp.Literals, target{rule: int32(i), part: int32(j + 1)})
@@ -340,7 +343,8 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, s *s
 			res := s.nearDone[cc.nearID]
 			if res == nearUnknown {
 				res = nearNo
-				if matchesNear(re, l.Text, int(s.at[int(e.compBase[i])+j])) {
+				if cc.finite != nil && containsAny(l.Text, cc.finite) ||
+					cc.finite == nil && matchesNear(re, l.Text, int(s.at[int(e.compBase[i])+j])) {
 					res = nearYes
 				}
 				s.nearDone[cc.nearID] = res

@@ -187,6 +187,47 @@ func TestPrefilterEquivalenceGenerated(t *testing.T) {
 	}
 }
 
+// TestFiniteRegexesMatchTheirStrings: where a default rule's regex is a few
+// literals, the line holds one of them exactly where the regex matches it, on the
+// corpus and on mutations of it.
+func TestFiniteRegexesMatchTheirStrings(t *testing.T) {
+	e := defaultEngine(t)
+	var res []*regexp.Regexp
+	for _, r := range e.Set().Rules {
+		res = append(res, r.Regexp())
+		for _, cp := range r.Companions {
+			res = append(res, cp.Regexp())
+		}
+	}
+	lines := corpusMessages(t)
+	r := rand.New(rand.NewSource(7))
+	n := len(lines)
+	for i := 0; i < 20000; i++ {
+		lines = append(lines, mutate(r, lines[:n]))
+	}
+	finite, matched := 0, 0
+	for _, re := range res {
+		subs := rules.FiniteStrings(re.String())
+		if subs == nil {
+			continue
+		}
+		finite++
+		for _, l := range lines {
+			want := re.MatchString(l)
+			if got := rules.ContainsAny(l, subs); got != want {
+				t.Fatalf("%q on %q: the strings %q say %v, the regex %v", re, l, subs, got, want)
+			}
+			if want {
+				matched++
+			}
+		}
+	}
+	t.Logf("%d regexes are a few strings; %d lines matched", finite, matched)
+	if finite == 0 || matched < 20 {
+		t.Fatalf("%d finite regexes, %d lines matched: the comparison is too weak", finite, matched)
+	}
+}
+
 // TestEveryDefaultRuleIsPrefiltered keeps the default packs fast: a rule without a
 // usable literal would run its regex on every line of the fleet.
 func TestEveryDefaultRuleIsPrefiltered(t *testing.T) {
