@@ -105,6 +105,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 	}
 	sources := []rules.Source{"", rules.SourceKernel, rules.SourcePod}
 	matched := 0
+	m := e.Matcher() // one for all lines: nothing of a line may stay for the next
 	for i, l := range lines {
 		line := &logstream.Line{Text: l, Source: string(sources[i%len(sources)])}
 		fast := keys(e.Match(line, nil))
@@ -114,6 +115,9 @@ func TestPrefilterEquivalence(t *testing.T) {
 		}
 		if !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("line %q (source %q):\n fast %v\nnaive %v", l, line.Source, fast, slow)
+		}
+		if own := keys(m.Match(line, nil)); !reflect.DeepEqual(own, slow) {
+			t.Fatalf("line %q (source %q):\nmatcher %v\n  naive %v", l, line.Source, own, slow)
 		}
 	}
 	t.Logf("%d lines compared, %d with hits", len(lines), matched)
@@ -163,6 +167,7 @@ func TestPrefilterEquivalenceGenerated(t *testing.T) {
 		lines = append(lines, mutate(r, lines[:n]))
 	}
 	matched := 0
+	m := e.Matcher()
 	for _, l := range lines {
 		line := &logstream.Line{Text: l, Source: string(rules.SourceKernel)}
 		fast := keys(e.Match(line, nil))
@@ -173,9 +178,53 @@ func TestPrefilterEquivalenceGenerated(t *testing.T) {
 		if !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("line %q:\n fast %v\nnaive %v", l, fast, slow)
 		}
+		if own := keys(m.Match(line, nil)); !reflect.DeepEqual(own, slow) {
+			t.Fatalf("line %q:\nmatcher %v\n  naive %v", l, own, slow)
+		}
 	}
 	if matched < n/4 {
 		t.Fatalf("only %d of %d lines matched: the comparison is too weak", matched, len(lines))
+	}
+}
+
+// TestFiniteRegexesMatchTheirStrings: where a default rule's regex is a few
+// literals, the line holds one of them exactly where the regex matches it, on the
+// corpus and on mutations of it.
+func TestFiniteRegexesMatchTheirStrings(t *testing.T) {
+	e := defaultEngine(t)
+	var res []*regexp.Regexp
+	for _, r := range e.Set().Rules {
+		res = append(res, r.Regexp())
+		for _, cp := range r.Companions {
+			res = append(res, cp.Regexp())
+		}
+	}
+	lines := corpusMessages(t)
+	r := rand.New(rand.NewSource(7))
+	n := len(lines)
+	for i := 0; i < 20000; i++ {
+		lines = append(lines, mutate(r, lines[:n]))
+	}
+	finite, matched := 0, 0
+	for _, re := range res {
+		subs := rules.FiniteStrings(re.String())
+		if subs == nil {
+			continue
+		}
+		finite++
+		for _, l := range lines {
+			want := re.MatchString(l)
+			if got := rules.ContainsAny(l, subs); got != want {
+				t.Fatalf("%q on %q: the strings %q say %v, the regex %v", re, l, subs, got, want)
+			}
+			if want {
+				matched++
+			}
+		}
+	}
+	t.Logf("%d regexes are a few strings; %d lines matched", finite, matched)
+	if finite == 0 || matched < 20 {
+		t.Fatalf("%d finite regexes, %d lines matched: the comparison is too weak", finite, matched)
 	}
 }
 

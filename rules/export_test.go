@@ -58,3 +58,7 @@ func parsedOrNot(expr string) *regex {
 	}
 	return re
 }
+
+// FiniteStrings and ContainsAny are finiteStrings and containsAny.
+func FiniteStrings(expr string) []string       { return finiteStrings(expr) }
+func ContainsAny(s string, subs []string) bool { return containsAny(s, subs) }

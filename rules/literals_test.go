@@ -175,3 +175,28 @@ func TestLiteralSetOnePass(t *testing.T) {
 		}
 	}
 }
+
+func TestFiniteStrings(t *testing.T) {
+	cases := []struct {
+		expr string
+		want []string
+	}{
+		{`link status (?:definitely up|up again after|up, enabling it)`,
+			[]string{"link status definitely up", "link status up again after", "link status up, enabling it"}},
+		{`[Ll]ink (up|UP)`, []string{"Link up", "Link UP", "link up", "link UP"}},
+		{`a(?:)b`, []string{"ab"}},
+		{`(?i)link up`, nil},               // case folding
+		{`links? up`, nil},                 // repetition
+		{`\blink up`, nil},                 // assertion
+		{`link [a-z]p`, nil},               // a class of many bytes
+		{`café`, nil},                      // not ASCII
+		{`^link up`, nil},                  // anchor
+		{`(a|b)(c|d)(e|f)(g|h)(i|j)`, nil}, // too many
+		{`(`, nil},
+	}
+	for _, c := range cases {
+		if got := finiteStrings(c.expr); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("finiteStrings(%q) = %q, want %q", c.expr, got, c.want)
+		}
+	}
+}

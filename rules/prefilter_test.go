@@ -127,3 +127,21 @@ func defaultPacksSet(t *testing.T) *Set {
 	}
 	return set
 }
+
+// TestFold8: fold8 folds every byte value in every lane as fold does.
+func TestFold8(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for lane := 0; lane < 8; lane++ {
+			// The other lanes hold bytes at the edges of the letters' range.
+			w := uint64(0x40_5a_5b_c1_41_da_7a_ff)
+			w = w&^(0xff<<(8*lane)) | uint64(c)<<(8*lane)
+			got := fold8(w)
+			for k := 0; k < 8; k++ {
+				in, out := byte(w>>(8*k)), byte(got>>(8*k))
+				if fold[in] != out {
+					t.Fatalf("fold8(%#x): byte %d: %#x became %#x, want %#x", w, k, in, out, fold[in])
+				}
+			}
+		}
+	}
+}

@@ -72,7 +72,11 @@ type Parsed struct {
 }
 
 // Parse splits a raw line. It never fails: an unknown shape is a plain message.
-func Parse(raw string) Parsed { return parse(raw, nil) }
+func Parse(raw string) Parsed {
+	var p Parsed
+	parse(raw, nil, &p)
+	return p
+}
 
 // Parser parses lines as Parse does, remembering the last syslog date it read:
 // consecutive lines of a syslog mostly share their second, and reading the date is
@@ -83,8 +87,9 @@ type Parser struct {
 	ts   time.Time
 }
 
-// Parse is Parse.
-func (pr *Parser) Parse(raw string) Parsed { return parse(raw, pr) }
+// Parse sets p to what the package's Parse returns for raw. A parsed line is a
+// struct of a dozen words: filled in place, it is neither built twice nor copied.
+func (pr *Parser) Parse(raw string, p *Parsed) { parse(raw, pr, p) }
 
 // syslogDate is the package's syslogDate, answered from the last date when s starts
 // with its text followed by a space (so no digit of the time or fraction differs).
@@ -102,25 +107,23 @@ func (pr *Parser) syslogDate(s string) (int, time.Time, bool) {
 	return n, ts, ok
 }
 
-func parse(raw string, pr *Parser) Parsed {
+func parse(raw string, pr *Parser, p *Parsed) {
 	line := trimNewline(raw)
 	if len(line) > 0 && line[0] == ' ' && isDict(line) {
-		return Parsed{Format: FormatDict, Origin: OriginKernel, Continuation: true}
+		*p = Parsed{Format: FormatDict, Origin: OriginKernel, Continuation: true}
+		return
 	}
-	if p, ok := parseKmsg(line); ok {
-		return p
+	if parseKmsg(line, p) || parseCRI(line, p) {
+		return
 	}
-	if p, ok := parseCRI(line); ok {
-		return p
-	}
-	p := Parsed{Format: FormatPlain, Message: line}
+	*p = Parsed{Format: FormatPlain, Message: line}
 	rest := line
 	if n := decodePrefix(rest); n > 0 {
 		// dmesg --decode (-x): "kern  :warn  : " before the time.
 		rest = rest[n:]
 		p.Format, p.Origin = FormatDmesg, OriginKernel
 	}
-	if n, ok := parseSyslog(rest, &p, pr); ok {
+	if n, ok := parseSyslog(rest, p, pr); ok {
 		rest = rest[n:]
 	} else if r, ok := strings.CutPrefix(rest, "kernel: "); ok {
 		// A journal or syslog line pasted without its date and host.
@@ -143,7 +146,7 @@ func parse(raw string, pr *Parser) Parsed {
 	if n := consoleLevel(rest); n > 0 && n < len(rest) && rest[n] == '[' {
 		rest = rest[n:]
 	}
-	if n, ok := parseDmesgBracket(rest, &p); ok {
+	if n, ok := parseDmesgBracket(rest, p); ok {
 		rest = rest[n:]
 		if p.Format == FormatPlain {
 			p.Format = FormatDmesg
@@ -157,7 +160,6 @@ func parse(raw string, pr *Parser) Parsed {
 			p.Clock, p.Time = ClockWall, ts
 		}
 	}
-	return p
 }
 
 // trimNewline drops trailing line ends (strings.TrimRight, without its set).

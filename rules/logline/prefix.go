@@ -7,36 +7,36 @@ import (
 )
 
 // parseKmsg reads a /dev/kmsg record: "prio,seq,usec,flags[,more];message".
-func parseKmsg(s string) (Parsed, bool) {
+func parseKmsg(s string, p *Parsed) bool {
 	prioEnd := digits(s, 0, 4)
 	if prioEnd == 0 || prioEnd >= len(s) || s[prioEnd] != ',' {
-		return Parsed{}, false
+		return false
 	}
 	seqEnd := digits(s, prioEnd+1, len(s))
 	if seqEnd == prioEnd+1 || seqEnd >= len(s) || s[seqEnd] != ',' {
-		return Parsed{}, false
+		return false
 	}
 	usecEnd := digits(s, seqEnd+1, len(s))
 	if usecEnd == seqEnd+1 || usecEnd+1 >= len(s) || s[usecEnd] != ',' {
-		return Parsed{}, false
+		return false
 	}
 	i := usecEnd + 1
 	if c := s[i]; c != '-' && c != '+' && c != 'c' {
-		return Parsed{}, false
+		return false
 	}
 	i++
 	if i < len(s) && s[i] == ',' {
 		// Further fields (caller=T12, ...) up to the semicolon.
 		j := strings.IndexByte(s[i:], ';')
 		if j < 0 {
-			return Parsed{}, false
+			return false
 		}
 		i += j
 	}
 	if i >= len(s) || s[i] != ';' {
-		return Parsed{}, false
+		return false
 	}
-	p := Parsed{Format: FormatKmsg, Message: s[i+1:]}
+	*p = Parsed{Format: FormatKmsg, Message: s[i+1:]}
 	// Facility 0 is the kernel; higher facilities were written by user space, which
 	// tags its records as syslog does ("systemd[1]: ...").
 	if prioEnd == 1 || atoi(s[:prioEnd]) < 8 {
@@ -47,24 +47,24 @@ func parseKmsg(s string) (Parsed, bool) {
 	if usec, ok := atoi64(s[seqEnd+1 : usecEnd]); ok {
 		p.Clock, p.Uptime = ClockBoot, time.Duration(usec)*time.Microsecond
 	}
-	return p, true
+	return true
 }
 
 // parseCRI reads a CRI pod-log line: RFC 3339 time, stream, tag (P, F or F:extra).
-func parseCRI(s string) (Parsed, bool) {
+func parseCRI(s string, p *Parsed) bool {
 	ts, n, f := parseISO(s)
 	if n == 0 || f.spaceSep || f.comma || !f.zone || n >= len(s) || s[n] != ' ' {
-		return Parsed{}, false
+		return false
 	}
 	i := n + 1
 	switch {
 	case strings.HasPrefix(s[i:], "stdout "), strings.HasPrefix(s[i:], "stderr "):
 		i += len("stdout ")
 	default:
-		return Parsed{}, false
+		return false
 	}
 	if i >= len(s) || (s[i] != 'P' && s[i] != 'F') {
-		return Parsed{}, false
+		return false
 	}
 	i++
 	if i < len(s) && s[i] == ':' {
@@ -75,11 +75,11 @@ func parseCRI(s string) (Parsed, bool) {
 	if i < len(s) && s[i] == ' ' {
 		i++
 	}
-	p := Parsed{Format: FormatCRI, Origin: OriginPod, Message: s[i:]}
+	*p = Parsed{Format: FormatCRI, Origin: OriginPod, Message: s[i:]}
 	if !ts.IsZero() {
 		p.Clock, p.Time = ClockWall, ts
 	}
-	return p, true
+	return true
 }
 
 // decodePrefix returns the length of a `dmesg --decode` prefix ("kern  :warn  : "), or 0.

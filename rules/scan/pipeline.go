@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-
-	"github.com/faultline-dev/faultline/rules/logline"
 )
 
 // chunkSize is how much of the input one worker parses and matches at a time.
@@ -65,9 +63,9 @@ func (s *Scanner) scanParallel(ctx context.Context, r io.Reader, c *consumer, wo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var pr logline.Parser // one per goroutine
+			w := s.newWorker()
 			for ch := range jobs {
-				s.prepareChunk(ch, &pr)
+				s.prepareChunk(ch, w)
 				close(ch.done)
 			}
 		}()
@@ -99,7 +97,7 @@ func (s *Scanner) scanParallel(ctx context.Context, r io.Reader, c *consumer, wo
 }
 
 // prepareChunk splits a chunk into lines and parses and matches each.
-func (s *Scanner) prepareChunk(ch *chunk, pr *logline.Parser) {
+func (s *Scanner) prepareChunk(ch *chunk, w *worker) {
 	n := 0
 	next := func() *line {
 		if n == len(ch.lines) {
@@ -109,14 +107,14 @@ func (s *Scanner) prepareChunk(ch *chunk, pr *logline.Parser) {
 		return &ch.lines[n-1]
 	}
 	if ch.cut {
-		s.prepare(pr, ch.buf, true, next())
+		s.prepare(w, ch.buf, true, next())
 	} else {
 		for b := ch.buf; len(b) > 0; {
 			end := bytes.IndexByte(b, '\n') + 1
 			if end == 0 {
 				end = len(b)
 			}
-			s.prepare(pr, b[:end], false, next())
+			s.prepare(w, b[:end], false, next())
 			b = b[end:]
 		}
 	}

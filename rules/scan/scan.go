@@ -181,7 +181,7 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 	}
 	lr := lineReader{br: bufio.NewReaderSize(r, 256<<10)}
 	var l line
-	var pr logline.Parser
+	w := s.newWorker()
 	for {
 		if c.lineNo%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -195,7 +195,7 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, emit func(Match) error)
 		if len(b) == 0 && err != nil {
 			return nil
 		}
-		s.prepare(&pr, b, lr.truncated, &l)
+		s.prepare(w, b, lr.truncated, &l)
 		if err := s.consume(c, &l); err != nil {
 			return err
 		}
@@ -217,9 +217,17 @@ type line struct {
 	truncated bool
 }
 
+// worker is what one goroutine that parses and matches lines keeps between them.
+type worker struct {
+	pr logline.Parser
+	m  *rules.Matcher
+}
+
+func (s *Scanner) newWorker() *worker { return &worker{m: s.engine.Matcher()} }
+
 // prepare parses and matches one line in place; only a line with hits is copied,
 // with its captures.
-func (s *Scanner) prepare(pr *logline.Parser, b []byte, truncated bool, l *line) {
+func (s *Scanner) prepare(w *worker, b []byte, truncated bool, l *line) {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
 		b = b[:len(b)-1]
 	}
@@ -228,7 +236,7 @@ func (s *Scanner) prepare(pr *logline.Parser, b []byte, truncated bool, l *line)
 	}
 	l.text = unsafe.String(unsafe.SliceData(b), len(b))
 	l.truncated = truncated
-	l.p = pr.Parse(l.text)
+	w.pr.Parse(l.text, &l.p)
 	l.hits, l.msg = l.hits[:0], ""
 	if l.p.Continuation {
 		return
@@ -237,18 +245,18 @@ func (s *Scanner) prepare(pr *logline.Parser, b []byte, truncated bool, l *line)
 	if src == "" {
 		src = rules.Source(l.p.Origin)
 	}
-	l.hits = s.engine.Match(&logstream.Line{Text: l.p.Message, Source: string(src)}, l.hits)
+	l.hits = w.m.Match(&logstream.Line{Text: l.p.Message, Source: string(src)}, l.hits)
 	if len(l.hits) > 0 {
 		text := strings.Clone(l.text)
 		l.p.Message = rebase(l.p.Message, l.text, text)
 		l.p.Program = rebase(l.p.Program, l.text, text)
 		l.p.Host = rebase(l.p.Host, l.text, text)
-		l.text, l.msg = text, l.p.Message
 		for _, h := range l.hits {
 			for k, v := range h.Captures {
-				h.Captures[k] = strings.Clone(v)
+				h.Captures[k] = rebase(v, l.text, text) // in the copy: no copy each
 			}
 		}
+		l.text, l.msg = text, l.p.Message
 	}
 }
 
