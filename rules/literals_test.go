@@ -157,21 +157,32 @@ func TestIndexFold(t *testing.T) {
 // A set searched in one pass answers as searching each literal does, on random
 // lines made of the literals' pieces, in either case.
 func TestLiteralSetOnePass(t *testing.T) {
-	set := []string{"fail", "error", "err(", "timed out", "timeout", "not re", "nown", "can't", "abort", "a"}
-	r := rand.New(rand.NewSource(3))
-	pieces := []string{"fai", "l", "ERR", "or", "(", "time", "d out", "out", "not ", "re", "kno", "wn", "can'", "t", " ", "x", "A", "b"}
-	onePass, each := compileSets([][]string{set}), litSet{lits: set}
-	if onePass[0].byFirst == nil {
-		t.Fatal("a set this large is searched literal by literal")
-	}
-	for i := 0; i < 20000; i++ {
-		var b strings.Builder
-		for n := r.Intn(8); n >= 0; n-- {
-			b.WriteString(pieces[r.Intn(len(pieces))])
+	long := []string{"fail", "error", "err(", "timed out", "timeout", "not re", "nown", "can't", "abort"}
+	// with a one-byte literal too (its byte alone is a match)
+	for _, set := range [][]string{long, append(long, "a")} {
+		r := rand.New(rand.NewSource(3))
+		pieces := []string{"fai", "l", "ERR", "or", "(", "time", "d out", "out", "not ", "re", "kno", "wn", "can'", "t", " ", "x", "A", "b"}
+		onePass, each := compileSets([][]string{set}), litSet{lits: set}
+		if onePass[0].byFirst == nil {
+			t.Fatal("a set this large is searched literal by literal")
 		}
-		line := b.String()
-		if got, want := onePass.holds(line), each.in(line); got != want {
-			t.Fatalf("%q: one pass %v, each literal %v", line, got, want)
+		found := 0
+		for i := 0; i < 20000; i++ {
+			var b strings.Builder
+			for n := r.Intn(8); n >= 0; n-- {
+				b.WriteString(pieces[r.Intn(len(pieces))])
+			}
+			line := b.String()
+			got, want := onePass.holds(line), each.in(line)
+			if got != want {
+				t.Fatalf("%q: one pass %v, each literal %v", line, got, want)
+			}
+			if got {
+				found++
+			}
+		}
+		if found == 0 || found == 20000 {
+			t.Errorf("%d sets: %d of 20000 lines hold a literal: the lines test nothing", len(set), found)
 		}
 	}
 }

@@ -12,6 +12,11 @@ type litSet struct {
 	// byFirst[c] lists the literals that start with byte c (lower-case); nil for a
 	// set searched literal by literal.
 	byFirst *[256][]string
+	// pairs has the bit of each literal's first two bytes (lower-case) and one1 the
+	// first byte of each one-byte literal: most bytes of a line start no literal's
+	// pair, so the literals behind a first byte are compared only where one may start.
+	pairs *[1 << 16 / 64]uint64
+	one1  *[256]bool
 }
 
 // onePassMin is the size from which a set is searched in one pass.
@@ -23,8 +28,15 @@ func compileSets(sets [][]string) litSets {
 		ls := litSet{lits: set}
 		if len(set) >= onePassMin {
 			ls.byFirst = new([256][]string)
+			ls.pairs, ls.one1 = new([1 << 16 / 64]uint64), new([256]bool)
 			for _, l := range set {
 				ls.byFirst[l[0]] = append(ls.byFirst[l[0]], l)
+				if len(l) == 1 {
+					ls.one1[l[0]] = true
+					continue
+				}
+				p := uint16(l[0])<<8 | uint16(l[1])
+				ls.pairs[p>>6] |= 1 << (p & 63)
 			}
 		}
 		out = append(out, ls)
@@ -52,7 +64,13 @@ func (s *litSet) in(text string) bool {
 		return false
 	}
 	for i := 0; i < len(text); i++ {
-		for _, l := range s.byFirst[fold[text[i]]] {
+		c := fold[text[i]]
+		if i+1 < len(text) && !s.one1[c] {
+			if p := uint16(c)<<8 | uint16(fold[text[i+1]]); s.pairs[p>>6]&(1<<(p&63)) == 0 {
+				continue
+			}
+		}
+		for _, l := range s.byFirst[c] {
 			if len(text)-i >= len(l) && equalFold(text[i:i+len(l)], l) {
 				return true
 			}
