@@ -11,9 +11,9 @@ import (
 
 // Hit is one rule matching one line: its primary regex (with captures), or, when
 // Companion is set, the regex of its companion number Part (an index into
-// Rule.Companions) of a multi-line rule. Captures is read only; it is nil for a
-// companion that names no group (most companion lines are benign ones, matched on
-// many lines: no map is made for them).
+// Rule.Companions) of a multi-line rule. Captures is read only; it is nil when the
+// regex captured nothing (most hits are benign companion lines, matched on many
+// lines, and a correlator keeps the waiting ones: no map is made for them).
 type Hit struct {
 	Rule      *Compiled
 	Captures  map[string]string
@@ -396,9 +396,12 @@ func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
 			return nil, false
 		}
 	}
-	caps := map[string]string{}
+	var caps map[string]string // nil when nothing is captured (see Hit)
 	for i, n := range re.SubexpNames() {
 		if n != "" && m[2*i] >= 0 {
+			if caps == nil {
+				caps = map[string]string{}
+			}
 			caps[n] = text[m[2*i]:m[2*i+1]]
 		}
 	}
@@ -407,9 +410,12 @@ func (r *Compiled) matchPrimary(text string) (map[string]string, bool) {
 
 // captures returns the named groups that took part in the match m of text.
 func captures(re interface{ SubexpNames() []string }, text string, m []int) map[string]string {
-	caps := map[string]string{}
+	var caps map[string]string // nil when nothing is captured (see Hit)
 	for i, n := range re.SubexpNames() {
 		if n != "" && m[2*i] >= 0 && m[2*i+1] > m[2*i] {
+			if caps == nil {
+				caps = map[string]string{}
+			}
 			caps[n] = text[m[2*i]:m[2*i+1]]
 		}
 	}

@@ -166,11 +166,6 @@ func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits [
 			st.pending[r.ID] = p
 		}
 		cur := partial{lineNo: st.lineNo, ev: ev, captures: h.Captures}
-		if len(cur.captures) == 0 {
-			// an empty map still costs its header in every waiting line (a
-			// fleet's link-ups wait by the hundred thousand)
-			cur.captures = nil
-		}
 		if h.Companion {
 			// A companion joins an earlier primary when the companion may come after it.
 			j := h.Part
