@@ -12,12 +12,16 @@ type litSet struct {
 	// byFirst[c] lists the literals that start with byte c (lower-case); nil for a
 	// set searched literal by literal.
 	byFirst *[256][]string
-	// pairs has the bit of each literal's first two bytes (lower-case) and one1 the
+	// pairs has the bit of each literal's first two bytes (lower-case, six low bits
+	// of each: 512 bytes a set, for the engine's couple of hundred sets) and one1 the
 	// first byte of each one-byte literal: most bytes of a line start no literal's
 	// pair, so the literals behind a first byte are compared only where one may start.
-	pairs *[1 << 16 / 64]uint64
-	one1  *[256]bool
+	pairs *[1 << 12 / 64]uint64
+	one1  *[256 / 64]uint64
 }
+
+// pairBit is the bit of pairs for the lower-case bytes a and b.
+func pairBit(a, b byte) uint16 { return uint16(a&63)<<6 | uint16(b&63) }
 
 // onePassMin is the size from which a set is searched in one pass.
 const onePassMin = 5
@@ -28,14 +32,14 @@ func compileSets(sets [][]string) litSets {
 		ls := litSet{lits: set}
 		if len(set) >= onePassMin {
 			ls.byFirst = new([256][]string)
-			ls.pairs, ls.one1 = new([1 << 16 / 64]uint64), new([256]bool)
+			ls.pairs, ls.one1 = new([1 << 12 / 64]uint64), new([256 / 64]uint64)
 			for _, l := range set {
 				ls.byFirst[l[0]] = append(ls.byFirst[l[0]], l)
 				if len(l) == 1 {
-					ls.one1[l[0]] = true
+					ls.one1[l[0]>>6] |= 1 << (l[0] & 63)
 					continue
 				}
-				p := uint16(l[0])<<8 | uint16(l[1])
+				p := pairBit(l[0], l[1])
 				ls.pairs[p>>6] |= 1 << (p & 63)
 			}
 		}
@@ -65,8 +69,8 @@ func (s *litSet) in(text string) bool {
 	}
 	for i := 0; i < len(text); i++ {
 		c := fold[text[i]]
-		if i+1 < len(text) && !s.one1[c] {
-			if p := uint16(c)<<8 | uint16(fold[text[i+1]]); s.pairs[p>>6]&(1<<(p&63)) == 0 {
+		if i+1 < len(text) && s.one1[c>>6]&(1<<(c&63)) == 0 {
+			if p := pairBit(c, fold[text[i+1]]); s.pairs[p>>6]&(1<<(p&63)) == 0 {
 				continue
 			}
 		}
