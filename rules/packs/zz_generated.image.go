@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "0d874cbd47d47c351cec68586b05dcfa3f57f0d14dec5d602e331cda78692a0d"
+const imageDigest = "9fcdae46ac91310deda855a2b0b71b278d48331af63e383c2dd0b14100d06886"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3306,9 +3306,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nccl-watchdog-hang",
-						Description: "The process group watchdog itself got stuck or its heartbeat monitor fired: usually a CUDA call that never returns, a symptom of a hung GPU or driver.",
+						Description: "The process group watchdog itself got stuck or its heartbeat monitor fired: usually a CUDA call that never returns, a symptom of a hung GPU or driver. The monitor's fatal last word names why it kills the process (\"ProcessGroupNCCL watchdog hang\", or \"collective timeout or exception\" when the watchdog reported a timeout first).",
 						Match: &rules.Match{
-							Regex: `(?:Heartbeat monitor timed out!|watchdog got stuck for (?P<seconds>-?\d+) seconds without making progress|monitoring thread detects no heartbeat and will finally kill the process|No PGNCCL's watchdog heartbeat detected|NCCL monitor thread timeout)`,
+							Regex: `(?:Heartbeat monitor timed out!|watchdog got stuck for (?P<seconds>-?\d+) seconds without making progress|monitoring thread detects no heartbeat and will finally kill the process|No PGNCCL's watchdog heartbeat detected|NCCL monitor thread timeout|Terminating the process after attempting to dump debug info, due to (?P<reason>[^.]+)\.)`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
@@ -3316,14 +3316,14 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nccl-watchdog-context",
-						Description: "Lines around a watchdog timeout or error (which work failed, the async-error notice, the shutdown notice, the origin and stack frames of the exception the watchdog thread raised); evidence only",
+						Description: "Lines around a watchdog timeout or error (which work failed, the async-error notice, the shutdown notice, the origin and stack frames of the exception the watchdog thread raised, the notices that this rank or another timed out and the debug info is being dumped); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\))`,
+							Regex: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      511,
+						Line:      530,
 					},
 					{
 						ID:          "nccl-test-failure",
@@ -3333,24 +3333,24 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      569,
+						Line:      624,
 					},
 					{
 						ID:          "nccl-error-usage",
 						Description: "NCCL rejected a call as invalid usage or an invalid argument; a bug or misconfiguration of the job",
 						Match: &rules.Match{
-							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:) (?P<reason>invalid (?:usage|argument))|(?P<reason>ncclInvalid(?:Usage|Argument)))`,
+							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>invalid (?:usage|argument))|(?P<reason>ncclInvalid(?:Usage|Argument)))`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      614,
+						Line:      669,
 					},
 					{
 						ID:          "nccl-error-cuda",
 						Description: "NCCL failed a CUDA call (unhandled cuda error); often a GPU fault on this node, so ask NVML",
 						Match: &rules.Match{
-							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:) (?P<reason>unhandled cuda error)|(?P<reason>ncclUnhandledCudaError))`,
+							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>unhandled cuda error)|(?P<reason>ncclUnhandledCudaError))`,
 						},
 						Exclusive: "training-pod",
 						Action:    "probe",
@@ -3366,27 +3366,27 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 654,
+						Line: 709,
 					},
 					{
 						ID:          "nccl-error-remote",
 						Description: "NCCL lost a peer (remote process exited or network error); the fault is usually on another node or the network",
 						Match: &rules.Match{
-							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:) (?P<reason>remote process exited or there was a network error)|(?P<reason>ncclRemoteError))`,
+							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>remote process exited or there was a network error)|(?P<reason>ncclRemoteError))`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      690,
+						Line:      745,
 					},
 					{
 						ID:          "nccl-error",
 						Description: "NCCL failed with a system or internal error (sockets, memory registration, IB verbs, shared memory); recorded",
 						Match: &rules.Match{
-							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:) (?P<reason>[a-z][a-z -]*?)(?: \(| - |,|\.|$)|(?P<reason>nccl(?:Internal|System|InProgress)Error)\b)`,
+							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>[a-z][a-z -]*?)(?: \(| - |,|\.|'|$)|(?P<reason>nccl(?:Internal|System|InProgress)Error)\b)`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      719,
+						Line:      776,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3395,7 +3395,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      796,
+						Line:      869,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3404,7 +3404,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      869,
+						Line:      942,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3415,7 +3415,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      987,
+						Line:      1060,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3424,7 +3424,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1010,
+						Line:      1083,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3433,7 +3433,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1141,
+						Line:      1214,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3442,7 +3442,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1263,
+						Line:      1336,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3451,7 +3451,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1340,
+						Line:      1413,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3473,7 +3473,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1372,
+						Line: 1445,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3497,7 +3497,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1428,
+						Line: 1501,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3508,7 +3508,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1463,
+						Line:      1536,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3519,7 +3519,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1960,
+						Line:      2033,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      2009,
+						Line:      2082,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2079,
+						Line:      2152,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3548,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2138,
+						Line:      2211,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2181,
+						Line:      2254,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3570,7 +3570,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2227,
+						Line:      2300,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3580,7 +3580,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2316,
+						Line:      2389,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3591,7 +3591,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2352,
+						Line:        2425,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3601,7 +3601,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2384,
+						Line:      2457,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3611,7 +3611,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2439,
+						Line:      2512,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3622,7 +3622,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2482,
+						Line:      2555,
 					},
 					{
 						ID:          "ucx-error",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2522,
+						Line:      2595,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3643,7 +3643,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2555,
+						Line:      2628,
 					},
 				},
 			},
@@ -4434,7 +4434,7 @@ var image = &rules.Image{
 						ID:          "slurm-remote-node-state",
 						Description: "Slurm reports another node's failure: slurmctld's nodes not responding or set DOWN, a step that failed on them (\"Kill task failed\"), a node drained after a prolog failure, a prolog or epilog that failed on nodes, a launch or signal that nodes did not answer in time; a node scontrol show node prints DOWN, FAIL or NOT_RESPONDING; srun or salloc told of a node failure or a failed or hung prolog; a node's drain reason as scontrol or sinfo print it (a GPU count lower than configured, an unexpected reboot, Kill task failed). Evidence only: the line reaches the controller's, the launcher's or an operator's pod, not the failing node's; that node's own slurmd and kernel lines carry its fault. Also a drain reason set through scontrol (slurmctld's \"update_node: node ... reason set to:\"), such as AWS ParallelCluster's \"Scheduler health check failed\", and Azure CycleCloud's \"cyclecloud_node_failure\" reason (a VM that failed to start), which sinfo -R cuts to 20 characters. And slurmctld's other views of a node that stopped answering or failed: an RPC the node did not answer (agent/is_node_resp), a job requeued or killed because its node failed, a node that rebooted without being asked, a node that registered with fewer CPUs or less memory than configured (set INVAL), and sinfo's state with the \"*\" it appends for a node that does not respond (\"down*\", \"idle*\").",
 						Match: &rules.Match{
-							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=|agent/is_node_resp: node:(?P<nodes>\S+) RPC:(?P<rpc>\S+) : (?P<error>.+)|requeue (?:job )?(?P<job>\S+) due to failure of node (?P<nodes>\S+)|Killing (?P<job>\S+) on failed node (?P<nodes>\S+)|Node (?P<nodes>\S+) unexpectedly rebooted boot_time=|Setting node (?P<nodes>\S+) state to INVAL with reason:(?P<reason>.+)|Reason=(?P<reason>Low RealMemory \(reported:\d+ < [\d.]+% of configured:\d+\)|Low socket\*core\*thread count|Low CPUs)|^\s*\S+\s+(?:up|down|drain|inact)\s+\S+\s+\d+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s+(?P<nodes>\S+)\s*$|^\s*(?P<nodes>\S+)\s+\d+\s+\S+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s*$)`,
+							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=|agent/is_node_resp: node:(?P<nodes>\S+) RPC:(?P<rpc>\S+) : (?P<error>.+)|requeue (?:job )?(?P<job>\S+) due to failure of node (?P<nodes>\S+)|Killing (?P<job>\S+) on failed node (?P<nodes>\S+)|Node (?P<nodes>\S+) unexpectedly rebooted boot_time=|Setting node (?P<nodes>\S+) state to INVAL with reason:(?P<reason>.+)|Reason=(?P<reason>Low RealMemory \(reported:\d+ < [\d.]+% of configured:\d+\)|Low socket\*core\*thread count|Low CPUs)|^\s*\S+\s+(?:up|down|drain|inact)\s+\S+\s+\d+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s+(?P<nodes>\S+)\s*$|^\s*(?P<nodes>\S+)\s+\d+\s+\S+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s*$|\s(?P<state>(?:allocated|completing|down|drained|draining|fail|failing|future|idle|maint|mixed|reboot|unknown)\*)\s)`,
 						},
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
@@ -4443,14 +4443,14 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "slurm-remote-node-responding",
-						Description: "slurmctld heard again from a node it had marked not responding: the other node's recovery, as evidence beside slurm-remote-node-state (the line reaches the controller's pod, not the node's).",
+						Description: "slurmctld heard again from a node it had marked not responding: the other node's recovery, or returned a node it had set DOWN to service, as evidence beside slurm-remote-node-state (the line reaches the controller's pod, not the node's).",
 						Match: &rules.Match{
-							Regex: `\bNode (?P<nodes>\S+) now responding$`,
+							Regex: `(?:\bNode (?P<nodes>\S+) now responding$|\bnode (?P<nodes>\S+) returned to service$)`,
 						},
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3336,
+						Line:      3353,
 					},
 				},
 			},
@@ -8407,7 +8407,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\))`,
+			Expr: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info)`,
 			Literals: []string{
 				"Exception (either an error or timeout) detected by watchdog at work: ",
 				"Timeout at NCCL work: ",
@@ -8418,6 +8418,9 @@ var image = &rules.Image{
 				"Exception raised from workCleanupLoop at ",
 				": c10d::ProcessGroupNCCL::ncclCommWatchdog()",
 				": c10d::ProcessGroupNCCL::workCleanupLoop()",
+				"Received a dump signal due to a collective timeout from ",
+				"Observed flight recorder dump signal from another rank via TCPStore",
+				"Received a global timeout from another rank and will start to dump the debug info",
 			},
 			Sets: [][]string{
 				[]string{
@@ -8427,6 +8430,9 @@ var image = &rules.Image{
 					"exception raised from checktimeout at ",
 					"exception raised from ncclcommwatchdog at ",
 					"exception raised from workcleanuploop at ",
+					"observed flight recorder dump signal from another rank via tcpstore",
+					"received a dump signal due to a collective timeout from ",
+					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
@@ -8436,6 +8442,9 @@ var image = &rules.Image{
 					": c10d::processgroupnccl::workcleanuploop()",
 					"exception (either an error or timeout) detected by watchdog at work: ",
 					"exception raised from ",
+					"observed flight recorder dump signal from another rank via tcpstore",
+					"received a dump signal due to a collective timeout from ",
+					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
@@ -8444,6 +8453,9 @@ var image = &rules.Image{
 					"checktimeout",
 					"exception (either an error or timeout) detected by watchdog at work: ",
 					"ncclcommwatchdog",
+					"observed flight recorder dump signal from another rank via tcpstore",
+					"received a dump signal due to a collective timeout from ",
+					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
@@ -8453,6 +8465,9 @@ var image = &rules.Image{
 					" at ",
 					": c10d::processgroupnccl::ncclcommwatchdog()",
 					": c10d::processgroupnccl::workcleanuploop()",
+					"observed flight recorder dump signal from another rank via tcpstore",
+					"received a dump signal due to a collective timeout from ",
+					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
 					"to avoid data inconsistency, we are taking the entire process down",
 				},
@@ -8461,6 +8476,9 @@ var image = &rules.Image{
 					": c10d::processgroupnccl::ncclcommwatchdog()",
 					": c10d::processgroupnccl::workcleanuploop()",
 					"exception (either an error or timeout) detected by watchdog at work: ",
+					"observed flight recorder dump signal from another rank via tcpstore",
+					"received a dump signal due to a collective timeout from ",
+					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
@@ -8471,6 +8489,9 @@ var image = &rules.Image{
 					"exception raised from ncclcommwatchdog at ",
 					"exception raised from workcleanuploop at ",
 					"frame #",
+					"observed flight recorder dump signal from another rank via tcpstore",
+					"received a dump signal due to a collective timeout from ",
+					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
@@ -8482,6 +8503,7 @@ var image = &rules.Image{
 				"seq",
 				"func",
 				"func",
+				"from",
 			},
 		},
 		{
@@ -9654,13 +9676,14 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Heartbeat monitor timed out!|watchdog got stuck for (?P<seconds>-?\d+) seconds without making progress|monitoring thread detects no heartbeat and will finally kill the process|No PGNCCL's watchdog heartbeat detected|NCCL monitor thread timeout)`,
+			Expr: `(?:Heartbeat monitor timed out!|watchdog got stuck for (?P<seconds>-?\d+) seconds without making progress|monitoring thread detects no heartbeat and will finally kill the process|No PGNCCL's watchdog heartbeat detected|NCCL monitor thread timeout|Terminating the process after attempting to dump debug info, due to (?P<reason>[^.]+)\.)`,
 			Literals: []string{
 				"Heartbeat monitor timed out!",
 				" seconds without making progress",
 				"monitoring thread detects no heartbeat and will finally kill the process",
 				"No PGNCCL's watchdog heartbeat detected",
 				"NCCL monitor thread timeout",
+				"Terminating the process after attempting to dump debug info, due to ",
 			},
 			Sets: [][]string{
 				[]string{
@@ -9669,12 +9692,14 @@ var image = &rules.Image{
 					"monitoring thread detects no heartbeat and will finally kill the process",
 					"nccl monitor thread timeout",
 					"no pgnccl's watchdog heartbeat detected",
+					"terminating the process after attempting to dump debug info, due to ",
 				},
 				[]string{
 					"heartbeat monitor timed out!",
 					"monitoring thread detects no heartbeat and will finally kill the process",
 					"nccl monitor thread timeout",
 					"no pgnccl's watchdog heartbeat detected",
+					"terminating the process after attempting to dump debug info, due to ",
 					"watchdog got stuck for ",
 				},
 				[]string{
@@ -9683,11 +9708,13 @@ var image = &rules.Image{
 					"heartbeat monitor timed out!",
 					"monitoring thread detects no heartbeat and will finally kill the process",
 					"o pgnccl's watchdog heartbeat detected",
+					"terminating the process after attempting to dump debug info, due to ",
 				},
 			},
 			Names: []string{
 				"",
 				"seconds",
+				"reason",
 			},
 		},
 		{
@@ -10213,7 +10240,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:) (?P<reason>[a-z][a-z -]*?)(?: \(| - |,|\.|$)|(?P<reason>nccl(?:Internal|System|InProgress)Error)\b)`,
+			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>[a-z][a-z -]*?)(?: \(| - |,|\.|'|$)|(?P<reason>nccl(?:Internal|System|InProgress)Error)\b)`,
 			Literals: []string{
 				"NCCL error ",
 				"NCCL error:",
@@ -10224,15 +10251,6 @@ var image = &rules.Image{
 				"ncclInProgressError",
 			},
 			Sets: [][]string{
-				[]string{
-					"nccl error ",
-					"nccl error:",
-					"nccl operation ",
-					"nccl operation:",
-					"ncclinprogresserror",
-					"ncclinternalerror",
-					"ncclsystemerror",
-				},
 				[]string{
 					"nccl ",
 					"ncclinprogresserror",
@@ -10246,6 +10264,15 @@ var image = &rules.Image{
 				[]string{
 					"operation",
 					"rror",
+				},
+				[]string{
+					"nccl error ",
+					"nccl error:",
+					"nccl operation ",
+					"nccl operation:",
+					"ncclinprogresserror",
+					"ncclinternalerror",
+					"ncclsystemerror",
 				},
 				[]string{
 					"nccl",
@@ -10265,20 +10292,25 @@ var image = &rules.Image{
 				"where",
 				"code",
 				"call",
+				"where",
 				"reason",
 				"reason",
 			},
 		},
 		{
-			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:) (?P<reason>invalid (?:usage|argument))|(?P<reason>ncclInvalid(?:Usage|Argument)))`,
+			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>invalid (?:usage|argument))|(?P<reason>ncclInvalid(?:Usage|Argument)))`,
 			Literals: []string{
 				" invalid usage",
 				" invalid argument",
+				" 'invalid usage",
+				" 'invalid argument",
 				"ncclInvalidUsage",
 				"ncclInvalidArgument",
 			},
 			Sets: [][]string{
 				[]string{
+					" 'invalid argument",
+					" 'invalid usage",
 					" invalid argument",
 					" invalid usage",
 					"ncclinvalidargument",
@@ -10318,18 +10350,21 @@ var image = &rules.Image{
 				"where",
 				"code",
 				"call",
+				"where",
 				"reason",
 				"reason",
 			},
 		},
 		{
-			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:) (?P<reason>remote process exited or there was a network error)|(?P<reason>ncclRemoteError))`,
+			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>remote process exited or there was a network error)|(?P<reason>ncclRemoteError))`,
 			Literals: []string{
 				" remote process exited or there was a network error",
+				" 'remote process exited or there was a network error",
 				"ncclRemoteError",
 			},
 			Sets: [][]string{
 				[]string{
+					" 'remote process exited or there was a network error",
 					" remote process exited or there was a network error",
 					"ncclremoteerror",
 				},
@@ -10355,18 +10390,21 @@ var image = &rules.Image{
 				"where",
 				"code",
 				"call",
+				"where",
 				"reason",
 				"reason",
 			},
 		},
 		{
-			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:) (?P<reason>unhandled cuda error)|(?P<reason>ncclUnhandledCudaError))`,
+			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>unhandled cuda error)|(?P<reason>ncclUnhandledCudaError))`,
 			Literals: []string{
 				" unhandled cuda error",
+				" 'unhandled cuda error",
 				"ncclUnhandledCudaError",
 			},
 			Sets: [][]string{
 				[]string{
+					" 'unhandled cuda error",
 					" unhandled cuda error",
 					"ncclunhandledcudaerror",
 				},
@@ -10392,6 +10430,7 @@ var image = &rules.Image{
 				"where",
 				"code",
 				"call",
+				"where",
 				"reason",
 				"reason",
 			},
@@ -10677,7 +10716,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=|agent/is_node_resp: node:(?P<nodes>\S+) RPC:(?P<rpc>\S+) : (?P<error>.+)|requeue (?:job )?(?P<job>\S+) due to failure of node (?P<nodes>\S+)|Killing (?P<job>\S+) on failed node (?P<nodes>\S+)|Node (?P<nodes>\S+) unexpectedly rebooted boot_time=|Setting node (?P<nodes>\S+) state to INVAL with reason:(?P<reason>.+)|Reason=(?P<reason>Low RealMemory \(reported:\d+ < [\d.]+% of configured:\d+\)|Low socket\*core\*thread count|Low CPUs)|^\s*\S+\s+(?:up|down|drain|inact)\s+\S+\s+\d+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s+(?P<nodes>\S+)\s*$|^\s*(?P<nodes>\S+)\s+\d+\s+\S+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s*$)`,
+			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=|agent/is_node_resp: node:(?P<nodes>\S+) RPC:(?P<rpc>\S+) : (?P<error>.+)|requeue (?:job )?(?P<job>\S+) due to failure of node (?P<nodes>\S+)|Killing (?P<job>\S+) on failed node (?P<nodes>\S+)|Node (?P<nodes>\S+) unexpectedly rebooted boot_time=|Setting node (?P<nodes>\S+) state to INVAL with reason:(?P<reason>.+)|Reason=(?P<reason>Low RealMemory \(reported:\d+ < [\d.]+% of configured:\d+\)|Low socket\*core\*thread count|Low CPUs)|^\s*\S+\s+(?:up|down|drain|inact)\s+\S+\s+\d+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s+(?P<nodes>\S+)\s*$|^\s*(?P<nodes>\S+)\s+\d+\s+\S+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s*$|\s(?P<state>(?:allocated|completing|down|drained|draining|fail|failing|future|idle|maint|mixed|reboot|unknown)\*)\s)`,
 			Literals: []string{
 				"slurmd error running ",
 				"Prolog or job env setup failure on node ",
@@ -10716,6 +10755,14 @@ var image = &rules.Image{
 				"maint*",
 				"mix*",
 				"unk*",
+				"allocated*",
+				"completing*",
+				"drained*",
+				"draining*",
+				"failing*",
+				"future*",
+				"mixed*",
+				"unknown*",
 			},
 			Anchored: true,
 			Names: []string{
@@ -10749,6 +10796,7 @@ var image = &rules.Image{
 				"state",
 				"nodes",
 				"nodes",
+				"state",
 				"state",
 			},
 		},
@@ -13195,6 +13243,32 @@ var image = &rules.Image{
 				"",
 				"kind",
 				"kind",
+			},
+		},
+		{
+			Expr: `(?:\bNode (?P<nodes>\S+) now responding$|\bnode (?P<nodes>\S+) returned to service$)`,
+			Literals: []string{
+				" now responding",
+				" returned to service",
+			},
+			Sets: [][]string{
+				[]string{
+					" now responding",
+					" returned to service",
+				},
+				[]string{
+					" returned to service",
+					"node ",
+				},
+				[]string{
+					" now responding",
+					"node ",
+				},
+			},
+			Names: []string{
+				"",
+				"nodes",
+				"nodes",
 			},
 		},
 		{
@@ -19875,24 +19949,6 @@ var image = &rules.Image{
 				"",
 				"pci",
 				"uuid",
-			},
-		},
-		{
-			Expr: `\bNode (?P<nodes>\S+) now responding$`,
-			Literals: []string{
-				" now responding",
-			},
-			Sets: [][]string{
-				[]string{
-					" now responding",
-				},
-				[]string{
-					"node ",
-				},
-			},
-			Names: []string{
-				"",
-				"nodes",
 			},
 		},
 		{
