@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "9fcdae46ac91310deda855a2b0b71b278d48331af63e383c2dd0b14100d06886"
+const imageDigest = "80f0b35cac6f6c951472934b251b5aeaa6b245a2e935ea5b766d0309c064a03a"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3654,7 +3654,7 @@ var image = &rules.Image{
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
 				Name:        "node-tools",
-				Description: "Faults that the user-space programs of a GPU node report: nvidia-smi and the NVML error strings every NVML client prints (a GPU lost, a device handle that cannot be had, a driver/library mismatch), NVIDIA DCGM's diagnostic and health verdicts (dcgmi diag, dcgmi health, nv-hostengine), nvidia-persistenced, mcelog and rasdaemon (machine checks and memory errors decoded in user space), libfabric's EFA provider and rdma-core (completion and device errors), and Slurm's slurmd and slurmstepd (prolog and health-check failures, steps that cannot be killed, a job's OOM kills). These programs run in DaemonSets, health-check jobs and slurmd pods, so the rules read pod logs (source: pod); `faultline scan` applies them to a node's journal too, whose syslog prefix it removes. A GPU that NVML or DCGM reports lost or unreachable taints after two reports within an hour (the same loss answers every call, so a lost GPU repeats; one pasted line does not taint) and joins the kernel's Xid 79 fault; an uncorrected machine check or memory error decoded by mcelog or rasdaemon is the fault of the kernel's own rule for it. DCGM's isolate-class verdicts ask for the NVML and DCGM probes, which taint only if the GPU fails them; everything else raises Events. Slurm lines that slurmctld prints about other nodes, and a job's own OOM kills, never act on the node the line came from.",
+				Description: "Faults that the user-space programs of a GPU node report: nvidia-smi and the NVML error strings every NVML client prints (a GPU lost, a device handle that cannot be had, a driver/library mismatch), NVIDIA DCGM's diagnostic and health verdicts (dcgmi diag, dcgmi health, nv-hostengine), nvidia-persistenced, Fabric Manager (an NVSwitch missing, a GPU gone from the fabric, a failed start), mcelog and rasdaemon (machine checks and memory errors decoded in user space), libfabric's EFA provider and rdma-core (completion and device errors), and Slurm's slurmd and slurmstepd (prolog and health-check failures, steps that cannot be killed, a job's OOM kills). These programs run in DaemonSets, health-check jobs and slurmd pods, so the rules read pod logs (source: pod); `faultline scan` applies them to a node's journal too, whose syslog prefix it removes. A GPU that NVML or DCGM reports lost or unreachable taints after two reports within an hour (the same loss answers every call, so a lost GPU repeats; one pasted line does not taint) and joins the kernel's Xid 79 fault; an uncorrected machine check or memory error decoded by mcelog or rasdaemon is the fault of the kernel's own rule for it. DCGM's isolate-class verdicts ask for the NVML and DCGM probes, which taint only if the GPU fails them; everything else raises Events. Slurm lines that slurmctld prints about other nodes, and a job's own OOM kills, never act on the node the line came from.",
 			},
 			Spec: rules.PackSpec{
 				Defaults: rules.Defaults{
@@ -3684,7 +3684,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        40,
+						Line:        41,
 					},
 					{
 						ID:          "nvidia-smi-gpu-inaccessible",
@@ -3699,7 +3699,7 @@ var image = &rules.Image{
 							Count:  2,
 							Window: 3600000000000,
 						},
-						Line: 86,
+						Line: 87,
 					},
 					{
 						ID:          "nvidia-smi-device-handle-error",
@@ -3709,7 +3709,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  600000000000,
-						Line:      154,
+						Line:      155,
 					},
 					{
 						ID:          "nvml-driver-mismatch",
@@ -3719,7 +3719,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      185,
+						Line:      186,
 					},
 					{
 						ID:          "nvml-library-version",
@@ -3730,7 +3730,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Action:    "none",
-						Line:      233,
+						Line:      234,
 					},
 					{
 						ID:          "nvml-init-failed",
@@ -3740,7 +3740,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      254,
+						Line:      255,
 					},
 					{
 						ID:          "nvidia-smi-no-driver",
@@ -3750,7 +3750,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      306,
+						Line:      307,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -3761,7 +3761,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      330,
+						Line:      331,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -3786,7 +3786,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 358,
+						Line: 359,
 					},
 					{
 						ID:          "nvidia-smi-memory-repair",
@@ -3808,7 +3808,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 401,
+						Line: 402,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -3830,7 +3830,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 456,
+						Line: 457,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -3840,7 +3840,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      498,
+						Line:      499,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -3863,7 +3863,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 537,
+						Line: 538,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -3879,7 +3879,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        589,
+						Line:        590,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -3904,7 +3904,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 618,
+						Line: 619,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -3929,7 +3929,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 668,
+						Line: 669,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -3951,7 +3951,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 781,
+						Line: 782,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -3976,7 +3976,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 818,
+						Line: 819,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -4000,7 +4000,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 895,
+						Line: 896,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -4010,7 +4010,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      989,
+						Line:      990,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -4020,7 +4020,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1055,
+						Line:      1056,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -4030,7 +4030,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1086,
+						Line:      1087,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -4040,7 +4040,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1194,
+						Line:      1195,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -4050,7 +4050,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1266,
+						Line:      1267,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -4060,7 +4060,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1342,
+						Line:      1343,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -4071,7 +4071,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1412,
+						Line:      1413,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -4087,7 +4087,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1461,
+						Line:        1462,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -4097,7 +4097,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1515,
+						Line:      1516,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -4111,7 +4111,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1581,
+						Line:     1582,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -4121,7 +4121,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1610,
+						Line:      1611,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -4131,7 +4131,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1647,
+						Line:      1648,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4141,7 +4141,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1673,
+						Line:      1674,
 					},
 					{
 						ID:          "mcelog-context",
@@ -4152,7 +4152,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1690,
+						Line:      1691,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4168,7 +4168,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1926,
+						Line:        1927,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4182,7 +4182,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1970,
+						Line:     1971,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4192,7 +4192,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1994,
+						Line:      1995,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4202,7 +4202,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2012,
+						Line:      2013,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4212,7 +4212,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2075,
+						Line:      2076,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4222,7 +4222,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2099,
+						Line:      2100,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4233,7 +4233,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2135,
+						Line:      2136,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4243,7 +4243,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2170,
+						Line:      2171,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4253,7 +4253,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2195,
+						Line:      2196,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4263,7 +4263,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2237,
+						Line:      2238,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4273,7 +4273,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2254,
+						Line:      2255,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4284,7 +4284,18 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2288,
+						Line:      2289,
+					},
+					{
+						ID:          "fabric-manager-fabric-fault",
+						Description: "Fabric Manager found fewer NVSwitches than any supported topology has (one fell off the bus or failed to probe) and aborted, so the NVLink fabric is never configured; or it could not find a GPU of a multicast team (NVLink SHARP) setup request, a GPU that left the fabric; or the service failed to start (systemd's \"Failed to start NVIDIA fabric manager service.\"). On an NVSwitch system the GPUs cannot run NVLink work without it; systemd's exit line for the unit taints (nvidia-driver/fabric-manager-down), these say why or confirm it.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:detected number of NVSwitches don't match with any supported system topology|failed to find the GPU handle (?P<gpu_handle>\d+) in the multicast team request setup (?P<request>\d+)|Failed to start NVIDIA [Ff]abric [Mm]anager [Ss]ervice)`,
+						},
+						Exclusive: "fabric-manager",
+						Cooldown:  1800000000000,
+						Line:      2341,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4294,7 +4305,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2336,
+						Line:      2399,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4304,7 +4315,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2358,
+						Line:      2421,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4314,7 +4325,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2440,
+						Line:      2503,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4324,7 +4335,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2470,
+						Line:      2533,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4334,7 +4345,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2502,
+						Line:      2565,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4344,7 +4355,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2546,
+						Line:      2609,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4354,7 +4365,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2575,
+						Line:      2638,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -4365,7 +4376,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2621,
+						Line:      2684,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4375,7 +4386,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2718,
+						Line:      2781,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4385,7 +4396,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2742,
+						Line:      2805,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -4396,7 +4407,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2767,
+						Line:      2830,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4406,7 +4417,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2811,
+						Line:      2874,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4417,7 +4428,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2842,
+						Line:      2905,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -4428,7 +4439,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2865,
+						Line:      2928,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -4439,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3004,
+						Line:      3067,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4450,7 +4461,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3353,
+						Line:      3416,
 					},
 				},
 			},
@@ -14120,6 +14131,51 @@ var image = &rules.Image{
 				"lock",
 				"cpu",
 				"target",
+			},
+		},
+		{
+			Expr: `(?:detected number of NVSwitches don't match with any supported system topology|failed to find the GPU handle (?P<gpu_handle>\d+) in the multicast team request setup (?P<request>\d+)|Failed to start NVIDIA [Ff]abric [Mm]anager [Ss]ervice)`,
+			Literals: []string{
+				"detected number of NVSwitches don't match with any supported system topology",
+				" in the multicast team request setup ",
+				"Failed to start NVIDIA fabric manager service",
+			},
+			Sets: [][]string{
+				[]string{
+					" in the multicast team request setup ",
+					"detected number of nvswitches don't match with any supported system topology",
+					"failed to start nvidia fabric manager service",
+				},
+				[]string{
+					"detected number of nvswitches don't match with any supported system topology",
+					"failed to find the gpu handle ",
+					"failed to start nvidia fabric manager service",
+				},
+				[]string{
+					" in the multicast team request setup ",
+					"detected number of nvswitches don't match with any supported system topology",
+					"failed to start nvidia ",
+				},
+				[]string{
+					" in the multicast team request setup ",
+					"abric ",
+					"detected number of nvswitches don't match with any supported system topology",
+				},
+				[]string{
+					" in the multicast team request setup ",
+					"anager ",
+					"detected number of nvswitches don't match with any supported system topology",
+				},
+				[]string{
+					" in the multicast team request setup ",
+					"detected number of nvswitches don't match with any supported system topology",
+					"ervice",
+				},
+			},
+			Names: []string{
+				"",
+				"gpu_handle",
+				"request",
 			},
 		},
 		{
