@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "80f0b35cac6f6c951472934b251b5aeaa6b245a2e935ea5b766d0309c064a03a"
+const imageDigest = "70bf972c9ea5cde8bed62cb0844b6c1a34d71d17ecd2b386e10cf2aaa25b92b9"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3339,7 +3339,7 @@ var image = &rules.Image{
 						ID:          "nccl-error-usage",
 						Description: "NCCL rejected a call as invalid usage or an invalid argument; a bug or misconfiguration of the job",
 						Match: &rules.Match{
-							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>invalid (?:usage|argument))|(?P<reason>ncclInvalid(?:Usage|Argument)))`,
+							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>invalid (?:usage|argument))|(?P<reason>ncclInvalid(?:Usage|Argument))|NCCL: (?P<reason>invalid (?:usage|argument))[^.]*\. Set NCCL_DEBUG=WARN for detail|(?P<reason>NCCL_ERROR_INVALID_(?:USAGE|ARGUMENT)): )`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
@@ -3350,7 +3350,7 @@ var image = &rules.Image{
 						ID:          "nccl-error-cuda",
 						Description: "NCCL failed a CUDA call (unhandled cuda error); often a GPU fault on this node, so ask NVML",
 						Match: &rules.Match{
-							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>unhandled cuda error)|(?P<reason>ncclUnhandledCudaError))`,
+							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>unhandled cuda error)|(?P<reason>ncclUnhandledCudaError)|NCCL: (?P<reason>unhandled cuda error)[^.]*\. Set NCCL_DEBUG=WARN for detail|(?P<reason>NCCL_ERROR_UNHANDLED_CUDA_ERROR): )`,
 						},
 						Exclusive: "training-pod",
 						Action:    "probe",
@@ -3366,27 +3366,27 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 709,
+						Line: 737,
 					},
 					{
 						ID:          "nccl-error-remote",
 						Description: "NCCL lost a peer (remote process exited or network error); the fault is usually on another node or the network",
 						Match: &rules.Match{
-							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>remote process exited or there was a network error)|(?P<reason>ncclRemoteError))`,
+							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>remote process exited or there was a network error)|(?P<reason>ncclRemoteError)|NCCL: (?P<reason>remote process exited or there was a network error)[^.]*\. Set NCCL_DEBUG=WARN for detail|(?P<reason>NCCL_ERROR_REMOTE_ERROR): )`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      745,
+						Line:      801,
 					},
 					{
 						ID:          "nccl-error",
 						Description: "NCCL failed with a system or internal error (sockets, memory registration, IB verbs, shared memory); recorded",
 						Match: &rules.Match{
-							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>[a-z][a-z -]*?)(?: \(| - |,|\.|'|$)|(?P<reason>nccl(?:Internal|System|InProgress)Error)\b)`,
+							Regex: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>[a-z][a-z -]*?)(?: \(| - |,|\.|'|$)|(?P<reason>nccl(?:Internal|System|InProgress)Error)\b|NCCL: (?P<reason>[a-z][a-z ]*[a-z])(?: \([^)]*\)| - [^.]*)?\. Set NCCL_DEBUG=WARN for detail|(?P<reason>NCCL_ERROR_(?:SYSTEM|INTERNAL)_ERROR): )`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      776,
+						Line:      860,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3395,7 +3395,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      869,
+						Line:      981,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3404,7 +3404,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      942,
+						Line:      1054,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3415,7 +3415,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1060,
+						Line:      1172,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3424,7 +3424,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1083,
+						Line:      1195,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3433,7 +3433,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1214,
+						Line:      1326,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3442,7 +3442,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1336,
+						Line:      1448,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3451,7 +3451,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1413,
+						Line:      1525,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3473,7 +3473,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1445,
+						Line: 1557,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3497,7 +3497,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1501,
+						Line: 1613,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3508,7 +3508,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1536,
+						Line:      1648,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3519,7 +3519,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2033,
+						Line:      2145,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      2082,
+						Line:      2194,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2152,
+						Line:      2264,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3548,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2211,
+						Line:      2323,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2254,
+						Line:      2366,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3570,7 +3570,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2300,
+						Line:      2412,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3580,7 +3580,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2389,
+						Line:      2501,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3591,7 +3591,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2425,
+						Line:        2537,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3601,7 +3601,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2457,
+						Line:      2569,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3611,7 +3611,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2512,
+						Line:      2624,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3622,7 +3622,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2555,
+						Line:      2667,
 					},
 					{
 						ID:          "ucx-error",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2595,
+						Line:      2707,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3643,7 +3643,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2628,
+						Line:      2740,
 					},
 				},
 			},
@@ -10251,7 +10251,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>[a-z][a-z -]*?)(?: \(| - |,|\.|'|$)|(?P<reason>nccl(?:Internal|System|InProgress)Error)\b)`,
+			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>[a-z][a-z -]*?)(?: \(| - |,|\.|'|$)|(?P<reason>nccl(?:Internal|System|InProgress)Error)\b|NCCL: (?P<reason>[a-z][a-z ]*[a-z])(?: \([^)]*\)| - [^.]*)?\. Set NCCL_DEBUG=WARN for detail|(?P<reason>NCCL_ERROR_(?:SYSTEM|INTERNAL)_ERROR): )`,
 			Literals: []string{
 				"NCCL error ",
 				"NCCL error:",
@@ -10260,27 +10260,38 @@ var image = &rules.Image{
 				"ncclInternalError",
 				"ncclSystemError",
 				"ncclInProgressError",
+				". Set NCCL_DEBUG=WARN for detail",
+				"NCCL_ERROR_SYSTEM_ERROR: ",
+				"NCCL_ERROR_INTERNAL_ERROR: ",
 			},
 			Sets: [][]string{
 				[]string{
+					". set nccl_debug=warn for detail",
 					"nccl ",
+					"nccl_error_internal_error: ",
+					"nccl_error_system_error: ",
 					"ncclinprogresserror",
 					"ncclinternalerror",
 					"ncclsystemerror",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"error",
 					"operation",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"operation",
 					"rror",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"nccl error ",
 					"nccl error:",
 					"nccl operation ",
 					"nccl operation:",
+					"nccl_error_internal_error: ",
+					"nccl_error_system_error: ",
 					"ncclinprogresserror",
 					"ncclinternalerror",
 					"ncclsystemerror",
@@ -10289,6 +10300,7 @@ var image = &rules.Image{
 					"nccl",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"inprogress",
 					"internal",
 					"nccl error ",
@@ -10306,10 +10318,12 @@ var image = &rules.Image{
 				"where",
 				"reason",
 				"reason",
+				"reason",
+				"reason",
 			},
 		},
 		{
-			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>invalid (?:usage|argument))|(?P<reason>ncclInvalid(?:Usage|Argument)))`,
+			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>invalid (?:usage|argument))|(?P<reason>ncclInvalid(?:Usage|Argument))|NCCL: (?P<reason>invalid (?:usage|argument))[^.]*\. Set NCCL_DEBUG=WARN for detail|(?P<reason>NCCL_ERROR_INVALID_(?:USAGE|ARGUMENT)): )`,
 			Literals: []string{
 				" invalid usage",
 				" invalid argument",
@@ -10317,6 +10331,9 @@ var image = &rules.Image{
 				" 'invalid argument",
 				"ncclInvalidUsage",
 				"ncclInvalidArgument",
+				". Set NCCL_DEBUG=WARN for detail",
+				"NCCL_ERROR_INVALID_USAGE: ",
+				"NCCL_ERROR_INVALID_ARGUMENT: ",
 			},
 			Sets: [][]string{
 				[]string{
@@ -10324,34 +10341,48 @@ var image = &rules.Image{
 					" 'invalid usage",
 					" invalid argument",
 					" invalid usage",
+					". set nccl_debug=warn for detail",
+					"nccl_error_invalid_argument: ",
+					"nccl_error_invalid_usage: ",
 					"ncclinvalidargument",
 					"ncclinvalidusage",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"nccl ",
+					"nccl_error_invalid_argument: ",
+					"nccl_error_invalid_usage: ",
 					"ncclinvalidargument",
 					"ncclinvalidusage",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"error",
 					"ncclinvalidargument",
 					"ncclinvalidusage",
 					"operation",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"ncclinvalidargument",
 					"ncclinvalidusage",
 					"operation",
 					"rror",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"invalid argument",
 					"invalid usage",
+					"nccl_error_invalid_argument: ",
+					"nccl_error_invalid_usage: ",
 					"ncclinvalidargument",
 					"ncclinvalidusage",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"invalid ",
+					"nccl_error_invalid_argument: ",
+					"nccl_error_invalid_usage: ",
 					"ncclinvalidargument",
 					"ncclinvalidusage",
 				},
@@ -10364,23 +10395,29 @@ var image = &rules.Image{
 				"where",
 				"reason",
 				"reason",
+				"reason",
+				"reason",
 			},
 		},
 		{
-			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>remote process exited or there was a network error)|(?P<reason>ncclRemoteError))`,
+			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>remote process exited or there was a network error)|(?P<reason>ncclRemoteError)|NCCL: (?P<reason>remote process exited or there was a network error)[^.]*\. Set NCCL_DEBUG=WARN for detail|(?P<reason>NCCL_ERROR_REMOTE_ERROR): )`,
 			Literals: []string{
 				" remote process exited or there was a network error",
 				" 'remote process exited or there was a network error",
 				"ncclRemoteError",
+				"NCCL_ERROR_REMOTE_ERROR: ",
 			},
 			Sets: [][]string{
 				[]string{
 					" 'remote process exited or there was a network error",
 					" remote process exited or there was a network error",
+					"nccl_error_remote_error: ",
 					"ncclremoteerror",
 				},
 				[]string{
 					"nccl ",
+					"nccl: remote process exited or there was a network error",
+					"nccl_error_remote_error: ",
 					"ncclremoteerror",
 				},
 				[]string{
@@ -10392,8 +10429,16 @@ var image = &rules.Image{
 					"rror",
 				},
 				[]string{
+					"nccl_error_remote_error: ",
 					"ncclremoteerror",
 					"remote process exited or there was a network error",
+				},
+				[]string{
+					" 'remote process exited or there was a network error",
+					" remote process exited or there was a network error",
+					"nccl: ",
+					"nccl_error_remote_error: ",
+					"ncclremoteerror",
 				},
 			},
 			Names: []string{
@@ -10402,38 +10447,57 @@ var image = &rules.Image{
 				"code",
 				"call",
 				"where",
+				"reason",
+				"reason",
 				"reason",
 				"reason",
 			},
 		},
 		{
-			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>unhandled cuda error)|(?P<reason>ncclUnhandledCudaError))`,
+			Expr: `(?:NCCL (?:[Ee]rror|operation)(?: in: (?P<where>\S+?:\d+),| (?P<code>\d+):|:| (?P<call>\w+)\([^)]*\) failed:| (?P<where>\S+?:\d+)) '?(?P<reason>unhandled cuda error)|(?P<reason>ncclUnhandledCudaError)|NCCL: (?P<reason>unhandled cuda error)[^.]*\. Set NCCL_DEBUG=WARN for detail|(?P<reason>NCCL_ERROR_UNHANDLED_CUDA_ERROR): )`,
 			Literals: []string{
 				" unhandled cuda error",
 				" 'unhandled cuda error",
 				"ncclUnhandledCudaError",
+				". Set NCCL_DEBUG=WARN for detail",
+				"NCCL_ERROR_UNHANDLED_CUDA_ERROR: ",
 			},
 			Sets: [][]string{
 				[]string{
 					" 'unhandled cuda error",
 					" unhandled cuda error",
+					". set nccl_debug=warn for detail",
+					"nccl_error_unhandled_cuda_error: ",
 					"ncclunhandledcudaerror",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"nccl ",
+					"nccl_error_unhandled_cuda_error: ",
 					"ncclunhandledcudaerror",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"error",
 					"operation",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
 					"operation",
 					"rror",
 				},
 				[]string{
+					". set nccl_debug=warn for detail",
+					"nccl_error_unhandled_cuda_error: ",
 					"ncclunhandledcudaerror",
 					"unhandled cuda error",
+				},
+				[]string{
+					" 'unhandled cuda error",
+					" unhandled cuda error",
+					"nccl: ",
+					"nccl_error_unhandled_cuda_error: ",
+					"ncclunhandledcudaerror",
 				},
 			},
 			Names: []string{
@@ -10442,6 +10506,8 @@ var image = &rules.Image{
 				"code",
 				"call",
 				"where",
+				"reason",
+				"reason",
 				"reason",
 				"reason",
 			},
