@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "70bf972c9ea5cde8bed62cb0844b6c1a34d71d17ecd2b386e10cf2aaa25b92b9"
+const imageDigest = "bdd4b20ae9dd54cfeca912191a5c1ecf11db413a876d5fd67a08635d8e033b74"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3316,9 +3316,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nccl-watchdog-context",
-						Description: "Lines around a watchdog timeout or error (which work failed, the async-error notice, the shutdown notice, the origin and stack frames of the exception the watchdog thread raised, the notices that this rank or another timed out and the debug info is being dumped); evidence only",
+						Description: "Lines around a watchdog timeout or error (which work failed, the async-error notice, the shutdown notice, the origin and stack frames of the exception the watchdog thread raised, the notices that this rank or another timed out and the debug info is being dumped, the failed work's sequence number); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info)`,
+							Regex: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info| failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: |Stack trace of the failed collective not found, potentially because FlightRecorder is disabled)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
@@ -3333,7 +3333,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      624,
+						Line:      645,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3344,7 +3344,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      669,
+						Line:      690,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3366,7 +3366,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 737,
+						Line: 758,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3376,7 +3376,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      801,
+						Line:      822,
 					},
 					{
 						ID:          "nccl-error",
@@ -3386,7 +3386,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      860,
+						Line:      881,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3395,7 +3395,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      981,
+						Line:      1002,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3404,7 +3404,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1054,
+						Line:      1075,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3415,7 +3415,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1172,
+						Line:      1193,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3424,7 +3424,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1195,
+						Line:      1216,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3433,7 +3433,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1326,
+						Line:      1347,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3442,7 +3442,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1448,
+						Line:      1469,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3451,7 +3451,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1525,
+						Line:      1546,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3473,7 +3473,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1557,
+						Line: 1578,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3497,7 +3497,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1613,
+						Line: 1634,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3508,7 +3508,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1648,
+						Line:      1669,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3519,7 +3519,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2145,
+						Line:      2166,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      2194,
+						Line:      2215,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2264,
+						Line:      2285,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3548,7 +3548,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2323,
+						Line:      2344,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2366,
+						Line:      2387,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3570,7 +3570,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2412,
+						Line:      2433,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3580,7 +3580,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2501,
+						Line:      2522,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3591,7 +3591,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2537,
+						Line:        2558,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3601,7 +3601,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2569,
+						Line:      2590,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3611,7 +3611,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2624,
+						Line:      2645,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3622,7 +3622,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2667,
+						Line:      2688,
 					},
 					{
 						ID:          "ucx-error",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2707,
+						Line:      2728,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3643,7 +3643,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2740,
+						Line:      2761,
 					},
 				},
 			},
@@ -4432,9 +4432,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "slurm-oom-kill",
-						Description: "A job step's cgroup killed tasks for running out of memory: the job's own limit, never the node's fault; recorded at info level like the kernel's memory-cgroup OOM kills.",
+						Description: "A job step's cgroup killed tasks for running out of memory: the job's own limit, never the node's fault; recorded at info level like the kernel's memory-cgroup OOM kills. Also the job's end in OUT_OF_MEMORY as slurmctld, slurmstepd, scontrol, sacct and seff report it.",
 						Match: &rules.Match{
-							Regex: `(?:Detected (?P<count>\d+) oom[-_]kill event(?:s|\(s\))? in (?:step )?(?P<step>\S+?)(?: cgroup)?\.(?:\s|$)|: tasks? (?P<task>\S+): Out Of Memory$|(?P<step>(?:Job \d+|\S+)) exceeded (?:virtual )?memory limit \(\d+ ?> ?\d+\), (?:being killed|cancelling it)|(?:^|: |\] )Exceeded job memory limit$|: (?P<job>JobId=\d+\S*) OOM failure$|\btask (?P<task>\d+) \(\d+\) Out Of Memory \(OOM\)|\bJobState=(?P<state>OUT_OF_MEMORY) |^State: (?P<state>OUT_OF_MEMORY) \(exit code -?\d+\))`,
+							Regex: `(?:Detected (?P<count>\d+) oom[-_]kill event(?:s|\(s\))? in (?:step )?(?P<step>\S+?)(?: cgroup)?\.(?:\s|$)|: tasks? (?P<task>\S+): Out Of Memory$|(?P<step>(?:Job \d+|\S+)) exceeded (?:virtual )?memory limit \(\d+ ?> ?\d+\), (?:being killed|cancelling it)|(?:^|: |\] )Exceeded job memory limit$|: (?P<job>JobId=\d+\S*) OOM failure$|\btask (?P<task>\d+) \(\d+\) Out Of Memory \(OOM\)|\bJobState=(?P<state>OUT_OF_MEMORY) |^State: (?P<state>OUT_OF_MEMORY) \(exit code -?\d+\)|\s(?P<state>OUT_OF_ME(?:MORY|\+))\s+-?\d+:-?\d+\s*$)`,
 						},
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3067,
+						Line:      3084,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4461,7 +4461,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3416,
+						Line:      3433,
 					},
 				},
 			},
@@ -8002,7 +8002,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Detected (?P<count>\d+) oom[-_]kill event(?:s|\(s\))? in (?:step )?(?P<step>\S+?)(?: cgroup)?\.(?:\s|$)|: tasks? (?P<task>\S+): Out Of Memory$|(?P<step>(?:Job \d+|\S+)) exceeded (?:virtual )?memory limit \(\d+ ?> ?\d+\), (?:being killed|cancelling it)|(?:^|: |\] )Exceeded job memory limit$|: (?P<job>JobId=\d+\S*) OOM failure$|\btask (?P<task>\d+) \(\d+\) Out Of Memory \(OOM\)|\bJobState=(?P<state>OUT_OF_MEMORY) |^State: (?P<state>OUT_OF_MEMORY) \(exit code -?\d+\))`,
+			Expr: `(?:Detected (?P<count>\d+) oom[-_]kill event(?:s|\(s\))? in (?:step )?(?P<step>\S+?)(?: cgroup)?\.(?:\s|$)|: tasks? (?P<task>\S+): Out Of Memory$|(?P<step>(?:Job \d+|\S+)) exceeded (?:virtual )?memory limit \(\d+ ?> ?\d+\), (?:being killed|cancelling it)|(?:^|: |\] )Exceeded job memory limit$|: (?P<job>JobId=\d+\S*) OOM failure$|\btask (?P<task>\d+) \(\d+\) Out Of Memory \(OOM\)|\bJobState=(?P<state>OUT_OF_MEMORY) |^State: (?P<state>OUT_OF_MEMORY) \(exit code -?\d+\)|\s(?P<state>OUT_OF_ME(?:MORY|\+))\s+-?\d+:-?\d+\s*$)`,
 			Literals: []string{
 				" oom-kill event in ",
 				" oom-kill events in ",
@@ -8016,8 +8016,8 @@ var image = &rules.Image{
 				"Exceeded job memory limit",
 				" OOM failure",
 				") Out Of Memory (OOM)",
-				"JobState=OUT_OF_MEMORY ",
-				"State: OUT_OF_MEMORY (exit code ",
+				"OUT_OF_MEMORY",
+				"OUT_OF_ME+",
 			},
 			Sets: [][]string{
 				[]string{
@@ -8028,8 +8028,8 @@ var image = &rules.Image{
 					": out of memory",
 					"detected ",
 					"exceeded job memory limit",
-					"jobstate=out_of_memory ",
-					"state: out_of_memory (exit code ",
+					"out_of_me+",
+					"out_of_memory",
 				},
 				[]string{
 					" exceeded memory limit (",
@@ -8038,8 +8038,8 @@ var image = &rules.Image{
 					") out of memory (oom)",
 					": out of memory",
 					"exceeded job memory limit",
-					"jobstate=out_of_memory ",
-					"state: out_of_memory (exit code ",
+					"out_of_me+",
+					"out_of_memory",
 				},
 				[]string{
 					" exceeded memory limit (",
@@ -8048,9 +8048,9 @@ var image = &rules.Image{
 					") out of memory (oom)",
 					": out of memory",
 					"exceeded job memory limit",
-					"jobstate=out_of_memory ",
 					"kill event",
-					"state: out_of_memory (exit code ",
+					"out_of_me+",
+					"out_of_memory",
 				},
 				[]string{
 					" exceeded memory limit (",
@@ -8060,8 +8060,8 @@ var image = &rules.Image{
 					") out of memory (oom)",
 					": out of memory",
 					"exceeded job memory limit",
-					"jobstate=out_of_memory ",
-					"state: out_of_memory (exit code ",
+					"out_of_me+",
+					"out_of_memory",
 				},
 				[]string{
 					" exceeded memory limit (",
@@ -8076,8 +8076,8 @@ var image = &rules.Image{
 					") out of memory (oom)",
 					": out of memory",
 					"exceeded job memory limit",
-					"jobstate=out_of_memory ",
-					"state: out_of_memory (exit code ",
+					"out_of_me+",
+					"out_of_memory",
 				},
 				[]string{
 					" exceeded memory limit (",
@@ -8092,8 +8092,8 @@ var image = &rules.Image{
 					") out of memory (oom)",
 					": task",
 					"exceeded job memory limit",
-					"jobstate=out_of_memory ",
-					"state: out_of_memory (exit code ",
+					"out_of_me+",
+					"out_of_memory",
 				},
 			},
 			Anchored: true,
@@ -8105,6 +8105,7 @@ var image = &rules.Image{
 				"step",
 				"job",
 				"task",
+				"state",
 				"state",
 				"state",
 			},
@@ -8418,7 +8419,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info)`,
+			Expr: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info| failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: |Stack trace of the failed collective not found, potentially because FlightRecorder is disabled)`,
 			Literals: []string{
 				"Exception (either an error or timeout) detected by watchdog at work: ",
 				"Timeout at NCCL work: ",
@@ -8432,9 +8433,12 @@ var image = &rules.Image{
 				"Received a dump signal due to a collective timeout from ",
 				"Observed flight recorder dump signal from another rank via TCPStore",
 				"Received a global timeout from another rank and will start to dump the debug info",
+				" failure detected by watchdog at work sequence id: ",
+				"Stack trace of the failed collective not found, potentially because FlightRecorder is disabled",
 			},
 			Sets: [][]string{
 				[]string{
+					" failure detected by watchdog at work sequence id: ",
 					": c10d::processgroupnccl::ncclcommwatchdog()",
 					": c10d::processgroupnccl::workcleanuploop()",
 					"exception (either an error or timeout) detected by watchdog at work: ",
@@ -8445,10 +8449,12 @@ var image = &rules.Image{
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
+					"stack trace of the failed collective not found, potentially because flightrecorder is disabled",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
 				},
 				[]string{
+					" failure detected by watchdog at work sequence id: ",
 					": c10d::processgroupnccl::ncclcommwatchdog()",
 					": c10d::processgroupnccl::workcleanuploop()",
 					"exception (either an error or timeout) detected by watchdog at work: ",
@@ -8457,10 +8463,12 @@ var image = &rules.Image{
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
+					"stack trace of the failed collective not found, potentially because flightrecorder is disabled",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
 				},
 				[]string{
+					" failure detected by watchdog at work sequence id: ",
 					"checktimeout",
 					"exception (either an error or timeout) detected by watchdog at work: ",
 					"ncclcommwatchdog",
@@ -8468,6 +8476,7 @@ var image = &rules.Image{
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
+					"stack trace of the failed collective not found, potentially because flightrecorder is disabled",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
 					"workcleanuploop",
@@ -8480,10 +8489,12 @@ var image = &rules.Image{
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
+					"stack trace of the failed collective not found, potentially because flightrecorder is disabled",
 					"to avoid data inconsistency, we are taking the entire process down",
 				},
 				[]string{
 					" (most recent call first)",
+					" failure detected by watchdog at work sequence id: ",
 					": c10d::processgroupnccl::ncclcommwatchdog()",
 					": c10d::processgroupnccl::workcleanuploop()",
 					"exception (either an error or timeout) detected by watchdog at work: ",
@@ -8491,10 +8502,12 @@ var image = &rules.Image{
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
+					"stack trace of the failed collective not found, potentially because flightrecorder is disabled",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
 				},
 				[]string{
+					" failure detected by watchdog at work sequence id: ",
 					"exception (either an error or timeout) detected by watchdog at work: ",
 					"exception raised from checktimeout at ",
 					"exception raised from ncclcommwatchdog at ",
@@ -8504,6 +8517,7 @@ var image = &rules.Image{
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
+					"stack trace of the failed collective not found, potentially because flightrecorder is disabled",
 					"timeout at nccl work: ",
 					"to avoid data inconsistency, we are taking the entire process down",
 				},
@@ -8515,6 +8529,7 @@ var image = &rules.Image{
 				"func",
 				"func",
 				"from",
+				"seq",
 			},
 		},
 		{
