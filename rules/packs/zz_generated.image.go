@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "8359dc0340b3c61e7df88d4a7ff41f488085884a1785349d051221d19976064a"
+const imageDigest = "fbc8359aa3a1f46f4ec414bbf664bcc3ede0987f1a40aa46a15f25135a2f2225"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3084,
+						Line:      3101,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4461,7 +4461,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3446,
+						Line:      3463,
 					},
 				},
 			},
