@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "fbc8359aa3a1f46f4ec414bbf664bcc3ede0987f1a40aa46a15f25135a2f2225"
+const imageDigest = "9c1c459b535a5174f49f5dc3c0734d7a8bbd10b85792962a9e1a9cc005bb1355"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3101,
+						Line:      3110,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4461,7 +4461,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3463,
+						Line:      3490,
 					},
 				},
 			},
