@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "9c1c459b535a5174f49f5dc3c0734d7a8bbd10b85792962a9e1a9cc005bb1355"
+const imageDigest = "3fdadd54f95486130332c9eec6e4666084bd4a4b896d43b19484e9322b529852"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
