@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "06c13565587cabd2f25ce355ccc208a8c6c5c96f534721328130131f85580c27"
+const imageDigest = "cbbc095d61da64caef6d6d5583110445b01ed3574846704c053f9da4e542ab86"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2504,7 +2504,7 @@ var image = &rules.Image{
 						ID:          "mce-uncorrected",
 						Description: "An uncorrectable machine check: a CPU raised a machine-check exception, the kernel is about to panic on one (or the CPUs failed to rendezvous for it), or a process consumed poisoned memory. The CPU, a DIMM or the board is failing; taint until it is diagnosed (mcelog, BMC SEL).",
 						Match: &rules.Match{
-							Regex: `(?:\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check Exception: (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: Machine check: (?P<reason>.+)|\[Hardware Error\]: Some CPUs didn't answer in synchronization|Uncorrected hardware memory error in user-access at (?P<address>[0-9a-fA-F]+)|CPUs not responding to MCE broadcast|Memory error not recovered|Kernel accessed poison in user space at (?P<address>[0-9a-fA-F]+)|Uncorrected memory error in page 0x(?P<address>[0-9a-fA-F]+) ignored|Unexpected int18 \(Machine Check\))`,
+							Regex: `(?:\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check Exception: (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|(?:^|[\]:]\s|\s|;)CPU (?P<cpu>-?\d+): Machine Check Exception: +(?P<mcgstatus>[0-9a-fA-F]+)(?: Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]+))?\s*$|(?:^|[\]:]\s|\s|;)Machine check: (?P<reason>.+)|(?:^|[\]:]\s|\s|;)Some CPUs didn't answer in synchronization|Kernel panic(?: - not syncing)?: (?P<reason>CPU context corrupt)|Uncorrected hardware memory error in user-access at (?P<address>[0-9a-fA-F]+)|CPUs not responding to MCE broadcast|Memory error not recovered|Kernel accessed poison in user space at (?P<address>[0-9a-fA-F]+)|Uncorrected memory error in page 0x(?P<address>[0-9a-fA-F]+) ignored|Unexpected int18 \(Machine Check\))`,
 						},
 						Severity: "critical",
 						Action:   "taint",
@@ -2517,10 +2517,10 @@ var image = &rules.Image{
 						ID:          "mce-logged",
 						Description: "The kernel logged a machine-check record (usually a corrected error found by CMCI or polling; any line of the record). Worth an Event; uncorrected ones are caught by mce-uncorrected and EDAC.",
 						Match: &rules.Match{
-							Regex: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|\[Hardware Error\]: (?P<field>PROCESSOR) \d+:[0-9a-fA-F]+ TIME \d+ SOCKET|\[Hardware Error\]: (?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|\[Hardware Error\]: Run the above through 'mcelog --ascii')`,
+							Regex: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|\[Hardware Error\]: (?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|Run through mcelog --ascii to decode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     196,
+						Line:     243,
 					},
 					{
 						ID:          "mce-record-fields",
@@ -2530,7 +2530,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     361,
+						Line:     453,
 					},
 					{
 						ID:          "mce-cmci-storm",
@@ -2539,7 +2539,7 @@ var image = &rules.Image{
 							Regex: `(?:CMCI storm detected(?:: switching to poll mode)?|CPU(?P<cpu>-?\d+) BANK(?P<bank>-?\d+) CMCI (?:storm detected|inherited storm))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     424,
+						Line:     516,
 					},
 					{
 						ID:          "mce-cmci-storm-end",
@@ -2549,7 +2549,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     494,
+						Line:     586,
 					},
 					{
 						ID:          "mce-amd-uncorrected",
@@ -2558,7 +2558,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Uncorrected, [\w ]+ error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     533,
+						Line:     625,
 					},
 					{
 						ID:          "mce-amd-context",
@@ -2568,7 +2568,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     612,
+						Line:     704,
 					},
 					{
 						ID:          "cpu-thermal-throttle",
@@ -2578,7 +2578,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     669,
+						Line:     761,
 					},
 					{
 						ID:          "memory-failure",
@@ -2587,7 +2587,7 @@ var image = &rules.Image{
 							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     700,
+						Line:     792,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2596,7 +2596,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     826,
+						Line:     918,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2609,7 +2609,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 897,
+						Line: 989,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2619,7 +2619,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     939,
+						Line:     1031,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2632,7 +2632,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     967,
+						Line:     1059,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2641,7 +2641,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1012,
+						Line:     1104,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2651,7 +2651,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1086,
+						Line:     1178,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2665,7 +2665,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1124,
+						Line: 1216,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2675,7 +2675,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1166,
+						Line:      1258,
 					},
 					{
 						ID:          "ghes-header",
@@ -2686,7 +2686,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1192,
+						Line:      1284,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2700,7 +2700,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1214,
+						Line:     1306,
 					},
 					{
 						ID:          "ghes-context",
@@ -2711,7 +2711,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1241,
+						Line:      1333,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2727,7 +2727,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1284,
+						Line: 1376,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2736,7 +2736,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1470,
+						Line:     1562,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2746,7 +2746,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1657,
+						Line:     1749,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2756,7 +2756,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1686,
+						Line:     1778,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2766,7 +2766,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1733,
+						Line:     1825,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2776,7 +2776,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1852,
+						Line:     1944,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2786,7 +2786,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1953,
+						Line:     2045,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2795,7 +2795,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      2022,
+						Line:      2114,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2804,7 +2804,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2043,
+						Line:      2135,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2818,7 +2818,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2063,
+						Line: 2155,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2828,7 +2828,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2098,
+						Line:     2190,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2837,7 +2837,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2135,
+						Line:     2227,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2846,7 +2846,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2238,
+						Line:     2330,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2856,7 +2856,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2522,
+						Line:        2614,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2865,7 +2865,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2619,
+						Line:     2711,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2874,7 +2874,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2674,
+						Line:     2766,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2883,7 +2883,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2726,
+						Line:     2818,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2892,7 +2892,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2823,
+						Line:     2915,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2914,7 +2914,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2897,
+						Line: 2989,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2923,7 +2923,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2967,
+						Line:     3059,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2933,7 +2933,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3007,
+						Line:     3099,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2943,7 +2943,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     3056,
+						Line:     3148,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2952,7 +2952,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3171,
+						Line:     3263,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2974,7 +2974,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3202,
+						Line: 3294,
 					},
 					{
 						ID:          "nmi-context",
@@ -2984,7 +2984,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3234,
+						Line:     3326,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2993,7 +2993,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3265,
+						Line:     3357,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3003,7 +3003,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3312,
+						Line:     3404,
 					},
 					{
 						ID:          "oom-context",
@@ -3013,7 +3013,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3348,
+						Line:     3440,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3022,7 +3022,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3409,
+						Line:     3501,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3031,7 +3031,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3437,
+						Line:     3529,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3041,7 +3041,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3468,
+						Line:     3560,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3052,7 +3052,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3490,
+						Line:     3582,
 					},
 				},
 			},
@@ -10040,61 +10040,83 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|\[Hardware Error\]: (?P<field>PROCESSOR) \d+:[0-9a-fA-F]+ TIME \d+ SOCKET|\[Hardware Error\]: (?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|\[Hardware Error\]: Run the above through 'mcelog --ascii')`,
+			Expr: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|\[Hardware Error\]: (?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|Run through mcelog --ascii to decode)`,
 			Literals: []string{
 				"Machine check events logged",
 				"[Hardware Error]: CPU ",
 				"[Hardware Error]: TSC ",
-				"[Hardware Error]: PROCESSOR ",
+				"PROCESSOR ",
 				"[Hardware Error]: RIP ",
 				"[Hardware Error]: Run the above through 'mcelog --ascii'",
+				"Bank ",
+				"This is not a software problem!",
+				"Run through mcelog --ascii to decode",
 			},
 			Sets: [][]string{
 				[]string{
 					"[hardware error]: cpu ",
-					"[hardware error]: processor ",
 					"[hardware error]: rip ",
 					"[hardware error]: run the above through 'mcelog --ascii'",
 					"[hardware error]: tsc ",
+					"bank ",
 					"machine check events logged",
+					"processor ",
+					"run through mcelog --ascii to decode",
+					"this is not a software problem!",
 				},
 				[]string{
 					"[hardware error]: ",
+					"bank ",
 					"machine check events logged",
+					"processor ",
+					"run through mcelog --ascii to decode",
+					"this is not a software problem!",
 				},
 				[]string{
 					": machine check",
+					"[hardware error]: rip ",
+					"[hardware error]: run the above through 'mcelog --ascii'",
+					"bank ",
 					"machine check events logged",
 					"processor ",
-					"rip ",
-					"run the above through 'mcelog --ascii'",
+					"run through mcelog --ascii to decode",
+					"this is not a software problem!",
 					"tsc ",
 				},
 				[]string{
+					"[hardware error]: rip ",
+					"[hardware error]: run the above through 'mcelog --ascii'",
+					"bank ",
 					"cpu ",
 					"machine check events logged",
 					"processor ",
-					"rip ",
-					"run the above through 'mcelog --ascii'",
+					"run through mcelog --ascii to decode",
+					"this is not a software problem!",
 					"tsc ",
 				},
 				[]string{
-					" bank ",
+					"[hardware error]: rip ",
+					"[hardware error]: run the above through 'mcelog --ascii'",
+					"bank ",
 					"machine check events logged",
 					"processor ",
-					"rip ",
-					"run the above through 'mcelog --ascii'",
+					"run through mcelog --ascii to decode",
+					"this is not a software problem!",
 					"tsc ",
 				},
 				[]string{
 					": machine check",
+					"[hardware error]: rip ",
+					"[hardware error]: run the above through 'mcelog --ascii'",
+					"bank ",
 					"machine check events logged",
 					"processor ",
-					"rip ",
-					"run the above through 'mcelog --ascii'",
+					"run through mcelog --ascii to decode",
+					"this is not a software problem!",
 					"tsc",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"cpu",
@@ -10105,6 +10127,9 @@ var image = &rules.Image{
 				"field",
 				"field",
 				"field",
+				"cpu",
+				"bank",
+				"status",
 			},
 		},
 		{
@@ -12737,11 +12762,13 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check Exception: (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: Machine check: (?P<reason>.+)|\[Hardware Error\]: Some CPUs didn't answer in synchronization|Uncorrected hardware memory error in user-access at (?P<address>[0-9a-fA-F]+)|CPUs not responding to MCE broadcast|Memory error not recovered|Kernel accessed poison in user space at (?P<address>[0-9a-fA-F]+)|Uncorrected memory error in page 0x(?P<address>[0-9a-fA-F]+) ignored|Unexpected int18 \(Machine Check\))`,
+			Expr: `(?:\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check Exception: (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|(?:^|[\]:]\s|\s|;)CPU (?P<cpu>-?\d+): Machine Check Exception: +(?P<mcgstatus>[0-9a-fA-F]+)(?: Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]+))?\s*$|(?:^|[\]:]\s|\s|;)Machine check: (?P<reason>.+)|(?:^|[\]:]\s|\s|;)Some CPUs didn't answer in synchronization|Kernel panic(?: - not syncing)?: (?P<reason>CPU context corrupt)|Uncorrected hardware memory error in user-access at (?P<address>[0-9a-fA-F]+)|CPUs not responding to MCE broadcast|Memory error not recovered|Kernel accessed poison in user space at (?P<address>[0-9a-fA-F]+)|Uncorrected memory error in page 0x(?P<address>[0-9a-fA-F]+) ignored|Unexpected int18 \(Machine Check\))`,
 			Literals: []string{
-				"[Hardware Error]: CPU ",
-				"[Hardware Error]: Machine check: ",
-				"[Hardware Error]: Some CPUs didn't answer in synchronization",
+				": Machine Check Exception: ",
+				"Machine check: ",
+				"Some CPUs didn't answer in synchronization",
+				"Kernel panic: CPU context corrupt",
+				"Kernel panic - not syncing: CPU context corrupt",
 				"Uncorrected hardware memory error in user-access at ",
 				"CPUs not responding to MCE broadcast",
 				"Memory error not recovered",
@@ -12751,29 +12778,11 @@ var image = &rules.Image{
 			},
 			Sets: [][]string{
 				[]string{
-					"[hardware error]: cpu ",
-					"[hardware error]: machine check: ",
-					"[hardware error]: some cpus didn't answer in synchronization",
-					"cpus not responding to mce broadcast",
-					"kernel accessed poison in user space at ",
-					"memory error not recovered",
-					"uncorrected hardware memory error in user-access at ",
-					"uncorrected memory error in page 0x",
-					"unexpected int18 (machine check)",
-				},
-				[]string{
-					"[hardware error]: ",
-					"cpus not responding to mce broadcast",
-					"kernel accessed poison in user space at ",
-					"memory error not recovered",
-					"uncorrected hardware memory error in user-access at ",
-					"uncorrected memory error in page 0x",
-					"unexpected int18 (machine check)",
-				},
-				[]string{
 					": machine check exception: ",
 					"cpus not responding to mce broadcast",
 					"kernel accessed poison in user space at ",
+					"kernel panic - not syncing: cpu context corrupt",
+					"kernel panic: cpu context corrupt",
 					"machine check: ",
 					"memory error not recovered",
 					"some cpus didn't answer in synchronization",
@@ -12782,6 +12791,35 @@ var image = &rules.Image{
 					"unexpected int18 (machine check)",
 				},
 				[]string{
+					": machine check exception: ",
+					"[hardware error]: cpu ",
+					"cpus not responding to mce broadcast",
+					"kernel accessed poison in user space at ",
+					"kernel panic - not syncing: cpu context corrupt",
+					"kernel panic: cpu context corrupt",
+					"machine check: ",
+					"memory error not recovered",
+					"some cpus didn't answer in synchronization",
+					"uncorrected hardware memory error in user-access at ",
+					"uncorrected memory error in page 0x",
+					"unexpected int18 (machine check)",
+				},
+				[]string{
+					" bank ",
+					": machine check exception: ",
+					"cpus not responding to mce broadcast",
+					"kernel accessed poison in user space at ",
+					"kernel panic - not syncing: cpu context corrupt",
+					"kernel panic: cpu context corrupt",
+					"machine check: ",
+					"memory error not recovered",
+					"some cpus didn't answer in synchronization",
+					"uncorrected hardware memory error in user-access at ",
+					"uncorrected memory error in page 0x",
+					"unexpected int18 (machine check)",
+				},
+				[]string{
+					": machine check exception: ",
 					"cpu ",
 					"cpus not responding to mce broadcast",
 					"kernel accessed poison in user space at ",
@@ -12793,9 +12831,11 @@ var image = &rules.Image{
 					"unexpected int18 (machine check)",
 				},
 				[]string{
-					" bank ",
+					": machine check exception:",
 					"cpus not responding to mce broadcast",
 					"kernel accessed poison in user space at ",
+					"kernel panic - not syncing: cpu context corrupt",
+					"kernel panic: cpu context corrupt",
 					"machine check: ",
 					"memory error not recovered",
 					"some cpus didn't answer in synchronization",
@@ -12804,23 +12844,30 @@ var image = &rules.Image{
 					"unexpected int18 (machine check)",
 				},
 				[]string{
-					"[hardware error]: cpu ",
-					"[hardware error]: machine check: ",
-					"[hardware error]: some cpus didn't answer in synchronization",
-					"corrected memory error in page 0x",
+					": machine check exception: ",
 					"cpus not responding to mce broadcast",
-					"expected int18 (machine check)",
 					"kernel accessed poison in user space at ",
+					"kernel panic",
+					"machine check: ",
 					"memory error not recovered",
+					"some cpus didn't answer in synchronization",
 					"uncorrected hardware memory error in user-access at ",
+					"uncorrected memory error in page 0x",
+					"unexpected int18 (machine check)",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"cpu",
 				"mcgstatus",
 				"bank",
 				"status",
+				"cpu",
+				"mcgstatus",
+				"bank",
+				"status",
+				"reason",
 				"reason",
 				"address",
 				"address",
