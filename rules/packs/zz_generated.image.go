@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "90d26aa3ed9c06a5127e4e699c2fd87905d9bd5441a2095932f850ac00581cb1"
+const imageDigest = "fa4fccb8f7940bc0394bc51e1aeb6a66c33cdd5ae0e4f569450884368e9c6eeb"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2232,7 +2232,7 @@ var image = &rules.Image{
 						ID:          "block-access-beyond-end",
 						Description: "A filesystem or a tool asked for blocks past the end of their device: a corrupt filesystem (a bad block pointer, the usual cause on a node disk) or a device that shrank under it. The request fails with an I/O error.",
 						Match: &rules.Match{
-							Regex: `(?:attempt to access beyond end of device|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
+							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
 						Line:     1091,
@@ -2245,7 +2245,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1140,
+						Line:      1148,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2254,7 +2254,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1191,
+						Line:     1199,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2264,7 +2264,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1244,
+						Line:     1252,
 					},
 					{
 						ID:          "ata-error",
@@ -2273,7 +2273,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1337,
+						Line:     1345,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2282,7 +2282,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1361,
+						Line:     1369,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2291,7 +2291,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1398,
+						Line:     1406,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2309,7 +2309,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1607,
+						Line:     1615,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2322,7 +2322,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1657,
+						Line: 1665,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2331,7 +2331,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1758,
+						Line:     1766,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2340,7 +2340,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     1894,
+						Line:     1902,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2349,7 +2349,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1928,
+						Line:     1936,
 					},
 					{
 						ID:          "md-read-error",
@@ -2358,7 +2358,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2244,
+						Line:     2252,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2368,7 +2368,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2421,
+						Line:     2429,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2377,7 +2377,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2459,
+						Line:     2467,
 					},
 					{
 						ID:          "hung-task",
@@ -2386,7 +2386,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2512,
+						Line:     2520,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2396,7 +2396,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2538,
+						Line:     2546,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2407,7 +2407,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2563,
+						Line:     2571,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2418,7 +2418,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2591,
+						Line:     2599,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2429,7 +2429,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2630,
+						Line:     2638,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2443,7 +2443,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2659,
+						Line: 2667,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2453,7 +2453,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2812,
+						Line:     2820,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2463,7 +2463,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2867,
+						Line:     2875,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2473,7 +2473,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2971,
+						Line:     2979,
 					},
 				},
 			},
@@ -2584,7 +2584,7 @@ var image = &rules.Image{
 						ID:          "memory-failure",
 						Description: "The kernel handled a poisoned memory page (offlined it, killed its user); an uncorrectable memory error happened",
 						Match: &rules.Match{
-							Regex: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
+							Regex: `(?:MCE:? (?P<pfn>0x[0-9a-fA-F]+): (?:(?P<page>[\w ]+?) page recovery: (?P<result>\w+)|Killing (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
 						Line:     792,
@@ -2596,7 +2596,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     918,
+						Line:     952,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2609,7 +2609,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 989,
+						Line: 1023,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2619,7 +2619,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1031,
+						Line:     1065,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2632,7 +2632,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1059,
+						Line:     1093,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2641,7 +2641,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1104,
+						Line:     1138,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2651,7 +2651,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1178,
+						Line:     1212,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2665,7 +2665,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1216,
+						Line: 1250,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2675,7 +2675,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1258,
+						Line:      1292,
 					},
 					{
 						ID:          "ghes-header",
@@ -2686,7 +2686,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1284,
+						Line:      1318,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2700,7 +2700,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1306,
+						Line:     1340,
 					},
 					{
 						ID:          "ghes-context",
@@ -2711,7 +2711,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1333,
+						Line:      1367,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2727,7 +2727,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1376,
+						Line: 1410,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2736,7 +2736,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1562,
+						Line:     1596,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2746,7 +2746,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1749,
+						Line:     1783,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2756,7 +2756,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1778,
+						Line:     1812,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2766,7 +2766,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1825,
+						Line:     1859,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2776,7 +2776,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1944,
+						Line:     1978,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2786,7 +2786,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2045,
+						Line:     2079,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2795,7 +2795,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      2114,
+						Line:      2148,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2804,7 +2804,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2135,
+						Line:      2169,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2818,7 +2818,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2155,
+						Line: 2189,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2828,7 +2828,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2190,
+						Line:     2224,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2837,7 +2837,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2227,
+						Line:     2261,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2846,7 +2846,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2330,
+						Line:     2364,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2856,7 +2856,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2614,
+						Line:        2648,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2865,7 +2865,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2711,
+						Line:     2745,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2874,7 +2874,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2766,
+						Line:     2800,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2883,7 +2883,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2818,
+						Line:     2852,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2892,7 +2892,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2915,
+						Line:     2949,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2914,7 +2914,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 2989,
+						Line: 3023,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2923,7 +2923,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3059,
+						Line:     3093,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2933,7 +2933,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3099,
+						Line:     3133,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2943,7 +2943,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     3148,
+						Line:     3182,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2952,7 +2952,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3263,
+						Line:     3297,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2974,7 +2974,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3294,
+						Line: 3328,
 					},
 					{
 						ID:          "nmi-context",
@@ -2984,7 +2984,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3326,
+						Line:     3360,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -2993,7 +2993,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3357,
+						Line:     3391,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3003,7 +3003,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3404,
+						Line:     3438,
 					},
 					{
 						ID:          "oom-context",
@@ -3013,7 +3013,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3440,
+						Line:     3474,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3022,7 +3022,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3501,
+						Line:     3535,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3031,7 +3031,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3529,
+						Line:     3563,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3041,7 +3041,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3560,
+						Line:     3594,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3052,7 +3052,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3582,
+						Line:     3616,
 					},
 				},
 			},
@@ -10114,6 +10114,66 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:MCE:? (?P<pfn>0x[0-9a-fA-F]+): (?:(?P<page>[\w ]+?) page recovery: (?P<result>\w+)|Killing (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
+			Literals: []string{
+				"MCE 0x",
+				"MCE: 0x",
+				"Memory failure: 0x",
+				" due to hardware memory corruption",
+				"buffer overflow when queuing memory failure at 0x",
+			},
+			Sets: [][]string{
+				[]string{
+					" due to hardware memory corruption",
+					"buffer overflow when queuing memory failure at 0x",
+					"mce 0x",
+					"mce: 0x",
+					"memory failure: 0x",
+				},
+				[]string{
+					" due to hardware memory corruption",
+					"buffer overflow when queuing memory failure at 0x",
+					"ce 0x",
+					"ce: 0x",
+					"emory failure: 0x",
+				},
+				[]string{
+					" due to hardware memory corruption",
+					"buffer overflow when queuing memory failure at 0x",
+					"ce 0x",
+					"ce: 0x",
+					"emory failure: ",
+				},
+				[]string{
+					" due to hardware memory corruption",
+					"buffer overflow when queuing memory failure at ",
+					"mce 0x",
+					"mce: 0x",
+					"memory failure: 0x",
+				},
+			},
+			Anchored: true,
+			Names: []string{
+				"",
+				"pfn",
+				"page",
+				"result",
+				"comm",
+				"pid",
+				"problem",
+				"pfn",
+				"page",
+				"result",
+				"comm",
+				"pid",
+				"problem",
+				"comm",
+				"comm",
+				"pid",
+				"pfn",
+			},
+		},
+		{
 			Expr: `(?:MMUTest BAR[02] (?:readback VA = 0x[0-9a-fA-F]+|window offset 0x[0-9a-fA-F]+|Read of virtual addr 0x[0-9a-fA-F]+) returned garbage|Coherent Link test readback VA = 0x[0-9a-fA-F]+ returned garbage|programmed through the bar0 window with value 0x[0-9a-fA-F]+ did not read back the last write|kbusVerifyBar2_\w+: L2 evict failed|timed out waiting for bar[12] binding to complete|timeout error waiting for startToken)`,
 			Literals: []string{
 				"MMUTest BAR0 readback VA = 0x",
@@ -10331,45 +10391,6 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
-			},
-		},
-		{
-			Expr: `(?:Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
-			Literals: []string{
-				"Memory failure: 0x",
-				" due to hardware memory corruption",
-				"buffer overflow when queuing memory failure at 0x",
-			},
-			Sets: [][]string{
-				[]string{
-					" due to hardware memory corruption",
-					"buffer overflow when queuing memory failure at 0x",
-					"memory failure: 0x",
-				},
-				[]string{
-					" due to hardware memory corruption",
-					"buffer overflow when queuing memory failure at 0x",
-					"memory failure: ",
-				},
-				[]string{
-					" due to hardware memory corruption",
-					"buffer overflow when queuing memory failure at ",
-					"memory failure: 0x",
-				},
-			},
-			Anchored: true,
-			Names: []string{
-				"",
-				"pfn",
-				"page",
-				"result",
-				"comm",
-				"pid",
-				"problem",
-				"comm",
-				"comm",
-				"pid",
-				"pfn",
 			},
 		},
 		{
@@ -14113,9 +14134,10 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:attempt to access beyond end of device|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
+			Expr: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 			Literals: []string{
 				"attempt to access beyond end of device",
+				": requested out-of-range block ",
 				", want=",
 				", sector=",
 			},
@@ -14123,29 +14145,43 @@ var image = &rules.Image{
 				[]string{
 					", sector=",
 					", want=",
+					": requested out-of-range block ",
 					"attempt to access beyond end of device",
 				},
 				[]string{
+					" for device ",
+					", sector=",
+					", want=",
+					"attempt to access beyond end of device",
+				},
+				[]string{
+					": requested out-of-range block ",
 					": rw=",
 					"attempt to access beyond end of device",
 				},
 				[]string{
 					", nr_sectors = ",
+					": requested out-of-range block ",
 					"attempt to access beyond end of device",
 					"want=",
 				},
 				[]string{
+					": requested out-of-range block ",
 					"attempt to access beyond end of device",
 					"sector=",
 					"want=",
 				},
 				[]string{
+					": requested out-of-range block ",
 					"attempt to access beyond end of device",
 					"limit=",
 				},
 			},
 			Names: []string{
 				"",
+				"fs",
+				"block",
+				"device",
 				"device",
 			},
 		},
