@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "fa4fccb8f7940bc0394bc51e1aeb6a66c33cdd5ae0e4f569450884368e9c6eeb"
+const imageDigest = "6d87268cd3229800501849c3a02204b70aa7218f506ff679e6fd57fa7ae74cf8"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2125,7 +2125,7 @@ var image = &rules.Image{
 						ID:          "fs-error",
 						Description: "A filesystem found on-disk corruption or an I/O error. With errors=remount-ro (the default for root filesystems) a read-only remount follows, which fs-remount-ro turns into a taint; otherwise data may already be lost.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+ pages, ino -?\d+; err -?\d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries)`,
+							Regex: `(?:(?P<fs>EXT4)-fs: [\w.]+:-?\d+: aborting transaction: |(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+ pages, ino -?\d+; err -?\d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries)`,
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
@@ -2139,7 +2139,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     323,
+						Line:     344,
 					},
 					{
 						ID:          "xfs-corruption",
@@ -2149,7 +2149,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      353,
+						Line:      374,
 					},
 					{
 						ID:          "journal-abort",
@@ -2158,7 +2158,7 @@ var image = &rules.Image{
 							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed))`,
 						},
 						Cooldown: 600000000000,
-						Line:     735,
+						Line:     756,
 					},
 					{
 						ID:          "journal-error",
@@ -2167,7 +2167,7 @@ var image = &rules.Image{
 							Regex: `(?:JBD2: (?:previous I/O error detected for journal superblock update for (?P<device>[\w.:-]+?)(?:-\d+)?\.|IO error -?\d+ recovering block|Failed to read block at offset|bad block at offset|corrupted journal superblock|Invalid checksum (?:recovering|found in)|journal checksum error|journal transaction \d+ on (?P<device>[\w.:-]+?)(?:-\d+)? is corrupt|error -?\d+ scanning journal|recovery pass -?\d+ ended at transaction|Error while async write back metadata|\(error -?\d+\) unable to wipe journal|journal reset failed|no valid journal superblock found|.*: Waiting for Godot)|journal block not found at offset|Cannot (?:locate|read) journal superblock|needed -?\d+ blocks and only had -?\d+ space available|no way to get more journal space)`,
 						},
 						Cooldown: 600000000000,
-						Line:     806,
+						Line:     827,
 					},
 					{
 						ID:          "nfs-not-responding",
@@ -2176,7 +2176,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<service>nfs|lockd): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     917,
+						Line:     938,
 					},
 					{
 						ID:          "nfs-server-ok",
@@ -2186,7 +2186,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     952,
+						Line:     973,
 					},
 					{
 						ID:          "nfs-state-error",
@@ -2195,7 +2195,7 @@ var image = &rules.Image{
 							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     972,
+						Line:     993,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2206,7 +2206,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1002,
+						Line:      1023,
 					},
 					{
 						ID:          "block-io-error",
@@ -2216,7 +2216,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1026,
+						Line:      1047,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2226,7 +2226,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1064,
+						Line:      1085,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2235,7 +2235,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1091,
+						Line:     1112,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2245,7 +2245,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1148,
+						Line:      1169,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2254,7 +2254,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1199,
+						Line:     1220,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2264,7 +2264,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1252,
+						Line:     1273,
 					},
 					{
 						ID:          "ata-error",
@@ -2273,7 +2273,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1345,
+						Line:     1366,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2282,7 +2282,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1369,
+						Line:     1390,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2291,7 +2291,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1406,
+						Line:     1427,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2309,7 +2309,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1615,
+						Line:     1636,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2322,7 +2322,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1665,
+						Line: 1686,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2331,7 +2331,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1766,
+						Line:     1787,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2340,7 +2340,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     1902,
+						Line:     1923,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2349,7 +2349,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1936,
+						Line:     1957,
 					},
 					{
 						ID:          "md-read-error",
@@ -2358,7 +2358,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2252,
+						Line:     2273,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2368,7 +2368,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2429,
+						Line:     2450,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2377,7 +2377,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2467,
+						Line:     2488,
 					},
 					{
 						ID:          "hung-task",
@@ -2386,7 +2386,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2520,
+						Line:     2541,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2396,7 +2396,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2546,
+						Line:     2567,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2407,7 +2407,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2571,
+						Line:     2592,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2418,7 +2418,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2599,
+						Line:     2620,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2429,7 +2429,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2638,
+						Line:     2659,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2443,7 +2443,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2667,
+						Line: 2688,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2453,7 +2453,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2820,
+						Line:     2841,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2463,7 +2463,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2875,
+						Line:     2896,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2473,7 +2473,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2979,
+						Line:     3000,
 					},
 				},
 			},
@@ -6420,8 +6420,10 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+ pages, ino -?\d+; err -?\d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries)`,
+			Expr: `(?:(?P<fs>EXT4)-fs: [\w.]+:-?\d+: aborting transaction: |(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+ pages, ino -?\d+; err -?\d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries)`,
 			Literals: []string{
+				": aborting transaction: ",
+				"EXT4: jbd2_journal_dirty_metadata failed: handle type ",
 				"error (device ",
 				"warning (device ",
 				"I/O error while writing superblock",
@@ -6467,6 +6469,7 @@ var image = &rules.Image{
 				[]string{
 					" bad header/extent: ",
 					"): error:",
+					": aborting transaction: ",
 					"btrfs critical (device ",
 					"btrfs error (device ",
 					"btrfs: critical (device ",
@@ -6477,6 +6480,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					"): error:",
+					": aborting transaction: ",
 					"btrfs critical (device ",
 					"btrfs error (device ",
 					"btrfs: critical (device ",
@@ -6487,22 +6491,28 @@ var image = &rules.Image{
 					" bad header/extent: ",
 					"): error:",
 					"-fs ",
+					": aborting transaction: ",
 					"btrfs critical (device ",
 					"btrfs error (device ",
 					"btrfs: critical (device ",
 					"btrfs: error (device ",
+					"ext4: jbd2_journal_dirty_metadata failed: handle type ",
 				},
 				[]string{
 					" bad header/extent: ",
 					"): ",
+					": aborting transaction: ",
 					"btrfs critical (device ",
 					"btrfs: critical (device ",
 					"error (device ",
+					"ext4: jbd2_journal_dirty_metadata failed: handle type ",
 					"warning (device ",
 				},
 			},
 			Names: []string{
 				"",
+				"fs",
+				"fs",
 				"fs",
 				"device",
 				"device",
