@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "6d87268cd3229800501849c3a02204b70aa7218f506ff679e6fd57fa7ae74cf8"
+const imageDigest = "8bb523c4b01b16ec464f6bd90e384f535dea1b3b3fb113f19011e0fd3d8afcb4"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1094,10 +1094,10 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
-						Description: "modprobe could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem, nvidia_fs of GPUDirect Storage, gdrdrv of GDRCopy): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel), or the module is not installed for the running kernel at all (\"Module nvidia not found in directory /lib/modules/<release>\": its DKMS build failed after a kernel update). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
+						Description: "modprobe or insmod (kmod, or module-init-tools on older systems: \"Error inserting\", \"Could not read\", \"Module nvidia not found.\") could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem, nvidia_fs of GPUDirect Storage, gdrdrv of GDRCopy): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel), or the module is not installed for the running kernel at all (\"Module nvidia not found in directory /lib/modules/<release>\": its DKMS build failed after a kernel update). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `(?:could not insert '(?P<module>nvidia\w*|gdrdrv)': (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+))`,
+							Regex: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.)`,
 							Where: map[string]rules.Condition{
 								"error": {
 									NotIn: rules.StringList{
@@ -5387,6 +5387,93 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"function",
+				"module",
+			},
+		},
+		{
+			Expr: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.)`,
+			Literals: []string{
+				"could not insert 'nvidia",
+				"could not insert 'gdrdrv",
+				"could not insert module ",
+				"could not load module ",
+				"Error inserting nvidia",
+				"Error inserting gdrdrv",
+				"Could not read '",
+				" not found in directory ",
+				"FATAL: Module nvidia",
+				"FATAL: Module gdrdrv",
+			},
+			Sets: [][]string{
+				[]string{
+					" not found in directory ",
+					"could not insert 'gdrdrv",
+					"could not insert 'nvidia",
+					"could not insert module ",
+					"could not load module ",
+					"could not read '",
+					"error inserting gdrdrv",
+					"error inserting nvidia",
+					"fatal: module gdrdrv",
+					"fatal: module nvidia",
+				},
+				[]string{
+					" not found in directory ",
+					"could not ",
+					"error inserting gdrdrv",
+					"error inserting nvidia",
+					"fatal: module gdrdrv",
+					"fatal: module nvidia",
+				},
+				[]string{
+					" not found in directory ",
+					"could not read '",
+					"error inserting gdrdrv",
+					"error inserting nvidia",
+					"fatal: module gdrdrv",
+					"fatal: module nvidia",
+					"insert 'gdrdrv",
+					"insert 'nvidia",
+					"insert module ",
+					"load module ",
+				},
+				[]string{
+					" not found in directory ",
+					"could not read '",
+					"error inserting gdrdrv",
+					"error inserting nvidia",
+					"fatal: module gdrdrv",
+					"fatal: module nvidia",
+					"insert '",
+					"insert module ",
+					"load module ",
+				},
+				[]string{
+					" not found in directory ",
+					"could not read '",
+					"gdrdrv",
+					"insert module ",
+					"load module ",
+					"nvidia",
+				},
+				[]string{
+					" not found in directory ",
+					"could not read '",
+					"fatal: module gdrdrv",
+					"fatal: module nvidia",
+					"insert",
+					"load",
+				},
+			},
+			Names: []string{
+				"",
+				"module",
+				"module",
+				"module",
+				"module",
+				"error",
+				"module",
+				"dir",
 				"module",
 			},
 		},
@@ -14259,50 +14346,6 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"error",
-			},
-		},
-		{
-			Expr: `(?:could not insert '(?P<module>nvidia\w*|gdrdrv)': (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+))`,
-			Literals: []string{
-				"could not insert 'nvidia",
-				"could not insert 'gdrdrv",
-				" not found in directory ",
-			},
-			Sets: [][]string{
-				[]string{
-					" not found in directory ",
-					"could not insert 'gdrdrv",
-					"could not insert 'nvidia",
-				},
-				[]string{
-					" not found in directory ",
-					"could not insert '",
-				},
-				[]string{
-					" not found in directory ",
-					"gdrdrv",
-					"nvidia",
-				},
-				[]string{
-					" not found in directory ",
-					"': ",
-				},
-				[]string{
-					"could not insert 'gdrdrv",
-					"could not insert 'nvidia",
-					"module ",
-				},
-				[]string{
-					"gdrdrv",
-					"nvidia",
-				},
-			},
-			Names: []string{
-				"",
-				"module",
-				"error",
-				"module",
-				"dir",
 			},
 		},
 		{
