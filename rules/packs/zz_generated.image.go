@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "8bb523c4b01b16ec464f6bd90e384f535dea1b3b3fb113f19011e0fd3d8afcb4"
+const imageDigest = "c0bc6d55ba8285411400dfc488c26a04650445160b9bd02bae6c5ce329369253"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2371,13 +2371,23 @@ var image = &rules.Image{
 						Line:     2450,
 					},
 					{
+						ID:          "md-array-degraded",
+						Description: "mdadm's monitor found a software RAID array degraded (at assembly or later), a member or spare disk failed: the array runs without redundancy until the disk is replaced; the kernel's own md lines, when kept, say which disk and why.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?P<event>DegradedArray|Fail|FailSpare) event detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\s*$`,
+						},
+						Cooldown: 3600000000000,
+						Line:     2488,
+					},
+					{
 						ID:          "dm-thin-metadata-error",
 						Description: "A device-mapper thin pool failed a metadata operation, aborted the metadata transaction or could not abort it, or switched to fail mode: the thin volumes on the pool error or hang until the pool's metadata is repaired.",
 						Match: &rules.Match{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2488,
+						Line:     2542,
 					},
 					{
 						ID:          "hung-task",
@@ -2386,7 +2396,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2541,
+						Line:     2595,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2396,7 +2406,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2567,
+						Line:     2621,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2407,7 +2417,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2592,
+						Line:     2646,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2418,7 +2428,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2620,
+						Line:     2674,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2429,7 +2439,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2659,
+						Line:     2713,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2443,7 +2453,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2688,
+						Line: 2742,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2453,7 +2463,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2841,
+						Line:     2895,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2463,7 +2473,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2896,
+						Line:     2950,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2473,7 +2483,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3000,
+						Line:     3054,
 					},
 				},
 			},
@@ -17090,6 +17100,34 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"error",
+			},
+		},
+		{
+			Expr: `(?P<event>DegradedArray|Fail|FailSpare) event detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\s*$`,
+			Literals: []string{
+				"DegradedArray event detected on md device ",
+				"Fail event detected on md device ",
+				"FailSpare event detected on md device ",
+			},
+			Sets: [][]string{
+				[]string{
+					"degradedarray event detected on md device ",
+					"fail event detected on md device ",
+					"failspare event detected on md device ",
+				},
+				[]string{
+					"degradedarray",
+					"fail",
+				},
+				[]string{
+					" event detected on md device ",
+				},
+			},
+			Names: []string{
+				"",
+				"event",
+				"md",
+				"device",
 			},
 		},
 		{
