@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "8f0d451c279f74a55a44b3d90614eedc7b43f72dc410b09a4cb49a8d592b2383"
+const imageDigest = "eccc432c04062e2b8993b5cd907277f6ae8cde38bf653fde58258c8bb9a6018c"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2527,7 +2527,7 @@ var image = &rules.Image{
 						ID:          "mce-logged",
 						Description: "The kernel logged a machine-check record (usually a corrected error found by CMCI or polling; any line of the record). Worth an Event; uncorrected ones are caught by mce-uncorrected and EDAC.",
 						Match: &rules.Match{
-							Regex: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|\[Hardware Error\]: (?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|(?:^|[\]:]\s|\s|;)HARDWARE ERROR\s*$|\bmce_notify_irq: -?\d+ callbacks suppressed|Run through mcelog --ascii to decode)`,
+							Regex: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|(?:^|[\]:]\s|\s|;)(?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|(?:^|[\]:]\s|\s|;)(?P<field>TSC) [0-9a-fA-F]+ (?:ADDR|MISC) [0-9a-fA-F]+|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|(?:^|[\]:]\s|\s|;)HARDWARE ERROR\s*$|\bmce_notify_irq: -?\d+ callbacks suppressed|Run through mcelog --ascii to decode)`,
 						},
 						Cooldown: 3600000000000,
 						Line:     243,
@@ -2540,7 +2540,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     475,
+						Line:     497,
 					},
 					{
 						ID:          "mce-cmci-storm",
@@ -2549,7 +2549,7 @@ var image = &rules.Image{
 							Regex: `(?:CMCI storm detected(?:: switching to poll mode)?|CPU(?P<cpu>-?\d+) BANK(?P<bank>-?\d+) CMCI (?:storm detected|inherited storm))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     538,
+						Line:     560,
 					},
 					{
 						ID:          "mce-cmci-storm-end",
@@ -2559,7 +2559,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     608,
+						Line:     630,
 					},
 					{
 						ID:          "mce-amd-uncorrected",
@@ -2568,7 +2568,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Uncorrected, [\w ]+ error|System Fatal error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     647,
+						Line:     669,
 					},
 					{
 						ID:          "mce-amd-context",
@@ -2578,7 +2578,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     737,
+						Line:     759,
 					},
 					{
 						ID:          "cpu-thermal-throttle",
@@ -2588,7 +2588,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     794,
+						Line:     816,
 					},
 					{
 						ID:          "memory-failure",
@@ -2597,7 +2597,7 @@ var image = &rules.Image{
 							Regex: `(?:MCE:? (?P<pfn>0x[0-9a-fA-F]+): (?:(?P<page>[\w ]+?) page recovery: (?P<result>\w+)|Killing (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     825,
+						Line:     847,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2606,7 +2606,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     985,
+						Line:     1007,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2619,7 +2619,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 1056,
+						Line: 1078,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2629,7 +2629,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1098,
+						Line:     1120,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2642,7 +2642,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1126,
+						Line:     1148,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2651,7 +2651,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1171,
+						Line:     1193,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2661,7 +2661,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1245,
+						Line:     1267,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2675,7 +2675,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1283,
+						Line: 1305,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2685,7 +2685,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1325,
+						Line:      1347,
 					},
 					{
 						ID:          "ghes-header",
@@ -2696,7 +2696,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1351,
+						Line:      1373,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2710,7 +2710,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1373,
+						Line:     1395,
 					},
 					{
 						ID:          "ghes-context",
@@ -2721,7 +2721,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1400,
+						Line:      1422,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2737,7 +2737,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1443,
+						Line: 1465,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2746,7 +2746,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1629,
+						Line:     1651,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2756,7 +2756,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1816,
+						Line:     1838,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2766,7 +2766,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1845,
+						Line:     1867,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2776,7 +2776,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1892,
+						Line:     1914,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2786,7 +2786,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2011,
+						Line:     2033,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2796,7 +2796,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2112,
+						Line:     2134,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2805,7 +2805,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      2181,
+						Line:      2203,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2814,7 +2814,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2202,
+						Line:      2224,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2828,7 +2828,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2222,
+						Line: 2244,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2838,7 +2838,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2257,
+						Line:     2279,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2847,7 +2847,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2294,
+						Line:     2316,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2856,7 +2856,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2397,
+						Line:     2419,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2866,7 +2866,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2681,
+						Line:        2703,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2875,7 +2875,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2778,
+						Line:     2800,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2884,7 +2884,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2833,
+						Line:     2855,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2893,7 +2893,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2885,
+						Line:     2907,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2902,7 +2902,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2982,
+						Line:     3004,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2924,7 +2924,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3056,
+						Line: 3078,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2933,7 +2933,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3126,
+						Line:     3148,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2943,7 +2943,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3166,
+						Line:     3188,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2953,7 +2953,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     3215,
+						Line:     3237,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2962,7 +2962,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3330,
+						Line:     3352,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2984,7 +2984,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3361,
+						Line: 3383,
 					},
 					{
 						ID:          "nmi-context",
@@ -2994,7 +2994,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3393,
+						Line:     3415,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -3003,7 +3003,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3424,
+						Line:     3446,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3013,7 +3013,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3471,
+						Line:     3493,
 					},
 					{
 						ID:          "oom-context",
@@ -3023,7 +3023,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3507,
+						Line:     3529,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3032,7 +3032,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3568,
+						Line:     3590,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3041,7 +3041,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3596,
+						Line:     3618,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3051,7 +3051,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3627,
+						Line:     3649,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3062,7 +3062,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3649,
+						Line:     3671,
 					},
 				},
 			},
@@ -10404,10 +10404,13 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|\[Hardware Error\]: (?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|(?:^|[\]:]\s|\s|;)HARDWARE ERROR\s*$|\bmce_notify_irq: -?\d+ callbacks suppressed|Run through mcelog --ascii to decode)`,
+			Expr: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|(?:^|[\]:]\s|\s|;)(?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|(?:^|[\]:]\s|\s|;)(?P<field>TSC) [0-9a-fA-F]+ (?:ADDR|MISC) [0-9a-fA-F]+|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|(?:^|[\]:]\s|\s|;)HARDWARE ERROR\s*$|\bmce_notify_irq: -?\d+ callbacks suppressed|Run through mcelog --ascii to decode)`,
 			Literals: []string{
 				"Machine check events logged",
 				"PROCESSOR ",
+				"RIP ",
+				" ADDR ",
+				" MISC ",
 				"Bank ",
 				"This is not a software problem!",
 				"HARDWARE ERROR",
@@ -10416,63 +10419,81 @@ var image = &rules.Image{
 			},
 			Sets: [][]string{
 				[]string{
+					" addr ",
 					" callbacks suppressed",
+					" misc ",
 					"bank ",
 					"hardware error",
 					"machine check events logged",
 					"processor ",
+					"rip ",
 					"run through mcelog --ascii to decode",
 					"this is not a software problem!",
 				},
 				[]string{
+					" addr ",
 					" callbacks suppressed",
+					" misc ",
 					": machine check",
 					"bank ",
 					"hardware error",
 					"machine check events logged",
 					"processor ",
+					"rip ",
 					"run through mcelog --ascii to decode",
 					"this is not a software problem!",
 					"tsc ",
 				},
 				[]string{
+					" addr ",
 					" callbacks suppressed",
+					" misc ",
 					"bank ",
 					"cpu ",
 					"hardware error",
 					"machine check events logged",
 					"processor ",
+					"rip ",
 					"run through mcelog --ascii to decode",
 					"this is not a software problem!",
 					"tsc ",
 				},
 				[]string{
+					" addr ",
 					" callbacks suppressed",
+					" misc ",
 					"bank ",
 					"hardware error",
 					"machine check events logged",
 					"processor ",
+					"rip ",
 					"run through mcelog --ascii to decode",
 					"this is not a software problem!",
 					"tsc ",
 				},
 				[]string{
+					" addr ",
 					" callbacks suppressed",
+					" misc ",
 					": machine check",
 					"bank ",
 					"hardware error",
 					"machine check events logged",
 					"processor ",
+					"rip ",
 					"run through mcelog --ascii to decode",
 					"this is not a software problem!",
 					"tsc",
 				},
 				[]string{
+					" addr ",
 					" callbacks suppressed",
+					" misc ",
 					"bank ",
 					"hardware error",
 					"machine check events logged",
 					"processor",
+					"rip ",
 					"run through mcelog --ascii to decode",
 					"this is not a software problem!",
 				},
@@ -10485,6 +10506,7 @@ var image = &rules.Image{
 				"mcgstatus",
 				"bank",
 				"status",
+				"field",
 				"field",
 				"field",
 				"field",
