@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "eccc432c04062e2b8993b5cd907277f6ae8cde38bf653fde58258c8bb9a6018c"
+const imageDigest = "76b5cf6d4ef22020a466777ce64490581c6a99e948a6ff96b7660e279666ef37"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2574,7 +2574,7 @@ var image = &rules.Image{
 						ID:          "mce-amd-context",
 						Description: "The detail lines of an AMD machine-check decoder report (status, address, IPID, the unit's error code, cache level); evidence only, the verdict is on mce-amd-uncorrected and edac-deferred",
 						Match: &rules.Match{
-							Regex: `\[Hardware Error\]: (?:CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error: )`,
+							Regex: `\[Hardware Error\]: (?:CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
 						},
 						Severity: "info",
 						Action:   "none",
@@ -2588,7 +2588,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     816,
+						Line:     836,
 					},
 					{
 						ID:          "memory-failure",
@@ -2597,7 +2597,7 @@ var image = &rules.Image{
 							Regex: `(?:MCE:? (?P<pfn>0x[0-9a-fA-F]+): (?:(?P<page>[\w ]+?) page recovery: (?P<result>\w+)|Killing (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     847,
+						Line:     867,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2606,7 +2606,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1007,
+						Line:     1027,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2619,7 +2619,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 1078,
+						Line: 1098,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2629,7 +2629,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1120,
+						Line:     1140,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2642,7 +2642,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1148,
+						Line:     1168,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2651,7 +2651,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1193,
+						Line:     1213,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2661,7 +2661,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1267,
+						Line:     1287,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2675,7 +2675,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1305,
+						Line: 1325,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2685,7 +2685,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1347,
+						Line:      1367,
 					},
 					{
 						ID:          "ghes-header",
@@ -2696,7 +2696,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1373,
+						Line:      1393,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2710,7 +2710,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1395,
+						Line:     1415,
 					},
 					{
 						ID:          "ghes-context",
@@ -2721,7 +2721,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1422,
+						Line:      1442,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2737,7 +2737,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1465,
+						Line: 1485,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2746,7 +2746,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1651,
+						Line:     1671,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2756,7 +2756,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1838,
+						Line:     1858,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2766,7 +2766,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1867,
+						Line:     1887,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2776,7 +2776,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1914,
+						Line:     1934,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2786,7 +2786,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2033,
+						Line:     2053,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2796,7 +2796,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2134,
+						Line:     2154,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2805,7 +2805,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      2203,
+						Line:      2223,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2814,7 +2814,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2224,
+						Line:      2244,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2828,7 +2828,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2244,
+						Line: 2264,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2838,7 +2838,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2279,
+						Line:     2299,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2847,7 +2847,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2316,
+						Line:     2336,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2856,7 +2856,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2419,
+						Line:     2439,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2866,7 +2866,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2703,
+						Line:        2723,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2875,7 +2875,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2800,
+						Line:     2820,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2884,7 +2884,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2855,
+						Line:     2875,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2893,7 +2893,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2907,
+						Line:     2927,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2902,7 +2902,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3004,
+						Line:     3024,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2924,7 +2924,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3078,
+						Line: 3098,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2933,7 +2933,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3148,
+						Line:     3168,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2943,7 +2943,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3188,
+						Line:     3208,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2953,7 +2953,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     3237,
+						Line:     3257,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2962,7 +2962,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3352,
+						Line:     3372,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2984,7 +2984,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3383,
+						Line: 3403,
 					},
 					{
 						ID:          "nmi-context",
@@ -2994,7 +2994,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3415,
+						Line:     3435,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -3003,7 +3003,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3446,
+						Line:     3466,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3013,7 +3013,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3493,
+						Line:     3513,
 					},
 					{
 						ID:          "oom-context",
@@ -3023,7 +3023,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3529,
+						Line:     3549,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3032,7 +3032,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3590,
+						Line:     3610,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3041,7 +3041,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3618,
+						Line:     3638,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3051,7 +3051,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3649,
+						Line:     3669,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3062,7 +3062,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3671,
+						Line:     3691,
 					},
 				},
 			},
@@ -20008,7 +20008,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\[Hardware Error\]: (?:CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error: )`,
+			Expr: `\[Hardware Error\]: (?:CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
 			Literals: []string{
 				"[Hardware Error]: ",
 			},
@@ -20017,9 +20017,7 @@ var image = &rules.Image{
 					"[hardware error]: ",
 				},
 				[]string{
-					" error: ",
-					" ext. error code: ",
-					" extended error code: ",
+					" error",
 					"_status[",
 					"cache level: ",
 					"error addr: 0x",
@@ -20028,9 +20026,7 @@ var image = &rules.Image{
 					"tsc: ",
 				},
 				[]string{
-					" error: ",
-					" ext. error code: ",
-					" extended error code: ",
+					" error",
 					"cache level: ",
 					"cpu:",
 					"error addr: 0x",
@@ -20039,7 +20035,7 @@ var image = &rules.Image{
 					"tsc: ",
 				},
 				[]string{
-					" error: ",
+					" error",
 					" ext",
 					"_status[",
 					"cache level: ",
@@ -20049,8 +20045,8 @@ var image = &rules.Image{
 					"tsc: ",
 				},
 				[]string{
-					" error code: ",
-					" error: ",
+					" error",
+					"): ",
 					"_status[",
 					"cache level: ",
 					"error addr: 0x",
