@@ -26,14 +26,13 @@ const corpusPacksEnv = "FAULTLINE_CORPUS_PACKS"
 // multi-line report that a paste or a pipeline may keep alone.
 var showLines = os.Getenv("FAULTLINE_CORPUS_LINES") == "1"
 
-// Thresholds the packs must meet on the corpus. The tuning part must reach the
-// target recall; the checking part, never tuned on, is held at least at what the
-// packs reach on it today (0.902), so that a change that loses real faults fails,
-// while the target of 0.95 there is not met yet. False alarms are held at 1 % on
-// both parts.
+// Thresholds the packs must meet on the corpus: the target event recall on both the
+// tuning part and the checking part, never tuned on (the packs reach 0.964 on it,
+// 297 of 308 events), so that a change that loses real faults fails. False alarms
+// are held at 1 % on both parts.
 const (
 	minEventRecall         = 0.95
-	minCheckingEventRecall = 0.89
+	minCheckingEventRecall = 0.95
 	maxFalseAlarmPc        = 0.01
 )
 
