@@ -370,8 +370,10 @@ func (s *Scanner) stream(input, id, node string, force bool) *stream {
 		if len(s.streams) >= MaxStreams && !force {
 			return nil
 		}
-		// The line's bytes are reused: keep copies of the names.
-		k = streamKey{strings.Clone(input), strings.Clone(id)}
+		// The line's bytes are reused: keep a copy of the node's name. The input's
+		// name is no line's (a file's name): the very string, so comparing it with
+		// the next line's input finds the same pointer and reads no bytes.
+		k = streamKey{input, strings.Clone(id)}
 		// The correlator hashes its key on every line: the stream is named by a
 		// short number rather than the input's path.
 		st = &stream{key: k, node: strings.Clone(node), corrKey: correlate.Key{Node: k.node, Stream: strconv.Itoa(len(s.streams))}}
