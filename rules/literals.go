@@ -546,14 +546,29 @@ const windowBack = 16
 // without start anchors whose every match holds one of some literals, the first of
 // which text holds from byte p on (-1: none). Go's regexp tries every start position
 // up to the leftmost match, which on a long line costs more than the match itself;
-// a search from a little before p usually finds it. That search starts after an
-// ASCII byte that is no word character, where \b and \B read as at the text's
-// start; a match it finds is a match of the whole text. When it finds none, the
-// whole text is searched.
+// a search from a little before p usually finds it. It starts after the last space
+// before p (the word a pattern names before its literal: "eno1 NIC Link is Up",
+// where the earliest start of the window is "eno1: igb: eno1 NIC...", twice the
+// cost), then, if that finds nothing, after the first ASCII byte of the window that
+// is no word character (a pattern whose prefix holds a space: "Port: 1 Link
+// ACTIVE"). After such a byte \b and \B read as at the text's start: a match either
+// search finds is a match of the whole text. When both find none, the whole text is
+// searched.
 func matchesNear(re *regexp.Regexp, text string, p int) bool {
-	for a := max(1, p-windowBack); a <= p; a++ {
-		if c := text[a-1]; c < utf8.RuneSelf && !isWordByte(c) {
+	lo := max(1, p-windowBack)
+	tried := 0
+	for a := p; a >= lo; a-- {
+		if text[a-1] == ' ' {
 			if re.MatchString(text[a:]) {
+				return true
+			}
+			tried = a
+			break
+		}
+	}
+	for a := lo; a <= p; a++ {
+		if c := text[a-1]; c < utf8.RuneSelf && !isWordByte(c) {
+			if a != tried && re.MatchString(text[a:]) {
 				return true
 			}
 			break

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -176,9 +175,9 @@ func newGramFilter(patterns []string) *gramFilter {
 // rarestWindowPair returns the offset of the two adjacent 4-byte windows of p (at
 // least 5 bytes) least likely to occur in log text, by the frequencies of their
 // bytes and by how many other patterns hold them (shared).
-func rarestWindowPair(p string, shared map[uint32]int) int {
+func rarestWindowPair(p string, shared *windowCounts) int {
 	score := func(w string) float64 {
-		return windowScore(w) + sharedPenalty*math.Log(float64(shared[window4(w, 0)]))
+		return windowScore(w) + sharedPenalty*shared.log(window4(w, 0))
 	}
 	best, bestScore := 0, math.Inf(1)
 	prev := score(p[0:4])
@@ -192,24 +191,74 @@ func rarestWindowPair(p string, shared map[uint32]int) int {
 	return best
 }
 
-// sharedWindows counts, for each 4-byte window, the patterns that hold it. A
+// windowCounts counts, for each 4-byte window, the patterns that hold it. A
 // window many patterns hold is a common piece of log text ("ed f" of "failed",
 // "mlx5" of a driver's prefix): it is seen on many lines, and each time every
-// pattern represented by it is compared.
-func sharedWindows(patterns []string) map[uint32]int {
-	n := make(map[uint32]int, 16*len(patterns))
-	var seen []uint32 // this pattern's windows: a few dozen, compared in a slice
+// pattern represented by it is compared. An open-addressing table of its own: every
+// engine builds one (each scan, each reload), over tens of thousands of windows,
+// where a map and a per-pattern list of the windows seen cost most of building the
+// prefilter.
+type windowCounts struct {
+	mask  uint32
+	keys  []uint32
+	count []int32
+	// last is the pattern that counted the slot last, plus one (0: an empty slot):
+	// a window a pattern holds twice counts once.
+	last []int32
+}
+
+func sharedWindows(patterns []string) *windowCounts {
+	n := 0
 	for _, p := range patterns {
-		seen = seen[:0]
-		for i := 0; i+4 <= len(p); i++ {
-			if w := window4(p, i); !slices.Contains(seen, w) {
-				seen = append(seen, w)
-				n[w]++
+		n += max(len(p)-3, 0)
+	}
+	size := 1 << 10
+	for size < 2*n {
+		size <<= 1
+	}
+	wc := &windowCounts{mask: uint32(size - 1), keys: make([]uint32, size), count: make([]int32, size), last: make([]int32, size)}
+	for i, p := range patterns {
+		for j := 0; j+4 <= len(p); j++ {
+			k := wc.slot(window4(p, j))
+			if wc.last[k] == int32(i)+1 {
+				continue
 			}
+			if wc.last[k] == 0 {
+				wc.keys[k] = window4(p, j)
+			}
+			wc.last[k] = int32(i) + 1
+			wc.count[k]++
 		}
 	}
-	return n
+	return wc
 }
+
+// slot returns the slot of window w: its own, or the empty one where it would go.
+func (wc *windowCounts) slot(w uint32) uint32 {
+	k := (w * 0x9E3779B1) >> 7 & wc.mask
+	for wc.last[k] != 0 && wc.keys[k] != w {
+		k = (k + 1) & wc.mask
+	}
+	return k
+}
+
+// log returns the log of the number of patterns that hold w (-Inf for none, as
+// math.Log(0)).
+func (wc *windowCounts) log(w uint32) float64 {
+	n := int(wc.count[wc.slot(w)])
+	if n < len(smallLogs) {
+		return smallLogs[n]
+	}
+	return math.Log(float64(n))
+}
+
+// smallLogs are the logs of the counts most windows have.
+var smallLogs = func() (t [64]float64) {
+	for i := range t {
+		t[i] = math.Log(float64(i))
+	}
+	return t
+}()
 
 // window4 is the 4-byte window of p at off, as the filter's probe reads it.
 func window4(p string, off int) uint32 {

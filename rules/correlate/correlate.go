@@ -173,7 +173,10 @@ func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits [
 			if cp.Position != "before" {
 				if i := openGroup(p.groups, j, cur, cp); i >= 0 {
 					g := &p.groups[i]
-					g.parts[j] = &cur
+					// Only a line that joins a group is kept by address: cur itself
+					// stays off the heap (most companion lines wait in a list).
+					joined := cur
+					g.parts[j] = &joined
 					if g.missing--; g.missing == 0 {
 						done := p.groups[i]
 						p.groups = append(p.groups[:i], p.groups[i+1:]...)

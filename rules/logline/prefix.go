@@ -138,6 +138,11 @@ func parseSyslog(s string, p *Parsed, pr *Parser) (int, bool) {
 	if k == hostEnd {
 		return 0, false
 	}
+	if strings.HasPrefix(s[k:], "kernel:") {
+		// "host kernel:", most lines of a kernel log: what syslogProgram reads, and
+		// no level (upper-case) before it.
+		return finishSyslog(p, host, s[k:k+len("kernel")], ts, clock, s, k+len("kernel:")), true
+	}
 	// "host LEVEL prog:" first, then "host prog:".
 	if lv := upperRun(s, k); lv > k {
 		if m := skipSpace(s, lv); m > lv {
@@ -547,8 +552,11 @@ func upperRun(s string, i int) int {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-// isSpace is regexp's \s: tab, newline, form feed, carriage return and space.
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
+// isSpace is regexp's \s: tab, newline, form feed, carriage return and space. A
+// table: the prefix's fields are found byte by byte on every line.
+func isSpace(c byte) bool { return spaceByte[c] }
+
+var spaceByte = [256]bool{'\t': true, '\n': true, '\f': true, '\r': true, ' ': true}
 
 func atoi(s string) int {
 	n := 0

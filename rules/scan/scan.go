@@ -278,9 +278,13 @@ func rebase(sub, orig, clone string) string {
 type consumer struct {
 	input, defNode, defID string
 	lineNo                int
-	last                  *stream
-	outs                  []correlate.Outcome
-	emit                  func(Match) error
+	// byHost caches streams of this input by a hash of the node's identity (its
+	// length and last byte: "gpu-001" to "gpu-004" of a merged syslog each get a
+	// slot of their own), so the line of another host than the line before costs
+	// one comparison of names, not a walk of the recent streams.
+	byHost [16]*stream
+	outs   []correlate.Outcome
+	emit   func(Match) error
 }
 
 func (s *Scanner) consume(c *consumer, l *line) error {
@@ -300,13 +304,16 @@ func (s *Scanner) consume(c *consumer, l *line) error {
 	case s.opts.NodeFrom == NodeFromFile:
 		node, id = c.input, c.input
 	}
-	st := c.last
-	if st == nil || st.key.input != c.input || st.key.node != id {
+	slot := hostSlot(id)
+	st := c.byHost[slot]
+	if st == nil || st.key.node != id || st.key.input != c.input {
 		if st = s.stream(c.input, id, node, false); st == nil {
 			s.Stats.Merged++
 			st = s.stream(c.input, c.defID, c.defNode, true)
 		}
-		c.last = st
+		if st.key.node == id {
+			c.byHost[slot] = st // not a merged line's: it is another node's
+		}
 	}
 	st.observe(p, s.rebootGap)
 	if p.Clock == logline.ClockNone {
@@ -323,6 +330,14 @@ func (s *Scanner) consume(c *consumer, l *line) error {
 		}
 	}
 	return nil
+}
+
+// hostSlot is the slot of a node's identity in consumer.byHost.
+func hostSlot(id string) int {
+	if id == "" {
+		return 0
+	}
+	return (len(id)*7 + int(id[len(id)-1])) & 15
 }
 
 // lineReader reads lines in place, without copying them.
@@ -370,8 +385,10 @@ func (s *Scanner) stream(input, id, node string, force bool) *stream {
 		if len(s.streams) >= MaxStreams && !force {
 			return nil
 		}
-		// The line's bytes are reused: keep copies of the names.
-		k = streamKey{strings.Clone(input), strings.Clone(id)}
+		// The line's bytes are reused: keep a copy of the node's name. The input's
+		// name is no line's (a file's name): the very string, so comparing it with
+		// the next line's input finds the same pointer and reads no bytes.
+		k = streamKey{input, strings.Clone(id)}
 		// The correlator hashes its key on every line: the stream is named by a
 		// short number rather than the input's path.
 		st = &stream{key: k, node: strings.Clone(node), corrKey: correlate.Key{Node: k.node, Stream: strconv.Itoa(len(s.streams))}}
