@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "2a0cbbafa49f5149fbf99c2ea65fbdef24861b4279a316b154859b96d1d4f36a"
+const imageDigest = "1bb92239d175d9907c0920c6352ab694af4ed7e0949a7327205afe470d65e0e4"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2527,10 +2527,19 @@ var image = &rules.Image{
 						ID:          "mce-logged",
 						Description: "The kernel logged a machine-check record (usually a corrected error found by CMCI or polling; any line of the record). Worth an Event; uncorrected ones are caught by mce-uncorrected and EDAC.",
 						Match: &rules.Match{
-							Regex: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|(?:^|[\]:]\s|\s|;)(?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|(?:^|[\]:]\s|\s|;)(?P<field>TSC) [0-9a-fA-F]+ (?:ADDR|MISC) [0-9a-fA-F]+|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|(?:^|[\]:]\s|\s|;)HARDWARE ERROR\s*$|\bmce_notify_irq: -?\d+ callbacks suppressed|Run through mcelog --ascii to decode)`,
+							Regex: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|(?:^|[\]:]\s|\s|;)(?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|(?:^|[\]:]\s|\s|;)(?P<field>TSC) [0-9a-fA-F]+ (?:ADDR|MISC) [0-9a-fA-F]+|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|(?:^|[\]:]\s|\s|;)HARDWARE ERROR\s*$|Run through mcelog --ascii to decode)`,
 						},
 						Cooldown: 3600000000000,
 						Line:     243,
+					},
+					{
+						ID:          "mce-notify-suppressed",
+						Description: "mce_notify_irq's \"Machine check events logged\" is rate-limited (two a minute): the ratelimit's own line names the function when more machine-check records were logged than it printed. A rule of its own, keyed on the function's name: \"callbacks suppressed\" alone is what every rate-limited kernel message prints (kauditd, net_ratelimit), on healthy nodes all day.",
+						Match: &rules.Match{
+							Regex: `mce_notify_irq: -?\d+ callbacks suppressed`,
+						},
+						Cooldown: 3600000000000,
+						Line:     478,
 					},
 					{
 						ID:          "mce-record-fields",
@@ -2540,7 +2549,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     497,
+						Line:     510,
 					},
 					{
 						ID:          "mce-cmci-storm",
@@ -2549,7 +2558,7 @@ var image = &rules.Image{
 							Regex: `(?:CMCI storm detected(?:: switching to poll mode)?|CPU(?P<cpu>-?\d+) BANK(?P<bank>-?\d+) CMCI (?:storm detected|inherited storm))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     560,
+						Line:     573,
 					},
 					{
 						ID:          "mce-cmci-storm-end",
@@ -2559,7 +2568,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     630,
+						Line:     643,
 					},
 					{
 						ID:          "mce-amd-uncorrected",
@@ -2568,7 +2577,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Uncorrected, [\w ]+ error|System Fatal error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     669,
+						Line:     682,
 					},
 					{
 						ID:          "mce-amd-context",
@@ -2578,7 +2587,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     759,
+						Line:     772,
 					},
 					{
 						ID:          "cpu-thermal-throttle",
@@ -2588,7 +2597,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     836,
+						Line:     849,
 					},
 					{
 						ID:          "memory-failure",
@@ -2597,7 +2606,7 @@ var image = &rules.Image{
 							Regex: `(?:MCE:? (?P<pfn>0x[0-9a-fA-F]+): (?:(?P<page>[\w ]+?) page recovery: (?P<result>\w+)|Killing (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     867,
+						Line:     880,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2606,7 +2615,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1027,
+						Line:     1040,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2619,7 +2628,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 1098,
+						Line: 1111,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2629,7 +2638,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1140,
+						Line:     1153,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2642,7 +2651,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1168,
+						Line:     1181,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2651,7 +2660,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1213,
+						Line:     1226,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2661,7 +2670,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1287,
+						Line:     1300,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2675,7 +2684,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1325,
+						Line: 1338,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2685,7 +2694,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1367,
+						Line:      1380,
 					},
 					{
 						ID:          "ghes-header",
@@ -2696,7 +2705,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1393,
+						Line:      1406,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2710,7 +2719,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1415,
+						Line:     1428,
 					},
 					{
 						ID:          "ghes-context",
@@ -2721,7 +2730,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1442,
+						Line:      1455,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2737,7 +2746,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1485,
+						Line: 1498,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2746,7 +2755,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1671,
+						Line:     1684,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2756,7 +2765,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1858,
+						Line:     1871,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2766,7 +2775,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1887,
+						Line:     1900,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2776,7 +2785,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1934,
+						Line:     1947,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2786,7 +2795,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2053,
+						Line:     2066,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2796,7 +2805,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2154,
+						Line:     2167,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2805,7 +2814,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      2223,
+						Line:      2236,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2814,7 +2823,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2244,
+						Line:      2257,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2828,7 +2837,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2264,
+						Line: 2277,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2838,7 +2847,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2299,
+						Line:     2312,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2847,7 +2856,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2336,
+						Line:     2349,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2856,7 +2865,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2439,
+						Line:     2452,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2866,7 +2875,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2723,
+						Line:        2736,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2875,7 +2884,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2820,
+						Line:     2833,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2884,7 +2893,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2875,
+						Line:     2888,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2893,7 +2902,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2927,
+						Line:     2940,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2902,7 +2911,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3024,
+						Line:     3037,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2924,7 +2933,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3098,
+						Line: 3111,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -2933,7 +2942,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3168,
+						Line:     3181,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -2943,7 +2952,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3208,
+						Line:     3221,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -2953,7 +2962,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     3257,
+						Line:     3270,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -2962,7 +2971,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3372,
+						Line:     3385,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -2984,7 +2993,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3403,
+						Line: 3416,
 					},
 					{
 						ID:          "nmi-context",
@@ -2994,7 +3003,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3435,
+						Line:     3448,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -3003,7 +3012,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3466,
+						Line:     3479,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3013,7 +3022,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3513,
+						Line:     3526,
 					},
 					{
 						ID:          "oom-context",
@@ -3023,7 +3032,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3549,
+						Line:     3562,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3032,7 +3041,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3610,
+						Line:     3623,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3041,7 +3050,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3638,
+						Line:     3651,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3051,7 +3060,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3669,
+						Line:     3682,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3062,7 +3071,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3691,
+						Line:     3704,
 					},
 				},
 			},
@@ -10488,7 +10497,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|(?:^|[\]:]\s|\s|;)(?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|(?:^|[\]:]\s|\s|;)(?P<field>TSC) [0-9a-fA-F]+ (?:ADDR|MISC) [0-9a-fA-F]+|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|(?:^|[\]:]\s|\s|;)HARDWARE ERROR\s*$|\bmce_notify_irq: -?\d+ callbacks suppressed|Run through mcelog --ascii to decode)`,
+			Expr: `(?:Machine check events logged|\[Hardware Error\]: CPU (?P<cpu>\d+): Machine Check(?P<kind>[^:]*): (?P<mcgstatus>[0-9a-fA-F]+) Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]+)|\[Hardware Error\]: (?P<field>TSC) [0-9a-fA-F]+\b|(?:^|[\]:]\s|\s|;)(?P<field>PROCESSOR) -?\d+:[0-9a-fA-F]+ TIME \d+ SOCKET|(?:^|[\]:]\s|\s|;)(?P<field>RIP)(?: !INEXACT!)? [0-9a-fA-F]{2}:<[0-9a-fA-F]+>|(?:^|[\]:]\s|\s|;)(?P<field>TSC) [0-9a-fA-F]+ (?:ADDR|MISC) [0-9a-fA-F]+|\[Hardware Error\]: Run the above through 'mcelog --ascii'|(?:^|[\]:]\s|\s|;)(?:CPU (?P<cpu>-?\d+): )?Bank (?P<bank>-?\d+): (?P<status>[0-9a-fA-F]{16})(?:\[[0-9a-fA-F]{16}\])?(?: at [0-9a-fA-F]{16})?\s*$|(?:^|[\]:]\s|\s|;)This is not a software problem!|(?:^|[\]:]\s|\s|;)HARDWARE ERROR\s*$|Run through mcelog --ascii to decode)`,
 			Literals: []string{
 				"Machine check events logged",
 				"PROCESSOR ",
@@ -10498,13 +10507,11 @@ var image = &rules.Image{
 				"Bank ",
 				"This is not a software problem!",
 				"HARDWARE ERROR",
-				" callbacks suppressed",
 				"Run through mcelog --ascii to decode",
 			},
 			Sets: [][]string{
 				[]string{
 					" addr ",
-					" callbacks suppressed",
 					" misc ",
 					"bank ",
 					"hardware error",
@@ -10516,7 +10523,6 @@ var image = &rules.Image{
 				},
 				[]string{
 					" addr ",
-					" callbacks suppressed",
 					" misc ",
 					": machine check",
 					"bank ",
@@ -10530,7 +10536,6 @@ var image = &rules.Image{
 				},
 				[]string{
 					" addr ",
-					" callbacks suppressed",
 					" misc ",
 					"bank ",
 					"cpu ",
@@ -10544,7 +10549,6 @@ var image = &rules.Image{
 				},
 				[]string{
 					" addr ",
-					" callbacks suppressed",
 					" misc ",
 					"bank ",
 					"hardware error",
@@ -10557,7 +10561,6 @@ var image = &rules.Image{
 				},
 				[]string{
 					" addr ",
-					" callbacks suppressed",
 					" misc ",
 					": machine check",
 					"bank ",
@@ -10571,7 +10574,6 @@ var image = &rules.Image{
 				},
 				[]string{
 					" addr ",
-					" callbacks suppressed",
 					" misc ",
 					"bank ",
 					"hardware error",
@@ -21129,6 +21131,23 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"rate",
+			},
+		},
+		{
+			Expr: `mce_notify_irq: -?\d+ callbacks suppressed`,
+			Literals: []string{
+				" callbacks suppressed",
+			},
+			Sets: [][]string{
+				[]string{
+					" callbacks suppressed",
+				},
+				[]string{
+					"mce_notify_irq: ",
+				},
+			},
+			Names: []string{
+				"",
 			},
 		},
 		{
