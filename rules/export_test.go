@@ -62,3 +62,27 @@ func parsedOrNot(expr string) *regex {
 // FiniteStrings and ContainsAny are finiteStrings and containsAny.
 func FiniteStrings(expr string) []string       { return finiteStrings(expr) }
 func ContainsAny(s string, subs []string) bool { return containsAny(s, subs) }
+
+// FruitlessPrimaries returns the rules (pack/id) whose primary regex runs on the line
+// (the prefilter marked the rule, and its other required literals hold) and does not
+// match: the regexes a line pays for and gets nothing from.
+func (e *Engine) FruitlessPrimaries(l *logstream.Line) []string {
+	marked := map[int]bool{}
+	e.pre.find(l.Text, func(p int32, _ int) {
+		for _, t := range e.targets[p] {
+			if t.part == 0 {
+				marked[int(t.rule)] = true
+			}
+		}
+	})
+	var out []string
+	for i, r := range e.set.Rules {
+		if !marked[i] || !r.accepts(l) || !e.startsRight(i, l.Text) || !e.musts[i].holds(l.Text) {
+			continue
+		}
+		if _, ok := r.matchPrimary(l.Text); !ok {
+			out = append(out, r.String())
+		}
+	}
+	return out
+}

@@ -65,41 +65,6 @@ var grepPatterns = []string{
 	`hung_task_timeout_secs`,
 }
 
-// benignKernel are message templates of a healthy GPU node's kernel log; %d and %x
-// take random values so no two lines are alike.
-var benignKernel = []string{
-	"[UFW BLOCK] IN=eth0 OUT= MAC=0c:c4:7a:%x:%x:%x SRC=10.0.%d.%d DST=10.0.%d.%d LEN=52 TOS=0x00 PREC=0x00 TTL=64 ID=%d DF PROTO=TCP SPT=%d DPT=%d WINDOW=64240 RES=0x00 SYN URGP=0",
-	"IPv6: ADDRCONF(NETDEV_CHANGE): veth%x: link becomes ready",
-	"cni0: port %d(veth%x) entered blocking state",
-	"cni0: port %d(veth%x) entered forwarding state",
-	"cni0: port %d(veth%x) entered disabled state",
-	"device veth%x entered promiscuous mode",
-	"device veth%x left promiscuous mode",
-	"eth0: renamed from tmp%x",
-	"audit: type=1400 audit(1700%d.%d:%d): apparmor=\"STATUS\" operation=\"profile_load\" profile=\"unconfined\" name=\"cri-containerd.apparmor.d\" pid=%d comm=\"apparmor_parser\"",
-	"overlayfs: upperdir is in-use as upperdir/workdir of another mount, accessing files from both mounts will result in undefined behavior.",
-	"kauditd_printk_skb: %d callbacks suppressed",
-	"EXT4-fs (nvme0n1p%d): mounted filesystem %x-%x with ordered data mode. Quota mode: none.",
-	"TCP: request_sock_TCP: Possible SYN flooding on port %d. Sending cookies.  Check SNMP counters.",
-	"perf: interrupt took too long (%d > %d), lowering kernel.perf_event_max_sample_rate to %d",
-	"IPVS: rr: TCP 10.96.%d.%d:443 - no destination available",
-	"bond0: (slave eth%d): link status definitely up, 25000 Mbps full duplex",
-	"nvidia-nvswitch%d: open (major=%d)",
-	"NVRM: GPU at PCI:0000:%x:00: GPU-%x-%x-%x",
-	"igb 0000:0%d:00.0 eno1: igb: eno1 NIC Link is Up 1000 Mbps Full Duplex, Flow Control: RX/TX",
-	"nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver for UNIX platforms  550.54.%d",
-	"loop%d: detected capacity change from 0 to %d",
-	"IPv4: martian source 10.%d.%d.%d from 10.%d.%d.%d, on dev eth0",
-	"hrtimer: interrupt took %d ns",
-	"workqueue: drain_vmap_area_work hogged CPU for >%dus %d times, consider switching to WQ_UNBOUND",
-	"sd %d:0:0:0: [sda] Synchronizing SCSI cache",
-	"xfs filesystem being mounted at /var/lib/kubelet/pods/%x/volumes supports timestamps until 2038 (0x%x)",
-	"cgroup: fork rejected by pids controller in /kubepods.slice/kubepods-burstable-pod%x.slice",
-	"mlx5_core 0000:%x:00.0: mlx5_pcie_event:%d:(pid %d): PCIe slot advertised sufficient power (%dW).",
-	"systemd-journald[%d]: /var/log/journal/%x/system.journal: Journal header limits reached or header out-of-date, rotating.",
-	"nfs4: Deprecated parameter 'intr' %d",
-}
-
 // faultKernel are the lines the packs exist for, sprinkled rarely into the log.
 var faultKernel = []string{
 	"NVRM: Xid (PCI:0000:%x:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
@@ -108,6 +73,23 @@ var faultKernel = []string{
 	"mlx5_core 0000:%x:00.0 ib0: Link down",
 	"nvme nvme%d: I/O %d QID %d timeout, aborting",
 	"INFO: task python3:%d blocked for more than 122 seconds.",
+}
+
+// healthyKernelTemplates are the message templates of a healthy GPU node's kernel
+// log (testdata/healthy-kernel-templates.txt); %d and %x take random values so no two
+// lines are alike.
+func healthyKernelTemplates() ([]string, error) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "healthy-kernel-templates.txt"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // writeKernLog writes about size bytes of a merged syslog kern.log of four GPU nodes:
@@ -120,6 +102,10 @@ var faultKernel = []string{
 // far. That makes the log harder on scan than a real one, not easier; it is kept so,
 // and the ratio stays comparable between changes.
 func writeKernLog(w io.Writer, size int64, seed int64) error {
+	benignKernel, err := healthyKernelTemplates()
+	if err != nil {
+		return err
+	}
 	r := rand.New(rand.NewSource(seed))
 	bw := bufio.NewWriterSize(w, 1<<20)
 	hosts := []string{"gpu-001", "gpu-002", "gpu-003", "gpu-004"}
