@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "1bb92239d175d9907c0920c6352ab694af4ed7e0949a7327205afe470d65e0e4"
+const imageDigest = "32bbf7e124c572311e884d7fdd0de6f407da964303f6df0fc09980dc17059235"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3311,7 +3311,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      413,
+						Line:      452,
 					},
 					{
 						ID:          "nccl-watchdog-terminated",
@@ -3321,17 +3321,17 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      443,
+						Line:      482,
 					},
 					{
 						ID:          "nccl-watchdog-hang",
 						Description: "The process group watchdog itself got stuck or its heartbeat monitor fired: usually a CUDA call that never returns, a symptom of a hung GPU or driver. The monitor's fatal last word names why it kills the process (\"ProcessGroupNCCL watchdog hang\", or \"collective timeout or exception\" when the watchdog reported a timeout first).",
 						Match: &rules.Match{
-							Regex: `(?:Heartbeat monitor timed out!|watchdog got stuck for (?P<seconds>-?\d+) seconds without making progress|monitoring thread detects no heartbeat and will finally kill the process|No PGNCCL's watchdog heartbeat detected|NCCL monitor thread timeout|Terminating the process after attempting to dump debug info, due to (?P<reason>[^.]+)\.)`,
+							Regex: `(?:Heartbeat monitor timed out!|watchdog got stuck for (?P<seconds>-?\d+) seconds without making progress|monitoring thread detects no heartbeat and will finally kill the process|No PGNCCL's watchdog heartbeat detected|NCCL monitor thread timeout|Terminating the process after attempting to dump debug info, due to (?P<reason>[^.]+)\.|monitor thread is disabled, but would have terminated the process ?after attempting to dump debug info, due to (?P<reason>[^.]+)\.|PGNCCL Monitor Thread is disabled, but would have killed this job|First PG on this rank that detected no heartbeat of its watchdog)`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      471,
+						Line:      510,
 					},
 					{
 						ID:          "nccl-watchdog-context",
@@ -3342,7 +3342,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      530,
+						Line:      608,
 					},
 					{
 						ID:          "nccl-test-failure",
@@ -3352,7 +3352,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      645,
+						Line:      723,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3363,7 +3363,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      690,
+						Line:      768,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3385,7 +3385,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 758,
+						Line: 836,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3395,7 +3395,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      822,
+						Line:      900,
 					},
 					{
 						ID:          "nccl-error",
@@ -3405,7 +3405,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      881,
+						Line:      959,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3414,7 +3414,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1002,
+						Line:      1093,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3423,7 +3423,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1075,
+						Line:      1166,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3434,7 +3434,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1193,
+						Line:      1284,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3443,7 +3443,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1216,
+						Line:      1307,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3452,7 +3452,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1347,
+						Line:      1438,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3461,7 +3461,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1469,
+						Line:      1560,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3470,7 +3470,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1546,
+						Line:      1637,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3492,7 +3492,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1578,
+						Line: 1669,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3516,7 +3516,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1634,
+						Line: 1725,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3527,7 +3527,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1669,
+						Line:      1760,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2166,
+						Line:      2257,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3547,17 +3547,17 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      2215,
+						Line:      2306,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
 						Description: "PyTorch could not set up or drive a NCCL communicator: the ncclUniqueId exchange through the c10d store failed (rank 0 crashed or the network path to it broke), NCCL initialization or a non-blocking NCCL call timed out, or the start-up health check failed. Usually the network or a peer; recorded.",
 						Match: &rules.Match{
-							Regex: `(?:is setting up NCCL communicator and retrieving ncclUniqueId from \[0\] via c10d key-value store by key '(?P<key>[^']*)'(?:, but store->get\('[^']*'\) got error: (?P<error>.+?))?\. This may indicate|Health check failure: Failed to initialize NCCL communicator on rank (?P<rank>-?\d+)|NCCL timeout in(?: communicator initialization|: (?P<where>\S+:\d+)))`,
+							Regex: `(?:is setting up NCCL communicators? and retrieving ncclUniqueIds? from (?:\[0\] via c10d key-value store|roots via TCPStore) by key '(?P<key>[^']*)'(?:, but (?:store->get\('[^']*'\) )?got error: (?P<error>.+?))?\. This may indicate|Health check failure: Failed to initialize NCCL communicator on rank (?P<rank>-?\d+)|NCCL timeout in(?: communicator initialization|: (?P<where>\S+:\d+)))`,
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2285,
+						Line:      2376,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3567,7 +3567,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2344,
+						Line:      2464,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3578,7 +3578,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2387,
+						Line:      2507,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3589,7 +3589,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2433,
+						Line:      2553,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3599,7 +3599,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2522,
+						Line:      2642,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3610,7 +3610,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2558,
+						Line:        2678,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3620,7 +3620,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2590,
+						Line:      2710,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3630,7 +3630,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2645,
+						Line:      2765,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3641,7 +3641,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2688,
+						Line:      2808,
 					},
 					{
 						ID:          "ucx-error",
@@ -3652,7 +3652,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2728,
+						Line:      2848,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3662,7 +3662,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2761,
+						Line:      2881,
 					},
 				},
 			},
@@ -10015,7 +10015,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Heartbeat monitor timed out!|watchdog got stuck for (?P<seconds>-?\d+) seconds without making progress|monitoring thread detects no heartbeat and will finally kill the process|No PGNCCL's watchdog heartbeat detected|NCCL monitor thread timeout|Terminating the process after attempting to dump debug info, due to (?P<reason>[^.]+)\.)`,
+			Expr: `(?:Heartbeat monitor timed out!|watchdog got stuck for (?P<seconds>-?\d+) seconds without making progress|monitoring thread detects no heartbeat and will finally kill the process|No PGNCCL's watchdog heartbeat detected|NCCL monitor thread timeout|Terminating the process after attempting to dump debug info, due to (?P<reason>[^.]+)\.|monitor thread is disabled, but would have terminated the process ?after attempting to dump debug info, due to (?P<reason>[^.]+)\.|PGNCCL Monitor Thread is disabled, but would have killed this job|First PG on this rank that detected no heartbeat of its watchdog)`,
 			Literals: []string{
 				"Heartbeat monitor timed out!",
 				" seconds without making progress",
@@ -10023,36 +10023,74 @@ var image = &rules.Image{
 				"No PGNCCL's watchdog heartbeat detected",
 				"NCCL monitor thread timeout",
 				"Terminating the process after attempting to dump debug info, due to ",
+				"monitor thread is disabled, but would have terminated the processafter attempting to dump debug info, due to ",
+				"monitor thread is disabled, but would have terminated the process after attempting to dump debug info, due to ",
+				"PGNCCL Monitor Thread is disabled, but would have killed this job",
+				"First PG on this rank that detected no heartbeat of its watchdog",
 			},
 			Sets: [][]string{
 				[]string{
 					" seconds without making progress",
+					"first pg on this rank that detected no heartbeat of its watchdog",
 					"heartbeat monitor timed out!",
+					"monitor thread is disabled, but would have terminated the process after attempting to dump debug info, due to ",
+					"monitor thread is disabled, but would have terminated the processafter attempting to dump debug info, due to ",
 					"monitoring thread detects no heartbeat and will finally kill the process",
 					"nccl monitor thread timeout",
 					"no pgnccl's watchdog heartbeat detected",
+					"pgnccl monitor thread is disabled, but would have killed this job",
 					"terminating the process after attempting to dump debug info, due to ",
 				},
 				[]string{
+					"first pg on this rank that detected no heartbeat of its watchdog",
 					"heartbeat monitor timed out!",
+					"monitor thread is disabled, but would have terminated the process after attempting to dump debug info, due to ",
+					"monitor thread is disabled, but would have terminated the processafter attempting to dump debug info, due to ",
 					"monitoring thread detects no heartbeat and will finally kill the process",
 					"nccl monitor thread timeout",
 					"no pgnccl's watchdog heartbeat detected",
+					"pgnccl monitor thread is disabled, but would have killed this job",
 					"terminating the process after attempting to dump debug info, due to ",
 					"watchdog got stuck for ",
 				},
 				[]string{
 					" seconds without making progress",
 					"ccl monitor thread timeout",
+					"first pg on this rank that detected no heartbeat of its watchdog",
 					"heartbeat monitor timed out!",
+					"monitor thread is disabled, but would have terminated the process after attempting to dump debug info, due to ",
+					"monitor thread is disabled, but would have terminated the processafter attempting to dump debug info, due to ",
 					"monitoring thread detects no heartbeat and will finally kill the process",
 					"o pgnccl's watchdog heartbeat detected",
+					"pgnccl monitor thread is disabled, but would have killed this job",
 					"terminating the process after attempting to dump debug info, due to ",
+				},
+				[]string{
+					" seconds without making progress",
+					"first pg on this rank that detected no heartbeat of its watchdog",
+					"heartbeat monitor timed out!",
+					"monitor thread is disabled, but would have terminated the process",
+					"monitoring thread detects no heartbeat and will finally kill the process",
+					"nccl monitor thread timeout",
+					"no pgnccl's watchdog heartbeat detected",
+					"pgnccl monitor thread is disabled, but would have killed this job",
+					"terminating the process after attempting to dump debug info, due to ",
+				},
+				[]string{
+					" seconds without making progress",
+					"after attempting to dump debug info, due to ",
+					"first pg on this rank that detected no heartbeat of its watchdog",
+					"heartbeat monitor timed out!",
+					"monitoring thread detects no heartbeat and will finally kill the process",
+					"nccl monitor thread timeout",
+					"no pgnccl's watchdog heartbeat detected",
+					"pgnccl monitor thread is disabled, but would have killed this job",
 				},
 			},
 			Names: []string{
 				"",
 				"seconds",
+				"reason",
 				"reason",
 			},
 		},
@@ -15647,9 +15685,16 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:is setting up NCCL communicator and retrieving ncclUniqueId from \[0\] via c10d key-value store by key '(?P<key>[^']*)'(?:, but store->get\('[^']*'\) got error: (?P<error>.+?))?\. This may indicate|Health check failure: Failed to initialize NCCL communicator on rank (?P<rank>-?\d+)|NCCL timeout in(?: communicator initialization|: (?P<where>\S+:\d+)))`,
+			Expr: `(?:is setting up NCCL communicators? and retrieving ncclUniqueIds? from (?:\[0\] via c10d key-value store|roots via TCPStore) by key '(?P<key>[^']*)'(?:, but (?:store->get\('[^']*'\) )?got error: (?P<error>.+?))?\. This may indicate|Health check failure: Failed to initialize NCCL communicator on rank (?P<rank>-?\d+)|NCCL timeout in(?: communicator initialization|: (?P<where>\S+:\d+)))`,
 			Literals: []string{
 				"is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '",
+				"is setting up NCCL communicator and retrieving ncclUniqueId from roots via TCPStore by key '",
+				"is setting up NCCL communicator and retrieving ncclUniqueIds from [0] via c10d key-value store by key '",
+				"is setting up NCCL communicator and retrieving ncclUniqueIds from roots via TCPStore by key '",
+				"is setting up NCCL communicators and retrieving ncclUniqueId from [0] via c10d key-value store by key '",
+				"is setting up NCCL communicators and retrieving ncclUniqueId from roots via TCPStore by key '",
+				"is setting up NCCL communicators and retrieving ncclUniqueIds from [0] via c10d key-value store by key '",
+				"is setting up NCCL communicators and retrieving ncclUniqueIds from roots via TCPStore by key '",
 				"Health check failure: Failed to initialize NCCL communicator on rank ",
 				"NCCL timeout in communicator initialization",
 				"NCCL timeout in: ",
@@ -15658,19 +15703,46 @@ var image = &rules.Image{
 				[]string{
 					"health check failure: failed to initialize nccl communicator on rank ",
 					"is setting up nccl communicator and retrieving nccluniqueid from [0] via c10d key-value store by key '",
+					"is setting up nccl communicator and retrieving nccluniqueid from roots via tcpstore by key '",
+					"is setting up nccl communicator and retrieving nccluniqueids from [0] via c10d key-value store by key '",
+					"is setting up nccl communicator and retrieving nccluniqueids from roots via tcpstore by key '",
+					"is setting up nccl communicators and retrieving nccluniqueid from [0] via c10d key-value store by key '",
+					"is setting up nccl communicators and retrieving nccluniqueid from roots via tcpstore by key '",
+					"is setting up nccl communicators and retrieving nccluniqueids from [0] via c10d key-value store by key '",
+					"is setting up nccl communicators and retrieving nccluniqueids from roots via tcpstore by key '",
 					"nccl timeout in communicator initialization",
 					"nccl timeout in: ",
 				},
 				[]string{
-					". this may indicate",
+					"health check failure: failed to initialize nccl communicator on rank ",
+					"is setting up nccl communicator",
+					"nccl timeout in communicator initialization",
+					"nccl timeout in: ",
+				},
+				[]string{
+					" and retrieving nccluniqueid",
 					"health check failure: failed to initialize nccl communicator on rank ",
 					"nccl timeout in communicator initialization",
 					"nccl timeout in: ",
 				},
 				[]string{
+					" from ",
 					"health check failure: failed to initialize nccl communicator on rank ",
-					"is setting up nccl communicator and retrieving nccluniqueid from [0] via c10d key-value store by key '",
-					"nccl timeout in",
+					"nccl timeout in communicator initialization",
+					"nccl timeout in: ",
+				},
+				[]string{
+					"[0] via c10d key-value store",
+					"health check failure: failed to initialize nccl communicator on rank ",
+					"nccl timeout in communicator initialization",
+					"nccl timeout in: ",
+					"roots via tcpstore",
+				},
+				[]string{
+					" by key '",
+					"health check failure: failed to initialize nccl communicator on rank ",
+					"nccl timeout in communicator initialization",
+					"nccl timeout in: ",
 				},
 			},
 			Names: []string{
