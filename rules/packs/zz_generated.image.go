@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "32bbf7e124c572311e884d7fdd0de6f407da964303f6df0fc09980dc17059235"
+const imageDigest = "9915f4e6fb0cb5219a07800ec20906d00986c295fd5d7c5a80a7cc161b627257"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3342,7 +3342,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      608,
+						Line:      617,
 					},
 					{
 						ID:          "nccl-test-failure",
@@ -3352,7 +3352,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      723,
+						Line:      732,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3363,7 +3363,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      768,
+						Line:      777,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3385,7 +3385,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 836,
+						Line: 845,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3395,7 +3395,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      900,
+						Line:      909,
 					},
 					{
 						ID:          "nccl-error",
@@ -3405,7 +3405,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      959,
+						Line:      968,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3414,7 +3414,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1093,
+						Line:      1111,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3423,7 +3423,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1166,
+						Line:      1184,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3434,7 +3434,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1284,
+						Line:      1302,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3443,7 +3443,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1307,
+						Line:      1325,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3452,7 +3452,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1438,
+						Line:      1456,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3461,7 +3461,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1560,
+						Line:      1578,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3470,7 +3470,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1637,
+						Line:      1655,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3492,7 +3492,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1669,
+						Line: 1687,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3516,7 +3516,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1725,
+						Line: 1743,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3527,7 +3527,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1760,
+						Line:      1778,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3538,7 +3538,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2257,
+						Line:      2275,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3547,7 +3547,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      2306,
+						Line:      2324,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3557,7 +3557,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2376,
+						Line:      2394,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3567,7 +3567,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2464,
+						Line:      2491,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3578,7 +3578,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2507,
+						Line:      2534,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3589,7 +3589,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2553,
+						Line:      2580,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3599,7 +3599,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2642,
+						Line:      2669,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3610,7 +3610,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2678,
+						Line:        2705,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3620,7 +3620,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2710,
+						Line:      2737,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3630,7 +3630,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2765,
+						Line:      2792,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3641,7 +3641,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2808,
+						Line:      2835,
 					},
 					{
 						ID:          "ucx-error",
@@ -3652,7 +3652,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2848,
+						Line:      2875,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3662,7 +3662,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2881,
+						Line:      2908,
 					},
 				},
 			},
