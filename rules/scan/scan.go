@@ -109,7 +109,6 @@ type Scanner struct {
 	opts      Options
 	corr      *correlate.Correlator
 	streams   map[streamKey]*stream
-	recent    [8]*stream
 	rebootGap time.Duration
 	Stats     Stats
 }
@@ -370,15 +369,9 @@ func (lr *lineReader) next() ([]byte, error) {
 }
 
 // stream returns the stream of a node (identified by id, shown as node) in an input,
-// or nil when it is new and MaxStreams are kept already (unless force). The few
-// hosts of a merged syslog alternate line by line: the streams used last are
-// compared before the map is hashed.
+// or nil when it is new and MaxStreams are kept already (unless force). Lines reach
+// it only when their consumer's cache (consumer.byHost) misses.
 func (s *Scanner) stream(input, id, node string, force bool) *stream {
-	for _, st := range s.recent {
-		if st != nil && st.key.node == id && st.key.input == input {
-			return st
-		}
-	}
 	k := streamKey{input, id}
 	st := s.streams[k]
 	if st == nil {
@@ -394,8 +387,6 @@ func (s *Scanner) stream(input, id, node string, force bool) *stream {
 		st = &stream{key: k, node: strings.Clone(node), corrKey: correlate.Key{Node: k.node, Stream: strconv.Itoa(len(s.streams))}}
 		s.streams[k] = st
 	}
-	copy(s.recent[1:], s.recent[:len(s.recent)-1])
-	s.recent[0] = st
 	return st
 }
 
