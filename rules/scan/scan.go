@@ -280,7 +280,7 @@ type consumer struct {
 	// byHost caches streams of this input by a hash of the node's identity (its
 	// length and last byte: "gpu-001" to "gpu-004" of a merged syslog each get a
 	// slot of their own), so the line of another host than the line before costs
-	// one comparison of names, not a walk of the recent streams.
+	// one comparison of names, not a lookup in the scanner's map.
 	byHost [16]*stream
 	outs   []correlate.Outcome
 	emit   func(Match) error
