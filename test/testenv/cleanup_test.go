@@ -118,7 +118,9 @@ func TestKilledTestBinaryLeavesNoOrphans(t *testing.T) {
 			if mode == "panic" {
 				helperMode = "panic"
 			}
-			cmd.Env = append(os.Environ(), helperEnv+"="+helperMode, ToolsPathEnv+"="+strings.Join(mustToolsPath(t), ":"))
+			// The helper dies before its own cleanups run, so its temporary
+			// directories go under this test's, which are removed.
+			cmd.Env = append(os.Environ(), helperEnv+"="+helperMode, ToolsPathEnv+"="+strings.Join(mustToolsPath(t), ":"), "TMPDIR="+t.TempDir())
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
