@@ -92,8 +92,9 @@ func (k *carrier) notApplied(f fault.Fault) {
 // maxFailedMarks bounds the taints remembered as failed.
 const maxFailedMarks = 10000
 
-// carry carries out decision number seq on a worker.
-func (k *carrier) carry(ctx context.Context, d decide.Decision, seq uint64) {
+// carry carries out decision number seq on a worker, and returns the rest of it
+// (see apply).
+func (k *carrier) carry(ctx context.Context, d decide.Decision, seq uint64) actqueue.Task {
 	if d.Kind == decide.KindAlreadyTainted {
 		k.decideMu.Lock()
 		at, failed := k.failed[d.Fault.Key()]
@@ -104,10 +105,10 @@ func (k *carrier) carry(ctx context.Context, d decide.Decision, seq uint64) {
 			k.decisions.WithLabelValues(string(d.Kind), "error", string(d.Mode)).Inc()
 			k.log.Warn("taint not applied: the taint this decision counted on failed",
 				"node", d.Fault.Node, "rule", d.Fault.Rule.String())
-			return
+			return nil
 		}
 	}
-	k.apply(ctx, d)
+	return k.apply(ctx, d)
 }
 
 // submit carries out a decision made off the line path (a held fault released, a
@@ -119,54 +120,48 @@ func (k *carrier) submit(ctx context.Context, d decide.Decision) {
 	q := k.q
 	k.mu.Unlock()
 	if q == nil {
-		k.apply(ctx, d)
+		if rest := k.apply(ctx, d); rest != nil {
+			rest(ctx)
+		}
 		return
 	}
 	line := q.Begin()
-	if err := q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) { k.apply(ctx, d) }); err != nil {
+	if err := q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) actqueue.Task { return k.apply(ctx, d) }); err != nil {
 		k.log.Warn("decision not queued: the term ended", "node", d.Fault.Node, "rule", d.Fault.Rule.String(), "kind", d.Kind, "err", err)
 	}
 	q.End(line)
 }
 
-// apply carries a decision out and reports it (Event, metric, log).
-func (k *carrier) apply(ctx context.Context, d decide.Decision) {
+// outcome is what a decision's report says: its metric's kind and result, its
+// Event, and what else follows it.
+type outcome struct {
+	kind, result string
+	recorded     bool // the decision went to the record with the taint's Placed
+	// The decision's Event, posted once the record is written: a new fault's record
+	// exists by then, and the Event goes on it as well as on the Node.
+	reason, msg string
+	confirm     bool // the probes run once the record says Confirming
+}
+
+// apply carries a decision out in two parts: at once what fences the node (a
+// taint's record Placing and the Node update), and, returned as the rest, its
+// bookkeeping: the record's Placed and decision, Events, metric and log. Queued,
+// the rest runs after the decisions waiting by then (actqueue.Task): a burst's
+// nodes are all fenced before the API server spends its time on the burst's books.
+// A failed taint is reported at once, its budget freed for the next decisions.
+func (k *carrier) apply(ctx context.Context, d decide.Decision) actqueue.Task {
 	if d.Kind == decide.KindAlreadyTainted && k.triggers.AwaitingIdle(d.Fault.Key()) {
 		// Fired again under its unconfirmed taint: it stays unconfirmed.
 		d.Unconfirmed = true
 	}
 	f := d.Fault
-	kind := string(d.Kind)
-	result := "ok"
-	recorded := false // the decision went to the record with the taint's Placed
-	// The decision's Event, posted once the record is written: a new fault's record
-	// exists by then, and the Event goes on it as well as on the Node.
-	var reason, msg string
-	confirm := false // the probes run once the record says Confirming
-	defer func() { k.decisions.WithLabelValues(kind, result, string(d.Mode)).Inc() }()
-	defer func() {
-		if result == "ok" && !recorded {
-			k.rec.decision(ctx, d, d.Message)
-		}
-		if confirm {
-			// Only now: a confirmation that ends fast (refused, errored) writes its
-			// verdict after the Confirming record, not before it (it was then
-			// overwritten, and the fault stayed Confirming).
-			go k.triggers.Confirm(ctx, f)
-		}
-		if reason != "" {
-			k.event(ctx, f, reason, msg)
-		}
-		// Every firing counts on a ladder, those whose evidence write is skipped too.
-		if decide.Laddered(d) && (result == "ok" || result == "recent") {
-			k.ladder(ctx, f)
-		}
-	}()
+	o := outcome{kind: string(d.Kind), result: "ok"}
+	var pt *act.Placement
 	switch d.Kind {
 	case decide.KindTaint, decide.KindAlreadyTainted:
 		if d.Kind == decide.KindAlreadyTainted && !k.rec.store.RefreshDue(f.Key()) {
-			result = "recent"
-			return
+			o.result = "recent"
+			break
 		}
 		boot, _ := k.actor.BootID(f.Node)
 		ch, due := k.rec.change(d, d.Message)
@@ -174,50 +169,41 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 		if d.Unconfirmed {
 			placed = act.Unconfirmed(f)
 		}
-		res, err := k.actor.TaintNodeRecording(ctx, placed, boot, ch)
-		recorded = due
-		if err != nil {
-			if due {
-				k.rec.store.Undue(f.Key())
-			}
-			result = "error"
-			if errors.Is(err, act.ErrOptedOut) {
-				result = "opted-out"
-			}
-			k.notApplied(f)
-			k.log.Warn("taint not applied", "node", f.Node, "rule", f.Rule.String(), "err", err)
-			return
+		var err error
+		if pt, err = k.actor.PlaceTaint(ctx, placed, boot, ch); err != nil {
+			k.taintFailed(f, due, &o, err)
+			k.report(ctx, d, o)
+			return nil
 		}
-		// The actor records the FaultTainted Event with the evidence.
-		k.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
+		o.recorded = due
 	case decide.KindEvent:
-		reason, msg = act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, f.LastLine())
+		o.reason, o.msg = act.ReasonEvent, fmt.Sprintf("%s (%s): %s; %s", f.Rule, f.Rule.Severity, f.Rule.Description, f.LastLine())
 	case decide.KindProbe:
 		// The taint waits for the probes; the line stream does not.
-		reason, msg = act.ReasonEvent, fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, f.LastLine())
+		o.reason, o.msg = act.ReasonEvent, fmt.Sprintf("%s: running probes %v to confirm; %s", f.Rule, f.Rule.Probe.Checks, f.LastLine())
 		if !k.triggers.On() {
-			msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
+			o.msg = fmt.Sprintf("%s asks for probes %v, but probes are not configured; applying onTimeout=%s",
 				f.Rule, f.Rule.Probe.Checks, f.Rule.Probe.OnTimeout)
 		}
-		confirm = true
+		o.confirm = true
 	case decide.KindHold:
-		reason = act.ReasonHeld
+		o.reason = act.ReasonHeld
 		if d.Reason == decide.ReasonStorm {
-			reason = act.ReasonStormHold
+			o.reason = act.ReasonStormHold
 		}
-		kind = "hold-" + string(d.Reason)
-		msg = fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message)
+		o.kind = "hold-" + string(d.Reason)
+		o.msg = fmt.Sprintf("%s held (%s): %s", f.Rule, d.Reason, d.Message)
 		k.log.Warn("fault held", "node", f.Node, "rule", f.Rule.String(), "reason", d.Reason, "message", d.Message)
 		if d.Reason == decide.ReasonFleet {
 			k.fleet.sync(ctx)
 		}
 	case decide.KindDryRun:
-		kind = "dry-run-" + string(d.Of)
-		reason, msg = act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, f.LastLine())
+		o.kind = "dry-run-" + string(d.Of)
+		o.reason, o.msg = act.ReasonDryRun, fmt.Sprintf("dry-run: would %s for %s: %s", d.Of, f.Rule, f.LastLine())
 	case decide.KindAnnotate:
-		reason, msg = act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, f.LastLine())
+		o.reason, o.msg = act.ReasonAnnotated, fmt.Sprintf("%s: %s; %s", f.Rule, d.Message, f.LastLine())
 	case decide.KindObserve:
-		// Counted by the metric above; the log is the only other trace.
+		// Counted by the metric; the log is the only other trace.
 		k.log.Info("observed", "node", f.Node, "rule", f.Rule.String(), "action", f.Rule.Action, "count", f.Count, "message", d.Message)
 	case decide.KindNone:
 	}
@@ -227,6 +213,55 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) {
 	if d.Kind == decide.KindTaint || d.Kind == decide.KindHold {
 		k.gauges.due()
 	}
+	return func(ctx context.Context) actqueue.Task {
+		if pt != nil {
+			// The actor records the FaultTainted Event with the evidence.
+			if res, err := pt.Settle(ctx); err != nil {
+				k.taintFailed(f, o.recorded, &o, err)
+			} else {
+				k.log.Info("tainted", "node", f.Node, "rule", f.Rule.String(), "added", res.Added, "count", f.Count)
+			}
+		}
+		k.report(ctx, d, o)
+		return nil
+	}
+}
+
+// taintFailed reports a taint not applied (or applied without its records written)
+// and frees the budget it reserved.
+func (k *carrier) taintFailed(f fault.Fault, due bool, o *outcome, err error) {
+	if due {
+		k.rec.store.Undue(f.Key())
+	}
+	o.result = "error"
+	if errors.Is(err, act.ErrOptedOut) {
+		o.result = "opted-out"
+	}
+	k.notApplied(f)
+	k.log.Warn("taint not applied", "node", f.Node, "rule", f.Rule.String(), "err", err)
+}
+
+// report writes what a decision's outcome says: its record (unless the taint's
+// write carried it), the probes it starts, its Event, its ladder and its metric.
+func (k *carrier) report(ctx context.Context, d decide.Decision, o outcome) {
+	f := d.Fault
+	if o.result == "ok" && !o.recorded {
+		k.rec.decision(ctx, d, d.Message)
+	}
+	if o.confirm {
+		// Only now: a confirmation that ends fast (refused, errored) writes its
+		// verdict after the Confirming record, not before it (it was then
+		// overwritten, and the fault stayed Confirming).
+		go k.triggers.Confirm(ctx, f)
+	}
+	if o.reason != "" {
+		k.event(ctx, f, o.reason, o.msg)
+	}
+	// Every firing counts on a ladder, those whose evidence write is skipped too.
+	if decide.Laddered(d) && (o.result == "ok" || o.result == "recent") {
+		k.ladder(ctx, f)
+	}
+	k.decisions.WithLabelValues(o.kind, o.result, string(d.Mode)).Inc()
 }
 
 func (k *carrier) event(ctx context.Context, f fault.Fault, reason, msg string) {

@@ -168,9 +168,14 @@ func (c *Controller) pipeline(ctx context.Context) error {
 	}
 	st.act = func(ctx context.Context, line uint64, d decide.Decision, seq uint64) error {
 		decided := time.Now()
-		return q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) {
-			c.carrier.carry(ctx, d, seq)
-			c.m.carryTime.WithLabelValues(string(d.Kind)).Observe(time.Since(decided).Seconds())
+		observe := func() { c.m.carryTime.WithLabelValues(string(d.Kind)).Observe(time.Since(decided).Seconds()) }
+		return q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) actqueue.Task {
+			rest := c.carrier.carry(ctx, d, seq)
+			if rest == nil {
+				observe()
+				return nil
+			}
+			return func(ctx context.Context) actqueue.Task { rest(ctx); observe(); return nil }
 		})
 	}
 	pctx, cancel := context.WithCancel(ctx)

@@ -66,104 +66,141 @@ func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Re
 // mode, history and evidence) to the fault's record, in the same status write as
 // its taint entry's Placed: one round trip instead of two, and no moment where the
 // record says Placed without the decision's phase. A zero decision writes only the
-// taint entry, as TaintNode does.
+// taint entry, as TaintNode does. It is PlaceTaint and Settle at once.
 func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID string, decision nodefault.Change) (Result, error) {
+	pt, err := a.PlaceTaint(ctx, f, bootID, decision)
+	if err != nil {
+		return pt.Result(), err
+	}
+	return pt.Settle(ctx)
+}
+
+// Placement is a taint placed (or found) on its Node whose bookkeeping is not
+// written yet: Settle writes it.
+type Placement struct {
+	a        *Actor
+	f        fault.Fault
+	decision nodefault.Change
+	firing   claim
+	res      Result
+	last     *corev1.Node // the node as last read or written
+	old      recorded
+	p        plan
+}
+
+// Result is what the placement did so far.
+func (pt *Placement) Result() Result {
+	if pt == nil {
+		return Result{}
+	}
+	return pt.res
+}
+
+// PlaceTaint does the part of TaintNodeRecording that fences the node: the fault's
+// record says Placing, then the Node gets the taint. Settle writes the rest. Until
+// it does, every reader takes the record's Placing as owning the taint, as after a
+// crash between the two (see CheckPlacing).
+func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, decision nodefault.Change) (*Placement, error) {
 	if f.Rule == nil {
-		return Result{}, errors.New("act: fault without a rule")
+		return nil, errors.New("act: fault without a rule")
 	}
 	if err := a.ready(); err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	want := corev1.Taint{Key: f.Rule.Taint.Key, Value: f.Rule.Taint.Value, Effect: corev1.TaintEffect(f.Rule.Taint.Effect)}
-	firing := claim{pack: f.Rule.Pack, rule: f.Rule.ID, taint: taintString(want), seen: f.Time}
-	id := firing.id()
+	pt := &Placement{a: a, f: f, decision: decision,
+		firing: claim{pack: f.Rule.Pack, rule: f.Rule.ID, taint: taintString(want), seen: f.Time}}
+	id := pt.firing.id()
 
-	var (
-		res  Result
-		last *corev1.Node // the node as last read or written
-		old  recorded
-		p    plan
-	)
 	var before map[string]v1alpha1.TaintRecord // the records' taint entries when this call began
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
-		res = Result{Node: f.Node, Rule: id, Attempts: res.Attempts + 1}
+		pt.res = Result{Node: f.Node, Rule: id, Attempts: pt.res.Attempts + 1}
 		// The records first: the Node is read last, just before its update.
 		var err error
-		if old, err = a.readRecorded(ctx, f.Node, res.Attempts > 1); err != nil {
+		if pt.old, err = a.readRecorded(ctx, f.Node, pt.res.Attempts > 1); err != nil {
 			return err
 		}
 		if before == nil {
-			before = old.states
+			before = pt.old.states
 		} else {
-			old.entries = withoutOwnPlacing(old.entries, old.states, before)
+			pt.old.entries = withoutOwnPlacing(pt.old.entries, pt.old.states, before)
 		}
-		n, err := a.readNode(ctx, f.Node, res.Attempts > 1)
+		n, err := a.readNode(ctx, f.Node, pt.res.Attempts > 1)
 		if err != nil {
 			return err
 		}
-		last = n
+		pt.last = n
 		if OptedOut(n) {
 			return &OptedOutError{Node: f.Node, Rule: id}
 		}
-		entries := make([]claim, 0, len(old.entries)+1)
-		for _, c := range old.entries {
+		entries := make([]claim, 0, len(pt.old.entries)+1)
+		for _, c := range pt.old.entries {
 			if c.id() != id {
 				entries = append(entries, c)
 			}
 		}
-		entries = append(entries, firing)
-		_, res.NewFault = old.states[id]
-		res.NewFault = !res.NewFault
-		p = a.plan(n, old.entries, entries, id)
-		res.Added, res.Removed, res.Changed = p.added, p.removed, p.changed
-		for _, c := range p.entries {
+		entries = append(entries, pt.firing)
+		_, known := pt.old.states[id]
+		pt.res.NewFault = !known
+		pt.p = a.plan(n, pt.old.entries, entries, id)
+		pt.res.Added, pt.res.Removed, pt.res.Changed = pt.p.added, pt.p.removed, pt.p.changed
+		for _, c := range pt.p.entries {
 			if c.id() == id && !c.placed {
-				if t := findTaint(p.node.Spec.Taints, want.Key, want.Effect); t != nil {
-					res.Existing = taintString(*t)
+				if t := findTaint(pt.p.node.Spec.Taints, want.Key, want.Effect); t != nil {
+					pt.res.Existing = taintString(*t)
 				}
 			}
 		}
-		if err := a.markPlacing(ctx, f.Node, old, p, f.Rule); err != nil {
+		if err := a.markPlacing(ctx, f.Node, pt.old, pt.p, f.Rule); err != nil {
 			return err
 		}
-		if !p.changed {
+		if !pt.p.changed {
 			return nil
 		}
 		if a.beforeWrite != nil {
-			a.beforeWrite(f.Node, res.Attempts)
+			a.beforeWrite(f.Node, pt.res.Attempts)
 		}
-		u, err := a.client.CoreV1().Nodes().Update(ctx, p.node, metav1.UpdateOptions{FieldManager: a.opts.Component})
+		u, err := a.client.CoreV1().Nodes().Update(ctx, pt.p.node, metav1.UpdateOptions{FieldManager: a.opts.Component})
 		if err != nil {
 			return err
 		}
 		a.noteWrite(u)
-		last = u
+		pt.last = u
 		return nil
 	})
 	var oo *OptedOutError
 	switch {
 	case errors.As(err, &oo):
 		msg := fmt.Sprintf("rule %s fired (%s), not applied: node is labelled %s=true", id, f.Rule.Severity, fault.LabelOptOut)
-		a.eventOnNode(last, f.Rule.String(), string(f.Rule.Severity), ReasonOptedOut, msg)
+		a.eventOnNode(pt.last, f.Rule.String(), string(f.Rule.Severity), ReasonOptedOut, msg)
 		a.eventOnFault(ctx, f.Node, f.Rule.Pack, f.Rule.ID, string(f.Rule.Severity), ReasonOptedOut, msg)
-		return res, err
+		return pt, err
 	case err != nil:
-		return res, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
+		return pt, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
 	}
-	if err := a.settle(ctx, f.Node, old, p, nil, f.Rule, decision); err != nil {
-		return res, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
-	}
+	pt.p.node = nil // written: a burst's placements wait for Settle without their copies
+	return pt, nil
+}
 
+// Settle writes what PlaceTaint left: each fault's final taint entry with the
+// decision, the node condition, and the FaultTainted Events (when a taint was added
+// or the fault is new on the node). Call it once, before the node's next change.
+func (pt *Placement) Settle(ctx context.Context) (Result, error) {
+	a, f, res := pt.a, pt.f, pt.res
+	id := pt.firing.id()
+	if err := a.settle(ctx, f.Node, pt.old, pt.p, nil, f.Rule, pt.decision); err != nil {
+		return res, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
+	}
 	if a.opts.Condition {
-		changed, err := a.syncCondition(ctx, last, p.entries, id)
+		changed, err := a.syncCondition(ctx, pt.last, pt.p.entries, id)
 		res.Condition = changed
 		if err != nil {
 			return res, fmt.Errorf("node %s: condition %s: %w", f.Node, fault.ConditionType, err)
 		}
 	}
 	if len(res.Added) > 0 || res.NewFault {
-		msg := describeTaint(res, f, firing.taint, nodefault.Name(f.Node, f.Rule.Pack, f.Rule.ID))
-		a.eventOnNode(last, id, string(f.Rule.Severity), ReasonTainted, msg)
+		msg := describeTaint(res, f, pt.firing.taint, nodefault.Name(f.Node, f.Rule.Pack, f.Rule.ID))
+		a.eventOnNode(pt.last, id, string(f.Rule.Severity), ReasonTainted, msg)
 		a.eventOnFault(ctx, f.Node, f.Rule.Pack, f.Rule.ID, string(f.Rule.Severity), ReasonTainted, msg)
 	}
 	return res, nil

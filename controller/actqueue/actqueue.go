@@ -18,7 +18,13 @@ import (
 
 // Task carries out one decision. It gets the queue's context: when that ends the
 // task should stop, and its line counts as not done.
-type Task func(ctx context.Context)
+//
+// A task may return the rest of its work: the rest runs after the tasks of other
+// keys queued by then, its key's later tasks still waiting for it and its line not
+// done before it. A decision fences its node first and writes its books after: in a
+// burst every node waiting is fenced before any of the burst's bookkeeping takes
+// the API server's time.
+type Task func(ctx context.Context) (rest Task)
 
 type item struct {
 	line uint64
@@ -88,8 +94,16 @@ func (q *Queue) work(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	it.run(ctx)
+	rest := it.run(ctx)
 	q.mu.Lock()
+	if rest != nil && ctx.Err() == nil {
+		// The key keeps its place at the head of its chain, and its slot: handed out
+		// again once Done, after the keys queued meanwhile.
+		q.chains[key][0] = item{line: it.line, run: rest}
+		q.keys.Add(key)
+		q.mu.Unlock()
+		return true
+	}
 	// Cancelled during the task: it may be half done, so its line stays not done.
 	if ctx.Err() == nil {
 		q.finish(it.line)

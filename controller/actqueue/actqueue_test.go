@@ -37,7 +37,7 @@ func TestOrderPerKeyAndParallelKeys(t *testing.T) {
 		for k := range keys {
 			key := fmt.Sprintf("node-%d", k)
 			line := q.Begin()
-			if err := q.Add(ctx, line, key, func(context.Context) {
+			if err := q.Add(ctx, line, key, func(context.Context) actqueue.Task {
 				mu.Lock()
 				if running[key] {
 					overlap.Add(1)
@@ -53,6 +53,7 @@ func TestOrderPerKeyAndParallelKeys(t *testing.T) {
 				running[key] = false
 				got[key] = append(got[key], i)
 				mu.Unlock()
+				return nil
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +98,7 @@ func TestDoneThrough(t *testing.T) {
 
 	release := make(chan struct{})
 	first := q.Begin()
-	if err := q.Add(ctx, first, "a", func(context.Context) { <-release }); err != nil {
+	if err := q.Add(ctx, first, "a", func(context.Context) actqueue.Task { <-release; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	q.End(first)
@@ -131,18 +132,18 @@ func TestBoundAndCancel(t *testing.T) {
 	go func() { q.Run(ctx); close(runDone) }()
 
 	line := q.Begin()
-	block := func(ctx context.Context) { close(ran); <-ctx.Done() }
+	block := func(ctx context.Context) actqueue.Task { close(ran); <-ctx.Done(); return nil }
 	if err := q.Add(ctx, line, "a", block); err != nil {
 		t.Fatal(err)
 	}
 	<-ran
-	if err := q.Add(ctx, line, "b", func(context.Context) {}); err != nil {
+	if err := q.Add(ctx, line, "b", func(context.Context) actqueue.Task { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer stop()
 	// The one worker runs "a" until cancelled, so "b" waits: the queue is full.
-	if err := q.Add(short, line, "c", func(context.Context) {}); !errors.Is(err, actqueue.ErrFull) {
+	if err := q.Add(short, line, "c", func(context.Context) actqueue.Task { return nil }); !errors.Is(err, actqueue.ErrFull) {
 		t.Fatalf("Add past the limit: %v, want ErrFull", err)
 	}
 	q.End(line)
@@ -153,5 +154,69 @@ func TestBoundAndCancel(t *testing.T) {
 	}
 	if _, err := actqueue.New(0, 1); err == nil {
 		t.Fatal("New accepted 0 workers")
+	}
+}
+
+// A task's rest runs after the tasks of other keys queued by then; its key's next
+// task waits for it, and its line is done only once the rest is.
+func TestRestAfterTheQueuedKeys(t *testing.T) {
+	q, err := actqueue.New(1, 100) // one worker: the order is the queue's
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var (
+		mu  sync.Mutex
+		ran []string
+	)
+	note := func(s string) {
+		mu.Lock()
+		ran = append(ran, s)
+		mu.Unlock()
+	}
+	release := make(chan struct{})
+	lines := map[string]uint64{}
+	for _, key := range []string{"a", "b", "c"} {
+		line := q.Begin()
+		lines[key] = line
+		if err := q.Add(ctx, line, key, func(context.Context) actqueue.Task {
+			note("fence " + key)
+			return func(context.Context) actqueue.Task {
+				if key == "a" {
+					<-release
+				}
+				note("books " + key)
+				return nil
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		q.End(line)
+	}
+	// a's next task, queued before the queue runs: it waits for a's rest.
+	next := q.Begin()
+	if err := q.Add(ctx, next, "a", func(context.Context) actqueue.Task { note("next a"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	q.End(next)
+	go q.Run(ctx)
+
+	eventually.True(t, 5*time.Second, "a's rest running", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ran) == 3
+	})
+	if q.DoneThrough(lines["a"]) {
+		t.Fatal("a's line counts as done while its rest has not run")
+	}
+	close(release)
+	eventually.True(t, 5*time.Second, "every line done", func() bool { return q.DoneThrough(next) })
+	want := []string{"fence a", "fence b", "fence c", "books a", "books b", "books c", "next a"}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(ran) != fmt.Sprint(want) {
+		t.Fatalf("ran %v, want %v", ran, want)
 	}
 }

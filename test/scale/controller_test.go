@@ -121,6 +121,19 @@ func (c *controllerProc) metric(name string, match map[string]string) (float64, 
 	return total, nil
 }
 
+// histogramCount is the number of observations of the histogram name, all labels.
+func (c *controllerProc) histogramCount(name string) (int, error) {
+	fams, err := c.scrape()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range fams[name].GetMetric() {
+		n += int(m.GetHistogram().GetSampleCount())
+	}
+	return n, nil
+}
+
 // logSplit logs the controller's own split of line → decision so far: line →
 // decision (Loki's delivery and the reading) and decision → carried out (a worker's
 // wait and the API writes) by action, each as a count, a mean and the upper bound
