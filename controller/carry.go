@@ -146,8 +146,8 @@ type outcome struct {
 // apply carries a decision out in two parts: at once what fences the node (a
 // taint's record Placing and the Node update), and, returned as the rest, its
 // bookkeeping: the record's Placed and decision, Events, metric and log. Queued,
-// the rest runs after the decisions waiting by then (actqueue.Task): a burst's
-// nodes are all fenced before the API server spends its time on the burst's books.
+// the rest runs once no other decision waits (actqueue.Task): a burst's nodes are
+// all fenced before the API server spends its time on the burst's books.
 // A failed taint is reported at once, its budget freed for the next decisions.
 func (k *carrier) apply(ctx context.Context, d decide.Decision) actqueue.Task {
 	if d.Kind == decide.KindAlreadyTainted && k.triggers.AwaitingIdle(d.Fault.Key()) {

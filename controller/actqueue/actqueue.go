@@ -19,11 +19,11 @@ import (
 // Task carries out one decision. It gets the queue's context: when that ends the
 // task should stop, and its line counts as not done.
 //
-// A task may return the rest of its work: the rest runs after the tasks of other
-// keys queued by then, its key's later tasks still waiting for it and its line not
-// done before it. A decision fences its node first and writes its books after: in a
-// burst every node waiting is fenced before any of the burst's bookkeeping takes
-// the API server's time.
+// A task may return the rest of its work: the rest runs once no fresh task of
+// another key waits (those added after it included), its key's later tasks still
+// waiting for it and its line not done before it. A decision fences its node first
+// and writes its books after: in a burst every node is fenced before any of the
+// burst's bookkeeping takes the API server's time.
 type Task func(ctx context.Context) (rest Task)
 
 type item struct {
@@ -36,6 +36,7 @@ type item struct {
 type Queue struct {
 	workers int
 	keys    workqueue.TypedInterface[string]
+	order   *fencesFirst // keys' order in keys
 	slots   chan struct{} // one per task queued or running: the back-pressure
 
 	mu     sync.Mutex
@@ -50,9 +51,11 @@ func New(workers, limit int) (*Queue, error) {
 	if workers < 1 || limit < 1 {
 		return nil, fmt.Errorf("actqueue: workers (%d) and limit (%d) must be positive", workers, limit)
 	}
+	order := &fencesFirst{rests: map[string]bool{}}
 	return &Queue{
 		workers: workers,
-		keys:    workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "faultline-act"}),
+		keys:    workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "faultline-act", Queue: order}),
+		order:   order,
 		slots:   make(chan struct{}, limit),
 		chains:  map[string][]item{},
 		open:    map[uint64]int{},
@@ -100,6 +103,7 @@ func (q *Queue) work(ctx context.Context) bool {
 		// The key keeps its place at the head of its chain, and its slot: handed out
 		// again once Done, after the keys queued meanwhile.
 		q.chains[key][0] = item{line: it.line, run: rest}
+		q.order.rest(key, true)
 		q.keys.Add(key)
 		q.mu.Unlock()
 		return true
@@ -108,6 +112,7 @@ func (q *Queue) work(ctx context.Context) bool {
 	if ctx.Err() == nil {
 		q.finish(it.line)
 	}
+	q.order.rest(key, false)
 	if chain = q.chains[key][1:]; len(chain) == 0 {
 		delete(q.chains, key)
 	} else {
@@ -185,3 +190,56 @@ func (q *Queue) DoneThrough(mark uint64) bool {
 
 // Len is the number of tasks queued or running.
 func (q *Queue) Len() int { return len(q.slots) }
+
+// fencesFirst orders the keys handed to the workers: those whose next task is a
+// fresh one first, in the order they came, then those whose next task is the rest
+// of one (see Task), in theirs. Under a burst every decision's fence goes out
+// before any of the burst's books. It is the workqueue's queue, called under the
+// workqueue's lock; its own lock is taken last and calls nothing.
+type fencesFirst struct {
+	mu            sync.Mutex
+	rests         map[string]bool // keys whose next task is a rest
+	fences, books []string
+}
+
+// rest marks whether key's next task is a rest, before the key is added.
+func (o *fencesFirst) rest(key string, is bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if is {
+		o.rests[key] = true
+	} else {
+		delete(o.rests, key)
+	}
+}
+
+func (o *fencesFirst) Touch(string) {}
+
+func (o *fencesFirst) Push(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rests[key] {
+		o.books = append(o.books, key)
+	} else {
+		o.fences = append(o.fences, key)
+	}
+}
+
+func (o *fencesFirst) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.fences) + len(o.books)
+}
+
+func (o *fencesFirst) Pop() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	from := &o.fences
+	if len(o.fences) == 0 {
+		from = &o.books
+	}
+	key := (*from)[0]
+	(*from)[0] = ""
+	*from = (*from)[1:]
+	return key
+}

@@ -213,7 +213,56 @@ func TestRestAfterTheQueuedKeys(t *testing.T) {
 	}
 	close(release)
 	eventually.True(t, 5*time.Second, "every line done", func() bool { return q.DoneThrough(next) })
-	want := []string{"fence a", "fence b", "fence c", "books a", "books b", "books c", "next a"}
+	// a's next task is a fresh one again: it goes before the books still waiting.
+	want := []string{"fence a", "fence b", "fence c", "books a", "next a", "books b", "books c"}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(ran) != fmt.Sprint(want) {
+		t.Fatalf("ran %v, want %v", ran, want)
+	}
+}
+
+// A rest waits for the fresh tasks added after it was queued too: every fence of a
+// burst goes out before its books.
+func TestFencesBeforeBooks(t *testing.T) {
+	q, err := actqueue.New(1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		ran []string
+	)
+	note := func(s string) {
+		mu.Lock()
+		ran = append(ran, s)
+		mu.Unlock()
+	}
+	inB, releaseB := make(chan struct{}), make(chan struct{})
+	add := func(key string, block bool) {
+		line := q.Begin()
+		if err := q.Add(ctx, line, key, func(context.Context) actqueue.Task {
+			if block {
+				close(inB)
+				<-releaseB
+			}
+			note("fence " + key)
+			return func(context.Context) actqueue.Task { note("books " + key); return nil }
+		}); err != nil {
+			t.Fatal(err)
+		}
+		q.End(line)
+	}
+	add("a", false)
+	add("b", true)
+	go q.Run(ctx)
+	<-inB // a's fence is done and its rest queued; b's fence is running
+	add("c", false)
+	close(releaseB)
+	eventually.True(t, 5*time.Second, "every line done", func() bool { return q.DoneThrough(q.Mark()) })
+	want := []string{"fence a", "fence b", "fence c", "books a", "books b", "books c"}
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(ran) != fmt.Sprint(want) {
