@@ -178,8 +178,24 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 	case err != nil:
 		return pt, fmt.Errorf("taint node %s for %s: %w", f.Node, id, err)
 	}
-	pt.p.node = nil // written: a burst's placements wait for Settle without their copies
+	// A burst's placements wait for Settle: each keeps only what Settle reads of its
+	// Node (its identity for the Events, faultline's condition), not the copies.
+	pt.p.node, pt.last = nil, slimNode(pt.last)
 	return pt, nil
+}
+
+// slimNode is n's identity and faultline's condition, all that Settle reads of it.
+func slimNode(n *corev1.Node) *corev1.Node {
+	if n == nil {
+		return nil
+	}
+	s := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+	for _, c := range n.Status.Conditions {
+		if c.Type == fault.ConditionType {
+			s.Status.Conditions = append(s.Status.Conditions, c)
+		}
+	}
+	return s
 }
 
 // Settle writes what PlaceTaint left: each fault's final taint entry with the
