@@ -34,11 +34,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/controller/decide"
@@ -122,8 +120,8 @@ func (e *OptedOutError) Is(target error) bool { return target == ErrOptedOut }
 type Actor struct {
 	*View
 	*events
-	broadcaster record.EventBroadcaster
-	records     *nodefault.Store // writes and planning reads of the records
+	lanes   *lanes           // the Events' broadcasters
+	records *nodefault.Store // writes and planning reads of the records
 
 	// beforeWrite, when set (by tests), runs just before each Node write.
 	beforeWrite func(node string, attempt int)
@@ -218,9 +216,8 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		return nil, fmt.Errorf("act: node informer: %w", err)
 	}
 	a.indexed = []cache.InformerSynced{recs.HasSynced, nodes.HasSynced}
-	a.broadcaster = record.NewBroadcaster()
-	a.events = &events{view: a.View, records: a.records,
-		recorder: a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Component, Host: opts.Instance})}
+	a.lanes = newLanes(corev1.EventSource{Component: opts.Component, Host: opts.Instance})
+	a.events = &events{view: a.View, records: a.records, recorder: a.lanes}
 	return a, nil
 }
 
@@ -236,10 +233,10 @@ func (a *Actor) Start(ctx context.Context) error {
 	if events == nil {
 		events = a.client
 	}
-	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
+	a.lanes.start(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	go func() {
 		<-ctx.Done()
-		a.broadcaster.Shutdown()
+		a.lanes.shutdown()
 	}()
 	return a.View.sync(ctx)
 }
@@ -247,7 +244,7 @@ func (a *Actor) Start(ctx context.Context) error {
 // Shutdown stops the informers and the Event sink (Events still queued are dropped).
 func (a *Actor) Shutdown() {
 	if a.View.shutdown() {
-		a.broadcaster.Shutdown()
+		a.lanes.shutdown()
 	}
 }
 

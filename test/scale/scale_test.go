@@ -214,6 +214,30 @@ func TestScale(t *testing.T) {
 		return nil
 	})
 	books := time.Since(burstAt)
+	// Every burst decision has its Event on the Node (client-go's recorder drops
+	// Events past its queue when the apiserver is slower than the decisions).
+	eventually.NoError(t, 2*time.Minute, "an Event on every burst node", func() error {
+		evs, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node"})
+		if err != nil {
+			return err
+		}
+		has := map[string]bool{}
+		for _, e := range evs.Items {
+			if e.Reason == "FaultTainted" || e.Reason == "FaultHeld" {
+				has[e.InvolvedObject.Name] = true
+			}
+		}
+		missing := 0
+		for _, n := range burstNodes {
+			if !has[n] {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d of %d burst nodes have no FaultTainted or FaultHeld Event", missing, len(burstNodes))
+		}
+		return nil
+	})
 	ctrl.logLag(t, "after the burst")
 	ctrl.logSplit(t, "after the burst (samples included)")
 	stopBackground()
