@@ -36,7 +36,7 @@ type item struct {
 type Queue struct {
 	workers int
 	keys    workqueue.TypedInterface[string]
-	order   *fencesFirst // keys' order in keys
+	order   *fencesFirst  // keys' order in keys
 	slots   chan struct{} // one per task queued or running: the back-pressure
 
 	mu     sync.Mutex
