@@ -160,22 +160,9 @@ func TestBoundAndCancel(t *testing.T) {
 // A task's rest runs after the tasks of other keys queued by then; its key's next
 // task waits for it, and its line is done only once the rest is.
 func TestRestAfterTheQueuedKeys(t *testing.T) {
-	q, err := actqueue.New(1, 100) // one worker: the order is the queue's
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	var (
-		mu  sync.Mutex
-		ran []string
-	)
-	note := func(s string) {
-		mu.Lock()
-		ran = append(ran, s)
-		mu.Unlock()
-	}
+	q, ctx := startOne(t)
+	var r ranLog
+	note := r.note
 	release := make(chan struct{})
 	lines := map[string]uint64{}
 	for _, key := range []string{"a", "b", "c"} {
@@ -203,43 +190,22 @@ func TestRestAfterTheQueuedKeys(t *testing.T) {
 	q.End(next)
 	go q.Run(ctx)
 
-	eventually.True(t, 5*time.Second, "a's rest running", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(ran) == 3
-	})
+	eventually.True(t, 5*time.Second, "a's rest running", func() bool { return r.len() == 3 })
 	if q.DoneThrough(lines["a"]) {
 		t.Fatal("a's line counts as done while its rest has not run")
 	}
 	close(release)
 	eventually.True(t, 5*time.Second, "every line done", func() bool { return q.DoneThrough(next) })
 	// a's next task is a fresh one again: it goes before the books still waiting.
-	want := []string{"fence a", "fence b", "fence c", "books a", "next a", "books b", "books c"}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(ran) != fmt.Sprint(want) {
-		t.Fatalf("ran %v, want %v", ran, want)
-	}
+	r.check(t, "fence a", "fence b", "fence c", "books a", "next a", "books b", "books c")
 }
 
 // A rest waits for the fresh tasks added after it was queued too: every fence of a
 // burst goes out before its books.
 func TestFencesBeforeBooks(t *testing.T) {
-	q, err := actqueue.New(1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var (
-		mu  sync.Mutex
-		ran []string
-	)
-	note := func(s string) {
-		mu.Lock()
-		ran = append(ran, s)
-		mu.Unlock()
-	}
+	q, ctx := startOne(t)
+	var r ranLog
+	note := r.note
 	inB, releaseB := make(chan struct{}), make(chan struct{})
 	add := func(key string, block bool) {
 		line := q.Begin()
@@ -262,10 +228,44 @@ func TestFencesBeforeBooks(t *testing.T) {
 	add("c", false)
 	close(releaseB)
 	eventually.True(t, 5*time.Second, "every line done", func() bool { return q.DoneThrough(q.Mark()) })
-	want := []string{"fence a", "fence b", "fence c", "books a", "books b", "books c"}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(ran) != fmt.Sprint(want) {
-		t.Fatalf("ran %v, want %v", ran, want)
+	r.check(t, "fence a", "fence b", "fence c", "books a", "books b", "books c")
+}
+
+// ranLog records the order the tasks of a test ran in.
+type ranLog struct {
+	mu  sync.Mutex
+	ran []string
+}
+
+func (r *ranLog) note(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ran = append(r.ran, s)
+}
+
+func (r *ranLog) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ran)
+}
+
+// check fails t unless the tasks ran in the order want.
+func (r *ranLog) check(t *testing.T, want ...string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fmt.Sprint(r.ran) != fmt.Sprint(want) {
+		t.Fatalf("ran %v, want %v", r.ran, want)
 	}
+}
+
+// startOne is a queue of one worker (the order is the queue's), stopped with t.
+func startOne(t *testing.T) (*actqueue.Queue, context.Context) {
+	q, err := actqueue.New(1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return q, ctx
 }
