@@ -132,6 +132,22 @@ func (k *carrier) submit(ctx context.Context, d decide.Decision) {
 	q.End(line)
 }
 
+// exclusive runs do through node's place in the term's queue, after the node's
+// decisions waiting and their books, and waits for it; between terms (no queue) at
+// once. Writes to a node off the decisions' path (untaints asked for, recoveries,
+// unconfirmed taints ended) go through it, so none lands between a decision's fence
+// and its books (see apply).
+func (k *carrier) exclusive(ctx context.Context, node string, do func(ctx context.Context)) error {
+	k.mu.Lock()
+	q := k.q
+	k.mu.Unlock()
+	if q == nil {
+		do(ctx)
+		return nil
+	}
+	return q.Do(ctx, node, do)
+}
+
 // outcome is what a decision's report says: its metric's kind and result, its
 // Event, and what else follows it.
 type outcome struct {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -54,7 +55,7 @@ func (c *Controller) Reconcile(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			if _, err := c.actor.UntaintNode(ctx, nf.Node, rec.PackRule()); err != nil {
+			if _, err := c.untaintNode(ctx, nf.Node, rec.PackRule()); err != nil {
 				c.log.Warn("recovery untaint failed", "node", nf.Node, "rule", rec.PackRule(), "err", err)
 				continue
 			}
@@ -111,7 +112,7 @@ func (c *Controller) Untaint(ctx context.Context, node, rule, why string) (act.R
 	if rule == "" {
 		rule = act.AllRules
 	}
-	res, err := c.actor.UntaintNode(ctx, node, rule)
+	res, err := c.untaintNode(ctx, node, rule)
 	if err != nil {
 		return res, err
 	}
@@ -126,7 +127,7 @@ func (c *Controller) Untaint(ctx context.Context, node, rule, why string) (act.R
 // invasive checks did not confirm it, and frees its budget; the trigger resolves the
 // record with the probe's verdict.
 func (c *Controller) untaintUnconfirmed(ctx context.Context, node, rule string) error {
-	res, err := c.actor.UntaintNode(ctx, node, rule)
+	res, err := c.untaintNode(ctx, node, rule)
 	if err != nil {
 		return err
 	}
@@ -136,4 +137,17 @@ func (c *Controller) untaintUnconfirmed(ctx context.Context, node, rule string) 
 		c.gauges.due()
 	}
 	return nil
+}
+
+// untaintNode is the Actor's UntaintNode through the node's place in the act queue
+// (carrier.exclusive).
+func (c *Controller) untaintNode(ctx context.Context, node, rule string) (act.Result, error) {
+	var (
+		res act.Result
+		err error
+	)
+	if qerr := c.carrier.exclusive(ctx, node, func(ctx context.Context) { res, err = c.actor.UntaintNode(ctx, node, rule) }); qerr != nil {
+		return act.Result{}, fmt.Errorf("untaint %s on %s: %w", rule, node, qerr)
+	}
+	return res, err
 }

@@ -39,6 +39,8 @@ type Queue struct {
 	order   *fencesFirst  // keys' order in keys
 	slots   chan struct{} // one per task queued or running: the back-pressure
 
+	stopped chan struct{} // closed when Run returns
+
 	mu     sync.Mutex
 	chains map[string][]item // key → its tasks not yet started, in order
 	last   uint64            // the newest line begun
@@ -56,6 +58,7 @@ func New(workers, limit int) (*Queue, error) {
 		workers: workers,
 		keys:    workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "faultline-act", Queue: order}),
 		order:   order,
+		stopped: make(chan struct{}),
 		slots:   make(chan struct{}, limit),
 		chains:  map[string][]item{},
 		open:    map[uint64]int{},
@@ -65,6 +68,7 @@ func New(workers, limit int) (*Queue, error) {
 // Run runs the workers until ctx ends, then waits for the tasks running to return.
 // Tasks not started by then are dropped with their lines left not done.
 func (q *Queue) Run(ctx context.Context) {
+	defer close(q.stopped)
 	stop := context.AfterFunc(ctx, q.keys.ShutDown)
 	defer stop()
 	var wg sync.WaitGroup
@@ -158,6 +162,39 @@ func (q *Queue) Add(ctx context.Context, line uint64, key string, t Task) error 
 	q.mu.Unlock()
 	q.keys.Add(key)
 	return nil
+}
+
+// ErrStopped is returned by Do when the queue stopped before the task ran.
+var ErrStopped = errors.New("actqueue: queue stopped")
+
+// Do runs do as a task of key, after the key's earlier tasks and their rests, and
+// waits for it: a write to a node made off the decisions' path (an untaint asked
+// for, a recovery) never lands between a decision's fence and its books.
+func (q *Queue) Do(ctx context.Context, key string, do func(ctx context.Context)) error {
+	done := make(chan struct{})
+	line := q.Begin()
+	err := q.Add(ctx, line, key, func(ctx context.Context) Task {
+		defer close(done)
+		do(ctx)
+		return nil
+	})
+	q.End(line)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-q.stopped:
+		select {
+		case <-done: // ran just before the queue stopped
+			return nil
+		default:
+			return ErrStopped
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // finish counts one task (or the line's own hold) of line done; q.mu is held.

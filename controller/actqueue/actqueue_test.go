@@ -269,3 +269,42 @@ func startOne(t *testing.T) (*actqueue.Queue, context.Context) {
 	t.Cleanup(cancel)
 	return q, ctx
 }
+
+// Do runs after the key's earlier task and its rest, and waits for its own; on a
+// queue that stopped first it says so instead of waiting.
+func TestDoAfterTheRest(t *testing.T) {
+	q, ctx := startOne(t)
+	var r ranLog
+	release := make(chan struct{})
+	line := q.Begin()
+	if err := q.Add(ctx, line, "a", func(context.Context) actqueue.Task {
+		r.note("fence a")
+		return func(context.Context) actqueue.Task { <-release; r.note("books a"); return nil }
+	}); err != nil {
+		t.Fatal(err)
+	}
+	q.End(line)
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { q.Run(runCtx); close(stopped) }()
+	eventually.True(t, 5*time.Second, "a's fence done", func() bool { return r.len() == 1 })
+	did := make(chan error, 1)
+	go func() { did <- q.Do(ctx, "a", func(context.Context) { r.note("untaint a") }) }()
+	select {
+	case err := <-did:
+		t.Fatalf("Do returned (%v) before a's rest ran", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-did; err != nil {
+		t.Fatal(err)
+	}
+	r.check(t, "fence a", "books a", "untaint a")
+
+	stop()
+	<-stopped
+	if err := q.Do(ctx, "b", func(context.Context) { r.note("b") }); !errors.Is(err, actqueue.ErrStopped) {
+		t.Fatalf("Do on a stopped queue: %v, want ErrStopped", err)
+	}
+	r.check(t, "fence a", "books a", "untaint a")
+}
