@@ -59,16 +59,7 @@ type Result struct {
 // A FaultTainted Event is recorded when a taint was added or the fault is new on
 // the node.
 func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Result, error) {
-	return a.TaintNodeRecording(ctx, f, bootID, nodefault.Change{})
-}
-
-// TaintNodeRecording is TaintNode that also applies decision (the decision's phase,
-// mode, history and evidence) to the fault's record, in the same status write as
-// its taint entry's Placed: one round trip instead of two, and no moment where the
-// record says Placed without the decision's phase. A zero decision writes only the
-// taint entry, as TaintNode does. It is PlaceTaint and Settle at once.
-func (a *Actor) TaintNodeRecording(ctx context.Context, f fault.Fault, bootID string, decision nodefault.Change) (Result, error) {
-	pt, err := a.PlaceTaint(ctx, f, bootID, decision)
+	pt, err := a.PlaceTaint(ctx, f, bootID, nodefault.Change{})
 	if err != nil {
 		return pt.Result(), err
 	}
@@ -96,10 +87,13 @@ func (pt *Placement) Result() Result {
 	return pt.res
 }
 
-// PlaceTaint does the part of TaintNodeRecording that fences the node: the fault's
-// record says Placing, then the Node gets the taint. Settle writes the rest. Until
-// it does, every reader takes the record's Placing as owning the taint, as after a
-// crash between the two (see CheckPlacing).
+// PlaceTaint does the part of TaintNode that fences the node: the fault's record
+// says Placing, then the Node gets the taint. Settle writes the rest, and with it
+// decision (the decision's phase, mode, history and evidence) in the same status
+// write as the taint entry's Placed: the record never says Placed without the
+// decision's phase. A zero decision writes only the taint entry. Until Settle,
+// every reader takes the record's Placing as owning the taint, as after a crash
+// between the two (see CheckPlacing).
 func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, decision nodefault.Change) (*Placement, error) {
 	if f.Rule == nil {
 		return nil, errors.New("act: fault without a rule")

@@ -169,7 +169,8 @@ var ErrStopped = errors.New("actqueue: queue stopped")
 
 // Do runs do as a task of key, after the key's earlier tasks and their rests, and
 // waits for it: a write to a node made off the decisions' path (an untaint asked
-// for, a recovery) never lands between a decision's fence and its books.
+// for, a recovery) never lands between a decision's fence and its books. When ctx
+// ends first Do returns its error, and the task still runs in its turn.
 func (q *Queue) Do(ctx context.Context, key string, do func(ctx context.Context)) error {
 	done := make(chan struct{})
 	line := q.Begin()
@@ -232,7 +233,9 @@ func (q *Queue) Len() int { return len(q.slots) }
 // fresh one first, in the order they came, then those whose next task is the rest
 // of one (see Task), in theirs. Under a burst every decision's fence goes out
 // before any of the burst's books. It is the workqueue's queue, called under the
-// workqueue's lock; its own lock is taken last and calls nothing.
+// workqueue's lock, which the Queue takes while holding its own: so it keeps which
+// keys wait with a rest itself (marked before each Add) instead of reading the
+// Queue's chains, and its own lock is taken last and calls nothing.
 type fencesFirst struct {
 	mu            sync.Mutex
 	rests         map[string]bool // keys whose next task is a rest

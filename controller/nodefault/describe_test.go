@@ -86,9 +86,13 @@ func TestDescribeGolden(t *testing.T) {
 	record(nodefault.Change{Fault: &f1, BootID: "boot-1", Mode: rules.ModeEnforce, Phase: v1alpha1.PhaseConfirming, Cause: nodefault.CauseProbe,
 		Decision: "probe", Message: "confirming with pciebw before the taint"})
 	clk.Add(30 * time.Second)
-	if _, err := actor.TaintNodeRecording(ctx, f1, "boot-1", nodefault.Change{Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint, Decision: "taint",
+	pt, err := actor.PlaceTaint(ctx, f1, "boot-1", nodefault.Change{Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint, Decision: "taint",
 		Message: "probe pciebw failed: taint placed",
-		Probe:   &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: []string{"pciebw"}, Verdict: "failed", Message: "pciebw: 2.1 GB/s host to device on GPU 0, want at least 10"}}); err != nil {
+		Probe:   &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: []string{"pciebw"}, Verdict: "failed", Message: "pciebw: 2.1 GB/s host to device on GPU 0, want at least 10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pt.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Two more firings, each counted by the ladder, which drains the node.

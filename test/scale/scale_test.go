@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/controller/act"
 	"github.com/faultline-dev/faultline/controller/intake"
 	"github.com/faultline-dev/faultline/test/eventually"
 	"github.com/faultline-dev/faultline/test/testenv"
@@ -223,7 +224,7 @@ func TestScale(t *testing.T) {
 		}
 		has := map[string]bool{}
 		for _, e := range evs.Items {
-			if e.Reason == "FaultTainted" || e.Reason == "FaultHeld" {
+			if e.Reason == act.ReasonTainted || e.Reason == act.ReasonHeld {
 				has[e.InvolvedObject.Name] = true
 			}
 		}
