@@ -41,7 +41,7 @@ cuda:
 ## (its probe agents run in-process on go-nvml's mock: cgo)
 DEMO_FLAGS ?=
 demo: build-faultline
-	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/faultline-demo ./cmd/faultline-demo
+	CGO_ENABLED=1 $(GO) build $(RELEASE_FLAGS) -o $(BIN)/faultline-demo ./cmd/faultline-demo
 	$(BIN)/faultline-demo --faultline $(BIN)/faultline $(DEMO_FLAGS)
 
 ## tools: build or install the pinned real components (kube-apiserver, etcd, Loki, collector, helm, kubectl, kwok, Debian packages)

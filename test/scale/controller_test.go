@@ -29,6 +29,9 @@ type controllerProc struct {
 	addr   string // /metrics
 	stderr *syncBuffer
 	peak   atomic.Int64 // highest RSS sampled, bytes
+	// The parts of the peak sample: anonymous (heap, stacks) and the executable's
+	// pages (RssFile, charged to the container too).
+	peakAnon, peakFile atomic.Int64
 	start  time.Time
 	stop   chan struct{}
 
@@ -75,8 +78,10 @@ func startController(t *testing.T, env *testenv.Env, namespace string, extra ...
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if rss := testenv.RSS(c.cmd.Process.Pid); rss > c.peak.Load() {
+			if rss, anon, file := testenv.RSSParts(c.cmd.Process.Pid); rss > c.peak.Load() {
 				c.peak.Store(rss)
+				c.peakAnon.Store(anon)
+				c.peakFile.Store(file)
 			}
 			select {
 			case <-c.stop:

@@ -244,6 +244,8 @@ func TestScale(t *testing.T) {
 	stopBackground()
 	<-bgDone
 	peak := max(ctrl.peak.Load(), ctrl.rss())
+	t.Logf("RSS at the peak sample: %s MiB anonymous (heap, stacks), %s MiB of the executable's pages",
+		mib(ctrl.peakAnon.Load()), mib(ctrl.peakFile.Load()))
 
 	// Decisions are right: the nodes with faults and no others, within the budget.
 	ever, most := watch.snapshot()
