@@ -32,8 +32,8 @@ type controllerProc struct {
 	// The parts of the peak sample: anonymous (heap, stacks) and the executable's
 	// pages (RssFile, charged to the container too).
 	peakAnon, peakFile atomic.Int64
-	start  time.Time
-	stop   chan struct{}
+	start              time.Time
+	stop               chan struct{}
 
 	mu      sync.Mutex
 	fams    map[string]*dto.MetricFamily // last scrape
