@@ -572,8 +572,14 @@ func TestDetectionLatency(t *testing.T) {
 	if write.GetSampleSum() <= 0 {
 		t.Errorf("taints carried out in %.3f s in all", write.GetSampleSum())
 	}
-	t.Logf("of which line → decision %.0f ms and decision → taint written %.0f ms on average",
-		1000*read.GetSampleSum()/n, 1000*write.GetSampleSum()/n)
+	// The fence, the first part of each taint, ends within the whole.
+	fence := histogram(t, r.m.FenceTime().WithLabelValues("taint"))
+	if fence.GetSampleCount() != n || fence.GetSampleSum() <= 0 || fence.GetSampleSum() > write.GetSampleSum() {
+		t.Errorf("%d fences observed in %.3f s in all, want %d within the %.3f s of the whole taints",
+			fence.GetSampleCount(), fence.GetSampleSum(), n, write.GetSampleSum())
+	}
+	t.Logf("of which line → decision %.0f ms and decision → taint written %.0f ms on average (the Node fenced after %.0f ms)",
+		1000*read.GetSampleSum()/n, 1000*write.GetSampleSum()/n, 1000*fence.GetSampleSum()/n)
 }
 
 // histogram reads a histogram's counts.

@@ -25,6 +25,7 @@ func (m *Metrics) ShardMoves() *prometheus.CounterVec   { return m.shardMoves }
 func (m *Metrics) FleetFaults() *prometheus.GaugeVec    { return m.fleetFaults }
 func (m *Metrics) DecisionDelay() prometheus.Histogram  { return m.decideDelay }
 func (m *Metrics) CarryTime() *prometheus.HistogramVec  { return m.carryTime }
+func (m *Metrics) FenceTime() *prometheus.HistogramVec  { return m.fenceTime }
 func (m *Metrics) WarmLines() *prometheus.CounterVec    { return m.warmLines }
 func (m *Metrics) PodEvents() *prometheus.CounterVec    { return m.podEvents }
 

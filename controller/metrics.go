@@ -21,6 +21,7 @@ type Metrics struct {
 	decisions        *prometheus.CounterVec
 	decideDelay      prometheus.Histogram
 	carryTime        *prometheus.HistogramVec
+	fenceTime        *prometheus.HistogramVec
 	taintedNodes     prometheus.Gauge
 	budgetLeft       prometheus.Gauge
 	eligibleNodes    prometheus.Gauge
@@ -70,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		carryTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "faultline_controller_carry_seconds",
 			Help:    "From a decision to its end, waiting for a worker included, by action (taint: the taint, its record and Event written).",
 			Buckets: latencyBuckets}, []string{"action"}),
+		// Its first part alone: a burst's books wait for its fences (docs/controller.md).
+		fenceTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "faultline_controller_fence_seconds",
+			Help:    "From a decision to the end of its first part, waiting for a worker included, by action (taint: its record Placing and the Node written).",
+			Buckets: latencyBuckets}, []string{"action"}),
 		taintedNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_taints_active",
 			Help: "Nodes carrying a taint faultline placed."}),
 		budgetLeft: prometheus.NewGauge(prometheus.GaugeOpts{Name: "faultline_controller_budget_left",
@@ -113,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		records: &recordsCollector{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.duplicateLines, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.storms, m.fleetFaults,
+		reg.MustRegister(m.lines, m.noNode, m.otherShard, m.duplicateLines, m.warmLines, m.shardMoves, m.matches, m.decisions, m.decideDelay, m.carryTime, m.fenceTime, m.taintedNodes, m.budgetLeft, m.eligibleNodes, m.held, m.storms, m.fleetFaults,
 			m.packRules, m.reloads, m.reloadErrors, m.checkpointErrors, m.recordErrors, m.phaseRefused, m.leader, m.probeResults, m.probeSkipped, m.deepSkipped, m.podEvents, m.requests, m.records)
 	}
 	return m

@@ -171,6 +171,7 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		observe := func() { c.m.carryTime.WithLabelValues(string(d.Kind)).Observe(time.Since(decided).Seconds()) }
 		return q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) actqueue.Task {
 			rest := c.carrier.carry(ctx, d, seq)
+			c.m.fenceTime.WithLabelValues(string(d.Kind)).Observe(time.Since(decided).Seconds())
 			if rest == nil {
 				observe()
 				return nil

@@ -152,6 +152,7 @@ func (c *controllerProc) logSplit(t *testing.T, when string) {
 	}
 	for _, p := range []struct{ what, name string }{
 		{"line → decision", "faultline_controller_decision_delay_seconds"},
+		{"decision → fenced", "faultline_controller_fence_seconds"},
 		{"decision → carried out", "faultline_controller_carry_seconds"},
 	} {
 		for _, m := range fams[p.name].GetMetric() {
