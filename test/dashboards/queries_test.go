@@ -715,6 +715,7 @@ func valueChecks(t *testing.T, s *stack) map[targetKey]check {
 		probesKey("Probe runs by outcome", "A"):          present("status", "pass", "fail"),
 		probesKey("Line → taint p99 (s)", "A"):           quantileWithin(60),
 		probesKey("Line → taint p99 (s)", "B"):           quantileWithin(60),
+		probesKey("Line → taint p99 (s)", "C"):           quantileWithin(60),
 		probesKey("Time since the last probe run (s)", "A"): func(r result, _ map[targetKey]result) error {
 			for _, se := range r.Series {
 				if v := se.last(); !(v >= 0 && v < 600) {
