@@ -59,11 +59,11 @@ func buildCommand(t TB, dir, name, cgo string) string {
 }
 
 // RSS returns a process's resident set size in bytes (0 if it cannot be read).
-func RSS(pid int) int64 { return procStatus(pid, "VmRSS:") }
+func RSS(pid int) int64 { rss, _, _ := RSSParts(pid); return rss }
 
 // RSSAnon returns the anonymous part of a process's resident set (heap, stacks) in
 // bytes, without the pages of its executable and other mapped files.
-func RSSAnon(pid int) int64 { return procStatus(pid, "RssAnon:") }
+func RSSAnon(pid int) int64 { _, anon, _ := RSSParts(pid); return anon }
 
 // RSSParts returns VmRSS and its anonymous and file-backed parts (RssAnon, RssFile),
 // read at once, in bytes (0 for what cannot be read).
@@ -73,14 +73,6 @@ func RSSParts(pid int) (rss, anon, file int64) {
 		return 0, 0, 0
 	}
 	return statusField(b, "VmRSS:"), statusField(b, "RssAnon:"), statusField(b, "RssFile:")
-}
-
-func procStatus(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	return statusField(b, field)
 }
 
 // statusField is the value of a kB field of /proc/<pid>/status, in bytes.
