@@ -10,6 +10,7 @@ import (
 	"maps"
 	"sort"
 	"time"
+	"unique"
 
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
@@ -85,12 +86,26 @@ func lines(ss []seen) []logstream.Line {
 }
 
 type stream struct {
-	lineNo  int64
-	pending map[string]*pending // by rule id
+	lineNo int64
+	// pending: one per rule with companions that matched in the stream. A stream
+	// has one or two, and a slice of them is a tenth of a map's size: a fleet's
+	// streams are many.
+	pending []*pending
+}
+
+// find returns the stream's pending of rule id, or nil.
+func (st *stream) find(id string) *pending {
+	for _, p := range st.pending {
+		if p.rule == id {
+			return p
+		}
+	}
+	return nil
 }
 
 // pending is what a rule with companions waits on in one stream.
 type pending struct {
+	rule string // the rule's id
 	// groups: primaries waiting for some of their companions, oldest first.
 	groups []group
 	// companions[j]: lines of companion j seen before a primary took them.
@@ -124,7 +139,7 @@ func (c *Correlator) Observe(k Key, t time.Time, text string, hits []rules.Hit, 
 		if len(hits) == 0 {
 			return dst // nothing to remember for a stream that never matched
 		}
-		st = &stream{pending: map[string]*pending{}}
+		st = &stream{}
 		c.streams[k] = st
 	}
 	st.lineNo++
@@ -140,7 +155,7 @@ func (c *Correlator) ObserveLine(k Key, lineNo int64, t time.Time, text string, 
 	}
 	st := c.streams[k]
 	if st == nil {
-		st = &stream{pending: map[string]*pending{}}
+		st = &stream{}
 		c.streams[k] = st
 	}
 	st.lineNo = lineNo
@@ -148,7 +163,11 @@ func (c *Correlator) ObserveLine(k Key, lineNo int64, t time.Time, text string, 
 }
 
 func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits []rules.Hit, dst []Outcome) []Outcome {
-	ev := seen{Time: t, Text: text}
+	// The text is kept shared (unique.Make): a line that waits or counts is
+	// kept for minutes, and a fleet's nodes, alike in their hardware, print the
+	// same lines again and again (a port's link-up, a root port's corrected
+	// error). Shared, each distinct text costs once, not once a line.
+	ev := seen{Time: t, Text: unique.Make(text).Value()}
 	for _, h := range hits {
 		r := h.Rule
 		if len(r.Companions) == 0 {
@@ -160,10 +179,10 @@ func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits [
 		if h.Companion && h.Part >= len(r.Companions) {
 			continue
 		}
-		p := st.pending[r.ID]
+		p := st.find(r.ID)
 		if p == nil {
-			p = &pending{companions: make([][]partial, len(r.Companions))}
-			st.pending[r.ID] = p
+			p = &pending{rule: r.ID, companions: make([][]partial, len(r.Companions))}
+			st.pending = append(st.pending, p)
 		}
 		cur := partial{lineNo: st.lineNo, ev: ev, captures: h.Captures}
 		if h.Companion {
@@ -342,7 +361,8 @@ func (c *Correlator) Prune(now time.Time, horizon time.Duration) {
 		}
 	}
 	for k, st := range c.streams {
-		for id, p := range st.pending {
+		kept := st.pending[:0]
+		for _, p := range st.pending {
 			// A group is as old as its primary: its companions are bound to it.
 			gs := p.groups[:0]
 			for _, g := range p.groups {
@@ -350,16 +370,19 @@ func (c *Correlator) Prune(now time.Time, horizon time.Duration) {
 					gs = append(gs, g)
 				}
 			}
+			clear(p.groups[len(gs):]) // their lines are garbage
 			p.groups = gs
 			empty := len(p.groups) == 0
 			for j := range p.companions {
 				p.companions[j] = prune(p.companions[j], now, horizon)
 				empty = empty && len(p.companions[j]) == 0
 			}
-			if empty {
-				delete(st.pending, id)
+			if !empty {
+				kept = append(kept, p)
 			}
 		}
+		clear(st.pending[len(kept):])
+		st.pending = kept
 		if len(st.pending) == 0 {
 			delete(c.streams, k)
 		}
@@ -373,5 +396,6 @@ func prune(ps []partial, now time.Time, horizon time.Duration) []partial {
 			out = append(out, p)
 		}
 	}
+	clear(ps[len(out):]) // their lines are garbage
 	return out
 }
