@@ -1,6 +1,7 @@
 package correlate_test
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules/correlate"
+	"github.com/faultline-dev/faultline/rules/packs"
 )
 
 const twoWaits = `apiVersion: faultline.io/v1
@@ -86,4 +88,42 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// BenchmarkFleetWaitingLines reports what the correlator holds for the background
+// of `make bench-scale` (20,000 nodes; of every four candidate lines three are a
+// port's link-up, which waits as link-flap's companion, and one a corrected AER
+// error, which counts toward the storm rule), 200,000 lines with the default packs:
+// live bytes per line once they are all in.
+func BenchmarkFleetWaitingLines(b *testing.B) {
+	e, err := packs.Engine()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const nodes, lines = 20000, 200000
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("kwok-node-%d", i)
+	}
+	text := func(i int) string {
+		if i%4 == 0 {
+			return fmt.Sprintf("pcieport 0000:00:02.0: AER: Corrected error received: 0000:00:02.%d", i%8)
+		}
+		return fmt.Sprintf("mlx5_core 0000:b5:00.0 ens6f%d: Link up", i%4)
+	}
+	for i := range 1000 { // the engine's lazily compiled regexes, before measuring
+		e.Match(&logstream.Line{Text: text(i), Source: "kernel"}, nil)
+	}
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		c := correlate.New()
+		before := int64(liveHeap())
+		for i := range lines {
+			l := text(i) // each line a string of its own, as decoded
+			hits := e.Match(&logstream.Line{Text: l, Source: "kernel"}, nil)
+			c.Observe(correlate.Key{Node: names[i%nodes], Stream: "kernel"}, base.Add(time.Duration(i)*500*time.Microsecond), l, hits, nil)
+		}
+		b.ReportMetric(float64(int64(liveHeap())-before)/lines, "live-B/line")
+		runtime.KeepAlive(c)
+	}
 }
