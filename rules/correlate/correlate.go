@@ -8,6 +8,7 @@ package correlate
 
 import (
 	"maps"
+	"math"
 	"sort"
 	"time"
 	"unique"
@@ -68,13 +69,42 @@ type counter struct {
 
 // seen is a line as the correlator keeps it: its time and text, all that evidence
 // needs (a logstream.Line is three times the size, and a fleet's waiting lines
-// are many).
+// are many). The time is kept as Unix nanoseconds, 8 bytes where a time.Time is 24:
+// lines wait by the hundred thousand.
 type seen struct {
-	Time time.Time
+	at   int64
 	Text string
 }
 
-func (s seen) line() logstream.Line { return logstream.Line{Time: s.Time, Text: s.Text} }
+func newSeen(t time.Time, text string) seen { return seen{at: stamp(t), Text: text} }
+
+func (s seen) time() time.Time {
+	if s.at == zeroStamp {
+		return time.Time{}
+	}
+	return time.Unix(0, s.at)
+}
+
+func (s seen) line() logstream.Line { return logstream.Line{Time: s.time(), Text: s.Text} }
+
+// zeroStamp stands for the zero time (a line without one), which has no Unix
+// nanoseconds; times outside what they can hold (before 1678, after 2262) are
+// clamped next to it and to the largest.
+const zeroStamp = math.MinInt64
+
+var minTime, maxTime = time.Unix(0, zeroStamp+1), time.Unix(0, math.MaxInt64)
+
+func stamp(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return zeroStamp
+	case t.Before(minTime):
+		return zeroStamp + 1
+	case t.After(maxTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
 
 // lines is the evidence form of ss.
 func lines(ss []seen) []logstream.Line {
@@ -167,7 +197,7 @@ func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits [
 	// kept for minutes, and a fleet's nodes, alike in their hardware, print the
 	// same lines again and again (a port's link-up, a root port's corrected
 	// error). Shared, each distinct text costs once, not once a line.
-	ev := seen{Time: t, Text: unique.Make(text).Value()}
+	ev := newSeen(t, unique.Make(text).Value())
 	for _, h := range hits {
 		r := h.Rule
 		if len(r.Companions) == 0 {
@@ -246,8 +276,8 @@ func (c *Correlator) complete(node string, r *rules.Compiled, g group) Outcome {
 	maps.Copy(caps, g.primary.captures)
 	parts = append(parts, g.primary)
 	sort.SliceStable(parts, func(a, b int) bool {
-		if ta, tb := parts[a].ev.Time, parts[b].ev.Time; !ta.Equal(tb) {
-			return ta.Before(tb)
+		if ta, tb := parts[a].ev.at, parts[b].ev.at; ta != tb {
+			return ta < tb
 		}
 		return parts[a].lineNo < parts[b].lineNo
 	})
@@ -285,7 +315,7 @@ func within(a, b partial, cp *rules.CompiledCompanion) bool {
 		return false
 	}
 	if cp.Duration > 0 {
-		d := b.ev.Time.Sub(a.ev.Time)
+		d := b.ev.time().Sub(a.ev.time())
 		if d < 0 {
 			d = -d
 		}
@@ -307,7 +337,7 @@ func remove(ps []partial, i int) []partial { return append(ps[:i], ps[i+1:]...) 
 
 // count applies the rule's threshold and cooldown to one complete match.
 func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]string, ev []seen) Outcome {
-	t := ev[len(ev)-1].Time
+	t := ev[len(ev)-1].time()
 	o := Outcome{Rule: r, Captures: caps}
 	if r.Threshold.Count <= 1 && r.Cooldown <= 0 {
 		o.Fired, o.Count, o.Evidence = true, 1, lines(ev)
@@ -322,7 +352,7 @@ func (c *Correlator) count(node string, r *rules.Compiled, caps map[string]strin
 	ct.window = append(ct.window, ev...)
 	if w := r.Threshold.Window.D(); w > 0 {
 		cut := 0
-		for cut < len(ct.window) && t.Sub(ct.window[cut].Time) > w {
+		for cut < len(ct.window) && t.Sub(ct.window[cut].time()) > w {
 			cut++
 		}
 		ct.window = ct.window[cut:]
@@ -356,7 +386,7 @@ func (c *Correlator) Prune(now time.Time, horizon time.Duration) {
 			delete(c.counts, k)
 			continue
 		}
-		if len(ct.window) > 0 && now.Sub(ct.window[len(ct.window)-1].Time) > horizon && now.After(ct.cooldownUntil) {
+		if len(ct.window) > 0 && now.Sub(ct.window[len(ct.window)-1].time()) > horizon && now.After(ct.cooldownUntil) {
 			delete(c.counts, k)
 		}
 	}
@@ -366,7 +396,7 @@ func (c *Correlator) Prune(now time.Time, horizon time.Duration) {
 			// A group is as old as its primary: its companions are bound to it.
 			gs := p.groups[:0]
 			for _, g := range p.groups {
-				if now.Sub(g.primary.ev.Time) <= horizon {
+				if now.Sub(g.primary.ev.time()) <= horizon {
 					gs = append(gs, g)
 				}
 			}
@@ -392,7 +422,7 @@ func (c *Correlator) Prune(now time.Time, horizon time.Duration) {
 func prune(ps []partial, now time.Time, horizon time.Duration) []partial {
 	out := ps[:0]
 	for _, p := range ps {
-		if now.Sub(p.ev.Time) <= horizon {
+		if now.Sub(p.ev.time()) <= horizon {
 			out = append(out, p)
 		}
 	}
