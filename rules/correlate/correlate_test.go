@@ -37,7 +37,28 @@ spec:
       match:
         regex: 'fallen off the bus'
         companion: {regex: 'The GPU (?P<pci>\S+)', position: before, within: {lines: 2, duration: 5s}}
+    - id: alpha
+      match:
+        regex: 'alpha fault'
+        companion: {regex: 'alpha ready', position: before, within: {duration: 2h}}
+    - id: beta
+      match:
+        regex: 'beta fault'
+        companion: {regex: 'beta ready', position: before, within: {duration: 2h}}
 `
+
+// feeder returns a new Correlator and a function that feeds it one line of node
+// n's kernel stream, at that long after a fixed base time, with the engine's hits.
+func feeder(e *rules.Engine, node string) (*correlate.Correlator, func(at time.Duration, text string) []correlate.Outcome) {
+	c := correlate.New()
+	k := correlate.Key{Node: node, Stream: "kernel"}
+	return c, func(at time.Duration, text string) []correlate.Outcome {
+		return c.Observe(k, feedStart.Add(at), text, e.Match(&logstream.Line{Text: text}, nil), nil)
+	}
+}
+
+// feedStart is the time of a feeder's line at 0.
+var feedStart = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type step struct {
 	at    time.Duration
@@ -89,13 +110,7 @@ func TestTwoDownsDoNotTaint(t *testing.T) {
 }
 
 func TestCompanionGroup(t *testing.T) {
-	e := engine(t, pack)
-	c := correlate.New()
-	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	k := correlate.Key{Node: "n1", Stream: "kernel"}
-	feed := func(at time.Duration, text string) []correlate.Outcome {
-		return c.Observe(k, base.Add(at), text, e.Match(&logstream.Line{Text: text}, nil), nil)
-	}
+	c, feed := feeder(engine(t, pack), "n1")
 	if o := feed(0, "fallen off the bus"); len(o) != 0 {
 		t.Fatalf("primary without companion fired: %+v", o)
 	}
@@ -116,7 +131,11 @@ func TestCompanionGroup(t *testing.T) {
 	if o := feed(20*time.Second, "fallen off the bus"); len(o) != 0 {
 		t.Fatalf("group beyond the time window fired: %+v", o)
 	}
-	c.Prune(base.Add(time.Hour), time.Minute)
+	c.Prune(feedStart.Add(time.Hour), time.Minute)
+	feed(time.Hour, "The GPU 0000:3b:00.0")
+	if o := feed(time.Hour+time.Second, "fallen off the bus"); len(o) != 1 || !o[0].Fired {
+		t.Fatalf("a group after Prune = %+v", o)
+	}
 }
 
 // TestObserveLineIsObserve: a caller numbering the lines itself and calling only
@@ -169,14 +188,7 @@ spec:
 // and every companion were seen within their bounds, with all four lines as its
 // evidence in time order and the captures of every line.
 func TestGroupOfFour(t *testing.T) {
-	e := engine(t, groupPack)
-	c := correlate.New()
-	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	k := correlate.Key{Node: "n", Stream: "kernel"}
-	feed := func(at time.Duration, text string) []correlate.Outcome {
-		hits := e.Match(&logstream.Line{Text: text}, nil)
-		return c.Observe(k, base.Add(at), text, hits, nil)
-	}
+	_, feed := feeder(engine(t, groupPack), "n")
 	group := []string{"switch 3 reset", "unrelated", "SXid 20034, Fatal", "SXid 20034, Severity 1", "SXid 20034, Data {0x1}"}
 	for i, text := range group {
 		outs := feed(time.Duration(i)*time.Second, text)

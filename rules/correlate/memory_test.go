@@ -12,35 +12,13 @@ import (
 	"github.com/faultline-dev/faultline/rules/packs"
 )
 
-const twoWaits = `apiVersion: faultline.io/v1
-kind: RulePack
-metadata: {name: w}
-spec:
-  defaults: {severity: warning, action: taint}
-  rules:
-    - id: alpha
-      match:
-        regex: 'alpha fault'
-        companion: {regex: 'alpha ready', position: before, within: {duration: 2h}}
-    - id: beta
-      match:
-        regex: 'beta fault'
-        companion: {regex: 'beta ready', position: before, within: {duration: 2h}}
-`
-
 // TestPruneForgetsOnlyTheOld: of two rules waiting in one stream, Prune forgets
 // the one whose line is past the horizon and keeps the other.
 func TestPruneForgetsOnlyTheOld(t *testing.T) {
-	e := engine(t, twoWaits)
-	c := correlate.New()
-	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	k := correlate.Key{Node: "n1", Stream: "kernel"}
-	feed := func(at time.Duration, text string) []correlate.Outcome {
-		return c.Observe(k, base.Add(at), text, e.Match(&logstream.Line{Text: text}, nil), nil)
-	}
+	c, feed := feeder(engine(t, pack), "n1")
 	feed(0, "alpha ready")
 	feed(50*time.Minute, "beta ready")
-	c.Prune(base.Add(time.Hour), 30*time.Minute)
+	c.Prune(feedStart.Add(time.Hour), 30*time.Minute)
 	if o := feed(61*time.Minute, "alpha fault"); len(o) != 0 {
 		t.Fatalf("a line pruned was still joined: %+v", o)
 	}
@@ -53,7 +31,7 @@ func TestPruneForgetsOnlyTheOld(t *testing.T) {
 // primary) keep one copy of a text that many nodes print, not one each, so what a
 // fleet's waiting lines cost follows the lines, not their length.
 func TestWaitingLinesShareTheirText(t *testing.T) {
-	e := engine(t, twoWaits)
+	e := engine(t, pack)
 	c := correlate.New()
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	const nodes, perNode, textLen = 500, 4, 1024
