@@ -44,7 +44,7 @@ type Stage struct {
 // New returns a stage reading the active engine through engine() on every line, so
 // reloaded packs take effect at once.
 func New(engine func() *rules.Engine) *Stage {
-	return &Stage{engine: engine, corr: correlate.New(), Stats: Stats{Matches: map[string]uint64{}}}
+	return &Stage{engine: engine, corr: correlate.NewShared(), Stats: Stats{Matches: map[string]uint64{}}}
 }
 
 // Process handles one line.

@@ -55,6 +55,7 @@ type Key struct {
 type Correlator struct {
 	streams map[Key]*stream
 	counts  map[countKey]*counter
+	shared  bool // texts kept shared (NewShared)
 }
 
 type countKey struct {
@@ -161,6 +162,19 @@ func New() *Correlator {
 	return &Correlator{streams: map[Key]*stream{}, counts: map[countKey]*counter{}}
 }
 
+// NewShared returns an empty Correlator that keeps one copy of each distinct text
+// of the lines it keeps (unique.Make, freed when no line holds it), for a
+// long-running reader of a fleet's lines: its lines wait for minutes, and a fleet's
+// nodes, alike in their hardware, print the same lines again and again (a port's
+// link-up, a root port's corrected error); shared, each distinct text costs once,
+// not once a line. A reader of one file does not gain what making them shared
+// costs (`faultline scan` ran a third slower with it).
+func NewShared() *Correlator {
+	c := New()
+	c.shared = true
+	return c
+}
+
 // Observe feeds one line and the engine's hits on it; call it for every line of a
 // stream (also those without hits) so multi-line distances count lines correctly.
 func (c *Correlator) Observe(k Key, t time.Time, text string, hits []rules.Hit, dst []Outcome) []Outcome {
@@ -193,11 +207,10 @@ func (c *Correlator) ObserveLine(k Key, lineNo int64, t time.Time, text string, 
 }
 
 func (c *Correlator) observe(k Key, st *stream, t time.Time, text string, hits []rules.Hit, dst []Outcome) []Outcome {
-	// The text is kept shared (unique.Make): a line that waits or counts is
-	// kept for minutes, and a fleet's nodes, alike in their hardware, print the
-	// same lines again and again (a port's link-up, a root port's corrected
-	// error). Shared, each distinct text costs once, not once a line.
-	ev := newSeen(t, unique.Make(text).Value())
+	if c.shared {
+		text = unique.Make(text).Value()
+	}
+	ev := newSeen(t, text)
 	for _, h := range hits {
 		r := h.Rule
 		if len(r.Companions) == 0 {

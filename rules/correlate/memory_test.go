@@ -32,7 +32,7 @@ func TestPruneForgetsOnlyTheOld(t *testing.T) {
 // fleet's waiting lines cost follows the lines, not their length.
 func TestWaitingLinesShareTheirText(t *testing.T) {
 	e := engine(t, pack)
-	c := correlate.New()
+	c := correlate.NewShared()
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	const nodes, perNode, textLen = 500, 4, 1024
 	text := "alpha ready " + strings.Repeat("x", textLen-len("alpha ready "))
@@ -72,7 +72,8 @@ func liveHeap() uint64 {
 // of `make bench-scale` (20,000 nodes; of every four candidate lines three are a
 // port's link-up, which waits as link-flap's companion, and one a corrected AER
 // error, which counts toward the storm rule), 200,000 lines with the default packs:
-// live bytes per line once they are all in.
+// live bytes per line once they are all in, for the controller's correlator
+// (NewShared) and, in the same run, for one that keeps a copy of each line (New).
 func BenchmarkFleetWaitingLines(b *testing.B) {
 	e, err := packs.Engine()
 	if err != nil {
@@ -93,15 +94,21 @@ func BenchmarkFleetWaitingLines(b *testing.B) {
 		e.Match(&logstream.Line{Text: text(i), Source: "kernel"}, nil)
 	}
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	for b.Loop() {
-		c := correlate.New()
+	held := func(c *correlate.Correlator) float64 {
 		before := int64(liveHeap())
 		for i := range lines {
 			l := text(i) // each line a string of its own, as decoded
 			hits := e.Match(&logstream.Line{Text: l, Source: "kernel"}, nil)
 			c.Observe(correlate.Key{Node: names[i%nodes], Stream: "kernel"}, base.Add(time.Duration(i)*500*time.Microsecond), l, hits, nil)
 		}
-		b.ReportMetric(float64(int64(liveHeap())-before)/lines, "live-B/line")
+		n := float64(int64(liveHeap())-before) / lines
 		runtime.KeepAlive(c)
+		return n
+	}
+	for b.Loop() {
+		shared, copied := held(correlate.NewShared()), held(correlate.New())
+		b.ReportMetric(shared, "shared-B/line")
+		b.ReportMetric(copied, "copied-B/line")
+		b.ReportMetric(copied/shared, "copied/shared")
 	}
 }
