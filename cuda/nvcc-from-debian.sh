@@ -56,10 +56,19 @@ fi
 # forms) with noexcept in C++; CUDA 11.8's headers declare them without, and nvcc
 # refuses the mismatch ("exception specification is incompatible"). Declaring them
 # noexcept too, as later CUDA releases do, fits both older and newer glibc.
+# Their host-side declarations and definitions (the __func__ ones) must say the
+# same, or the host compiler refuses the declarations made noexcept above ("has a
+# different exception specifier") where glibc does not declare these functions
+# (glibc 2.36 of Debian 12).
 math=$ROOT/usr/include/crt/math_functions.h
 if [ -f "$math" ] && ! grep -q 'cospi(double x) noexcept' "$math"; then
   sed -i -E 's/^(extern __DEVICE_FUNCTIONS_DECL__ __device_builtin__ (double|float) +(cospi|sinpi|rsqrt)f?\((double|float) x\));$/\1 noexcept (true);/' "$math"
   log "declared cospi, sinpi and rsqrt noexcept in $math (recent glibc declares them too)"
+fi
+if [ -f "$math" ] && ! grep -q 'cospi(double a) noexcept' "$math"; then
+  sed -i -E 's/^(__func__\((double|float) (cospi|sinpi|rsqrt)f?\((double|float) a\))\);$/\1 noexcept (true));/' "$math"
+  sed -i -E 's/^(__func__\((double|float) (cospi|sinpi|rsqrt)f?\((const )?(double|float) a\))\)$/\1 noexcept (true))/' "${math%.h}.hpp"
+  log "declared their host forms noexcept too in $math and ${math%.h}.hpp"
 fi
 "$NVCC" --version | tail -1 >&2
 # nvcc 11.8 wants gcc 11 as host compiler; Debian ships it with the toolkit, in $ROOT/usr/bin.
