@@ -667,9 +667,14 @@ func RuleQuery(r *rules.Compiled, nodeLabel, node string) string {
 }
 
 // Collect deletes the Resolved NodeFaults older than the retention period and
-// returns how many it deleted.
+// returns how many it deleted. It picks them from the cache once that has synced
+// (UseCache): the controller collects on every reconcile pass, and a list of every
+// record each time made the API server send, and this process decode, all of a
+// fleet's records every few seconds. A cached copy may be stale: each delete's
+// precondition is the copy's resourceVersion, so a record reopened since is kept, and
+// one resolved since the cache last heard of it waits for a later pass.
 func (s *Store) Collect(ctx context.Context) (int, error) {
-	all, err := s.List(ctx)
+	all, err := s.collectable(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -691,10 +696,30 @@ func (s *Store) Collect(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		s.noteWrite(&nf, true)
+		s.noteWrite(nf, true)
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// collectable is every record, from the synced cache (shared copies: read only) or
+// else from the API server.
+func (s *Store) collectable(ctx context.Context) ([]*v1alpha1.NodeFault, error) {
+	s.rt.mu.Lock()
+	c := s.rt.cache
+	s.rt.mu.Unlock()
+	if c != nil && c.HasSynced() {
+		return c.List(), nil
+	}
+	l, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*v1alpha1.NodeFault, len(l))
+	for i := range l {
+		out[i] = &l[i]
+	}
+	return out, nil
 }
 
 // Truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…":

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -123,5 +124,77 @@ func TestRecordReadsTheCache(t *testing.T) {
 	}
 	if n := conflicts.Load(); n != 0 {
 		t.Errorf("%d conflicts: a write was planned on a cached copy older than the Store's own write", n)
+	}
+}
+
+// TestCollectReadsTheCache: a Store on a synced cache picks the records to collect
+// from it, with no read of the records from the API server, and a record reopened
+// after the cache saw it resolved is kept (the delete's precondition).
+func TestCollectReadsTheCache(t *testing.T) {
+	env, ctx := withNodeFaults(t, time.Minute)
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	var reads, conflicts atomic.Int64
+	cfg := rest.CopyConfig(env.RESTConfig())
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := nodefault.New(cs, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-1", Retention: time.Hour, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := nodefault.NewCache(cs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.Run(ctx.Done())
+	eventually.True(t, 10*time.Second, "cache synced", c.HasSynced)
+	st.UseCache(c)
+
+	resolve := func(node string) *v1alpha1.NodeFault {
+		t.Helper()
+		nf, err := st.Record(ctx, node, "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint, Decision: "untaint"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nf
+	}
+	expired, reopened := resolve("gc-1"), resolve("gc-2")
+	open, err := st.Record(ctx, "gc-3", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseObserved, Cause: nodefault.CauseAnnotate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually.NoError(t, 10*time.Second, "records cached", func() error {
+		if n := len(c.List()); n != 3 {
+			return fmt.Errorf("%d cached", n)
+		}
+		return nil
+	})
+	clk.Add(2 * time.Hour)
+	// Reopened by another controller: the cache may still show it resolved.
+	if _, err := other.Record(ctx, "gc-2", "nvidia-xid", "xid-79", nodefault.Change{Phase: v1alpha1.PhaseObserved, Cause: nodefault.CauseAnnotate}); err != nil {
+		t.Fatal(err)
+	}
+
+	r0 := reads.Load()
+	n, err := st.Collect(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Collect = %d, %v; want 1 (the expired record only)", n, err)
+	}
+	if d := reads.Load() - r0; d != 0 {
+		t.Errorf("Collect read the records %d times from the API server, want 0 (the cache has them)", d)
+	}
+	if _, err := other.Get(ctx, expired.Name); !apierrors.IsNotFound(err) {
+		t.Errorf("expired record after Collect: %v, want NotFound", err)
+	}
+	for _, nf := range []*v1alpha1.NodeFault{reopened, open} {
+		if _, err := other.Get(ctx, nf.Name); err != nil {
+			t.Errorf("%s after Collect: %v, want kept", nf.Name, err)
+		}
 	}
 }
