@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 )
 
 // SetNodeMeta sets (value != "") or removes (value == "") labels and annotations of
-// a node in one write. It writes with Update, guarded by the resourceVersion like
-// the taint writes (the controller's role has nodes update, not patch), and does
-// nothing when they already have their values. In dry-run mode it only reports
-// whether it would change.
+// a node in one write, a patch guarded by the resourceVersion like the taint writes
+// (nodepatch.go), and does nothing when they already have their values. An
+// annotation the Node cache does not keep is compared on the Node read from the API.
+// In dry-run mode it only reports whether it would change.
 func (a *Actor) SetNodeMeta(ctx context.Context, node string, labels, annotations map[string]string) (changed bool, err error) {
 	if err := a.ready(); err != nil {
 		return false, err
@@ -20,23 +19,20 @@ func (a *Actor) SetNodeMeta(ctx context.Context, node string, labels, annotation
 	attempt := 0
 	err = retry.RetryOnConflict(a.opts.Backoff, func() error {
 		attempt++
-		n, err := a.readNode(ctx, node, attempt > 1)
+		n, err := a.readNode(ctx, node, attempt > 1 || !keepsAnnotations(annotations))
 		if err != nil {
 			return err
 		}
-		newLabels, lc := withValues(n.Labels, labels)
-		newAnnotations, ac := withValues(n.Annotations, annotations)
+		want := *n
+		var lc, ac bool
+		want.Labels, lc = withValues(n.Labels, labels)
+		want.Annotations, ac = withValues(n.Annotations, annotations)
 		changed = lc || ac
 		if !changed {
 			return nil
 		}
-		n.Labels, n.Annotations = newLabels, newAnnotations
-		u, err := a.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: a.opts.Component})
-		if err != nil {
-			return err
-		}
-		a.noteWrite(u)
-		return nil
+		_, err = a.writeNode(ctx, n, &want)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("label node %s %v, annotations %v: %w", node, labels, annotations, err)

@@ -77,23 +77,22 @@ func listStripped(ctx context.Context, nodes typedcorev1.NodeInterface, lo metav
 // GPUResource is the extended resource of the node's GPUs (NVIDIA's device plugin).
 const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
-// stripNode is the Node informer's transform: the cache keeps what faultline reads
-// or writes back, so that its memory follows the number of nodes, not the size of
-// their status. Kept: the metadata less its managed fields and the spec, whole (a
-// taint or label write is an Update of a cached copy, which sends both: an omitted
-// annotation or podCIDR would be removed or refused), the boot ID (recover: reboot)
-// faultline's condition (compared before each condition patch) and the GPU capacity
-// (the GPUs a scheduled nvml check expects). The rest of the
-// status (the kubelet's conditions, other capacity, addresses, images, system info) is
-// dropped: an Update ignores a Node's status, and faultline writes status only with
-// patches of its own conditions, never a cached status.
+// stripNode is the Node informer's transform: the cache keeps what faultline reads,
+// so that its memory follows the number of nodes, not the size of their metadata and
+// status. Kept: the metadata less its managed fields and less the annotations of
+// others (cachedAnnotation), the spec, the boot ID (recover: reboot), faultline's
+// condition (compared before each condition patch) and the GPU capacity (the GPUs a
+// scheduled nvml check expects). The rest of the status (the kubelet's conditions,
+// other capacity, addresses, images, system info) is dropped. Nothing cached is
+// written back whole: a Node write is a patch of what faultline changes
+// (nodepatch.go), and its status only ever a patch of its own conditions.
 func stripNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
 	n.ManagedFields = nil
-	n.Labels, n.Annotations = internStrings(n.Labels), internStrings(n.Annotations)
+	n.Labels, n.Annotations = internStrings(n.Labels), internStrings(cachedAnnotations(n.Annotations))
 	var conds []corev1.NodeCondition
 	for _, c := range n.Status.Conditions {
 		if c.Type == fault.ConditionType {
@@ -106,6 +105,20 @@ func stripNode(obj any) (any, error) {
 	}
 	n.Status = corev1.NodeStatus{Conditions: conds, Capacity: capacity, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
 	return n, nil
+}
+
+// cachedAnnotations is the part of m the cache keeps (nil when none).
+func cachedAnnotations(m map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if cachedAnnotation(k) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // internStrings is m with its keys and values shared with every other cached Node's

@@ -154,11 +154,10 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 		if a.beforeWrite != nil {
 			a.beforeWrite(f.Node, pt.res.Attempts)
 		}
-		u, err := a.client.CoreV1().Nodes().Update(ctx, pt.p.node, metav1.UpdateOptions{FieldManager: a.opts.Component})
+		u, err := a.writeNode(ctx, n, pt.p.node)
 		if err != nil {
 			return err
 		}
-		a.noteWrite(u)
 		pt.last = u
 		return nil
 	})
@@ -307,11 +306,10 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 		if a.beforeWrite != nil {
 			a.beforeWrite(node, res.Attempts)
 		}
-		u, err := a.client.CoreV1().Nodes().Update(ctx, p.node, metav1.UpdateOptions{FieldManager: a.opts.Component})
+		u, err := a.writeNode(ctx, n, p.node)
 		if err != nil {
 			return err
 		}
-		a.noteWrite(u)
 		last = u
 		return nil
 	})

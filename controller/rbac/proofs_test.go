@@ -156,16 +156,13 @@ var proofs = map[atom]proof{
 		_, err := sa.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 		return err
 	}},
-	{"", "nodes", "update", ""}: {"taint and pointer annotation: update of the full Node", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
+	{"", "nodes", "patch", ""}: {"taint, pointer annotation and labels: a merge patch guarded by the resourceVersion", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {
 		n, err := f.admin.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("admin: %w", err)
 		}
-		if n.Annotations == nil {
-			n.Annotations = map[string]string{}
-		}
-		n.Annotations["rbac-test/seq"] = fmt.Sprint(f.next())
-		_, err = sa.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{"rbac-test/seq":"%d"}}}`, n.ResourceVersion, f.next())
+		_, err = sa.CoreV1().Nodes().Patch(ctx, f.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	}},
 	{"", "nodes/status", "patch", ""}: {"the node condition: strategic merge patch of nodes/status", func(ctx context.Context, f *fixture, sa kubernetes.Interface) error {

@@ -300,7 +300,7 @@ func TestControllerRBAC(t *testing.T) {
 		lease, cp := controller.DefaultLeaseName, controller.DefaultCheckpointName
 		checks := []check{
 			// Sanity: what the controller does is allowed.
-			{"", "", "nodes", "", "update", true, ""},
+			{"", "", "nodes", "", "patch", true, ""},
 			{"", "", "nodes", "status", "patch", true, ""},
 			{ns, "coordination.k8s.io", "leases", "", "update", true, lease},
 			{ns, "", "configmaps", "", "update", true, cp},
@@ -337,7 +337,7 @@ func TestControllerRBAC(t *testing.T) {
 			// What it must not do.
 			{"", "", "nodes", "", "delete", false, ""},
 			{"", "", "nodes", "", "create", false, ""},
-			{"", "", "nodes", "", "patch", false, ""},
+			{"", "", "nodes", "", "update", false, ""},
 			{"", "", "nodes", "status", "update", false, ""},
 			{"", "", "nodes", "proxy", "get", false, ""},
 			{ns, "", "secrets", "", "get", false, ""},

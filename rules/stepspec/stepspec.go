@@ -68,7 +68,7 @@ var templateRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9._]{0,61}[a-z0-9])?$`)
 var specs = []Spec{
 	{
 		Name: Taint, Help: "places the rule's taint", TakesCapacity: true,
-		Access: []Access{{Resource: "nodes", Verbs: []string{"update"}, Why: "the taint is written with the whole Node"}},
+		Access: []Access{{Resource: "nodes", Verbs: []string{"patch"}, Why: "the taint is written with a merge patch of the Node"}},
 	},
 	{
 		Name: "drain", Help: "evicts the node's pods through the Eviction API (PodDisruptionBudgets hold)", TakesCapacity: true, EvictsPods: true,
@@ -88,7 +88,7 @@ var specs = []Spec{
 	{
 		Name: "service", Help: "labels the node and sets a Node condition for the hardware team",
 		Access: []Access{
-			{Resource: "nodes", Verbs: []string{"update"}, Why: "the faultline.io/service label is written with the whole Node"},
+			{Resource: "nodes", Verbs: []string{"patch"}, Why: "the faultline.io/service label is written with a merge patch of the Node"},
 			{Resource: "nodes/status", Verbs: []string{"patch"}, Why: "the FaultlineService condition"},
 		},
 	},

@@ -137,7 +137,8 @@ func TestApply(t *testing.T) {
 		checks []check
 	}{
 		{"faultline", "faultline-controller", []check{
-			{"", "update", "", "nodes", "", "gpu-1", true},
+			{"", "patch", "", "nodes", "", "gpu-1", true},
+			{"", "update", "", "nodes", "", "gpu-1", false},
 			{"", "watch", "", "nodes", "", "", true},
 			{"", "patch", "", "nodes", "status", "gpu-1", true},
 			{"default", "create", "", "events", "", "", true},
