@@ -264,7 +264,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 	c.carrier.triggers = c.triggers
-	c.probeRuns, err = proberunctl.New(proberunctl.Config{Client: cfg.Client, Runner: c.triggers, Nodes: c.actor.NodeLister(),
+	c.probeRuns, err = proberunctl.New(proberunctl.Config{Client: cfg.Client, Runner: c.triggers, Nodes: c.actor.Nodes(),
 		Retention: cfg.ProbeRunRetention, Identity: cfg.Identity, Log: c.log})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)

@@ -63,7 +63,7 @@ func TestUntaintDirect(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			n, err := actor.NodeLister().Get("gpu-1")
+			n, err := actor.Nodes().Get("gpu-1")
 			active, lerr := actor.ListActive()
 			clean := err == nil && lerr == nil && len(active) == 0
 			if err == nil {

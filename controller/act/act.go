@@ -35,7 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -136,7 +135,7 @@ type View struct {
 	opts    Options
 	nodeInf cache.SharedIndexInformer
 	nodeRun sync.WaitGroup // the Node informer's run
-	nodes   corelisters.NodeLister
+	nodes   NodeCache
 	synced  cache.InformerSynced
 	faults  *nodefault.Cache // the records, for facts and listings
 
@@ -197,7 +196,7 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		client:  client,
 		opts:    opts,
 		nodeInf: ni,
-		nodes:   corelisters.NewNodeLister(ni.GetIndexer()),
+		nodes:   NodeCache{store: ni.GetStore()},
 		synced:  ni.HasSynced,
 		written: map[string]pendingWrite{},
 		faults:  faults,
@@ -297,11 +296,12 @@ func (v *View) ready() error {
 	return nil
 }
 
-// NodeLister is the View's Node cache.
-func (v *View) NodeLister() corelisters.NodeLister { return v.nodes }
+// Nodes is the View's Node cache.
+func (v *View) Nodes() NodeCache { return v.nodes }
 
-// cachedNode returns the Node from the cache, or from the API when the cache does
-// not have it (yet). The result is the shared cached object: do not modify it.
+// cachedNode returns the Node from the cache (what it keeps of it, see cachedNode),
+// or from the API when the cache does not have it (yet). The result is the caller's
+// own.
 func (v *View) cachedNode(ctx context.Context, name string) (*corev1.Node, error) {
 	if err := v.ready(); err != nil {
 		return nil, err
@@ -353,9 +353,9 @@ func (v *View) cacheBehind(node, rv string) bool {
 }
 
 // OptedOut reports whether a node carries fault.LabelOptOut=true.
-func OptedOut(n *corev1.Node) bool {
-	return strings.EqualFold(n.Labels[fault.LabelOptOut], "true")
-}
+func OptedOut(n *corev1.Node) bool { return optedOut(n.Labels) }
+
+func optedOut(l map[string]string) bool { return strings.EqualFold(l[fault.LabelOptOut], "true") }
 
 // NodeFaults is one node's faults with a taint entry: their NodeFault records,
 // sorted by pack/rule.
@@ -381,8 +381,8 @@ func (v *View) ListActive() ([]NodeFaults, error) {
 	for node, recs := range byNode {
 		sort.Slice(recs, func(i, j int) bool { return recs[i].PackRule() < recs[j].PackRule() })
 		nf := NodeFaults{Node: node, Faults: recs}
-		if n, err := v.nodes.Get(node); err == nil {
-			nf.OptedOut = OptedOut(n)
+		if c, ok := v.nodes.get(node); ok {
+			nf.OptedOut = c.optedOut()
 		}
 		out = append(out, nf)
 	}
@@ -395,11 +395,11 @@ func (v *View) BootID(node string) (string, error) {
 	if err := v.ready(); err != nil {
 		return "", err
 	}
-	n, err := v.nodes.Get(node)
-	if err != nil {
-		return "", err
+	c, ok := v.nodes.get(node)
+	if !ok {
+		return "", apierrors.NewNotFound(corev1.Resource("node"), node)
 	}
-	return n.Status.NodeInfo.BootID, nil
+	return c.bootID, nil
 }
 
 // Facts reads the fleet's state for the decide stage from the index the informers

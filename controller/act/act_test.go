@@ -132,7 +132,7 @@ func waitCached(t *testing.T, a *Actor, name, rv string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if n, err := a.NodeLister().Get(name); err == nil && n.ResourceVersion == rv {
+		if n, err := a.Nodes().Get(name); err == nil && n.ResourceVersion == rv {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -499,7 +499,7 @@ func TestActor(t *testing.T) {
 			node := fmt.Sprintf("cached-%d", i)
 			createNodes(t, cs, node)
 			eventually.NoError(t, 10*time.Second, node+" cached", func() error {
-				_, err := a.NodeLister().Get(node)
+				_, err := a.Nodes().Get(node)
 				return err
 			})
 			reads, records, writes := wc.recordReads.Load(), wc.records.Load(), wc.n.Load()

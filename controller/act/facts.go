@@ -65,14 +65,14 @@ func NewFactIndex(eligible labels.Selector, topology []string) *FactIndex {
 		optedOut: map[string]bool{}, tainted: map[string][]string{}, groups: map[decide.Group]int{}}
 }
 
-func (x *FactIndex) factsOf(n *corev1.Node) nodeFacts {
+func (x *FactIndex) factsOf(n *cachedNode) nodeFacts {
 	var f nodeFacts
-	if OptedOut(n) {
+	if n.optedOut() {
 		f.optedOut = true
-	} else if x.eligible.Matches(labels.Set(n.Labels)) {
+	} else if x.eligible.Matches(labels.Set(n.labels)) {
 		f.eligible = true
 		for _, l := range x.topo {
-			if v := n.Labels[l]; v != "" {
+			if v := n.labels[l]; v != "" {
 				if f.topology == nil {
 					f.topology = map[string]string{}
 				}
@@ -80,7 +80,7 @@ func (x *FactIndex) factsOf(n *corev1.Node) nodeFacts {
 			}
 		}
 	}
-	for _, t := range n.Spec.Taints {
+	for _, t := range n.taints {
 		f.taints = append(f.taints, keyEffect{t.Key, t.Effect})
 	}
 	return f
@@ -103,10 +103,10 @@ func recordFactsOf(nf *v1alpha1.NodeFault) recordFacts {
 
 // AddNode records n, as the Node informer's handler does: for a caller that fills
 // the index from a node list (a replay against the live fleet).
-func (x *FactIndex) AddNode(n *corev1.Node) { x.setNode(n.Name, n) }
+func (x *FactIndex) AddNode(n *corev1.Node) { x.setNode(n.Name, cachedOf(n)) }
 
 // setNode records n (nil: the node named name is gone from the cache).
-func (x *FactIndex) setNode(name string, n *corev1.Node) {
+func (x *FactIndex) setNode(name string, n *cachedNode) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	old, had := x.nodes[name]
@@ -247,8 +247,8 @@ func (x *FactIndex) Size(g decide.Group) int {
 // nodeHandler keeps the index up to date from the Node informer.
 func (x *FactIndex) nodeHandler() cache.ResourceEventHandler {
 	set := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok {
-			x.setNode(n.Name, n)
+		if c, ok := obj.(*cachedNode); ok {
+			x.setNode(c.name, c)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -259,8 +259,8 @@ func (x *FactIndex) nodeHandler() cache.ResourceEventHandler {
 				x.setNode(nameOfKey(d.Key), nil)
 				return
 			}
-			if n, ok := obj.(*corev1.Node); ok {
-				x.setNode(n.Name, nil)
+			if c, ok := obj.(*cachedNode); ok {
+				x.setNode(c.name, nil)
 			}
 		},
 	}

@@ -170,10 +170,10 @@ func (m *fleetModel) step() {
 		case !had:
 			n := randomNode(m.r, name)
 			m.nodes[name] = n
-			m.nodeH.OnAdd(n, false)
+			m.nodeH.OnAdd(cachedOf(n), false)
 		case m.r.IntN(5) == 0:
 			delete(m.nodes, name)
-			m.nodeH.OnDelete(tombstone(name, old))
+			m.nodeH.OnDelete(tombstone(name, cachedOf(old)))
 		default:
 			n := randomNode(m.r, name)
 			if m.r.IntN(3) == 0 { // a heartbeat: the same facts, another status
@@ -181,7 +181,7 @@ func (m *fleetModel) step() {
 				n.Status.NodeInfo.BootID = fmt.Sprint(m.r.Int())
 			}
 			m.nodes[name] = n
-			m.nodeH.OnUpdate(old, n)
+			m.nodeH.OnUpdate(cachedOf(old), cachedOf(n))
 		}
 		return
 	}
@@ -274,20 +274,20 @@ func TestFactIndexReuse(t *testing.T) {
 	x := NewFactIndex(labels.Everything(), nil)
 	h := x.nodeHandler()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{fault.LabelOptOut: "true"}}}
-	h.OnAdd(n, false)
+	h.OnAdd(cachedOf(n), false)
 	first := x.Facts()
 	if !first.OptedOut["n1"] || first.Groups != nil {
 		t.Fatalf("facts %+v", first)
 	}
 	beat := n.DeepCopy()
 	beat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	h.OnUpdate(n, beat)
+	h.OnUpdate(cachedOf(n), cachedOf(beat))
 	if again := x.Facts(); reflect.ValueOf(again.OptedOut).UnsafePointer() != reflect.ValueOf(first.OptedOut).UnsafePointer() {
 		t.Error("facts rebuilt after a heartbeat")
 	}
 	in := beat.DeepCopy()
 	delete(in.Labels, fault.LabelOptOut)
-	h.OnUpdate(beat, in)
+	h.OnUpdate(cachedOf(beat), cachedOf(in))
 	if f := x.Facts(); f.OptedOut["n1"] || f.Eligible != 1 || !first.OptedOut["n1"] || first.Eligible != 0 {
 		t.Fatalf("after opting in: %+v; the earlier snapshot %+v", f, first)
 	}
@@ -357,7 +357,7 @@ func BenchmarkFacts(b *testing.B) {
 				rh.OnAdd(nf, true)
 			}
 			nodes = append(nodes, n)
-			nh.OnAdd(n, true)
+			nh.OnAdd(cachedOf(n), true)
 		}
 		// Each iteration: node 1 gains or loses a taint, then a decision reads the facts.
 		flip := func(i int) {
@@ -369,7 +369,7 @@ func BenchmarkFacts(b *testing.B) {
 				n.Spec.Taints = nil
 			}
 			nodes[1] = n
-			nh.OnUpdate(old, n)
+			nh.OnUpdate(cachedOf(old), cachedOf(n))
 		}
 		b.Run(fmt.Sprintf("index/nodes=%d", size), func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {

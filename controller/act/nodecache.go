@@ -4,13 +4,18 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -23,8 +28,8 @@ import (
 // for.
 const defaultNodeListPage = 500
 
-// newNodeInformer is the Node informer (of the shard), its cache stripped to what
-// faultline reads (stripNode). Its list is read in pages, each page stripped before
+// newNodeInformer is the Node informer (of the shard), its cache holding what
+// faultline reads of each Node (cachedNode). Its list is read in pages, each page stripped before
 // the next is read: a list served at once from the apiserver's watch cache (what an
 // informer asks for by default) holds every whole Node of the fleet, and its body,
 // in memory at the same time, and the process keeps that peak long after the list.
@@ -60,9 +65,7 @@ func listStripped(ctx context.Context, nodes typedcorev1.NodeInterface, lo metav
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		for i := range page.Items {
-			if _, err := stripNode(&page.Items[i]); err != nil {
-				return nil, err
-			}
+			page.Items[i] = *cachedOf(&page.Items[i]).shared()
 		}
 		// Copied out of the page: the page's whole Nodes are garbage from here on.
 		out.Items = append(out.Items, page.Items...)
@@ -77,34 +80,110 @@ func listStripped(ctx context.Context, nodes typedcorev1.NodeInterface, lo metav
 // GPUResource is the extended resource of the node's GPUs (NVIDIA's device plugin).
 const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
-// stripNode is the Node informer's transform: the cache keeps what faultline reads,
-// so that its memory follows the number of nodes, not the size of their metadata and
-// status. Kept: the metadata less its managed fields and less the annotations of
-// others (cachedAnnotation), the spec, the boot ID (recover: reboot), faultline's
-// condition (compared before each condition patch) and the GPU capacity (the GPUs a
-// scheduled nvml check expects). The rest of the status (the kubelet's conditions,
-// other capacity, addresses, images, system info) is dropped. Nothing cached is
+// cachedNode is what the Node cache keeps of a Node, in a type of its own: a
+// corev1.Node is about 770 bytes before any of its fields is set, this about 150, and
+// a fleet's Nodes are the cache's largest part. Kept: what faultline reads. The
+// labels (selectors, eligibility, topology, opt-out; their strings shared with every
+// other entry's), faultline's own annotations (cachedAnnotation), the taints, the boot
+// ID (recover: reboot), faultline's condition (compared before each condition patch)
+// and the GPU capacity (the GPUs a scheduled nvml check expects). Nothing cached is
 // written back whole: a Node write is a patch of what faultline changes
 // (nodepatch.go), and its status only ever a patch of its own conditions.
+type cachedNode struct {
+	name, rv      string
+	uid           types.UID
+	labels        map[string]string
+	annotations   map[string]string
+	taints        []corev1.Taint
+	unschedulable bool
+	bootID        string
+	condition     *corev1.NodeCondition // faultline's, when the Node has it
+	capacity      corev1.ResourceList   // the GPUs alone, shared (gpuCapacity)
+}
+
+// GetObjectMeta names the entry for the informer's store (Nodes have no namespace).
+func (c *cachedNode) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: c.name, UID: c.uid, ResourceVersion: c.rv}
+}
+
+// node is the entry as a Node of its own, which the caller may change.
+func (c *cachedNode) node() *corev1.Node {
+	n := c.shared()
+	n.Labels, n.Annotations = maps.Clone(n.Labels), maps.Clone(n.Annotations)
+	n.Spec.Taints = slices.Clone(n.Spec.Taints)
+	n.Status.Capacity = n.Status.Capacity.DeepCopy()
+	return n
+}
+
+// shared is the entry as a Node that shares its maps and slices with the cache.
+func (c *cachedNode) shared() *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.name, UID: c.uid, ResourceVersion: c.rv, Labels: c.labels, Annotations: c.annotations},
+		Spec:   corev1.NodeSpec{Taints: c.taints, Unschedulable: c.unschedulable},
+		Status: corev1.NodeStatus{Capacity: c.capacity, NodeInfo: corev1.NodeSystemInfo{BootID: c.bootID}}}
+	if c.condition != nil {
+		n.Status.Conditions = []corev1.NodeCondition{*c.condition}
+	}
+	return n
+}
+
+// optedOut: the node is labelled fault.LabelOptOut=true.
+func (c *cachedNode) optedOut() bool { return optedOut(c.labels) }
+
+// stripNode is the Node informer's transform: a Node becomes its cachedNode (an
+// entry already transformed, or a tombstone, passes as it is).
 func stripNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	n.ManagedFields = nil
-	n.Labels, n.Annotations = internStrings(n.Labels), internStrings(cachedAnnotations(n.Annotations))
-	var conds []corev1.NodeCondition
-	for _, c := range n.Status.Conditions {
-		if c.Type == fault.ConditionType {
-			conds = append(conds, c)
+	return cachedOf(n), nil
+}
+
+func cachedOf(n *corev1.Node) *cachedNode {
+	c := &cachedNode{name: n.Name, rv: n.ResourceVersion, uid: n.UID,
+		labels: internStrings(n.Labels), annotations: internStrings(cachedAnnotations(n.Annotations)),
+		taints: n.Spec.Taints, unschedulable: n.Spec.Unschedulable, bootID: n.Status.NodeInfo.BootID}
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == fault.ConditionType {
+			cond := n.Status.Conditions[i]
+			c.condition = &cond
 		}
 	}
-	var capacity corev1.ResourceList
 	if q, ok := n.Status.Capacity[GPUResource]; ok {
-		capacity = gpuCapacity(q)
+		c.capacity = gpuCapacity(q)
 	}
-	n.Status = corev1.NodeStatus{Conditions: conds, Capacity: capacity, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
-	return n, nil
+	return c
+}
+
+// NodeCache reads the Node informer's cache.
+type NodeCache struct{ store cache.Store }
+
+func (nc NodeCache) get(name string) (*cachedNode, bool) {
+	o, ok, _ := nc.store.GetByKey(name) // cluster-scoped: the key is the name
+	c, _ := o.(*cachedNode)
+	return c, ok && c != nil
+}
+
+// Get returns the cached Node name, holding what the cache keeps (cachedNode), as a
+// Node of its own: the caller may change it. NotFound when the cache has none.
+func (nc NodeCache) Get(name string) (*corev1.Node, error) {
+	c, ok := nc.get(name)
+	if !ok {
+		return nil, apierrors.NewNotFound(corev1.Resource("node"), name)
+	}
+	return c.node(), nil
+}
+
+// Names returns the names of the cached Nodes whose labels sel matches, sorted.
+func (nc NodeCache) Names(sel labels.Selector) []string {
+	var out []string
+	for _, o := range nc.store.List() {
+		if c, ok := o.(*cachedNode); ok && sel.Matches(labels.Set(c.labels)) {
+			out = append(out, c.name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // cachedAnnotations is the part of m the cache keeps (nil when none).

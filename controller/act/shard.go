@@ -1,7 +1,6 @@
 package act
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -25,8 +24,8 @@ func (v *View) Owns(node string) bool {
 	if v.opts.Shard == nil {
 		return true
 	}
-	_, err := v.nodes.Get(node)
-	return err == nil
+	_, ok := v.nodes.get(node)
+	return ok
 }
 
 // ownedFaults lists the records of the shard's nodes: a record of another shard's
@@ -65,8 +64,8 @@ func (v *View) OnMembership(f func(node string, joined bool)) error {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		if n, ok := obj.(*corev1.Node); ok {
-			return n.Name
+		if c, ok := obj.(*cachedNode); ok {
+			return c.name
 		}
 		return ""
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -60,7 +63,7 @@ func testCacheStripped(t *testing.T, cfg *rest.Config) {
 		t.Fatal(err)
 	}
 	waitCached(t, a, "strip-1", orig.ResourceVersion)
-	c, err := a.NodeLister().Get("strip-1")
+	c, err := a.Nodes().Get("strip-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +72,14 @@ func testCacheStripped(t *testing.T, cfg *rest.Config) {
 	if !reflect.DeepEqual(c.Status, want) || c.ManagedFields != nil {
 		t.Fatalf("cached status %+v (managed fields %d), want only the boot ID and the GPU capacity", c.Status, len(c.ManagedFields))
 	}
-	if !reflect.DeepEqual(c.Labels, orig.Labels) || !reflect.DeepEqual(c.Spec, orig.Spec) {
+	if !reflect.DeepEqual(c.Labels, orig.Labels) || c.Name != orig.Name || c.UID != orig.UID ||
+		!reflect.DeepEqual(c.Spec, corev1.NodeSpec{Taints: orig.Spec.Taints, Unschedulable: orig.Spec.Unschedulable}) {
 		t.Fatalf("cached metadata or spec differ: %+v %+v", c.ObjectMeta, c.Spec)
+	}
+	// A Node read from the cache is the caller's: changing it leaves the cache as it was.
+	c.Labels["changed"], c.Status.Capacity[GPUResource] = "yes", resource.MustParse("1")
+	if again, _ := a.Nodes().Get("strip-1"); again.Labels["changed"] != "" || again.Status.Capacity.Name(GPUResource, resource.DecimalSI).Value() != 8 {
+		t.Fatalf("the cache changed with a Node read from it: %+v", again)
 	}
 	// Others' annotations are not cached; the writes below must keep them all the
 	// same.
@@ -159,14 +168,15 @@ func testListPaged(t *testing.T, cfg *rest.Config) {
 	if pages := int64(len(all.Items)+1) / 2; wc.lists.Load() < pages {
 		t.Fatalf("%d list requests for %d nodes in pages of 2, want at least %d", wc.lists.Load(), len(all.Items), pages)
 	}
-	cached, err := a.NodeLister().List(labels.Everything())
-	if err != nil {
-		t.Fatal(err)
+	names := a.Nodes().Names(labels.Everything())
+	if len(names) < len(all.Items) || !slices.IsSorted(names) {
+		t.Fatalf("%d nodes cached, %d listed (names %v)", len(names), len(all.Items), names)
 	}
-	if len(cached) < len(all.Items) {
-		t.Fatalf("%d nodes cached, %d listed", len(cached), len(all.Items))
-	}
-	for _, n := range cached {
+	for _, name := range names {
+		n, err := a.Nodes().Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, cpu := n.Status.Capacity[corev1.ResourceCPU]; len(n.Status.Addresses) > 0 || cpu || n.ManagedFields != nil {
 			t.Fatalf("node %s cached whole: %+v", n.Name, n.Status)
 		}
@@ -183,16 +193,12 @@ func TestStripNodeSharesStrings(t *testing.T) {
 	// decoded Nodes hold strings of their own: make b's distinct from a's
 	b.Labels = map[string]string{strings.Clone("nvidia.com/gpu.present"): strings.Clone("true")}
 	want := maps.Clone(b.Labels)
-	for _, n := range []*corev1.Node{a, b} {
-		if _, err := stripNode(n); err != nil {
-			t.Fatal(err)
-		}
+	ca, cb := cachedOf(a), cachedOf(b)
+	if !maps.Equal(cb.labels, want) || ca.annotations != nil {
+		t.Fatalf("labels %v, annotations %v (others' annotations are not kept)", cb.labels, ca.annotations)
 	}
-	if !maps.Equal(b.Labels, want) || a.Annotations != nil {
-		t.Fatalf("labels %v, annotations %v (others' annotations are not kept)", b.Labels, a.Annotations)
-	}
-	for k, v := range b.Labels {
-		for ka, va := range a.Labels {
+	for k, v := range cb.labels {
+		for ka, va := range ca.labels {
 			if ka == k && (unsafe.StringData(ka) != unsafe.StringData(k) || unsafe.StringData(va) != unsafe.StringData(v)) {
 				t.Errorf("label %s=%s is not shared between the nodes", k, v)
 			}
@@ -204,15 +210,49 @@ func TestStripNodeSharesStrings(t *testing.T) {
 func TestStripNodeSharesCapacity(t *testing.T) {
 	a, b := kubeletNode("cap-1"), kubeletNode("cap-2")
 	b.Status.Capacity = corev1.ResourceList{GPUResource: resource.MustParse("8")}
-	for _, n := range []*corev1.Node{a, b} {
-		if _, err := stripNode(n); err != nil {
-			t.Fatal(err)
-		}
+	ca, cb := cachedOf(a), cachedOf(b)
+	if q := cb.capacity[GPUResource]; q.Value() != 8 || len(cb.capacity) != 1 {
+		t.Fatalf("capacity %v", cb.capacity)
 	}
-	if q := b.Status.Capacity[GPUResource]; q.Value() != 8 || len(b.Status.Capacity) != 1 {
-		t.Fatalf("capacity %v", b.Status.Capacity)
-	}
-	if reflect.ValueOf(a.Status.Capacity).UnsafePointer() != reflect.ValueOf(b.Status.Capacity).UnsafePointer() {
+	if reflect.ValueOf(ca.capacity).UnsafePointer() != reflect.ValueOf(cb.capacity).UnsafePointer() {
 		t.Error("two nodes of 8 GPUs hold a capacity list each")
+	}
+}
+
+// TestCacheEntriesSmall: a cached entry (cachedNode) holds a GPU node in well under
+// the memory of a corev1.Node holding the same fields, the form the cache kept
+// before: at 20,000 nodes the Node cache is the controller's largest part.
+func TestCacheEntriesSmall(t *testing.T) {
+	const n = 4000
+	gpuNode := func(i int) *corev1.Node {
+		node := kubeletNode(fmt.Sprintf("gpu-%05d", i))
+		node.UID = types.UID(fmt.Sprintf("6f1c2a34-0000-4000-8000-%012d", i))
+		node.ResourceVersion = fmt.Sprint(100000 + i)
+		maps.Copy(node.Labels, map[string]string{"kubernetes.io/hostname": node.Name, "kubernetes.io/os": "linux",
+			"kubernetes.io/arch": "amd64", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.count": "8"})
+		return node
+	}
+	live := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	perNode := func(keep func(*corev1.Node) any) float64 {
+		held := make([]any, n)
+		before := live()
+		for i := range held {
+			held[i] = keep(gpuNode(i))
+		}
+		after := live()
+		runtime.KeepAlive(held)
+		return float64(after-before) / n
+	}
+	asNode := perNode(func(node *corev1.Node) any { return cachedOf(node).shared() })
+	entry := perNode(func(node *corev1.Node) any { return cachedOf(node) })
+	t.Logf("bytes a node: %.0f as a cachedNode, %.0f as a corev1.Node of the same fields (%.2f×)", entry, asNode, asNode/entry)
+	if entry > 0.75*asNode {
+		t.Errorf("a cached entry costs %.0f bytes, a corev1.Node of the same fields %.0f: want at most three quarters", entry, asNode)
 	}
 }

@@ -369,7 +369,7 @@ func (a *Actor) readNode(ctx context.Context, name string, fresh bool) (*corev1.
 			return nil, err
 		}
 		if !a.cacheBehind(name, n.ResourceVersion) {
-			return n.DeepCopy(), nil
+			return n, nil
 		}
 	}
 	return a.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})

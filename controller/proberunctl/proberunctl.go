@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,9 +33,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -64,8 +63,11 @@ type Runner interface {
 type Config struct {
 	Client kubernetes.Interface
 	Runner Runner
-	// Nodes resolves a run's node selector.
-	Nodes corelisters.NodeLister
+	// Nodes resolves a run's node selector: the sorted names of the nodes it
+	// matches (the Node cache's Names).
+	Nodes interface {
+		Names(labels.Selector) []string
+	}
 	// Retention: a finished run is deleted this long after it ended (default
 	// DefaultRetention).
 	Retention time.Duration
@@ -328,18 +330,10 @@ func (t *term) nodes(pr *v1alpha1.ProbeRun) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodeSelector: %w", err)
 	}
-	list, err := t.r.cfg.Nodes.List(sel)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, n := range list {
-		out = append(out, n.Name)
-	}
+	out := t.r.cfg.Nodes.Names(sel)
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no node matches %s", sel)
 	}
-	sort.Strings(out)
 	return out, nil
 }
 

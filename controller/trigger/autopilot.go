@@ -94,7 +94,7 @@ func (a *autopilotCompat) writeGPUHealth(ctx context.Context, node string, facts
 	if v == "" {
 		// No verdict of ours: the label stays as it is, unless it says what no
 		// longer holds (a deep check refused, a taint gone), which is removed.
-		n, err := a.deps.Actor.NodeLister().Get(node)
+		n, err := a.deps.Actor.Nodes().Get(node)
 		if err != nil {
 			return
 		}

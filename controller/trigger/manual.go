@@ -52,7 +52,7 @@ func (t *Triggers) Start(ctx context.Context, req Request, trigger proberun.Trig
 		}
 	}
 	for _, n := range nodes {
-		if _, err := t.deps.Actor.NodeLister().Get(n); err != nil {
+		if _, err := t.deps.Actor.Nodes().Get(n); err != nil {
 			return proberun.Run{}, fmt.Errorf("node %q: %w", n, err)
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -104,7 +103,7 @@ func newProbeState() *probeState {
 
 // Actor is what the triggers need of the act stage (*act.Actor).
 type Actor interface {
-	NodeLister() corelisters.NodeLister
+	Nodes() act.NodeCache
 	Event(ctx context.Context, node string, f fault.Fault, reason, message string) error
 	SetNodeMeta(ctx context.Context, node string, labels, annotations map[string]string) (bool, error)
 }
@@ -598,7 +597,7 @@ func (t *Triggers) RunSchedules(ctx context.Context) {
 // capacity is a node's capacity of a resource as the Node informer last saw it (its
 // cache keeps act.GPUResource alone: any other resource is unknown).
 func (t *Triggers) capacity(node, resource string) (int64, bool) {
-	n, err := t.deps.Actor.NodeLister().Get(node)
+	n, err := t.deps.Actor.Nodes().Get(node)
 	if err != nil {
 		return 0, false
 	}
@@ -615,16 +614,7 @@ func (t *Triggers) ProbeNodes() ([]string, error) {
 	if sel == nil {
 		sel = labels.Everything()
 	}
-	list, err := t.deps.Actor.NodeLister().List(sel)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(list))
-	for _, n := range list {
-		out = append(out, n.Name)
-	}
-	sort.Strings(out)
-	return out, nil
+	return t.deps.Actor.Nodes().Names(sel), nil
 }
 
 // pickPeer chooses the peer of a network check that names none: the next probe node
@@ -659,14 +649,5 @@ func (t *Triggers) SelectNodes(selector string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("label selector %q: %w", selector, err)
 	}
-	list, err := t.deps.Actor.NodeLister().List(sel)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, n := range list {
-		out = append(out, n.Name)
-	}
-	sort.Strings(out)
-	return out, nil
+	return t.deps.Actor.Nodes().Names(sel), nil
 }
