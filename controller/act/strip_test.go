@@ -22,6 +22,7 @@ import (
 
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/test/liveheap"
 )
 
 // kubeletNode is a Node as a kubelet reports one: the whole status, a pod CIDR,
@@ -232,20 +233,13 @@ func TestCacheEntriesSmall(t *testing.T) {
 			"kubernetes.io/arch": "amd64", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.count": "8"})
 		return node
 	}
-	live := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	perNode := func(keep func(*corev1.Node) any) float64 {
 		held := make([]any, n)
-		before := live()
+		before := liveheap.Bytes()
 		for i := range held {
 			held[i] = keep(gpuNode(i))
 		}
-		after := live()
+		after := liveheap.Bytes()
 		runtime.KeepAlive(held)
 		return float64(after-before) / n
 	}

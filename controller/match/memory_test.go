@@ -9,6 +9,7 @@ import (
 
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
+	"github.com/faultline-dev/faultline/test/liveheap"
 )
 
 // TestStageKeepsLinesShared: the controller's stage keeps the lines it counts with
@@ -20,18 +21,11 @@ func TestStageKeepsLinesShared(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	const nodes, perNode, textLen = 500, 2, 1024 // below flap's threshold of 3: all kept
 	text := "eth0: Link down " + strings.Repeat("x", textLen-len("eth0: Link down "))
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
 	names := make([]string, nodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("gpu-%d", i)
 	}
-	before := heap()
+	before := liveheap.Bytes()
 	for j := range perNode {
 		for _, n := range names {
 			// Each line decoded on its own, as the intake gives them.
@@ -42,7 +36,7 @@ func TestStageKeepsLinesShared(t *testing.T) {
 			}
 		}
 	}
-	per := float64(heap()-before) / (nodes * perNode)
+	per := float64(liveheap.Bytes()-before) / (nodes * perNode)
 	runtime.KeepAlive(s)
 	t.Logf("%d counted lines of %d bytes: %.0f bytes each", nodes*perNode, textLen, per)
 	if per > textLen/4 {

@@ -148,7 +148,7 @@ func TestNodeFaultInAPIServer(t *testing.T) {
 	})
 
 	t.Run("NotWritableByNode", func(t *testing.T) {
-		_, ns := storeAs(t, env, "kubelet", func(cfg *rest.Config) {
+		_, ns := storeAs(t, env, nodefault.Options{Owner: "kubelet"}, func(cfg *rest.Config) {
 			cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:gpu-17", Groups: []string{"system:nodes", "system:authenticated"}}
 		})
 		other := xidFault("gpu-18", clk.Now())
@@ -235,7 +235,7 @@ func TestRecordOnAndRecordNew(t *testing.T) {
 func TestCreatedPlacing(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
 	var reads, conflicts, writes atomic.Int64
-	cs, st := storeAs(t, env, "", func(cfg *rest.Config) {
+	cs, st := storeAs(t, env, nodefault.Options{}, func(cfg *rest.Config) {
 		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 			return recordRequests{rt, &reads, &conflicts, &writes}
 		}

@@ -1,6 +1,7 @@
 package nodefault_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -45,8 +46,8 @@ func (c recordRequests) RoundTrip(r *http.Request) (*http.Response, error) {
 // cache does not yet: a change written right after another builds on it, without a
 // conflict, and a node's records read right after a write include it.
 // storeAs returns a client on the apiserver's config changed by edit, and a Store
-// with owner on it.
-func storeAs(t *testing.T, env *testenv.Env, owner string, edit func(*rest.Config)) (kubernetes.Interface, *nodefault.Store) {
+// with opts on it.
+func storeAs(t *testing.T, env *testenv.Env, opts nodefault.Options, edit func(*rest.Config)) (kubernetes.Interface, *nodefault.Store) {
 	t.Helper()
 	cfg := rest.CopyConfig(env.RESTConfig())
 	edit(cfg)
@@ -54,19 +55,17 @@ func storeAs(t *testing.T, env *testenv.Env, owner string, edit func(*rest.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := nodefault.New(cs, nodefault.Options{Owner: owner})
+	st, err := nodefault.New(cs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cs, st
 }
 
-func TestRecordReadsTheCache(t *testing.T) {
-	env, ctx := withNodeFaults(t, time.Minute)
-	var reads, conflicts atomic.Int64
-	cs, st := storeAs(t, env, "controller-0", func(cfg *rest.Config) {
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
-	})
+// useCache runs a NodeFault informer on cs until ctx ends and has st read it once
+// it has synced.
+func useCache(ctx context.Context, t *testing.T, cs kubernetes.Interface, st *nodefault.Store) *nodefault.Cache {
+	t.Helper()
 	c, err := nodefault.NewCache(cs, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +73,16 @@ func TestRecordReadsTheCache(t *testing.T) {
 	go c.Run(ctx.Done())
 	eventually.True(t, 10*time.Second, "cache synced", c.HasSynced)
 	st.UseCache(c)
+	return c
+}
+
+func TestRecordReadsTheCache(t *testing.T) {
+	env, ctx := withNodeFaults(t, time.Minute)
+	var reads, conflicts atomic.Int64
+	cs, st := storeAs(t, env, nodefault.Options{Owner: "controller-0"}, func(cfg *rest.Config) {
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
+	})
+	c := useCache(ctx, t, cs, st)
 
 	history := func(nf v1alpha1.NodeFault) string {
 		var kinds []string
@@ -134,27 +143,14 @@ func TestCollectReadsTheCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	var reads, conflicts atomic.Int64
-	cfg := rest.CopyConfig(env.RESTConfig())
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := nodefault.New(cs, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, st := storeAs(t, env, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now}, func(cfg *rest.Config) {
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
+	})
 	other, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-1", Retention: time.Hour, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := nodefault.NewCache(cs, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go c.Run(ctx.Done())
-	eventually.True(t, 10*time.Second, "cache synced", c.HasSynced)
-	st.UseCache(c)
+	c := useCache(ctx, t, cs, st)
 
 	resolve := func(node string) *v1alpha1.NodeFault {
 		t.Helper()

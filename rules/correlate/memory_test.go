@@ -10,6 +10,7 @@ import (
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules/correlate"
 	"github.com/faultline-dev/faultline/rules/packs"
+	"github.com/faultline-dev/faultline/test/liveheap"
 )
 
 // TestPruneForgetsOnlyTheOld: of two rules waiting in one stream, Prune forgets
@@ -44,7 +45,7 @@ func TestWaitingLinesShareTheirText(t *testing.T) {
 	for i := range names {
 		names[i] = "node-" + strings.Repeat("n", i%7) + string(rune('a'+i%26))
 	}
-	before := liveHeap()
+	before := liveheap.Bytes()
 	for i := range nodes {
 		for j := range perNode {
 			// Each line decoded on its own, as the intake or a file read gives them.
@@ -52,20 +53,12 @@ func TestWaitingLinesShareTheirText(t *testing.T) {
 				base.Add(time.Duration(j)*time.Second), strings.Clone(text), hits, nil)
 		}
 	}
-	per := float64(liveHeap()-before) / (nodes * perNode)
+	per := float64(liveheap.Bytes()-before) / (nodes * perNode)
 	runtime.KeepAlive(c)
 	t.Logf("%d waiting lines of %d bytes: %.0f bytes each", nodes*perNode, textLen, per)
 	if per > textLen/4 {
 		t.Errorf("each waiting line holds %.0f bytes: its %d-byte text is not shared", per, textLen)
 	}
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 // BenchmarkFleetWaitingLines reports what the correlator holds for the background
@@ -95,13 +88,13 @@ func BenchmarkFleetWaitingLines(b *testing.B) {
 	}
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	held := func(c *correlate.Correlator) float64 {
-		before := int64(liveHeap())
+		before := int64(liveheap.Bytes())
 		for i := range lines {
 			l := text(i) // each line a string of its own, as decoded
 			hits := e.Match(&logstream.Line{Text: l, Source: "kernel"}, nil)
 			c.Observe(correlate.Key{Node: names[i%nodes], Stream: "kernel"}, base.Add(time.Duration(i)*500*time.Microsecond), l, hits, nil)
 		}
-		n := float64(int64(liveHeap())-before) / lines
+		n := float64(int64(liveheap.Bytes())-before) / lines
 		runtime.KeepAlive(c)
 		return n
 	}
