@@ -29,8 +29,8 @@ import (
 const defaultNodeListPage = 500
 
 // newNodeInformer is the Node informer (of the shard), its cache holding what
-// faultline reads of each Node (cachedNode). Its list is read in pages, each page stripped before
-// the next is read: a list served at once from the apiserver's watch cache (what an
+// faultline reads of each Node (cachedNode). Its list is read in pages, each page
+// stripped before the next is read: a list served at once from the apiserver's watch cache (what an
 // informer asks for by default) holds every whole Node of the fleet, and its body,
 // in memory at the same time, and the process keeps that peak long after the list.
 func newNodeInformer(client kubernetes.Interface, o Options) (cache.SharedIndexInformer, error) {
@@ -81,7 +81,7 @@ func listStripped(ctx context.Context, nodes typedcorev1.NodeInterface, lo metav
 const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 // cachedNode is what the Node cache keeps of a Node, in a type of its own: a
-// corev1.Node is about 770 bytes before any of its fields is set, this about 150, and
+// corev1.Node is 736 bytes before any of its fields is set, this 128, and
 // a fleet's Nodes are the cache's largest part. Kept: what faultline reads. The
 // labels (selectors, eligibility, topology, opt-out; their strings shared with every
 // other entry's), faultline's own annotations (cachedAnnotation), the taints, the boot
@@ -111,6 +111,9 @@ func (c *cachedNode) node() *corev1.Node {
 	n := c.shared()
 	n.Labels, n.Annotations = maps.Clone(n.Labels), maps.Clone(n.Annotations)
 	n.Spec.Taints = slices.Clone(n.Spec.Taints)
+	for i := range n.Spec.Taints {
+		n.Spec.Taints[i].TimeAdded = n.Spec.Taints[i].TimeAdded.DeepCopy()
+	}
 	n.Status.Capacity = n.Status.Capacity.DeepCopy()
 	return n
 }
