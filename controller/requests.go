@@ -23,35 +23,70 @@ import (
 // the leader).
 var errNotLeading = errors.New("this replica does not lead")
 
-// answers holds the answers to requests carried out and not yet written, so that a
-// failed write is tried again without carrying the request out a second time.
+// answers holds the answers to requests carried out: until written, so that a failed
+// write is tried again without carrying the request out a second time, and once
+// written until the NodeFault cache shows them, so that a pass over a cache still
+// behind the write does not carry the request out again (a second Resolve finds no
+// taint left, and its answer would replace the first's).
 type answers struct {
 	mu sync.Mutex
-	m  map[string]v1alpha1.RequestStatus // by NodeFault name
+	m  map[string]answerState // by NodeFault name
 }
 
-// take returns the unwritten answer to nf's request, if there is one.
-func (a *answers) take(nf *v1alpha1.NodeFault) (v1alpha1.RequestStatus, bool) {
+type answerState struct {
+	status    v1alpha1.RequestStatus
+	writtenAt time.Time // zero until written
+}
+
+// writtenTTL bounds how long a written answer is kept for a cache that has not shown
+// it (the record may have been deleted since, and is then never seen again).
+const writtenTTL = 10 * time.Minute
+
+// take returns the answer to nf's request, if it was carried out, and whether the
+// answer has been written.
+func (a *answers) take(nf *v1alpha1.NodeFault) (ans v1alpha1.RequestStatus, written, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ans, ok := a.m[nf.Name]
+	st, ok := a.m[nf.Name]
 	r := nf.Spec.Request
-	return ans, ok && ans.Action == r.Action && ans.Time.Equal(&r.Time) && ans.RequestedBy == r.RequestedBy
+	ok = ok && st.status.Action == r.Action && st.status.Time.Equal(&r.Time) && st.status.RequestedBy == r.RequestedBy
+	return st.status, ok && !st.writtenAt.IsZero(), ok
 }
 
 func (a *answers) put(name string, ans v1alpha1.RequestStatus) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil {
-		a.m = map[string]v1alpha1.RequestStatus{}
+		a.m = map[string]answerState{}
 	}
-	a.m[name] = ans
+	a.m[name] = answerState{status: ans}
 }
 
-func (a *answers) written(name string) {
+func (a *answers) written(name string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, ok := a.m[name]; ok {
+		st.writtenAt = now
+		a.m[name] = st
+	}
+}
+
+// shown forgets the answer to name's request: the cache shows the record answered.
+func (a *answers) shown(name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.m, name)
+}
+
+// expire forgets the answers written longer than writtenTTL ago.
+func (a *answers) expire(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, st := range a.m {
+		if !st.writtenAt.IsZero() && now.Sub(st.writtenAt) > writtenTTL {
+			delete(a.m, name)
+		}
+	}
 }
 
 // requestDesk carries out the operators' requests on faults (NodeFault
@@ -81,11 +116,16 @@ type requestDesk struct {
 // ReleaseStorm on a rule no storm holds) is answered Refused; one that could not be
 // carried out (an API error) is left unanswered and tried again at the next pass.
 func (d *requestDesk) answer(ctx context.Context) {
+	d.answers.expire(time.Now())
 	for _, nf := range d.faults() {
 		if !nf.Pending() {
+			d.answers.shown(nf.Name)
 			continue
 		}
-		ans, done := d.answers.take(nf)
+		ans, written, done := d.answers.take(nf)
+		if written {
+			continue // answered: the cache has not shown it yet
+		}
 		if !done {
 			r := *nf.Spec.Request
 			msg, err := d.carryOut(ctx, nf, r)
@@ -109,7 +149,7 @@ func (d *requestDesk) answer(ctx context.Context) {
 			d.log.Warn("answer to a request not written; tried again", "fault", nf.Name, "err", err)
 			continue
 		}
-		d.answers.written(nf.Name)
+		d.answers.written(nf.Name, time.Now())
 	}
 }
 
