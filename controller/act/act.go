@@ -121,6 +121,7 @@ type Actor struct {
 	*events
 	lanes   *lanes           // the Events' broadcasters
 	records *nodefault.Store // writes and planning reads of the records
+	writer  nodeWriter       // the Node writes
 
 	// beforeWrite, when set (by tests), runs just before each Node write.
 	beforeWrite func(node string, attempt int)
@@ -202,6 +203,7 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		faults:  faults,
 		index:   NewFactIndex(opts.Eligible, opts.TopologyLabels),
 	}, records: opts.Records}
+	a.writer = nodeWriter{client: client, fieldManager: opts.Component, note: a.noteWrite}
 	// The informers' events keep the facts indexed: a decision reads them without a
 	// pass over the fleet.
 	// Start waits until both handlers have been handed the initial lists, so that

@@ -31,7 +31,7 @@ func (a *Actor) SetNodeMeta(ctx context.Context, node string, labels, annotation
 		if !changed {
 			return nil
 		}
-		_, err = a.writeNode(ctx, n, &want)
+		_, err = a.writer.patch(ctx, n, &want)
 		return err
 	})
 	if err != nil {

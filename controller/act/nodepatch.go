@@ -11,6 +11,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Node writes are JSON merge patches of what faultline changes (its labels and
@@ -71,17 +72,39 @@ func mapDiff(old, want map[string]string) map[string]any {
 	return d
 }
 
-// writeNode patches n (as read) into want and notes the write.
-func (a *Actor) writeNode(ctx context.Context, n, want *corev1.Node) (*corev1.Node, error) {
+// nodeWriter makes every Node write of the Actor, and notes each one (View.noteWrite)
+// so that a read that follows does not plan on a cache still behind it.
+type nodeWriter struct {
+	client       kubernetes.Interface
+	fieldManager string
+	note         func(*corev1.Node)
+}
+
+// patch patches n (as read) into want.
+func (w nodeWriter) patch(ctx context.Context, n, want *corev1.Node) (*corev1.Node, error) {
 	patch, err := nodePatch(n, want)
 	if err != nil {
 		return nil, err
 	}
-	u, err := a.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.opts.Component})
+	return w.write(ctx, n.Name, types.MergePatchType, patch)
+}
+
+// setCondition sets condition c in node's status. Conditions merge by type in a
+// strategic merge patch: the kubelet's own are left alone.
+func (w nodeWriter) setCondition(ctx context.Context, node string, c corev1.NodeCondition) (*corev1.Node, error) {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: condition patch: %w", node, err)
+	}
+	return w.write(ctx, node, types.StrategicMergePatchType, patch, "status")
+}
+
+func (w nodeWriter) write(ctx context.Context, node string, pt types.PatchType, patch []byte, sub ...string) (*corev1.Node, error) {
+	u, err := w.client.CoreV1().Nodes().Patch(ctx, node, pt, patch, metav1.PatchOptions{FieldManager: w.fieldManager}, sub...)
 	if err != nil {
 		return nil, err
 	}
-	a.noteWrite(u)
+	w.note(u)
 	return u, nil
 }
 

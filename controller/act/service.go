@@ -2,12 +2,10 @@ package act
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/faultline-dev/faultline/controller/nodefault"
 )
@@ -31,17 +29,8 @@ func (a *Actor) MarkForService(ctx context.Context, node, message string) error 
 	now := metav1.NewTime(a.opts.Now())
 	c := corev1.NodeCondition{Type: ConditionService, Status: corev1.ConditionTrue, Reason: "Escalated",
 		Message: nodefault.Truncate(message, messageLimit), LastHeartbeatTime: now, LastTransitionTime: now}
-	// Conditions merge by type in a strategic merge patch: the kubelet's own are
-	// left alone.
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})
-	if err != nil {
-		return err
-	}
-	u, err := a.client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch,
-		metav1.PatchOptions{FieldManager: a.opts.Component}, "status")
-	if err != nil {
+	if _, err := a.writer.setCondition(ctx, node, c); err != nil {
 		return fmt.Errorf("node %s: condition %s: %w", node, ConditionService, err)
 	}
-	a.noteWrite(u)
 	return nil
 }

@@ -2,7 +2,6 @@ package act
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -154,7 +152,7 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 		if a.beforeWrite != nil {
 			a.beforeWrite(f.Node, pt.res.Attempts)
 		}
-		u, err := a.writeNode(ctx, n, pt.p.node)
+		u, err := a.writer.patch(ctx, n, pt.p.node)
 		if err != nil {
 			return err
 		}
@@ -306,7 +304,7 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 		if a.beforeWrite != nil {
 			a.beforeWrite(node, res.Attempts)
 		}
-		u, err := a.writeNode(ctx, n, p.node)
+		u, err := a.writer.patch(ctx, n, p.node)
 		if err != nil {
 			return err
 		}
@@ -565,17 +563,8 @@ func (a *Actor) syncCondition(ctx context.Context, n *corev1.Node, entries []cla
 	if cur != nil && cur.Status == want.Status {
 		want.LastTransitionTime = cur.LastTransitionTime
 	}
-	// conditions merge by type in a strategic merge patch: the kubelet's own
-	// conditions are left alone.
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{want}}})
-	if err != nil {
+	if _, err := a.writer.setCondition(ctx, n.Name, want); err != nil {
 		return false, err
 	}
-	u, err := a.client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch,
-		metav1.PatchOptions{FieldManager: a.opts.Component}, "status")
-	if err != nil {
-		return false, err
-	}
-	a.noteWrite(u)
 	return true, nil
 }
