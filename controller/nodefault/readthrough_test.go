@@ -41,10 +41,6 @@ func (c recordRequests) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// TestRecordReadsTheCache: a Store on a synced cache reads no record from the API
-// server where the cache shows its own last writes, and reads them there where the
-// cache does not yet: a change written right after another builds on it, without a
-// conflict, and a node's records read right after a write include it.
 // storeAs returns a client on the apiserver's config changed by edit, and a Store
 // with opts on it.
 func storeAs(t *testing.T, env *testenv.Env, opts nodefault.Options, edit func(*rest.Config)) (kubernetes.Interface, *nodefault.Store) {
@@ -62,11 +58,13 @@ func storeAs(t *testing.T, env *testenv.Env, opts nodefault.Options, edit func(*
 	return cs, st
 }
 
-// useCache runs a NodeFault informer on cs until ctx ends and has st read it once
-// it has synced.
-func useCache(ctx context.Context, t *testing.T, cs kubernetes.Interface, st *nodefault.Store) *nodefault.Cache {
+// useCache runs a NodeFault informer until ctx ends and has st read it once it has
+// synced. The informer has a client of its own: its lists (a relist when a watch
+// ends early, as on a CRD whose watch cache is still starting) are not the Store's
+// reads, which the tests count.
+func useCache(ctx context.Context, t *testing.T, env *testenv.Env, st *nodefault.Store) *nodefault.Cache {
 	t.Helper()
-	c, err := nodefault.NewCache(cs, 0)
+	c, err := nodefault.NewCache(env.Clientset(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +74,17 @@ func useCache(ctx context.Context, t *testing.T, cs kubernetes.Interface, st *no
 	return c
 }
 
+// TestRecordReadsTheCache: a Store on a synced cache reads no record from the API
+// server where the cache shows its own last writes, and reads them there where the
+// cache does not yet: a change written right after another builds on it, without a
+// conflict, and a node's records read right after a write include it.
 func TestRecordReadsTheCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
 	var reads, conflicts atomic.Int64
-	cs, st := storeAs(t, env, nodefault.Options{Owner: "controller-0"}, func(cfg *rest.Config) {
+	_, st := storeAs(t, env, nodefault.Options{Owner: "controller-0"}, func(cfg *rest.Config) {
 		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
 	})
-	c := useCache(ctx, t, cs, st)
+	c := useCache(ctx, t, env, st)
 
 	history := func(nf v1alpha1.NodeFault) string {
 		var kinds []string
@@ -143,14 +145,14 @@ func TestCollectReadsTheCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	var reads, conflicts atomic.Int64
-	cs, st := storeAs(t, env, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now}, func(cfg *rest.Config) {
+	_, st := storeAs(t, env, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now}, func(cfg *rest.Config) {
 		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
 	})
 	other, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-1", Retention: time.Hour, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := useCache(ctx, t, cs, st)
+	c := useCache(ctx, t, env, st)
 
 	resolve := func(node string) *v1alpha1.NodeFault {
 		t.Helper()
