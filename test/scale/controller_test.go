@@ -205,20 +205,7 @@ func (c *controllerProc) logIntake(t *testing.T) {
 // cpu returns the CPU time the controller used (user and system) and the wall time
 // since it started.
 func (c *controllerProc) cpu() (used, wall time.Duration) {
-	wall = time.Since(c.start)
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
-	if err != nil {
-		return 0, wall
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces:
-	// utime and stime are the 12th and 13th, in clock ticks (USER_HZ, 100 on Linux).
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0, wall
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond, wall
+	return testenv.CPUTime(c.cmd.Process.Pid), time.Since(c.start)
 }
 
 // progress returns a check that fails once the controller has neither read a line

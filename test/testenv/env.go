@@ -306,6 +306,20 @@ func (e *Env) StopAPIServer(t TB) { t.Helper(); e.Stop(t, APIServer) }
 // StartAPIServer restarts kube-apiserver on the same port; see Start.
 func (e *Env) StartAPIServer(t TB) { t.Helper(); e.Start(t, APIServer) }
 
+// PID returns the process id of component c (0 when it does not run).
+func (e *Env) PID(c Component) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.procs[c]
+	if p == nil || p.exited() {
+		return 0
+	}
+	if pids := p.pids(); len(pids) > 0 {
+		return pids[0]
+	}
+	return 0
+}
+
 // processIDs returns the pids of every process the harness runs (components and their
 // watchdogs), keyed by a descriptive name.
 func (e *Env) processIDs() map[string]int {

@@ -1,12 +1,14 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // BuildFaultline builds the faultline binary (controller, exporter, CLI) from this
@@ -73,6 +75,25 @@ func RSSParts(pid int) (rss, anon, file int64) {
 		return 0, 0, 0
 	}
 	return statusField(b, "VmRSS:"), statusField(b, "RssAnon:"), statusField(b, "RssFile:")
+}
+
+// CPUTime returns the CPU time (user and system) a process has used so far (0 if it
+// cannot be read).
+func CPUTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold
+	// spaces: utime and stime are the 12th and 13th, in clock ticks (USER_HZ, 100 on
+	// Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // statusField is the value of a kB field of /proc/<pid>/status, in bytes.
