@@ -24,7 +24,7 @@ type taintWatch struct {
 	current map[string]bool      // nodes carrying it now
 	most    int
 	// breaks counts the watches that ended with an error; late, the taints first
-	// seen more than a second after their write (see observe).
+	// seen more than 2 s after their write (see observe).
 	breaks, late int
 }
 
@@ -97,7 +97,7 @@ func (w *taintWatch) observe(obj any) {
 		// the watch stream") is followed by a list of every Node, seconds later:
 		// a taint written in between is first seen then. The write's own time (its
 		// managed fields', to the second) bounds when it happened; a taint seen
-		// within a second of its write is timed as seen.
+		// within 2 s of its write is timed as seen.
 		if wrote := lastWrite(n); !wrote.IsZero() && wrote.Add(2*time.Second).Before(now) {
 			now = wrote.Add(time.Second)
 			w.late++
