@@ -171,7 +171,7 @@ func TestLateSightingsTimedByTheirWrite(t *testing.T) {
 	wrote := time.Now().Add(-30 * time.Second).Truncate(time.Second)
 	w.observe(node("late", wrote))
 	before := time.Now()
-	w.observe(node("prompt", time.Now().Truncate(time.Second)))
+	w.observe(node("prompt", time.Now()))
 	if at, _ := w.taintedAt("late"); !at.Equal(wrote.Add(time.Second)) {
 		t.Errorf("late sighting timed %v, want its write's second's end %v", at, wrote.Add(time.Second))
 	}
