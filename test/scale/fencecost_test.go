@@ -78,7 +78,9 @@ func BenchmarkFenceWrites(b *testing.B) {
 		}
 		return names
 	}
-	taint := corev1.Taint{Key: "faultline.io/gpu", Value: "xid-79", Effect: corev1.TaintEffectNoSchedule}
+	const pack, rule = "nvidia-xid", "xid-79"
+	taint := corev1.Taint{Key: "faultline.io/gpu", Value: rule, Effect: corev1.TaintEffectNoSchedule}
+	record := func(node string) string { return nodefault.Name(node, pack, rule) }
 	cached := func(name string) (*corev1.Node, error) {
 		return cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 	}
@@ -126,7 +128,7 @@ func BenchmarkFenceWrites(b *testing.B) {
 		}
 		p, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": n.ResourceVersion,
-				"annotations": map[string]string{fault.AnnotationFaults: node + ".nvidia-xid.xid-79"}},
+				"annotations": map[string]string{fault.AnnotationFaults: record(node)}},
 			"spec": map[string]any{"taints": append(n.Spec.Taints, taint)},
 		})
 		if err != nil {
@@ -143,7 +145,7 @@ func BenchmarkFenceWrites(b *testing.B) {
 		}
 		p, err := json.Marshal([]map[string]any{
 			{"op": "replace", "path": "/metadata/resourceVersion", "value": n.ResourceVersion},
-			{"op": "add", "path": "/metadata/annotations/" + strings.ReplaceAll(fault.AnnotationFaults, "/", "~1"), "value": node + ".nvidia-xid.xid-79"},
+			{"op": "add", "path": "/metadata/annotations/" + strings.ReplaceAll(fault.AnnotationFaults, "/", "~1"), "value": record(node)},
 			{"op": "add", "path": "/spec/taints", "value": append(n.Spec.Taints, taint)},
 		})
 		if err != nil {
@@ -169,15 +171,15 @@ func BenchmarkFenceWrites(b *testing.B) {
 			return err
 		}
 		nf := &v1alpha1.NodeFault{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodeFault"},
-			ObjectMeta: metav1.ObjectMeta{Name: node + ".nvidia-xid.xid-79", Labels: map[string]string{nodefault.LabelNode: node},
-				Annotations: map[string]string{nodefault.AnnotationPlacing: "faultline.io/gpu=xid-79:NoSchedule"}},
-			Spec: v1alpha1.NodeFaultSpec{Node: node, Pack: "nvidia-xid", Rule: "xid-79", Severity: "critical", Action: "taint",
-				Description: "GPU has fallen off the bus", Taint: "faultline.io/gpu=xid-79:NoSchedule"}}
+			ObjectMeta: metav1.ObjectMeta{Name: record(node), Labels: map[string]string{nodefault.LabelNode: node},
+				Annotations: map[string]string{nodefault.AnnotationPlacing: taint.ToString()}},
+			Spec: v1alpha1.NodeFaultSpec{Node: node, Pack: pack, Rule: rule, Severity: "critical", Action: "taint",
+				Description: "GPU has fallen off the bus", Taint: taint.ToString()}}
 		body, err := json.Marshal(nf)
 		if err != nil {
 			return err
 		}
-		return cs.CoreV1().RESTClient().Post().AbsPath("/apis/faultline.io/v1alpha1/nodefaults").
+		return cs.CoreV1().RESTClient().Post().AbsPath("/apis", v1alpha1.Group, v1alpha1.Version, v1alpha1.Resource).
 			SetHeader("Content-Type", "application/json").Body(body).Do(ctx).Error()
 	})
 }

@@ -107,26 +107,27 @@ func (w *taintWatch) observe(obj any) {
 	w.most = max(w.most, len(w.current))
 }
 
-// writes keeps, of a Node's managed fields, each manager's last write of the Node
-// itself (not its status), without the fields.
+// writes keeps, of a Node's managed fields, only the time of the last write of the
+// Node itself (not its status): all lastWrite reads.
 func writes(n *corev1.Node) []metav1.ManagedFieldsEntry {
-	var out []metav1.ManagedFieldsEntry
+	var last *metav1.Time
 	for _, m := range n.ManagedFields {
-		if m.Subresource == "" && m.Time != nil {
-			out = append(out, metav1.ManagedFieldsEntry{Manager: m.Manager, Time: m.Time})
+		if m.Subresource == "" && m.Time != nil && (last == nil || m.Time.After(last.Time)) {
+			last = m.Time
 		}
 	}
-	return out
+	if last == nil {
+		return nil
+	}
+	return []metav1.ManagedFieldsEntry{{Time: last}}
 }
 
 // lastWrite is the time of the last write of the Node itself (zero if unknown): on a
 // Node of the test's fleet, after its creation, the controller's taint.
 func lastWrite(n *corev1.Node) time.Time {
 	var last time.Time
-	for _, m := range n.ManagedFields {
-		if m.Time != nil && m.Time.After(last) {
-			last = m.Time.Time
-		}
+	for _, m := range writes(n) {
+		last = m.Time.Time
 	}
 	return last
 }
