@@ -148,6 +148,39 @@ func (k *carrier) exclusive(ctx context.Context, node string, do func(ctx contex
 	return q.Do(ctx, node, do)
 }
 
+// admit is PlaceTaint's admission of f's taint on a node found without it: a grant
+// of the budget for it stands (the decision's own, or an earlier decision's whose
+// taint is still on its way), or f is decided again, on facts without that taint,
+// and the new decision is carried out instead (a *redecided). So a decision made on
+// a view that still showed a taint removed since ("already tainted", from a cache
+// behind an untaint), or whose grant an untaint freed meanwhile, takes the budget
+// as a new taint does, and never adds a node beyond it.
+func (k *carrier) admit(f fault.Fault) func() error {
+	return func() error {
+		k.decideMu.Lock()
+		defer k.decideMu.Unlock()
+		key := f.Rule.String()
+		if k.decider.Taints().Granted(f.Node, key) {
+			return nil
+		}
+		facts, err := k.actor.Facts()
+		if err != nil {
+			return fmt.Errorf("node facts: %w", err)
+		}
+		d := k.decider.Decide(f, facts.Without(f.Node, key))
+		k.decided++
+		return &redecided{d: d}
+	}
+}
+
+// redecided is admit's answer when the fault was decided again: d replaces the
+// decision being carried out.
+type redecided struct{ d decide.Decision }
+
+func (r *redecided) Error() string {
+	return fmt.Sprintf("taint of %s not on %s and not granted: decided again (%s)", r.d.Fault.Rule, r.d.Fault.Node, r.d.Kind)
+}
+
 // outcome is what a decision's report says: its metric's kind and result, its
 // Event, and what else follows it.
 type outcome struct {
@@ -186,7 +219,16 @@ func (k *carrier) apply(ctx context.Context, d decide.Decision) actqueue.Task {
 			placed = act.Unconfirmed(f)
 		}
 		var err error
-		if pt, err = k.actor.PlaceTaint(ctx, placed, boot, ch); err != nil {
+		if pt, err = k.actor.PlaceTaint(ctx, placed, boot, ch, k.admit(f)); err != nil {
+			var again *redecided
+			if errors.As(err, &again) {
+				if due {
+					k.rec.store.Undue(f.Key())
+				}
+				k.log.Info("decided again: the node no longer carries the taint", "node", f.Node, "rule", f.Rule.String(),
+					"was", d.Kind, "now", again.d.Kind)
+				return k.apply(ctx, again.d)
+			}
 			k.taintFailed(f, due, &o, err)
 			k.report(ctx, d, o)
 			return nil

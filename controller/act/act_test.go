@@ -361,6 +361,39 @@ func TestActor(t *testing.T) {
 		}
 	})
 
+	t.Run("AdmitAskedBeforeFencingAnew", func(t *testing.T) {
+		createNodes(t, cs, "admit-1")
+		a, wc := startActor(t, env.RESTConfig(), Options{})
+		f := xidFault("admit-1", xid, t0)
+		refused := errors.New("no budget")
+		asked := 0
+		before, beforeRecords := wc.n.Load(), wc.records.Load()
+		_, err := a.PlaceTaint(ctx, f, "b", nodefault.Change{}, func() error { asked++; return refused })
+		if !errors.Is(err, refused) || asked != 1 {
+			t.Fatalf("refused admission: err %v, asked %d times, want the admission's error, asked once", err, asked)
+		}
+		if wc.n.Load() != before || wc.records.Load() != beforeRecords || hasTaint(getNode(t, cs, "admit-1"), "faultline.io/faulty=xid-gpu-lost:NoSchedule") {
+			t.Fatalf("refused admission wrote: node writes %d -> %d, record writes %d -> %d",
+				before, wc.n.Load(), beforeRecords, wc.records.Load())
+		}
+		pt, err := a.PlaceTaint(ctx, f, "b", nodefault.Change{}, func() error { asked++; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pt.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n := getNode(t, cs, "admit-1")
+		if asked != 2 || !hasTaint(n, "faultline.io/faulty=xid-gpu-lost:NoSchedule") {
+			t.Fatalf("admitted: asked %d times (want 2), taints %v", asked, n.Spec.Taints)
+		}
+		// The node carries the taint now: a refresh fences nothing anew, nothing is asked.
+		waitCached(t, a, "admit-1", n.ResourceVersion)
+		if _, err := a.PlaceTaint(ctx, f, "b", nodefault.Change{}, func() error { asked++; return refused }); err != nil || asked != 2 {
+			t.Fatalf("refresh of a taint in place: err %v, asked %d times, want no error and no question", err, asked)
+		}
+	})
+
 	t.Run("RetriesOnConflict", func(t *testing.T) {
 		createNodes(t, cs, "conflict-1", "conflict-2")
 		a, _ := startActor(t, env.RESTConfig(), Options{})

@@ -57,7 +57,7 @@ type Result struct {
 // A FaultTainted Event is recorded when a taint was added or the fault is new on
 // the node.
 func (a *Actor) TaintNode(ctx context.Context, f fault.Fault, bootID string) (Result, error) {
-	pt, err := a.PlaceTaint(ctx, f, bootID, nodefault.Change{})
+	pt, err := a.PlaceTaint(ctx, f, bootID, nodefault.Change{}, nil)
 	if err != nil {
 		return pt.Result(), err
 	}
@@ -92,7 +92,13 @@ func (pt *Placement) Result() Result {
 // decision's phase. A zero decision writes only the taint entry. Until Settle,
 // every reader takes the record's Placing as owning the taint, as after a crash
 // between the two (see CheckPlacing).
-func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, decision nodefault.Change) (*Placement, error) {
+//
+// admit, when not nil, is asked before anything is written whenever the Node as
+// read carries no taint of the rule's key and effect, that is when this call would
+// fence the node anew: a decision made on a view that still showed the taint (or
+// whose budget was freed since) must not add it without the budget. Its error ends
+// the call, nothing written.
+func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, decision nodefault.Change, admit func() error) (*Placement, error) {
 	if f.Rule == nil {
 		return nil, errors.New("act: fault without a rule")
 	}
@@ -124,6 +130,11 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 		pt.last = n
 		if OptedOut(n) {
 			return &OptedOutError{Node: f.Node, Rule: id}
+		}
+		if admit != nil && findTaint(n.Spec.Taints, want.Key, want.Effect) == nil {
+			if err := admit(); err != nil {
+				return err
+			}
 		}
 		entries := make([]claim, 0, len(pt.old.entries)+1)
 		for _, c := range pt.old.entries {

@@ -161,6 +161,16 @@ func (t *Taints) UntaintedBefore(node string, before time.Time) {
 	t.grants.untaintBefore(node, before)
 }
 
+// Granted says whether a taint of the rule key on node is granted: decided within
+// PendingTTL and neither untainted nor failed since.
+func (t *Taints) Granted(node, key string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.grants.expire(t.now(), t.cfg.PendingTTL)
+	_, ok := t.grants[node][key]
+	return ok
+}
+
 // NotApplied tells the budget that the caller could not apply a KindTaint decision
 // for f (an API error): the budget reserved for it is freed. The fault is not
 // queued again; it comes back when the rule fires again.

@@ -44,6 +44,7 @@ package decide
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -190,6 +191,24 @@ func (f NodeFacts) groupSize(g Group) int {
 // HasRuleTaint reports whether node carries the taint of the rule key ("pack/id").
 func (f NodeFacts) HasRuleTaint(node, key string) bool {
 	return slices.Contains(f.Tainted[node], key)
+}
+
+// Without is f once node has lost the taint of the rule key: for a caller that
+// read the node just now and found the taint gone while f (a cache) still shows
+// it. The receiver's maps are not written; Tainted is copied when it changes.
+func (f NodeFacts) Without(node, key string) NodeFacts {
+	keys := f.Tainted[node]
+	if !slices.Contains(keys, key) {
+		return f
+	}
+	tainted := maps.Clone(f.Tainted)
+	if rest := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == key }); len(rest) > 0 {
+		tainted[node] = rest
+	} else {
+		delete(tainted, node)
+	}
+	f.Tainted = tainted
+	return f
 }
 
 // Config configures a Decider. The zero value gets the defaults documented on each

@@ -348,6 +348,42 @@ func TestStaleFactsAfterUntaint(t *testing.T) {
 	}
 }
 
+// TestRefiredOnFactsWithoutTheTaint: a decision carried out on a node found without
+// its taint is made again on the facts without it (NodeFacts.Without): no longer
+// "already tainted", it takes the budget, or waits for it, as a new taint does.
+func TestRefiredOnFactsWithoutTheTaint(t *testing.T) {
+	clk := newClock()
+	d := newDecider(t, decide.Config{MaxNodes: 1, DisableStorm: true}, clk)
+	a, b := rule("a", rules.ActionTaint), rule("b", rules.ActionTaint)
+	// The view still shows gpu-00's taint of rule a, untainted since.
+	stale := decide.NodeFacts{Eligible: 20, Tainted: map[string][]string{node(0): {"p/a", "p/b"}, node(5): {"p/a"}}}
+	if dec := d.Decide(flt(node(5), a), stale); dec.Kind != decide.KindAlreadyTainted || d.Taints().Granted(node(5), "p/a") {
+		t.Fatalf("on the stale view: %v, granted %v; want already tainted, nothing granted", short(dec), d.Taints().Granted(node(5), "p/a"))
+	}
+	fresh := stale.Without(node(5), "p/a")
+	if _, ok := stale.Tainted[node(5)]; !ok {
+		t.Fatal("Without changed the facts it was called on")
+	}
+	if _, ok := fresh.Tainted[node(5)]; ok || len(fresh.Tainted[node(0)]) != 2 {
+		t.Fatalf("Without(gpu-05, p/a) = %v", fresh.Tainted)
+	}
+	if got := fresh.Without(node(0), "p/b").Tainted[node(0)]; !slices.Equal(got, []string{"p/a"}) {
+		t.Fatalf("Without(gpu-00, p/b) left %v on gpu-00, want [p/a]", got)
+	}
+	// gpu-00 still carries a taint: the budget of one is used, gpu-05 waits.
+	if dec := d.Decide(flt(node(5), a), fresh); short(dec) != "hold:budget" || d.Taints().Granted(node(5), "p/a") {
+		t.Fatalf("decided again with gpu-00 tainted: %v", short(dec))
+	}
+	// Once gpu-00 is untainted too, gpu-05's new taint takes the budget.
+	if dec := d.Decide(flt(node(5), b), fresh.Without(node(0), "p/a").Without(node(0), "p/b")); dec.Kind != decide.KindTaint || !d.Taints().Granted(node(5), "p/b") {
+		t.Fatalf("decided again on an untainted fleet: %v", short(dec))
+	}
+	clk.Add(decide.DefaultPendingTTL)
+	if d.Taints().Granted(node(5), "p/b") {
+		t.Fatal("a grant older than PendingTTL still granted")
+	}
+}
+
 // TestUntaintedFreesPendingGrant: Untainted frees the grants of a node at once.
 func TestUntaintedFreesPendingGrant(t *testing.T) {
 	clk := newClock()

@@ -88,7 +88,7 @@ func TestDescribeGolden(t *testing.T) {
 	clk.Add(30 * time.Second)
 	pt, err := actor.PlaceTaint(ctx, f1, "boot-1", nodefault.Change{Phase: v1alpha1.PhaseTainted, Cause: nodefault.CauseTaint, Decision: "taint",
 		Message: "probe pciebw failed: taint placed",
-		Probe:   &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: []string{"pciebw"}, Verdict: "failed", Message: "pciebw: 2.1 GB/s host to device on GPU 0, want at least 10"}})
+		Probe:   &v1alpha1.ProbeVerdict{Purpose: "confirm", Checks: []string{"pciebw"}, Verdict: "failed", Message: "pciebw: 2.1 GB/s host to device on GPU 0, want at least 10"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
