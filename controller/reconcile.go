@@ -71,19 +71,23 @@ func (c *Controller) Reconcile(ctx context.Context) {
 		return
 	}
 	// Taints removed by hand (faultline untaint, kubectl) free their budget now; a
-	// taint decided since the last pass may still be on its way to the Node.
+	// taint decided since the last pass may still be on its way to the Node, and one
+	// decided before it, being placed or placed and not yet in the cache, keeps its
+	// budget too: the view of the last pass may have shown an older taint (since
+	// removed) and not this one. Such a node's grants end with PendingTTL.
+	tainted := map[string]bool{}
+	for node := range facts.Tainted {
+		tainted[node] = true
+	}
 	c.mu.Lock()
-	for node := range c.tainted {
-		if len(facts.Tainted[node]) == 0 {
-			c.decider.Taints().UntaintedBefore(node, c.taintedAt)
+	before, at := c.tainted, c.taintedAt
+	c.tainted, c.taintedAt = tainted, seen
+	c.mu.Unlock()
+	for node := range before {
+		if len(facts.Tainted[node]) == 0 && c.actor.Settled(ctx, node) {
+			c.decider.Taints().UntaintedBefore(node, at)
 		}
 	}
-	c.taintedAt = seen
-	c.tainted = map[string]bool{}
-	for node := range facts.Tainted {
-		c.tainted[node] = true
-	}
-	c.mu.Unlock()
 	c.triggers.SyncGPUHealth(ctx, facts)
 	for _, d := range c.decider.Release(facts) {
 		c.carrier.submit(ctx, d)

@@ -147,6 +147,8 @@ type View struct {
 	// the cache has caught up with it: until then reads of that node go to the API,
 	// so no decision rests on a cache that misses the Actor's own change.
 	written map[string]pendingWrite
+	// fencing counts, per node, the taint placements under way (PlaceTaint).
+	fencing map[string]int
 
 	// index keeps the decide stage's facts from the informers' events; indexed
 	// say when it has the initial lists.
@@ -199,9 +201,9 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		nodeInf: ni,
 		nodes:   NodeCache{store: ni.GetStore()},
 		synced:  ni.HasSynced,
-		written: map[string]pendingWrite{},
-		faults:  faults,
-		index:   NewFactIndex(opts.Eligible, opts.TopologyLabels),
+		written: map[string]pendingWrite{}, fencing: map[string]int{},
+		faults: faults,
+		index:  NewFactIndex(opts.Eligible, opts.TopologyLabels),
 	}, records: opts.Records}
 	a.writer = nodeWriter{client: client, fieldManager: opts.Component, note: a.noteWrite}
 	// The informers' events keep the facts indexed: a decision reads them without a
@@ -336,6 +338,38 @@ func (v *View) noteWrite(n *corev1.Node) {
 	v.mu.Lock()
 	v.written[n.Name] = pendingWrite{rv: n.ResourceVersion, at: time.Now()}
 	v.mu.Unlock()
+}
+
+// fence notes a taint placement on node under way until done is called.
+func (v *View) fence(node string) (done func()) {
+	v.mu.Lock()
+	v.fencing[node]++
+	v.mu.Unlock()
+	return func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.fencing[node]--; v.fencing[node] <= 0 {
+			delete(v.fencing, node)
+		}
+	}
+}
+
+// Settled reports whether the cache shows node as the Actor last left it: no taint
+// placement under way there and no write of the Actor the cache has not shown yet.
+// Until then facts from the cache may lack a taint placed just now, so a caller
+// must not take its absence for a removal.
+func (v *View) Settled(ctx context.Context, node string) bool {
+	v.mu.Lock()
+	busy := v.fencing[node] > 0
+	v.mu.Unlock()
+	if busy {
+		return false
+	}
+	n, err := v.cachedNode(ctx, node)
+	if err != nil {
+		return apierrors.IsNotFound(err) // gone: nothing of the Actor's to show
+	}
+	return !v.cacheBehind(node, n.ResourceVersion)
 }
 
 // cacheBehind reports whether the cached version rv of node may predate the

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -394,6 +395,32 @@ func TestActor(t *testing.T) {
 		}
 	})
 
+	t.Run("SettledOnceTheCacheShowsTheFence", func(t *testing.T) {
+		createNodes(t, cs, "settle-1")
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		if !a.Settled(ctx, "settle-1") {
+			t.Fatal("a node the Actor never wrote is not settled")
+		}
+		during := true
+		a.beforeWrite = func(node string, _ int) { during = a.Settled(ctx, node) }
+		_, err := a.TaintNode(ctx, xidFault("settle-1", xid, t0), "")
+		a.beforeWrite = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		if during {
+			t.Fatal("settled while its taint was being placed")
+		}
+		n := getNode(t, cs, "settle-1")
+		if !a.cacheBehind("settle-1", "an older version") {
+			t.Fatal("the Actor's write is not noted: a cache without it would count as settled")
+		}
+		waitCached(t, a, "settle-1", n.ResourceVersion)
+		if !a.Settled(ctx, "settle-1") {
+			t.Fatal("not settled once the cache shows the Actor's write")
+		}
+	})
+
 	t.Run("RetriesOnConflict", func(t *testing.T) {
 		createNodes(t, cs, "conflict-1", "conflict-2")
 		a, _ := startActor(t, env.RESTConfig(), Options{})
@@ -443,7 +470,11 @@ func TestActor(t *testing.T) {
 		}
 
 		// Under load: four rules taint one node at once while another client keeps
-		// updating its labels; nothing is lost.
+		// updating its labels; nothing is lost. That client writes every few
+		// milliseconds, far more often than any real writer of a Node, so a run of
+		// ten conflicts (DefaultBackoff) happened on a loaded machine; what is checked
+		// here is that retried writes lose nothing, so the retries are not the limit.
+		a, _ = startActor(t, env.RESTConfig(), Options{Backoff: wait.Backoff{Steps: 100, Duration: 10 * time.Millisecond, Factor: 1.2, Jitter: 0.5, Cap: 200 * time.Millisecond}})
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		var others atomic.Int64

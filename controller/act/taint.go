@@ -105,6 +105,7 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
+	defer a.fence(f.Node)()
 	want := corev1.Taint{Key: f.Rule.Taint.Key, Value: f.Rule.Taint.Value, Effect: corev1.TaintEffect(f.Rule.Taint.Effect)}
 	pt := &Placement{a: a, f: f, decision: decision,
 		firing: claim{pack: f.Rule.Pack, rule: f.Rule.ID, taint: taintString(want), seen: f.Time}}
