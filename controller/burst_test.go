@@ -37,44 +37,16 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 	defer cancel()
 
 	// The watch counts the nodes carrying a faultline taint at every change.
-	w, err := cl.cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu      sync.Mutex
-		tainted = map[string]bool{}
-		most    int
-		// taintedOptedOut lists the nodes that gained a faultline taint while
-		// labelled opted out, in the watch's order (a taint placed just before the
-		// label, by a held fault of an earlier round going ahead, is allowed).
-		taintedOptedOut []string
-	)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			was := tainted[n.Name]
-			tainted[n.Name] = ev.Type != watch.Deleted && hasFaultTaint(n)
-			if !was && tainted[n.Name] && n.Labels[fault.LabelOptOut] == "true" {
-				taintedOptedOut = append(taintedOptedOut, n.Name)
-			}
-			c := 0
-			for _, on := range tainted {
-				if on {
-					c++
-				}
-			}
-			most = max(most, c)
-			mu.Unlock()
+	// taintedOptedOut lists the nodes that gained a faultline taint while labelled
+	// opted out, in the watch's order (a taint placed just before the label, by a
+	// held fault of an earlier round going ahead, is allowed).
+	var taintedOptedOut []string
+	tw := watchTaints(ctx, t, cl, func(n *corev1.Node) {
+		if n.Labels[fault.LabelOptOut] == "true" {
+			taintedOptedOut = append(taintedOptedOut, n.Name)
 		}
-	}()
-	defer func() { w.Stop(); <-watched }()
+	})
+	defer tw.stop()
 
 	r := cl.start(options{decide: decide.Config{MaxPercent: 100, MaxNodes: budget, DisableStorm: true}, actWorkers: 8})
 	decided := func() float64 { return sum(r.m.Decisions()) }
@@ -112,20 +84,17 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 			return c
 		}
 		cl.waitFor(fmt.Sprintf("round %d: the budget used up", round), 30*time.Second, func() bool { return count() >= budget })
-		mu.Lock()
-		over := most
-		mu.Unlock()
-		if over > budget {
+		if over := tw.most(); over > budget {
 			t.Fatalf("round %d: %d nodes tainted at once, budget %d", round, over, budget)
 		}
 		if c := count(); c != budget {
 			t.Fatalf("round %d: %d nodes tainted, budget %d", round, c, budget)
 		}
-		mu.Lock()
+		tw.mu.Lock()
 		if len(taintedOptedOut) > 0 {
 			t.Errorf("round %d: tainted while opted out: %v", round, taintedOptedOut)
 		}
-		mu.Unlock()
+		tw.mu.Unlock()
 		// Free the budget for the next round: held faults of earlier rounds go ahead
 		// meanwhile, under the same budget.
 		cl.setLabel(optOut, fault.LabelOptOut, "false")
@@ -138,8 +107,7 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second) // the watch catches up
-	mu.Lock()
-	defer mu.Unlock()
+	most := tw.most()
 	if most > budget {
 		t.Errorf("%d nodes tainted at once, budget %d", most, budget)
 	}
@@ -147,6 +115,59 @@ func TestConcurrentBurstsKeepBudget(t *testing.T) {
 		t.Errorf("at most %d nodes tainted at once: the watch missed the taints (budget %d)", most, budget)
 	}
 	t.Logf("%d faults over %d rounds, at most %d nodes tainted at once", pushed, rounds, most)
+}
+
+// taintWatch counts, from a watch on the API server's Nodes, the nodes carrying a
+// faultline taint at every change, and keeps the most seen at once.
+type taintWatch struct {
+	mu      sync.Mutex
+	tainted map[string]bool
+	highest int
+	stop    func()
+}
+
+// watchTaints starts a taintWatch; gained, when not nil, is called (under the
+// watch's lock) with each node that just gained a faultline taint.
+func watchTaints(ctx context.Context, t *testing.T, cl *cluster, gained func(*corev1.Node)) *taintWatch {
+	t.Helper()
+	w, err := cl.cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := &taintWatch{tainted: map[string]bool{}}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			tw.mu.Lock()
+			was := tw.tainted[n.Name]
+			tw.tainted[n.Name] = ev.Type != watch.Deleted && hasFaultTaint(n)
+			if !was && tw.tainted[n.Name] && gained != nil {
+				gained(n)
+			}
+			c := 0
+			for _, on := range tw.tainted {
+				if on {
+					c++
+				}
+			}
+			tw.highest = max(tw.highest, c)
+			tw.mu.Unlock()
+		}
+	}()
+	tw.stop = func() { w.Stop(); <-watched }
+	return tw
+}
+
+// most is the most nodes seen tainted at once so far.
+func (tw *taintWatch) most() int {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	return tw.highest
 }
 
 func hasFaultTaint(n *corev1.Node) bool {

@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/faultline-dev/faultline/controller/decide"
@@ -81,34 +78,8 @@ func TestRefiringAfterUntaintTakesBudget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	w, err := cl.cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu      sync.Mutex
-		tainted = map[string]bool{}
-		most    int
-	)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok {
-				mu.Lock()
-				tainted[n.Name] = ev.Type != watch.Deleted && hasFaultTaint(n)
-				c := 0
-				for _, on := range tainted {
-					if on {
-						c++
-					}
-				}
-				most = max(most, c)
-				mu.Unlock()
-			}
-		}
-	}()
-	defer func() { w.Stop(); <-watched }()
+	tw := watchTaints(ctx, t, cl, nil)
+	defer tw.stop()
 
 	gate := &watchGate{}
 	defer gate.open()
@@ -155,9 +126,7 @@ func TestRefiringAfterUntaintTakesBudget(t *testing.T) {
 	if cl.tainted("gpu-1") {
 		t.Error("gpu-1 tainted: two nodes tainted with a budget of one")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if most != 1 {
+	if most := tw.most(); most != 1 {
 		t.Errorf("at most %d nodes tainted at once, want 1 (budget 1)", most)
 	}
 }
