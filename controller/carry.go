@@ -47,11 +47,9 @@ type carrier struct {
 	mu sync.Mutex
 	q  *actqueue.Queue // the term's queue; nil between terms
 
-	// decideMu orders the decisions (numbered by decided) against the taints that
-	// failed (failed: fault key → the number of decisions made when it failed).
+	// decideMu makes the decisions one at a time (decide, and admit's decisions
+	// made again).
 	decideMu sync.Mutex
-	decided  uint64
-	failed   map[string]uint64
 }
 
 // term starts (q) or ends (nil) a term's queue.
@@ -62,54 +60,21 @@ func (k *carrier) term(q *actqueue.Queue) {
 }
 
 // decide decides a fault, one at a time: the budget and the storm hold see every
-// earlier decision. seq numbers the decision for carry (see notApplied).
-func (k *carrier) decide(f fault.Fault, facts factsReader, decider faultDecider) (decide.Decision, uint64, error) {
+// earlier decision.
+func (k *carrier) decide(f fault.Fault, facts factsReader, decider faultDecider) (decide.Decision, error) {
 	k.decideMu.Lock()
 	defer k.decideMu.Unlock()
 	nf, err := facts.Facts()
 	if err != nil {
-		return decide.Decision{}, 0, err
+		return decide.Decision{}, err
 	}
-	d := decider.Decide(f, nf)
-	k.decided++
-	return d, k.decided, nil
+	return decider.Decide(f, nf), nil
 }
 
 // notApplied frees the budget a taint decision reserved when the taint was not
-// placed. Decisions made before it may have found the fault "already tainted" on
-// that reservation alone; carry skips them, so they cannot place the taint without
-// budget.
-func (k *carrier) notApplied(f fault.Fault) {
-	k.decideMu.Lock()
-	defer k.decideMu.Unlock()
-	k.decider.Taints().NotApplied(f)
-	if len(k.failed) >= maxFailedMarks {
-		k.failed = map[string]uint64{} // the oldest are long carried out
-	}
-	k.failed[f.Key()] = k.decided
-}
-
-// maxFailedMarks bounds the taints remembered as failed.
-const maxFailedMarks = 10000
-
-// carry carries out decision number seq on a worker, and returns the rest of it
-// (see apply).
-func (k *carrier) carry(ctx context.Context, d decide.Decision, seq uint64) actqueue.Task {
-	if d.Kind == decide.KindAlreadyTainted {
-		k.decideMu.Lock()
-		at, failed := k.failed[d.Fault.Key()]
-		k.decideMu.Unlock()
-		if failed && seq <= at {
-			// Decided on the reservation of a taint that then failed: the node does
-			// not carry it and no budget is held for it.
-			k.decisions.WithLabelValues(string(d.Kind), "error", string(d.Mode)).Inc()
-			k.log.Warn("taint not applied: the taint this decision counted on failed",
-				"node", d.Fault.Node, "rule", d.Fault.Rule.String())
-			return nil
-		}
-	}
-	return k.apply(ctx, d)
-}
+// placed. A decision that found the fault "already tainted" on that reservation
+// alone cannot place the taint without budget: admit decides it again.
+func (k *carrier) notApplied(f fault.Fault) { k.decider.Taints().NotApplied(f) }
 
 // submit carries out a decision made off the line path (a held fault released, a
 // probe's verdict) through the term's queue, after the node's earlier decisions,
@@ -167,9 +132,7 @@ func (k *carrier) admit(f fault.Fault) func() error {
 		if err != nil {
 			return fmt.Errorf("node facts: %w", err)
 		}
-		d := k.decider.Decide(f, facts.Without(f.Node, key))
-		k.decided++
-		return &redecided{d: d}
+		return &redecided{d: k.decider.Decide(f, facts.Without(f.Node, key))}
 	}
 }
 

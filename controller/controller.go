@@ -229,7 +229,7 @@ func New(cfg Config) (*Controller, error) {
 		log: c.log, dryRun: cfg.Decide.DryRun, pod: podOf(cfg), written: map[string]fleetWritten{}}
 	c.gauges = &gauges{actor: c.actor, decider: c.decider, m: c.m, ch: make(chan struct{}, 1)}
 	c.carrier = &carrier{decider: c.decider, actor: c.actor, rec: c.rec, fleet: c.fleet, gauges: c.gauges,
-		decisions: c.m.decisions, log: c.log, failed: map[string]uint64{}}
+		decisions: c.m.decisions, log: c.log}
 	c.shard = &shard{actor: c.actor, decider: c.decider, set: func() *rules.Set { return c.packs.Engine().Set() },
 		moved: c.m.shardMoves, log: c.log}
 	if c.actor.Sharded() {

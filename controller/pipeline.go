@@ -69,7 +69,7 @@ type stages struct {
 	decide faultDecider
 	// act carries a decision out, later and on a worker; an error (ctx ended while
 	// the queue was full) leaves the line not fully decided.
-	act func(ctx context.Context, line uint64, d decide.Decision, seq uint64) error
+	act func(ctx context.Context, line uint64, d decide.Decision) error
 	// queue carries the decisions out and knows which lines are done.
 	queue *actqueue.Queue
 
@@ -166,11 +166,11 @@ func (c *Controller) pipeline(ctx context.Context) error {
 		seen:    c.seen,
 		m:       c.m,
 	}
-	st.act = func(ctx context.Context, line uint64, d decide.Decision, seq uint64) error {
+	st.act = func(ctx context.Context, line uint64, d decide.Decision) error {
 		decided := time.Now()
 		observe := func() { c.m.carryTime.WithLabelValues(string(d.Kind)).Observe(time.Since(decided).Seconds()) }
 		return q.Add(ctx, line, d.Fault.Node, func(ctx context.Context) actqueue.Task {
-			rest := c.carrier.carry(ctx, d, seq)
+			rest := c.carrier.apply(ctx, d)
 			c.m.fenceTime.WithLabelValues(string(d.Kind)).Observe(time.Since(decided).Seconds())
 			if rest == nil {
 				observe()
@@ -254,13 +254,13 @@ func (st stages) decideLine(ctx context.Context, line uint64, e logstream.Line) 
 		if f.Rule.Action == rules.ActionNone {
 			continue // evidence-only rules (context lines) need no decision
 		}
-		d, seq, err := st.carrier.decide(f, st.facts, st.decide)
+		d, err := st.carrier.decide(f, st.facts, st.decide)
 		if err != nil {
 			// The line stays unread: the term restarts and decides it again.
 			return true, fmt.Errorf("node facts: %w", err)
 		}
 		st.m.decideDelay.Observe(time.Since(e.Time).Seconds())
-		if err := st.act(ctx, line, d, seq); err != nil {
+		if err := st.act(ctx, line, d); err != nil {
 			// Not carried out: its grant would hold budget for a taint never placed.
 			if d.Kind == decide.KindTaint {
 				st.carrier.notApplied(f)
