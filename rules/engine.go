@@ -35,8 +35,15 @@ type Engine struct {
 	// always lists targets without usable literals: checked on every line.
 	always []target
 	// musts[i]: literal sets rule i's primary regex needs, checked before running
-	// it (see requiredLiteralSets).
-	musts []litSets
+	// it (see requiredLiteralSets), as indexes in sets.
+	musts []setRefs
+	// sets are the distinct literal sets of every rule and companion: the rules of
+	// one message family share sets (": sxid (pci:" of the five SXid rules), and a
+	// line checks each set once (scratch.setDone).
+	sets []litSet
+	// implied[i]: the sets of pattern i's targets that it implies (it contains one
+	// of their literals): a line the prefilter found it in holds them.
+	implied [][]int32
 	// first[i]: for a primary regex anchored at the text's start, the bytes its
 	// match can start with (see firstBytes); nil otherwise.
 	first []*byteSet
@@ -56,7 +63,7 @@ type Engine struct {
 // companionCheck is what the engine knows of one companion regex.
 type companionCheck struct {
 	// musts: literal sets the regex needs, checked before running it.
-	musts litSets
+	musts setRefs
 	// near: the engine may search from just before the first of the companion's
 	// literals, where the prefilter found it (see matchesNear).
 	near bool
@@ -81,13 +88,18 @@ type scratch struct {
 	parts     []uint64 // by rule: the companions marked (bit j: companion j)
 	// at: by companion (compBase), where the first of its literals starts in the
 	// line; -1 when none was found.
-	at        []int32
-	nearDone  []nearResult // by nearID
-	nearSeen  []int32      // the nearIDs of nearDone to clear
+	at       []int32
+	nearDone []nearResult // by nearID
+	nearSeen []int32      // the nearIDs of nearDone to clear
+	// setDone: by index in Engine.sets, whether the line holds a literal of the
+	// set, once checked; setSeen: the indexes to clear.
+	setDone   []nearResult
+	setSeen   []int32
 	groupDone []bool
 }
 
-// nearResult is what a near companion's regex said of the line, if it ran.
+// nearResult is what a check said of the line, if it ran: a near companion's
+// regex, or a literal set (whether the line holds one of its literals).
 type nearResult uint8
 
 const (
@@ -118,7 +130,22 @@ func NewEngine(set *Set) *Engine {
 			e.targets[i] = append(e.targets[i], t)
 		}
 	}
-	e.musts = make([]litSets, len(set.Rules))
+	e.musts = make([]setRefs, len(set.Rules))
+	setIDs := map[string]int32{}
+	refs := func(sets [][]string) setRefs {
+		var out setRefs
+		for _, set := range sets {
+			key := strings.Join(set, "\x00")
+			id, ok := setIDs[key]
+			if !ok {
+				id = int32(len(e.sets))
+				setIDs[key] = id
+				e.sets = append(e.sets, compileSet(set))
+			}
+			out = append(out, id)
+		}
+		return out
+	}
 	e.first = make([]*byteSet, len(set.Rules))
 	e.companions = make([][]companionCheck, len(set.Rules))
 	e.compBase = make([]int32, len(set.Rules))
@@ -128,14 +155,14 @@ func NewEngine(set *Set) *Engine {
 		e.compBase[i] = int32(comps)
 		comps += len(r.Companions)
 		if !r.regex.startAnchored { // an anchored regex fails at once: sets cost more
-			e.musts[i] = compileSets(without(r.regex.sets, r.Literals))
+			e.musts[i] = refs(without(r.regex.sets, r.Literals))
 		} else {
 			e.first[i] = firstBytes(r.regex.expr)
 		}
 		add(r.Literals, target{rule: int32(i)})
 		for j, cp := range r.Companions {
 			cre := cp.regex
-			cc := companionCheck{musts: compileSets(without(cre.sets, cp.Literals))}
+			cc := companionCheck{musts: refs(without(cre.sets, cp.Literals))}
 			if !slices.ContainsFunc(cre.names, func(n string) bool { return n != "" }) && !cre.anchored && len(cp.Literals) > 0 {
 				id, ok := nearIDs[cre.expr]
 				if !ok {
@@ -157,6 +184,20 @@ func NewEngine(set *Set) *Engine {
 			e.group[i] = g
 		}
 	}
+	e.implied = make([][]int32, len(e.patterns))
+	for p, ts := range e.targets {
+		for _, t := range ts {
+			refs := e.musts[t.rule]
+			if t.part > 0 {
+				refs = e.companions[t.rule][t.part-1].musts
+			}
+			for _, id := range refs {
+				if !slices.Contains(e.implied[p], id) && implies([]string{e.patterns[p]}, e.sets[id].lits) {
+					e.implied[p] = append(e.implied[p], id)
+				}
+			}
+		}
+	}
 	e.pre = newGramFilter(e.patterns)
 	e.nearExprs = len(nearIDs)
 	e.words = (len(set.Rules) + 63) / 64
@@ -167,6 +208,7 @@ func NewEngine(set *Set) *Engine {
 			parts:     make([]uint64, len(set.Rules)),
 			at:        make([]int32, comps),
 			nearDone:  make([]nearResult, e.nearExprs),
+			setDone:   make([]nearResult, len(e.sets)),
 			groupDone: make([]bool, len(e.groups)),
 		}
 		for k := range s.at {
@@ -177,9 +219,12 @@ func NewEngine(set *Set) *Engine {
 	return e
 }
 
-// without drops the sets that every candidate line holds: a line the prefilter
-// passes holds one of lits, so a set each of whose literals contains a member of is
-// held already ({"nvrm:"} when every literal starts "nvrm: ").
+// without drops the sets that a line holds whenever it is a candidate and holds
+// the other sets: a line the prefilter passes holds one of lits, so a set each of
+// whose literals contains a member of is held already ({"nvrm:"} when every literal
+// starts "nvrm: "); and a set another set implies is held when that one is ({"err",
+// "time"} beside {"error", "timeout"}). Of sets that imply each other, the first
+// stays.
 func without(sets [][]string, lits []string) [][]string {
 	low := make([]string, len(lits))
 	for i, l := range lits {
@@ -187,18 +232,29 @@ func without(sets [][]string, lits []string) [][]string {
 	}
 	var out [][]string // not in place: sets are the Compiled rule's, kept for the next engine
 	for _, set := range sets {
-		held := len(low) > 0
-		for _, l := range low {
-			if !slices.ContainsFunc(set, func(m string) bool { return strings.Contains(l, m) }) {
-				held = false
-				break
-			}
-		}
-		if !held {
+		if len(low) == 0 || !implies(low, set) {
 			out = append(out, set)
 		}
 	}
-	return out
+	kept := out[:0:0]
+	for i, set := range out {
+		if !slices.ContainsFunc(out[:i], func(o []string) bool { return implies(o, set) }) &&
+			!slices.ContainsFunc(out[i+1:], func(o []string) bool { return implies(o, set) && !implies(set, o) }) {
+			kept = append(kept, set)
+		}
+	}
+	return kept
+}
+
+// implies reports whether a line that holds one of the lower-case literals of a
+// holds one of set's: each of a's contains one of set's.
+func implies(a, set []string) bool {
+	for _, l := range a {
+		if !slices.ContainsFunc(set, func(m string) bool { return strings.Contains(l, m) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // Set returns the compiled rules the engine matches.
@@ -249,6 +305,12 @@ func (e *Engine) match(l *logstream.Line, dst []Hit, own *scratch) []Hit {
 			marked = true
 			for _, t := range e.targets[p] {
 				s.mark(t, at, e.compBase)
+			}
+			for _, id := range e.implied[p] {
+				if s.setDone[id] == nearUnknown {
+					s.setDone[id] = nearYes
+					s.setSeen = append(s.setSeen, id)
+				}
 			}
 		})
 	}
@@ -306,6 +368,10 @@ func (s *scratch) reset() {
 		s.nearDone[id] = nearUnknown
 	}
 	s.nearSeen = s.nearSeen[:0]
+	for _, id := range s.setSeen {
+		s.setDone[id] = nearUnknown
+	}
+	s.setSeen = s.setSeen[:0]
 }
 
 // eval runs rule i's regexes on the line (its primary regex when primary is set,
@@ -319,7 +385,7 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, s *s
 	}
 	if primary {
 		g := e.group[i]
-		if (g < 0 || !s.groupDone[g]) && e.startsRight(i, l.Text) && e.musts[i].holds(l.Text) {
+		if (g < 0 || !s.groupDone[g]) && e.startsRight(i, l.Text) && e.holds(e.musts[i], l.Text, s) {
 			if caps, ok := r.matchPrimary(l.Text); ok {
 				dst = append(dst, Hit{Rule: r, Captures: caps})
 				if g >= 0 {
@@ -334,7 +400,7 @@ func (e *Engine) eval(i int, l *logstream.Line, primary bool, parts uint64, s *s
 			break
 		}
 		cc := &e.companions[i][j]
-		if !cc.musts.holds(l.Text) {
+		if !e.holds(cc.musts, l.Text, s) {
 			continue
 		}
 		re := r.Companions[j].Regexp()

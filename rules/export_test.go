@@ -76,8 +76,9 @@ func (e *Engine) FruitlessPrimaries(l *logstream.Line) []string {
 		}
 	})
 	var out []string
+	s := e.pool.New().(*scratch)
 	for i, r := range e.set.Rules {
-		if !marked[i] || !r.accepts(l) || !e.startsRight(i, l.Text) || !e.musts[i].holds(l.Text) {
+		if !marked[i] || !r.accepts(l) || !e.startsRight(i, l.Text) || !e.holds(e.musts[i], l.Text, s) {
 			continue
 		}
 		if _, ok := r.matchPrimary(l.Text); !ok {

@@ -3,6 +3,7 @@ package rules
 import (
 	"math/rand"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -100,18 +101,84 @@ func TestEnginesOfOneSetAgree(t *testing.T) {
 	}
 	checked := 0
 	for i, r := range set.Rules {
-		var want litSets
+		var want, got [][]string
 		if !r.regex.startAnchored {
-			want = compileSets(without(requiredLiteralSets(r.Regexp().String()), r.Literals))
+			want = without(requiredLiteralSets(r.Regexp().String()), r.Literals)
 		}
-		if !reflect.DeepEqual(first.musts[i], want) {
-			t.Errorf("%s: literal sets %v, its regex has %v", r, first.musts[i], want)
+		for _, id := range first.musts[i] {
+			got = append(got, first.sets[id].lits)
 		}
-		checked += len(first.musts[i])
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: literal sets %q, its regex has %q", r, got, want)
+		}
+		checked += len(got)
 	}
 	if checked == 0 {
 		t.Fatal("no rule has literal sets to check: the test shows nothing")
 	}
+}
+
+// TestSetsCheckedOnce: a literal set another set implies is not checked, identical
+// sets of different rules are one set (a line checks it once), and a set the
+// literal the prefilter found implies is held without a search.
+func TestSetsCheckedOnce(t *testing.T) {
+	cases := []struct {
+		sets [][]string
+		lits []string
+		want [][]string
+	}{
+		// {"err", "time"} holds wherever {"error", "timeout"} does.
+		{[][]string{{"err", "time"}, {"error", "timeout"}}, nil, [][]string{{"error", "timeout"}}},
+		{[][]string{{"error", "timeout"}, {"err", "time"}}, nil, [][]string{{"error", "timeout"}}},
+		// Sets that imply each other: the first stays.
+		{[][]string{{"abc"}, {"abc"}}, nil, [][]string{{"abc"}}},
+		// Neither implies the other.
+		{[][]string{{"err"}, {"fail"}}, nil, [][]string{{"err"}, {"fail"}}},
+		// Every literal of the prefilter's holds "nvrm: ".
+		{[][]string{{"nvrm: "}, {"xid"}}, []string{"NVRM: Xid (", "NVRM: GPU"}, [][]string{{"xid"}}},
+	}
+	for _, c := range cases {
+		if got := without(c.sets, c.lits); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("without(%q, %q) = %q, want %q", c.sets, c.lits, got, c.want)
+		}
+	}
+
+	e := NewEngine(defaultPacksSet(t))
+	users := map[int32]int{}
+	for _, refs := range e.musts {
+		for _, id := range refs {
+			users[id]++
+		}
+	}
+	id := slices.IndexFunc(e.sets, func(s litSet) bool { return slices.Equal(s.lits, []string{": sxid (pci:"}) })
+	if id < 0 || users[int32(id)] < 3 {
+		t.Errorf("the SXid rules' set {\": sxid (pci:\"} is not one set they share (index %d, %d users)", id, users[int32(id)])
+	}
+	if len(e.sets) >= sumLen(e) {
+		t.Errorf("%d sets for %d references: no set is shared", len(e.sets), sumLen(e))
+	}
+	p := slices.Index(e.patterns, " nic link is up")
+	if p < 0 || len(e.implied[p]) == 0 {
+		t.Fatalf("the pattern \" nic link is up\" implies none of its targets' sets (link-flap's companion needs one of \" nic link is up\", ...)")
+	}
+	for _, id := range e.implied[p] {
+		if !e.sets[id].in("eno1 NIC Link is Up") {
+			t.Errorf("implied set %q is not held by the pattern's own text", e.sets[id].lits)
+		}
+	}
+}
+
+func sumLen(e *Engine) int {
+	n := 0
+	for _, refs := range e.musts {
+		n += len(refs)
+	}
+	for _, cs := range e.companions {
+		for _, c := range cs {
+			n += len(c.musts)
+		}
+	}
+	return n
 }
 
 // defaultPacksSet compiles the built-in packs as the engine reads them.
