@@ -175,9 +175,17 @@ func (cl *cluster) launch(o options) *running {
 		o.identity = "replica-a"
 	}
 	m := controller.NewMetrics(prometheus.NewRegistry())
-	logw := io.Discard
+	// Each replica logs to a file of the environment's, whose last lines the
+	// environment prints when the test fails: a failure in CI shows what the
+	// replicas did.
+	f, err := os.OpenFile(filepath.Join(cl.env.Dir(), "controller-"+o.identity+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.t.Cleanup(func() { f.Close() })
+	var logw io.Writer = f
 	if os.Getenv("FAULTLINE_TEST_VERBOSE") != "" {
-		logw = os.Stderr
+		logw = io.MultiWriter(f, os.Stderr)
 	}
 	client := o.client
 	if client == nil {
