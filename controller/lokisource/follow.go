@@ -223,7 +223,11 @@ func (s *Source) catchUp(ctx context.Context, log *slog.Logger, q Query, st *que
 	// Into the future as far as Loki accepts lines (a leading node clock); +1:
 	// query_range's end is exclusive.
 	end := t0.UnixNano() + int64(s.cfg.CreationGracePeriod) + 1
-	return s.readRange(ctx, log, q, st, from, end, emit)
+	if err := s.readRange(ctx, log, q, st, from, end, emit); err != nil {
+		return err
+	}
+	s.caughtUp(st)
+	return nil
 }
 
 // readRange emits the entries from from (inclusive) to end (exclusive), Unix ns: in

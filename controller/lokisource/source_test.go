@@ -78,6 +78,8 @@ func TestLokiEdgeCases(t *testing.T) {
 	t.Run("CountBuckets", func(t *testing.T) { testCountBuckets(t, loki) })
 	t.Run("AuditWithoutCounts", func(t *testing.T) { testAuditWithoutCounts(t, loki) })
 
+	t.Run("CaughtUpOnceTheBacklogIsRead", func(t *testing.T) { testCaughtUp(t, loki) })
+
 	t.Run("RefusedQueryKeepsLastGood", func(t *testing.T) {
 		good := Query{Name: "kernel", LogQL: `{node="n-refused"}`}
 		bad := Query{Name: "kernel", LogQL: `{node="n-refused"} | no_such_stage`}
@@ -369,4 +371,68 @@ func (w testWriter) Write(b []byte) (int, error) {
 // bigLine is prefix padded to n bytes.
 func bigLine(prefix string, n int) string {
 	return prefix + strings.Repeat("x", n-len(prefix))
+}
+
+// testCaughtUp: CaughtUp is false before Run and while the lines since the start
+// are being emitted (here emit holds the first of them), and true once every query
+// the run began with has read up to the time it began; a query Loki refuses, with
+// no accepted LogQL to fall back to, reads nothing more and does not hold it back.
+func testCaughtUp(t *testing.T, loki string) {
+	now := time.Now()
+	var entries []push.Entry
+	for i := range 3 {
+		entries = append(entries, push.Entry{Timestamp: now.Add(time.Duration(i-10) * time.Second), Line: fmt.Sprintf("backlog line %d", i)})
+	}
+	pushOrFail(t, loki, push.Stream{Labels: `{source="kernel", node="n-caughtup"}`, Entries: entries})
+	src, err := New(Config{URL: loki, Backoff: Backoff{Initial: 100 * time.Millisecond, Max: time.Second},
+		Metrics: NewPrometheusMetrics(prometheus.NewRegistry()),
+		Queries: []Query{{Name: "kernel", LogQL: `{node="n-caughtup"}`}, {Name: "pod", LogQL: `{node="n-caughtup", source="pod"} |~ "("`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.CaughtUp() {
+		t.Fatal("CaughtUp before Run")
+	}
+	first, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var got []string
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- src.Run(ctx, StartAt(now.Add(-time.Minute)), func(l logstream.Line) error {
+			mu.Lock()
+			got = append(got, l.Text)
+			n := len(got)
+			mu.Unlock()
+			if n == 1 {
+				close(first)
+				<-release
+			}
+			return nil
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-first:
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("no line of the backlog emitted")
+	}
+	time.Sleep(200 * time.Millisecond) // the refused query settles meanwhile
+	if src.CaughtUp() {
+		close(release)
+		t.Fatal("CaughtUp while the first line of the backlog is being emitted")
+	}
+	close(release)
+	eventually.True(t, 30*time.Second, "CaughtUp once the backlog is read", src.CaughtUp)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("CaughtUp with %d of the backlog's 3 lines emitted: %q", len(got), got)
+	}
 }
