@@ -89,7 +89,16 @@ func (c *Controller) Reconcile(ctx context.Context) {
 		}
 	}
 	c.triggers.SyncGPUHealth(ctx, facts)
-	if c.readUp() {
+	// Held faults are re-examined only once the leader has read the lines since its
+	// saved position: the faults a previous leader held are resumed from their
+	// records at once, but the storm and fleet state that held them is rebuilt from
+	// those lines when the saved state is older than the hold (a leader that stopped
+	// before saving it); released before, a fault a storm holds would be tainted as
+	// a lone one.
+	c.mu.Lock()
+	src := c.src
+	c.mu.Unlock()
+	if src == nil || src.CaughtUp() {
 		for _, d := range c.decider.Release(facts) {
 			c.carrier.submit(ctx, d)
 		}
@@ -98,19 +107,6 @@ func (c *Controller) Reconcile(ctx context.Context) {
 	c.ladders.Reconcile(ctx)
 	c.rec.collect(ctx)
 	c.gauges.update()
-}
-
-// readUp reports whether held faults may be re-examined: the leader has read the
-// lines since its saved position. The faults a previous leader held are resumed
-// from their records at once, but the storm and fleet state that held them is
-// rebuilt from those lines when the saved state is older than the hold (a leader
-// that stopped before saving it); released before, a fault a storm holds would be
-// tainted as a lone one.
-func (c *Controller) readUp() bool {
-	c.mu.Lock()
-	src := c.src
-	c.mu.Unlock()
-	return src == nil || src.CaughtUp()
 }
 
 // untaintMode is the mode label of untaint decisions: only enforce places taints,

@@ -73,11 +73,6 @@ type Source struct {
 	// refused (0: none seen); pages ask for no more from then on.
 	pageCap atomic.Int64
 
-	// behind counts the queries a run began with whose first catch-up has not
-	// ended yet; started is set once a run has begun (see CaughtUp).
-	behind  atomic.Int64
-	started atomic.Bool
-
 	mu      sync.Mutex
 	queries []Query
 	states  map[string]*queryState
@@ -101,7 +96,7 @@ type queryState struct {
 	// entries a resumed Run will not emit).
 	keep func(k key, ts int64) bool
 	// behind: one of the queries a run began with, whose first catch-up has not
-	// ended (Source.behind counts them).
+	// ended (see CaughtUp).
 	behind bool
 }
 
@@ -273,9 +268,6 @@ func (s *Source) SetQueries(qs []Query) error {
 		if _, ok := want[name]; !ok {
 			rn.cancel()
 			delete(r.runners, name)
-			if st := s.states[name]; st != nil {
-				s.caughtUp(st) // nothing more to read for it
-			}
 			delete(s.states, name)
 			s.clearRefusalLocked(name)
 			s.log.Info("query removed", "query", name)
@@ -353,8 +345,6 @@ func (s *Source) Run(ctx context.Context, from Checkpoint, emit func(logstream.L
 	for _, st := range states {
 		st.behind = true
 	}
-	s.behind.Store(int64(len(states)))
-	s.started.Store(true)
 	s.states = states
 	clear(s.refused)
 	rctx, cancel := context.WithCancel(ctx)
@@ -381,17 +371,29 @@ func (s *Source) Run(ctx context.Context, from Checkpoint, emit func(logstream.L
 // each query the run began with has ended its first catch-up (from the checkpoint
 // the run started at), or was refused. Until then the lines since the checkpoint
 // are not all decided, and state rebuilt from them (a storm) is not whole yet.
-func (s *Source) CaughtUp() bool { return s.started.Load() && s.behind.Load() == 0 }
+// A query removed since (SetQueries) is not waited for.
+func (s *Source) CaughtUp() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.run == nil {
+		return false // not running
+	}
+	for _, st := range s.states {
+		st.mu.Lock()
+		behind := st.behind
+		st.mu.Unlock()
+		if behind {
+			return false
+		}
+	}
+	return true
+}
 
 // caughtUp notes that st's query has read up to the time of its first catch-up.
 func (s *Source) caughtUp(st *queryState) {
 	st.mu.Lock()
-	was := st.behind
 	st.behind = false
 	st.mu.Unlock()
-	if was {
-		s.behind.Add(-1)
-	}
 }
 
 // startRunnerLocked starts following q; after prev (the previous runner of the same
