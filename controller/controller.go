@@ -118,7 +118,8 @@ type Controller struct {
 	decider *decide.Decider
 	packs   *packwatch.Watcher
 	keep    *keeper
-	desk    *requestDesk // operators' requests on faults
+	journal *checkpoint.Journal // where fences say Placing (see act.Options.Journal)
+	desk    *requestDesk        // operators' requests on faults
 	records *nodefault.Store
 	rec     *recorder
 	shard   *shard
@@ -212,6 +213,10 @@ func New(cfg Config) (*Controller, error) {
 	}
 	ao := cfg.Act
 	ao.Records = c.records // the taint bookkeeping is written as this replica
+	// A fence's Placing goes to the journal beside the read position: a burst's
+	// fences share its writes.
+	c.journal = checkpoint.NewJournal(cfg.Client, cfg.Namespace, cfg.CheckpointName, 0)
+	ao.Journal = c.journal
 	ao.TopologyLabels = cfg.Decide.Fleet.Labels
 	if c.actor, err = act.New(cfg.Client, ao); err != nil {
 		return nil, err

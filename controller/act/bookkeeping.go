@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -17,9 +17,10 @@ import (
 	"github.com/faultline-dev/faultline/rules"
 )
 
-// The taint bookkeeping lives in each fault's NodeFault record (status.taint), which
-// only the controller's identity may write. The Node carries nothing faultline
-// trusts: at most the pointer annotation fault.AnnotationFaults, for people.
+// The taint bookkeeping lives in each fault's NodeFault record (status.taint), and
+// for a taint being placed in the leader's journal (claims.go), which only the
+// controller's identity may write. The Node carries nothing faultline trusts: at
+// most the pointer annotation fault.AnnotationFaults, for people.
 
 // maxPointerBytes bounds the pointer annotation.
 const maxPointerBytes = 4096
@@ -84,7 +85,9 @@ func (a *Actor) readRecorded(ctx context.Context, node string, fresh bool) (reco
 	for i := range l {
 		recs[i] = &l[i]
 	}
-	return recordedOf(recs), nil
+	r := recordedOf(recs)
+	a.placing.overlay(&r, node)
+	return r, nil
 }
 
 // writeTaint writes a fault's taint entry to its record (creating the record with
@@ -116,10 +119,12 @@ func (a *Actor) writeRecord(ctx context.Context, node string, old recorded, c cl
 	return err
 }
 
-// markPlacing writes Placing to the record of each fault the plan gives a taint it
-// did not own: before the Node update, so that a crash after it leaves a record the
-// next leader checks against the Node instead of a taint nobody owns.
+// markPlacing says Placing for each fault the plan gives a taint it did not own, in
+// the journal or else on its record: before the Node update, so that a crash after
+// it leaves a claim the next leader checks against the Node instead of a taint
+// nobody owns.
 func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p plan, firing *rules.Compiled) error {
+	var mark []claim
 	for _, c := range p.entries {
 		if !c.placed {
 			continue
@@ -127,6 +132,12 @@ func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p pl
 		if s, ok := old.states[c.id()]; ok && (s.State == v1alpha1.TaintPlaced || s.State == v1alpha1.TaintPlacing) && s.Taint == c.taint {
 			continue
 		}
+		mark = append(mark, c)
+	}
+	if journaled, err := a.placing.claim(ctx, node, mark); err != nil || journaled {
+		return err
+	}
+	for _, c := range mark {
 		ch := nodefault.Change{Rule: ruleIf(firing, c), Taint: &v1alpha1.TaintRecord{Taint: c.taint, State: v1alpha1.TaintPlacing}}
 		if err := a.writeRecord(ctx, node, old, c, ch); err != nil {
 			return fmt.Errorf("record %s placing %s: %w", c.id(), c.taint, err)
@@ -175,6 +186,12 @@ func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, c
 	if len(errs) > 0 {
 		return fmt.Errorf("node %s updated, its records not: %s", node, strings.Join(errs, "; "))
 	}
+	// The records say it all now: the journal's claims of this node are done.
+	ids := slices.Clone(cleared)
+	for _, c := range p.entries {
+		ids = append(ids, c.id())
+	}
+	a.placing.release(node, ids)
 	return nil
 }
 
@@ -209,8 +226,9 @@ func pointer(node string, entries []claim) string {
 // record and the Node update, or after it) against the Node: a node that carries
 // the taint's key and effect has it adopted (Placed); otherwise the entry is removed,
 // since that Node update never happened. Only records in Placing for at least
-// minAge are checked, so a write in progress is not raced. It returns the pack/rule
-// of each entry it settled, by outcome.
+// minAge are checked, so a write in progress is not raced. The journal's claims
+// are settled the same way (see placings.check). It returns the pack/rule of each
+// entry it settled, by outcome.
 func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted, cleared []string, err error) {
 	if err := a.ready(); err != nil {
 		return nil, nil, err
@@ -243,11 +261,11 @@ func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted
 		}
 		cleared = append(cleared, fault.Key(node, c.pack, c.rule))
 	}
-	return adopted, cleared, errors.Join(errs...)
+	ad, cl, err := a.placing.check(ctx, max(minAge, journalSettle))
+	return append(adopted, ad...), append(cleared, cl...), errors.Join(append(errs, err)...)
 }
 
-// hasTaintOf reports whether n carries the taint (key and effect) of a record entry.
-func hasTaintOf(n *corev1.Node, taint string) bool {
-	t, ok := parseTaint(taint)
-	return ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil
-}
+// journalSettle is how old a journal claim is before CheckPlacing settles it, even
+// at the start of a term: the line behind it is decided again first (its read
+// position did not pass it), and that decision writes its record with its rule.
+const journalSettle = time.Minute

@@ -31,7 +31,8 @@ type Result struct {
 	// Existing is set by Taint when the node already had a taint with the rule's key
 	// and effect that faultline did not place for this fault (kept as it is).
 	Existing string
-	// NewFault: Taint recorded a fault the node had no entry for.
+	// NewFault: Taint recorded a fault the node had no entry for, or one whose books
+	// (and Events) a stopped leader never wrote.
 	NewFault bool
 	// Cleared lists the pack/rule of the entries Untaint removed.
 	Cleared []string
@@ -51,8 +52,9 @@ type Result struct {
 //   - A node labelled fault.LabelOptOut=true is not changed; the error matches
 //     ErrOptedOut (an *OptedOutError) and a FaultOptedOut Event is recorded.
 //   - A conflicting write is retried with the Node read again from the API.
-//   - Ownership comes from the records only: the record says Placing before the
-//     Node update that adds the taint and Placed after it.
+//   - Ownership comes from faultline's own objects only: the journal (or the
+//     record) says Placing before the Node update that adds the taint, the record
+//     Placed after it.
 //
 // A FaultTainted Event is recorded when a taint was added or the fault is new on
 // the node.
@@ -85,8 +87,8 @@ func (pt *Placement) Result() Result {
 	return pt.res
 }
 
-// PlaceTaint does the part of TaintNode that fences the node: the fault's record
-// says Placing, then the Node gets the taint. Settle writes the rest, and with it
+// PlaceTaint does the part of TaintNode that fences the node: the journal (or the
+// fault's record) says Placing, then the Node gets the taint. Settle writes the rest, and with it
 // decision (the decision's phase, mode, history and evidence) in the same status
 // write as the taint entry's Placed: the record never says Placed without the
 // decision's phase. A zero decision writes only the taint entry. Until Settle,
@@ -144,8 +146,10 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 			}
 		}
 		entries = append(entries, pt.firing)
-		_, known := pt.old.states[id]
-		pt.res.NewFault = !known
+		// Placing: the books, which post the fault's Events, were never written
+		// (a leader stopped before them); the fault is new to whoever reads them.
+		s, known := pt.old.states[id]
+		pt.res.NewFault = !known || s.State == v1alpha1.TaintPlacing
 		pt.p = a.plan(n, pt.old.entries, entries, id)
 		pt.res.Added, pt.res.Removed, pt.res.Changed = pt.p.added, pt.p.removed, pt.p.changed
 		for _, c := range pt.p.entries {
