@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -183,14 +182,12 @@ func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, c
 			errs = append(errs, fmt.Sprintf("record %s: clear taint: %v", id, err))
 		}
 	}
+	ids := append(p.ids(), cleared...)
 	if len(errs) > 0 {
+		a.placing.abandon(node, ids)
 		return fmt.Errorf("node %s updated, its records not: %s", node, strings.Join(errs, "; "))
 	}
 	// The records say it all now: the journal's claims of this node are done.
-	ids := slices.Clone(cleared)
-	for _, c := range p.entries {
-		ids = append(ids, c.id())
-	}
 	a.placing.release(node, ids)
 	return nil
 }

@@ -56,6 +56,14 @@ func (pl placings) release(node string, ids []string) {
 	}
 }
 
+// abandon hands node's claims of ids to CheckPlacing: the placement that made them
+// ended without its books.
+func (pl placings) abandon(node string, ids []string) {
+	if pl.j != nil {
+		pl.j.Abandon(node, ids...)
+	}
+}
+
 // overlay adds node's journal claims to r, as Placing entries: a claim the record
 // already says Placed or Placing for, with the same taint, changes nothing.
 func (pl placings) overlay(r *recorded, node string) {
@@ -107,7 +115,7 @@ func (pl placings) check(ctx context.Context, minAge time.Duration) (adopted, cl
 	}
 	now := pl.now()
 	var errs []error
-	for _, p := range pl.j.All() {
+	for _, p := range pl.j.Left() {
 		if now.Sub(p.Time) < minAge {
 			continue
 		}

@@ -54,7 +54,7 @@ func TestJournaledFence(t *testing.T) {
 		if err := j.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return j.All()
+		return j.Left()
 	}
 	leader := func(t *testing.T) (*Actor, *writeCounter, *checkpoint.Journal) {
 		j := checkpoint.NewJournal(cs, ns, cm, 0)
@@ -157,6 +157,9 @@ func TestJournaledFence(t *testing.T) {
 		}
 		// Even at the start of a term, a claim younger than a minute waits for the
 		// decision of its line.
+		for _, node := range []string{"j-3", "j-4"} {
+			j.Abandon(node, xid.String())
+		}
 		if adopted, cleared, err := a.CheckPlacing(ctx, 0); err != nil || len(adopted)+len(cleared) != 0 {
 			t.Fatalf("young claims settled: %v %v %v", adopted, cleared, err)
 		}
@@ -165,6 +168,13 @@ func TestJournaledFence(t *testing.T) {
 			if err := j.Claim(ctx, checkpoint.Placing{Node: node, Pack: xid.Pack, Rule: xid.ID, Taint: taint, Time: at}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		// Claims a placement under way holds are never settled under it, however old.
+		if adopted, cleared, err := a.CheckPlacing(ctx, 0); err != nil || len(adopted)+len(cleared) != 0 {
+			t.Fatalf("held claims settled: %v %v %v", adopted, cleared, err)
+		}
+		for _, node := range []string{"j-3", "j-4"} {
+			j.Abandon(node, xid.String())
 		}
 		adopted, cleared, err := a.CheckPlacing(ctx, 0)
 		if err != nil || !slices.Equal(adopted, []string{fault.Key("j-4", xid.Pack, xid.ID)}) ||

@@ -175,6 +175,9 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 		pt.last = u
 		return nil
 	})
+	if err != nil { // what this call claimed is no placement's any more
+		a.placing.abandon(f.Node, append(pt.p.ids(), id))
+	}
 	var oo *OptedOutError
 	switch {
 	case errors.As(err, &oo):
@@ -327,7 +330,10 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 		last = u
 		return nil
 	})
-	if err == nil && len(res.Cleared) > 0 {
+	switch {
+	case err != nil:
+		a.placing.abandon(node, append(p.ids(), res.Cleared...))
+	case len(res.Cleared) > 0:
 		err = a.settle(ctx, node, old, p, res.Cleared, nil, nodefault.Change{})
 	}
 	if err != nil {
@@ -441,6 +447,15 @@ type plan struct {
 	entries        []claim
 	added, removed []string
 	changed        bool
+}
+
+// ids are the pack/rule of the plan's entries.
+func (p plan) ids() []string {
+	out := make([]string, 0, len(p.entries)+1)
+	for _, c := range p.entries {
+		out = append(out, c.id())
+	}
+	return out
 }
 
 // plan computes the node's taints and pointer annotation for the new entries.

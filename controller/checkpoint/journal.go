@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -68,6 +69,9 @@ type Journal struct {
 	writing chan struct{}     // closed when the write in flight ends; nil when none
 	changed func(p Placing, held bool)
 	loaded  bool // by Load: a write before it would drop the last leader's claims
+	// live are the claims made since Load that their claimer still holds (node/pack/rule):
+	// a placement under way, whose books will release them. Left leaves them out.
+	live map[string]bool
 }
 
 // NewJournal returns an empty Journal kept in the ConfigMap namespace/name.
@@ -76,7 +80,8 @@ func NewJournal(c kubernetes.Interface, namespace, name string, maxBytes int) *J
 	if maxBytes <= 0 {
 		maxBytes = DefaultJournalBytes
 	}
-	return &Journal{client: c, namespace: namespace, name: name, maxBytes: maxBytes, byNode: map[string]map[string]Placing{}}
+	return &Journal{client: c, namespace: namespace, name: name, maxBytes: maxBytes,
+		byNode: map[string]map[string]Placing{}, live: map[string]bool{}}
 }
 
 // OnChange calls f for each claim added (held) or removed, Load's included. Set it
@@ -111,6 +116,7 @@ func (j *Journal) Load(ctx context.Context) error {
 	for _, p := range ps {
 		j.putLocked(p)
 	}
+	clear(j.live)
 	j.cm = cm
 	j.gen++
 	j.written = j.gen
@@ -148,6 +154,13 @@ func (j *Journal) Claim(ctx context.Context, ps ...Placing) error {
 	gen := j.gen
 	j.mu.Unlock()
 	err := j.sync(ctx, gen)
+	if err == nil {
+		j.mu.Lock()
+		for _, p := range ps {
+			j.live[p.Node+"/"+p.ID()] = true
+		}
+		j.mu.Unlock()
+	}
 	if err != nil {
 		j.mu.Lock()
 		for i, p := range ps {
@@ -185,10 +198,21 @@ func (j *Journal) Release(node string, ids ...string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, id := range ids {
+		delete(j.live, node+"/"+id)
 		if p, ok := j.byNode[node][id]; ok {
 			j.dropLocked(p)
 			j.gen++
 		}
+	}
+}
+
+// Abandon says that node's claims of the rules ids are no longer held by whoever
+// made them (a fence that failed, books not written): Left returns them again.
+func (j *Journal) Abandon(node string, ids ...string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, id := range ids {
+		delete(j.live, node+"/"+id)
 	}
 }
 
@@ -214,11 +238,13 @@ func (j *Journal) Of(node string) []Placing {
 	return out
 }
 
-// All returns every claim, sorted by node and rule.
-func (j *Journal) All() []Placing {
+// Left returns the claims no placement under way holds (the last leader's, and the
+// abandoned ones), sorted by node and rule.
+func (j *Journal) Left() []Placing {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.allLocked()
+	out := j.allLocked()
+	return slices.DeleteFunc(out, func(p Placing) bool { return j.live[p.Node+"/"+p.ID()] })
 }
 
 func (j *Journal) allLocked() []Placing {

@@ -52,8 +52,8 @@ func TestJournal(t *testing.T) {
 	}
 
 	old := checkpoint.NewJournal(cs, ns, name, 0)
-	if err := old.Load(ctx); err != nil || len(old.All()) != 0 {
-		t.Fatalf("Load without a ConfigMap: %v, %v", old.All(), err)
+	if err := old.Load(ctx); err != nil || len(old.Left()) != 0 {
+		t.Fatalf("Load without a ConfigMap: %v, %v", old.Left(), err)
 	}
 	if err := old.Claim(ctx, placing(0)); err != nil {
 		t.Fatal(err)
@@ -99,8 +99,13 @@ func TestJournal(t *testing.T) {
 		if got := stored(t); len(got) != 3 {
 			t.Fatalf("a claim before Load dropped the last leader's: %v", got)
 		}
-		if len(next.All()) != 3 || len(seen) != 3 {
-			t.Fatalf("next leader holds %v (told %v)", next.All(), seen)
+		// The last leader's claims are left to check; its own is held until released.
+		if left := next.Left(); len(left) != 2 || left[0].Node != "gpu-000" || left[1].Node != "gpu-001" || len(seen) != 3 {
+			t.Fatalf("next leader leaves %v to check (told %v)", left, seen)
+		}
+		next.Abandon("gpu-002", "nvidia-xid/xid-79")
+		if left := next.Left(); len(left) != 3 {
+			t.Fatalf("an abandoned claim is not left to check: %v", left)
 		}
 		next.Release("gpu-000", "nvidia-xid/xid-79")
 		next.Release("gpu-001", "nvidia-xid/xid-79")
@@ -174,7 +179,7 @@ func TestJournal(t *testing.T) {
 		if !errors.Is(err, checkpoint.ErrJournalFull) {
 			t.Fatalf("over the bound: %v", err)
 		}
-		if got := small.All(); len(got) != 2 {
+		if got := append(small.Of("gpu-001"), small.Of("gpu-002")...); len(got) != 2 || len(small.Of("gpu-003")) != 0 {
 			t.Fatalf("a refused claim was kept: %v", got)
 		}
 		// Replacing a claim of the same rule does not grow it.
