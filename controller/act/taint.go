@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -114,13 +115,19 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 	id := pt.firing.id()
 
 	var before map[string]v1alpha1.TaintRecord // the records' taint entries when this call began
+	// After a conflict of the Node's update only the Node changed: its records are
+	// read from the cache where it shows this Store's writes, not listed again (a
+	// list by label reads every record from etcd: a burst's conflicts did that
+	// hundreds of times at once). After any other conflict, both are read afresh.
+	nodeConflict := false
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
 		pt.res = Result{Node: f.Node, Rule: id, Attempts: pt.res.Attempts + 1}
 		// The records first: the Node is read last, just before its update.
 		var err error
-		if pt.old, err = a.readRecorded(ctx, f.Node, pt.res.Attempts > 1); err != nil {
+		if pt.old, err = a.readRecorded(ctx, f.Node, pt.res.Attempts > 1 && !nodeConflict); err != nil {
 			return err
 		}
+		nodeConflict = false
 		if before == nil {
 			before = pt.old.states
 		} else {
@@ -170,6 +177,7 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 		}
 		u, err := a.writer.patch(ctx, n, pt.p.node)
 		if err != nil {
+			nodeConflict = apierrors.IsConflict(err)
 			return err
 		}
 		pt.last = u
