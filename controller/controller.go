@@ -118,8 +118,7 @@ type Controller struct {
 	decider *decide.Decider
 	packs   *packwatch.Watcher
 	keep    *keeper
-	journal *checkpoint.Journal // where fences say Placing (see act.Options.Journal)
-	desk    *requestDesk        // operators' requests on faults
+	desk    *requestDesk // operators' requests on faults
 	records *nodefault.Store
 	rec     *recorder
 	shard   *shard
@@ -213,10 +212,6 @@ func New(cfg Config) (*Controller, error) {
 	}
 	ao := cfg.Act
 	ao.Records = c.records // the taint bookkeeping is written as this replica
-	// A fence's Placing goes to the journal beside the read position: a burst's
-	// fences share its writes.
-	c.journal = checkpoint.NewJournal(cfg.Client, cfg.Namespace, cfg.CheckpointName, 0)
-	ao.Journal = c.journal
 	ao.TopologyLabels = cfg.Decide.Fleet.Labels
 	if c.actor, err = act.New(cfg.Client, ao); err != nil {
 		return nil, err

@@ -86,11 +86,6 @@ func (c *Controller) lead(ctx context.Context) {
 	// Only the leader's storm hold decides: a former leader says no storm.
 	defer c.m.storms.Reset()
 	c.log.Info("leading: reading Loki")
-	// The taints the last leader was placing, before this term's first fence (the
-	// ProbeRuns' included); on an error the first claim reads them.
-	if err := c.journal.Load(ctx); err != nil {
-		c.log.Warn("placing journal", "err", err)
-	}
 	// The ProbeRuns are run by the leader, whatever becomes of the line pipeline.
 	runs := make(chan struct{})
 	go func() {

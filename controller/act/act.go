@@ -11,11 +11,10 @@
 // so a decision (in particular "nothing to do") never rests on a cache that misses
 // it.
 //
-// faultline only ever removes or changes taints that a NodeFault record (or, while
-// being placed, the leader's placing journal) says it placed: a taint somebody else
-// put on the node, even with a key a rule uses, is never touched, and nothing on the
-// Node itself (which its kubelet may write) can claim one. The journal (or, without
-// one, the record) says Placing before the Node update that adds a taint, the record
+// faultline only ever removes or changes taints that a NodeFault record says it
+// placed: a taint somebody else put on the node, even with a key a rule uses, is
+// never touched, and nothing on the Node itself (which its kubelet may write) can
+// claim one. The record says Placing before the Node update that adds a taint and
 // Placed after it; CheckPlacing settles a Placing left by a crash against the Node.
 package act
 
@@ -39,7 +38,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
-	"github.com/faultline-dev/faultline/controller/checkpoint"
 	"github.com/faultline-dev/faultline/controller/decide"
 	"github.com/faultline-dev/faultline/controller/fault"
 	"github.com/faultline-dev/faultline/controller/nodefault"
@@ -90,9 +88,6 @@ type Options struct {
 	// TopologyLabels are the labels whose values the facts carry per eligible node
 	// (decide.NodeFacts.Groups), for fleet correlation.
 	TopologyLabels []string
-	// Journal, when set, is where a fence says Placing (see placings): the leader's,
-	// which its owner loads again at the start of each term. Nil: on the records.
-	Journal *checkpoint.Journal
 
 	// nodeListPage is how many Nodes one list request asks for (default
 	// defaultNodeListPage); tests make it small.
@@ -126,7 +121,6 @@ type Actor struct {
 	*events
 	lanes   *lanes           // the Events' broadcasters
 	records *nodefault.Store // writes and planning reads of the records
-	placing placings         // where a fence says Placing
 	writer  nodeWriter       // the Node writes
 
 	// beforeWrite, when set (by tests), runs just before each Node write.
@@ -210,10 +204,7 @@ func New(client kubernetes.Interface, opts Options) (*Actor, error) {
 		written: map[string]pendingWrite{}, fencing: map[string]int{},
 		faults: faults,
 		index:  NewFactIndex(opts.Eligible, opts.TopologyLabels),
-	}, records: opts.Records, placing: placings{j: opts.Journal, client: client, records: opts.Records, now: opts.Now}}
-	if opts.Journal != nil {
-		opts.Journal.OnChange(a.index.setPlacing)
-	}
+	}, records: opts.Records}
 	a.writer = nodeWriter{client: client, fieldManager: opts.Component, note: a.noteWrite}
 	// The informers' events keep the facts indexed: a decision reads them without a
 	// pass over the fleet.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -16,10 +17,9 @@ import (
 	"github.com/faultline-dev/faultline/rules"
 )
 
-// The taint bookkeeping lives in each fault's NodeFault record (status.taint), and
-// for a taint being placed in the leader's journal (claims.go), which only the
-// controller's identity may write. The Node carries nothing faultline trusts: at
-// most the pointer annotation fault.AnnotationFaults, for people.
+// The taint bookkeeping lives in each fault's NodeFault record (status.taint), which
+// only the controller's identity may write. The Node carries nothing faultline
+// trusts: at most the pointer annotation fault.AnnotationFaults, for people.
 
 // maxPointerBytes bounds the pointer annotation.
 const maxPointerBytes = 4096
@@ -84,9 +84,7 @@ func (a *Actor) readRecorded(ctx context.Context, node string, fresh bool) (reco
 	for i := range l {
 		recs[i] = &l[i]
 	}
-	r := recordedOf(recs)
-	a.placing.overlay(&r, node)
-	return r, nil
+	return recordedOf(recs), nil
 }
 
 // writeTaint writes a fault's taint entry to its record (creating the record with
@@ -118,12 +116,10 @@ func (a *Actor) writeRecord(ctx context.Context, node string, old recorded, c cl
 	return err
 }
 
-// markPlacing says Placing for each fault the plan gives a taint it did not own, in
-// the journal or else on its record: before the Node update, so that a crash after
-// it leaves a claim the next leader checks against the Node instead of a taint
-// nobody owns.
+// markPlacing writes Placing to the record of each fault the plan gives a taint it
+// did not own: before the Node update, so that a crash after it leaves a record the
+// next leader checks against the Node instead of a taint nobody owns.
 func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p plan, firing *rules.Compiled) error {
-	var mark []claim
 	for _, c := range p.entries {
 		if !c.placed {
 			continue
@@ -131,12 +127,6 @@ func (a *Actor) markPlacing(ctx context.Context, node string, old recorded, p pl
 		if s, ok := old.states[c.id()]; ok && (s.State == v1alpha1.TaintPlaced || s.State == v1alpha1.TaintPlacing) && s.Taint == c.taint {
 			continue
 		}
-		mark = append(mark, c)
-	}
-	if journaled, err := a.placing.claim(ctx, node, mark); err != nil || journaled {
-		return err
-	}
-	for _, c := range mark {
 		ch := nodefault.Change{Rule: ruleIf(firing, c), Taint: &v1alpha1.TaintRecord{Taint: c.taint, State: v1alpha1.TaintPlacing}}
 		if err := a.writeRecord(ctx, node, old, c, ch); err != nil {
 			return fmt.Errorf("record %s placing %s: %w", c.id(), c.taint, err)
@@ -182,13 +172,9 @@ func (a *Actor) settle(ctx context.Context, node string, old recorded, p plan, c
 			errs = append(errs, fmt.Sprintf("record %s: clear taint: %v", id, err))
 		}
 	}
-	ids := append(p.ids(), cleared...)
 	if len(errs) > 0 {
-		a.placing.abandon(node, ids)
 		return fmt.Errorf("node %s updated, its records not: %s", node, strings.Join(errs, "; "))
 	}
-	// The records say it all now: the journal's claims of this node are done.
-	a.placing.release(node, ids)
 	return nil
 }
 
@@ -223,9 +209,8 @@ func pointer(node string, entries []claim) string {
 // record and the Node update, or after it) against the Node: a node that carries
 // the taint's key and effect has it adopted (Placed); otherwise the entry is removed,
 // since that Node update never happened. Only records in Placing for at least
-// minAge are checked, so a write in progress is not raced. The journal's claims
-// are settled the same way (see placings.check). It returns the pack/rule of each
-// entry it settled, by outcome.
+// minAge are checked, so a write in progress is not raced. It returns the pack/rule
+// of each entry it settled, by outcome.
 func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted, cleared []string, err error) {
 	if err := a.ready(); err != nil {
 		return nil, nil, err
@@ -258,11 +243,11 @@ func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted
 		}
 		cleared = append(cleared, fault.Key(node, c.pack, c.rule))
 	}
-	ad, cl, err := a.placing.check(ctx, max(minAge, journalSettle))
-	return append(adopted, ad...), append(cleared, cl...), errors.Join(append(errs, err)...)
+	return adopted, cleared, errors.Join(errs...)
 }
 
-// journalSettle is how old a journal claim is before CheckPlacing settles it, even
-// at the start of a term: the line behind it is decided again first (its read
-// position did not pass it), and that decision writes its record with its rule.
-const journalSettle = time.Minute
+// hasTaintOf reports whether n carries the taint (key and effect) of a record entry.
+func hasTaintOf(n *corev1.Node, taint string) bool {
+	t, ok := parseTaint(taint)
+	return ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil
+}

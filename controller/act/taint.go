@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -32,8 +31,7 @@ type Result struct {
 	// Existing is set by Taint when the node already had a taint with the rule's key
 	// and effect that faultline did not place for this fault (kept as it is).
 	Existing string
-	// NewFault: Taint recorded a fault the node had no entry for, or one whose books
-	// (and Events) a stopped leader never wrote.
+	// NewFault: Taint recorded a fault the node had no entry for.
 	NewFault bool
 	// Cleared lists the pack/rule of the entries Untaint removed.
 	Cleared []string
@@ -53,9 +51,8 @@ type Result struct {
 //   - A node labelled fault.LabelOptOut=true is not changed; the error matches
 //     ErrOptedOut (an *OptedOutError) and a FaultOptedOut Event is recorded.
 //   - A conflicting write is retried with the Node read again from the API.
-//   - Ownership comes from faultline's own objects only: the journal (or the
-//     record) says Placing before the Node update that adds the taint, the record
-//     Placed after it.
+//   - Ownership comes from the records only: the record says Placing before the
+//     Node update that adds the taint and Placed after it.
 //
 // A FaultTainted Event is recorded when a taint was added or the fault is new on
 // the node.
@@ -88,8 +85,8 @@ func (pt *Placement) Result() Result {
 	return pt.res
 }
 
-// PlaceTaint does the part of TaintNode that fences the node: the journal (or the
-// fault's record) says Placing, then the Node gets the taint. Settle writes the rest, and with it
+// PlaceTaint does the part of TaintNode that fences the node: the fault's record
+// says Placing, then the Node gets the taint. Settle writes the rest, and with it
 // decision (the decision's phase, mode, history and evidence) in the same status
 // write as the taint entry's Placed: the record never says Placed without the
 // decision's phase. A zero decision writes only the taint entry. Until Settle,
@@ -115,19 +112,13 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 	id := pt.firing.id()
 
 	var before map[string]v1alpha1.TaintRecord // the records' taint entries when this call began
-	// After a conflict of the Node's update only the Node changed: its records are
-	// read from the cache where it shows this Store's writes, not listed again (a
-	// list by label reads every record from etcd: a burst's conflicts did that
-	// hundreds of times at once). After any other conflict, both are read afresh.
-	nodeConflict := false
 	err := retry.RetryOnConflict(a.opts.Backoff, func() error {
 		pt.res = Result{Node: f.Node, Rule: id, Attempts: pt.res.Attempts + 1}
 		// The records first: the Node is read last, just before its update.
 		var err error
-		if pt.old, err = a.readRecorded(ctx, f.Node, pt.res.Attempts > 1 && !nodeConflict); err != nil {
+		if pt.old, err = a.readRecorded(ctx, f.Node, pt.res.Attempts > 1); err != nil {
 			return err
 		}
-		nodeConflict = false
 		if before == nil {
 			before = pt.old.states
 		} else {
@@ -153,10 +144,8 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 			}
 		}
 		entries = append(entries, pt.firing)
-		// Placing: the books, which post the fault's Events, were never written
-		// (a leader stopped before them); the fault is new to whoever reads them.
-		s, known := pt.old.states[id]
-		pt.res.NewFault = !known || s.State == v1alpha1.TaintPlacing
+		_, known := pt.old.states[id]
+		pt.res.NewFault = !known
 		pt.p = a.plan(n, pt.old.entries, entries, id)
 		pt.res.Added, pt.res.Removed, pt.res.Changed = pt.p.added, pt.p.removed, pt.p.changed
 		for _, c := range pt.p.entries {
@@ -177,15 +166,11 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 		}
 		u, err := a.writer.patch(ctx, n, pt.p.node)
 		if err != nil {
-			nodeConflict = apierrors.IsConflict(err)
 			return err
 		}
 		pt.last = u
 		return nil
 	})
-	if err != nil { // what this call claimed is no placement's any more
-		a.placing.abandon(f.Node, append(pt.p.ids(), id))
-	}
 	var oo *OptedOutError
 	switch {
 	case errors.As(err, &oo):
@@ -338,10 +323,7 @@ func (a *Actor) UntaintNode(ctx context.Context, node, rule string) (Result, err
 		last = u
 		return nil
 	})
-	switch {
-	case err != nil:
-		a.placing.abandon(node, append(p.ids(), res.Cleared...))
-	case len(res.Cleared) > 0:
+	if err == nil && len(res.Cleared) > 0 {
 		err = a.settle(ctx, node, old, p, res.Cleared, nil, nodefault.Change{})
 	}
 	if err != nil {
@@ -455,15 +437,6 @@ type plan struct {
 	entries        []claim
 	added, removed []string
 	changed        bool
-}
-
-// ids are the pack/rule of the plan's entries.
-func (p plan) ids() []string {
-	out := make([]string, 0, len(p.entries)+1)
-	for _, c := range p.entries {
-		out = append(out, c.id())
-	}
-	return out
 }
 
 // plan computes the node's taints and pointer annotation for the new entries.

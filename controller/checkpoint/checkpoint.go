@@ -26,9 +26,6 @@ const StateKey = "loki-position.json"
 // same moment, and decides again only the lines after that position.
 const StormsKey = "storms.json"
 
-// labels are the checkpoint ConfigMap's, whichever write creates it.
-var labels = map[string]string{"app.kubernetes.io/name": "faultline", "app.kubernetes.io/component": "controller"}
-
 // Store reads and writes the position.
 type Store struct {
 	client    kubernetes.Interface
@@ -93,8 +90,9 @@ func (s *Store) SaveState(ctx context.Context, state []byte, t time.Time, storms
 				data[StormsKey] = string(storms)
 			}
 			_, err = cms.Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace, Labels: labels},
-				Data:       data,
+				ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace,
+					Labels: map[string]string{"app.kubernetes.io/name": "faultline", "app.kubernetes.io/component": "controller"}},
+				Data: data,
 			}, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), s.name, err)
