@@ -886,6 +886,36 @@ func TestActor(t *testing.T) {
 		}
 	})
 
+	t.Run("FenceWithoutBooksTaintedEventOnce", func(t *testing.T) {
+		// A leader stopped between the fence (record Placing, the Node tainted)
+		// and the books, which post FaultTainted: the next one decides the line
+		// again, finds the taint its own, and posts the Event; a third decision,
+		// the books written, posts none.
+		createNodes(t, cs, "books-1")
+		want := corev1.Taint{Key: rules.DefaultTaintKey, Value: "xid-gpu-lost", Effect: corev1.TaintEffectNoSchedule}
+		a, _ := startActor(t, env.RESTConfig(), Options{})
+		if err := a.writeTaint(ctx, "books-1", claim{pack: xid.Pack, rule: xid.ID, taint: taintString(want)}, v1alpha1.TaintPlacing, xid); err != nil {
+			t.Fatal(err)
+		}
+		updateNode(t, cs, "books-1", func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, want) })
+		eventually.True(t, 10*time.Second, "books-1 tainted in the cache", func() bool {
+			n, err := a.Nodes().Get("books-1")
+			return err == nil && hasTaint(n, taintString(want))
+		})
+		for i := range 2 {
+			res, err := a.TaintNode(ctx, xidFault("books-1", xid, t0.Add(time.Duration(i)*time.Second)), "")
+			if err != nil || len(res.Added) != 0 || res.Existing != "" || res.NewFault != (i == 0) {
+				t.Fatalf("decision %d: %+v, %v", i, res, err)
+			}
+		}
+		if evs := recordedOn(t, a, "books-1"); len(evs) != 1 || !evs[0].placed {
+			t.Fatalf("recorded %+v", evs)
+		}
+		if n := countReason(nodeEvents(t, cs, "books-1", withReason(ReasonTainted)), ReasonTainted); n != 1 {
+			t.Fatalf("%d FaultTainted Events, want 1", n)
+		}
+	})
+
 	t.Run("EventsOnNodesAndObjects", func(t *testing.T) {
 		createNodes(t, cs, "ev-1")
 		a, _ := startActor(t, env.RESTConfig(), Options{})

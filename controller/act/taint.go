@@ -31,7 +31,8 @@ type Result struct {
 	// Existing is set by Taint when the node already had a taint with the rule's key
 	// and effect that faultline did not place for this fault (kept as it is).
 	Existing string
-	// NewFault: Taint recorded a fault the node had no entry for.
+	// NewFault: Taint recorded a fault the node had no entry for, or one whose books
+	// (and Events) a stopped leader never wrote.
 	NewFault bool
 	// Cleared lists the pack/rule of the entries Untaint removed.
 	Cleared []string
@@ -144,8 +145,10 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 			}
 		}
 		entries = append(entries, pt.firing)
-		_, known := pt.old.states[id]
-		pt.res.NewFault = !known
+		// Placing: the books, which post the fault's Events, were never written (a
+		// leader stopped between the fence and them); the fault is new to the Events.
+		s, known := pt.old.states[id]
+		pt.res.NewFault = !known || s.State == v1alpha1.TaintPlacing
 		pt.p = a.plan(n, pt.old.entries, entries, id)
 		pt.res.Added, pt.res.Removed, pt.res.Changed = pt.p.added, pt.p.removed, pt.p.changed
 		for _, c := range pt.p.entries {
