@@ -889,7 +889,7 @@ func TestActor(t *testing.T) {
 	t.Run("FenceWithoutBooksTaintedEventOnce", func(t *testing.T) {
 		// A leader stopped between the fence (record Placing, the Node tainted)
 		// and the books, which post FaultTainted: the next one decides the line
-		// again, finds the taint its own, and posts the Event; a third decision,
+		// again, finds the taint its own, and posts the Event; a second decision,
 		// the books written, posts none.
 		createNodes(t, cs, "books-1")
 		want := corev1.Taint{Key: rules.DefaultTaintKey, Value: "xid-gpu-lost", Effect: corev1.TaintEffectNoSchedule}

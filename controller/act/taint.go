@@ -147,6 +147,8 @@ func (a *Actor) PlaceTaint(ctx context.Context, f fault.Fault, bootID string, de
 		entries = append(entries, pt.firing)
 		// Placing: the books, which post the fault's Events, were never written (a
 		// leader stopped between the fence and them); the fault is new to the Events.
+		// An untaint that moved a shared taint to this fault and failed before its
+		// books leaves Placing too: then one FaultTainted too many, never one missing.
 		s, known := pt.old.states[id]
 		pt.res.NewFault = !known || s.State == v1alpha1.TaintPlacing
 		pt.p = a.plan(n, pt.old.entries, entries, id)
