@@ -213,20 +213,26 @@ func (s *Store) List(ctx context.Context) ([]v1alpha1.NodeFault, error) {
 }
 
 // ForNode returns the NodeFaults of node: the records a Node write is planned on.
-// They come from the cache (UseCache) when it shows the Store's own last writes of
-// the node's records, else (and always when fresh) from the API server.
+// They come from the cache (UseCache), with the Store's own last writes of them that
+// the cache has not shown yet (see view); from the API server when fresh, and where
+// the cache shows another writer's version of one.
 func (s *Store) ForNode(ctx context.Context, node string, fresh bool) ([]v1alpha1.NodeFault, error) {
-	var c *Cache
 	if !fresh {
-		c = s.cacheFor(node)
-	}
-	if c != nil {
-		cached := c.ForNode(node)
-		out := make([]v1alpha1.NodeFault, 0, len(cached))
-		for _, nf := range cached {
-			out = append(out, *nf.DeepCopy())
+		if c, own, ok := s.view(node); ok {
+			cached := c.ForNode(node)
+			out := make([]v1alpha1.NodeFault, 0, len(cached)+len(own))
+			for _, nf := range cached {
+				if own[nf.Name] == nil {
+					out = append(out, *nf.DeepCopy())
+				}
+			}
+			for _, w := range own {
+				if !w.deleted {
+					out = append(out, *w.obj.DeepCopy())
+				}
+			}
+			return out, nil
 		}
-		return out, nil
 	}
 	var l v1alpha1.NodeFaultList
 	if err := s.do(ctx, "GET", s.path(""), nil, &l, "labelSelector", LabelNode+"="+labelValue(node)); err != nil {
@@ -361,10 +367,16 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 		known = nil
 	}
 	if known == nil && !absent {
-		if c := s.cacheFor(node, name); c != nil {
-			if cached, ok := c.get(name); ok {
-				known = cached // copied before it is written on
-			} else {
+		if c, own, ok := s.view(node, name); ok {
+			w := own[name]
+			switch cached, found := c.get(name); {
+			case w != nil && w.deleted:
+				absent = true
+			case w != nil:
+				known = w.obj // copied before it is written on
+			case found:
+				known = cached
+			default:
 				absent = true
 			}
 		}
@@ -414,7 +426,7 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 				return err
 			}
 			readPlacing(&created)
-			s.noteWrite(&created, false)
+			s.noteWrite(&created, false, "")
 			if placing { // the create said it all: no status write
 				out = &created
 				return nil
@@ -440,7 +452,7 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 		if err := s.do(ctx, "PUT", s.path(name)+"/status", cur, &updated); err != nil {
 			return err
 		}
-		s.noteWrite(&updated, false)
+		s.noteWrite(&updated, false, cur.ResourceVersion)
 		out = &updated
 		if touched {
 			s.opts.Workloads.Recorded(&updated)
@@ -467,7 +479,7 @@ func (s *Store) Answer(ctx context.Context, name string, a v1alpha1.RequestStatu
 		if err := s.do(ctx, "PUT", s.path(name)+"/status", cur, &updated); err != nil {
 			return err
 		}
-		s.noteWrite(&updated, false)
+		s.noteWrite(&updated, false, cur.ResourceVersion)
 		return nil
 	})
 	if err != nil {
@@ -696,7 +708,7 @@ func (s *Store) Collect(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		s.noteWrite(nf, true)
+		s.noteWrite(nf, true, nf.ResourceVersion)
 		n++
 	}
 	return n, errors.Join(errs...)

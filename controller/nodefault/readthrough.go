@@ -2,6 +2,7 @@ package nodefault
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,11 +14,17 @@ import (
 )
 
 // The Store reads records from the NodeFault informer (UseCache) instead of the API
-// server, except where the informer has not yet shown the Store's own last write of
-// a record: a burst of new faults then costs no read per fault. Reading a cached copy
-// is safe for the writes made on it: each update carries the copy's
-// resourceVersion (a stale copy gets a conflict and is read again) and each create
-// fails if the record exists (then it is read and updated).
+// server. Where the informer has not yet shown the Store's own last write of a
+// record, the Store reads that write: the record as the write returned it (or its
+// absence, after a delete), as long as what the informer shows of the record is a
+// version that write followed (the version it was made on, or an earlier one of
+// the same unbroken chain of the Store's writes). A burst of new faults then costs
+// no read per fault, even while the informer lags seconds behind through it.
+// Reading such a copy is as safe for the writes made on it as reading a cached one:
+// each update carries the copy's resourceVersion (a stale copy gets a conflict and is
+// read again) and each create fails if the record exists (then it is read and
+// updated). Where the informer shows a version of another writer's, the record is
+// read from the API server.
 
 // writeTTL bounds how long a record is read from the API server after a write the
 // informer has not shown (it may never show that exact version if another write
@@ -36,15 +43,25 @@ type readThrough struct {
 	inserts int
 }
 
-// ownWrite is the Store's last write of a record: the resourceVersion and UID it
-// got, or deleted.
+// ownWrite is the Store's last write of a record: what it returned (the record, or
+// deleted), and the versions of the record the informer may still show that the
+// write followed.
 type ownWrite struct {
 	node    string
 	rv      string
 	uid     types.UID
 	deleted bool
 	at      time.Time
+	// obj is the record as the write returned it; nil when deleted. Shared: read only.
+	obj *v1alpha1.NodeFault
+	// before are the record's versions before this write in an unbroken chain of the
+	// Store's own writes, oldest first ("": the record absent, before a create).
+	before []string
 }
+
+// maxBefore bounds ownWrite.before: a longer chain forgets its oldest versions,
+// whose sight then sends the read to the API server.
+const maxBefore = 8
 
 // forget drops the Store's last write of name (a record of node). Guarded by mu.
 func (rt *readThrough) forget(name, node string) {
@@ -65,8 +82,9 @@ func (s *Store) UseCache(c *Cache) {
 	s.rt.cache = c
 }
 
-// noteWrite records the Store's write of nf (or its deletion).
-func (s *Store) noteWrite(nf *v1alpha1.NodeFault, deleted bool) {
+// noteWrite records the Store's write of nf (or its deletion), made on version base
+// of the record ("": the record was absent, a create).
+func (s *Store) noteWrite(nf *v1alpha1.NodeFault, deleted bool, base string) {
 	if nf == nil {
 		return
 	}
@@ -85,7 +103,19 @@ func (s *Store) noteWrite(nf *v1alpha1.NodeFault, deleted bool) {
 			}
 		}
 	}
-	rt.written[nf.Name] = ownWrite{node: nf.Spec.Node, rv: nf.ResourceVersion, uid: nf.UID, deleted: deleted, at: now}
+	before := []string{base}
+	if prev, ok := rt.written[nf.Name]; ok && prev.state() == base {
+		// Made on the Store's own last write: the chain goes on.
+		before = append(slices.Clone(prev.before), base)
+		if len(before) > maxBefore {
+			before = before[len(before)-maxBefore:]
+		}
+	}
+	w := ownWrite{node: nf.Spec.Node, rv: nf.ResourceVersion, uid: nf.UID, deleted: deleted, at: now, before: before}
+	if !deleted {
+		w.obj = nf.DeepCopy() // the caller keeps nf
+	}
+	rt.written[nf.Name] = w
 	names := rt.byNode[nf.Spec.Node]
 	if names == nil {
 		names = map[string]bool{}
@@ -94,40 +124,56 @@ func (s *Store) noteWrite(nf *v1alpha1.NodeFault, deleted bool) {
 	names[nf.Name] = true
 }
 
-// cacheFor returns the informer when it has synced and shows the Store's last
-// writes of names (nil otherwise: read from the API server). Writes it has caught
-// up with, or older than writeTTL, are forgotten.
-func (s *Store) cacheFor(node string, names ...string) *Cache {
+// state is the version of the record the write left: its resourceVersion, or ""
+// (absent) after a delete.
+func (w *ownWrite) state() string {
+	if w.deleted {
+		return ""
+	}
+	return w.rv
+}
+
+// view returns the informer, once synced, with the Store's last writes of names
+// (default: of every record of node it wrote) that the informer has not shown yet
+// and that are to be read instead of the informer's copies; ok is false where the
+// records are to be read from the API server: no synced informer, or one that shows
+// a version of a record that the Store's last write of it did not follow. Writes it
+// has caught up with, or older than writeTTL, are forgotten.
+func (s *Store) view(node string, names ...string) (c *Cache, own map[string]*ownWrite, ok bool) {
 	rt := &s.rt
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	c := rt.cache
+	c = rt.cache
 	if c == nil || !c.HasSynced() {
-		return nil
+		return nil, nil, false
 	}
 	if len(names) == 0 {
 		for n := range rt.byNode[node] {
 			names = append(names, n)
 		}
 	}
-	current := true
 	for _, name := range names {
-		w, ok := rt.written[name]
-		if !ok {
+		w, wrote := rt.written[name]
+		if !wrote {
 			continue
 		}
-		cached, found := c.get(name)
-		caught := (w.deleted && !found) || (!w.deleted && found && cached.ResourceVersion == w.rv)
-		if caught || time.Since(w.at) > writeTTL {
+		shown := ""
+		if cached, found := c.get(name); found {
+			shown = cached.ResourceVersion
+		}
+		if shown == w.state() || time.Since(w.at) > writeTTL {
 			rt.forget(name, w.node)
 			continue
 		}
-		current = false
+		if !slices.Contains(w.before, shown) {
+			return nil, nil, false // another writer's version: read the API server
+		}
+		if own == nil {
+			own = map[string]*ownWrite{}
+		}
+		own[name] = &w
 	}
-	if !current {
-		return nil
-	}
-	return c
+	return c, own, true
 }
 
 // Ref returns the reference an Event about the fault of a rule on node names: its

@@ -75,9 +75,9 @@ func useCache(ctx context.Context, t *testing.T, env *testenv.Env, st *nodefault
 }
 
 // TestRecordReadsTheCache: a Store on a synced cache reads no record from the API
-// server where the cache shows its own last writes, and reads them there where the
-// cache does not yet: a change written right after another builds on it, without a
-// conflict, and a node's records read right after a write include it.
+// server, whether or not the cache shows its own last writes yet: a change written
+// right after another builds on it, without a conflict, and a node's records read
+// right after a write include it.
 func TestRecordReadsTheCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
 	var reads, conflicts atomic.Int64
@@ -113,6 +113,9 @@ func TestRecordReadsTheCache(t *testing.T) {
 				got = history(l[0])
 			}
 			t.Fatalf("%s: records right after the writes: %v, %d records, history %q, want one record with one,two", node, err, len(l), got)
+		}
+		if d := reads.Load() - r0; d != 0 {
+			t.Fatalf("%s: a change and a read right after a write read %d times from the API server, want 0 (the Store's own writes)", node, d)
 		}
 		// Once the cache shows the last write, a change reads nothing.
 		eventually.NoError(t, 10*time.Second, node+" cached", func() error {
@@ -194,5 +197,108 @@ func TestCollectReadsTheCache(t *testing.T) {
 		if _, err := other.Get(ctx, nf.Name); err != nil {
 			t.Errorf("%s after Collect: %v, want kept", nf.Name, err)
 		}
+	}
+}
+
+// TestOwnWritesOverALaggingCache: with a cache that shows none of the Store's writes
+// (an informer stopped after its sync, as one that lags through a burst), the Store
+// reads its own last writes instead of the API server; another writer's change it has
+// not seen costs one conflict and a read, never a lost change; and where the cache
+// shows a version of another writer's, the records are read from the API server.
+func TestOwnWritesOverALaggingCache(t *testing.T) {
+	env, ctx := withNodeFaults(t, time.Minute)
+	var reads, conflicts atomic.Int64
+	_, st := storeAs(t, env, nodefault.Options{Owner: "controller-0"}, func(cfg *rest.Config) {
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
+	})
+	other, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := func(nf v1alpha1.NodeFault) string {
+		var kinds []string
+		for _, d := range nf.Status.History {
+			kinds = append(kinds, d.Kind)
+		}
+		return strings.Join(kinds, ",")
+	}
+	forNode := func(node string) (string, int64) {
+		t.Helper()
+		r0 := reads.Load()
+		l, err := st.ForNode(ctx, node, false)
+		if err != nil || len(l) != 1 {
+			t.Fatalf("%s: %d records, %v; want 1", node, len(l), err)
+		}
+		return history(l[0]), reads.Load() - r0
+	}
+
+	// A frozen cache: synced (empty), then stopped.
+	frozenCtx, stop := context.WithCancel(ctx)
+	useCache(frozenCtx, t, env, st)
+	stop()
+	f := xidFault("lag-1", time.Now())
+	for _, d := range []string{"one", "two", "three"} {
+		ch := nodefault.Change{Decision: d}
+		if d == "one" {
+			ch.Fault = &f
+		}
+		if _, err := st.Record(ctx, "lag-1", f.Rule.Pack, f.Rule.ID, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, n := forNode("lag-1"); h != "one,two,three" || n != 0 {
+		t.Fatalf("records after three writes: history %q read %d times from the API server; want one,two,three and 0", h, n)
+	}
+	if n, c := reads.Load(), conflicts.Load(); n != 0 || c != 0 {
+		t.Fatalf("three writes over a frozen cache: %d reads, %d conflicts; want none (each built on the Store's last write)", n, c)
+	}
+	// Another writer's change, unseen: the next write conflicts, reads, and keeps it.
+	if _, err := other.Record(ctx, "lag-1", f.Rule.Pack, f.Rule.ID, nodefault.Change{Decision: "theirs"}); err != nil {
+		t.Fatal(err)
+	}
+	nf, err := st.Record(ctx, "lag-1", f.Rule.Pack, f.Rule.ID, nodefault.Change{Decision: "four"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := history(*nf); h != "one,two,three,theirs,four" || conflicts.Load() != 1 {
+		t.Fatalf("after another writer's change: history %q, %d conflicts; want one,two,three,theirs,four and 1", h, conflicts.Load())
+	}
+
+	// A live cache that shows another writer's version: read from the API server.
+	c := useCache(ctx, t, env, st)
+	g := xidFault("lag-2", time.Now())
+	if _, err := st.Record(ctx, "lag-2", g.Rule.Pack, g.Rule.ID, nodefault.Change{Fault: &g, Decision: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Record(ctx, "lag-2", g.Rule.Pack, g.Rule.ID, nodefault.Change{Decision: "theirs"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.NoError(t, 10*time.Second, "the other writer's change cached", func() error {
+		if l := c.ForNode("lag-2"); len(l) != 1 || history(*l[0]) != "one,theirs" {
+			return fmt.Errorf("cached: %d records", len(l))
+		}
+		return nil
+	})
+	if _, err := st.Record(ctx, "lag-2", g.Rule.Pack, g.Rule.ID, nodefault.Change{Decision: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := v1alpha1.NewRESTClient(env.Clientset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Delete().AbsPath("/apis", v1alpha1.SchemeGroupVersion.Group, v1alpha1.SchemeGroupVersion.Version,
+		v1alpha1.Resource, nodefault.Name("lag-2", g.Rule.Pack, g.Rule.ID)).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually.NoError(t, 10*time.Second, "the delete cached", func() error {
+		if l := c.ForNode("lag-2"); len(l) != 0 {
+			return fmt.Errorf("cached: %d records", len(l))
+		}
+		return nil
+	})
+	r0 := reads.Load()
+	l, err := st.ForNode(ctx, "lag-2", false)
+	if err != nil || len(l) != 0 || reads.Load()-r0 != 1 {
+		t.Fatalf("records after another writer deleted the Store's last write: %d, %v, %d reads; want none, read once from the API server", len(l), err, reads.Load()-r0)
 	}
 }
