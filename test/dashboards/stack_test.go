@@ -722,9 +722,16 @@ func (s *stack) probe(t *testing.T, spec v1alpha1.ProbeRunSpec) {
 		if pr.Status.Phase != v1alpha1.ProbeRunCompleted {
 			t.Fatalf("probe run %s: %+v", name, pr.Status)
 		}
+		// The refusal is the node's error when the whole run was refused, or a check's
+		// when the agent ran the run's other checks (ping beside a refused pciebw).
 		for _, nr := range pr.Status.Nodes {
 			if strings.Contains(nr.Error, "one at a time") {
 				return fmt.Errorf("%s: %s", nr.Node, nr.Error)
+			}
+			for _, r := range nr.Results {
+				if r.Status == "error" && strings.Contains(r.Message, "one at a time") {
+					return fmt.Errorf("%s: %s: %s", nr.Node, r.Check, r.Message)
+				}
 			}
 		}
 		for _, nr := range pr.Status.Nodes {
