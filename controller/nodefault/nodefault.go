@@ -368,15 +368,13 @@ func (s *Store) record(ctx context.Context, node, pack, rule string, c Change, k
 	}
 	if known == nil && !absent {
 		if c, own, ok := s.view(node, name); ok {
-			w := own[name]
-			switch cached, found := c.get(name); {
-			case w != nil && w.deleted:
+			if w := own[name]; w != nil && w.deleted {
 				absent = true
-			case w != nil:
+			} else if w != nil {
 				known = w.obj // copied before it is written on
-			case found:
+			} else if cached, found := c.get(name); found {
 				known = cached
-			default:
+			} else {
 				absent = true
 			}
 		}

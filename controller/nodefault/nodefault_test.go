@@ -215,12 +215,8 @@ func TestRecordOnAndRecordNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
-	for _, d := range got.Status.History {
-		kinds = append(kinds, d.Kind)
-	}
-	if strings.Join(kinds, ",") != "one,two,three" {
-		t.Fatalf("history %v, want one,two,three", kinds)
+	if h := historyKinds(*got); h != "one,two,three" {
+		t.Fatalf("history %s, want one,two,three", h)
 	}
 	// got is current: RecordOn writes on it.
 	if again, err := st.RecordOn(ctx, got, nodefault.Change{Decision: "four"}); err != nil || len(again.Status.History) != 4 {

@@ -47,13 +47,11 @@ type readThrough struct {
 // deleted), and the versions of the record the informer may still show that the
 // write followed.
 type ownWrite struct {
-	node    string
-	rv      string
-	uid     types.UID
+	// obj is the record as the write returned it, or as it was deleted. Shared: read
+	// only.
+	obj     *v1alpha1.NodeFault
 	deleted bool
 	at      time.Time
-	// obj is the record as the write returned it; nil when deleted. Shared: read only.
-	obj *v1alpha1.NodeFault
 	// before are the record's versions before this write in an unbroken chain of the
 	// Store's own writes, oldest first ("": the record absent, before a create).
 	before []string
@@ -99,7 +97,7 @@ func (s *Store) noteWrite(nf *v1alpha1.NodeFault, deleted bool, base string) {
 		// Writes of records never read again would stay: forget the expired.
 		for name, w := range rt.written {
 			if now.Sub(w.at) > writeTTL {
-				rt.forget(name, w.node)
+				rt.forget(name, w.obj.Spec.Node)
 			}
 		}
 	}
@@ -111,11 +109,8 @@ func (s *Store) noteWrite(nf *v1alpha1.NodeFault, deleted bool, base string) {
 			before = before[len(before)-maxBefore:]
 		}
 	}
-	w := ownWrite{node: nf.Spec.Node, rv: nf.ResourceVersion, uid: nf.UID, deleted: deleted, at: now, before: before}
-	if !deleted {
-		w.obj = nf.DeepCopy() // the caller keeps nf
-	}
-	rt.written[nf.Name] = w
+	// A copy: the caller keeps nf.
+	rt.written[nf.Name] = ownWrite{obj: nf.DeepCopy(), deleted: deleted, at: now, before: before}
 	names := rt.byNode[nf.Spec.Node]
 	if names == nil {
 		names = map[string]bool{}
@@ -130,7 +125,7 @@ func (w *ownWrite) state() string {
 	if w.deleted {
 		return ""
 	}
-	return w.rv
+	return w.obj.ResourceVersion
 }
 
 // view returns the informer, once synced, with the Store's last writes of names
@@ -162,7 +157,7 @@ func (s *Store) view(node string, names ...string) (c *Cache, own map[string]*ow
 			shown = cached.ResourceVersion
 		}
 		if shown == w.state() || time.Since(w.at) > writeTTL {
-			rt.forget(name, w.node)
+			rt.forget(name, w.obj.Spec.Node)
 			continue
 		}
 		if !slices.Contains(w.before, shown) {
@@ -193,8 +188,8 @@ func (s *Store) Ref(ctx context.Context, node, pack, rule string) (*corev1.Objec
 	switch {
 	case wrote && w.deleted:
 		return nil, nil
-	case wrote && w.uid != "":
-		return ref(w.uid), nil
+	case wrote && w.obj.UID != "":
+		return ref(w.obj.UID), nil
 	}
 	if c != nil && c.HasSynced() {
 		if nf, ok := c.get(name); ok {

@@ -86,13 +86,6 @@ func TestRecordReadsTheCache(t *testing.T) {
 	})
 	c := useCache(ctx, t, env, st)
 
-	history := func(nf v1alpha1.NodeFault) string {
-		var kinds []string
-		for _, d := range nf.Status.History {
-			kinds = append(kinds, d.Kind)
-		}
-		return strings.Join(kinds, ",")
-	}
 	for i := range 20 {
 		node := fmt.Sprintf("rt-%d", i)
 		f := xidFault(node, time.Now())
@@ -107,10 +100,10 @@ func TestRecordReadsTheCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		l, err := st.ForNode(ctx, node, false)
-		if err != nil || len(l) != 1 || history(l[0]) != "one,two" {
+		if err != nil || len(l) != 1 || historyKinds(l[0]) != "one,two" {
 			got := ""
 			if len(l) > 0 {
-				got = history(l[0])
+				got = historyKinds(l[0])
 			}
 			t.Fatalf("%s: records right after the writes: %v, %d records, history %q, want one record with one,two", node, err, len(l), got)
 		}
@@ -119,7 +112,7 @@ func TestRecordReadsTheCache(t *testing.T) {
 		}
 		// Once the cache shows the last write, a change reads nothing.
 		eventually.NoError(t, 10*time.Second, node+" cached", func() error {
-			if l := c.ForNode(node); len(l) != 1 || history(*l[0]) != "one,two" {
+			if l := c.ForNode(node); len(l) != 1 || historyKinds(*l[0]) != "one,two" {
 				return fmt.Errorf("cached: %d records", len(l))
 			}
 			return nil
@@ -129,7 +122,7 @@ func TestRecordReadsTheCache(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: third change: %v", node, err)
 		}
-		if h := history(*nf); h != "one,two,three" {
+		if h := historyKinds(*nf); h != "one,two,three" {
 			t.Fatalf("%s: history %q after the third change", node, h)
 		}
 		if d := reads.Load() - r0; d != 0 {
@@ -215,13 +208,6 @@ func TestOwnWritesOverALaggingCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	history := func(nf v1alpha1.NodeFault) string {
-		var kinds []string
-		for _, d := range nf.Status.History {
-			kinds = append(kinds, d.Kind)
-		}
-		return strings.Join(kinds, ",")
-	}
 	forNode := func(node string) (string, int64) {
 		t.Helper()
 		r0 := reads.Load()
@@ -229,7 +215,7 @@ func TestOwnWritesOverALaggingCache(t *testing.T) {
 		if err != nil || len(l) != 1 {
 			t.Fatalf("%s: %d records, %v; want 1", node, len(l), err)
 		}
-		return history(l[0]), reads.Load() - r0
+		return historyKinds(l[0]), reads.Load() - r0
 	}
 
 	// A frozen cache: synced (empty), then stopped.
@@ -260,7 +246,7 @@ func TestOwnWritesOverALaggingCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := history(*nf); h != "one,two,three,theirs,four" || conflicts.Load() != 1 {
+	if h := historyKinds(*nf); h != "one,two,three,theirs,four" || conflicts.Load() != 1 {
 		t.Fatalf("after another writer's change: history %q, %d conflicts; want one,two,three,theirs,four and 1", h, conflicts.Load())
 	}
 
@@ -274,7 +260,7 @@ func TestOwnWritesOverALaggingCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually.NoError(t, 10*time.Second, "the other writer's change cached", func() error {
-		if l := c.ForNode("lag-2"); len(l) != 1 || history(*l[0]) != "one,theirs" {
+		if l := c.ForNode("lag-2"); len(l) != 1 || historyKinds(*l[0]) != "one,theirs" {
 			return fmt.Errorf("cached: %d records", len(l))
 		}
 		return nil
@@ -301,4 +287,13 @@ func TestOwnWritesOverALaggingCache(t *testing.T) {
 	if err != nil || len(l) != 0 || reads.Load()-r0 != 1 {
 		t.Fatalf("records after another writer deleted the Store's last write: %d, %v, %d reads; want none, read once from the API server", len(l), err, reads.Load()-r0)
 	}
+}
+
+// historyKinds is a record's history, its decisions' kinds joined by commas.
+func historyKinds(nf v1alpha1.NodeFault) string {
+	var kinds []string
+	for _, d := range nf.Status.History {
+		kinds = append(kinds, d.Kind)
+	}
+	return strings.Join(kinds, ",")
 }
