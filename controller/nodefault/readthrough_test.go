@@ -297,3 +297,57 @@ func historyKinds(nf v1alpha1.NodeFault) string {
 	}
 	return strings.Join(kinds, ",")
 }
+
+// TestOwnDeleteOverALaggingCache: after the Store deletes a record that a lagging
+// cache still shows, the Store reads the record as absent: the node's records leave it
+// out and a new fault of the same rule creates a record afresh, with no read from the
+// API server and no write on the deleted one.
+func TestOwnDeleteOverALaggingCache(t *testing.T) {
+	env, ctx := withNodeFaults(t, time.Minute)
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	var reads, conflicts atomic.Int64
+	_, st := storeAs(t, env, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now}, func(cfg *rest.Config) {
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
+	})
+	// The cache shows the resolved record, then stops: it never shows the delete.
+	frozenCtx, stop := context.WithCancel(ctx)
+	c := useCache(frozenCtx, t, env, st)
+	f := xidFault("gone-1", clk.Now())
+	if _, err := st.Record(ctx, "gone-1", f.Rule.Pack, f.Rule.ID, nodefault.Change{Fault: &f, Decision: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Record(ctx, "gone-1", f.Rule.Pack, f.Rule.ID, nodefault.Change{Phase: v1alpha1.PhaseResolved, Cause: nodefault.CauseUntaint, Decision: "untaint"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.NoError(t, 10*time.Second, "the resolved record cached", func() error {
+		if l := c.ForNode("gone-1"); len(l) != 1 || l[0].Status.Phase != v1alpha1.PhaseResolved {
+			return fmt.Errorf("cached: %d records", len(l))
+		}
+		return nil
+	})
+	stop()
+
+	clk.Add(2 * time.Hour)
+	if n, err := st.Collect(ctx); err != nil || n != 1 {
+		t.Fatalf("Collect = %d, %v; want 1", n, err)
+	}
+	if l := c.ForNode("gone-1"); len(l) != 1 {
+		t.Fatalf("the stopped cache shows %d records of gone-1, want the deleted one still", len(l))
+	}
+	r0 := reads.Load()
+	l, err := st.ForNode(ctx, "gone-1", false)
+	if err != nil || len(l) != 0 {
+		t.Fatalf("records after the Store deleted its last one: %d, %v; want none", len(l), err)
+	}
+	g := xidFault("gone-1", clk.Now())
+	nf, err := st.Record(ctx, "gone-1", g.Rule.Pack, g.Rule.ID, nodefault.Change{Fault: &g, Decision: "again"})
+	if err != nil {
+		t.Fatalf("a new fault after the delete: %v", err)
+	}
+	if h := historyKinds(*nf); h != "again" || nf.Status.Phase == v1alpha1.PhaseResolved {
+		t.Errorf("the new record: history %q, phase %s; want a record afresh with history again", h, nf.Status.Phase)
+	}
+	if d, n := reads.Load()-r0, conflicts.Load(); d != 0 || n != 0 {
+		t.Errorf("after the Store's own delete: %d reads from the API server, %d conflicts; want none", d, n)
+	}
+}
