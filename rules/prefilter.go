@@ -26,8 +26,9 @@ type gramFilter struct {
 	bitmap *[1 << gramBits / 64]uint64
 	// long: the 8-byte windows of the patterns that have them, by long8Hash.
 	long *[1 << longBits / 64]uint64
-	// short: the 4-byte windows of the patterns without 8-byte ones, by
-	// gramHash >> (gramBits - shortBits).
+	// short: the 4-byte windows of the patterns without 8-byte ones, by shortHash:
+	// a hash independent of gramHash, so that a window whose gramHash is a short
+	// pattern's by chance is rejected here, not compared.
 	short *[1 << shortBits / 64]uint64
 	// The entries of bucket b (the top bucketBits of their window's hash) are
 	// entries[buckets[b]:buckets[b+1]]. Confirming is on the hot path for windows
@@ -94,7 +95,12 @@ func gramHash(g uint32) uint32 { return (g * 0x9E3779B1) >> (32 - gramBits) }
 
 func long8Hash(g uint64) uint64 { return (g * 0x9E3779B97F4A7C15) >> (64 - longBits) }
 
-func shortHash(h uint32) uint32 { return h >> (gramBits - shortBits) }
+// shortHash hashes the last three bytes of a short pattern's window, independently
+// of gramHash. Three, not four: a pattern of 3 or 4 bytes is also represented by the
+// 256 windows that a byte before it can make, which share their last three bytes and
+// so set one bit (keyed by all four they would set 256, which common text would hit);
+// only a 3-byte pattern's windows of a byte after it set 256.
+func shortHash(g uint64) uint32 { return (uint32(g<<8) * 0x85EBCA6B) >> (32 - shortBits) }
 
 // newGramFilter builds the filter for lower-case patterns of at least 3 bytes.
 func newGramFilter(patterns []string) *gramFilter {
@@ -149,7 +155,7 @@ func newGramFilter(patterns []string) *gramFilter {
 			h8 := long8Hash(e.g8)
 			f.long[h8/64] |= 1 << (h8 % 64)
 		} else {
-			hs := shortHash(h)
+			hs := shortHash(uint64(e.g))
 			f.short[hs/64] |= 1 << (hs % 64)
 		}
 		f.buckets[bucket(e)+1]++
@@ -307,9 +313,11 @@ func (f *gramFilter) find(s string, found func(pattern int32, at int)) bool {
 	var g8 uint64
 	any := false
 	i := 0
+	// probe is inlined, four times: a call each was a fifth slower, and the
+	// compiler's budget for inlining it is nearly spent (go build -gcflags=-m).
 	probe := func(g8 uint64, at int) {
 		h := gramHash(uint32(g8))
-		if bm[h/64]&(1<<(h%64)) != 0 && f.second(g8, h) && f.confirm(s, at, g8, h, found) {
+		if bm[h/64]&(1<<(h%64)) != 0 && f.second(g8) && f.confirm(s, at, g8, found) {
 			any = true
 		}
 	}
@@ -351,22 +359,19 @@ func fold8(w uint64) uint64 {
 	return w | upper>>2                // 0x80>>2 is 'a'-'A'
 }
 
-// second reports whether the 4-byte window that ends g8 (hashing to h) is a short
+// second reports whether the 4-byte window that ends g8 is a short
 // pattern's, or g8 a long pattern's 8-byte window: whether confirm may find one.
-func (f *gramFilter) second(g8 uint64, h uint32) bool {
-	if hs := shortHash(h); f.short[hs/64]&(1<<(hs%64)) != 0 {
-		return true
-	}
-	h8 := long8Hash(g8)
-	return f.long[h8/64]&(1<<(h8%64)) != 0
+func (f *gramFilter) second(g8 uint64) bool {
+	h8, hs := long8Hash(g8), shortHash(g8)
+	return f.long[h8/64]&(1<<(h8%64)) != 0 || f.short[hs/64]&(1<<(hs%64)) != 0
 }
 
-// confirm checks the patterns whose window (the last 4 bytes of g8, hashing to h)
+// confirm checks the patterns whose window (the last 4 bytes of g8)
 // starts at s[at]; at is negative near the start of the text. It calls found for
 // each pattern present.
-func (f *gramFilter) confirm(s string, at int, g8 uint64, h uint32, found func(pattern int32, at int)) bool {
+func (f *gramFilter) confirm(s string, at int, g8 uint64, found func(pattern int32, at int)) bool {
 	g := uint32(g8)
-	b := h >> (gramBits - bucketBits)
+	b := gramHash(g) >> (gramBits - bucketBits)
 	ok := false
 	lo, hi := f.buckets[b], f.buckets[b+1]
 	for k, eg := range f.grams[lo:hi] {

@@ -212,3 +212,43 @@ func TestFold8(t *testing.T) {
 		}
 	}
 }
+
+// TestShortCollisionsRejected: a window whose first-level bit a short pattern's
+// window set by chance (another window of the same gramHash) is rejected by the
+// second level, not compared: the short bitmap is keyed by a hash of its own. Keyed
+// by gramHash, it passed every such window. The patterns of 3 and 4 bytes stand for
+// 256 windows each; those that a byte before the pattern makes share one bit there.
+func TestShortCollisionsRejected(t *testing.T) {
+	f := newGramFilter([]string{"xid", "fail", "oops", "bug ", "+0x"})
+	short := map[uint32]bool{} // the first-level hashes of the short patterns' windows
+	for _, e := range f.entries {
+		short[gramHash(e.g)] = true
+	}
+	bits := 0
+	for _, w := range f.short {
+		for ; w != 0; w &= w - 1 {
+			bits++
+		}
+	}
+	// At most two windows of each of the three 4-byte patterns, and the windows of
+	// the two 3-byte ones: the one a byte before it stands for (one key) and the 256
+	// the byte after it makes (their last three bytes differ).
+	if want := 3*2 + 2*257; bits > want {
+		t.Errorf("the short bitmap has %d bits set, want at most %d", bits, want)
+	}
+	r := rand.New(rand.NewSource(1))
+	collided, passed := 0, 0
+	for collided < 2000 {
+		g := r.Uint32()
+		if !short[gramHash(g)] || slices.ContainsFunc(f.entries, func(e gramEntry) bool { return e.g == g }) {
+			continue
+		}
+		collided++
+		if f.second(uint64(g)) {
+			passed++
+		}
+	}
+	if passed > collided/20 {
+		t.Errorf("%d of %d windows that share a short pattern's first-level hash passed the second level, want at most 5 %%", passed, collided)
+	}
+}
