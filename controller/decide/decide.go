@@ -546,22 +546,10 @@ func (d *Decider) staged(f fault.Fault) (dec Decision, ok bool) {
 
 // taintPath decides on a fault whose next step is a taint. It changes nothing.
 func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
-	key := f.Rule.String()
-	if d.grants.hasRuleTaint(f.Node, key, facts) {
-		return Decision{Kind: KindAlreadyTainted, Fault: f, Message: "node already carries the taint of " + key}
-	}
-	if facts.OptedOut[f.Node] {
-		return Decision{Kind: KindHold, Reason: ReasonOptedOut, Fault: f,
-			Message: "node is labelled " + fault.LabelOptOut + "=true"}
-	}
-	// A fleet fault names the cause (the shared part) where a storm only counts
-	// nodes: the faults it holds are reported by it alone.
-	if dec, ok := d.fleet.decision(f); ok {
+	if dec, ok := d.stopped(f, facts); ok {
 		return dec
 	}
-	if s := d.storms.get(key); s.holding() {
-		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
-	}
+	key := f.Rule.String()
 	if lim, ok := d.cfg.RuleBudgets[key]; ok {
 		if n := d.grants.ruleNodes(key, facts); n >= lim {
 			return Decision{Kind: KindHold, Reason: ReasonRuleBudget, Fault: f,
@@ -589,25 +577,35 @@ func (d *Decider) taintPath(f fault.Fault, facts NodeFacts) Decision {
 		Message: fmt.Sprintf("budget %d of %d used after this taint", len(used)+1, budget)}
 }
 
-// probePath decides on a fault of a probe rule before its probe ran. It changes
-// nothing. Probes need no budget (it is checked on the result), but a storm holds
-// them: probing a large part of the fleet at once disturbs its jobs.
-func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
+// stopped decides on a fault whose next step is a taint or a probe where what
+// stops both does: the node carries the rule's taint already, is opted out, or a
+// fleet fault or a storm holds the fault. ok is false when none does.
+func (d *Decider) stopped(f fault.Fault, facts NodeFacts) (Decision, bool) {
 	key := f.Rule.String()
 	if d.grants.hasRuleTaint(f.Node, key, facts) {
-		return Decision{Kind: KindAlreadyTainted, Fault: f, Message: "node already carries the taint of " + key}
+		return Decision{Kind: KindAlreadyTainted, Fault: f, Message: "node already carries the taint of " + key}, true
 	}
 	if facts.OptedOut[f.Node] {
 		return Decision{Kind: KindHold, Reason: ReasonOptedOut, Fault: f,
-			Message: "node is labelled " + fault.LabelOptOut + "=true"}
+			Message: "node is labelled " + fault.LabelOptOut + "=true"}, true
 	}
 	// A fleet fault names the cause (the shared part) where a storm only counts
 	// nodes: the faults it holds are reported by it alone.
 	if dec, ok := d.fleet.decision(f); ok {
-		return dec
+		return dec, true
 	}
 	if s := d.storms.get(key); s.holding() {
-		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}
+		return Decision{Kind: KindHold, Reason: ReasonStorm, Fault: f, Message: s.describe(key)}, true
+	}
+	return Decision{}, false
+}
+
+// probePath decides on a fault of a probe rule before its probe ran. It changes
+// nothing. Probes need no budget (it is checked on the result), but a storm holds
+// them: probing a large part of the fleet at once disturbs its jobs.
+func (d *Decider) probePath(f fault.Fault, facts NodeFacts) Decision {
+	if dec, ok := d.stopped(f, facts); ok {
+		return dec
 	}
 	return Decision{Kind: KindProbe, Fault: f, Message: fmt.Sprintf("run probes %v to confirm", f.Rule.Probe.Checks)}
 }
