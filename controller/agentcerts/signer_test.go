@@ -8,17 +8,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"io"
-	"log"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +35,7 @@ import (
 	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/rbac"
 	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/fakeagent"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -385,13 +381,13 @@ func TestNodeCertificates(t *testing.T) {
 func controllerChecksTheNode(t *testing.T, m certificate.Manager, caFile string) {
 	t.Helper()
 	ctx := context.Background()
-	a := serveAgent(t, agent.ManagedTLS(m))
+	a := fakeagent.Serve(t, agent.ManagedTLS(m))
 	client, err := proberun.NodeAgentClient(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := proberun.New(proberun.Config{HTTP: client, Token: func() (string, error) { return "secret-token", nil },
-		Agents: proberun.AgentResolver{Static: map[string]string{"gpu-a": a.url, "gpu-b": a.url}}})
+		Agents: proberun.AgentResolver{Static: map[string]string{"gpu-a": a.URL, "gpu-b": a.URL}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +406,7 @@ func controllerChecksTheNode(t *testing.T, m certificate.Manager, caFile string)
 	if nr := run("gpu-a"); nr.Error != "" || nr.Status != probe.StatusPass {
 		t.Fatalf("gpu-a's agent as gpu-a: %+v", nr)
 	}
-	seen := len(a.seen())
+	seen := len(a.Tokens())
 	if seen == 0 {
 		t.Fatal("gpu-a's agent received no token")
 	}
@@ -418,50 +414,9 @@ func controllerChecksTheNode(t *testing.T, m certificate.Manager, caFile string)
 	if nr.Status != probe.StatusError || !strings.Contains(nr.Error, "certificate is valid for "+agentapi.NodeCertName("gpu-a")) {
 		t.Errorf("gpu-a's certificate reached as gpu-b: %+v, want a name mismatch", nr)
 	}
-	if got := a.seen(); len(got) != seen {
+	if got := a.Tokens(); len(got) != seen {
 		t.Errorf("the agent posing as gpu-b received tokens %q", got[seen:])
 	}
-}
-
-// tlsAgent serves the agent API's shape over TLS and records the tokens it received.
-type tlsAgent struct {
-	url    string
-	mu     sync.Mutex
-	tokens []string
-}
-
-func (a *tlsAgent) seen() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.tokens...)
-}
-
-func serveAgent(t *testing.T, conf *tls.Config) *tlsAgent {
-	t.Helper()
-	a := &tlsAgent{}
-	record := func(r *http.Request) {
-		a.mu.Lock()
-		a.tokens = append(a.tokens, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
-		a.mu.Unlock()
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+agentapi.PathChecks, func(w http.ResponseWriter, r *http.Request) {
-		record(r)
-		_ = json.NewEncoder(w).Encode([]agentapi.CheckInfo{{Name: "nvml"}})
-	})
-	mux.HandleFunc("POST "+agentapi.PathRun, func(w http.ResponseWriter, r *http.Request) {
-		record(r)
-		_ = json.NewEncoder(w).Encode(agentapi.RunResponse{Node: "gpu-a", Results: []probe.Result{{Check: "nvml", Status: probe.StatusPass}}})
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	go srv.Serve(tls.NewListener(ln, conf))
-	t.Cleanup(func() { _ = srv.Close() })
-	a.url = "https://" + ln.Addr().String()
-	return a
 }
 
 // A request someone else approved (an administrator, another approver) is still not
