@@ -106,6 +106,18 @@ func shortHash(g uint64) uint32 { return (uint32(g<<8) * 0x85EBCA6B) >> (32 - sh
 func newGramFilter(patterns []string) *gramFilter {
 	f := &gramFilter{bitmap: new([1 << gramBits / 64]uint64), long: new([1 << longBits / 64]uint64),
 		short: new([1 << shortBits / 64]uint64), buckets: new([1<<bucketBits + 1]uint32)}
+	n := 0 // the entries the cases below add
+	for _, p := range patterns {
+		switch len(p) {
+		case 3:
+			n += 512
+		case 4:
+			n += 257
+		default:
+			n += 2
+		}
+	}
+	f.entries = make([]gramEntry, 0, n)
 	add := func(g uint32, off, i int) {
 		f.entries = append(f.entries, gramEntry{g: g, off: off, lit: patterns[i], pattern: int32(i)})
 	}
@@ -205,12 +217,16 @@ func rarestWindowPair(p string, shared *windowCounts) int {
 // where a map and a per-pattern list of the windows seen cost most of building the
 // prefilter.
 type windowCounts struct {
-	mask  uint32
-	keys  []uint32
-	count []int32
-	// last is the pattern that counted the slot last, plus one (0: an empty slot):
-	// a window a pattern holds twice counts once.
-	last []int32
+	shift, mask uint32
+	slots       []windowSlot
+}
+
+// windowSlot is one window's count. last is the pattern that counted it last, plus
+// one (0: an empty slot): a window a pattern holds twice counts once. One slot's
+// fields share a cache line: the table is larger than the CPU's caches.
+type windowSlot struct {
+	key         uint32
+	count, last int32
 }
 
 func sharedWindows(patterns []string) *windowCounts {
@@ -218,31 +234,30 @@ func sharedWindows(patterns []string) *windowCounts {
 	for _, p := range patterns {
 		n += max(len(p)-3, 0)
 	}
-	size := 1 << 10
-	for size < 2*n {
-		size <<= 1
+	bits := uint32(10)
+	for 1<<bits < 2*n {
+		bits++
 	}
-	wc := &windowCounts{mask: uint32(size - 1), keys: make([]uint32, size), count: make([]int32, size), last: make([]int32, size)}
+	wc := &windowCounts{shift: 32 - bits, mask: 1<<bits - 1, slots: make([]windowSlot, 1<<bits)}
 	for i, p := range patterns {
 		for j := 0; j+4 <= len(p); j++ {
-			k := wc.slot(window4(p, j))
-			if wc.last[k] == int32(i)+1 {
+			w := window4(p, j)
+			sl := &wc.slots[wc.slot(w)]
+			if sl.last == int32(i)+1 {
 				continue
 			}
-			if wc.last[k] == 0 {
-				wc.keys[k] = window4(p, j)
-			}
-			wc.last[k] = int32(i) + 1
-			wc.count[k]++
+			sl.key, sl.last = w, int32(i)+1
+			sl.count++
 		}
 	}
 	return wc
 }
 
 // slot returns the slot of window w: its own, or the empty one where it would go.
+// The hash's top bits: its low ones depend on the window's last bytes alone.
 func (wc *windowCounts) slot(w uint32) uint32 {
-	k := (w * 0x9E3779B1) >> 7 & wc.mask
-	for wc.last[k] != 0 && wc.keys[k] != w {
+	k := (w * 0x9E3779B1) >> wc.shift
+	for wc.slots[k].last != 0 && wc.slots[k].key != w {
 		k = (k + 1) & wc.mask
 	}
 	return k
@@ -251,7 +266,7 @@ func (wc *windowCounts) slot(w uint32) uint32 {
 // log returns the log of the number of patterns that hold w (-Inf for none, as
 // math.Log(0)).
 func (wc *windowCounts) log(w uint32) float64 {
-	n := int(wc.count[wc.slot(w)])
+	n := int(wc.slots[wc.slot(w)].count)
 	if n < len(smallLogs) {
 		return smallLogs[n]
 	}

@@ -252,3 +252,40 @@ func TestShortCollisionsRejected(t *testing.T) {
 		t.Errorf("%d of %d windows that share a short pattern's first-level hash passed the second level, want at most 5 %%", passed, collided)
 	}
 }
+
+// TestSharedWindows: the window counts are, for each 4-byte window, the number of
+// patterns that hold it (a pattern holding it twice counts once), as a map counts
+// them; among them windows that differ in their first byte only.
+func TestSharedWindows(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	var patterns []string
+	for i := 0; i < 3000; i++ {
+		b := make([]byte, 3+r.Intn(30))
+		for j := range b {
+			b[j] = "abcdxyz :"[r.Intn(9)]
+		}
+		if i%3 == 0 {
+			b[0] = byte(r.Intn(256)) // the same last three bytes behind any first
+		}
+		patterns = append(patterns, string(b))
+	}
+	want := map[uint32]int{}
+	for _, p := range patterns {
+		seen := map[uint32]bool{}
+		for j := 0; j+4 <= len(p); j++ {
+			if w := window4(p, j); !seen[w] {
+				seen[w] = true
+				want[w]++
+			}
+		}
+	}
+	wc := sharedWindows(patterns)
+	for w, n := range want {
+		if got := wc.slots[wc.slot(w)].count; int(got) != n {
+			t.Fatalf("window %q: count %d, want %d", string([]byte{byte(w >> 24), byte(w >> 16), byte(w >> 8), byte(w)}), got, n)
+		}
+	}
+	if got := wc.slots[wc.slot(window4("qqqq", 0))].count; got != 0 {
+		t.Errorf("a window no pattern holds: count %d", got)
+	}
+}
