@@ -58,6 +58,17 @@ func storeAs(t *testing.T, env *testenv.Env, opts nodefault.Options, edit func(*
 	return cs, st
 }
 
+// countingStore returns a Store with opts whose client counts its record reads and
+// the conflicts it gets.
+func countingStore(t *testing.T, env *testenv.Env, opts nodefault.Options) (st *nodefault.Store, reads, conflicts *atomic.Int64) {
+	t.Helper()
+	reads, conflicts = new(atomic.Int64), new(atomic.Int64)
+	_, st = storeAs(t, env, opts, func(cfg *rest.Config) {
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, reads, conflicts, nil} }
+	})
+	return st, reads, conflicts
+}
+
 // useCache runs a NodeFault informer until ctx ends and has st read it once it has
 // synced. The informer has a client of its own: its lists (a relist when a watch
 // ends early, as on a CRD whose watch cache is still starting) are not the Store's
@@ -80,10 +91,7 @@ func useCache(ctx context.Context, t *testing.T, env *testenv.Env, st *nodefault
 // right after a write include it.
 func TestRecordReadsTheCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
-	var reads, conflicts atomic.Int64
-	_, st := storeAs(t, env, nodefault.Options{Owner: "controller-0"}, func(cfg *rest.Config) {
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
-	})
+	st, reads, conflicts := countingStore(t, env, nodefault.Options{Owner: "controller-0"})
 	c := useCache(ctx, t, env, st)
 
 	for i := range 20 {
@@ -140,10 +148,7 @@ func TestRecordReadsTheCache(t *testing.T) {
 func TestCollectReadsTheCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	var reads, conflicts atomic.Int64
-	_, st := storeAs(t, env, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now}, func(cfg *rest.Config) {
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
-	})
+	st, reads, _ := countingStore(t, env, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now})
 	other, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-1", Retention: time.Hour, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -200,10 +205,7 @@ func TestCollectReadsTheCache(t *testing.T) {
 // shows a version of another writer's, the records are read from the API server.
 func TestOwnWritesOverALaggingCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
-	var reads, conflicts atomic.Int64
-	_, st := storeAs(t, env, nodefault.Options{Owner: "controller-0"}, func(cfg *rest.Config) {
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
-	})
+	st, reads, conflicts := countingStore(t, env, nodefault.Options{Owner: "controller-0"})
 	other, err := nodefault.New(env.Clientset(), nodefault.Options{Owner: "controller-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -305,10 +307,7 @@ func historyKinds(nf v1alpha1.NodeFault) string {
 func TestOwnDeleteOverALaggingCache(t *testing.T) {
 	env, ctx := withNodeFaults(t, time.Minute)
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	var reads, conflicts atomic.Int64
-	_, st := storeAs(t, env, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now}, func(cfg *rest.Config) {
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return recordRequests{rt, &reads, &conflicts, nil} }
-	})
+	st, reads, conflicts := countingStore(t, env, nodefault.Options{Owner: "controller-0", Retention: time.Hour, Now: clk.Now})
 	// The cache shows the resolved record, then stops: it never shows the delete.
 	frozenCtx, stop := context.WithCancel(ctx)
 	c := useCache(frozenCtx, t, env, st)
