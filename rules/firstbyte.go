@@ -11,9 +11,6 @@ type byteSet [4]uint64
 
 func (b *byteSet) add(c byte)      { b[c/64] |= 1 << (c % 64) }
 func (b *byteSet) has(c byte) bool { return b[c/64]&(1<<(c%64)) != 0 }
-func (b *byteSet) union(o *byteSet) {
-	b[0], b[1], b[2], b[3] = b[0]|o[0], b[1]|o[1], b[2]|o[2], b[3]|o[3]
-}
 func (b *byteSet) addRange(lo, hi int) {
 	for c := lo; c <= hi; c++ {
 		b.add(byte(c))

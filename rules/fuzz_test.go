@@ -25,7 +25,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte(basePack))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ps, err := rules.ParseFile("fuzz.yaml", data)
+		ps, err := rules.Loader{}.ParseFile("fuzz.yaml", data)
 		if err != nil {
 			if !strings.Contains(err.Error(), "fuzz.yaml") {
 				t.Fatalf("error does not name the file: %v", err)

@@ -87,10 +87,6 @@ type Loader struct {
 	Taints TaintPolicy
 }
 
-// ParseFile decodes the rule packs in one YAML file (documents separated by ---),
-// with every field.
-func ParseFile(file string, data []byte) ([]*Pack, error) { return Loader{}.ParseFile(file, data) }
-
 // ParseFile decodes the rule packs in one YAML file (documents separated by ---).
 // Unknown fields are errors; every error names file:line:column and the rule.
 func (l Loader) ParseFile(file string, data []byte) ([]*Pack, error) {

@@ -54,7 +54,7 @@ func compile(t *testing.T, docs ...string) (*rules.Set, error) {
 	t.Helper()
 	var ps []*rules.Pack
 	for i, d := range docs {
-		p, err := rules.ParseFile(filepath.Join("mem", string(rune('a'+i))+".yaml"), []byte(d))
+		p, err := rules.Loader{}.ParseFile(filepath.Join("mem", string(rune('a'+i))+".yaml"), []byte(d))
 		if err != nil {
 			return nil, err
 		}

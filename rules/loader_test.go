@@ -84,7 +84,7 @@ func TestUnknownFieldsAreErrors(t *testing.T) {
 		{basePack + "      taint: {key: k, efect: NoSchedule}\n", `u.yaml:13:23: pack "base": rule "link-down": unknown field "efect" in taint`},
 		{basePack + "      tests: [{line: x, expect: {bogus: 1}}]\n", `u.yaml:13:34: pack "base": rule "link-down": unknown field "bogus" in expect`},
 	} {
-		_, err := rules.ParseFile("u.yaml", []byte(tc.doc))
+		_, err := rules.Loader{}.ParseFile("u.yaml", []byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err = %v, want %s", err, tc.want)
 		}
@@ -155,7 +155,7 @@ func TestMatchingOnlyLeavesOutTestsAndSources(t *testing.T) {
 	}
 
 	badTest := basePack + "      tests: [{line: x, expect: {action: explode}}]\n"
-	if _, err := rules.ParseFile("t.yaml", []byte(badTest)); err == nil || !strings.Contains(err.Error(), "expected action") {
+	if _, err := (rules.Loader{}).ParseFile("t.yaml", []byte(badTest)); err == nil || !strings.Contains(err.Error(), "expected action") {
 		t.Errorf("full load of a bad test: %v", err)
 	}
 	if _, err := (rules.Loader{MatchingOnly: true}).ParseFile("t.yaml", []byte(badTest)); err != nil {
@@ -182,7 +182,7 @@ func FuzzBlankedTestingValues(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Loading for matching does not read tests and sources, so it may accept
 		// what the full load rejects there.
-		if _, err := rules.ParseFile("fuzz.yaml", data); err == nil {
+		if _, err := (rules.Loader{}).ParseFile("fuzz.yaml", data); err == nil {
 			sameParse(t, "fuzz.yaml", data)
 		}
 	})

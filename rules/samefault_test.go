@@ -30,7 +30,7 @@ spec:
 
 func compileText(t *testing.T, text string) (*rules.Set, error) {
 	t.Helper()
-	ps, err := rules.ParseFile("packs.yaml", []byte(text))
+	ps, err := rules.Loader{}.ParseFile("packs.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 func TestSetQueries(t *testing.T) {
-	packs, err := ParseFile("q.yaml", []byte(`apiVersion: faultline.io/v1
+	packs, err := Loader{}.ParseFile("q.yaml", []byte(`apiVersion: faultline.io/v1
 kind: RulePack
 metadata: {name: q}
 spec:

@@ -45,7 +45,7 @@ func TestTaintPolicy(t *testing.T) {
 	}
 	// The defaults: a faultline.io/ key, NoSchedule or PreferNoSchedule, or none.
 	for _, taint := range []string{"{key: faultline.io/gpu, effect: NoSchedule}", "{effect: PreferNoSchedule}", "{value: x}"} {
-		if _, err := rules.ParseFile("ok.yaml", []byte(basePack+"      taint: "+taint+"\n")); err != nil {
+		if _, err := (rules.Loader{}).ParseFile("ok.yaml", []byte(basePack+"      taint: "+taint+"\n")); err != nil {
 			t.Errorf("taint %s: %v", taint, err)
 		}
 	}

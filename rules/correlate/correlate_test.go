@@ -12,7 +12,7 @@ import (
 
 func engine(t *testing.T, doc string) *rules.Engine {
 	t.Helper()
-	ps, err := rules.ParseFile("t.yaml", []byte(doc))
+	ps, err := rules.Loader{}.ParseFile("t.yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

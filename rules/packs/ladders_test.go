@@ -78,7 +78,7 @@ func TestDefaultLaddersDisturbNothing(t *testing.T) {
 // TestDefaultLadderOptOut: a site pack takes a default ladder away with an empty
 // escalate, or with an action that does not taint, and replaces it with its own.
 func TestDefaultLadderOptOut(t *testing.T) {
-	site, err := rules.ParseFile("site.yaml", []byte(`apiVersion: faultline.io/v1
+	site, err := rules.Loader{}.ParseFile("site.yaml", []byte(`apiVersion: faultline.io/v1
 kind: RulePack
 metadata: {name: site}
 spec:

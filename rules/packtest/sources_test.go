@@ -121,7 +121,7 @@ func TestSourceKindErrors(t *testing.T) {
 		"companion, no pair":  {`{project: p, version: v, file: f.c, format: "x", companion: {project: p, version: v, file: f.c, format: "y"}}`, "the rule's match has no companion"},
 	} {
 		doc := "apiVersion: faultline.io/v1\nkind: RulePack\nmetadata: {name: t}\nspec:\n  rules:\n    - id: r\n      match: {regex: 'xyz'}\n      sources:\n        - " + tc.src + "\n"
-		_, err := rules.ParseFile("t.yaml", []byte(doc))
+		_, err := rules.Loader{}.ParseFile("t.yaml", []byte(doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: want error %q, got %v", name, tc.want, err)
 		}
@@ -131,7 +131,7 @@ func TestSourceKindErrors(t *testing.T) {
 // engineOf compiles a pack's text into an engine.
 func engineOf(t *testing.T, text string) *rules.Engine {
 	t.Helper()
-	ps, err := rules.ParseFile("t.yaml", []byte(text))
+	ps, err := rules.Loader{}.ParseFile("t.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}

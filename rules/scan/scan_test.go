@@ -40,7 +40,7 @@ spec:
 
 func testEngine(t *testing.T) *rules.Engine {
 	t.Helper()
-	ps, err := rules.ParseFile("t.yaml", []byte(testPack))
+	ps, err := rules.Loader{}.ParseFile("t.yaml", []byte(testPack))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func inside(sub, s string) bool {
 
 // TestGroupLines: a multi-line group's match carries all its lines.
 func TestGroupLines(t *testing.T) {
-	ps, err := rules.ParseFile("g.yaml", []byte(`apiVersion: faultline.io/v1
+	ps, err := rules.Loader{}.ParseFile("g.yaml", []byte(`apiVersion: faultline.io/v1
 kind: RulePack
 metadata: {name: g}
 spec:
