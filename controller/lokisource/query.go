@@ -37,22 +37,6 @@ type Query struct {
 	LogQL string
 }
 
-// BuildQueries returns one query per selector, sorted by name, each with the line
-// filter LineFilter(literals, allLiterals).
-func BuildQueries(sel Selectors, literals []string, allLiterals bool) []Query {
-	filter := LineFilter(literals, allLiterals)
-	names := make([]string, 0, len(sel))
-	for n := range sel {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	qs := make([]Query, 0, len(names))
-	for _, n := range names {
-		qs = append(qs, Query{Name: n, LogQL: strings.TrimSpace(sel[n]) + filter})
-	}
-	return qs
-}
-
 // EngineQueries builds the queries for the rules of an engine. A selector named after a
 // log source (logstream.IsSource) is filtered with the literals of the rules that read that
 // source (and of rules of any source); other selectors get every rule's literals.
@@ -60,6 +44,17 @@ func BuildQueries(sel Selectors, literals []string, allLiterals bool) []Query {
 // logstream.LabelSource label.
 func EngineQueries(sel Selectors, e *rules.Engine) []Query {
 	all, allOK := e.Patterns()
+	return queries(sel, func(name string) string {
+		lits, ok := all, allOK
+		if logstream.IsSource(name) {
+			lits, ok = e.Set().Literals(rules.Source(name))
+		}
+		return LineFilter(lits, ok)
+	})
+}
+
+// queries returns one query per selector, sorted by name, each with its line filter.
+func queries(sel Selectors, filter func(name string) string) []Query {
 	names := make([]string, 0, len(sel))
 	for n := range sel {
 		names = append(names, n)
@@ -67,11 +62,7 @@ func EngineQueries(sel Selectors, e *rules.Engine) []Query {
 	slices.Sort(names)
 	qs := make([]Query, 0, len(names))
 	for _, n := range names {
-		lits, ok := all, allOK
-		if logstream.IsSource(n) {
-			lits, ok = e.Set().Literals(rules.Source(n))
-		}
-		qs = append(qs, Query{Name: n, LogQL: strings.TrimSpace(sel[n]) + LineFilter(lits, ok)})
+		qs = append(qs, Query{Name: n, LogQL: strings.TrimSpace(sel[n]) + filter(n)})
 	}
 	return qs
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/faultline-dev/faultline/rules/packs"
 )
 
-func TestBuildQueries(t *testing.T) {
+func TestQueries(t *testing.T) {
 	kernelPod := Selectors{"pod": `{source="pod"}`, "kernel": ` {source="kernel"} `}
 	tests := []struct {
 		name     string
@@ -77,18 +77,23 @@ func TestBuildQueries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := BuildQueries(tt.sel, tt.literals, tt.all)
+			got := buildQueries(tt.sel, tt.literals, tt.all)
 			if !slices.Equal(got, tt.want) {
-				t.Errorf("BuildQueries:\n got %q\nwant %q", got, tt.want)
+				t.Errorf("buildQueries:\n got %q\nwant %q", got, tt.want)
 			}
 			// Deterministic whatever the input order.
 			rev := slices.Clone(tt.literals)
 			slices.Reverse(rev)
-			if again := BuildQueries(tt.sel, rev, tt.all); !slices.Equal(again, got) {
+			if again := buildQueries(tt.sel, rev, tt.all); !slices.Equal(again, got) {
 				t.Errorf("depends on literal order: %q vs %q", again, got)
 			}
 		})
 	}
+}
+
+// buildQueries is EngineQueries with one set of literals for every selector.
+func buildQueries(sel Selectors, literals []string, allLiterals bool) []Query {
+	return queries(sel, func(string) string { return LineFilter(literals, allLiterals) })
 }
 
 // filterRegex extracts the Go regex of a query's line filter.
@@ -113,7 +118,7 @@ func filterRegex(t *testing.T, logql string) *regexp.Regexp {
 
 func TestLineFilterMatchesLiteralsCaseInsensitively(t *testing.T) {
 	lits := []string{"xid (", "aer: ", "link down", "a.b", "say `hi`", "[x]"}
-	re := filterRegex(t, BuildQueries(Selectors{"k": `{a="b"}`}, lits, true)[0].LogQL)
+	re := filterRegex(t, buildQueries(Selectors{"k": `{a="b"}`}, lits, true)[0].LogQL)
 	for _, line := range []string{
 		"NVRM: Xid (PCI:0000:3b:00): 79", "pcieport: AER: Corrected error", "eth0: Link Down",
 		"xA.Bx", "they SAY `HI`", "oops [X] here",
@@ -190,7 +195,7 @@ func TestEngineQueriesPerSource(t *testing.T) {
 }
 
 func TestSetLiteralsWithoutLiterals(t *testing.T) {
-	ps, err := rules.ParseFile("x.yaml", []byte(`apiVersion: faultline.io/v1
+	ps, err := rules.Loader{}.ParseFile("x.yaml", []byte(`apiVersion: faultline.io/v1
 kind: RulePack
 metadata: {name: x}
 spec:

@@ -2,7 +2,7 @@
 // Loki, without gaps and without duplicates, across reconnects and restarts.
 //
 // Each Query (one per log source, its line filter built from the packs' literals by
-// BuildQueries or EngineQueries) runs a cycle:
+// EngineQueries) runs a cycle:
 //
 //  1. catch up with query_range (direction=forward), from the query's position to
 //     now plus CreationGracePeriod, in windows no longer than MaxQueryLength, each
