@@ -81,7 +81,7 @@ func TestAutopilotCompat(t *testing.T) {
 				t.Errorf("/status (%d) lacks %q:\n%s", code, want, text)
 			}
 		}
-		run := r.c.Probes().List()[0]
+		run := r.c.Triggers().Dispatcher().List()[0]
 		got := map[string]probe.Result{}
 		for _, res := range run.Nodes[0].Results {
 			got[res.Check] = res
@@ -98,7 +98,7 @@ func TestAutopilotCompat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run, err = r.c.Probes().Wait(context.Background(), run.ID)
+		run, err = r.c.Triggers().Dispatcher().Wait(context.Background(), run.ID)
 		if err != nil || len(run.Nodes) != 1 || len(run.Nodes[0].Results) != 1 || run.Nodes[0].Results[0].Check != "iperf" ||
 			run.Nodes[0].Results[0].Status != probe.StatusPass {
 			t.Errorf("iperf: %+v %v", run.Nodes, err)
@@ -157,7 +157,7 @@ func TestAutopilotCompat(t *testing.T) {
 			t.Errorf("deep dcgm results: %v", n)
 		}
 		// gpu-b: never run (no result, no dcgm label), its label back to none.
-		for _, run := range r.c.Probes().List() {
+		for _, run := range r.c.Triggers().Dispatcher().List() {
 			for _, nr := range run.Nodes {
 				if nr.Node == "gpu-b" && (len(nr.Results) > 0 || nr.Refused != http.StatusConflict) {
 					t.Errorf("deep checks on gpu-b, whose GPU a pod holds: %+v", nr)

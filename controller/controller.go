@@ -25,7 +25,6 @@ import (
 	"github.com/faultline-dev/faultline/controller/lokisource"
 	"github.com/faultline-dev/faultline/controller/nodefault"
 	"github.com/faultline-dev/faultline/controller/packwatch"
-	"github.com/faultline-dev/faultline/controller/proberun"
 	"github.com/faultline-dev/faultline/controller/proberunctl"
 	"github.com/faultline-dev/faultline/controller/steps"
 	"github.com/faultline-dev/faultline/controller/trigger"
@@ -353,16 +352,6 @@ func (c *Controller) Ready() bool {
 	defer c.mu.Unlock()
 	return c.ready
 }
-
-// Leading reports whether this replica currently runs the pipeline.
-func (c *Controller) Leading() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.leading
-}
-
-// Probes returns the probe dispatcher (nil when probes are off).
-func (c *Controller) Probes() *proberun.Dispatcher { return c.triggers.Dispatcher() }
 
 // Triggers returns the probe triggers (manual runs go through Start).
 func (c *Controller) Triggers() *trigger.Triggers { return c.triggers }

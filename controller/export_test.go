@@ -34,3 +34,11 @@ func (m *Metrics) Records() prometheus.Collector                { return m.recor
 func (m *Metrics) SetRecords(list func() []*v1alpha1.NodeFault) { m.setRecords(list) }
 
 func (m *Metrics) DuplicateLines() *prometheus.CounterVec { return m.duplicateLines }
+
+// Leading reports whether this replica currently runs the pipeline: the tests wait
+// for a leader with it, where the product reads c.leading itself.
+func (c *Controller) Leading() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leading
+}

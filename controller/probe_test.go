@@ -272,7 +272,7 @@ func TestManualProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
-	pvcRun, err = r.c.Probes().Wait(wctx, pvcRun.ID)
+	pvcRun, err = r.c.Triggers().Dispatcher().Wait(wctx, pvcRun.ID)
 	wcancel()
 	if err != nil || len(pvcRun.Nodes) != 1 || pvcRun.Nodes[0].Node != proberun.ClusterNode || pvcRun.Nodes[0].Status != probe.StatusFail {
 		t.Errorf("pvc run: %+v %v", pvcRun, err)
@@ -343,7 +343,7 @@ func TestScheduledProbes(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		running := 0
-		for _, run := range r.c.Probes().List() {
+		for _, run := range r.c.Triggers().Dispatcher().List() {
 			if run.Trigger != proberun.TriggerSchedule {
 				continue
 			}
@@ -359,7 +359,7 @@ func TestScheduledProbes(t *testing.T) {
 	})
 	// Every node the selector matches is in each round (nodes without an agent end
 	// in an error, which the round reports rather than hides).
-	run := r.c.Probes().List()[0]
+	run := r.c.Triggers().Dispatcher().List()[0]
 	if len(run.Nodes) != 4 {
 		t.Errorf("round over %d nodes, want the 4 labelled nodes", len(run.Nodes))
 	}
@@ -386,7 +386,7 @@ func TestScheduledProbeExpectsNodeGPUs(t *testing.T) {
 	r := cl.start(options{probes: pc})
 	expected := map[string]string{}
 	cl.waitFor("a scheduled nvml round on gpu-a and gpu-b", 60*time.Second, func() bool {
-		for _, run := range r.c.Probes().List() {
+		for _, run := range r.c.Triggers().Dispatcher().List() {
 			for _, nr := range run.Nodes {
 				for _, res := range nr.Results {
 					if res.Check == "nvml" {
@@ -402,12 +402,12 @@ func TestScheduledProbeExpectsNodeGPUs(t *testing.T) {
 	}
 
 	// A value the request gives, even 0, is the request's.
-	run, err := r.c.Probes().Start(ctx, proberun.Request{Nodes: []string{"gpu-a"}, Checks: []string{"nvml"},
+	run, err := r.c.Triggers().Dispatcher().Start(ctx, proberun.Request{Nodes: []string{"gpu-a"}, Checks: []string{"nvml"},
 		Params: map[string]probe.Params{"nvml": {"expected_gpus": "0"}}, Trigger: proberun.TriggerManual})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := r.c.Probes().Wait(ctx, run.ID)
+	done, err := r.c.Triggers().Dispatcher().Wait(ctx, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if run, err = r.c.Probes().Wait(ctx, run.ID); err != nil {
+	if run, err = r.c.Triggers().Dispatcher().Wait(ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	nr := run.Nodes[0]
@@ -459,7 +459,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run, err = r.c.Probes().Wait(ctx, run.ID); err != nil {
+	if run, err = r.c.Triggers().Dispatcher().Wait(ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	if nr := run.Nodes[0]; nr.Status != probe.StatusPass || nr.Results[0].Params["peer"] != "127.0.0.1" {
@@ -472,7 +472,7 @@ func TestNetworkProbesBetweenAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run, err = r.c.Probes().Wait(ctx, run.ID); err != nil {
+	if run, err = r.c.Triggers().Dispatcher().Wait(ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	if run.Status != probe.StatusFail {

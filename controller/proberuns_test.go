@@ -295,7 +295,7 @@ func TestProbeRunRecords(t *testing.T) {
 	}
 
 	// No record was run again as a run by hand.
-	for _, run := range r.c.Probes().List() {
+	for _, run := range r.c.Triggers().Dispatcher().List() {
 		if run.Trigger == proberun.TriggerManual {
 			t.Errorf("a record was run again: %+v", run)
 		}

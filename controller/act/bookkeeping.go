@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
@@ -244,10 +243,4 @@ func (a *Actor) CheckPlacing(ctx context.Context, minAge time.Duration) (adopted
 		cleared = append(cleared, fault.Key(node, c.pack, c.rule))
 	}
 	return adopted, cleared, errors.Join(errs...)
-}
-
-// hasTaintOf reports whether n carries the taint (key and effect) of a record entry.
-func hasTaintOf(n *corev1.Node, taint string) bool {
-	t, ok := parseTaint(taint)
-	return ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil
 }

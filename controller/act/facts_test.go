@@ -389,3 +389,9 @@ func BenchmarkFacts(b *testing.B) {
 		})
 	}
 }
+
+// hasTaintOf reports whether n carries the taint (key and effect) of a record entry.
+func hasTaintOf(n *corev1.Node, taint string) bool {
+	t, ok := parseTaint(taint)
+	return ok && findTaint(n.Spec.Taints, t.Key, t.Effect) != nil
+}

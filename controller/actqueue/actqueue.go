@@ -226,9 +226,6 @@ func (q *Queue) DoneThrough(mark uint64) bool {
 	return true
 }
 
-// Len is the number of tasks queued or running.
-func (q *Queue) Len() int { return len(q.slots) }
-
 // fencesFirst orders the keys handed to the workers: those whose next task is a
 // fresh one first, in the order they came, then those whose next task is the rest
 // of one (see Task), in theirs. Under a burst every decision's fence goes out

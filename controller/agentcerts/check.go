@@ -34,8 +34,6 @@ const (
 // refusal is why a CSR is denied (or, once approved by someone else, not signed).
 type refusal struct{ reason, message string }
 
-func (r *refusal) Error() string { return r.reason + ": " + r.message }
-
 func refuse(reason, format string, args ...any) *refusal {
 	return &refusal{reason: reason, message: fmt.Sprintf(format, args...)}
 }

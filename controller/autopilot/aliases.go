@@ -6,8 +6,6 @@
 package autopilot
 
 import (
-	"sort"
-
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/controller/proberun"
 )
@@ -40,15 +38,5 @@ func Aliases() map[string]proberun.Alias {
 	for _, a := range aliases {
 		out[a.name] = proberun.Alias{Check: a.check, Params: a.params.Clone()}
 	}
-	return out
-}
-
-// Names lists the aliases' names, sorted.
-func Names() []string {
-	out := make([]string, 0, len(aliases))
-	for _, a := range aliases {
-		out = append(out, a.name)
-	}
-	sort.Strings(out)
 	return out
 }

@@ -38,26 +38,6 @@ func New(c kubernetes.Interface, namespace, name string) *Store {
 	return &Store{client: c, namespace: namespace, name: name}
 }
 
-// Load returns the saved overall position time; ok is false when none was saved yet.
-func (s *Store) Load(ctx context.Context) (t time.Time, ok bool, err error) {
-	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return time.Time{}, false, nil
-	}
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("load checkpoint %s/%s: %w", s.namespace, s.name, err)
-	}
-	v, found := cm.Data[Key]
-	if !found {
-		return time.Time{}, false, nil
-	}
-	ns, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("checkpoint %s/%s: bad %s %q", s.namespace, s.name, Key, v)
-	}
-	return time.Unix(0, ns).UTC(), true, nil
-}
-
 // LoadState returns the saved source position (JSON) and storm state (JSON), each
 // nil when none was saved.
 func (s *Store) LoadState(ctx context.Context) (position, storms []byte, err error) {
@@ -78,7 +58,7 @@ func (s *Store) LoadState(ctx context.Context) (position, storms []byte, err err
 }
 
 // SaveState stores the source position (JSON), its overall time t (readable by
-// people and by Load) and, when not nil, the storm state (JSON), in one write. Only
+// people) and, when not nil, the storm state (JSON), in one write. Only
 // the leader writes, so the last write wins.
 func (s *Store) SaveState(ctx context.Context, state []byte, t time.Time, storms []byte) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

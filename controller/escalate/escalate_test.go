@@ -62,7 +62,7 @@ func (enforce) Escalate(f fault.Fault, s decide.Step, _ decide.NodeFacts) decide
 // A step a climb has taken is not taken again from a cache that has not caught up
 // with the climb's write: the record as the API server holds it decides.
 func TestStepNotRetakenFromAStaleCache(t *testing.T) {
-	ps, err := rules.ParseFile("site.yaml", []byte(ladderPack))
+	ps, err := rules.Loader{}.ParseFile("site.yaml", []byte(ladderPack))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 func engine(t *testing.T) *rules.Engine {
 	t.Helper()
-	ps, err := rules.ParseFile("m.yaml", []byte(`apiVersion: faultline.io/v1
+	ps, err := rules.Loader{}.ParseFile("m.yaml", []byte(`apiVersion: faultline.io/v1
 kind: RulePack
 metadata: {name: m}
 spec:

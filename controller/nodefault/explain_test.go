@@ -21,7 +21,7 @@ import (
 // xidRule compiles a pack with one taint rule on Xid 79 (regex, where condition).
 func xidRule(t *testing.T) *rules.Compiled {
 	t.Helper()
-	ps, err := rules.ParseFile("x.yaml", []byte(`apiVersion: faultline.io/v1
+	ps, err := rules.Loader{}.ParseFile("x.yaml", []byte(`apiVersion: faultline.io/v1
 kind: RulePack
 metadata: {name: nvidia-xid}
 spec:

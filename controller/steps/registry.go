@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -126,16 +125,4 @@ func (r *Registry) Get(name string) (Do, bool) {
 	defer r.mu.RUnlock()
 	do, ok := r.dos[name]
 	return do, ok
-}
-
-// Names returns the names registered, sorted.
-func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.dos))
-	for n := range r.dos {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
