@@ -81,7 +81,7 @@ func TestIntegrationOTLPThroughCollectorToLoki(t *testing.T) {
 		{Time: now.Add(-500 * time.Millisecond), Source: ship.SourcePod, Node: node, Namespace: "train", Pod: "llm-0", Container: "trainer",
 			Stream: "stdout", Body: "step 1200 loss 2.31"},
 	}
-	sendAll(t, ship.NewOTLP(env.OTLPEndpoint(), ship.DefaultOTLPOptions()), recs)
+	sendAll(t, ship.NewOTLP(env.OTLPEndpoint(), ship.OTLPOptions{Gzip: true}), recs)
 
 	// The node label comes from the resource attribute "node", which the harness's
 	// Loki promotes; k8s.node.name becomes k8s_node_name.

@@ -46,7 +46,7 @@ const (
 type OTLPOptions struct {
 	// Gzip compresses request bodies (Content-Encoding: gzip). The zero value
 	// sends them uncompressed; the dmesg-exporter command turns it on unless
-	// --no-gzip is given, and DefaultOTLPOptions sets it.
+	// --no-gzip is given.
 	Gzip bool
 	// Headers are added to every request (e.g. an Authorization header).
 	Headers map[string]string
@@ -55,11 +55,6 @@ type OTLPOptions struct {
 	// Client sends the requests (default: a client on http.DefaultTransport).
 	// Its own Timeout, if any, applies too.
 	Client *http.Client
-}
-
-// DefaultOTLPOptions returns the recommended options: gzip on, 10s timeout.
-func DefaultOTLPOptions() OTLPOptions {
-	return OTLPOptions{Gzip: true, Timeout: defaultTimeout}
 }
 
 // OTLP sends logs as OTLP/HTTP protobuf, POST <endpoint>/v1/logs.

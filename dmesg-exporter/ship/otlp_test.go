@@ -157,9 +157,6 @@ func TestOTLPWithoutGzip(t *testing.T) {
 	if ld := decodeOTLP(t, c); ld.LogRecordCount() != 1 {
 		t.Errorf("%d records", ld.LogRecordCount())
 	}
-	if !DefaultOTLPOptions().Gzip {
-		t.Error("DefaultOTLPOptions: gzip off")
-	}
 }
 
 func TestOTLPEndpointForms(t *testing.T) {
