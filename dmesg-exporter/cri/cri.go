@@ -10,8 +10,8 @@
 // separated by ':' of which the first is "P" for a partial line (the runtime
 // split a long line; more of it follows) or "F" for the full line or its last
 // part. ParseLine decodes one line; Reassembler joins partial lines back into
-// whole lines, with a bound on their size; ParsePodPath decodes the
-// namespace, pod, uid and container from a log file's path.
+// whole lines, with a bound on their size; ParsePodLogPath decodes the
+// namespace, pod, uid and container (and a rotation suffix) from a log file's path.
 package cri
 
 import (
@@ -140,27 +140,6 @@ func internTags(b []byte) string {
 		return TagFull
 	}
 	return string(b)
-}
-
-// AppendFormat appends e to dst as a CRI log line, newline included. The
-// timestamp is written with time.RFC3339Nano in e.Time's location; when
-// Tags is empty, "P" or "F" is written according to Partial.
-func (e *Entry) AppendFormat(dst []byte) []byte {
-	dst = e.Time.AppendFormat(dst, time.RFC3339Nano)
-	dst = append(dst, ' ')
-	dst = append(dst, e.Stream...)
-	dst = append(dst, ' ')
-	switch {
-	case e.Tags != "":
-		dst = append(dst, e.Tags...)
-	case e.Partial:
-		dst = append(dst, TagPartial...)
-	default:
-		dst = append(dst, TagFull...)
-	}
-	dst = append(dst, ' ')
-	dst = append(dst, e.Message...)
-	return append(dst, '\n')
 }
 
 // parseTime parses an RFC 3339 timestamp. The common runtime form,

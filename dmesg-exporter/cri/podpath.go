@@ -11,7 +11,7 @@ import (
 // DefaultPodLogRoot is where the kubelet keeps container logs.
 const DefaultPodLogRoot = "/var/log/pods"
 
-// ErrPodPath is wrapped by the errors of ParsePodPath and ParsePodLogPath.
+// ErrPodPath is wrapped by the errors of ParsePodLogPath.
 var ErrPodPath = errors.New("not a pod log path")
 
 // PodLog is what a container log file's path says about it:
@@ -29,17 +29,6 @@ type PodLog struct {
 	// what follows ".log.".
 	Rotated bool
 	Suffix  string
-}
-
-// ParsePodPath returns the namespace, pod name, pod uid and container name
-// encoded in the path of a container log file under /var/log/pods (or any
-// other root: only the last three path elements are read).
-func ParsePodPath(p string) (namespace, pod, uid, container string, err error) {
-	l, err := ParsePodLogPath(p)
-	if err != nil {
-		return "", "", "", "", err
-	}
-	return l.Namespace, l.Pod, l.UID, l.Container, nil
 }
 
 // ParsePodLogPath decodes a container log file's path. Namespace and

@@ -81,7 +81,7 @@ type Loss struct {
 type Options struct {
 	// Framing of the input; FramingAuto by default.
 	Framing Framing
-	// Start position for Open. Ignored by NewReader.
+	// Start position for Open.
 	Start Start
 	// BootTime is used to set Record.Time. When zero, the reader calls
 	// BootTime() once; if that fails, Record.Time stays zero.
@@ -142,7 +142,7 @@ type deadliner interface {
 type Reader struct {
 	opts    Options
 	src     io.Reader
-	file    *os.File // nil for NewReader on a non-file
+	file    *os.File // nil for a reader over a non-file (the tests')
 	closer  io.Closer
 	dl      deadliner // nil when the input has no read deadlines
 	framing Framing
@@ -229,34 +229,6 @@ func Open(path string, opts Options) (*Reader, error) {
 	return r, nil
 }
 
-// NewReader reads records from src. With FramingAuto, src is read as
-// FramingRecord if it is an *os.File on a character device, otherwise as
-// FramingStream. If src has a SetReadDeadline method that works (an
-// *os.File on a pipe, a net.Conn), reads are interrupted when the context
-// passed to Next is done; otherwise Next only notices cancellation between
-// reads. Close closes src if it is an io.Closer.
-func NewReader(src io.Reader, opts Options) *Reader {
-	if opts.Framing == FramingAuto {
-		opts.Framing = FramingStream
-		if f, ok := src.(*os.File); ok {
-			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				opts.Framing = FramingRecord
-			}
-		}
-	}
-	r := newReader(src, opts)
-	if f, ok := src.(*os.File); ok {
-		r.file = f
-	}
-	if c, ok := src.(io.Closer); ok {
-		r.closer = c
-	}
-	if d, ok := src.(deadliner); ok && d.SetReadDeadline(time.Time{}) == nil {
-		r.dl = d
-	}
-	return r
-}
-
 func newReader(src io.Reader, opts Options) *Reader {
 	if opts.MaxRecordSize <= 0 {
 		opts.MaxRecordSize = DefaultMaxRecordSize
@@ -283,10 +255,6 @@ func newReader(src io.Reader, opts Options) *Reader {
 	}
 	return r
 }
-
-// BootTime returns the boot time the reader uses for Record.Time (zero if
-// unknown).
-func (r *Reader) BootTime() time.Time { return r.boot }
 
 // Close closes the input. A Next blocked on a pollable input returns an
 // error that satisfies errors.Is(err, os.ErrClosed).

@@ -22,7 +22,6 @@ package kmsg
 
 import (
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -51,32 +50,6 @@ func (l Level) String() string {
 		return levelNames[l]
 	}
 	return strconv.Itoa(int(l))
-}
-
-// ParseLevel accepts a level name as printed by dmesg ("err", "warn", ...),
-// the common long spellings ("error", "warning", "emergency", "critical",
-// "panic") or a digit 0-7.
-func ParseLevel(s string) (Level, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	for i, n := range levelNames {
-		if s == n {
-			return Level(i), nil
-		}
-	}
-	switch s {
-	case "emergency", "panic":
-		return LevelEmerg, nil
-	case "critical":
-		return LevelCrit, nil
-	case "error":
-		return LevelErr, nil
-	case "warning":
-		return LevelWarn, nil
-	}
-	if len(s) == 1 && s[0] >= '0' && s[0] <= '7' {
-		return Level(s[0] - '0'), nil
-	}
-	return 0, parseErr("level", 0, []byte(s), ErrSyntax)
 }
 
 // Facility is a syslog facility. The kernel logs with FacilityKern; records
@@ -125,20 +98,6 @@ func (f Facility) String() string {
 		return facilityNames[f]
 	}
 	return strconv.Itoa(int(f))
-}
-
-// ParseFacility accepts a facility name as printed by dmesg or a number.
-func ParseFacility(s string) (Facility, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	for i, n := range facilityNames {
-		if s == n {
-			return Facility(i), nil
-		}
-	}
-	if n, err := strconv.ParseUint(s, 10, 8); err == nil {
-		return Facility(n), nil
-	}
-	return 0, parseErr("facility", 0, []byte(s), ErrSyntax)
 }
 
 // Flags values the kernel uses in the fourth header field.
@@ -195,54 +154,4 @@ type Record struct {
 	// Time is the wall-clock time of the record, boot time + Monotonic.
 	// Parse leaves it zero; Reader sets it when it knows the boot time.
 	Time time.Time
-}
-
-// Priority returns the raw faclev value, Facility<<3 | Level, which is what
-// dmesg --json prints as "pri".
-func (r *Record) Priority() int { return int(r.Facility)<<3 | int(r.Level) }
-
-// Lookup returns the value of the first dictionary entry with the given key.
-func (r *Record) Lookup(key string) (string, bool) {
-	for _, e := range r.Dict {
-		if e.Key == key {
-			return e.Value, true
-		}
-	}
-	return "", false
-}
-
-// AppendFormat appends the record to dst in /dev/kmsg format: the header
-// line, the escaped message, a newline, and one " KEY=value\n" line per
-// dictionary entry. Bytes below 0x20, from 0x7f up, and the backslash are
-// escaped as \xHH like the kernel does; '=' is escaped in dictionary keys as
-// well, so that Parse returns an equal record. Monotonic is truncated to
-// microseconds. Flags, Caller and Fields are written as they are: they must
-// not contain ',', ';' or a newline, and Flags must not be empty.
-func (r *Record) AppendFormat(dst []byte) []byte {
-	dst = strconv.AppendUint(dst, uint64(r.Priority()), 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendUint(dst, r.Seq, 10)
-	dst = append(dst, ',')
-	dst = strconv.AppendUint(dst, uint64(r.Monotonic/time.Microsecond), 10)
-	dst = append(dst, ',')
-	dst = append(dst, r.Flags...)
-	if r.Caller != "" {
-		dst = append(dst, ",caller="...)
-		dst = append(dst, r.Caller...)
-	}
-	for _, f := range r.Fields {
-		dst = append(dst, ',')
-		dst = append(dst, f...)
-	}
-	dst = append(dst, ';')
-	dst = AppendEscaped(dst, r.Message)
-	dst = append(dst, '\n')
-	for _, e := range r.Dict {
-		dst = append(dst, ' ')
-		dst = appendEscapedKey(dst, e.Key)
-		dst = append(dst, '=')
-		dst = AppendEscaped(dst, e.Value)
-		dst = append(dst, '\n')
-	}
-	return dst
 }
