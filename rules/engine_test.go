@@ -14,12 +14,12 @@ import (
 
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
-	"github.com/faultline-dev/faultline/rules/packs"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 func defaultEngine(t testing.TB) *rules.Engine {
 	t.Helper()
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules/correlate"
-	"github.com/faultline-dev/faultline/rules/packs"
 	"github.com/faultline-dev/faultline/test/liveheap"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 // TestPruneForgetsOnlyTheOld: of two rules waiting in one stream, Prune forgets
@@ -68,7 +68,7 @@ func TestWaitingLinesShareTheirText(t *testing.T) {
 // live bytes per line once they are all in, for the controller's correlator
 // (NewShared) and, in the same run, for one that keeps a copy of each line (New).
 func BenchmarkFleetWaitingLines(b *testing.B) {
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		b.Fatal(err)
 	}

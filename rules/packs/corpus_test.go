@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/rules"
-	"github.com/faultline-dev/faultline/rules/packs"
 	"github.com/faultline-dev/faultline/rules/scan"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 // corpusPacksEnv names a pack directory to measure instead of the embedded default
@@ -158,7 +158,7 @@ func corpusEngine(t testing.TB) *rules.Engine {
 	t.Helper()
 	dir := os.Getenv(corpusPacksEnv)
 	if dir == "" {
-		e, err := packs.Engine()
+		e, err := packengine.Engine()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packs"
 	"github.com/faultline-dev/faultline/rules/stepspec"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 // hardwareRules are the default rules whose faults mean the hardware (a lost GPU,
@@ -54,7 +55,7 @@ func TestDefaultLaddersDisturbNothing(t *testing.T) {
 		}
 	}
 
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}

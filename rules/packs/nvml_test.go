@@ -7,7 +7,7 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/nvmlevents"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
-	"github.com/faultline-dev/faultline/rules/packs"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 // fired returns the rules of pack that line fires.
@@ -26,7 +26,7 @@ func fired(e *rules.Engine, pack string, l *logstream.Line) []*rules.Compiled {
 // the same code fires, with the same action and severity: an Xid seen only by NVML
 // is handled as the kernel's line would be, and one seen by both is one fault.
 func TestNVMLXidJoinsKernelXid(t *testing.T) {
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestNVMLXidJoinsKernelXid(t *testing.T) {
 // TestNVMLPackCitesTheWatcherFormats: the formats the pack's rules cite are the
 // watcher's own, so a change of wording fails here instead of in production.
 func TestNVMLPackCitesTheWatcherFormats(t *testing.T) {
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,25 +46,6 @@ var imageCurrent = sync.OnceValue(func() bool {
 	return err == nil && d == imageDigest
 })
 
-// Engine compiles the default packs, every field included, into a matcher.
-func Engine() (*rules.Engine, error) { return engine(Load) }
-
-// MatchingEngine compiles the default packs into a matcher, leaving out what only
-// testing reads (see LoadForMatching).
-func MatchingEngine() (*rules.Engine, error) { return engine(LoadForMatching) }
-
-func engine(load func() ([]*rules.Pack, error)) (*rules.Engine, error) {
-	ps, err := load()
-	if err != nil {
-		return nil, err
-	}
-	set, err := rules.Compile(ps)
-	if err != nil {
-		return nil, err
-	}
-	return rules.NewEngine(set), nil
-}
-
 // Layered loads a pack set the way every command layers it: the default packs
 // first (when defaults, loaded with builtin; from their compiled image when builtin
 // is the load for matching, see LoadForMatching), then each of paths in order

@@ -15,7 +15,7 @@ import (
 	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/active-probes/probelines"
 	"github.com/faultline-dev/faultline/logstream"
-	"github.com/faultline-dev/faultline/rules/packs"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 // TestProbeVerdictRulesReadTheNVMLCheck: the nvml check's own results on go-nvml's
@@ -25,7 +25,7 @@ import (
 // machine fires none. The pack's regexes are held to the check's values and
 // wordings here, not to lines copied by hand.
 func TestProbeVerdictRulesReadTheNVMLCheck(t *testing.T) {
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestProbeVerdictRulesReadTheNVMLCheck(t *testing.T) {
 // TestProbeVerdictPackCitesTheLayout: the format the pack's rules cite is the one the
 // agent writes its lines with.
 func TestProbeVerdictPackCitesTheLayout(t *testing.T) {
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/faultline-dev/faultline/rules/packs"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 // TestReadmeFigures keeps the README's figures of the default packs and of the
@@ -18,7 +18,7 @@ func TestReadmeFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}

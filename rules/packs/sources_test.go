@@ -3,7 +3,7 @@ package packs_test
 import (
 	"testing"
 
-	"github.com/faultline-dev/faultline/rules/packs"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 // awaitingSources lists the default rules that cite no format string, each with
@@ -16,7 +16,7 @@ var awaitingSources = map[string]string{}
 // TestDefaultRulesCiteSources fails when a default rule cites no format string of
 // the program that prints its lines, unless it is awaiting one above.
 func TestDefaultRulesCiteSources(t *testing.T) {
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}

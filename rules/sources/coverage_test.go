@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faultline-dev/faultline/rules/packs"
 	"github.com/faultline-dev/faultline/rules/sources"
+	"github.com/faultline-dev/faultline/test/packengine"
 )
 
 // coverage classifies the inventory against the default packs.
 func coverage(t *testing.T) *sources.Report {
 	t.Helper()
-	eng, err := packs.Engine()
+	eng, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestInventoryAccounted(t *testing.T) {
 // TestInventoryRecordsEveryRule checks each covered message names the rule that
 // covers it, so a reader of the inventory sees which rule is for which message.
 func TestInventoryRecordsEveryRule(t *testing.T) {
-	eng, err := packs.Engine()
+	eng, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/faultline-dev/faultline/rules/packs"
 	"github.com/faultline-dev/faultline/rules/scan"
 	"github.com/faultline-dev/faultline/test/eventually"
+	"github.com/faultline-dev/faultline/test/packengine"
 	"github.com/faultline-dev/faultline/test/testenv"
 )
 
@@ -174,7 +175,7 @@ func buildLogs(t *testing.T, corpus []corpusLine) (first, second logData) {
 // or above.
 func podPackActs(t *testing.T, line string) bool {
 	t.Helper()
-	e, err := packs.Engine()
+	e, err := packengine.Engine()
 	if err != nil {
 		t.Fatal(err)
 	}
