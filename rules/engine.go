@@ -108,6 +108,15 @@ const (
 	nearYes
 )
 
+// CompileEngine compiles packs as Compile does and builds their matcher.
+func CompileEngine(packs []*Pack) (*Engine, error) {
+	set, err := Compile(packs)
+	if err != nil {
+		return nil, err
+	}
+	return NewEngine(set), nil
+}
+
 // NewEngine builds the matcher for a compiled set.
 func NewEngine(set *Set) *Engine {
 	e := &Engine{set: set, groups: map[string]int{}}

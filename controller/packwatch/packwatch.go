@@ -128,11 +128,7 @@ func (w *Watcher) load() (*rules.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	set, err := rules.Compile(append(ds, ps...))
-	if err != nil {
-		return nil, err
-	}
-	return rules.NewEngine(set), nil
+	return rules.CompileEngine(append(ds, ps...))
 }
 
 // fingerprint hashes the names and contents of every pack file, following symlinks.

@@ -20,9 +20,5 @@ func engine(load func() ([]*rules.Pack, error)) (*rules.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	set, err := rules.Compile(ps)
-	if err != nil {
-		return nil, err
-	}
-	return rules.NewEngine(set), nil
+	return rules.CompileEngine(ps)
 }

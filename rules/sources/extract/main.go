@@ -129,9 +129,5 @@ func engine(dir string) (*rules.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	set, err := rules.Compile(ps)
-	if err != nil {
-		return nil, err
-	}
-	return rules.NewEngine(set), nil
+	return rules.CompileEngine(ps)
 }
