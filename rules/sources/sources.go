@@ -6,6 +6,7 @@
 package sources
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -267,10 +268,30 @@ func Write(p string, inv *Inventory) error {
 	data := []byte(buf.String())
 	head := "# Messages of " + inv.Name() + " in every version listed, extracted by\n" +
 		"# rules/sources/extract; each is covered by a rule or ignored with a reason.\n"
+	// A file listed by hand (a closed program's quoted messages, macros the
+	// extractor does not read) says so in its header: a refresh keeps it.
+	if old, err := os.ReadFile(p); err == nil {
+		if h := leadingComments(old); h != "" {
+			head = h
+		}
+	}
 	if err := os.WriteFile(p, append([]byte(head), data...), 0o644); err != nil {
 		return fmt.Errorf("write inventory: %w", err)
 	}
 	return nil
+}
+
+// leadingComments returns the comment lines a file starts with, line ends included.
+func leadingComments(b []byte) string {
+	n := 0
+	for n < len(b) && b[n] == '#' {
+		end := bytes.IndexByte(b[n:], '\n')
+		if end < 0 {
+			return string(b) + "\n"
+		}
+		n += end + 1
+	}
+	return string(b[:n])
 }
 
 // inventoryNode builds the YAML of an inventory by hand: yaml.v3 re-parses what

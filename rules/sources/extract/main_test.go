@@ -53,10 +53,21 @@ func TestExtractKeepsReasonsAndRefreshes(t *testing.T) {
 		t.Errorf("the ignore reason was not kept: %+v", got.Messages[1])
 	}
 
+	// A header written by hand (a file listed by hand says so) survives a refresh.
+	body, err := os.ReadFile(out)
+	must(t, err)
+	if !strings.HasPrefix(string(body), "# Messages of example/drv:drivers/drv/drv.c in every version listed, extracted by\n") {
+		t.Errorf("a new inventory's header: %q", strings.SplitN(string(body), "\n", 2)[0])
+	}
+	const handHeader = "# Messages of example/drv:drivers/drv/drv.c, listed by hand.\n"
+	must(t, os.WriteFile(out, append([]byte(handHeader), body[strings.Index(string(body), "project:"):]...), 0o644))
 	must(t, os.WriteFile(filepath.Join(packs, "t.yaml"), []byte(strings.Replace(testPack, "has fallen off the bus", "no such phrase", 1)), 0o644))
 	must(t, run([]string{"-packs", packs, "-refresh", inv}))
 	if got = read(t, out); got.Messages[0].Rule != "" {
 		t.Errorf("refresh kept a rule that no longer matches: %+v", got.Messages[0])
+	}
+	if body, err = os.ReadFile(out); err != nil || !strings.HasPrefix(string(body), handHeader+"project:") {
+		t.Errorf("refresh did not keep the header written by hand: %q (%v)", body[:min(len(body), 120)], err)
 	}
 	if err := run([]string{"-packs", packs, "-project", "p"}); err == nil {
 		t.Error("missing arguments were accepted")
