@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "9915f4e6fb0cb5219a07800ec20906d00986c295fd5d7c5a80a7cc161b627257"
+const imageDigest = "3c97efc6d69b6a0489dc57361e9e1eda41ca8752819715ac1699e415ead57643"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -656,9 +656,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "driver-assertion",
-						Description: "Driver assertions and checks that failed on an invalid or unreachable device or in the GSP code (kernel_gsp*.c), bad register reads (0xbadf...), and VA-space construction failures: the GPU is misbehaving; an Event, since a single one can be a driver bug.",
+						Description: "Driver assertions and checks that failed on an invalid or unreachable device or in the GSP code (kernel_gsp*.c), bad register reads (0xbadf...), and VA-space failures (construction, assertions in gpu_vaspace.c, a DMA mapping that could not be recorded, after which the driver's mapping state is corrupt): the GPU is misbehaving; an Event, since a single one can be a driver bug.",
 						Match: &rules.Match{
-							Regex: `(?:Assertion failed: Current device is not valid|\[NV_ERR_INVALID_DEVICE\]|Possible bad register read: addr: (?P<addr>0x[0-9a-fA-F]+)|vaspaceapiConstruct_IMPL: Could not construct VA space|NV_ERR_GPU_IS_LOST|Assertion failed: .* @ kernel_gsp\w*\.c:\d+)`,
+							Regex: `(?:Assertion failed: Current device is not valid|\[NV_ERR_INVALID_DEVICE\]|Possible bad register read: addr: (?P<addr>0x[0-9a-fA-F]+)|vaspaceapiConstruct_IMPL: Could not construct VA space|NV_ERR_GPU_IS_LOST|Assertion failed: .* @ (?:kernel_gsp\w*|gpu_vaspace)\.c:\d+|Failed to insert new mapping node for range (?P<range>0x[0-9a-fA-F]+-0x[0-9a-fA-F]+)!)`,
 						},
 						Severity: "warning",
 						Action:   "event",
@@ -672,7 +672,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     794,
+						Line:     809,
 					},
 					{
 						ID:          "sxid-fatal",
@@ -688,7 +688,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 847,
+						Line: 862,
 					},
 					{
 						ID:          "sxid-fatal-group",
@@ -717,7 +717,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "sxid-fatal",
-						Line:        871,
+						Line:        886,
 					},
 					{
 						ID:          "sxid-non-fatal",
@@ -727,7 +727,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     935,
+						Line:     950,
 					},
 					{
 						ID:          "sxid-detail",
@@ -737,7 +737,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     959,
+						Line:     974,
 					},
 					{
 						ID:          "fabric-manager-down",
@@ -748,7 +748,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     980,
+						Line:     995,
 					},
 					{
 						ID:          "fabric-manager-exit",
@@ -760,7 +760,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1018,
+						Line:      1033,
 					},
 					{
 						ID:          "fabric-manager-error",
@@ -779,7 +779,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1041,
+						Line:      1056,
 					},
 					{
 						ID:          "display-driver-error",
@@ -789,7 +789,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1132,
+						Line:     1147,
 					},
 					{
 						ID:          "driver-no-device",
@@ -799,7 +799,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1215,
+						Line:     1230,
 					},
 					{
 						ID:          "nvidia-probe-failed",
@@ -809,7 +809,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1254,
+						Line:     1269,
 					},
 					{
 						ID:          "nvidia-probe-not-called",
@@ -819,7 +819,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1311,
+						Line:     1326,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -834,7 +834,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1388,
+						Line: 1403,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -844,7 +844,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1448,
+						Line:     1463,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -854,7 +854,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1492,
+						Line:     1507,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -864,7 +864,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1508,
+						Line:     1523,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -880,7 +880,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1598,
+						Line: 1613,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -896,7 +896,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1637,
+						Line: 1652,
 					},
 					{
 						ID:          "gsp-slow",
@@ -906,7 +906,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1695,
+						Line:     1710,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -922,7 +922,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1729,
+						Line: 1744,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -937,7 +937,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1882,
+						Line: 1897,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -947,7 +947,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1955,
+						Line:     1970,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -962,7 +962,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2021,
+						Line: 2036,
 					},
 					{
 						ID:          "fsp-failed",
@@ -978,7 +978,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2084,
+						Line: 2099,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -988,7 +988,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2206,
+						Line:     2221,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1004,7 +1004,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2237,
+						Line: 2252,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1014,7 +1014,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2266,
+						Line:     2281,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1030,7 +1030,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2320,
+						Line: 2335,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1040,7 +1040,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2352,
+						Line:     2367,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1055,7 +1055,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2390,
+						Line: 2405,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1065,7 +1065,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2555,
+						Line:     2570,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1075,7 +1075,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2606,
+						Line:     2621,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1090,7 +1090,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2624,
+						Line: 2639,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1114,7 +1114,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     2976,
+						Line:     2991,
 					},
 				},
 			},
@@ -3242,6 +3242,28 @@ var image = &rules.Image{
 						Line:      231,
 					},
 					{
+						ID:          "cuda-unknown-error",
+						Description: "A CUDA call failed with \"unknown error\" (cudaErrorUnknown, 30 in CUDA 10 and earlier, 999 since; CUDA_ERROR_UNKNOWN): the driver could not say what went wrong, as after a GPU fell off the bus, a failed resume, or a broken UVM module. Ask NVML.",
+						Match: &rules.Match{
+							Regex: `(?:CUDA error: |cuda runtime error \((?P<code>\d+)\) : |Cuda failure (?:(?P<code>\d+) )?'|THCudaCheck FAIL file=\S+ line=\d+ error=(?P<code>\d+) : )(?P<error>unknown error)|(?P<error>CUDA_ERROR_UNKNOWN|cudaErrorUnknown)\b`,
+						},
+						Exclusive: "training-pod",
+						Action:    "probe",
+						Probe: &rules.Probe{
+							Checks: []string{
+								"nvml",
+							},
+						},
+						Cooldown: 1800000000000,
+						Recover: &rules.Recover{
+							After: 3600000000000,
+							Probes: []string{
+								"nvml",
+							},
+						},
+						Line: 257,
+					},
+					{
 						ID:          "cuda-init-failed",
 						Description: "llama.cpp's CUDA backend (ggml) could not initialise CUDA: cudaGetDeviceCount failed (\"unknown error\", \"initialization error\": the driver or a GPU is in a bad state, often after a GPU fell off the bus or the UVM module failed). Missing GPUs or an old driver (\"no CUDA-capable device is detected\", \"CUDA driver version is insufficient\") are cuda-no-device's and cuda-driver-insufficient's. Ask NVML.",
 						Match: &rules.Match{
@@ -3269,7 +3291,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 257,
+						Line: 319,
 					},
 					{
 						ID:          "cuda-out-of-memory",
@@ -3280,7 +3302,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      293,
+						Line:      355,
 					},
 					{
 						ID:          "nccl-watchdog-test-timeout",
@@ -3291,7 +3313,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      329,
+						Line:      391,
 					},
 					{
 						ID:          "nccl-watchdog-timeout",
@@ -3301,7 +3323,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      358,
+						Line:      420,
 					},
 					{
 						ID:          "nccl-comm-aborted",
@@ -3311,7 +3333,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      452,
+						Line:      514,
 					},
 					{
 						ID:          "nccl-watchdog-terminated",
@@ -3321,7 +3343,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      482,
+						Line:      544,
 					},
 					{
 						ID:          "nccl-watchdog-hang",
@@ -3331,7 +3353,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      510,
+						Line:      572,
 					},
 					{
 						ID:          "nccl-watchdog-context",
@@ -3342,7 +3364,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      617,
+						Line:      679,
 					},
 					{
 						ID:          "nccl-test-failure",
@@ -3352,7 +3374,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      732,
+						Line:      794,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3363,7 +3385,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      777,
+						Line:      839,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3385,7 +3407,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 845,
+						Line: 907,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3395,7 +3417,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      909,
+						Line:      971,
 					},
 					{
 						ID:          "nccl-error",
@@ -3405,7 +3427,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      968,
+						Line:      1030,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3414,7 +3436,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1111,
+						Line:      1173,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3423,7 +3445,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1184,
+						Line:      1246,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3434,7 +3456,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1302,
+						Line:      1364,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3443,7 +3465,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1325,
+						Line:      1387,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3452,7 +3474,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1456,
+						Line:      1518,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3461,7 +3483,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1578,
+						Line:      1640,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3470,7 +3492,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1655,
+						Line:      1717,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3492,7 +3514,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1687,
+						Line: 1749,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3516,7 +3538,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1743,
+						Line: 1805,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3527,7 +3549,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1778,
+						Line:      1840,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3538,7 +3560,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2275,
+						Line:      2337,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3547,7 +3569,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      2324,
+						Line:      2386,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3557,7 +3579,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2394,
+						Line:      2456,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3567,7 +3589,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2491,
+						Line:      2553,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3578,7 +3600,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2534,
+						Line:      2596,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3589,7 +3611,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2580,
+						Line:      2642,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3599,7 +3621,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2669,
+						Line:      2731,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3610,7 +3632,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2705,
+						Line:        2767,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3620,7 +3642,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2737,
+						Line:      2799,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3630,7 +3652,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2792,
+						Line:      2854,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3641,7 +3663,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2835,
+						Line:      2897,
 					},
 					{
 						ID:          "ucx-error",
@@ -3652,7 +3674,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2875,
+						Line:      2937,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3662,7 +3684,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2908,
+						Line:      2970,
 					},
 				},
 			},
@@ -3691,9 +3713,9 @@ var image = &rules.Image{
 				Rules: []rules.Rule{
 					{
 						ID:          "nvidia-smi-gpu-lost",
-						Description: "nvidia-smi (or Slurm's NVML plugin) cannot get a GPU's handle because NVML says the GPU is lost (NVML_ERROR_GPU_IS_LOST: fallen off the bus or otherwise inaccessible); only a reboot, often a reseat, brings it back. The same fault as the kernel's Xid 79; two reports within an hour taint.",
+						Description: "nvidia-smi (or Slurm's NVML plugin, or a Go program through go-nvml, which prints ERROR_GPU_IS_LOST) cannot get a GPU's handle or data because NVML says the GPU is lost (NVML_ERROR_GPU_IS_LOST: fallen off the bus or otherwise inaccessible); only a reboot, often a reseat, brings it back. The same fault as the kernel's Xid 79; two reports within an hour taint.",
 						Match: &rules.Match{
-							Regex: `(?:Unable to determine the device handle for (?i:gpu) ?|Failed to get device handle for GPU )(?:(?P<index>\d+): )?(?:(?P<pci>[0-9a-fA-F]{3,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): ?)?(?P<error>GPU is lost)`,
+							Regex: `(?:(?:Unable to determine the device handle for (?i:gpu) ?|Failed to get device handle for GPU )(?:(?P<index>\d+): )?(?:(?P<pci>[0-9a-fA-F]{3,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): ?)?(?P<error>GPU is lost)|: (?P<error>ERROR_GPU_IS_LOST)\b)`,
 						},
 						Exclusive: "node-tools-nvml",
 						Severity:  "critical",
@@ -3718,7 +3740,7 @@ var image = &rules.Image{
 							Count:  2,
 							Window: 3600000000000,
 						},
-						Line: 87,
+						Line: 107,
 					},
 					{
 						ID:          "nvidia-smi-device-handle-error",
@@ -3728,7 +3750,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  600000000000,
-						Line:      155,
+						Line:      175,
 					},
 					{
 						ID:          "nvml-driver-mismatch",
@@ -3738,7 +3760,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      186,
+						Line:      206,
 					},
 					{
 						ID:          "nvml-library-version",
@@ -3749,7 +3771,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Action:    "none",
-						Line:      234,
+						Line:      254,
 					},
 					{
 						ID:          "nvml-init-failed",
@@ -3759,7 +3781,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      255,
+						Line:      275,
 					},
 					{
 						ID:          "nvidia-smi-no-driver",
@@ -3769,7 +3791,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      307,
+						Line:      327,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -3780,7 +3802,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      331,
+						Line:      351,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -3805,7 +3827,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 359,
+						Line: 379,
 					},
 					{
 						ID:          "nvidia-smi-memory-repair",
@@ -3827,7 +3849,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 402,
+						Line: 422,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -3849,7 +3871,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 457,
+						Line: 477,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -3859,7 +3881,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      499,
+						Line:      519,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -3882,7 +3904,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 538,
+						Line: 558,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -3898,7 +3920,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        590,
+						Line:        610,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -3923,7 +3945,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 619,
+						Line: 639,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -3948,7 +3970,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 669,
+						Line: 689,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -3970,7 +3992,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 782,
+						Line: 802,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -3995,7 +4017,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 819,
+						Line: 839,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -4019,7 +4041,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 896,
+						Line: 916,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -4029,7 +4051,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      990,
+						Line:      1010,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -4039,7 +4061,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1056,
+						Line:      1076,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -4049,7 +4071,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1087,
+						Line:      1107,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -4059,7 +4081,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1195,
+						Line:      1215,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -4069,7 +4091,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1267,
+						Line:      1287,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -4079,7 +4101,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1343,
+						Line:      1363,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -4090,7 +4112,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1413,
+						Line:      1433,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -4106,7 +4128,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1462,
+						Line:        1482,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -4116,7 +4138,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1516,
+						Line:      1536,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -4130,7 +4152,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1582,
+						Line:     1602,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -4140,7 +4162,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1611,
+						Line:      1631,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -4150,7 +4172,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1648,
+						Line:      1668,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4160,7 +4182,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1674,
+						Line:      1694,
 					},
 					{
 						ID:          "mcelog-context",
@@ -4171,7 +4193,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1691,
+						Line:      1711,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4187,7 +4209,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1927,
+						Line:        1947,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4201,7 +4223,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1971,
+						Line:     1991,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4211,7 +4233,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      1995,
+						Line:      2015,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4221,7 +4243,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2013,
+						Line:      2033,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4231,7 +4253,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2076,
+						Line:      2096,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4241,7 +4263,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2100,
+						Line:      2120,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4252,7 +4274,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2136,
+						Line:      2156,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4262,7 +4284,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2171,
+						Line:      2191,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4272,7 +4294,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2196,
+						Line:      2216,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4282,7 +4304,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2238,
+						Line:      2258,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4292,7 +4314,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2255,
+						Line:      2275,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4303,7 +4325,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2289,
+						Line:      2309,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -4314,7 +4336,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2341,
+						Line:      2361,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4324,7 +4346,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2399,
+						Line:      2419,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4334,7 +4356,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2421,
+						Line:      2441,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4344,7 +4366,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2503,
+						Line:      2523,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4354,7 +4376,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2533,
+						Line:      2553,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4364,7 +4386,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2565,
+						Line:      2585,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4374,7 +4396,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2609,
+						Line:      2629,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4384,7 +4406,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2638,
+						Line:      2658,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -4395,7 +4417,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2684,
+						Line:      2704,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4405,7 +4427,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2781,
+						Line:      2801,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4415,7 +4437,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2805,
+						Line:      2825,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -4426,7 +4448,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2830,
+						Line:      2850,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4436,7 +4458,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2874,
+						Line:      2894,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4447,7 +4469,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2905,
+						Line:      2925,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -4458,7 +4480,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2928,
+						Line:      2948,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -4469,7 +4491,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3110,
+						Line:      3130,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4480,7 +4502,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3490,
+						Line:      3510,
 					},
 				},
 			},
@@ -5380,6 +5402,45 @@ var image = &rules.Image{
 				"call",
 				"call",
 				"call",
+			},
+		},
+		{
+			Expr: `(?:(?:Unable to determine the device handle for (?i:gpu) ?|Failed to get device handle for GPU )(?:(?P<index>\d+): )?(?:(?P<pci>[0-9a-fA-F]{3,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): ?)?(?P<error>GPU is lost)|: (?P<error>ERROR_GPU_IS_LOST)\b)`,
+			Literals: []string{
+				"Unable to determine the device handle for gpu",
+				"Failed to get device handle for GPU ",
+				": ERROR_GPU_IS_LOST",
+			},
+			Sets: [][]string{
+				[]string{
+					": error_gpu_is_lost",
+					"failed to get device handle for gpu ",
+					"unable to determine the device handle for gpu",
+				},
+				[]string{
+					": error_gpu_is_lost",
+					"failed to get device handle for gpu ",
+					"unable to determine the device handle for ",
+				},
+				[]string{
+					"gpu",
+				},
+				[]string{
+					": error_gpu_is_lost",
+					"gpu is lost",
+				},
+				[]string{
+					"error_gpu_is_lost",
+					"failed to get device handle for gpu ",
+					"unable to determine the device handle for gpu",
+				},
+			},
+			Names: []string{
+				"",
+				"index",
+				"pci",
+				"error",
+				"error",
 			},
 		},
 		{
@@ -7309,18 +7370,20 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Assertion failed: Current device is not valid|\[NV_ERR_INVALID_DEVICE\]|Possible bad register read: addr: (?P<addr>0x[0-9a-fA-F]+)|vaspaceapiConstruct_IMPL: Could not construct VA space|NV_ERR_GPU_IS_LOST|Assertion failed: .* @ kernel_gsp\w*\.c:\d+)`,
+			Expr: `(?:Assertion failed: Current device is not valid|\[NV_ERR_INVALID_DEVICE\]|Possible bad register read: addr: (?P<addr>0x[0-9a-fA-F]+)|vaspaceapiConstruct_IMPL: Could not construct VA space|NV_ERR_GPU_IS_LOST|Assertion failed: .* @ (?:kernel_gsp\w*|gpu_vaspace)\.c:\d+|Failed to insert new mapping node for range (?P<range>0x[0-9a-fA-F]+-0x[0-9a-fA-F]+)!)`,
 			Literals: []string{
 				"[NV_ERR_INVALID_DEVICE]",
 				"Possible bad register read: addr: 0x",
 				"vaspaceapiConstruct_IMPL: Could not construct VA space",
 				"NV_ERR_GPU_IS_LOST",
 				"Assertion failed: ",
+				"Failed to insert new mapping node for range 0x",
 			},
 			Sets: [][]string{
 				[]string{
 					"[nv_err_invalid_device]",
 					"assertion failed: ",
+					"failed to insert new mapping node for range 0x",
 					"nv_err_gpu_is_lost",
 					"possible bad register read: addr: 0x",
 					"vaspaceapiconstruct_impl: could not construct va space",
@@ -7328,14 +7391,26 @@ var image = &rules.Image{
 				[]string{
 					"[nv_err_invalid_device]",
 					"assertion failed: ",
+					"failed to insert new mapping node for range 0x",
 					"nv_err_gpu_is_lost",
 					"possible bad register read: addr: ",
 					"vaspaceapiconstruct_impl: could not construct va space",
 				},
 				[]string{
-					" @ kernel_gsp",
+					" @ ",
 					"[nv_err_invalid_device]",
 					"assertion failed: current device is not valid",
+					"failed to insert new mapping node for range 0x",
+					"nv_err_gpu_is_lost",
+					"possible bad register read: addr: 0x",
+					"vaspaceapiconstruct_impl: could not construct va space",
+				},
+				[]string{
+					"[nv_err_invalid_device]",
+					"assertion failed: current device is not valid",
+					"failed to insert new mapping node for range 0x",
+					"gpu_vaspace",
+					"kernel_gsp",
 					"nv_err_gpu_is_lost",
 					"possible bad register read: addr: 0x",
 					"vaspaceapiconstruct_impl: could not construct va space",
@@ -7344,6 +7419,15 @@ var image = &rules.Image{
 					".c:",
 					"[nv_err_invalid_device]",
 					"assertion failed: current device is not valid",
+					"failed to insert new mapping node for range 0x",
+					"nv_err_gpu_is_lost",
+					"possible bad register read: addr: 0x",
+					"vaspaceapiconstruct_impl: could not construct va space",
+				},
+				[]string{
+					"[nv_err_invalid_device]",
+					"assertion failed: ",
+					"failed to insert new mapping node for range ",
 					"nv_err_gpu_is_lost",
 					"possible bad register read: addr: 0x",
 					"vaspaceapiconstruct_impl: could not construct va space",
@@ -7352,6 +7436,7 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"addr",
+				"range",
 			},
 		},
 		{
@@ -7888,6 +7973,69 @@ var image = &rules.Image{
 				"cpu",
 				"cpu",
 				"cpu",
+			},
+		},
+		{
+			Expr: `(?:CUDA error: |cuda runtime error \((?P<code>\d+)\) : |Cuda failure (?:(?P<code>\d+) )?'|THCudaCheck FAIL file=\S+ line=\d+ error=(?P<code>\d+) : )(?P<error>unknown error)|(?P<error>CUDA_ERROR_UNKNOWN|cudaErrorUnknown)\b`,
+			Literals: []string{
+				"unknown error",
+				"CUDA_ERROR_UNKNOWN",
+				"cudaErrorUnknown",
+			},
+			Sets: [][]string{
+				[]string{
+					"cuda_error_unknown",
+					"cudaerrorunknown",
+					"unknown error",
+				},
+				[]string{
+					"cuda error: ",
+					"cuda failure ",
+					"cuda runtime error (",
+					"cuda_error_unknown",
+					"cudaerrorunknown",
+					"thcudacheck fail file=",
+				},
+				[]string{
+					") : ",
+					"cuda error: ",
+					"cuda failure ",
+					"cuda_error_unknown",
+					"cudaerrorunknown",
+					"thcudacheck fail file=",
+				},
+				[]string{
+					" line=",
+					"cuda error: ",
+					"cuda failure ",
+					"cuda runtime error (",
+					"cuda_error_unknown",
+					"cudaerrorunknown",
+				},
+				[]string{
+					" error=",
+					"cuda error: ",
+					"cuda failure ",
+					"cuda runtime error (",
+					"cuda_error_unknown",
+					"cudaerrorunknown",
+				},
+				[]string{
+					" : ",
+					"cuda error: ",
+					"cuda failure ",
+					"cuda runtime error (",
+					"cuda_error_unknown",
+					"cudaerrorunknown",
+				},
+			},
+			Names: []string{
+				"",
+				"code",
+				"code",
+				"code",
+				"error",
+				"error",
 			},
 		},
 		{
@@ -12255,35 +12403,6 @@ var image = &rules.Image{
 				"api",
 				"api",
 				"gpu",
-				"error",
-			},
-		},
-		{
-			Expr: `(?:Unable to determine the device handle for (?i:gpu) ?|Failed to get device handle for GPU )(?:(?P<index>\d+): )?(?:(?P<pci>[0-9a-fA-F]{3,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): ?)?(?P<error>GPU is lost)`,
-			Literals: []string{
-				"Unable to determine the device handle for gpu",
-				"Failed to get device handle for GPU ",
-			},
-			Sets: [][]string{
-				[]string{
-					"failed to get device handle for gpu ",
-					"unable to determine the device handle for gpu",
-				},
-				[]string{
-					"failed to get device handle for gpu ",
-					"unable to determine the device handle for ",
-				},
-				[]string{
-					"gpu",
-				},
-				[]string{
-					"gpu is lost",
-				},
-			},
-			Names: []string{
-				"",
-				"index",
-				"pci",
 				"error",
 			},
 		},
