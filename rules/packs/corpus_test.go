@@ -66,7 +66,16 @@ func (c corpusLine) class() string {
 type corpusEvent []corpusLine
 
 // corpusDir holds the corpus: every *.jsonl file in it, read in name order.
-var corpusDir = filepath.Join("..", "..", "testdata", "corpus")
+// FAULTLINE_CORPUS_DIR names another directory: a batch of new lines, scored alone
+// before it joins the corpus and before any pack is tuned against it. Its figures
+// are reported; the recall and false-alarm thresholds, which hold for the whole
+// corpus, are not checked on a batch (no taint on a benign line still is).
+var corpusDir, corpusBatch = func() (string, bool) {
+	if d := os.Getenv("FAULTLINE_CORPUS_DIR"); d != "" {
+		return d, true
+	}
+	return filepath.Join("..", "..", "testdata", "corpus"), false
+}()
 
 func loadCorpus(t *testing.T) []corpusLine {
 	t.Helper()
@@ -342,6 +351,10 @@ func TestCorpusQuality(t *testing.T) {
 		t.Logf("%s part: benign lines matched at warning or above: %d/%d %.3f", name, fig.falseAlarms, fig.benign, fig.alarmRate())
 	}
 	check, tune := parts[true], parts[false]
+	if corpusBatch {
+		t.Logf("a batch (%s): thresholds not checked", corpusDir)
+		return
+	}
 	if check.total.events == 0 || check.benign == 0 {
 		t.Fatalf("the checking part holds %d fault events and %d benign lines", check.total.events, check.benign)
 	}
