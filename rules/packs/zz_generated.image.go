@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "3c97efc6d69b6a0489dc57361e9e1eda41ca8752819715ac1699e415ead57643"
+const imageDigest = "ee3385dad8b318f25620b6c6751725ea6f4e5d4716b94bd0d4fa8ae753562079"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -598,7 +598,7 @@ var image = &rules.Image{
 						ID:          "gsp-crash-detail",
 						Description: "Context lines of a GSP crash report (CrashCat, 535 and later): who reported it, the RISC-V CSR and GPR state, the stack, PC and address traces and register state section headers. The report's banner and its Xid carry the fault.",
 						Match: &rules.Match{
-							Regex: `NVRM: {4}\s*(?:Reported by libos|Xid \d+ occurred at|\s*(?:pc|ra|xcause|xtval) \S* ?= 0x|RISC-V (?:CSR|GPR) State:|(?:Stack|PC|Address) Trace:|(?:Local I/O|External I/O|Additional) Register State:|[mxs]status:0x[0-9a-fA-F]{16} +[mxs]scratch:0x|[mxs]epc:0x[0-9a-fA-F]{16} +(?:mbadaddr|[xs]tval):0x|ra:0x[0-9a-fA-F]{16} +sp:0x[0-9a-fA-F]{16} +gp:0x)`,
+							Regex: `NVRM: {4}\s*(?:Reported by libos|Xid \d+ occurred at|\s*(?:pc|ra|xcause|xtval) \S* ?= 0x|RISC-V (?:CSR|GPR) State:|(?:Stack|PC|Address) Trace:|(?:Local I/O|External I/O|Additional) Register State:|[mxs]status:0x[0-9a-fA-F]{16} +[mxs]scratch:0x|[mxs]epc:0x[0-9a-fA-F]{16} +(?:mbadaddr|[xs]tval):0x|ra:0x[0-9a-fA-F]{16} +sp:0x[0-9a-fA-F]{16} +gp:0x|(?:a[04]|s[048]|t[04]):0x[0-9a-fA-F]{16} +(?:a[15]|s[159]|t[15]):0x[0-9a-fA-F]{16} +(?:a[26]|s(?:[26]|10)|t[26]):0x)`,
 						},
 						Severity: "info",
 						Action:   "none",
@@ -612,7 +612,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     601,
+						Line:     654,
 					},
 					{
 						ID:          "rc-watchdog",
@@ -622,7 +622,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     635,
+						Line:     688,
 					},
 					{
 						ID:          "rc-watchdog-recovery",
@@ -632,7 +632,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     652,
+						Line:     705,
 					},
 					{
 						ID:          "gpu-critical-error-rc",
@@ -642,7 +642,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     686,
+						Line:     739,
 					},
 					{
 						ID:          "gpu-page-offline-failed",
@@ -652,7 +652,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     723,
+						Line:     776,
 					},
 					{
 						ID:          "driver-assertion",
@@ -662,7 +662,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     761,
+						Line:     814,
 					},
 					{
 						ID:          "nvlink-training-failed",
@@ -672,7 +672,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     809,
+						Line:     862,
 					},
 					{
 						ID:          "sxid-fatal",
@@ -688,7 +688,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 862,
+						Line: 915,
 					},
 					{
 						ID:          "sxid-fatal-group",
@@ -717,7 +717,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "sxid-fatal",
-						Line:        886,
+						Line:        939,
 					},
 					{
 						ID:          "sxid-non-fatal",
@@ -727,7 +727,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     950,
+						Line:     1003,
 					},
 					{
 						ID:          "sxid-detail",
@@ -737,7 +737,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     974,
+						Line:     1027,
 					},
 					{
 						ID:          "fabric-manager-down",
@@ -748,7 +748,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     995,
+						Line:     1048,
 					},
 					{
 						ID:          "fabric-manager-exit",
@@ -760,7 +760,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1033,
+						Line:      1086,
 					},
 					{
 						ID:          "fabric-manager-error",
@@ -779,7 +779,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1056,
+						Line:      1109,
 					},
 					{
 						ID:          "display-driver-error",
@@ -789,7 +789,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1147,
+						Line:     1200,
 					},
 					{
 						ID:          "driver-no-device",
@@ -799,7 +799,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1230,
+						Line:     1283,
 					},
 					{
 						ID:          "nvidia-probe-failed",
@@ -809,7 +809,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1269,
+						Line:     1322,
 					},
 					{
 						ID:          "nvidia-probe-not-called",
@@ -819,7 +819,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1326,
+						Line:     1379,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -834,7 +834,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1403,
+						Line: 1456,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -844,7 +844,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1463,
+						Line:     1516,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -854,7 +854,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1507,
+						Line:     1560,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -864,7 +864,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1523,
+						Line:     1576,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -880,7 +880,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1613,
+						Line: 1666,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -896,7 +896,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1652,
+						Line: 1705,
 					},
 					{
 						ID:          "gsp-slow",
@@ -906,7 +906,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1710,
+						Line:     1763,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -922,7 +922,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1744,
+						Line: 1797,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -937,7 +937,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1897,
+						Line: 1950,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -947,7 +947,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1970,
+						Line:     2023,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -962,7 +962,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2036,
+						Line: 2089,
 					},
 					{
 						ID:          "fsp-failed",
@@ -978,7 +978,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2099,
+						Line: 2152,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -988,7 +988,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2221,
+						Line:     2274,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1004,7 +1004,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2252,
+						Line: 2305,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1014,7 +1014,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2281,
+						Line:     2334,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1030,7 +1030,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2335,
+						Line: 2388,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1040,7 +1040,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2367,
+						Line:     2420,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1055,7 +1055,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2405,
+						Line: 2458,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1065,7 +1065,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2570,
+						Line:     2623,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1075,7 +1075,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2621,
+						Line:     2674,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1090,7 +1090,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2639,
+						Line: 2692,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1114,7 +1114,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     2991,
+						Line:     3044,
 					},
 				},
 			},
@@ -19395,7 +19395,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM: {4}\s*(?:Reported by libos|Xid \d+ occurred at|\s*(?:pc|ra|xcause|xtval) \S* ?= 0x|RISC-V (?:CSR|GPR) State:|(?:Stack|PC|Address) Trace:|(?:Local I/O|External I/O|Additional) Register State:|[mxs]status:0x[0-9a-fA-F]{16} +[mxs]scratch:0x|[mxs]epc:0x[0-9a-fA-F]{16} +(?:mbadaddr|[xs]tval):0x|ra:0x[0-9a-fA-F]{16} +sp:0x[0-9a-fA-F]{16} +gp:0x)`,
+			Expr: `NVRM: {4}\s*(?:Reported by libos|Xid \d+ occurred at|\s*(?:pc|ra|xcause|xtval) \S* ?= 0x|RISC-V (?:CSR|GPR) State:|(?:Stack|PC|Address) Trace:|(?:Local I/O|External I/O|Additional) Register State:|[mxs]status:0x[0-9a-fA-F]{16} +[mxs]scratch:0x|[mxs]epc:0x[0-9a-fA-F]{16} +(?:mbadaddr|[xs]tval):0x|ra:0x[0-9a-fA-F]{16} +sp:0x[0-9a-fA-F]{16} +gp:0x|(?:a[04]|s[048]|t[04]):0x[0-9a-fA-F]{16} +(?:a[15]|s[159]|t[15]):0x[0-9a-fA-F]{16} +(?:a[26]|s(?:[26]|10)|t[26]):0x)`,
 			Literals: []string{
 				"NVRM:    ",
 			},
@@ -19412,6 +19412,8 @@ var image = &rules.Image{
 				[]string{
 					" occurred at",
 					"= 0x",
+					"a0:0x",
+					"a4:0x",
 					"additional register state:",
 					"address trace:",
 					"external i/o register state:",
@@ -19423,14 +19425,21 @@ var image = &rules.Image{
 					"reported by libos",
 					"risc-v csr state:",
 					"risc-v gpr state:",
+					"s0:0x",
+					"s4:0x",
+					"s8:0x",
 					"sscratch:0x",
 					"stack trace:",
 					"stval:0x",
+					"t0:0x",
+					"t4:0x",
 					"xscratch:0x",
 					"xtval:0x",
 				},
 				[]string{
 					"= 0x",
+					"a0:0x",
+					"a4:0x",
 					"additional register state:",
 					"address trace:",
 					"external i/o register state:",
@@ -19442,9 +19451,14 @@ var image = &rules.Image{
 					"reported by libos",
 					"risc-v csr state:",
 					"risc-v gpr state:",
+					"s0:0x",
+					"s4:0x",
+					"s8:0x",
 					"sscratch:0x",
 					"stack trace:",
 					"stval:0x",
+					"t0:0x",
+					"t4:0x",
 					"xid ",
 					"xscratch:0x",
 					"xtval:0x",
@@ -19452,6 +19466,8 @@ var image = &rules.Image{
 				[]string{
 					" occurred at",
 					"= 0x",
+					"a0:0x",
+					"a4:0x",
 					"additional register state:",
 					"address trace:",
 					"external i/o register state:",
@@ -19462,9 +19478,14 @@ var image = &rules.Image{
 					"ra:0x",
 					"reported by libos",
 					"risc-v ",
+					"s0:0x",
+					"s4:0x",
+					"s8:0x",
 					"sscratch:0x",
 					"stack trace:",
 					"stval:0x",
+					"t0:0x",
+					"t4:0x",
 					"xscratch:0x",
 					"xtval:0x",
 				},
