@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "ee3385dad8b318f25620b6c6751725ea6f4e5d4716b94bd0d4fa8ae753562079"
+const imageDigest = "27f7dd6fe21241db2ee59f7d68aae9b89f2463acd5a6d4cb3b3472c08c47d7d0"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1872,7 +1872,7 @@ var image = &rules.Image{
 						ID:          "nic-reset-failed",
 						Description: "A NIC could not be brought back after a reset or an error: PCIe recovery could not re- enable it, the driver's rebuild after a reset failed, a firmware reset was aborted, its firmware stopped responding, or a transmit-timeout recovery ran out of steps. Its ports stay down until the driver is reloaded or the node is rebooted.",
 						Match: &rules.Match{
-							Regex: `(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device)`,
+							Regex: `(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)`,
 						},
 						Severity: "critical",
 						Action:   "taint",
@@ -1890,7 +1890,20 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2231,
+						Line:     2241,
+					},
+					{
+						ID:          "ena-mmio-read-timeout",
+						Description: "An AWS ENA device did not answer a register read in time. The driver retries, so one is not a fault; three within ten minutes are a device that stopped answering (a reset that cannot read its registers fails next: nic-reset-failed).",
+						Match: &rules.Match{
+							Regex: `[Rr]eading reg failed for timeout\. expected: req id\[(?P<req>\d+)\] offset\[(?P<offset>\d+)\]`,
+						},
+						Threshold: &rules.Threshold{
+							Count:  3,
+							Window: 600000000000,
+						},
+						Cooldown: 1800000000000,
+						Line:     2387,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -1901,7 +1914,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2376,
+						Line:     2422,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -1912,7 +1925,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2624,
+						Line:     2670,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -1925,7 +1938,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 3170,
+						Line: 3216,
 					},
 					{
 						ID:          "nic-module-error",
@@ -1936,7 +1949,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3234,
+						Line:     3280,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -1947,7 +1960,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3349,
+						Line:     3395,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -1958,7 +1971,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     3386,
+						Line:     3432,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -1969,7 +1982,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3480,
+						Line:     3526,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -1980,7 +1993,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3666,
+						Line:     3712,
 					},
 					{
 						ID:          "efa-device-error",
@@ -1991,7 +2004,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3697,
+						Line:     3743,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -2002,7 +2015,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3839,
+						Line:     3885,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -2013,7 +2026,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3918,
+						Line:     3964,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -2035,7 +2048,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3980,
+						Line:     4026,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2057,7 +2070,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     4029,
+						Line:     4075,
 					},
 				},
 			},
@@ -2179,6 +2192,25 @@ var image = &rules.Image{
 						Line:     938,
 					},
 					{
+						ID:          "iscsi-session-lost",
+						Description: "An iSCSI session stayed down past its recovery timeout: the kernel fails every I/O queued to its disks and takes them offline (\"rejecting I/O to offline device\" follows). Like an NFS server that stops answering, usually the target or the storage network, not the node; recorded on the node.",
+						Match: &rules.Match{
+							Regex: `\bsession(?P<session>\d+): session recovery timed out after (?P<secs>\d+) secs`,
+						},
+						Cooldown: 1800000000000,
+						Line:     975,
+					},
+					{
+						ID:          "iscsi-conn-error",
+						Description: "An iSCSI connection failed (the error code is iscsi_if.h's ISCSI_ERR_*; 1020 a failed connection, 1011 a timed-out NOP): iscsid reconnects, and the session is lost only if that takes past its recovery timeout (iscsi-session-lost); evidence only.",
+						Match: &rules.Match{
+							Regex: `\bconnection(?P<conn>\d+:\d+): detected conn error \((?P<code>\d+)\)`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     1002,
+					},
+					{
 						ID:          "nfs-server-ok",
 						Description: "An NFS server answers again after not responding; evidence that the stall ended",
 						Match: &rules.Match{
@@ -2186,7 +2218,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     973,
+						Line:     1027,
 					},
 					{
 						ID:          "nfs-state-error",
@@ -2195,7 +2227,7 @@ var image = &rules.Image{
 							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     993,
+						Line:     1047,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2206,7 +2238,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1023,
+						Line:      1077,
 					},
 					{
 						ID:          "block-io-error",
@@ -2216,7 +2248,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1047,
+						Line:      1101,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2226,7 +2258,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1085,
+						Line:      1139,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2235,7 +2267,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1112,
+						Line:     1166,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2245,7 +2277,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1169,
+						Line:      1223,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2254,7 +2286,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1220,
+						Line:     1274,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2264,7 +2296,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1273,
+						Line:     1327,
 					},
 					{
 						ID:          "ata-error",
@@ -2273,7 +2305,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1366,
+						Line:     1420,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2282,7 +2314,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1390,
+						Line:     1444,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2291,7 +2323,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1427,
+						Line:     1481,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2309,7 +2341,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1636,
+						Line:     1690,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2322,7 +2354,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1686,
+						Line: 1740,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2331,7 +2363,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1787,
+						Line:     1841,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2340,7 +2372,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     1923,
+						Line:     1977,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2349,7 +2381,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1957,
+						Line:     2011,
 					},
 					{
 						ID:          "md-read-error",
@@ -2358,7 +2390,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2273,
+						Line:     2327,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2368,7 +2400,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2450,
+						Line:     2504,
 					},
 					{
 						ID:          "md-array-degraded",
@@ -2378,7 +2410,7 @@ var image = &rules.Image{
 							Regex: `(?P<event>DegradedArray|Fail|FailSpare) event detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2488,
+						Line:     2542,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2387,7 +2419,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2542,
+						Line:     2596,
 					},
 					{
 						ID:          "hung-task",
@@ -2396,7 +2428,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2595,
+						Line:     2649,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2406,7 +2438,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2621,
+						Line:     2675,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2417,7 +2449,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2646,
+						Line:     2700,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2428,7 +2460,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2674,
+						Line:     2728,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2439,7 +2471,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2713,
+						Line:     2767,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2453,7 +2485,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2742,
+						Line: 2796,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2463,7 +2495,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2895,
+						Line:     2949,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2473,7 +2505,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2950,
+						Line:     3004,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2483,7 +2515,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3054,
+						Line:     3108,
 					},
 				},
 			},
@@ -13725,7 +13757,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device)`,
+			Expr: `(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)`,
 			Literals: []string{
 				": Cannot re-enable PCI device",
 				": Firmware not ready",
@@ -13755,6 +13787,7 @@ var image = &rules.Image{
 				"Reset indication didn't turn on",
 				"Reset indication didn't turn off",
 				"Device isn't ready, can't reset device",
+				"Reg read32 timeout occurred",
 			},
 			Names: []string{
 				"",
@@ -20041,6 +20074,28 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `[Rr]eading reg failed for timeout\. expected: req id\[(?P<req>\d+)\] offset\[(?P<offset>\d+)\]`,
+			Literals: []string{
+				"reading reg failed for timeout. expected: req id[",
+			},
+			Sets: [][]string{
+				[]string{
+					"reading reg failed for timeout. expected: req id[",
+				},
+				[]string{
+					"eading reg failed for timeout. expected: req id[",
+				},
+				[]string{
+					"] offset[",
+				},
+			},
+			Names: []string{
+				"",
+				"req",
+				"offset",
+			},
+		},
+		{
 			Expr: `\(slave (?P<ifname>[\w.@-]+)\): (?:Opening slave failed|Error -?\d+ (?:calling (?:dev_set_mtu|set_mac_address)|setting (?:bond MAC from slave|MAC of (?:new|old) active slave))|Couldn't add bond vlan ids|refused to change device type)`,
 			Literals: []string{
 				"Opening slave failed",
@@ -20687,6 +20742,47 @@ var image = &rules.Image{
 				"",
 				"pci",
 				"uuid",
+			},
+		},
+		{
+			Expr: `\bconnection(?P<conn>\d+:\d+): detected conn error \((?P<code>\d+)\)`,
+			Literals: []string{
+				": detected conn error (",
+			},
+			Sets: [][]string{
+				[]string{
+					": detected conn error (",
+				},
+				[]string{
+					"connection",
+				},
+			},
+			Names: []string{
+				"",
+				"conn",
+				"code",
+			},
+		},
+		{
+			Expr: `\bsession(?P<session>\d+): session recovery timed out after (?P<secs>\d+) secs`,
+			Literals: []string{
+				": session recovery timed out after ",
+			},
+			Sets: [][]string{
+				[]string{
+					": session recovery timed out after ",
+				},
+				[]string{
+					"session",
+				},
+				[]string{
+					" secs",
+				},
+			},
+			Names: []string{
+				"",
+				"session",
+				"secs",
 			},
 		},
 		{
