@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "27f7dd6fe21241db2ee59f7d68aae9b89f2463acd5a6d4cb3b3472c08c47d7d0"
+const imageDigest = "a3b40eaa857763c3d46b901052a1be7a6e90e0b22e4147132aab77c1e59d21bf"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2145,6 +2145,15 @@ var image = &rules.Image{
 						Line:      203,
 					},
 					{
+						ID:          "btrfs-scrub-error",
+						Description: "Btrfs found a block whose checksum or header is wrong, or that it could not read, while reading or scrubbing (one line per damaged extent, naming the file or the metadata tree): the disk, its cable or the memory corrupted data. The \"errs:\" counter line (fs-error) follows.",
+						Match: &rules.Match{
+							Regex: `(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+`,
+						},
+						Cooldown: 600000000000,
+						Line:     346,
+					},
+					{
 						ID:          "fs-error-history",
 						Description: "ext4's daily reminder that a filesystem has recorded errors since its last fsck; evidence only",
 						Match: &rules.Match{
@@ -2152,7 +2161,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     344,
+						Line:     400,
 					},
 					{
 						ID:          "xfs-corruption",
@@ -2162,7 +2171,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      374,
+						Line:      430,
 					},
 					{
 						ID:          "journal-abort",
@@ -2171,7 +2180,7 @@ var image = &rules.Image{
 							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed))`,
 						},
 						Cooldown: 600000000000,
-						Line:     756,
+						Line:     812,
 					},
 					{
 						ID:          "journal-error",
@@ -2180,7 +2189,7 @@ var image = &rules.Image{
 							Regex: `(?:JBD2: (?:previous I/O error detected for journal superblock update for (?P<device>[\w.:-]+?)(?:-\d+)?\.|IO error -?\d+ recovering block|Failed to read block at offset|bad block at offset|corrupted journal superblock|Invalid checksum (?:recovering|found in)|journal checksum error|journal transaction \d+ on (?P<device>[\w.:-]+?)(?:-\d+)? is corrupt|error -?\d+ scanning journal|recovery pass -?\d+ ended at transaction|Error while async write back metadata|\(error -?\d+\) unable to wipe journal|journal reset failed|no valid journal superblock found|.*: Waiting for Godot)|journal block not found at offset|Cannot (?:locate|read) journal superblock|needed -?\d+ blocks and only had -?\d+ space available|no way to get more journal space)`,
 						},
 						Cooldown: 600000000000,
-						Line:     827,
+						Line:     883,
 					},
 					{
 						ID:          "nfs-not-responding",
@@ -2189,7 +2198,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<service>nfs|lockd): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     938,
+						Line:     994,
 					},
 					{
 						ID:          "iscsi-session-lost",
@@ -2198,7 +2207,7 @@ var image = &rules.Image{
 							Regex: `\bsession(?P<session>\d+): session recovery timed out after (?P<secs>\d+) secs`,
 						},
 						Cooldown: 1800000000000,
-						Line:     975,
+						Line:     1031,
 					},
 					{
 						ID:          "iscsi-conn-error",
@@ -2208,7 +2217,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1002,
+						Line:     1058,
 					},
 					{
 						ID:          "nfs-server-ok",
@@ -2218,7 +2227,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1027,
+						Line:     1083,
 					},
 					{
 						ID:          "nfs-state-error",
@@ -2227,7 +2236,7 @@ var image = &rules.Image{
 							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1047,
+						Line:     1103,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2238,7 +2247,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1077,
+						Line:      1133,
 					},
 					{
 						ID:          "block-io-error",
@@ -2248,7 +2257,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1101,
+						Line:      1157,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2258,7 +2267,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1139,
+						Line:      1195,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2267,7 +2276,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1166,
+						Line:     1222,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2277,7 +2286,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1223,
+						Line:      1279,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2286,7 +2295,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1274,
+						Line:     1330,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2296,7 +2305,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1327,
+						Line:     1383,
 					},
 					{
 						ID:          "ata-error",
@@ -2305,7 +2314,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1420,
+						Line:     1476,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2314,7 +2323,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1444,
+						Line:     1500,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2323,7 +2332,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1481,
+						Line:     1537,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2341,7 +2350,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1690,
+						Line:     1746,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2354,7 +2363,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1740,
+						Line: 1796,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2363,7 +2372,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1841,
+						Line:     1897,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2372,7 +2381,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     1977,
+						Line:     2033,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2381,7 +2390,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2011,
+						Line:     2067,
 					},
 					{
 						ID:          "md-read-error",
@@ -2390,7 +2399,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2327,
+						Line:     2383,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2400,7 +2409,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2504,
+						Line:     2560,
 					},
 					{
 						ID:          "md-array-degraded",
@@ -2410,7 +2419,7 @@ var image = &rules.Image{
 							Regex: `(?P<event>DegradedArray|Fail|FailSpare) event detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2542,
+						Line:     2598,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2419,7 +2428,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2596,
+						Line:     2652,
 					},
 					{
 						ID:          "hung-task",
@@ -2428,7 +2437,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2649,
+						Line:     2705,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2438,7 +2447,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2675,
+						Line:     2731,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2449,7 +2458,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2700,
+						Line:     2756,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2460,7 +2469,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2728,
+						Line:     2784,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2471,7 +2480,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2767,
+						Line:     2823,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2485,7 +2494,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2796,
+						Line: 2852,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2495,7 +2504,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2949,
+						Line:     3005,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2505,7 +2514,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3004,
+						Line:     3060,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2515,7 +2524,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3108,
+						Line:     3164,
 					},
 				},
 			},
@@ -16521,6 +16530,39 @@ var image = &rules.Image{
 				"fm_version",
 				"driver_version",
 				"unit_state",
+			},
+		},
+		{
+			Expr: `(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+`,
+			Literals: []string{
+				"checksum error at logical ",
+				"header error at logical ",
+				"i/o error at logical ",
+				"super block error at logical ",
+			},
+			Sets: [][]string{
+				[]string{
+					"checksum error",
+					"header error",
+					"i/o error",
+					"super block error",
+				},
+				[]string{
+					" at logical ",
+				},
+				[]string{
+					" on dev ",
+				},
+				[]string{
+					"physical",
+					"sector",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
+				"logical",
+				"dev",
 			},
 		},
 		{
