@@ -27,8 +27,8 @@ const corpusPacksEnv = "FAULTLINE_CORPUS_PACKS"
 var showLines = os.Getenv("FAULTLINE_CORPUS_LINES") == "1"
 
 // Thresholds the packs must meet on the corpus: the target event recall on both the
-// tuning part and the checking part, never tuned on (the packs reach 0.964 on it,
-// 297 of 308 events), so that a change that loses real faults fails. False alarms
+// tuning part and the checking part, never tuned on (the packs reach 0.959 on it,
+// 349 of 364 events), so that a change that loses real faults fails. False alarms
 // are held at 1 % on both parts.
 const (
 	minEventRecall         = 0.95
