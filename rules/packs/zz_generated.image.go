@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "a3b40eaa857763c3d46b901052a1be7a6e90e0b22e4147132aab77c1e59d21bf"
+const imageDigest = "2251cac93d1e82a1726eca66f39db9d09eb6bf89f210f067f8cc22788b070923"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3816,9 +3816,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nvml-init-failed",
-						Description: "NVML could not initialise (nvidia-smi, Slurm's NVML plugin, DCGM): Unknown Error in a container that lost its device nodes after a systemd reload, GPU access blocked by the operating system, Driver Not Loaded, Insufficient Permissions; or nvidia-container-cli's NVML calls fail while it sets up a GPU container (\"detection error: nvml error: unknown error\"). The node or its container runtime cannot serve GPUs to this pod; recorded.",
+						Description: "NVML could not initialise (nvidia-smi, Slurm's NVML plugin, DCGM): Unknown Error in a container that lost its device nodes after a systemd reload, GPU access blocked by the operating system, Driver Not Loaded, Insufficient Permissions; or nvidia-container-cli's NVML calls (and, in its 1.0 releases, its CUDA initialisation) fail while it sets up a GPU container (\"detection error: nvml error: unknown error\", \"initialization error: cuda error: unknown error\"). The node or its container runtime cannot serve GPUs to this pod; recorded.",
 						Match: &rules.Match{
-							Regex: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: nvml error: (?P<error>[^:]+))`,
+							Regex: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: (?:nvml|cuda) error: (?P<error>[^:]+))`,
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
@@ -3832,7 +3832,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      327,
+						Line:      338,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -3843,7 +3843,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      351,
+						Line:      362,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -3868,7 +3868,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 379,
+						Line: 390,
 					},
 					{
 						ID:          "nvidia-smi-memory-repair",
@@ -3890,7 +3890,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 422,
+						Line: 433,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -3912,7 +3912,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 477,
+						Line: 488,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -3922,7 +3922,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      519,
+						Line:      530,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -3945,7 +3945,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 558,
+						Line: 569,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -3961,7 +3961,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        610,
+						Line:        621,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -3986,7 +3986,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 639,
+						Line: 650,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -4011,7 +4011,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 689,
+						Line: 700,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -4033,7 +4033,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 802,
+						Line: 813,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -4058,7 +4058,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 839,
+						Line: 850,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -4082,7 +4082,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 916,
+						Line: 927,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -4092,7 +4092,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1010,
+						Line:      1021,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -4102,7 +4102,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1076,
+						Line:      1087,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -4112,7 +4112,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1107,
+						Line:      1118,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -4122,7 +4122,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1215,
+						Line:      1226,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -4132,7 +4132,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1287,
+						Line:      1298,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -4142,7 +4142,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1363,
+						Line:      1374,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -4153,7 +4153,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1433,
+						Line:      1444,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -4169,7 +4169,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1482,
+						Line:        1493,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -4179,7 +4179,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1536,
+						Line:      1547,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -4193,7 +4193,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1602,
+						Line:     1613,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -4203,7 +4203,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1631,
+						Line:      1642,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -4213,7 +4213,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1668,
+						Line:      1679,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4223,7 +4223,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1694,
+						Line:      1705,
 					},
 					{
 						ID:          "mcelog-context",
@@ -4234,7 +4234,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1711,
+						Line:      1722,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4250,7 +4250,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1947,
+						Line:        1958,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4264,7 +4264,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1991,
+						Line:     2002,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4274,7 +4274,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2015,
+						Line:      2026,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4284,7 +4284,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2033,
+						Line:      2044,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4294,7 +4294,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2096,
+						Line:      2107,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4304,7 +4304,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2120,
+						Line:      2131,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4315,7 +4315,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2156,
+						Line:      2167,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4325,7 +4325,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2191,
+						Line:      2202,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4335,7 +4335,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2216,
+						Line:      2227,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4345,7 +4345,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2258,
+						Line:      2269,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4355,7 +4355,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2275,
+						Line:      2286,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4366,7 +4366,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2309,
+						Line:      2320,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -4377,7 +4377,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2361,
+						Line:      2372,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4387,7 +4387,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2419,
+						Line:      2430,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4397,7 +4397,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2441,
+						Line:      2452,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4407,7 +4407,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2523,
+						Line:      2534,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4417,7 +4417,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2553,
+						Line:      2564,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4427,7 +4427,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2585,
+						Line:      2596,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4437,7 +4437,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2629,
+						Line:      2640,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4447,7 +4447,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2658,
+						Line:      2669,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -4458,7 +4458,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2704,
+						Line:      2715,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4468,7 +4468,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2801,
+						Line:      2812,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4478,7 +4478,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2825,
+						Line:      2836,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -4489,7 +4489,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2850,
+						Line:      2861,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4499,7 +4499,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2894,
+						Line:      2905,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4510,7 +4510,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2925,
+						Line:      2936,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -4521,7 +4521,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2948,
+						Line:      2959,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -4532,7 +4532,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3130,
+						Line:      3141,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4543,7 +4543,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3510,
+						Line:      3521,
 					},
 				},
 			},
@@ -9453,16 +9453,20 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: nvml error: (?P<error>[^:]+))`,
+			Expr: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: (?:nvml|cuda) error: (?P<error>[^:]+))`,
 			Literals: []string{
 				"Failed to initialize NVML",
 				"nvidia-container-cli: initialization error: nvml error: ",
+				"nvidia-container-cli: initialization error: cuda error: ",
 				"nvidia-container-cli: detection error: nvml error: ",
+				"nvidia-container-cli: detection error: cuda error: ",
 			},
 			Sets: [][]string{
 				[]string{
 					"failed to initialize nvml",
+					"nvidia-container-cli: detection error: cuda error: ",
 					"nvidia-container-cli: detection error: nvml error: ",
+					"nvidia-container-cli: initialization error: cuda error: ",
 					"nvidia-container-cli: initialization error: nvml error: ",
 				},
 				[]string{
@@ -9475,8 +9479,12 @@ var image = &rules.Image{
 					"initialization",
 				},
 				[]string{
-					" error: nvml error: ",
+					" error: ",
 					"failed to initialize nvml",
+				},
+				[]string{
+					"cuda",
+					"nvml",
 				},
 			},
 			Names: []string{
