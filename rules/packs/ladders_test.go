@@ -15,7 +15,7 @@ import (
 // its node to the hardware team when the fault comes back after two reboots.
 var hardwareRules = map[string][]string{
 	"nvidia-xid": {"xid-nvlink5-fatal", "xid-gpu-lost", "xid-gpu-reset-required", "xid-nvlink", "xid-board-hardware", "xid-memory-degraded"},
-	"nvidia-driver": {"gpu-fallen-off-bus", "gpu-fallen-off-bus-init", "rm-init-adapter-failed", "gsp-rpc-timeout", "gsp-crash",
+	"nvidia-driver": {"gpu-fallen-off-bus", "gpu-fallen-off-bus-init", "gpu-lost-checks", "rm-init-adapter-failed", "gsp-rpc-timeout", "gsp-crash",
 		"sxid-fatal", "gsp-heartbeat-timeout", "gsp-timeout-report", "gsp-boot-failed", "fsp-failed", "gsp-falcon-ecc-uncorrected",
 		"gpu-memory-subsystem-error"},
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "2251cac93d1e82a1726eca66f39db9d09eb6bf89f210f067f8cc22788b070923"
+const imageDigest = "4cd5ac206074350079cd7b204b4171d1dc01cf328a61f30bbe4c953b57d4acaf"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -487,6 +487,27 @@ var image = &rules.Image{
 						Line: 54,
 					},
 					{
+						ID:          "gpu-lost-checks",
+						Description: "The driver found the GPU detached (its attached check failed while it timed a call out) or read all ones from its registers: the GPU has left the bus, as its Xid 79 says when that line is there. Two within ten minutes taint.",
+						Match: &rules.Match{
+							Regex: `NVRM: (?:GPU\d+ )?(?:_threadNodeCheckTimeout: )?API_GPU_ATTACHED_SANITY_CHECK failed|Failed GPU reg read : (?P<value>0x[0-9a-fA-F]+)\. Check whether GPU is present on the bus`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Threshold: &rules.Threshold{
+							Count:  2,
+							Window: 600000000000,
+						},
+						Escalate: []rules.Step{
+							{
+								Action:  "service",
+								Reboots: 2,
+							},
+						},
+						SameFaultAs: "xid-gpu-lost",
+						Line:        97,
+					},
+					{
 						ID:          "gpu-crash-dump",
 						Description: "The driver wrote a GPU crash dump after a fatal error; the lines around it say which. Each of the notice's three lines says it alone.",
 						Match: &rules.Match{
@@ -494,7 +515,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     93,
+						Line:     132,
 					},
 					{
 						ID:          "rm-init-adapter-failed",
@@ -510,7 +531,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 114,
+						Line: 153,
 					},
 					{
 						ID:          "rm-init-adapter-detail",
@@ -520,7 +541,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     175,
+						Line:     214,
 					},
 					{
 						ID:          "device-open-failed",
@@ -530,7 +551,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     216,
+						Line:     255,
 					},
 					{
 						ID:          "gpu-unavailable",
@@ -540,7 +561,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     239,
+						Line:     278,
 					},
 					{
 						ID:          "gpu-pci-error-recovery",
@@ -550,7 +571,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     267,
+						Line:     306,
 					},
 					{
 						ID:          "gsp-rpc-timeout",
@@ -566,7 +587,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 305,
+						Line: 344,
 					},
 					{
 						ID:          "gsp-rpc-history",
@@ -576,7 +597,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     354,
+						Line:     393,
 					},
 					{
 						ID:          "gsp-crash",
@@ -592,7 +613,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 453,
+						Line: 492,
 					},
 					{
 						ID:          "gsp-crash-detail",
@@ -602,7 +623,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     530,
+						Line:     569,
 					},
 					{
 						ID:          "gpu-reset-required",
@@ -612,7 +633,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     654,
+						Line:     693,
 					},
 					{
 						ID:          "rc-watchdog",
@@ -622,7 +643,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     688,
+						Line:     727,
 					},
 					{
 						ID:          "rc-watchdog-recovery",
@@ -632,7 +653,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     705,
+						Line:     744,
 					},
 					{
 						ID:          "gpu-critical-error-rc",
@@ -642,7 +663,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     739,
+						Line:     778,
 					},
 					{
 						ID:          "gpu-page-offline-failed",
@@ -652,7 +673,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     776,
+						Line:     815,
 					},
 					{
 						ID:          "driver-assertion",
@@ -662,7 +683,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     814,
+						Line:     853,
 					},
 					{
 						ID:          "nvlink-training-failed",
@@ -672,7 +693,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     862,
+						Line:     901,
 					},
 					{
 						ID:          "sxid-fatal",
@@ -688,7 +709,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 915,
+						Line: 954,
 					},
 					{
 						ID:          "sxid-fatal-group",
@@ -717,7 +738,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "sxid-fatal",
-						Line:        939,
+						Line:        978,
 					},
 					{
 						ID:          "sxid-non-fatal",
@@ -727,7 +748,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1003,
+						Line:     1042,
 					},
 					{
 						ID:          "sxid-detail",
@@ -737,7 +758,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1027,
+						Line:     1066,
 					},
 					{
 						ID:          "fabric-manager-down",
@@ -748,7 +769,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1048,
+						Line:     1087,
 					},
 					{
 						ID:          "fabric-manager-exit",
@@ -760,7 +781,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1086,
+						Line:      1125,
 					},
 					{
 						ID:          "fabric-manager-error",
@@ -779,7 +800,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1109,
+						Line:      1148,
 					},
 					{
 						ID:          "display-driver-error",
@@ -789,7 +810,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1200,
+						Line:     1239,
 					},
 					{
 						ID:          "driver-no-device",
@@ -799,7 +820,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1283,
+						Line:     1322,
 					},
 					{
 						ID:          "nvidia-probe-failed",
@@ -809,7 +830,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1322,
+						Line:     1361,
 					},
 					{
 						ID:          "nvidia-probe-not-called",
@@ -819,7 +840,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1379,
+						Line:     1418,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -834,7 +855,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1456,
+						Line: 1495,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -844,7 +865,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1516,
+						Line:     1555,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -854,7 +875,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1560,
+						Line:     1599,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -864,7 +885,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1576,
+						Line:     1615,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -880,7 +901,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1666,
+						Line: 1705,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -896,7 +917,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1705,
+						Line: 1744,
 					},
 					{
 						ID:          "gsp-slow",
@@ -906,7 +927,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1763,
+						Line:     1802,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -922,7 +943,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1797,
+						Line: 1836,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -937,7 +958,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1950,
+						Line: 1989,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -947,7 +968,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2023,
+						Line:     2062,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -962,7 +983,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2089,
+						Line: 2128,
 					},
 					{
 						ID:          "fsp-failed",
@@ -978,7 +999,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2152,
+						Line: 2191,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -988,7 +1009,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2274,
+						Line:     2313,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1004,7 +1025,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2305,
+						Line: 2344,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1014,7 +1035,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2334,
+						Line:     2373,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1030,7 +1051,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2388,
+						Line: 2427,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1040,7 +1061,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2420,
+						Line:     2459,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1055,7 +1076,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2458,
+						Line: 2497,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1065,7 +1086,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2623,
+						Line:     2662,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1075,7 +1096,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2674,
+						Line:     2713,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1090,7 +1111,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2692,
+						Line: 2731,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1114,7 +1135,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3044,
+						Line:     3083,
 					},
 				},
 			},
@@ -2242,7 +2263,7 @@ var image = &rules.Image{
 						ID:          "block-io-error-removable",
 						Description: "I/O errors on floppy, optical, loop or zram devices (empty virtual drives, images); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:error, dev (?P<device>(?:fd|sr|loop|zram)\d+), sector|Buffer I/O error on dev(?:ice)? (?P<device>(?:fd|sr|loop|zram)\d+\w*), logical block)`,
+							Regex: `(?:error, dev (?P<device>(?:fd|sr|loop|zram)\d+), sector|Buffer I/O error on dev(?:ice)? (?P<device>(?:fd|sr|loop|zram)\d+\w*),)`,
 						},
 						Exclusive: "blkio",
 						Severity:  "info",
@@ -2263,11 +2284,11 @@ var image = &rules.Image{
 						ID:          "buffer-io-error",
 						Description: "A filesystem buffer could not be read or written back (the page cache lost data for this block)",
 						Match: &rules.Match{
-							Regex: `(?:Buffer I/O error on dev(?:ice)? (?P<device>[\w.:-]+), logical block (?P<block>\d+)|lost (?:async )?page write due to I/O error on (?P<device>[\w.:-]+))`,
+							Regex: `(?:Buffer I/O error on dev(?:ice)? (?P<device>[\w.:-]+)(?:, logical block (?P<block>\d+))?|lost (?:async )?page write due to I/O error on (?P<device>[\w.:-]+))`,
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1195,
+						Line:      1197,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2276,7 +2297,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1222,
+						Line:     1226,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2286,7 +2307,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1279,
+						Line:      1283,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2295,7 +2316,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1330,
+						Line:     1334,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2305,7 +2326,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1383,
+						Line:     1387,
 					},
 					{
 						ID:          "ata-error",
@@ -2314,7 +2335,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1476,
+						Line:     1480,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2323,7 +2344,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1500,
+						Line:     1504,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2332,7 +2353,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1537,
+						Line:     1541,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2350,7 +2371,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1746,
+						Line:     1750,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2363,7 +2384,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1796,
+						Line: 1800,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2372,7 +2393,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1897,
+						Line:     1901,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2381,7 +2402,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     2033,
+						Line:     2037,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2390,7 +2411,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2067,
+						Line:     2071,
 					},
 					{
 						ID:          "md-read-error",
@@ -2399,7 +2420,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2383,
+						Line:     2387,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2409,7 +2430,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2560,
+						Line:     2564,
 					},
 					{
 						ID:          "md-array-degraded",
@@ -2419,7 +2440,7 @@ var image = &rules.Image{
 							Regex: `(?P<event>DegradedArray|Fail|FailSpare) event detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2598,
+						Line:     2602,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2428,7 +2449,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2652,
+						Line:     2656,
 					},
 					{
 						ID:          "hung-task",
@@ -2437,7 +2458,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2705,
+						Line:     2709,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2447,7 +2468,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2731,
+						Line:     2735,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2458,7 +2479,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2756,
+						Line:     2760,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2469,7 +2490,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2784,
+						Line:     2788,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2480,7 +2501,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2823,
+						Line:     2827,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2494,7 +2515,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2852,
+						Line: 2856,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2504,7 +2525,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     3005,
+						Line:     3009,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2514,7 +2535,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3060,
+						Line:     3064,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2524,7 +2545,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3164,
+						Line:     3168,
 					},
 				},
 			},
@@ -7812,7 +7833,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Buffer I/O error on dev(?:ice)? (?P<device>[\w.:-]+), logical block (?P<block>\d+)|lost (?:async )?page write due to I/O error on (?P<device>[\w.:-]+))`,
+			Expr: `(?:Buffer I/O error on dev(?:ice)? (?P<device>[\w.:-]+)(?:, logical block (?P<block>\d+))?|lost (?:async )?page write due to I/O error on (?P<device>[\w.:-]+))`,
 			Literals: []string{
 				"Buffer I/O error on dev ",
 				"Buffer I/O error on device ",
@@ -7828,11 +7849,6 @@ var image = &rules.Image{
 				},
 				[]string{
 					"buffer i/o error on dev",
-					"lost async page write due to i/o error on ",
-					"lost page write due to i/o error on ",
-				},
-				[]string{
-					", logical block ",
 					"lost async page write due to i/o error on ",
 					"lost page write due to i/o error on ",
 				},
@@ -15365,7 +15381,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:error, dev (?P<device>(?:fd|sr|loop|zram)\d+), sector|Buffer I/O error on dev(?:ice)? (?P<device>(?:fd|sr|loop|zram)\d+\w*), logical block)`,
+			Expr: `(?:error, dev (?P<device>(?:fd|sr|loop|zram)\d+), sector|Buffer I/O error on dev(?:ice)? (?P<device>(?:fd|sr|loop|zram)\d+\w*),)`,
 			Literals: []string{
 				"error, dev fd",
 				"error, dev sr",
@@ -15419,13 +15435,6 @@ var image = &rules.Image{
 				},
 				[]string{
 					"buffer i/o error on dev",
-					"error, dev fd",
-					"error, dev loop",
-					"error, dev sr",
-					"error, dev zram",
-				},
-				[]string{
-					", logical block",
 					"error, dev fd",
 					"error, dev loop",
 					"error, dev sr",
@@ -19213,6 +19222,31 @@ var image = &rules.Image{
 				"pci",
 				"uuid",
 				"serial",
+			},
+		},
+		{
+			Expr: `NVRM: (?:GPU\d+ )?(?:_threadNodeCheckTimeout: )?API_GPU_ATTACHED_SANITY_CHECK failed|Failed GPU reg read : (?P<value>0x[0-9a-fA-F]+)\. Check whether GPU is present on the bus`,
+			Literals: []string{
+				"API_GPU_ATTACHED_SANITY_CHECK failed",
+				". Check whether GPU is present on the bus",
+			},
+			Sets: [][]string{
+				[]string{
+					". check whether gpu is present on the bus",
+					"api_gpu_attached_sanity_check failed",
+				},
+				[]string{
+					". check whether gpu is present on the bus",
+					"nvrm: ",
+				},
+				[]string{
+					"api_gpu_attached_sanity_check failed",
+					"failed gpu reg read : ",
+				},
+			},
+			Names: []string{
+				"",
+				"value",
 			},
 		},
 		{
