@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "4cd5ac206074350079cd7b204b4171d1dc01cf328a61f30bbe4c953b57d4acaf"
+const imageDigest = "17bd850527c47bb04cb8f70255f2b3be74b488fb3943eec48084bc68707b314a"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1082,7 +1082,7 @@ var image = &rules.Image{
 						ID:          "driver-version-mismatch",
 						Description: "A user-space NVIDIA library of another version than the kernel module opened the device: the node image is inconsistent and CUDA work fails on it. Drivers before 575 do not name the client.",
 						Match: &rules.Match{
-							Regex: `NVRM: (?:API mismatch: the client (?:'(?P<client>[^']*)' \(pid \d+\)|has the version)|has the version \S+, but this kernel module has|this kernel module has the version \S+\.\s+Please|the version \S+\.\s+Please make sure that this$|make sure that this kernel module and all NVIDIA driver$|kernel module and all NVIDIA driver components$|components have the same version\.$)`,
+							Regex: `NVRM: (?:API mismatch:(?: the client '(?P<client>[^']*)' \(pid \d+\))?|has the version \S+, but this kernel module has|this kernel module has the version \S+\.\s+Please|the version \S+\.\s+Please make sure that this$|make sure that this kernel module and all NVIDIA driver$|kernel module and all NVIDIA driver components$|components have the same version\.$)`,
 						},
 						Severity: "warning",
 						Action:   "event",
@@ -1096,7 +1096,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2713,
+						Line:     2716,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1111,7 +1111,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2731,
+						Line: 2734,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1135,7 +1135,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3083,
+						Line:     3086,
 					},
 				},
 			},
@@ -1625,7 +1625,7 @@ var image = &rules.Image{
 						ID:          "netdev-watchdog",
 						Description: "The network stack's transmit watchdog found a queue that did not drain and asked the driver to reset it",
 						Match: &rules.Match{
-							Regex: `NETDEV WATCHDOG: (?:CPU: \d+: )?(?:(?P<ifname>[\w.@-]+) \((?P<driver>[\w.-]+)\): )?transmit queue (?P<queue>\d+) timed out(?: (?P<ms>\d+) ms)?`,
+							Regex: `NETDEV WATCHDOG: (?:CPU: \d+: )?(?:(?P<ifname>[\w.@-]+) \((?P<driver>[\w.-]+)\): )?transmit queue (?P<queue>\d+) timed out(?: (?P<ms>\d+) ms)?|NETDEV WATCHDOG: (?P<ifname>[\w.@-]+): transmit timed out`,
 						},
 						Cooldown: 600000000000,
 						Line:     566,
@@ -1639,7 +1639,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     592,
+						Line:     603,
 					},
 					{
 						ID:          "ipoib-tx-timeout",
@@ -1648,7 +1648,7 @@ var image = &rules.Image{
 							Regex: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs`,
 						},
 						Cooldown: 600000000000,
-						Line:     629,
+						Line:     640,
 					},
 					{
 						ID:          "ipoib-tx-timeout-detail",
@@ -1658,7 +1658,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     648,
+						Line:     659,
 					},
 					{
 						ID:          "mlx5-cmd-failed",
@@ -1667,7 +1667,7 @@ var image = &rules.Image{
 							Regex: `(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x(?P<op_mod>[0-9a-fA-F]+)\))? failed, status (?P<status>[^()]+?)\(0x(?P<status_code>[0-9a-fA-F]+)\)(?:, syndrome \((?P<syndrome>0x[0-9a-fA-F]+)\))?`,
 						},
 						Cooldown: 600000000000,
-						Line:     671,
+						Line:     682,
 					},
 					{
 						ID:          "mlx5-cmd-timeout",
@@ -1676,7 +1676,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x[0-9a-fA-F]+\))? (?:Async, )?(?:timeout\. Will cause a leak|No done completion)|Recovered (?P<recovered>-?\d+) EQEs on cmd_eq)`,
 						},
 						Cooldown: 600000000000,
-						Line:     696,
+						Line:     707,
 					},
 					{
 						ID:          "mlx5-health-error",
@@ -1685,7 +1685,7 @@ var image = &rules.Image{
 							Regex: `(?:device's health compromised(?: - (?P<reason>[^,]+))?|(?:poll_health|mlx5_health_\w+|print_health_info)[^:]*:\d+:\(pid \d+\): (?:Fatal error (?P<code>\d+) detected|Health issue observed, (?P<issue>[^,]+))|\bFW fatal\b|mlx5_(?:rsc_dump_trigger|crdump_collect|fw_fatal_reporter_\w+)\b|starting health recovery flow|NIC IFC still -?\d+ after \d+ms|handling bad device here|High temperature on sensors with bit set|\bsynd 0x[0-9a-fA-F]+: (?P<issue>firmware internal error|irisc not responding|unrecoverable hardware error|firmware CRC error|ICM fetch PCI (?:data poisoned )?error|HW fatal error|async EQ buffer overrun|EQ error|Invalid EQ referenced|FFSER error|High temperature|Trust lockdown error|unrecognized error)\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     743,
+						Line:     754,
 					},
 					{
 						ID:          "mlx5-health-dump",
@@ -1695,7 +1695,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     811,
+						Line:     822,
 					},
 					{
 						ID:          "mlx5-health-recovery-aborted",
@@ -1708,7 +1708,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 910,
+						Line: 921,
 					},
 					{
 						ID:          "port-module-error",
@@ -1717,7 +1717,7 @@ var image = &rules.Image{
 							Regex: `Port module event\[error\]: module (?P<module>\d+), (?P<status>[^,]+), (?P<error>[^.]+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     944,
+						Line:     955,
 					},
 					{
 						ID:          "port-module-unplugged",
@@ -1727,7 +1727,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     966,
+						Line:     977,
 					},
 					{
 						ID:          "ib-completion-error",
@@ -1737,7 +1737,7 @@ var image = &rules.Image{
 							Regex: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe|\b(?P<status_text>transport retry counter exceeded|RNR retry counter exceeded|remote access error|remote operation error)(?:$|[^(\w]))`,
 						},
 						Cooldown: 600000000000,
-						Line:     993,
+						Line:     1004,
 					},
 					{
 						ID:          "ib-fabric-query-timeout",
@@ -1757,7 +1757,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1101,
+						Line:     1112,
 					},
 					{
 						ID:          "hw-csum-failure",
@@ -1767,7 +1767,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1135,
+						Line:     1146,
 					},
 					{
 						ID:          "mlx5-probe-failed",
@@ -1777,7 +1777,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1155,
+						Line:     1166,
 					},
 					{
 						ID:          "mlx5-driver-error",
@@ -1788,7 +1788,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1328,
+						Line:     1339,
 					},
 					{
 						ID:          "mlx4-internal-error",
@@ -1798,7 +1798,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1398,
+						Line:     1409,
 					},
 					{
 						ID:          "mlx4-driver-error",
@@ -1809,7 +1809,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1436,
+						Line:     1447,
 					},
 					{
 						ID:          "nic-over-temperature",
@@ -1819,7 +1819,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1474,
+						Line:     1485,
 					},
 					{
 						ID:          "bond-no-active-slave",
@@ -1830,7 +1830,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1535,
+						Line:     1546,
 					},
 					{
 						ID:          "bond-failover",
@@ -1840,7 +1840,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1569,
+						Line:     1580,
 					},
 					{
 						ID:          "bond-slave-error",
@@ -1850,7 +1850,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1602,
+						Line:     1613,
 					},
 					{
 						ID:          "ipoib-init-failed",
@@ -1860,7 +1860,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1654,
+						Line:     1665,
 					},
 					{
 						ID:          "ipoib-completion-error",
@@ -1874,7 +1874,7 @@ var image = &rules.Image{
 							Count:  5,
 							Window: 600000000000,
 						},
-						Line: 1707,
+						Line: 1718,
 					},
 					{
 						ID:          "nic-pcie-link-lost",
@@ -1887,7 +1887,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1736,
+						Line: 1747,
 					},
 					{
 						ID:          "nic-reset-failed",
@@ -1900,18 +1900,18 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1779,
+						Line: 1790,
 					},
 					{
 						ID:          "nic-adapter-reset",
 						Description: "A NIC driver resets its adapter because the device stopped working: an Intel reset task after a hang, a Broadcom firmware fatal condition or ring failure, an ENA keep- alive or admin-queue timeout, missing interrupts or lost completions. Traffic stops while it resets; recorded, and a reset that fails taints (nic-reset-failed).",
 						Match: &rules.Match{
-							Regex: `(?:\b(?:igb|igc|ixgbe|e1000e) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Reset adapter\s*$|Detected firmware fatal condition, initiating reset|(?P<kind>Fatal|Non-fatal) firmware reset event|Firmware (?P<kind>fatal|non-fatal) reset event|RX ring reset failed(?: to allocate buffers)?, rc = -?\d+, falling back to global reset|Keep alive watchdog timeout|ENA admin queue is not in running state|Trigger reset is on|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Resetting the device\s*$|Potential MSIX issue on (?:Rx|Tx) side Queue = -?\d+\. Reset the device|Destroy failure, restarting device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Device reset (?:failed|completed successfully)|An error occurred on the device while loading the DDP package\.  The device will be reset)`,
+							Regex: `(?:\b(?:igb|igc|ixgbe|e1000e) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Reset adapter\s*$|Reset adapter unexpectedly|Detected firmware fatal condition, initiating reset|(?P<kind>Fatal|Non-fatal) firmware reset event|Firmware (?P<kind>fatal|non-fatal) reset event|RX ring reset failed(?: to allocate buffers)?, rc = -?\d+, falling back to global reset|Keep alive watchdog timeout|ENA admin queue is not in running state|Trigger reset is on|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Resetting the device\s*$|Potential MSIX issue on (?:Rx|Tx) side Queue = -?\d+\. Reset the device|Destroy failure, restarting device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Device reset (?:failed|completed successfully)|An error occurred on the device while loading the DDP package\.  The device will be reset)`,
 						},
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2241,
+						Line:     2252,
 					},
 					{
 						ID:          "ena-mmio-read-timeout",
@@ -1924,7 +1924,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     2387,
+						Line:     2407,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -1935,7 +1935,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2422,
+						Line:     2442,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -1946,7 +1946,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2670,
+						Line:     2690,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -1959,7 +1959,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 3216,
+						Line: 3236,
 					},
 					{
 						ID:          "nic-module-error",
@@ -1970,7 +1970,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3280,
+						Line:     3300,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -1981,7 +1981,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3395,
+						Line:     3415,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -1992,7 +1992,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     3432,
+						Line:     3452,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -2003,7 +2003,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3526,
+						Line:     3546,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -2014,7 +2014,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3712,
+						Line:     3732,
 					},
 					{
 						ID:          "efa-device-error",
@@ -2025,7 +2025,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3743,
+						Line:     3763,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -2036,7 +2036,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3885,
+						Line:     3905,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -2047,7 +2047,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3964,
+						Line:     3984,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -2069,7 +2069,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     4026,
+						Line:     4046,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2091,7 +2091,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     4075,
+						Line:     4095,
 					},
 				},
 			},
@@ -13827,9 +13827,10 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:\b(?:igb|igc|ixgbe|e1000e) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Reset adapter\s*$|Detected firmware fatal condition, initiating reset|(?P<kind>Fatal|Non-fatal) firmware reset event|Firmware (?P<kind>fatal|non-fatal) reset event|RX ring reset failed(?: to allocate buffers)?, rc = -?\d+, falling back to global reset|Keep alive watchdog timeout|ENA admin queue is not in running state|Trigger reset is on|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Resetting the device\s*$|Potential MSIX issue on (?:Rx|Tx) side Queue = -?\d+\. Reset the device|Destroy failure, restarting device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Device reset (?:failed|completed successfully)|An error occurred on the device while loading the DDP package\.  The device will be reset)`,
+			Expr: `(?:\b(?:igb|igc|ixgbe|e1000e) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Reset adapter\s*$|Reset adapter unexpectedly|Detected firmware fatal condition, initiating reset|(?P<kind>Fatal|Non-fatal) firmware reset event|Firmware (?P<kind>fatal|non-fatal) reset event|RX ring reset failed(?: to allocate buffers)?, rc = -?\d+, falling back to global reset|Keep alive watchdog timeout|ENA admin queue is not in running state|Trigger reset is on|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Resetting the device\s*$|Potential MSIX issue on (?:Rx|Tx) side Queue = -?\d+\. Reset the device|Destroy failure, restarting device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?: [\w.@-]+)?: Device reset (?:failed|completed successfully)|An error occurred on the device while loading the DDP package\.  The device will be reset)`,
 			Literals: []string{
 				": Reset adapter",
+				"Reset adapter unexpectedly",
 				"Detected firmware fatal condition, initiating reset",
 				"Fatal firmware reset event",
 				"Firmware fatal reset event",
@@ -13863,6 +13864,7 @@ var image = &rules.Image{
 					"keep alive watchdog timeout",
 					"potential msix issue on rx side queue = ",
 					"potential msix issue on tx side queue = ",
+					"reset adapter unexpectedly",
 					"trigger reset is on",
 				},
 				[]string{
@@ -13884,6 +13886,7 @@ var image = &rules.Image{
 					"keep alive watchdog timeout",
 					"potential msix issue on rx side queue = ",
 					"potential msix issue on tx side queue = ",
+					"reset adapter unexpectedly",
 					"trigger reset is on",
 				},
 				[]string{
@@ -13899,6 +13902,7 @@ var image = &rules.Image{
 					"keep alive watchdog timeout",
 					"potential msix issue on rx side queue = ",
 					"potential msix issue on tx side queue = ",
+					"reset adapter unexpectedly",
 					"trigger reset is on",
 				},
 				[]string{
@@ -13917,6 +13921,7 @@ var image = &rules.Image{
 					"keep alive watchdog timeout",
 					"potential msix issue on rx side queue = ",
 					"potential msix issue on tx side queue = ",
+					"reset adapter unexpectedly",
 					"trigger reset is on",
 				},
 				[]string{
@@ -13932,6 +13937,7 @@ var image = &rules.Image{
 					"keep alive watchdog timeout",
 					"potential msix issue on rx side queue = ",
 					"potential msix issue on tx side queue = ",
+					"reset adapter unexpectedly",
 					"trigger reset is on",
 				},
 				[]string{
@@ -13948,6 +13954,7 @@ var image = &rules.Image{
 					"keep alive watchdog timeout",
 					"potential msix issue on rx side queue = ",
 					"potential msix issue on tx side queue = ",
+					"reset adapter unexpectedly",
 					"trigger reset is on",
 				},
 			},
@@ -18739,7 +18746,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NETDEV WATCHDOG: (?:CPU: \d+: )?(?:(?P<ifname>[\w.@-]+) \((?P<driver>[\w.-]+)\): )?transmit queue (?P<queue>\d+) timed out(?: (?P<ms>\d+) ms)?`,
+			Expr: `NETDEV WATCHDOG: (?:CPU: \d+: )?(?:(?P<ifname>[\w.@-]+) \((?P<driver>[\w.-]+)\): )?transmit queue (?P<queue>\d+) timed out(?: (?P<ms>\d+) ms)?|NETDEV WATCHDOG: (?P<ifname>[\w.@-]+): transmit timed out`,
 			Literals: []string{
 				"NETDEV WATCHDOG: ",
 			},
@@ -18748,6 +18755,7 @@ var image = &rules.Image{
 					"netdev watchdog: ",
 				},
 				[]string{
+					": transmit timed out",
 					"transmit queue ",
 				},
 				[]string{
@@ -18760,6 +18768,7 @@ var image = &rules.Image{
 				"driver",
 				"queue",
 				"ms",
+				"ifname",
 			},
 		},
 		{
@@ -18963,34 +18972,32 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM: (?:API mismatch: the client (?:'(?P<client>[^']*)' \(pid \d+\)|has the version)|has the version \S+, but this kernel module has|this kernel module has the version \S+\.\s+Please|the version \S+\.\s+Please make sure that this$|make sure that this kernel module and all NVIDIA driver$|kernel module and all NVIDIA driver components$|components have the same version\.$)`,
+			Expr: `NVRM: (?:API mismatch:(?: the client '(?P<client>[^']*)' \(pid \d+\))?|has the version \S+, but this kernel module has|this kernel module has the version \S+\.\s+Please|the version \S+\.\s+Please make sure that this$|make sure that this kernel module and all NVIDIA driver$|kernel module and all NVIDIA driver components$|components have the same version\.$)`,
 			Literals: []string{
-				"API mismatch: the client '",
-				"API mismatch: the client has the version",
-				", but this kernel module has",
-				"is kernel module has the version ",
-				"Please make sure that this",
-				"make sure that this kernel module and all NVIDIA driver",
-				"kernel module and all NVIDIA driver components",
-				"components have the same version.",
+				"NVRM: API mismatch:",
+				"NVRM: has the version ",
+				"NVRM: this kernel module has the version ",
+				"NVRM: the version ",
+				"NVRM: make sure that this kernel module and all NVIDIA driver",
+				"NVRM: kernel module and all NVIDIA driver components",
+				"NVRM: components have the same version.",
 			},
 			Sets: [][]string{
 				[]string{
-					", but this kernel module has",
-					"api mismatch: the client '",
-					"api mismatch: the client has the version",
-					"components have the same version.",
-					"is kernel module has the version ",
-					"kernel module and all nvidia driver components",
-					"make sure that this kernel module and all nvidia driver",
-					"please make sure that this",
+					"nvrm: api mismatch:",
+					"nvrm: components have the same version.",
+					"nvrm: has the version ",
+					"nvrm: kernel module and all nvidia driver components",
+					"nvrm: make sure that this kernel module and all nvidia driver",
+					"nvrm: the version ",
+					"nvrm: this kernel module has the version ",
 				},
 				[]string{
 					"nvrm: ",
 				},
 				[]string{
 					", but this kernel module has",
-					"api mismatch: the client ",
+					"api mismatch:",
 					"components have the same version.",
 					"is kernel module has the version ",
 					"kernel module and all nvidia driver components",
@@ -18998,17 +19005,7 @@ var image = &rules.Image{
 					"please make sure that this",
 				},
 				[]string{
-					"' (pid ",
-					", but this kernel module has",
-					"components have the same version.",
-					"has the version",
-					"kernel module and all nvidia driver components",
-					"make sure that this kernel module and all nvidia driver",
-					"please make sure that this",
-				},
-				[]string{
-					"api mismatch: the client '",
-					"api mismatch: the client has the version",
+					"api mismatch:",
 					"components have the same version.",
 					"has the version ",
 					"kernel module and all nvidia driver components",
@@ -19017,12 +19014,19 @@ var image = &rules.Image{
 				},
 				[]string{
 					", but this kernel module has",
-					"api mismatch: the client '",
-					"api mismatch: the client has the version",
+					"api mismatch:",
 					"components have the same version.",
 					"kernel module and all nvidia driver components",
 					"make sure that this kernel module and all nvidia driver",
 					"please",
+				},
+				[]string{
+					", but this kernel module has",
+					"api mismatch:",
+					"components have the same version.",
+					"e version ",
+					"kernel module and all nvidia driver components",
+					"make sure that this kernel module and all nvidia driver",
 				},
 			},
 			Names: []string{
