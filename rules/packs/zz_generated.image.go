@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "17bd850527c47bb04cb8f70255f2b3be74b488fb3943eec48084bc68707b314a"
+const imageDigest = "4b9675ca0b5615990a7d8410a0852a246493115be542e77dd8444fa624d06d64"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1067,7 +1067,7 @@ var image = &rules.Image{
 						ID:          "gpu-pci-resources-failed",
 						Description: "The GPU could not get its PCI resources (BAR resize or re-allocation failed, an invalid I/O region or a 64-bit BAR the bridge above it cannot route, no IRQ, pci_enable_device or request_mem_region failed) or its device start failed: the driver cannot use it; the probe confirms. Each line of the BAR explanations says it alone (a log pipeline may keep only the \"BAR1 is 0M @ 0x0\" line).",
 						Match: &rules.Match{
-							Regex: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge|\.\s+The NVIDIA Linux/x86)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
+							Regex: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge|\.\s+The NVIDIA Linux/x86)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|Please check your BIOS settings\.|\[Plug & Play OS\] should be set to NO|\[Assign IRQ to VGA\] should be set to YES|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
 						},
 						Severity: "critical",
 						Action:   "probe",
@@ -1086,7 +1086,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2662,
+						Line:     2689,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1096,7 +1096,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2716,
+						Line:     2743,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1111,7 +1111,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2734,
+						Line: 2761,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1135,7 +1135,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3086,
+						Line:     3113,
 					},
 				},
 			},
@@ -19035,7 +19035,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge|\.\s+The NVIDIA Linux/x86)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
+			Expr: `NVRM: (?:FATAL: Failed to re-allocate BAR1|Fatal Error while attempting to resize PCIe BARs|No address space to allocate resized BAR1|This PCI I/O region assigned to your NVIDIA device is invalid|BAR-?\d+ is -?\d+M @ 0x[0-9a-fA-F]+ \(PCI:|The system BIOS may have misconfigured your GPU|This is a 64-bit BAR mapped above|BIOS or the \S+ kernel(?:\. This PCI I/O region assigned|, but the PCI bridge|\.\s+The NVIDIA Linux/x86)|to your NVIDIA device is not supported by the kernel|immediately upstream of this GPU does not define|a matching prefetchable memory window|This may be due to a known Linux kernel bug|see the README section on 64-bit BARs|pci_enable_device failed|Can't find an IRQ for your NVIDIA card|Please check your BIOS settings\.|\[Plug & Play OS\] should be set to NO|\[Assign IRQ to VGA\] should be set to YES|request_mem_region failed|occur when a driver such as rivatv is loaded and claims|ownership of the device's registers|failed to wait for bar firewall to lower|failed to initialize ibmnpu devices attached to GPU|Device start failed for (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])|GPU \S+: (?:rm_init_private_state\(\) failed|Failed to map regs registers))`,
 			Literals: []string{
 				"NVRM: FATAL: Failed to re-allocate BAR1",
 				"NVRM: Fatal Error while attempting to resize PCIe BARs",
@@ -19052,6 +19052,9 @@ var image = &rules.Image{
 				"NVRM: see the README section on 64-bit BARs",
 				"NVRM: pci_enable_device failed",
 				"NVRM: Can't find an IRQ for your NVIDIA card",
+				"NVRM: Please check your BIOS settings.",
+				"NVRM: [Plug & Play OS] should be set to NO",
+				"NVRM: [Assign IRQ to VGA] should be set to YES",
 				"NVRM: request_mem_region failed",
 				"NVRM: occur when a driver such as rivatv is loaded and claims",
 				"NVRM: ownership of the device's registers",
@@ -19069,6 +19072,8 @@ var image = &rules.Image{
 					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
+					"[assign irq to vga] should be set to yes",
+					"[plug & play os] should be set to no",
 					"a matching prefetchable memory window",
 					"can't find an irq for your nvidia card",
 					"device start failed for ",
@@ -19082,6 +19087,7 @@ var image = &rules.Image{
 					"occur when a driver such as rivatv is loaded and claims",
 					"ownership of the device's registers",
 					"pci_enable_device failed",
+					"please check your bios settings.",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
 					"the nvidia linux/x86",
@@ -19096,6 +19102,8 @@ var image = &rules.Image{
 					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
+					"[assign irq to vga] should be set to yes",
+					"[plug & play os] should be set to no",
 					"a matching prefetchable memory window",
 					"atal error while attempting to resize pcie bars",
 					"atal: failed to re-allocate bar1",
@@ -19109,6 +19117,7 @@ var image = &rules.Image{
 					"occur when a driver such as rivatv is loaded and claims",
 					"ownership of the device's registers",
 					"pci_enable_device failed",
+					"please check your bios settings.",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
 					"the nvidia linux/x86",
@@ -19123,6 +19132,8 @@ var image = &rules.Image{
 					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
+					"[assign irq to vga] should be set to yes",
+					"[plug & play os] should be set to no",
 					"a matching prefetchable memory window",
 					"bar",
 					"can't find an irq for your nvidia card",
@@ -19132,6 +19143,7 @@ var image = &rules.Image{
 					"occur when a driver such as rivatv is loaded and claims",
 					"ownership of the device's registers",
 					"pci_enable_device failed",
+					"please check your bios settings.",
 					"request_mem_region failed",
 					"the nvidia linux/x86",
 					"the system bios may have misconfigured your gpu",
@@ -19145,6 +19157,8 @@ var image = &rules.Image{
 					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
+					"[assign irq to vga] should be set to yes",
+					"[plug & play os] should be set to no",
 					"a matching prefetchable memory window",
 					"can't find an irq for your nvidia card",
 					"device start failed for ",
@@ -19156,6 +19170,7 @@ var image = &rules.Image{
 					"no address space to allocate resized bar1",
 					"ownership of the device's registers",
 					"pci_enable_device failed",
+					"please check your bios settings.",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
 					"the nvidia linux/x86",
@@ -19168,6 +19183,8 @@ var image = &rules.Image{
 					". this pci i/o region assigned",
 					": failed to map regs registers",
 					": rm_init_private_state() failed",
+					"[assign irq to vga] should be set to yes",
+					"[plug & play os] should be set to no",
 					"a matching prefetchable memory window",
 					"can't find an irq for your nvidia card",
 					"device start failed for ",
@@ -19180,6 +19197,7 @@ var image = &rules.Image{
 					"occur when a driver such as rivatv is loaded and claims",
 					"ownership of the device's registers",
 					"pci_enable_device failed",
+					"please check your bios settings.",
 					"request_mem_region failed",
 					"see the readme section on 64-bit bars",
 					"the nvidia linux/x86",
