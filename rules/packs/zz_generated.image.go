@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "4b9675ca0b5615990a7d8410a0852a246493115be542e77dd8444fa624d06d64"
+const imageDigest = "537367aa7b4312bc50ae68f9d90e037022b262d00a802e9daf32c14a48fea894"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2102,7 +2102,7 @@ var image = &rules.Image{
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
 				Name:        "storage",
-				Description: "Local and network storage faults: filesystem errors (ext2/3/4, XFS, btrfs), journal aborts and corrupt journals, block-layer, SCSI, ATA and NVMe I/O errors, NVMe timeouts and resets, NVMe over TCP/RDMA transport errors, NFS servers that stop answering, and hung tasks. A node filesystem that goes read-only or shuts down (XFS) breaks image pulls, container writes and checkpoints, so it taints, as does a local disk that is lost or keeps resetting; block devices that are network volumes (rbd, nbd, drbd, loop, zd) and NVMe-oF namespaces only raise an Event, since the volume, not the node, is at fault. A cluster whose persistent volumes appear as sdX or nvmeXnY should override fs-remount-ro with an Event.",
+				Description: "Local and network storage faults: filesystem errors (ext2/3/4, XFS, btrfs), journal aborts and corrupt journals, block-layer, SCSI, ATA and NVMe I/O errors, NVMe timeouts and resets, NVMe over TCP/RDMA transport errors, NFS servers that stop answering, iSCSI sessions that stay down, btrfs checksum errors, and hung tasks. A node filesystem that goes read-only or shuts down (XFS) breaks image pulls, container writes and checkpoints, so it taints, as does a local disk that is lost or keeps resetting; block devices that are network volumes (rbd, nbd, drbd, loop, zd) and NVMe-oF namespaces only raise an Event, since the volume, not the node, is at fault. A cluster whose persistent volumes appear as sdX or nvmeXnY should override fs-remount-ro with an Event.",
 			},
 			Spec: rules.PackSpec{
 				Defaults: rules.Defaults{
