@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "537367aa7b4312bc50ae68f9d90e037022b262d00a802e9daf32c14a48fea894"
+const imageDigest = "0c7177c50e7801c141f39c40c4dcff57e8bb06d64ff2e2f17187abd4f5e07138"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2645,11 +2645,11 @@ var image = &rules.Image{
 						ID:          "mce-amd-context",
 						Description: "The detail lines of an AMD machine-check decoder report (status, address, IPID, the unit's error code, cache level); evidence only, the verdict is on mce-amd-uncorrected and edac-deferred",
 						Match: &rules.Match{
-							Regex: `\[Hardware Error\]: (?:CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
+							Regex: `\[Hardware Error\]: (?:(?P<kind>Corrected error), no action required\.|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     772,
+						Line:     774,
 					},
 					{
 						ID:          "cpu-thermal-throttle",
@@ -2659,7 +2659,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     849,
+						Line:     863,
 					},
 					{
 						ID:          "memory-failure",
@@ -2668,7 +2668,7 @@ var image = &rules.Image{
 							Regex: `(?:MCE:? (?P<pfn>0x[0-9a-fA-F]+): (?:(?P<page>[\w ]+?) page recovery: (?P<result>\w+)|Killing (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     880,
+						Line:     894,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2677,7 +2677,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1040,
+						Line:     1054,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2690,7 +2690,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 1111,
+						Line: 1125,
 					},
 					{
 						ID:          "edac-corrected",
@@ -2700,7 +2700,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1153,
+						Line:     1167,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2713,7 +2713,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1181,
+						Line:     1195,
 					},
 					{
 						ID:          "edac-deferred",
@@ -2722,7 +2722,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1226,
+						Line:     1240,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2732,7 +2732,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1300,
+						Line:     1314,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2746,7 +2746,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1338,
+						Line: 1352,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2756,7 +2756,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1380,
+						Line:      1394,
 					},
 					{
 						ID:          "ghes-header",
@@ -2767,7 +2767,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1406,
+						Line:      1420,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2781,7 +2781,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1428,
+						Line:     1442,
 					},
 					{
 						ID:          "ghes-context",
@@ -2792,7 +2792,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1455,
+						Line:      1469,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2808,7 +2808,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1498,
+						Line: 1512,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2817,7 +2817,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1684,
+						Line:     1698,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2827,7 +2827,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1871,
+						Line:     1885,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2837,7 +2837,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1900,
+						Line:     1914,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2847,7 +2847,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1947,
+						Line:     1961,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2857,7 +2857,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2066,
+						Line:     2080,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2867,7 +2867,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2167,
+						Line:     2181,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2876,7 +2876,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      2236,
+						Line:      2250,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -2885,7 +2885,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2257,
+						Line:      2271,
 					},
 					{
 						ID:          "kernel-panic",
@@ -2899,7 +2899,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2277,
+						Line: 2291,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -2909,7 +2909,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2312,
+						Line:     2326,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -2918,7 +2918,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2349,
+						Line:     2363,
 					},
 					{
 						ID:          "rcu-stall",
@@ -2927,7 +2927,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2452,
+						Line:     2466,
 					},
 					{
 						ID:          "hung-task-report",
@@ -2937,7 +2937,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2736,
+						Line:        2750,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -2946,7 +2946,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2833,
+						Line:     2847,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -2955,7 +2955,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2888,
+						Line:     2902,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -2964,7 +2964,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2940,
+						Line:     2954,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -2973,7 +2973,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3037,
+						Line:     3051,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -2995,7 +2995,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3111,
+						Line: 3125,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -3004,7 +3004,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3181,
+						Line:     3195,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -3014,7 +3014,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3221,
+						Line:     3235,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -3024,7 +3024,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     3270,
+						Line:     3284,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -3033,7 +3033,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3385,
+						Line:     3399,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -3055,7 +3055,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3416,
+						Line: 3430,
 					},
 					{
 						ID:          "nmi-context",
@@ -3065,7 +3065,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3448,
+						Line:     3462,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -3074,7 +3074,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3479,
+						Line:     3493,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3084,7 +3084,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3526,
+						Line:     3540,
 					},
 					{
 						ID:          "oom-context",
@@ -3094,7 +3094,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3562,
+						Line:     3576,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3103,7 +3103,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3623,
+						Line:     3637,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3112,7 +3112,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3651,
+						Line:     3665,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3122,7 +3122,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3682,
+						Line:     3696,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3133,7 +3133,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3704,
+						Line:     3718,
 					},
 				},
 			},
@@ -20474,6 +20474,72 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\[Hardware Error\]: (?:(?P<kind>Corrected error), no action required\.|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
+			Literals: []string{
+				"[Hardware Error]: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"[hardware error]: ",
+				},
+				[]string{
+					" error",
+					"_status[",
+					"cache level: ",
+					"error addr: 0x",
+					"ipid: 0x",
+					"ppin: 0x",
+					"tsc: ",
+				},
+				[]string{
+					" error",
+					", no action required.",
+					"_status[",
+					"cache level: ",
+					"error addr: 0x",
+					"ipid: 0x",
+					"ppin: 0x",
+					"tsc: ",
+				},
+				[]string{
+					" error",
+					"cache level: ",
+					"cpu:",
+					"error addr: 0x",
+					"ipid: 0x",
+					"ppin: 0x",
+					"tsc: ",
+				},
+				[]string{
+					" error",
+					" ext",
+					"_status[",
+					"cache level: ",
+					"error addr: 0x",
+					"ipid: 0x",
+					"ppin: 0x",
+					"tsc: ",
+				},
+				[]string{
+					" error",
+					"): ",
+					"_status[",
+					"cache level: ",
+					"error addr: 0x",
+					"ipid: 0x",
+					"ppin: 0x",
+					"tsc: ",
+				},
+			},
+			Names: []string{
+				"",
+				"kind",
+				"bank",
+				"unit",
+				"bank",
+			},
+		},
+		{
 			Expr: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 			Literals: []string{
 				"[Hardware Error]: Deferred error",
@@ -20556,61 +20622,6 @@ var image = &rules.Image{
 				"kind",
 				"bank",
 				"kind",
-			},
-		},
-		{
-			Expr: `\[Hardware Error\]: (?:CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
-			Literals: []string{
-				"[Hardware Error]: ",
-			},
-			Sets: [][]string{
-				[]string{
-					"[hardware error]: ",
-				},
-				[]string{
-					" error",
-					"_status[",
-					"cache level: ",
-					"error addr: 0x",
-					"ipid: 0x",
-					"ppin: 0x",
-					"tsc: ",
-				},
-				[]string{
-					" error",
-					"cache level: ",
-					"cpu:",
-					"error addr: 0x",
-					"ipid: 0x",
-					"ppin: 0x",
-					"tsc: ",
-				},
-				[]string{
-					" error",
-					" ext",
-					"_status[",
-					"cache level: ",
-					"error addr: 0x",
-					"ipid: 0x",
-					"ppin: 0x",
-					"tsc: ",
-				},
-				[]string{
-					" error",
-					"): ",
-					"_status[",
-					"cache level: ",
-					"error addr: 0x",
-					"ipid: 0x",
-					"ppin: 0x",
-					"tsc: ",
-				},
-			},
-			Names: []string{
-				"",
-				"bank",
-				"unit",
-				"bank",
 			},
 		},
 		{
