@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "0c7177c50e7801c141f39c40c4dcff57e8bb06d64ff2e2f17187abd4f5e07138"
+const imageDigest = "b6534caec1339380cd0c7b08dc78e929a4c96fe575aab38ecf4edb9db141e22e"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3250,6 +3250,16 @@ var image = &rules.Image{
 						Line:      147,
 					},
 					{
+						ID:          "cuda-launch-timeout",
+						Description: "A GPU kernel was killed by a watchdog (\"the launch timed out and was terminated\"); on a compute GPU the driver's RC watchdog (Xid 8), a GPU that stopped making progress; recorded",
+						Match: &rules.Match{
+							Regex: "(?P<error>the launch timed out and was terminated|CUDA_ERROR_LAUNCH_TIMEOUT|cudaErrorLaunchTimeout)",
+						},
+						Exclusive: "training-pod",
+						Cooldown:  600000000000,
+						Line:      171,
+					},
+					{
 						ID:          "cuda-device-unavailable",
 						Description: "CUDA says the GPU is busy or unavailable: another process holds it in an exclusive compute mode, or the device has stopped answering. Ask NVML, which tells the two apart.",
 						Match: &rules.Match{
@@ -3269,7 +3279,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 167,
+						Line: 193,
 					},
 					{
 						ID:          "cuda-no-device",
@@ -3291,7 +3301,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 201,
+						Line: 227,
 					},
 					{
 						ID:          "cuda-driver-insufficient",
@@ -3301,7 +3311,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  1800000000000,
-						Line:      231,
+						Line:      257,
 					},
 					{
 						ID:          "cuda-unknown-error",
@@ -3323,7 +3333,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 257,
+						Line: 283,
 					},
 					{
 						ID:          "cuda-init-failed",
@@ -3353,7 +3363,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 319,
+						Line: 345,
 					},
 					{
 						ID:          "cuda-out-of-memory",
@@ -3364,7 +3374,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      355,
+						Line:      381,
 					},
 					{
 						ID:          "nccl-watchdog-test-timeout",
@@ -3375,7 +3385,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      391,
+						Line:      417,
 					},
 					{
 						ID:          "nccl-watchdog-timeout",
@@ -3385,7 +3395,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      420,
+						Line:      446,
 					},
 					{
 						ID:          "nccl-comm-aborted",
@@ -3395,7 +3405,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      514,
+						Line:      540,
 					},
 					{
 						ID:          "nccl-watchdog-terminated",
@@ -3405,7 +3415,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      544,
+						Line:      570,
 					},
 					{
 						ID:          "nccl-watchdog-hang",
@@ -3415,7 +3425,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      572,
+						Line:      598,
 					},
 					{
 						ID:          "nccl-watchdog-context",
@@ -3426,7 +3436,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      679,
+						Line:      705,
 					},
 					{
 						ID:          "nccl-test-failure",
@@ -3436,7 +3446,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      794,
+						Line:      820,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3447,7 +3457,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      839,
+						Line:      865,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3469,7 +3479,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 907,
+						Line: 933,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3479,7 +3489,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      971,
+						Line:      997,
 					},
 					{
 						ID:          "nccl-error",
@@ -3489,7 +3499,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1030,
+						Line:      1056,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3498,7 +3508,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1173,
+						Line:      1199,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3507,7 +3517,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1246,
+						Line:      1272,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3518,7 +3528,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1364,
+						Line:      1390,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3527,7 +3537,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1387,
+						Line:      1413,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3536,7 +3546,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1518,
+						Line:      1544,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3545,7 +3555,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1640,
+						Line:      1666,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3554,7 +3564,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1717,
+						Line:      1743,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3576,7 +3586,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1749,
+						Line: 1775,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3600,7 +3610,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1805,
+						Line: 1831,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3611,7 +3621,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1840,
+						Line:      1866,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3622,7 +3632,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2337,
+						Line:      2363,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3631,7 +3641,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      2386,
+						Line:      2412,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3641,7 +3651,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2456,
+						Line:      2482,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3651,7 +3661,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2553,
+						Line:      2579,
 					},
 					{
 						ID:          "nccl-error-trace",
@@ -3662,7 +3672,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2596,
+						Line:      2622,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3673,7 +3683,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2642,
+						Line:      2668,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3683,7 +3693,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2731,
+						Line:      2757,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3694,7 +3704,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2767,
+						Line:        2793,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3704,7 +3714,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2799,
+						Line:      2825,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3714,7 +3724,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2854,
+						Line:      2880,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3725,7 +3735,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2897,
+						Line:      2923,
 					},
 					{
 						ID:          "ucx-error",
@@ -3736,7 +3746,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2937,
+						Line:      2963,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3746,7 +3756,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2970,
+						Line:      2996,
 					},
 				},
 			},
@@ -3818,7 +3828,7 @@ var image = &rules.Image{
 						ID:          "nvml-driver-mismatch",
 						Description: "NVML (through nvidia-smi, DCGM or any client) refuses to start because the user-space library and the loaded kernel module differ: a driver was upgraded without a reboot or a container carries another driver's libraries. No GPU job can use NVML on the node until it is rebooted or the versions match.",
 						Match: &rules.Match{
-							Regex: "(?:(?:Failed to initialize NVML|nvml error): )?(?P<error>Driver/[Ll]ibrary version mismatch|Mismatch in versions between nvidia-smi and NVML)",
+							Regex: "(?:(?:Failed to initialize NVML|nvml error): )?(?P<error>[Dd]river/[Ll]ibrary version mismatch|Mismatch in versions between nvidia-smi and NVML)",
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
@@ -3833,7 +3843,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Action:    "none",
-						Line:      254,
+						Line:      268,
 					},
 					{
 						ID:          "nvml-init-failed",
@@ -3843,7 +3853,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      275,
+						Line:      289,
 					},
 					{
 						ID:          "nvidia-smi-no-driver",
@@ -3853,7 +3863,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      338,
+						Line:      352,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -3864,7 +3874,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      362,
+						Line:      376,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -3889,7 +3899,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 390,
+						Line: 404,
 					},
 					{
 						ID:          "nvidia-smi-memory-repair",
@@ -3911,7 +3921,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 433,
+						Line: 447,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -3933,7 +3943,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 488,
+						Line: 502,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -3943,7 +3953,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      530,
+						Line:      544,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -3966,7 +3976,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 569,
+						Line: 583,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -3982,7 +3992,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        621,
+						Line:        635,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -4007,7 +4017,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 650,
+						Line: 664,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -4032,7 +4042,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 700,
+						Line: 714,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -4054,7 +4064,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 813,
+						Line: 827,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -4079,7 +4089,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 850,
+						Line: 864,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -4103,7 +4113,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 927,
+						Line: 941,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -4113,7 +4123,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1021,
+						Line:      1035,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -4123,7 +4133,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1087,
+						Line:      1101,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -4133,7 +4143,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1118,
+						Line:      1132,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -4143,7 +4153,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1226,
+						Line:      1240,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -4153,7 +4163,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1298,
+						Line:      1312,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -4163,7 +4173,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1374,
+						Line:      1388,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -4174,7 +4184,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1444,
+						Line:      1458,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -4190,7 +4200,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1493,
+						Line:        1507,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -4200,7 +4210,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1547,
+						Line:      1561,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -4214,7 +4224,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1613,
+						Line:     1627,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -4224,7 +4234,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1642,
+						Line:      1656,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -4234,7 +4244,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1679,
+						Line:      1693,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4244,7 +4254,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1705,
+						Line:      1719,
 					},
 					{
 						ID:          "mcelog-context",
@@ -4255,7 +4265,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1722,
+						Line:      1736,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4271,7 +4281,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1958,
+						Line:        1972,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4285,7 +4295,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2002,
+						Line:     2016,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4295,7 +4305,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2026,
+						Line:      2040,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4305,7 +4315,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2044,
+						Line:      2058,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4315,7 +4325,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2107,
+						Line:      2121,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4325,7 +4335,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2131,
+						Line:      2145,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4336,7 +4346,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2167,
+						Line:      2181,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4346,7 +4356,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2202,
+						Line:      2216,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4356,7 +4366,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2227,
+						Line:      2241,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4366,7 +4376,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2269,
+						Line:      2283,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4376,7 +4386,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2286,
+						Line:      2300,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4387,7 +4397,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2320,
+						Line:      2334,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -4398,7 +4408,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2372,
+						Line:      2386,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4408,7 +4418,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2430,
+						Line:      2444,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4418,7 +4428,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2452,
+						Line:      2466,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4428,7 +4438,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2534,
+						Line:      2548,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4438,7 +4448,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2564,
+						Line:      2578,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4448,7 +4458,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2596,
+						Line:      2610,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4458,7 +4468,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2640,
+						Line:      2654,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4468,7 +4478,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2669,
+						Line:      2683,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -4479,7 +4489,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2715,
+						Line:      2729,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4489,7 +4499,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2812,
+						Line:      2826,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4499,7 +4509,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2836,
+						Line:      2850,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -4510,7 +4520,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2861,
+						Line:      2875,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4520,7 +4530,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2905,
+						Line:      2919,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4531,7 +4541,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2936,
+						Line:      2950,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -4542,7 +4552,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2959,
+						Line:      2973,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -4553,7 +4563,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3141,
+						Line:      3155,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4564,7 +4574,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3521,
+						Line:      3535,
 					},
 				},
 			},
@@ -5389,9 +5399,9 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: "(?:(?:Failed to initialize NVML|nvml error): )?(?P<error>Driver/[Ll]ibrary version mismatch|Mismatch in versions between nvidia-smi and NVML)",
+			Expr: "(?:(?:Failed to initialize NVML|nvml error): )?(?P<error>[Dd]river/[Ll]ibrary version mismatch|Mismatch in versions between nvidia-smi and NVML)",
 			Literals: []string{
-				"Driver/library version mismatch",
+				"driver/library version mismatch",
 				"Mismatch in versions between nvidia-smi and NVML",
 			},
 			Sets: [][]string{
@@ -5400,8 +5410,8 @@ var image = &rules.Image{
 					"mismatch in versions between nvidia-smi and nvml",
 				},
 				[]string{
-					"driver/",
 					"mismatch in versions between nvidia-smi and nvml",
+					"river/",
 				},
 				[]string{
 					"ibrary version mismatch",
@@ -17556,6 +17566,25 @@ var image = &rules.Image{
 					"cuda_error_system_not_ready",
 					"cudaerrorsystemnotready",
 					"system not yet initialized",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
+			},
+		},
+		{
+			Expr: "(?P<error>the launch timed out and was terminated|CUDA_ERROR_LAUNCH_TIMEOUT|cudaErrorLaunchTimeout)",
+			Literals: []string{
+				"the launch timed out and was terminated",
+				"CUDA_ERROR_LAUNCH_TIMEOUT",
+				"cudaErrorLaunchTimeout",
+			},
+			Sets: [][]string{
+				[]string{
+					"cuda_error_launch_timeout",
+					"cudaerrorlaunchtimeout",
+					"the launch timed out and was terminated",
 				},
 			},
 			Names: []string{
