@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "b6534caec1339380cd0c7b08dc78e929a4c96fe575aab38ecf4edb9db141e22e"
+const imageDigest = "327f57dbc4f51508ec51b30ec9a5d0fa5b14b71bc9f9fdd294485565a0724285"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1115,10 +1115,10 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
-						Description: "modprobe or insmod (kmod, or module-init-tools on older systems: \"Error inserting\", \"Could not read\", \"Module nvidia not found.\"), or systemd's modules-load through libkmod, could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem, nvidia_fs of GPUDirect Storage, gdrdrv of GDRCopy): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel), or the module is not installed for the running kernel at all (\"Module nvidia not found in directory /lib/modules/<release>\": its DKMS build failed after a kernel update). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
+						Description: "modprobe or insmod (kmod, or module-init-tools on older systems: \"Error inserting\", \"Could not read\", \"Module nvidia not found.\"), or systemd's modules-load through libkmod, could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem, nvidia_fs of GPUDirect Storage, gdrdrv of GDRCopy): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel), or the module is not installed for the running kernel at all (\"Module nvidia not found in directory /lib/modules/<release>\", or libkmod's \"could not find module by name='nvidia_uvm'\": its DKMS build failed after a kernel update). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|Failed to insert (?:module )?'(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.|Failed to find module '(?P<module>nvidia[\w-]*|gdrdrv)')`,
+							Regex: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|Failed to insert (?:module )?'(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.|Failed to find module '(?P<module>nvidia[\w-]*|gdrdrv)'|could not find module by name='(?P<module>nvidia[\w-]*|gdrdrv)')`,
 							Where: map[string]rules.Condition{
 								"error": {
 									NotIn: rules.StringList{
@@ -1137,6 +1137,23 @@ var image = &rules.Image{
 						Cooldown: 1800000000000,
 						Line:     3113,
 					},
+					{
+						ID:          "nvidia-installer-module-load-failed",
+						Description: "nvidia-installer (a .run install, or the GPU Operator's driver container) could not load the NVIDIA kernel module it had just built or linked: built against other kernel sources or another gcc, nouveau holding the GPUs, Secure Boot refusing an unsigned module, or no supported GPU. The driver is not loaded, so no GPU of the node works until it is; the probe confirms.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `ERROR: Unable to load the kernel module '(?P<module>[^']+)'|frequently when this kernel module|kernel module was built against|built against the wrong or|wrong or improperly configured|improperly configured kernel sources|kernel sources, with a version|with a version of gcc that|gcc that differs from the one|used to build the target kernel, or|if (?:another|a) driver,? such as|such as (?:nouveau|rivafb)|nvidiafb, or nouveau|is present and prevents the NVIDIA|prevents the NVIDIA kernel module|kernel module from obtaining|obtaining ownership of the NVIDIA|the NVIDIA (?:device|GPU|graphics device)\(s\), or no|or no NVIDIA (?:device|GPU) installed|installed in this system is supported|supported by this NVIDIA Linux|NVIDIA Linux graphics driver release|log entries 'Kernel module load|'Kernel module load error' and|error' and 'Kernel messages'|'Kernel messages' at the end|messages' at the end of the file '\S*nvidia-installer`,
+						},
+						Severity: "warning",
+						Action:   "probe",
+						Probe: &rules.Probe{
+							Checks: []string{
+								"nvml",
+							},
+						},
+						Cooldown: 1800000000000,
+						Line:     3317,
+					},
 				},
 			},
 			File: "10-nvidia-driver.yaml",
@@ -1146,7 +1163,7 @@ var image = &rules.Image{
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
 				Name:        "pcie-aer",
-				Description: "PCI Express Advanced Error Reporting (drivers/pci/pcie/aer.c, err.c, dpc.c), link bandwidth and slot power. The kernel reports one AER event as a header (\"AER: <severity> error received\" up to 5.x, \"error message received from\" since 6.x), a \"PCIe Bus Error: severity=...\" line, a \"device [vvvv:dddd] error status/mask\" line, one line per error bit (\"[ 5] Surprise Down Error\" or, since 5.x, \"[ 5] SDES\") and an optional TLP header. The severity words drifted from \"Uncorrected/Corrected\" to \"Uncorrectable/Correctable\"; every rule accepts both. Uncorrectable fatal errors taint; non-fatal ones and corrected-error storms ask for a PCIe bandwidth and NVML probe; detail lines are evidence only (info, none).",
+				Description: "PCI Express Advanced Error Reporting (drivers/pci/pcie/aer.c, err.c, dpc.c), link bandwidth and slot power, and devices' DMA faults caught by the IOMMU (AMD-Vi, Intel DMAR). The kernel reports one AER event as a header (\"AER: <severity> error received\" up to 5.x, \"error message received from\" since 6.x), a \"PCIe Bus Error: severity=...\" line, a \"device [vvvv:dddd] error status/mask\" line, one line per error bit (\"[ 5] Surprise Down Error\" or, since 5.x, \"[ 5] SDES\") and an optional TLP header. The severity words drifted from \"Uncorrected/Corrected\" to \"Uncorrectable/Correctable\"; every rule accepts both. Uncorrectable fatal errors taint; non-fatal ones and corrected-error storms ask for a PCIe bandwidth and NVML probe; detail lines are evidence only (info, none).",
 			},
 			Spec: rules.PackSpec{
 				Defaults: rules.Defaults{
@@ -1173,7 +1190,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "pcie-aer-fatal",
 						},
-						Line: 28,
+						Line: 29,
 					},
 					{
 						ID:          "aer-nonfatal",
@@ -1196,7 +1213,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 156,
+						Line: 157,
 					},
 					{
 						ID:          "aer-corrected",
@@ -1206,7 +1223,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     243,
+						Line:     244,
 					},
 					{
 						ID:          "aer-corrected-storm",
@@ -1233,7 +1250,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 321,
+						Line: 322,
 					},
 					{
 						ID:          "aer-error-bit",
@@ -1243,7 +1260,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     368,
+						Line:     369,
 					},
 					{
 						ID:          "aer-error-detail",
@@ -1253,7 +1270,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     418,
+						Line:     419,
 					},
 					{
 						ID:          "aer-recovery-failed",
@@ -1266,7 +1283,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "pcie-recovery-failed",
 						},
-						Line: 489,
+						Line: 490,
 					},
 					{
 						ID:          "aer-no-recovery",
@@ -1277,7 +1294,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     548,
+						Line:     549,
 					},
 					{
 						ID:          "aer-recovery-progress",
@@ -1287,7 +1304,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     574,
+						Line:     575,
 					},
 					{
 						ID:          "dpc-containment",
@@ -1310,7 +1327,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 644,
+						Line: 645,
 					},
 					{
 						ID:          "dpc-detail",
@@ -1320,7 +1337,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     730,
+						Line:     731,
 					},
 					{
 						ID:          "pcie-bandwidth-limited",
@@ -1350,7 +1367,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 762,
+						Line: 763,
 					},
 					{
 						ID:          "pcie-bandwidth-insufficient-nic",
@@ -1361,7 +1378,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     798,
+						Line:     799,
 					},
 					{
 						ID:          "pcie-link-retrain",
@@ -1384,7 +1401,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 824,
+						Line: 825,
 					},
 					{
 						ID:          "pciehp-link-down",
@@ -1395,7 +1412,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     855,
+						Line:     856,
 					},
 					{
 						ID:          "mlx5-pcie-power-insufficient",
@@ -1406,7 +1423,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     951,
+						Line:     952,
 					},
 					{
 						ID:          "aer-unregistered-agent",
@@ -1416,7 +1433,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     974,
+						Line:     975,
 					},
 					{
 						ID:          "pcie-device-inaccessible",
@@ -1439,7 +1456,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1017,
+						Line: 1018,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1462,7 +1479,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1068,
+						Line: 1069,
 					},
 					{
 						ID:          "pciehp-slot-fault",
@@ -1485,7 +1502,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1163,
+						Line: 1164,
 					},
 					{
 						ID:          "edr-containment",
@@ -1508,7 +1525,20 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1252,
+						Line: 1253,
+					},
+					{
+						ID:          "iommu-dma-fault",
+						Description: "The IOMMU blocked a device's DMA (AMD-Vi IO_PAGE_FAULT, Intel DMAR DMA Read or Write fault): the device, usually a GPU or NIC, read or wrote memory it has no mapping for. A stray fault at boot is common; a storm (five in ten minutes) means the device or its driver is misbehaving (peer-to-peer DMA through the IOMMU, a GPU in a bad state): its transfers fail or hang. Recorded, not acted on: a driver or an IOMMU setting causes it as often as the hardware.",
+						Match: &rules.Match{
+							Regex: `(?:(?P<driver>[\w.-]+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AMD-Vi: Event logged \[IO_PAGE_FAULT (?:device=(?P<bdf>(?:[0-9a-fA-F]+:)?[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+) )?domain=0x[0-9a-fA-F]+ address=0x(?P<address>[0-9a-fA-F]+) flags=0x(?P<flags>[0-9a-fA-F]+)|DMAR: \[(?P<access>DMA (?:Read|Write))(?: NO_PASID| PASID 0x[0-9a-fA-F]+)?\] Request device \[(?P<bdf>[0-9a-fA-F]+:[0-9a-fA-F]+\.-?\d+)\](?: PASID [0-9a-fA-F]+)? fault addr (?:0x)?(?P<address>[0-9a-fA-F]+) \[fault reason (?:0x)?-?[0-9a-fA-F]+\] ?(?P<reason>.*))`,
+						},
+						Threshold: &rules.Threshold{
+							Count:  5,
+							Window: 600000000000,
+						},
+						Cooldown: 3600000000000,
+						Line:     1314,
 					},
 				},
 			},
@@ -2156,14 +2186,24 @@ var image = &rules.Image{
 						Line: 85,
 					},
 					{
-						ID:          "fs-error",
-						Description: "A filesystem found on-disk corruption or an I/O error. With errors=remount-ro (the default for root filesystems) a read-only remount follows, which fs-remount-ro turns into a taint; otherwise data may already be lost.",
+						ID:          "fs-remount-ro-unnamed",
+						Description: "An ext3 filesystem was remounted read-only after an error or a journal abort (a 2.6-era kernel, which names no device on this line; the EXT3-fs error line before it does): writes to it fail. The line alone cannot tell a node disk from a network volume, so it raises an Event, not fs-remount-ro's taint.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<fs>EXT4)-fs: [\w.]+:-?\d+: aborting transaction: |(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+ pages, ino -?\d+; err -?\d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries)`,
+							Regex: `\bRemounting filesystem read-only`,
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      203,
+						Line:      202,
+					},
+					{
+						ID:          "fs-error",
+						Description: "A filesystem found on-disk corruption or an I/O error. With errors=remount-ro (the default for root filesystems) a read-only remount follows, which fs-remount-ro turns into a taint; otherwise data may already be lost.",
+						Match: &rules.Match{
+							Regex: `(?:(?P<fs>EXT4)-fs: [\w.]+:-?\d+: aborting transaction: |(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+ pages, ino -?\d+; err -?\d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|(?P<fs>BTRFS) warning \(device (?P<device>[^)\s]+)(?: state [A-Za-z]+)?\): (?:Skipping commit of aborted transaction|direct IO failed ino \d+)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries)`,
+						},
+						Exclusive: "fs-ro",
+						Cooldown:  600000000000,
+						Line:      242,
 					},
 					{
 						ID:          "btrfs-scrub-error",
@@ -2172,7 +2212,7 @@ var image = &rules.Image{
 							Regex: `(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+`,
 						},
 						Cooldown: 600000000000,
-						Line:     346,
+						Line:     421,
 					},
 					{
 						ID:          "fs-error-history",
@@ -2182,7 +2222,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     400,
+						Line:     475,
 					},
 					{
 						ID:          "xfs-corruption",
@@ -2192,16 +2232,16 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      430,
+						Line:      505,
 					},
 					{
 						ID:          "journal-abort",
 						Description: "The ext3/ext4 journal (jbd/jbd2) hit an I/O error and aborted: the filesystem stops accepting writes and is usually remounted read-only next.",
 						Match: &rules.Match{
-							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed))`,
+							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed)|(?P<fs>ext3)_abort called\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     812,
+						Line:     888,
 					},
 					{
 						ID:          "journal-error",
@@ -2210,7 +2250,7 @@ var image = &rules.Image{
 							Regex: `(?:JBD2: (?:previous I/O error detected for journal superblock update for (?P<device>[\w.:-]+?)(?:-\d+)?\.|IO error -?\d+ recovering block|Failed to read block at offset|bad block at offset|corrupted journal superblock|Invalid checksum (?:recovering|found in)|journal checksum error|journal transaction \d+ on (?P<device>[\w.:-]+?)(?:-\d+)? is corrupt|error -?\d+ scanning journal|recovery pass -?\d+ ended at transaction|Error while async write back metadata|\(error -?\d+\) unable to wipe journal|journal reset failed|no valid journal superblock found|.*: Waiting for Godot)|journal block not found at offset|Cannot (?:locate|read) journal superblock|needed -?\d+ blocks and only had -?\d+ space available|no way to get more journal space)`,
 						},
 						Cooldown: 600000000000,
-						Line:     883,
+						Line:     970,
 					},
 					{
 						ID:          "nfs-not-responding",
@@ -2219,7 +2259,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<service>nfs|lockd): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     994,
+						Line:     1081,
 					},
 					{
 						ID:          "iscsi-session-lost",
@@ -2228,17 +2268,28 @@ var image = &rules.Image{
 							Regex: `\bsession(?P<session>\d+): session recovery timed out after (?P<secs>\d+) secs`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1031,
+						Line:     1118,
 					},
 					{
 						ID:          "iscsi-conn-error",
-						Description: "An iSCSI connection failed (the error code is iscsi_if.h's ISCSI_ERR_*; 1020 a failed connection, 1011 a timed-out NOP): iscsid reconnects, and the session is lost only if that takes past its recovery timeout (iscsi-session-lost); evidence only.",
+						Description: "An iSCSI connection failed (the error code is iscsi_if.h's ISCSI_ERR_*: 1011 a failed connection, 1020 a TCP connection the target closed, 1022 a NOP that timed out, which libiscsi reports first as \"ping timeout of N secs expired\"): iscsid reconnects, and the session is lost only if that takes past its recovery timeout (iscsi-session-lost); evidence only.",
 						Match: &rules.Match{
-							Regex: `\bconnection(?P<conn>\d+:\d+): detected conn error \((?P<code>\d+)\)`,
+							Regex: `\bconnection(?P<conn>\d+:\d+): (?:detected conn error \((?P<code>\d+)\)|ping timeout of (?P<secs>-?\d+) secs expired, recv timeout -?\d+, last rx \d+, last ping \d+, now \d+)`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1058,
+						Line:     1147,
+					},
+					{
+						ID:          "iscsid-conn-error",
+						Description: "iscsid reports an iSCSI connection the kernel dropped, a target portal it cannot reach while it logs in again, or a reconnect the kernel refused: the initiator's side of an iSCSI connection failure. A target that stays away loses the session (iscsi-session-lost, on the kernel's line), and iscsid also keeps retrying targets that were removed, so these lines are evidence only.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Kernel reported iSCSI connection (?P<conn>-?\d+:-?\d+) error \((?P<code>-?\d+) - (?P<reason>[^)]*)\) state \(-?\d+\)|connect to (?P<portal>\S+):(?P<port>\d+) failed \((?P<reason>[^)]*)\)|cannot make connection to (?P<portal>\S+):(?P<port>\d+) \((?P<reason>[^)]*)\)|can't bind conn (?P<conn>-?\d+:-?\d+) to session -?\d+, retcode -?\d+ \(-?\d+\)|can't set operational parameter -?\d+ for connection (?P<conn>-?\d+:-?\d+), retcode -?\d+ \(-?\d+\)|Received iferror (?P<iferror>-?\d+)[:.])`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     1192,
 					},
 					{
 						ID:          "nfs-server-ok",
@@ -2248,7 +2299,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1083,
+						Line:     1278,
 					},
 					{
 						ID:          "nfs-state-error",
@@ -2257,7 +2308,7 @@ var image = &rules.Image{
 							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1103,
+						Line:     1298,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2268,7 +2319,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1133,
+						Line:      1328,
 					},
 					{
 						ID:          "block-io-error",
@@ -2278,7 +2329,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1157,
+						Line:      1352,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2288,7 +2339,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1197,
+						Line:      1392,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2297,7 +2348,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1226,
+						Line:     1421,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2307,7 +2358,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1283,
+						Line:      1478,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2316,7 +2367,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1334,
+						Line:     1529,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2326,7 +2377,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1387,
+						Line:     1582,
 					},
 					{
 						ID:          "ata-error",
@@ -2335,7 +2386,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1480,
+						Line:     1675,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2344,7 +2395,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1504,
+						Line:     1699,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2353,7 +2404,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1541,
+						Line:     1736,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2371,7 +2422,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1750,
+						Line:     1945,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2384,7 +2435,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1800,
+						Line: 1995,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2393,7 +2444,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1901,
+						Line:     2096,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2402,7 +2453,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     2037,
+						Line:     2232,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2411,7 +2462,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2071,
+						Line:     2266,
 					},
 					{
 						ID:          "md-read-error",
@@ -2420,7 +2471,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2387,
+						Line:     2582,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2430,17 +2481,51 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2564,
+						Line:     2759,
 					},
 					{
 						ID:          "md-array-degraded",
 						Description: "mdadm's monitor found a software RAID array degraded (at assembly or later), a member or spare disk failed: the array runs without redundancy until the disk is replaced; the kernel's own md lines, when kept, say which disk and why.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `(?P<event>DegradedArray|Fail|FailSpare) event detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\s*$`,
+							Regex: `(?:A )?(?P<event>DegradedArray|Fail|FailSpare) event (?:had been )?detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\.?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2602,
+						Line:     2799,
+					},
+					{
+						ID:          "systemd-device-timeout-other",
+						Description: "A device unit for a serial console, a TPM or a network interface never appeared at boot (a console= or a unit that names hardware the node lacks, or a renamed NIC); evidence only, not a disk.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Timed out waiting for device (?P<device>(?:/dev/tty|/dev/tpm|dev-tty|dev-tpm|sys-|/sys/)\S*?)\.?\s*$|Job (?P<unit>(?:dev-tty|dev-tpm|sys-)\S*\.device)/start (?:timed out|failed with result 'timeout')\.|A start job for unit (?P<unit>(?:dev-tty|dev-tpm|sys-)\S*\.device) has (?:failed|finished with a failure))`,
+						},
+						Exclusive: "systemd-device",
+						Severity:  "info",
+						Action:    "none",
+						Line:      2883,
+					},
+					{
+						ID:          "systemd-device-timeout",
+						Description: "A disk, partition or volume that the node's mounts (or crypttab, LVM, swap) need never appeared at boot: systemd timed out waiting for its device unit, and the mounts that need it failed (\"Dependency failed for ...\"). A local disk that is gone, a RAID or LVM volume that did not assemble, or a network volume that did not attach; recorded on the node.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Timed out waiting for device (?P<device>\S.*?)\.?\s*$|Job (?P<unit>\S+\.device)/start (?:timed out|failed with result 'timeout')\.|A start job for unit (?P<unit>\S+\.device) has (?:failed|finished with a failure))`,
+						},
+						Exclusive: "systemd-device",
+						Cooldown:  3600000000000,
+						Line:      2912,
+					},
+					{
+						ID:          "systemd-mount-dependency-failed",
+						Description: "A mount, a swap, Local File Systems or a filesystem check did not start because something it needs failed, usually its device (systemd-device-timeout); evidence only, since a dependency fails for many reasons.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Dependency failed for (?P<what>/\S*|Local File Systems(?: \(Pre\))?|File System Check on \S+)\.\s*$|Job (?P<unit>\S+\.(?:mount|swap)|local-fs(?:-pre)?\.target)/start failed with result 'dependency'\.)`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     3000,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2449,7 +2534,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2656,
+						Line:     3048,
 					},
 					{
 						ID:          "hung-task",
@@ -2458,7 +2543,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2709,
+						Line:     3101,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2468,7 +2553,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2735,
+						Line:     3127,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2479,7 +2564,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2760,
+						Line:     3152,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2490,7 +2575,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     2788,
+						Line:     3180,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2501,7 +2586,45 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2827,
+						Line:     3219,
+					},
+					{
+						ID:          "scsi-task-abort",
+						Description: "A SAS HBA driver (mpt2sas/mpt3sas, megaraid_sas, mpi3mr) was asked by the SCSI error handler to abort a command that timed out, or to reset the LUN, target or host behind it: a disk, its link or the HBA stopped answering commands. The result line (SUCCESS or FAILED) is evidence of the same abort. Repeats point at a failing disk, cable or backplane; recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?scmd\(|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) scmd\(|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\()`,
+						},
+						Cooldown: 600000000000,
+						Line:     3252,
+					},
+					{
+						ID:          "mpt-sas-log-info",
+						Description: "An LSI/Broadcom SAS HBA's firmware log info code for a command that completed with an error (originator PL: the SAS link or the device, IOP: the controller, IR: its RAID firmware). Printed around task aborts and I/O errors, and often alone for conditions the firmware recovered from; evidence only.",
+						Match: &rules.Match{
+							Regex: `(?:(?P<ioc>mpt[23]sas(?:_cm)?\d+): )?log_info\((?P<loginfo>0x[0-9a-fA-F]+)\): originator\((?P<originator>[^)]*)\), code\((?P<code>0x[0-9a-fA-F]+)\), sub_code\((?P<subcode>0x[0-9a-fA-F]+)\)`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     3471,
+					},
+					{
+						ID:          "megaraid-adapter-reset",
+						Description: "A MegaRAID (PERC) controller stopped completing commands or its firmware faulted, and the driver reset it (an online controller reset): I/O to every disk behind it stalls for tens of seconds, and fails for good if the reset does not bring the controller back (\"killing adapter\"). A controller that keeps faulting needs service; recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:megasas: RESET (?:-\d+ )?cmd=(?P<cmd>[0-9a-fA-F]+)|(?:Found )?FW in FAULT state(?:, will reset adapter|,? Fault code:(?P<fault>0x[0-9a-fA-F]+) subcode:(?P<subcode>0x[0-9a-fA-F]+))|resetting fusion adapter(?: scsi-?\d+)?\.|pending commands remain after waiting, will reset adapter|Reset (?:failed|not supported), killing adapter|killing adapter scsi-?\d+|Hardware critical error, returning FAILED|cannot recover from previous reset failures|OCR is requested due to IO timeout)`,
+						},
+						Cooldown: 600000000000,
+						Line:     3515,
+					},
+					{
+						ID:          "megaraid-reset-context",
+						Description: "Progress and outcome lines of a MegaRAID controller reset (commands still outstanding while it waits, the reset succeeded); evidence for megaraid-adapter-reset.",
+						Match: &rules.Match{
+							Regex: `(?:\[\s*-?\d+\]waiting for -?\d+ commands to complete|megasas: reset successful|megaraid_sas(?: [0-9a-fA-F:.]+)?: (?:reset successful|Reset successful(?: for scsi-?\d+)?\.))`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     3632,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2515,7 +2638,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 2856,
+						Line: 3696,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2525,7 +2648,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     3009,
+						Line:     3849,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2535,7 +2658,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3064,
+						Line:     3904,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2545,7 +2668,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3168,
+						Line:     4008,
 					},
 				},
 			},
@@ -3304,20 +3427,10 @@ var image = &rules.Image{
 						Line: 227,
 					},
 					{
-						ID:          "cuda-driver-insufficient",
-						Description: "The node's NVIDIA driver is older than the CUDA runtime of the image (\"CUDA driver version is insufficient for CUDA runtime version\", cudaErrorInsufficientDriver): every CUDA job of that image fails on this node until its driver is upgraded (or the image's CUDA forward compatibility is installed). The node's configuration, not a failing device: an Event.",
+						ID:          "cuda-driver-not-loaded",
+						Description: "The program found no NVIDIA kernel driver on the node (TensorFlow: \"kernel driver does not appear to be running on this host ... /proc/driver/nvidia/version does not exist\"; PyTorch: \"Found no NVIDIA driver on your system\"): on a GPU node the nvidia module is not loaded and no GPU is usable; a pod on a node without GPUs prints it too. Ask NVML, which tells the two apart.",
 						Match: &rules.Match{
-							Regex: "(?P<error>CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER)",
-						},
-						Exclusive: "training-pod",
-						Cooldown:  1800000000000,
-						Line:      257,
-					},
-					{
-						ID:          "cuda-unknown-error",
-						Description: "A CUDA call failed with \"unknown error\" (cudaErrorUnknown, 30 in CUDA 10 and earlier, 999 since; CUDA_ERROR_UNKNOWN): the driver could not say what went wrong, as after a GPU fell off the bus, a failed resume, or a broken UVM module. Ask NVML.",
-						Match: &rules.Match{
-							Regex: `(?:CUDA error: |cuda runtime error \((?P<code>\d+)\) : |Cuda failure (?:(?P<code>\d+) )?'|THCudaCheck FAIL file=\S+ line=\d+ error=(?P<code>\d+) : )(?P<error>unknown error)|(?P<error>CUDA_ERROR_UNKNOWN|cudaErrorUnknown)\b`,
+							Regex: `(?P<error>kernel driver does not appear to be running on this host)(?: \((?P<host>[^)]*)\): /proc/driver/nvidia/version does not exist)?|(?P<error>Found no NVIDIA driver on your system)`,
 						},
 						Exclusive: "training-pod",
 						Action:    "probe",
@@ -3333,7 +3446,50 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 283,
+						Line: 267,
+					},
+					{
+						ID:          "tf-no-gpu-devices",
+						Description: "TensorFlow found no GPU (\"No GPU devices available on machine.\"); a CPU-only pod prints it too; evidence only",
+						Match: &rules.Match{
+							Regex: `No GPU devices available on machine\.`,
+						},
+						Exclusive: "training-pod",
+						Severity:  "info",
+						Action:    "none",
+						Line:      327,
+					},
+					{
+						ID:          "cuda-driver-insufficient",
+						Description: "The node's NVIDIA driver is older than the CUDA runtime of the image (\"CUDA driver version is insufficient for CUDA runtime version\", cudaErrorInsufficientDriver): every CUDA job of that image fails on this node until its driver is upgraded (or the image's CUDA forward compatibility is installed). The node's configuration, not a failing device: an Event.",
+						Match: &rules.Match{
+							Regex: "(?P<error>CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER)",
+						},
+						Exclusive: "training-pod",
+						Cooldown:  1800000000000,
+						Line:      348,
+					},
+					{
+						ID:          "cuda-unknown-error",
+						Description: "A CUDA call failed with \"unknown error\" (cudaErrorUnknown, 30 in CUDA 10 and earlier, 999 since; CUDA_ERROR_UNKNOWN; PyTorch's \"CUDA unknown error - this may be due to an incorrectly set up environment\" when cudaGetDeviceCount fails so): the driver could not say what went wrong, as after a GPU fell off the bus, a failed resume, or a broken UVM module. Ask NVML.",
+						Match: &rules.Match{
+							Regex: `(?:CUDA error: |cuda runtime error \((?P<code>\d+)\) : |Cuda failure (?:(?P<code>\d+) )?'|THCudaCheck FAIL file=\S+ line=\d+ error=(?P<code>\d+) : )(?P<error>unknown error)|(?P<error>CUDA_ERROR_UNKNOWN|cudaErrorUnknown)\b|(?P<error>CUDA unknown error) - this may be due to an incorrectly set up environment`,
+						},
+						Exclusive: "training-pod",
+						Action:    "probe",
+						Probe: &rules.Probe{
+							Checks: []string{
+								"nvml",
+							},
+						},
+						Cooldown: 1800000000000,
+						Recover: &rules.Recover{
+							After: 3600000000000,
+							Probes: []string{
+								"nvml",
+							},
+						},
+						Line: 374,
 					},
 					{
 						ID:          "cuda-init-failed",
@@ -3363,7 +3519,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 345,
+						Line: 464,
 					},
 					{
 						ID:          "cuda-out-of-memory",
@@ -3374,7 +3530,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      381,
+						Line:      500,
 					},
 					{
 						ID:          "nccl-watchdog-test-timeout",
@@ -3385,7 +3541,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      417,
+						Line:      536,
 					},
 					{
 						ID:          "nccl-watchdog-timeout",
@@ -3395,7 +3551,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      446,
+						Line:      565,
 					},
 					{
 						ID:          "nccl-comm-aborted",
@@ -3405,7 +3561,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      540,
+						Line:      659,
 					},
 					{
 						ID:          "nccl-watchdog-terminated",
@@ -3415,7 +3571,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      570,
+						Line:      689,
 					},
 					{
 						ID:          "nccl-watchdog-hang",
@@ -3425,18 +3581,18 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      598,
+						Line:      717,
 					},
 					{
 						ID:          "nccl-watchdog-context",
 						Description: "Lines around a watchdog timeout or error (which work failed, the async-error notice, the shutdown notice, the origin and stack frames of the exception the watchdog thread raised, the notices that this rank or another timed out and the debug info is being dumped, the failed work's sequence number); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info| failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: |Stack trace of the failed collective not found, potentially because FlightRecorder is disabled)`,
+							Regex: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info| failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: |Stack trace of the failed collective not found, potentially because FlightRecorder is disabled|ProcessGroupNCCL preparing to dump debug info\.)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      705,
+						Line:      824,
 					},
 					{
 						ID:          "nccl-test-failure",
@@ -3446,7 +3602,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      820,
+						Line:      974,
 					},
 					{
 						ID:          "nccl-error-usage",
@@ -3457,7 +3613,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      865,
+						Line:      1019,
 					},
 					{
 						ID:          "nccl-error-cuda",
@@ -3479,7 +3635,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 933,
+						Line: 1087,
 					},
 					{
 						ID:          "nccl-error-remote",
@@ -3489,7 +3645,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      997,
+						Line:      1151,
 					},
 					{
 						ID:          "nccl-error",
@@ -3499,7 +3655,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      1056,
+						Line:      1210,
 					},
 					{
 						ID:          "nccl-ib-completion-error",
@@ -3508,7 +3664,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB\w*(?:/\w+)? ?: ?Got completion (?:from peer (?P<peer>\S+?) )?with (?:error |status=)(?:(?P<status_text>[^(,=]+)\()?(?P<error>\d+)\)?(?:,? opcode[ =](?:\w+\()?(?P<opcode>\d+)\)?)?(?:.*?vendor[ _]err[ =](?P<vendor_err>\d+))?|NET/IB: (?:\S+: )?Got CQE with error \(devIndex=(?P<dev_index>-?\d+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1199,
+						Line:      1353,
 					},
 					{
 						ID:          "nccl-ib-async-error",
@@ -3517,7 +3673,7 @@ var image = &rules.Image{
 							Regex: `(?:NET/IB ?: (?:(?P<device>[^\s:]+)(?::(?P<port>\d+))? )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: (?P<event>.+)|Got (?:non-fatal )?async (?:event|error) ?: (?P<event>.*(?:error|catastrophic|fatal).*))|communicator encountered a fatal error \(detected in (?P<func>\w+)\))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1272,
+						Line:      1426,
 					},
 					{
 						ID:          "nccl-ib-async-state",
@@ -3528,7 +3684,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1390,
+						Line:      1544,
 					},
 					{
 						ID:          "nccl-ib-device-failure",
@@ -3537,7 +3693,7 @@ var image = &rules.Image{
 							Regex: `NET/IB ?: (?:\S+: )?(?:Device (?P<dev_index>-?\d+) marked as failed|Fatal error\. Detected (?P<failed>-?\d+) failed devices|The error is fatal \((?P<error>[^)]*)\)|Unsupported completion status (?P<error>.+?) \(-?\d+\)|Could not find a (?:replacement QP for the failed QP|functional device to post the probe)|Cannot replace QP .*? is not on a functional device|Maximum number of probing attempts|Unable to (?:open|query) device (?P<device>\S+)|Unable to query port_num (?P<port>-?\d+)|Error in mlx5dv_get_data_direct_sysfs_path with device (?P<device>\S+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1413,
+						Line:      1567,
 					},
 					{
 						ID:          "nccl-net-error",
@@ -3546,7 +3702,7 @@ var image = &rules.Image{
 							Regex: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 						},
 						Exclusive: "training-pod",
-						Line:      1544,
+						Line:      1698,
 					},
 					{
 						ID:          "nccl-verbs-failure",
@@ -3555,7 +3711,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:NET/MLX5: )?Call to (?P<call>(?:ibv|mlx5dv|wrap_ibv)_\w+)(?:\(\))? (?:failed|returned)|(?P<call>ibv_post_(?:send|recv))\(\) failed|NET/IB: (?P<call>mlx5dv_create_qp) failed)`,
 						},
 						Exclusive: "training-pod",
-						Line:      1666,
+						Line:      1820,
 					},
 					{
 						ID:          "nccl-cuda-failure",
@@ -3564,7 +3720,7 @@ var image = &rules.Image{
 							Regex: `Cuda failure (?:(?P<code>\d+) )?'(?P<error>[^']+)'`,
 						},
 						Exclusive: "training-pod",
-						Line:      1743,
+						Line:      1897,
 					},
 					{
 						ID:          "nccl-nvml-failure",
@@ -3586,7 +3742,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1775,
+						Line: 1929,
 					},
 					{
 						ID:          "nccl-nvls-bind-failure",
@@ -3610,7 +3766,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1831,
+						Line: 1985,
 					},
 					{
 						ID:          "nccl-warn-config",
@@ -3621,7 +3777,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1866,
+						Line:      2020,
 					},
 					{
 						ID:          "nccl-warn-internal",
@@ -3632,7 +3788,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2363,
+						Line:      2517,
 					},
 					{
 						ID:          "nccl-warn",
@@ -3641,7 +3797,7 @@ var image = &rules.Image{
 							Regex: `(?:(?:(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?(?:(?P<file>\S+?):(?P<line>\d+)\S* )?NCCL WARN (?P<message>.+)|\bWARN: Function: (?P<func>.+?) Line: (?P<line>\d+): (?P<message>NET/OFI .+))`,
 						},
 						Exclusive: "training-pod",
-						Line:      2412,
+						Line:      2566,
 					},
 					{
 						ID:          "torch-nccl-setup-failure",
@@ -3651,7 +3807,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2482,
+						Line:      2636,
 					},
 					{
 						ID:          "torch-distributed-error",
@@ -3661,18 +3817,19 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2579,
+						Line:      2733,
 					},
 					{
 						ID:          "nccl-error-trace",
 						Description: "A frame of NCCL's error call trace (\"file:line -> result\") printed under NCCL_DEBUG=INFO after a failure; evidence only",
+						Source:      "any",
 						Match: &rules.Match{
 							Regex: `NCCL INFO (?P<file>\S+?):(?P<line>-?\d+)(?: \((?P<func>[^)]*)\))? -> (?P<result>-?\d+)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2622,
+						Line:      2785,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -3683,7 +3840,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2668,
+						Line:      2871,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -3693,7 +3850,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2757,
+						Line:      2960,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -3704,7 +3861,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2793,
+						Line:        2996,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -3714,7 +3871,28 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2825,
+						Line:      3028,
+					},
+					{
+						ID:          "ompi-ucx-transport-error",
+						Description: "Open MPI's UCX PML could not send, receive or create an endpoint because UCX reported a transport error (Input/output error, Endpoint timeout, Connection reset by remote peer, Destination is unreachable): the fabric path to a peer failed under an MPI job; often the peer's node, so an Event.",
+						Match: &rules.Match{
+							Regex: `pml_ucx\.c:\d+ +Error: (?:ucx (?P<op>send|recv|bsend|msg recv) failed: |(?P<op>ucp_ep_create)\(proc=(?P<proc>-?\d+)\) failed: |(?P<op>mca_pml_ucx_\w+) failed: -?\d+, )(?P<error>Input/output error|Endpoint timeout|Connection reset by remote peer|Destination is unreachable|Endpoint is not connected|Operation rejected by remote peer)`,
+						},
+						Exclusive: "training-pod",
+						Cooldown:  600000000000,
+						Line:      3095,
+					},
+					{
+						ID:          "ompi-ucx-endpoint-context",
+						Description: "Open MPI's UCX PML could not resolve the endpoint of a peer rank; it follows the error that says why (a ucp_ep_create transport failure, a missing worker address); evidence only",
+						Match: &rules.Match{
+							Regex: `pml_ucx\.c:\d+ +Error: Failed to resolve UCX endpoint for rank (?P<rank>-?\d+)`,
+						},
+						Exclusive: "training-pod",
+						Severity:  "info",
+						Action:    "none",
+						Line:      3163,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -3724,7 +3902,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2880,
+						Line:      3189,
 					},
 					{
 						ID:          "ucx-usage",
@@ -3735,7 +3913,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2923,
+						Line:      3232,
 					},
 					{
 						ID:          "ucx-error",
@@ -3746,7 +3924,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2963,
+						Line:      3272,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -3756,7 +3934,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2996,
+						Line:      3305,
 					},
 				},
 			},
@@ -3849,7 +4027,7 @@ var image = &rules.Image{
 						ID:          "nvml-init-failed",
 						Description: "NVML could not initialise (nvidia-smi, Slurm's NVML plugin, DCGM): Unknown Error in a container that lost its device nodes after a systemd reload, GPU access blocked by the operating system, Driver Not Loaded, Insufficient Permissions; or nvidia-container-cli's NVML calls (and, in its 1.0 releases, its CUDA initialisation) fail while it sets up a GPU container (\"detection error: nvml error: unknown error\", \"initialization error: cuda error: unknown error\"). The node or its container runtime cannot serve GPUs to this pod; recorded.",
 						Match: &rules.Match{
-							Regex: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: (?:nvml|cuda) error: (?P<error>[^:]+))`,
+							Regex: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: (?:nvml|cuda|driver|rpc) error: (?P<error>[^:]+))`,
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
@@ -3863,7 +4041,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      352,
+						Line:      367,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -3874,7 +4052,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      376,
+						Line:      391,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -3899,7 +4077,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 404,
+						Line: 419,
 					},
 					{
 						ID:          "nvidia-smi-memory-repair",
@@ -3921,7 +4099,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 447,
+						Line: 462,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -3943,7 +4121,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 502,
+						Line: 517,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -3953,7 +4131,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      544,
+						Line:      559,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -3976,7 +4154,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 583,
+						Line: 598,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -3992,7 +4170,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        635,
+						Line:        650,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -4017,7 +4195,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 664,
+						Line: 679,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -4042,7 +4220,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 714,
+						Line: 729,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -4064,7 +4242,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 827,
+						Line: 842,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -4089,7 +4267,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 864,
+						Line: 879,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -4113,7 +4291,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 941,
+						Line: 956,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -4123,7 +4301,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1035,
+						Line:      1050,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -4133,7 +4311,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1101,
+						Line:      1116,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -4143,7 +4321,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1132,
+						Line:      1147,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -4153,7 +4331,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1240,
+						Line:      1255,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -4163,7 +4341,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1312,
+						Line:      1327,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -4173,7 +4351,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1388,
+						Line:      1403,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -4184,7 +4362,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1458,
+						Line:      1473,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -4200,7 +4378,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1507,
+						Line:        1522,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -4210,7 +4388,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1561,
+						Line:      1576,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -4224,7 +4402,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1627,
+						Line:     1642,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -4234,7 +4412,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1656,
+						Line:      1671,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -4244,7 +4422,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1693,
+						Line:      1708,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4254,7 +4432,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1719,
+						Line:      1734,
 					},
 					{
 						ID:          "mcelog-context",
@@ -4265,7 +4443,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1736,
+						Line:      1751,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4281,7 +4459,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1972,
+						Line:        1987,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4295,7 +4473,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2016,
+						Line:     2031,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4305,7 +4483,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2040,
+						Line:      2055,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4315,7 +4493,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2058,
+						Line:      2073,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4325,7 +4503,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2121,
+						Line:      2136,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4335,7 +4513,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2145,
+						Line:      2160,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4346,7 +4524,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2181,
+						Line:      2196,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4356,7 +4534,28 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2216,
+						Line:      2231,
+					},
+					{
+						ID:          "ipmi-sel-uncorrected",
+						Description: "The BMC's event log (ipmitool sel list/elist, ipmiutil sel) holds an uncorrectable memory or processor event: an uncorrectable ECC or parity error, a failed memory scrub, a DIMM the BIOS disabled, a processor IERR, an uncorrectable machine check, a processor that failed its BIST or startup (FRB1, FRB3). The SEL is history that may be old, so it is recorded, and the kernel's live machine-check and EDAC lines decide. FRB2 (\"Hang in POST\", the BIOS's POST watchdog expiring) is left out: slow option ROMs and boot settings set it off too.",
+						Match: &rules.Match{
+							Regex: `(?:\| (?P<sensor>Memory|Processor)(?: [^|]*)? \| (?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3/Processor startup/init failure|SM BIOS Uncorrectable CPU-complex Error|Uncorrectable machine check exception)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory|Processor) #[0-9a-f]{2} (?:.*? )?(?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3 Proc error|SMBIOS CPU error|(?:CATERR|CPU Core Error) on CPU\d)(?:, .*?)? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\])`,
+						},
+						Exclusive: "node-tools-ipmi-sel",
+						Cooldown:  3600000000000,
+						Line:      2270,
+					},
+					{
+						ID:          "ipmi-sel-corrected",
+						Description: "The BMC's event log holds a corrected memory error (Correctable ECC), a DIMM's corrected-error logging limit reached (or the BMC's logging of corrected memory errors disabled), or a corrected machine check: history of errors that ECC or the CPU already fixed; evidence only (the kernel's and rasdaemon's live corrected-error storm rules judge a degrading DIMM).",
+						Match: &rules.Match{
+							Regex: `(?:\| (?P<sensor>Memory|Processor|Event Logging Disabled)(?: [^|]*)? \| (?P<event>Correctable ECC(?: logging limit reached)?|Correctable machine check error|Correctable memory error logging disabled)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory) #[0-9a-f]{2} (?:.*? )?(?P<event>Correctable ECC|ECC limit reached), .*? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\])`,
+						},
+						Exclusive: "node-tools-ipmi-sel",
+						Severity:  "info",
+						Action:    "none",
+						Line:      2381,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4366,7 +4565,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2241,
+						Line:      2475,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4376,7 +4575,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2283,
+						Line:      2517,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4386,7 +4585,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2300,
+						Line:      2534,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4397,7 +4596,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2334,
+						Line:      2568,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -4408,7 +4607,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2386,
+						Line:      2620,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -4418,7 +4617,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2444,
+						Line:      2678,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -4428,7 +4627,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2466,
+						Line:      2700,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -4438,7 +4637,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2548,
+						Line:      2782,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -4448,7 +4647,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2578,
+						Line:      2812,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -4458,7 +4657,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2610,
+						Line:      2844,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -4468,7 +4667,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2654,
+						Line:      2888,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -4478,7 +4677,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2683,
+						Line:      2917,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -4489,7 +4688,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2729,
+						Line:      2963,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -4499,7 +4698,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2826,
+						Line:      3060,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -4509,7 +4708,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2850,
+						Line:      3084,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -4520,7 +4719,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2875,
+						Line:      3109,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -4530,7 +4729,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      2919,
+						Line:      3153,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -4541,7 +4740,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2950,
+						Line:      3184,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -4552,7 +4751,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      2973,
+						Line:      3207,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -4563,7 +4762,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3155,
+						Line:      3389,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -4574,7 +4773,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3535,
+						Line:      3769,
 					},
 				},
 			},
@@ -5554,7 +5753,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|Failed to insert (?:module )?'(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.|Failed to find module '(?P<module>nvidia[\w-]*|gdrdrv)')`,
+			Expr: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|Failed to insert (?:module )?'(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.|Failed to find module '(?P<module>nvidia[\w-]*|gdrdrv)'|could not find module by name='(?P<module>nvidia[\w-]*|gdrdrv)')`,
 			Literals: []string{
 				"could not insert 'nvidia",
 				"could not insert 'gdrdrv",
@@ -5572,10 +5771,14 @@ var image = &rules.Image{
 				"FATAL: Module gdrdrv",
 				"Failed to find module 'nvidia",
 				"Failed to find module 'gdrdrv",
+				"could not find module by name='nvidia",
+				"could not find module by name='gdrdrv",
 			},
 			Sets: [][]string{
 				[]string{
 					" not found in directory ",
+					"could not find module by name='gdrdrv",
+					"could not find module by name='nvidia",
 					"could not insert 'gdrdrv",
 					"could not insert 'nvidia",
 					"could not insert module ",
@@ -5594,6 +5797,8 @@ var image = &rules.Image{
 				},
 				[]string{
 					" not found in directory ",
+					"could not find module by name='gdrdrv",
+					"could not find module by name='nvidia",
 					"could not insert '",
 					"could not insert module ",
 					"could not load module ",
@@ -5619,6 +5824,8 @@ var image = &rules.Image{
 				},
 				[]string{
 					" not found in directory ",
+					"could not find module by name='gdrdrv",
+					"could not find module by name='nvidia",
 					"could not insert 'gdrdrv",
 					"could not insert 'nvidia",
 					"could not insert module ",
@@ -5648,6 +5855,8 @@ var image = &rules.Image{
 				},
 				[]string{
 					" not found in directory ",
+					"could not find module by name='gdrdrv",
+					"could not find module by name='nvidia",
 					"could not read '",
 					"failed to find module 'gdrdrv",
 					"failed to find module 'nvidia",
@@ -5667,6 +5876,7 @@ var image = &rules.Image{
 				"error",
 				"module",
 				"dir",
+				"module",
 				"module",
 				"module",
 			},
@@ -6569,6 +6779,52 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:(?P<driver>[\w.-]+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AMD-Vi: Event logged \[IO_PAGE_FAULT (?:device=(?P<bdf>(?:[0-9a-fA-F]+:)?[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+) )?domain=0x[0-9a-fA-F]+ address=0x(?P<address>[0-9a-fA-F]+) flags=0x(?P<flags>[0-9a-fA-F]+)|DMAR: \[(?P<access>DMA (?:Read|Write))(?: NO_PASID| PASID 0x[0-9a-fA-F]+)?\] Request device \[(?P<bdf>[0-9a-fA-F]+:[0-9a-fA-F]+\.-?\d+)\](?: PASID [0-9a-fA-F]+)? fault addr (?:0x)?(?P<address>[0-9a-fA-F]+) \[fault reason (?:0x)?-?[0-9a-fA-F]+\] ?(?P<reason>.*))`,
+			Literals: []string{
+				"AMD-Vi: Event logged [IO_PAGE_FAULT ",
+				"] Request device [",
+			},
+			Sets: [][]string{
+				[]string{
+					"] request device [",
+					"amd-vi: event logged [io_page_fault ",
+				},
+				[]string{
+					"] request device [",
+					"domain=0x",
+				},
+				[]string{
+					" address=0x",
+					"] request device [",
+				},
+				[]string{
+					" flags=0x",
+					"] request device [",
+				},
+				[]string{
+					"amd-vi: event logged [io_page_fault ",
+					"dmar: [",
+				},
+				[]string{
+					"amd-vi: event logged [io_page_fault ",
+					"dma read",
+					"dma write",
+				},
+			},
+			Names: []string{
+				"",
+				"driver",
+				"bdf",
+				"bdf",
+				"address",
+				"flags",
+				"access",
+				"bdf",
+				"address",
+				"reason",
+			},
+		},
+		{
 			Expr: `(?:(?P<error>CUDA out of memory|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|Cuda failure (?:\d+ )?'out of memory')|NCCL WARN (?:NET/IB: )?(?P<error>Failed to (?:CUDA (?:host alloc|malloc|calloc(?: async)?)|malloc|allocate memory for adapter addresses|allocate failure queue node)|Allocation failed))`,
 			Literals: []string{
 				"CUDA out of memory",
@@ -6701,7 +6957,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<fs>EXT4)-fs: [\w.]+:-?\d+: aborting transaction: |(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+ pages, ino -?\d+; err -?\d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries)`,
+			Expr: `(?:(?P<fs>EXT4)-fs: [\w.]+:-?\d+: aborting transaction: |(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+ pages, ino -?\d+; err -?\d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|(?P<fs>BTRFS) warning \(device (?P<device>[^)\s]+)(?: state [A-Za-z]+)?\): (?:Skipping commit of aborted transaction|direct IO failed ino \d+)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries)`,
 			Literals: []string{
 				": aborting transaction: ",
 				"EXT4: jbd2_journal_dirty_metadata failed: handle type ",
@@ -6744,12 +7000,16 @@ var image = &rules.Image{
 				"): error:",
 				"BTRFS critical (device ",
 				"BTRFS: critical (device ",
+				"): Skipping commit of aborted transaction",
+				"): direct IO failed ino ",
 				" bad header/extent: ",
 			},
 			Sets: [][]string{
 				[]string{
 					" bad header/extent: ",
+					"): direct io failed ino ",
 					"): error:",
+					"): skipping commit of aborted transaction",
 					": aborting transaction: ",
 					"btrfs critical (device ",
 					"btrfs error (device ",
@@ -6760,7 +7020,9 @@ var image = &rules.Image{
 					"ext4",
 				},
 				[]string{
+					"): direct io failed ino ",
 					"): error:",
+					"): skipping commit of aborted transaction",
 					": aborting transaction: ",
 					"btrfs critical (device ",
 					"btrfs error (device ",
@@ -6770,7 +7032,9 @@ var image = &rules.Image{
 				},
 				[]string{
 					" bad header/extent: ",
+					"): direct io failed ino ",
 					"): error:",
+					"): skipping commit of aborted transaction",
 					"-fs ",
 					": aborting transaction: ",
 					"btrfs critical (device ",
@@ -6797,6 +7061,8 @@ var image = &rules.Image{
 				"fs",
 				"device",
 				"device",
+				"device",
+				"fs",
 				"device",
 				"fs",
 				"device",
@@ -7018,6 +7284,34 @@ var image = &rules.Image{
 				"queue",
 				"queue",
 				"queue",
+			},
+		},
+		{
+			Expr: `(?:(?P<ioc>mpt[23]sas(?:_cm)?\d+): )?log_info\((?P<loginfo>0x[0-9a-fA-F]+)\): originator\((?P<originator>[^)]*)\), code\((?P<code>0x[0-9a-fA-F]+)\), sub_code\((?P<subcode>0x[0-9a-fA-F]+)\)`,
+			Literals: []string{
+				"): originator(",
+			},
+			Sets: [][]string{
+				[]string{
+					"): originator(",
+				},
+				[]string{
+					"log_info(",
+				},
+				[]string{
+					"), code(",
+				},
+				[]string{
+					"), sub_code(",
+				},
+			},
+			Names: []string{
+				"",
+				"ioc",
+				"loginfo",
+				"originator",
+				"code",
+				"subcode",
 			},
 		},
 		{
@@ -7303,6 +7597,101 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?scmd\(|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) scmd\(|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\()`,
+			Literals: []string{
+				"attempting ",
+				"task abort: SUCCESS scmd(",
+				"task abort: FAILED scmd(",
+				"device reset: SUCCESS scmd(",
+				"device reset: FAILED scmd(",
+				"target reset: SUCCESS scmd(",
+				"target reset: FAILED scmd(",
+				"host reset: SUCCESS scmd(",
+				"host reset: FAILED scmd(",
+				"task abort SUCCESS!!",
+				"task abort FAILED!!",
+				"target reset SUCCESS!!",
+				"target reset FAILED!!",
+				"host reset is SUCCESS for scmd(",
+				"host reset is FAILED for scmd(",
+				"bus reset is SUCCESS for scmd(",
+				"bus reset is FAILED for scmd(",
+				"target reset is SUCCESS for scmd(",
+				"target reset is FAILED for scmd(",
+				"device(LUN) reset is SUCCESS for scmd(",
+				"device(LUN) reset is FAILED for scmd(",
+			},
+			Sets: [][]string{
+				[]string{
+					"attempting ",
+					"bus reset is failed for scmd(",
+					"bus reset is success for scmd(",
+					"device reset: failed scmd(",
+					"device reset: success scmd(",
+					"device(lun) reset is failed for scmd(",
+					"device(lun) reset is success for scmd(",
+					"host reset is failed for scmd(",
+					"host reset is success for scmd(",
+					"host reset: failed scmd(",
+					"host reset: success scmd(",
+					"target reset failed!!",
+					"target reset is failed for scmd(",
+					"target reset is success for scmd(",
+					"target reset success!!",
+					"target reset: failed scmd(",
+					"target reset: success scmd(",
+					"task abort failed!!",
+					"task abort success!!",
+					"task abort: failed scmd(",
+					"task abort: success scmd(",
+				},
+				[]string{
+					" abort",
+					"bus reset is failed for scmd(",
+					"bus reset is success for scmd(",
+					"device",
+					"t re",
+				},
+				[]string{
+					" abort",
+					" re",
+				},
+				[]string{
+					"scmd(",
+					"target reset failed!!",
+					"target reset success!!",
+					"task abort failed!!",
+					"task abort success!!",
+				},
+				[]string{
+					"attempting ",
+					"bus reset is failed for scmd(",
+					"bus reset is success for scmd(",
+					"device reset",
+					"device(lun) reset is failed for scmd(",
+					"device(lun) reset is success for scmd(",
+					"host reset",
+					"target reset",
+					"task abort",
+				},
+				[]string{
+					"attempting ",
+					"failed",
+					"success",
+				},
+			},
+			Names: []string{
+				"",
+				"tm",
+				"tm",
+				"result",
+				"tm",
+				"result",
+				"tm",
+				"result",
+			},
+		},
+		{
 			Expr: `(?:= (?P<code>700) \()?(?P<error>an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress)`,
 			Literals: []string{
 				"an illegal memory access was encountered",
@@ -7361,6 +7750,35 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:A )?(?P<event>DegradedArray|Fail|FailSpare) event (?:had been )?detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\.?\s*$`,
+			Literals: []string{
+				"DegradedArray event detected on md device ",
+				"DegradedArray event had been detected on md device ",
+				"Fail event detected on md device ",
+				"Fail event had been detected on md device ",
+				"FailSpare event detected on md device ",
+				"FailSpare event had been detected on md device ",
+			},
+			Sets: [][]string{
+				[]string{
+					"degradedarray",
+					"fail",
+				},
+				[]string{
+					" event ",
+				},
+				[]string{
+					"detected on md device ",
+				},
+			},
+			Names: []string{
+				"",
+				"event",
+				"md",
+				"device",
+			},
+		},
+		{
 			Expr: `(?:A pending retired page has been detected in GPU (?P<gpu>\d+)|GPU (?P<gpu>\d+) had uncorrectable memory errors and (?P<count>\d+) rows were remapped|GPU (?P<gpu>\d+) had memory errors and row remappings are pending)`,
 			Literals: []string{
 				"A pending retired page has been detected in GPU ",
@@ -7391,28 +7809,32 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed))`,
+			Expr: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed)|(?P<fs>ext3)_abort called\.)`,
 			Literals: []string{
 				"Aborting journal on device ",
 				"while flushing file data on ",
 				" journal superblock",
 				"recovery failed",
+				"ext3_abort called.",
 			},
 			Sets: [][]string{
 				[]string{
 					" journal superblock",
 					"aborting journal on device ",
+					"ext3_abort called.",
 					"recovery failed",
 					"while flushing file data on ",
 				},
 				[]string{
 					"aborting journal on device ",
+					"ext3_abort called.",
 					"jbd",
 				},
 				[]string{
 					" journal superblock",
 					"aborting journal on device ",
 					"error ",
+					"ext3_abort called.",
 					"recovery failed",
 					"while flushing file data on ",
 				},
@@ -7420,13 +7842,22 @@ var image = &rules.Image{
 					" journal superblock",
 					"aborting journal on device ",
 					"detected io errors ",
+					"ext3_abort called.",
 					"recovery failed",
 				},
 				[]string{
 					" detected when updating journal superblock for ",
 					"aborting journal on device ",
+					"ext3_abort called.",
 					"i/o error when updating journal superblock for ",
 					"io error ",
+					"recovery failed",
+					"while flushing file data on ",
+				},
+				[]string{
+					" journal superblock",
+					"aborting journal on device ",
+					"ext3",
 					"recovery failed",
 					"while flushing file data on ",
 				},
@@ -7439,6 +7870,7 @@ var image = &rules.Image{
 				"device",
 				"errno",
 				"device",
+				"fs",
 			},
 		},
 		{
@@ -8043,7 +8475,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:CUDA error: |cuda runtime error \((?P<code>\d+)\) : |Cuda failure (?:(?P<code>\d+) )?'|THCudaCheck FAIL file=\S+ line=\d+ error=(?P<code>\d+) : )(?P<error>unknown error)|(?P<error>CUDA_ERROR_UNKNOWN|cudaErrorUnknown)\b`,
+			Expr: `(?:CUDA error: |cuda runtime error \((?P<code>\d+)\) : |Cuda failure (?:(?P<code>\d+) )?'|THCudaCheck FAIL file=\S+ line=\d+ error=(?P<code>\d+) : )(?P<error>unknown error)|(?P<error>CUDA_ERROR_UNKNOWN|cudaErrorUnknown)\b|(?P<error>CUDA unknown error) - this may be due to an incorrectly set up environment`,
 			Literals: []string{
 				"unknown error",
 				"CUDA_ERROR_UNKNOWN",
@@ -8059,6 +8491,7 @@ var image = &rules.Image{
 					"cuda error: ",
 					"cuda failure ",
 					"cuda runtime error (",
+					"cuda unknown error - this may be due to an incorrectly set up environment",
 					"cuda_error_unknown",
 					"cudaerrorunknown",
 					"thcudacheck fail file=",
@@ -8067,6 +8500,7 @@ var image = &rules.Image{
 					") : ",
 					"cuda error: ",
 					"cuda failure ",
+					"cuda unknown error - this may be due to an incorrectly set up environment",
 					"cuda_error_unknown",
 					"cudaerrorunknown",
 					"thcudacheck fail file=",
@@ -8076,6 +8510,7 @@ var image = &rules.Image{
 					"cuda error: ",
 					"cuda failure ",
 					"cuda runtime error (",
+					"cuda unknown error - this may be due to an incorrectly set up environment",
 					"cuda_error_unknown",
 					"cudaerrorunknown",
 				},
@@ -8084,6 +8519,7 @@ var image = &rules.Image{
 					"cuda error: ",
 					"cuda failure ",
 					"cuda runtime error (",
+					"cuda unknown error - this may be due to an incorrectly set up environment",
 					"cuda_error_unknown",
 					"cudaerrorunknown",
 				},
@@ -8092,6 +8528,7 @@ var image = &rules.Image{
 					"cuda error: ",
 					"cuda failure ",
 					"cuda runtime error (",
+					"cuda unknown error - this may be due to an incorrectly set up environment",
 					"cuda_error_unknown",
 					"cudaerrorunknown",
 				},
@@ -8101,6 +8538,7 @@ var image = &rules.Image{
 				"code",
 				"code",
 				"code",
+				"error",
 				"error",
 				"error",
 			},
@@ -8332,6 +8770,64 @@ var image = &rules.Image{
 				"page",
 				"cpu",
 				"cpu",
+			},
+		},
+		{
+			Expr: `(?:Dependency failed for (?P<what>/\S*|Local File Systems(?: \(Pre\))?|File System Check on \S+)\.\s*$|Job (?P<unit>\S+\.(?:mount|swap)|local-fs(?:-pre)?\.target)/start failed with result 'dependency'\.)`,
+			Literals: []string{
+				"Dependency failed for /",
+				"Dependency failed for Local File Systems",
+				"Dependency failed for File System Check on ",
+				"/start failed with result 'dependency'.",
+			},
+			Sets: [][]string{
+				[]string{
+					"/start failed with result 'dependency'.",
+					"dependency failed for /",
+					"dependency failed for file system check on ",
+					"dependency failed for local file systems",
+				},
+				[]string{
+					"/start failed with result 'dependency'.",
+					"dependency failed for ",
+				},
+				[]string{
+					"dependency failed for /",
+					"dependency failed for file system check on ",
+					"dependency failed for local file systems",
+					"job ",
+				},
+				[]string{
+					".mount",
+					".swap",
+					"dependency failed for /",
+					"dependency failed for file system check on ",
+					"dependency failed for local file systems",
+					"local-fs-pre.target",
+					"local-fs.target",
+				},
+				[]string{
+					"dependency failed for /",
+					"dependency failed for file system check on ",
+					"dependency failed for local file systems",
+					"local-fs-pre.target",
+					"local-fs.target",
+					"mount",
+					"swap",
+				},
+				[]string{
+					".mount",
+					".swap",
+					"dependency failed for /",
+					"dependency failed for file system check on ",
+					"dependency failed for local file systems",
+					"local-fs",
+				},
+			},
+			Names: []string{
+				"",
+				"what",
+				"unit",
 			},
 		},
 		{
@@ -8947,7 +9443,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info| failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: |Stack trace of the failed collective not found, potentially because FlightRecorder is disabled)`,
+			Expr: `(?:Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)|Timeout at NCCL work: (?P<seq>\d+)|Some NCCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down|Exception raised from (?P<func>checkTimeout|ncclCommWatchdog|workCleanupLoop) at \S+:\d+ \(most recent call first\)|frame #\d+: c10d::ProcessGroupNCCL::(?P<func>ncclCommWatchdog|workCleanupLoop)\(\)|Received a dump signal due to a collective timeout from +(?P<from>this local rank|rank \d+) and we will try our best to dump the debug info|Observed flight recorder dump signal from another rank via TCPStore|Received a global timeout from another rank and will start to dump the debug info| failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: |Stack trace of the failed collective not found, potentially because FlightRecorder is disabled|ProcessGroupNCCL preparing to dump debug info\.)`,
 			Literals: []string{
 				"Exception (either an error or timeout) detected by watchdog at work: ",
 				"Timeout at NCCL work: ",
@@ -8963,6 +9459,7 @@ var image = &rules.Image{
 				"Received a global timeout from another rank and will start to dump the debug info",
 				" failure detected by watchdog at work sequence id: ",
 				"Stack trace of the failed collective not found, potentially because FlightRecorder is disabled",
+				"ProcessGroupNCCL preparing to dump debug info.",
 			},
 			Sets: [][]string{
 				[]string{
@@ -8974,6 +9471,7 @@ var image = &rules.Image{
 					"exception raised from ncclcommwatchdog at ",
 					"exception raised from workcleanuploop at ",
 					"observed flight recorder dump signal from another rank via tcpstore",
+					"processgroupnccl preparing to dump debug info.",
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
@@ -8988,6 +9486,7 @@ var image = &rules.Image{
 					"exception (either an error or timeout) detected by watchdog at work: ",
 					"exception raised from ",
 					"observed flight recorder dump signal from another rank via tcpstore",
+					"processgroupnccl preparing to dump debug info.",
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
@@ -9001,6 +9500,7 @@ var image = &rules.Image{
 					"exception (either an error or timeout) detected by watchdog at work: ",
 					"ncclcommwatchdog",
 					"observed flight recorder dump signal from another rank via tcpstore",
+					"processgroupnccl preparing to dump debug info.",
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
@@ -9014,6 +9514,7 @@ var image = &rules.Image{
 					": c10d::processgroupnccl::ncclcommwatchdog()",
 					": c10d::processgroupnccl::workcleanuploop()",
 					"observed flight recorder dump signal from another rank via tcpstore",
+					"processgroupnccl preparing to dump debug info.",
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
@@ -9027,6 +9528,7 @@ var image = &rules.Image{
 					": c10d::processgroupnccl::workcleanuploop()",
 					"exception (either an error or timeout) detected by watchdog at work: ",
 					"observed flight recorder dump signal from another rank via tcpstore",
+					"processgroupnccl preparing to dump debug info.",
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
@@ -9042,6 +9544,7 @@ var image = &rules.Image{
 					"exception raised from workcleanuploop at ",
 					"frame #",
 					"observed flight recorder dump signal from another rank via tcpstore",
+					"processgroupnccl preparing to dump debug info.",
 					"received a dump signal due to a collective timeout from ",
 					"received a global timeout from another rank and will start to dump the debug info",
 					"some nccl operations have failed or timed out",
@@ -9479,21 +9982,29 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: (?:nvml|cuda) error: (?P<error>[^:]+))`,
+			Expr: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: (?:nvml|cuda|driver|rpc) error: (?P<error>[^:]+))`,
 			Literals: []string{
 				"Failed to initialize NVML",
 				"nvidia-container-cli: initialization error: nvml error: ",
 				"nvidia-container-cli: initialization error: cuda error: ",
+				"nvidia-container-cli: initialization error: driver error: ",
+				"nvidia-container-cli: initialization error: rpc error: ",
 				"nvidia-container-cli: detection error: nvml error: ",
 				"nvidia-container-cli: detection error: cuda error: ",
+				"nvidia-container-cli: detection error: driver error: ",
+				"nvidia-container-cli: detection error: rpc error: ",
 			},
 			Sets: [][]string{
 				[]string{
 					"failed to initialize nvml",
 					"nvidia-container-cli: detection error: cuda error: ",
+					"nvidia-container-cli: detection error: driver error: ",
 					"nvidia-container-cli: detection error: nvml error: ",
+					"nvidia-container-cli: detection error: rpc error: ",
 					"nvidia-container-cli: initialization error: cuda error: ",
+					"nvidia-container-cli: initialization error: driver error: ",
 					"nvidia-container-cli: initialization error: nvml error: ",
+					"nvidia-container-cli: initialization error: rpc error: ",
 				},
 				[]string{
 					"failed to initialize nvml",
@@ -9510,7 +10021,9 @@ var image = &rules.Image{
 				},
 				[]string{
 					"cuda",
+					"driver",
 					"nvml",
+					"rpc",
 				},
 			},
 			Names: []string{
@@ -10587,6 +11100,82 @@ var image = &rules.Image{
 				"",
 				"device",
 				"device",
+			},
+		},
+		{
+			Expr: `(?:Kernel reported iSCSI connection (?P<conn>-?\d+:-?\d+) error \((?P<code>-?\d+) - (?P<reason>[^)]*)\) state \(-?\d+\)|connect to (?P<portal>\S+):(?P<port>\d+) failed \((?P<reason>[^)]*)\)|cannot make connection to (?P<portal>\S+):(?P<port>\d+) \((?P<reason>[^)]*)\)|can't bind conn (?P<conn>-?\d+:-?\d+) to session -?\d+, retcode -?\d+ \(-?\d+\)|can't set operational parameter -?\d+ for connection (?P<conn>-?\d+:-?\d+), retcode -?\d+ \(-?\d+\)|Received iferror (?P<iferror>-?\d+)[:.])`,
+			Literals: []string{
+				"Kernel reported iSCSI connection ",
+				"connect to ",
+				"cannot make connection to ",
+				"can't bind conn ",
+				"can't set operational parameter ",
+				"Received iferror ",
+			},
+			Sets: [][]string{
+				[]string{
+					"can't bind conn ",
+					"can't set operational parameter ",
+					"cannot make connection to ",
+					"connect to ",
+					"kernel reported iscsi connection ",
+					"received iferror ",
+				},
+				[]string{
+					" error (",
+					"can't bind conn ",
+					"can't set operational parameter ",
+					"cannot make connection to ",
+					"connect to ",
+					"received iferror ",
+				},
+				[]string{
+					" - ",
+					"can't bind conn ",
+					"can't set operational parameter ",
+					"cannot make connection to ",
+					"connect to ",
+					"received iferror ",
+				},
+				[]string{
+					") state (",
+					"can't bind conn ",
+					"can't set operational parameter ",
+					"cannot make connection to ",
+					"connect to ",
+					"received iferror ",
+				},
+				[]string{
+					"an't bind conn ",
+					"an't set operational parameter ",
+					"annot make connection to ",
+					"kernel reported iscsi connection ",
+					"onnect to ",
+					"received iferror ",
+				},
+				[]string{
+					" failed (",
+					"an't bind conn ",
+					"an't set operational parameter ",
+					"annot make connection to ",
+					"kernel reported iscsi connection ",
+					"received iferror ",
+				},
+			},
+			Names: []string{
+				"",
+				"conn",
+				"code",
+				"reason",
+				"portal",
+				"port",
+				"reason",
+				"portal",
+				"port",
+				"reason",
+				"conn",
+				"conn",
+				"iferror",
 			},
 		},
 		{
@@ -12482,6 +13071,136 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:Timed out waiting for device (?P<device>(?:/dev/tty|/dev/tpm|dev-tty|dev-tpm|sys-|/sys/)\S*?)\.?\s*$|Job (?P<unit>(?:dev-tty|dev-tpm|sys-)\S*\.device)/start (?:timed out|failed with result 'timeout')\.|A start job for unit (?P<unit>(?:dev-tty|dev-tpm|sys-)\S*\.device) has (?:failed|finished with a failure))`,
+			Literals: []string{
+				"Timed out waiting for device /dev/tty",
+				"Timed out waiting for device /dev/tpm",
+				"Timed out waiting for device dev-tty",
+				"Timed out waiting for device dev-tpm",
+				"Timed out waiting for device sys-",
+				"Timed out waiting for device /sys/",
+				"/start timed out.",
+				"/start failed with result 'timeout'.",
+				"A start job for unit dev-tty",
+				"A start job for unit dev-tpm",
+				"A start job for unit sys-",
+			},
+			Sets: [][]string{
+				[]string{
+					"/start failed with result 'timeout'.",
+					"/start timed out.",
+					"a start job for unit dev-tpm",
+					"a start job for unit dev-tty",
+					"a start job for unit sys-",
+					"timed out waiting for device /dev/tpm",
+					"timed out waiting for device /dev/tty",
+					"timed out waiting for device /sys/",
+					"timed out waiting for device dev-tpm",
+					"timed out waiting for device dev-tty",
+					"timed out waiting for device sys-",
+				},
+				[]string{
+					"/start failed with result 'timeout'.",
+					"/start timed out.",
+					"a start job for unit dev-tpm",
+					"a start job for unit dev-tty",
+					"a start job for unit sys-",
+					"timed out waiting for device ",
+				},
+				[]string{
+					"/dev/tpm",
+					"/dev/tty",
+					"/start failed with result 'timeout'.",
+					"/start timed out.",
+					"/sys/",
+					"dev-tpm",
+					"dev-tty",
+					"sys-",
+				},
+				[]string{
+					"/dev/t",
+					"/start failed with result 'timeout'.",
+					"/start timed out.",
+					"/sys/",
+					"dev-tpm",
+					"dev-tty",
+					"sys-",
+				},
+				[]string{
+					"/dev/tpm",
+					"/dev/tty",
+					"/start failed with result 'timeout'.",
+					"/start timed out.",
+					"/sys/",
+					"dev-t",
+					"sys-",
+				},
+				[]string{
+					"job ",
+					"timed out waiting for device /dev/tpm",
+					"timed out waiting for device /dev/tty",
+					"timed out waiting for device /sys/",
+					"timed out waiting for device dev-tpm",
+					"timed out waiting for device dev-tty",
+					"timed out waiting for device sys-",
+				},
+			},
+			Names: []string{
+				"",
+				"device",
+				"unit",
+				"unit",
+			},
+		},
+		{
+			Expr: `(?:Timed out waiting for device (?P<device>\S.*?)\.?\s*$|Job (?P<unit>\S+\.device)/start (?:timed out|failed with result 'timeout')\.|A start job for unit (?P<unit>\S+\.device) has (?:failed|finished with a failure))`,
+			Literals: []string{
+				"Timed out waiting for device ",
+				"/start timed out.",
+				"/start failed with result 'timeout'.",
+				"A start job for unit ",
+			},
+			Sets: [][]string{
+				[]string{
+					"/start failed with result 'timeout'.",
+					"/start timed out.",
+					"a start job for unit ",
+					"timed out waiting for device ",
+				},
+				[]string{
+					"job ",
+					"timed out waiting for device ",
+				},
+				[]string{
+					".device",
+					"a start job for unit ",
+					"timed out waiting for device ",
+				},
+				[]string{
+					"/start ",
+					"a start job for unit ",
+					"timed out waiting for device ",
+				},
+				[]string{
+					"a start job for unit ",
+					"failed with result 'timeout'",
+					"timed out",
+				},
+				[]string{
+					".device",
+					"/start failed with result 'timeout'.",
+					"/start timed out.",
+					"timed out waiting for device ",
+				},
+			},
+			Names: []string{
+				"",
+				"device",
+				"unit",
+				"unit",
+			},
+		},
+		{
 			Expr: `(?:Unable to determine the device handle for (?i:gpu) ?|Failed to get device handle for GPU )(?:(?P<index>\d+): )?(?:(?P<pci>[0-9a-fA-F]{3,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): ?)?(?P<error>Unknown Error|GPU requires reset|Unable to communicate with GPU because it is insufficiently powered|Insufficient External Power)`,
 			Literals: []string{
 				"Unable to determine the device handle for gpu",
@@ -13558,6 +14277,39 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:\[\s*-?\d+\]waiting for -?\d+ commands to complete|megasas: reset successful|megaraid_sas(?: [0-9a-fA-F:.]+)?: (?:reset successful|Reset successful(?: for scsi-?\d+)?\.))`,
+			Literals: []string{
+				" commands to complete",
+				": reset successful",
+			},
+			Sets: [][]string{
+				[]string{
+					" commands to complete",
+					": reset successful",
+				},
+				[]string{
+					": reset successful",
+					"]waiting for ",
+				},
+				[]string{
+					" commands to complete",
+					"mega",
+				},
+				[]string{
+					" commands to complete",
+					"raid_sas",
+					"sas: reset successful",
+				},
+				[]string{
+					" commands to complete",
+					"reset successful",
+				},
+			},
+			Names: []string{
+				"",
+			},
+		},
+		{
 			Expr: "(?:\\] +|^|[\\s`])\\S+:\\d+ +UCX +(?P<level>ERROR|FATAL) (?P<message>.*)",
 			Literals: []string{
 				"ERROR ",
@@ -14096,6 +14848,127 @@ var image = &rules.Image{
 				"section",
 				"field",
 				"section",
+			},
+		},
+		{
+			Expr: `(?:\| (?P<sensor>Memory|Processor)(?: [^|]*)? \| (?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3/Processor startup/init failure|SM BIOS Uncorrectable CPU-complex Error|Uncorrectable machine check exception)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory|Processor) #[0-9a-f]{2} (?:.*? )?(?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3 Proc error|SMBIOS CPU error|(?:CATERR|CPU Core Error) on CPU\d)(?:, .*?)? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\])`,
+			Literals: []string{
+				" | Asserted",
+				"Memory #",
+				"Processor #",
+			},
+			Sets: [][]string{
+				[]string{
+					" | asserted",
+					"memory #",
+					"processor #",
+				},
+				[]string{
+					"memory",
+					"processor",
+				},
+				[]string{
+					" | ",
+					"memory #",
+					"processor #",
+				},
+				[]string{
+					"frb1/bist failure",
+					"frb3/processor startup/init failure",
+					"ierr",
+					"memory #",
+					"memory device disabled",
+					"memory scrub failed",
+					"parity",
+					"processor #",
+					"sm bios uncorrectable cpu-complex error",
+					"uncorrectable ecc",
+					"uncorrectable machine check exception",
+				},
+				[]string{
+					"frb1/bist failure",
+					"frb3/processor startup/init failure",
+					"ierr",
+					"memory ",
+					"parity",
+					"processor #",
+					"sm bios uncorrectable cpu-complex error",
+					"uncorrectable ecc",
+					"uncorrectable machine check exception",
+				},
+				[]string{
+					"device disabled",
+					"frb1/bist failure",
+					"frb3/processor startup/init failure",
+					"ierr",
+					"memory #",
+					"parity",
+					"processor #",
+					"scrub failed",
+					"sm bios uncorrectable cpu-complex error",
+					"uncorrectable ecc",
+					"uncorrectable machine check exception",
+				},
+			},
+			Names: []string{
+				"",
+				"sensor",
+				"event",
+				"sensor",
+				"event",
+			},
+		},
+		{
+			Expr: `(?:\| (?P<sensor>Memory|Processor|Event Logging Disabled)(?: [^|]*)? \| (?P<event>Correctable ECC(?: logging limit reached)?|Correctable machine check error|Correctable memory error logging disabled)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory) #[0-9a-f]{2} (?:.*? )?(?P<event>Correctable ECC|ECC limit reached), .*? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\])`,
+			Literals: []string{
+				" | Correctable ECC",
+				" | Correctable machine check error",
+				" | Correctable memory error logging disabled",
+				"Correctable ECC, ",
+				"ECC limit reached, ",
+			},
+			Sets: [][]string{
+				[]string{
+					" | correctable ecc",
+					" | correctable machine check error",
+					" | correctable memory error logging disabled",
+					"correctable ecc, ",
+					"ecc limit reached, ",
+				},
+				[]string{
+					"correctable ecc, ",
+					"ecc limit reached, ",
+					"event logging disabled",
+					"memory",
+					"processor",
+				},
+				[]string{
+					" | ",
+					"correctable ecc, ",
+					"ecc limit reached, ",
+				},
+				[]string{
+					"correctable ecc",
+					"correctable machine check error",
+					"correctable memory error logging disabled",
+					"ecc limit reached, ",
+				},
+				[]string{
+					"correctable ",
+					"ecc limit reached, ",
+				},
+				[]string{
+					"ecc",
+					"machine check error",
+					"memory error logging disabled",
+				},
+			},
+			Names: []string{
+				"",
+				"sensor",
+				"event",
+				"sensor",
+				"event",
 			},
 		},
 		{
@@ -16333,6 +17206,107 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:megasas: RESET (?:-\d+ )?cmd=(?P<cmd>[0-9a-fA-F]+)|(?:Found )?FW in FAULT state(?:, will reset adapter|,? Fault code:(?P<fault>0x[0-9a-fA-F]+) subcode:(?P<subcode>0x[0-9a-fA-F]+))|resetting fusion adapter(?: scsi-?\d+)?\.|pending commands remain after waiting, will reset adapter|Reset (?:failed|not supported), killing adapter|killing adapter scsi-?\d+|Hardware critical error, returning FAILED|cannot recover from previous reset failures|OCR is requested due to IO timeout)`,
+			Literals: []string{
+				"megasas: RESET ",
+				"FW in FAULT state, will reset adapter",
+				"FW in FAULT state Fault code:0x",
+				"FW in FAULT state, Fault code:0x",
+				"resetting fusion adapter",
+				"pending commands remain after waiting, will reset adapter",
+				"Reset failed, killing adapter",
+				"Reset not supported, killing adapter",
+				"killing adapter scsi",
+				"Hardware critical error, returning FAILED",
+				"cannot recover from previous reset failures",
+				"OCR is requested due to IO timeout",
+			},
+			Sets: [][]string{
+				[]string{
+					"cannot recover from previous reset failures",
+					"fw in fault state fault code:0x",
+					"fw in fault state, fault code:0x",
+					"fw in fault state, will reset adapter",
+					"hardware critical error, returning failed",
+					"killing adapter scsi",
+					"megasas: reset ",
+					"ocr is requested due to io timeout",
+					"pending commands remain after waiting, will reset adapter",
+					"reset failed, killing adapter",
+					"reset not supported, killing adapter",
+					"resetting fusion adapter",
+				},
+				[]string{
+					"cannot recover from previous reset failures",
+					"cmd=",
+					"fw in fault state fault code:0x",
+					"fw in fault state, fault code:0x",
+					"fw in fault state, will reset adapter",
+					"hardware critical error, returning failed",
+					"killing adapter scsi",
+					"ocr is requested due to io timeout",
+					"pending commands remain after waiting, will reset adapter",
+					"reset failed, killing adapter",
+					"reset not supported, killing adapter",
+					"resetting fusion adapter",
+				},
+				[]string{
+					"cannot recover from previous reset failures",
+					"fw in fault state",
+					"hardware critical error, returning failed",
+					"killing adapter scsi",
+					"megasas: reset ",
+					"ocr is requested due to io timeout",
+					"pending commands remain after waiting, will reset adapter",
+					"reset failed, killing adapter",
+					"reset not supported, killing adapter",
+					"resetting fusion adapter",
+				},
+				[]string{
+					" fault code:0x",
+					", will reset adapter",
+					"cannot recover from previous reset failures",
+					"hardware critical error, returning failed",
+					"killing adapter scsi",
+					"megasas: reset ",
+					"ocr is requested due to io timeout",
+					"reset failed, killing adapter",
+					"reset not supported, killing adapter",
+					"resetting fusion adapter",
+				},
+				[]string{
+					" fault code:",
+					", will reset adapter",
+					"cannot recover from previous reset failures",
+					"hardware critical error, returning failed",
+					"killing adapter scsi",
+					"megasas: reset ",
+					"ocr is requested due to io timeout",
+					"reset failed, killing adapter",
+					"reset not supported, killing adapter",
+					"resetting fusion adapter",
+				},
+				[]string{
+					" subcode:",
+					", will reset adapter",
+					"cannot recover from previous reset failures",
+					"hardware critical error, returning failed",
+					"killing adapter scsi",
+					"megasas: reset ",
+					"ocr is requested due to io timeout",
+					"reset failed, killing adapter",
+					"reset not supported, killing adapter",
+					"resetting fusion adapter",
+				},
+			},
+			Names: []string{
+				"",
+				"cmd",
+				"fault",
+				"subcode",
+			},
+		},
+		{
 			Expr: `(?:mlx5_(?:pci_init|init_one|load_one|pci_enable_device) failed with error code:? -?\d+|wait vital failed with error code:? -?\d+|Firmware over \d+ MS in .+ state, aborting|Cannot enable PCI device, aborting|error requesting BARs, aborting|Failed setting DMA capabilities mask, aborting|Failed mapping initialization segment, aborting|Failed initializing command interface, aborting|\): (?:enable|init) hca failed|Can't set (?:consistent )?PCI DMA mask, aborting|mlx5_(?:function_enable|query_hca_caps_light) err=-?\d+|Missing registers BAR, aborting|Couldn't get PCI resources, aborting|PCI link not ready \(0x[0-9a-fA-F]+\) after \d+ ms|Firmware is not responsive \(0x[0-9a-fA-F]+\) after \d+ ms|reset reload flow aborted, PCI reads still not working|\): health recovery failed|mlx5_core: probe of \S+ failed with error -?\d+|probe with driver mlx5_core failed with error -?\d+)`,
 			Literals: []string{
 				"mlx5_pci_init failed with error code ",
@@ -17536,6 +18510,25 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?P<error>kernel driver does not appear to be running on this host)(?: \((?P<host>[^)]*)\): /proc/driver/nvidia/version does not exist)?|(?P<error>Found no NVIDIA driver on your system)`,
+			Literals: []string{
+				"kernel driver does not appear to be running on this host",
+				"Found no NVIDIA driver on your system",
+			},
+			Sets: [][]string{
+				[]string{
+					"found no nvidia driver on your system",
+					"kernel driver does not appear to be running on this host",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
+				"host",
+				"error",
+			},
+		},
+		{
 			Expr: "(?P<error>no CUDA-capable device is detected|CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice)",
 			Literals: []string{
 				"no CUDA-capable device is detected",
@@ -17647,34 +18640,6 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"error",
-			},
-		},
-		{
-			Expr: `(?P<event>DegradedArray|Fail|FailSpare) event detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\s*$`,
-			Literals: []string{
-				"DegradedArray event detected on md device ",
-				"Fail event detected on md device ",
-				"FailSpare event detected on md device ",
-			},
-			Sets: [][]string{
-				[]string{
-					"degradedarray event detected on md device ",
-					"fail event detected on md device ",
-					"failspare event detected on md device ",
-				},
-				[]string{
-					"degradedarray",
-					"fail",
-				},
-				[]string{
-					" event detected on md device ",
-				},
-			},
-			Names: []string{
-				"",
-				"event",
-				"md",
-				"device",
 			},
 		},
 		{
@@ -18208,6 +19173,216 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"mc",
+			},
+		},
+		{
+			Expr: `ERROR: Unable to load the kernel module '(?P<module>[^']+)'|frequently when this kernel module|kernel module was built against|built against the wrong or|wrong or improperly configured|improperly configured kernel sources|kernel sources, with a version|with a version of gcc that|gcc that differs from the one|used to build the target kernel, or|if (?:another|a) driver,? such as|such as (?:nouveau|rivafb)|nvidiafb, or nouveau|is present and prevents the NVIDIA|prevents the NVIDIA kernel module|kernel module from obtaining|obtaining ownership of the NVIDIA|the NVIDIA (?:device|GPU|graphics device)\(s\), or no|or no NVIDIA (?:device|GPU) installed|installed in this system is supported|supported by this NVIDIA Linux|NVIDIA Linux graphics driver release|log entries 'Kernel module load|'Kernel module load error' and|error' and 'Kernel messages'|'Kernel messages' at the end|messages' at the end of the file '\S*nvidia-installer`,
+			Literals: []string{
+				"ERROR: Unable to load the kernel module '",
+				"frequently when this kernel module",
+				"kernel module was built against",
+				"built against the wrong or",
+				"wrong or improperly configured",
+				"improperly configured kernel sources",
+				"kernel sources, with a version",
+				"with a version of gcc that",
+				"gcc that differs from the one",
+				"used to build the target kernel, or",
+				"if another driver such as",
+				"if another driver, such as",
+				"if a driver such as",
+				"if a driver, such as",
+				"such as nouveau",
+				"such as rivafb",
+				"nvidiafb, or nouveau",
+				"is present and prevents the NVIDIA",
+				"prevents the NVIDIA kernel module",
+				"kernel module from obtaining",
+				"obtaining ownership of the NVIDIA",
+				"the NVIDIA device(s), or no",
+				"the NVIDIA GPU(s), or no",
+				"the NVIDIA graphics device(s), or no",
+				"or no NVIDIA device installed",
+				"or no NVIDIA GPU installed",
+				"installed in this system is supported",
+				"supported by this NVIDIA Linux",
+				"NVIDIA Linux graphics driver release",
+				"log entries 'Kernel module load",
+				"'Kernel module load error' and",
+				"error' and 'Kernel messages'",
+				"'Kernel messages' at the end",
+				"messages' at the end of the file '",
+			},
+			Sets: [][]string{
+				[]string{
+					"'kernel messages' at the end",
+					"'kernel module load error' and",
+					"built against the wrong or",
+					"error' and 'kernel messages'",
+					"error: unable to load the kernel module '",
+					"frequently when this kernel module",
+					"gcc that differs from the one",
+					"if ",
+					"improperly configured kernel sources",
+					"installed in this system is supported",
+					"is present and prevents the nvidia",
+					"kernel module from obtaining",
+					"kernel module was built against",
+					"kernel sources, with a version",
+					"log entries 'kernel module load",
+					"messages' at the end of the file '",
+					"nvidia linux graphics driver release",
+					"nvidiafb, or nouveau",
+					"obtaining ownership of the nvidia",
+					"or no nvidia device installed",
+					"or no nvidia gpu installed",
+					"prevents the nvidia kernel module",
+					"such as nouveau",
+					"such as rivafb",
+					"supported by this nvidia linux",
+					"the nvidia device(s), or no",
+					"the nvidia gpu(s), or no",
+					"the nvidia graphics device(s), or no",
+					"used to build the target kernel, or",
+					"with a version of gcc that",
+					"wrong or improperly configured",
+				},
+				[]string{
+					" driver",
+					"'kernel messages' at the end",
+					"'kernel module load error' and",
+					"built against the wrong or",
+					"error' and 'kernel messages'",
+					"error: unable to load the kernel module '",
+					"frequently when this kernel module",
+					"gcc that differs from the one",
+					"improperly configured kernel sources",
+					"installed in this system is supported",
+					"is present and prevents the nvidia",
+					"kernel module from obtaining",
+					"kernel module was built against",
+					"kernel sources, with a version",
+					"log entries 'kernel module load",
+					"messages' at the end of the file '",
+					"nvidiafb, or nouveau",
+					"obtaining ownership of the nvidia",
+					"or no nvidia device installed",
+					"or no nvidia gpu installed",
+					"prevents the nvidia kernel module",
+					"such as nouveau",
+					"such as rivafb",
+					"supported by this nvidia linux",
+					"the nvidia device(s), or no",
+					"the nvidia gpu(s), or no",
+					"the nvidia graphics device(s), or no",
+					"used to build the target kernel, or",
+					"with a version of gcc that",
+					"wrong or improperly configured",
+				},
+				[]string{
+					" such as",
+					"'kernel messages' at the end",
+					"'kernel module load error' and",
+					"built against the wrong or",
+					"error' and 'kernel messages'",
+					"error: unable to load the kernel module '",
+					"frequently when this kernel module",
+					"gcc that differs from the one",
+					"improperly configured kernel sources",
+					"installed in this system is supported",
+					"is present and prevents the nvidia",
+					"kernel module from obtaining",
+					"kernel module was built against",
+					"kernel sources, with a version",
+					"log entries 'kernel module load",
+					"messages' at the end of the file '",
+					"nvidia linux graphics driver release",
+					"nvidiafb, or nouveau",
+					"obtaining ownership of the nvidia",
+					"or no nvidia device installed",
+					"or no nvidia gpu installed",
+					"prevents the nvidia kernel module",
+					"such as nouveau",
+					"such as rivafb",
+					"supported by this nvidia linux",
+					"the nvidia device(s), or no",
+					"the nvidia gpu(s), or no",
+					"the nvidia graphics device(s), or no",
+					"used to build the target kernel, or",
+					"with a version of gcc that",
+					"wrong or improperly configured",
+				},
+				[]string{
+					"'kernel messages' at the end",
+					"'kernel module load error' and",
+					"built against the wrong or",
+					"error' and 'kernel messages'",
+					"error: unable to load the kernel module '",
+					"frequently when this kernel module",
+					"gcc that differs from the one",
+					"if a driver such as",
+					"if a driver, such as",
+					"if another driver such as",
+					"if another driver, such as",
+					"improperly configured kernel sources",
+					"installed in this system is supported",
+					"is present and prevents the nvidia",
+					"kernel module from obtaining",
+					"kernel module was built against",
+					"kernel sources, with a version",
+					"log entries 'kernel module load",
+					"messages' at the end of the file '",
+					"nvidia linux graphics driver release",
+					"nvidiafb, or nouveau",
+					"obtaining ownership of the nvidia",
+					"or no nvidia device installed",
+					"or no nvidia gpu installed",
+					"such as nouveau",
+					"such as rivafb",
+					"supported by this nvidia linux",
+					"the nvidia ",
+					"used to build the target kernel, or",
+					"with a version of gcc that",
+					"wrong or improperly configured",
+				},
+				[]string{
+					"'kernel messages' at the end",
+					"'kernel module load error' and",
+					"(s), or no",
+					"built against the wrong or",
+					"error' and 'kernel messages'",
+					"error: unable to load the kernel module '",
+					"frequently when this kernel module",
+					"gcc that differs from the one",
+					"if a driver such as",
+					"if a driver, such as",
+					"if another driver such as",
+					"if another driver, such as",
+					"improperly configured kernel sources",
+					"installed in this system is supported",
+					"is present and prevents the nvidia",
+					"kernel module from obtaining",
+					"kernel module was built against",
+					"kernel sources, with a version",
+					"log entries 'kernel module load",
+					"messages' at the end of the file '",
+					"nvidia linux graphics driver release",
+					"nvidiafb, or nouveau",
+					"obtaining ownership of the nvidia",
+					"or no nvidia device installed",
+					"or no nvidia gpu installed",
+					"prevents the nvidia kernel module",
+					"such as nouveau",
+					"such as rivafb",
+					"supported by this nvidia linux",
+					"used to build the target kernel, or",
+					"with a version of gcc that",
+					"wrong or improperly configured",
+				},
+			},
+			Names: []string{
+				"",
+				"module",
 			},
 		},
 		{
@@ -19700,6 +20875,20 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `No GPU devices available on machine\.`,
+			Literals: []string{
+				"No GPU devices available on machine.",
+			},
+			Sets: [][]string{
+				[]string{
+					"no gpu devices available on machine.",
+				},
+			},
+			Names: []string{
+				"",
+			},
+		},
+		{
 			Expr: `Port module event\[error\]: module (?P<module>\d+), (?P<status>[^,]+), (?P<error>[^.]+)`,
 			Literals: []string{
 				"Port module event[error]: module ",
@@ -20891,22 +22080,55 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\bconnection(?P<conn>\d+:\d+): detected conn error \((?P<code>\d+)\)`,
+			Expr: `\bRemounting filesystem read-only`,
 			Literals: []string{
-				": detected conn error (",
+				"Remounting filesystem read-only",
 			},
 			Sets: [][]string{
 				[]string{
-					": detected conn error (",
+					"remounting filesystem read-only",
+				},
+			},
+			Names: []string{
+				"",
+			},
+		},
+		{
+			Expr: `\bconnection(?P<conn>\d+:\d+): (?:detected conn error \((?P<code>\d+)\)|ping timeout of (?P<secs>-?\d+) secs expired, recv timeout -?\d+, last rx \d+, last ping \d+, now \d+)`,
+			Literals: []string{
+				"detected conn error (",
+				" secs expired, recv timeout ",
+			},
+			Sets: [][]string{
+				[]string{
+					" secs expired, recv timeout ",
+					"detected conn error (",
 				},
 				[]string{
 					"connection",
+				},
+				[]string{
+					"detected conn error (",
+					"ping timeout of ",
+				},
+				[]string{
+					", last rx ",
+					"detected conn error (",
+				},
+				[]string{
+					", last ping ",
+					"detected conn error (",
+				},
+				[]string{
+					", now ",
+					"detected conn error (",
 				},
 			},
 			Names: []string{
 				"",
 				"conn",
 				"code",
+				"secs",
 			},
 		},
 		{
@@ -22064,6 +23286,78 @@ var image = &rules.Image{
 				"",
 				"minor",
 				"errno",
+			},
+		},
+		{
+			Expr: `pml_ucx\.c:\d+ +Error: (?:ucx (?P<op>send|recv|bsend|msg recv) failed: |(?P<op>ucp_ep_create)\(proc=(?P<proc>-?\d+)\) failed: |(?P<op>mca_pml_ucx_\w+) failed: -?\d+, )(?P<error>Input/output error|Endpoint timeout|Connection reset by remote peer|Destination is unreachable|Endpoint is not connected|Operation rejected by remote peer)`,
+			Literals: []string{
+				"Error: ucx send failed: ",
+				"Error: ucx recv failed: ",
+				"Error: ucx bsend failed: ",
+				"Error: ucx msg recv failed: ",
+				"Error: ucp_ep_create(proc=",
+				"Error: mca_pml_ucx_",
+			},
+			Sets: [][]string{
+				[]string{
+					"error: mca_pml_ucx_",
+					"error: ucp_ep_create(proc=",
+					"error: ucx bsend failed: ",
+					"error: ucx msg recv failed: ",
+					"error: ucx recv failed: ",
+					"error: ucx send failed: ",
+				},
+				[]string{
+					"pml_ucx.c:",
+				},
+				[]string{
+					"error: ",
+				},
+				[]string{
+					"mca_pml_ucx_",
+					"ucp_ep_create(proc=",
+					"ucx bsend failed: ",
+					"ucx msg recv failed: ",
+					"ucx recv failed: ",
+					"ucx send failed: ",
+				},
+				[]string{
+					"mca_pml_ucx_",
+					"ucp_ep_create(proc=",
+					"ucx ",
+				},
+				[]string{
+					"mca_pml_ucx_",
+					"recv",
+					"send",
+					"ucp_ep_create(proc=",
+				},
+			},
+			Names: []string{
+				"",
+				"op",
+				"op",
+				"proc",
+				"op",
+				"error",
+			},
+		},
+		{
+			Expr: `pml_ucx\.c:\d+ +Error: Failed to resolve UCX endpoint for rank (?P<rank>-?\d+)`,
+			Literals: []string{
+				"Error: Failed to resolve UCX endpoint for rank ",
+			},
+			Sets: [][]string{
+				[]string{
+					"error: failed to resolve ucx endpoint for rank ",
+				},
+				[]string{
+					"pml_ucx.c:",
+				},
+			},
+			Names: []string{
+				"",
+				"rank",
 			},
 		},
 		{
