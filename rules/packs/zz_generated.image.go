@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "327f57dbc4f51508ec51b30ec9a5d0fa5b14b71bc9f9fdd294485565a0724285"
+const imageDigest = "9588a842d9a82d7347e6fda49cbd0459ee7e1f60bd78090ff4d0ff2e5d968292"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2132,7 +2132,7 @@ var image = &rules.Image{
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
 				Name:        "storage",
-				Description: "Local and network storage faults: filesystem errors (ext2/3/4, XFS, btrfs), journal aborts and corrupt journals, block-layer, SCSI, ATA and NVMe I/O errors, NVMe timeouts and resets, NVMe over TCP/RDMA transport errors, NFS servers that stop answering, iSCSI sessions that stay down, btrfs checksum errors, and hung tasks. A node filesystem that goes read-only or shuts down (XFS) breaks image pulls, container writes and checkpoints, so it taints, as does a local disk that is lost or keeps resetting; block devices that are network volumes (rbd, nbd, drbd, loop, zd) and NVMe-oF namespaces only raise an Event, since the volume, not the node, is at fault. A cluster whose persistent volumes appear as sdX or nvmeXnY should override fs-remount-ro with an Event.",
+				Description: "Local and network storage faults: filesystem errors (ext2/3/4, XFS, btrfs), journal aborts and corrupt journals, block-layer, SCSI, ATA and NVMe I/O errors, NVMe timeouts and resets, NVMe over TCP/RDMA transport errors, NFS servers that stop answering, iSCSI sessions that stay down, btrfs checksum errors, SAS and FC HBA aborts and resets, disks systemd waited for in vain, degraded md arrays, the clients of Lustre, CephFS, BeeGFS, 3FS and IBM Storage Scale losing their servers (recorded, never tainted: a server's outage shows on every client at once), and hung tasks. A node filesystem that goes read-only or shuts down (XFS) breaks image pulls, container writes and checkpoints, so it taints, as does a local disk that is lost or keeps resetting; block devices that are network volumes (rbd, nbd, drbd, loop, zd) and NVMe-oF namespaces only raise an Event, since the volume, not the node, is at fault. A cluster whose persistent volumes appear as sdX or nvmeXnY should override fs-remount-ro with an Event.",
 			},
 			Spec: rules.PackSpec{
 				Defaults: rules.Defaults{
@@ -2155,7 +2155,7 @@ var image = &rules.Image{
 							Regex: `(?:EXT[234]-fs|XFS|BTRFS)[^(]{0,12}\((?:device )?(?P<device>(?:rbd|nbd|drbd|loop|zd)\d+\S*?)\)[: ].*(?:[Rr]emounting filesystem read-only|[Ss]hutting down filesystem|xfs_do_force_shutdown|forced readonly|shut down due to)`,
 						},
 						Exclusive: "fs-ro",
-						Line:      25,
+						Line:      29,
 					},
 					{
 						ID:          "fs-remount-ro",
@@ -2169,7 +2169,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "fs-readonly",
 						},
-						Line: 50,
+						Line: 54,
 					},
 					{
 						ID:          "xfs-shutdown",
@@ -2183,7 +2183,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "fs-readonly",
 						},
-						Line: 85,
+						Line: 89,
 					},
 					{
 						ID:          "fs-remount-ro-unnamed",
@@ -2193,7 +2193,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      202,
+						Line:      206,
 					},
 					{
 						ID:          "fs-error",
@@ -2203,7 +2203,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      242,
+						Line:      246,
 					},
 					{
 						ID:          "btrfs-scrub-error",
@@ -2212,7 +2212,7 @@ var image = &rules.Image{
 							Regex: `(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+`,
 						},
 						Cooldown: 600000000000,
-						Line:     421,
+						Line:     425,
 					},
 					{
 						ID:          "fs-error-history",
@@ -2222,7 +2222,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     475,
+						Line:     479,
 					},
 					{
 						ID:          "xfs-corruption",
@@ -2232,7 +2232,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      505,
+						Line:      509,
 					},
 					{
 						ID:          "journal-abort",
@@ -2241,7 +2241,7 @@ var image = &rules.Image{
 							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed)|(?P<fs>ext3)_abort called\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     888,
+						Line:     892,
 					},
 					{
 						ID:          "journal-error",
@@ -2250,16 +2250,16 @@ var image = &rules.Image{
 							Regex: `(?:JBD2: (?:previous I/O error detected for journal superblock update for (?P<device>[\w.:-]+?)(?:-\d+)?\.|IO error -?\d+ recovering block|Failed to read block at offset|bad block at offset|corrupted journal superblock|Invalid checksum (?:recovering|found in)|journal checksum error|journal transaction \d+ on (?P<device>[\w.:-]+?)(?:-\d+)? is corrupt|error -?\d+ scanning journal|recovery pass -?\d+ ended at transaction|Error while async write back metadata|\(error -?\d+\) unable to wipe journal|journal reset failed|no valid journal superblock found|.*: Waiting for Godot)|journal block not found at offset|Cannot (?:locate|read) journal superblock|needed -?\d+ blocks and only had -?\d+ space available|no way to get more journal space)`,
 						},
 						Cooldown: 600000000000,
-						Line:     970,
+						Line:     974,
 					},
 					{
 						ID:          "nfs-not-responding",
 						Description: "An NFS server stopped answering this node: every process touching the mount hangs in D state (datasets, checkpoints, home directories). Usually the server or the storage network, not the node; recorded on the node.",
 						Match: &rules.Match{
-							Regex: `\b(?P<service>nfs|lockd): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
+							Regex: `\b(?P<service>nfs|lockd|nfsacl|mount): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1081,
+						Line:     1090,
 					},
 					{
 						ID:          "iscsi-session-lost",
@@ -2268,7 +2268,7 @@ var image = &rules.Image{
 							Regex: `\bsession(?P<session>\d+): session recovery timed out after (?P<secs>\d+) secs`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1118,
+						Line:     1155,
 					},
 					{
 						ID:          "iscsi-conn-error",
@@ -2278,7 +2278,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1147,
+						Line:     1184,
 					},
 					{
 						ID:          "iscsid-conn-error",
@@ -2289,17 +2289,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1192,
+						Line:     1229,
 					},
 					{
 						ID:          "nfs-server-ok",
 						Description: "An NFS server answers again after not responding; evidence that the stall ended",
 						Match: &rules.Match{
-							Regex: `\b(?P<service>nfs|lockd): server (?P<server>\S+) OK\b`,
+							Regex: `\b(?P<service>nfs|lockd|nfsacl|mount): server (?P<server>\S+) OK\b`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1278,
+						Line:     1315,
 					},
 					{
 						ID:          "nfs-state-error",
@@ -2308,7 +2308,207 @@ var image = &rules.Image{
 							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1298,
+						Line:     1335,
+					},
+					{
+						ID:          "lustre-connection-lost",
+						Description: "A Lustre client lost its connection to a target (an OST, an MDT or the MGS): I/O to it waits for recovery (or fails, for a target that does not replay). An OSS or MDS outage or failover shows on every client at once; recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?P<device>\S+): Connection to (?P<target>.+?) \(at (?P<nid>[^)]*)\) was lost; in progress operations using this service will (?P<outcome>wait for recovery to complete|fail)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1372,
+					},
+					{
+						ID:          "lustre-connection-restored",
+						Description: "A Lustre client reconnected to a target after losing it; evidence that the outage ended",
+						Match: &rules.Match{
+							Regex: `(?P<device>\S+): Connection restored to (?P<target>.+?) \(at (?P<nid>[^)]*)\)`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     1421,
+					},
+					{
+						ID:          "lustre-evicted",
+						Description: "A Lustre server evicted this client (it did not answer a lock callback or a ping in time, or the server restarted and forgot it): open files on that target return errors and cached writes are lost. A client that keeps being evicted has a network or load problem; a server restart evicts many clients at once. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:(?P<device>\S+): This client was evicted by (?P<target>.+?); in progress operations using this service will fail|Evicted from (?P<target>\S+_UUID) \(at (?P<nid>[^)]*)\) after server handle changed from)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1444,
+					},
+					{
+						ID:          "lustre-rpc-failed",
+						Description: "A Lustre server answered an RPC of this client with an error (-107: the server no longer knows the client, -19: the target is not running there, as during a failover): the client reconnects or fails over. Recorded on the node; an outage shows on every client.",
+						Match: &rules.Match{
+							Regex: `(?P<device>\S+): operation (?P<op>\w+) to node (?P<nid>\S+) failed: rc = (?P<rc>-?\d+)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1496,
+					},
+					{
+						ID:          "lustre-request-timeout",
+						Description: "Lustre RPCs of this client timed out or failed on the network (o400 is a ping, o250 an MGS connect, o8 an OST connect): three in ten minutes mean a server or the path to it stopped answering; the import then reconnects (lustre-connection-lost). A busy server times out a single request now and then. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `@@@ Request sent has (?P<reason>failed due to network error|timed out for (?:slow reply|sent delay)): \[sent -?\d+/real -?\d+\](?:\s+req@\S+ x\d+/t-?\d+\(-?\d+\) o(?P<opc>-?\d+)->)?`,
+						},
+						Threshold: &rules.Threshold{
+							Count:  3,
+							Window: 600000000000,
+						},
+						Cooldown: 1800000000000,
+						Line:     1534,
+					},
+					{
+						ID:          "lustre-lbug",
+						Description: "A Lustre or LNet assertion failed (LBUG) in the kernel of this node: the thread that hit it sleeps forever holding what it held (often a file's lock or a whole import), so the mount hangs until the node reboots (or it panics, with panic_on_lbug). A Lustre bug, sometimes set off by a workload; recorded at critical, the node needs a reboot.",
+						Match: &rules.Match{
+							Regex: `(?:Lustre|LNet)Error: (?:-?\d+:-?\d+:\((?P<where>[^()]*)\(\)\) )?(?:ASSERTION\( (?P<assertion>.*) \) failed|LBUG\s*$)`,
+						},
+						Severity: "critical",
+						Cooldown: 3600000000000,
+						Line:     1578,
+					},
+					{
+						ID:          "lustre-mount-failed",
+						Description: "A Lustre client mount failed: the MGS did not hand out the file system's configuration, or the mount itself failed. Jobs that need the file system cannot start here; the MGS, the network or the mount options are at fault. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:The configuration from log '(?P<log>[^']*)' ?failed (?:from the MGS )?\((?P<rc>-?\d+)\)|Confi?guration from log (?P<log>\S+) failed from MGS (?P<rc>-?\d+)|LustreError: .*?Unable to mount (?P<dev>\S*) ?\((?P<rc>-?\d+)\)|llite: Unable to mount (?P<dev>\S+): rc = (?P<rc>-?\d+))`,
+						},
+						Cooldown: 3600000000000,
+						Line:     1629,
+					},
+					{
+						ID:          "lnet-timeout",
+						Description: "LNet gave up on messages to a peer (o2iblnd: a transmit or an RDMA that did not complete; socklnd: a connection that stopped sending or receiving): the peer, or the fabric between, is down or congested. Lustre RPCs to it time out next. Recorded on the node; a server outage shows on every client.",
+						Match: &rules.Match{
+							Regex: `(?:Timed out tx for (?P<nid>\S+): (?P<secs>-?\d+) seconds|Timed out tx: \S+?(?:\(WSQ:[-\d]+\))?, (?P<secs>-?\d+) seconds|Timed out RDMA with (?P<nid>\S+) \((?P<secs>-?\d+)\)|Timeout (?:receiving from|sending data to) (?P<nid>\S+) \()`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1705,
+					},
+					{
+						ID:          "lnet-connect-error",
+						Description: "LNet could not connect to a peer (refused, unreachable, too slow, reset, a protocol mismatch; over InfiniBand, an address that does not resolve or a connection the peer rejected, after which the queued messages are dropped) or could not bind a local socket for it (-99: the local address is gone, -98: no privileged port left). The peer, the network or this node's LNet configuration is at fault. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:Connection to (?P<nid>\S+) at host (?P<host>\S+?)(?: on port (?P<port>-?\d+))? (?:was refused|was unreachable|took too long|was reset)|Protocol error connecting to (?P<nid>\S+) at host|No privileged ports available to connect to (?P<nid>\S+) at host|Unexpected error (?P<rc>-?\d+) connecting to (?P<nid>\S+) at host|Error trying to bind to (?:port (?P<port>-?\d+): (?P<rc>-?\d+)|\S+/-?\d+: rc = (?P<rc>-?\d+))|Can't resolve addr(?:ess)? for (?P<nid>\S+): (?:rc = )?(?P<rc>-?\d+)|(?P<nid>\S+) rejected: (?:no listener at -?\d+|consumer defined fatal error|o2iblnd (?:version \S+ error|no resources|fatal error|reason -?\d+)|reason -?\d+, size -?\d+)|Deleting messages for (?P<nid>\S+): connection failed)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1779,
+					},
+					{
+						ID:          "lnet-startup-failed",
+						Description: "LNet could not bring up a network interface for Lustre on this node: the LND module did not load (ko2iblnd built against another OFED, say) or the configured interface is missing or down (CORTX Motr, which runs over LNet, reports its net/lnet transport failing then). Lustre cannot mount here until it is fixed; a node configuration or driver problem, recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:Error (?P<rc>-?\d+) starting up LNI (?P<lnd>\S+)|Can't load LND (?P<lnd>[^,\s]+), module (?P<module>[^,\s]+), rc=(?P<rc>-?\d+)|ksocklnd: requested (?P<requested>-?\d+) but only (?P<found>-?\d+) interfaces found|lnet: Can't find any usable interfaces|subsystem (?P<subsystem>net/lnet) init failed: rc = (?P<rc>-?\d+))`,
+						},
+						Cooldown: 3600000000000,
+						Line:     1919,
+					},
+					{
+						ID:          "ceph-connection-fault",
+						Description: "The Ceph kernel client (CephFS or RBD) lost or could not open connections to OSDs or monitors: sockets closed or failing, connects refused or unreachable, the monitor session lost. An OSD closes idle sessions now and then, and an OSD or mon restart shows on every client, so five in ten minutes are recorded; I/O to the affected placement groups stalls meanwhile.",
+						Match: &rules.Match{
+							Regex: `(?:libceph: (?P<peer>(?:mon|osd|mds|client|auth|unknown)-?\d+) (?P<addr>\S+) (?P<error>socket closed \(con state \w+\)|socket error on (?:read|write)|connect error)|libceph: connect (?P<addr>\S+) error (?P<errno>-?\d+)|libceph: (?P<peer>mon-?\d+) (?P<addr>\S+) session lost, hunting for new mon)`,
+						},
+						Threshold: &rules.Threshold{
+							Count:  5,
+							Window: 600000000000,
+						},
+						Cooldown: 1800000000000,
+						Line:     2009,
+					},
+					{
+						ID:          "ceph-osd-down",
+						Description: "The OSD map a Ceph client received marks an OSD down (the cluster's view, printed on every client); evidence only",
+						Match: &rules.Match{
+							Regex: `libceph(?: \([0-9a-f-]+ e\d+\))?: osd(?P<osd>\d+) down\s*$`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     2098,
+					},
+					{
+						ID:          "ceph-mds-session",
+						Description: "The CephFS client's session with a metadata server failed: the MDS stopped answering (hung), closed or rejected the session, refused the reconnect after an MDS restart, or blocklisted (evicted) this client. Metadata operations on the mount hang or fail until the session is back. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `\bceph: (?:\[[0-9a-f-]+ \d+\]: )?(?:mds(?P<mds>-?\d+) (?P<event>hung|closed our session|session blocklisted|reconnect denied|rejected session)\s*$|(?P<event>auto reconnect after (?:blocklisted|blacklisted)))`,
+						},
+						Cooldown: 1800000000000,
+						Line:     2134,
+					},
+					{
+						ID:          "beegfs-mount-error",
+						Description: "The BeeGFS client module refused a mount: a bad option in beegfs-client.conf, no management host, or a mount sanity check (the servers unreachable) that failed. The file system is not mounted on this node; a configuration or server problem, recorded on the node.",
+						Match: &rules.Match{
+							Regex: `beegfs: \S+\(\d+\): (?:The config argument '(?P<arg>[^']*)' is invalid|(?P<problem>Configuration error: Initialization of common objects failed|Initialization of inode operations failed|Component initialization error|Mount sanity check failed|Management host undefined))`,
+						},
+						Cooldown: 3600000000000,
+						Line:     2210,
+					},
+					{
+						ID:          "beegfs-comm-error",
+						Description: "The BeeGFS client lost a server (a metadata or storage node): a request failed on the wire or no route to the server connected. I/O to that server retries and then fails; a server outage shows on every client. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:Communication error: Node: (?P<node>.+?) \(comm result: (?P<result>-?\d+); message type: \d+\)|Connect failed on all available routes: (?P<node>.+?)\s*$)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     2267,
+					},
+					{
+						ID:          "beegfs-client-start-failed",
+						Description: "The BeeGFS client service failed to start: its kernel module did not load (built for another kernel or OFED, \"Invalid argument\") or the mount failed (see beegfs-mount-error). BeeGFS is not mounted on this node; recorded.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:beegfs-client(?:@[^.\s]*)?\.service: (?:(?:Main|Control) process exited, code=(?:exited|killed|dumped), status=(?P<status>[1-9]\d*|[A-Z]+)|Failed with result '(?P<result>[^']*)')|Failed to start (?:beegfs-client(?:@[^.\s]*)?\.service - )?Start BeeGFS Client\b|could not insert '(?P<module>beegfs)': (?P<error>[^,\n]+))`,
+						},
+						Cooldown: 3600000000000,
+						Line:     2311,
+					},
+					{
+						ID:          "hf3fs-storage-error",
+						Description: "The 3FS client gave up on storage operations (reads or writes of chunks) after its retries, or reports them failed: a storage target or its chain is not available, so the job's reads return errors. A storage outage shows on every client; recorded on the node.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Give up retrying (?P<pending>\d+)/\d+ ops \S+ after #(?P<retries>\d+) retries, elapsed time: |#\d+/\d+ Failed (?P<method>\w+) operation \S+ with id \S+, routing target: |Finally collected \d+/\d+ failed (?P<method>\w+) operations )`,
+						},
+						Cooldown: 1800000000000,
+						Line:     2384,
+					},
+					{
+						ID:          "gpfs-membership-lost",
+						Description: "This node lost its membership in a GPFS cluster (its own, after quorum loss or an expel, or the remote cluster that owns a file system it mounts) and unmounted that cluster's file systems: jobs see ESTALE or ENODEV until it rejoins. A network problem of this node or a cluster-wide outage; recorded.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `Lost membership in cluster (?P<cluster>\S+?)\.? Unmounting file systems?\.`,
+						},
+						Cooldown: 1800000000000,
+						Line:     2432,
+					},
+					{
+						ID:          "gpfs-connection-lost",
+						Description: "The GPFS daemon on this node closed its connection (TCP, or an RDMA connection over an HCA) to other nodes of the cluster, or its disk lease expired (it could not reach the cluster manager in time): a node going down shows once on every node; five in ten minutes point at this node's network. The node is expelled if it does not recover (gpfs-membership-lost); recorded.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Close connection to (?P<peer>\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F]*:[0-9a-fA-F:]+) (?P<node>[^\s()]+?)\.?(?:\s|$)|Disk lease period expired (?P<ago>[\d.]+) seconds ago in cluster (?P<cluster>\S+?)\. Attempting to reacquire the lease|VERBS RDMA closed connection to (?P<peer>\S+) \((?P<node>[^)]*)\) on (?P<hca>\S+) port -?\d+)`,
+						},
+						Threshold: &rules.Threshold{
+							Count:  5,
+							Window: 600000000000,
+						},
+						Cooldown: 1800000000000,
+						Line:     2468,
+					},
+					{
+						ID:          "gpfs-daemon-abnormal-shutdown",
+						Description: "The GPFS daemon (mmfsd) on this node shut down abnormally (an internal check failed, or the node lost quorum in a way not safe to recover from): every GPFS mount of the node is gone until it restarts. Recorded on the node.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: "The mmfs daemon is shutting down abnormally",
+						},
+						Cooldown: 3600000000000,
+						Line:     2531,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2319,7 +2519,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1328,
+						Line:      2559,
 					},
 					{
 						ID:          "block-io-error",
@@ -2329,7 +2529,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1352,
+						Line:      2583,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2339,7 +2539,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1392,
+						Line:      2623,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2348,7 +2548,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1421,
+						Line:     2652,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2358,7 +2558,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1478,
+						Line:      2709,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2367,7 +2567,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1529,
+						Line:     2760,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2377,7 +2577,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1582,
+						Line:     2813,
 					},
 					{
 						ID:          "ata-error",
@@ -2386,7 +2586,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     1675,
+						Line:     2906,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2395,7 +2595,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1699,
+						Line:     2930,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2404,7 +2604,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1736,
+						Line:     2967,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2422,7 +2622,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1945,
+						Line:     3176,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2435,7 +2635,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 1995,
+						Line: 3226,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2444,7 +2644,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     2096,
+						Line:     3327,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2453,7 +2653,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     2232,
+						Line:     3463,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2462,7 +2662,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2266,
+						Line:     3497,
 					},
 					{
 						ID:          "md-read-error",
@@ -2471,7 +2671,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     2582,
+						Line:     3813,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2481,7 +2681,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2759,
+						Line:     3990,
 					},
 					{
 						ID:          "md-array-degraded",
@@ -2491,7 +2691,7 @@ var image = &rules.Image{
 							Regex: `(?:A )?(?P<event>DegradedArray|Fail|FailSpare) event (?:had been )?detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\.?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2799,
+						Line:     4030,
 					},
 					{
 						ID:          "systemd-device-timeout-other",
@@ -2503,7 +2703,7 @@ var image = &rules.Image{
 						Exclusive: "systemd-device",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2883,
+						Line:      4114,
 					},
 					{
 						ID:          "systemd-device-timeout",
@@ -2514,7 +2714,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "systemd-device",
 						Cooldown:  3600000000000,
-						Line:      2912,
+						Line:      4143,
 					},
 					{
 						ID:          "systemd-mount-dependency-failed",
@@ -2525,7 +2725,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3000,
+						Line:     4231,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2534,7 +2734,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3048,
+						Line:     4279,
 					},
 					{
 						ID:          "hung-task",
@@ -2543,7 +2743,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     3101,
+						Line:     4332,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2553,7 +2753,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3127,
+						Line:     4358,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2564,7 +2764,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3152,
+						Line:     4383,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2575,7 +2775,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     3180,
+						Line:     4411,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2586,16 +2786,16 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3219,
+						Line:     4450,
 					},
 					{
 						ID:          "scsi-task-abort",
-						Description: "A SAS HBA driver (mpt2sas/mpt3sas, megaraid_sas, mpi3mr) was asked by the SCSI error handler to abort a command that timed out, or to reset the LUN, target or host behind it: a disk, its link or the HBA stopped answering commands. The result line (SUCCESS or FAILED) is evidence of the same abort. Repeats point at a failing disk, cable or backplane; recorded on the node.",
+						Description: "A SAS or FC HBA driver (mpt2sas/mpt3sas, Fusion MPT, megaraid_sas, mpi3mr, pm80xx, qla2xxx) was asked by the SCSI error handler to abort a command that timed out, or to reset the LUN, target or host behind it: a disk, its link or the HBA stopped answering commands. The result line (SUCCESS or FAILED) is evidence of the same abort. Repeats point at a failing disk, cable or backplane; recorded on the node.",
 						Match: &rules.Match{
-							Regex: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?scmd\(|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) scmd\(|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\()`,
+							Regex: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?(?:scmd\(|\(sc=)|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) (?:scmd\(|\(rv=[0-9a-fA-F]+\) \(sc=)|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\(|(?P<tm>task abort) (?P<result>failed) status 0x[0-9a-fA-F]+ ,tag = |(?P<tm>Abort) command issued nexus=-?\d+:-?\d+:-?\d+ --|(?P<tm>Abort) handler (?P<result>timed out) cmd=)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3252,
+						Line:     4483,
 					},
 					{
 						ID:          "mpt-sas-log-info",
@@ -2605,7 +2805,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3471,
+						Line:     4760,
 					},
 					{
 						ID:          "megaraid-adapter-reset",
@@ -2614,7 +2814,7 @@ var image = &rules.Image{
 							Regex: `(?:megasas: RESET (?:-\d+ )?cmd=(?P<cmd>[0-9a-fA-F]+)|(?:Found )?FW in FAULT state(?:, will reset adapter|,? Fault code:(?P<fault>0x[0-9a-fA-F]+) subcode:(?P<subcode>0x[0-9a-fA-F]+))|resetting fusion adapter(?: scsi-?\d+)?\.|pending commands remain after waiting, will reset adapter|Reset (?:failed|not supported), killing adapter|killing adapter scsi-?\d+|Hardware critical error, returning FAILED|cannot recover from previous reset failures|OCR is requested due to IO timeout)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3515,
+						Line:     4804,
 					},
 					{
 						ID:          "megaraid-reset-context",
@@ -2624,7 +2824,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3632,
+						Line:     4921,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2638,7 +2838,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 3696,
+						Line: 4985,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2648,7 +2848,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     3849,
+						Line:     5138,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2658,7 +2858,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3904,
+						Line:     5193,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2668,7 +2868,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4008,
+						Line:     5297,
 					},
 				},
 			},
@@ -2759,7 +2959,7 @@ var image = &rules.Image{
 						ID:          "mce-amd-uncorrected",
 						Description: "The AMD machine-check decoder reports an uncorrected error (data was lost or poisoned), in its summary line or its status line (UE); deferred errors are edac-deferred",
 						Match: &rules.Match{
-							Regex: `\[Hardware Error\]: (?:(?P<kind>Uncorrected, [\w ]+ error|System Fatal error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
+							Regex: `\[Hardware Error\]: (?:(?:Error Status: )?(?P<kind>Uncorrected, [\w ]+ error|System Fatal error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
 						},
 						Cooldown: 3600000000000,
 						Line:     682,
@@ -2768,11 +2968,11 @@ var image = &rules.Image{
 						ID:          "mce-amd-context",
 						Description: "The detail lines of an AMD machine-check decoder report (status, address, IPID, the unit's error code, cache level); evidence only, the verdict is on mce-amd-uncorrected and edac-deferred",
 						Match: &rules.Match{
-							Regex: `\[Hardware Error\]: (?:(?P<kind>Corrected error), no action required\.|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
+							Regex: `\[Hardware Error\]: (?:(?:Error Status: )?(?P<kind>Corrected error), no action required\.|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|MC(?P<bank>-?\d+)(?:_ADDR| Error Address): 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     774,
+						Line:     784,
 					},
 					{
 						ID:          "cpu-thermal-throttle",
@@ -2782,7 +2982,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     863,
+						Line:     905,
 					},
 					{
 						ID:          "memory-failure",
@@ -2791,7 +2991,7 @@ var image = &rules.Image{
 							Regex: `(?:MCE:? (?P<pfn>0x[0-9a-fA-F]+): (?:(?P<page>[\w ]+?) page recovery: (?P<result>\w+)|Killing (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|Memory failure: (?P<pfn>0x[0-9a-fA-F]+): (?:recovery action for (?P<page>[^:]+): (?P<result>\w+)|(?:Sending SIGBUS to|Killing) (?P<comm>.+?):(?P<pid>-?\d+) due to hardware memory corruption|(?P<problem>[\w ,]+))|(?:(?:Sending SIGBUS to|Killing) (?P<comm>.+?)|(?:^|\s)(?P<comm>[^\s:]+)):(?P<pid>-?\d+) due to hardware memory corruption|buffer overflow when queuing memory failure at (?P<pfn>0x[0-9a-fA-F]+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     894,
+						Line:     936,
 					},
 					{
 						ID:          "memory-soft-offline",
@@ -2800,7 +3000,7 @@ var image = &rules.Image{
 							Regex: `(?:Soft-offlining pfn: (?P<pfn>0x[0-9a-fA-F]+)|[Ss]oft[ _]offline: (?P<pfn>0x[0-9a-fA-F]+):? (?P<result>invalidated|page already poisoned|thp split failed|\w+ migration failed|\w+ isolation failed))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1054,
+						Line:     1096,
 					},
 					{
 						ID:          "edac-uncorrectable",
@@ -2813,17 +3013,17 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "memory-uncorrectable",
 						},
-						Line: 1125,
+						Line: 1167,
 					},
 					{
 						ID:          "edac-corrected",
 						Description: "EDAC reports a corrected host memory error (ECC fixed it); evidence, see edac-corrected-storm",
 						Match: &rules.Match{
-							Regex: `EDAC (?:[\w-]+ )?MC(?P<mc>\d+): (?:(?P<count>\d+) )?(?P<type>CE)\b(?: (?P<error>[\w -]*?error) on (?P<location>\S+))?`,
+							Regex: `EDAC (?:[\w-]+ )?MC(?P<mc>\d+): (?:(?P<count>\d+) )?(?P<type>CE)\b(?: (?P<error>[\w -]*?error) on (?P<location>\S+))?|EDAC i7core: New (?P<type>Corrected) error\(s\): dimm0: \+-?\d+`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1167,
+						Line:     1209,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -2836,16 +3036,16 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1195,
+						Line:     1251,
 					},
 					{
 						ID:          "edac-deferred",
 						Description: "The AMD machine-check decoder reports a deferred error (uncorrectable, the data poisoned until something reads it)",
 						Match: &rules.Match{
-							Regex: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
+							Regex: `\[Hardware Error\]: (?:(?:Error Status: )?(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1240,
+						Line:     1296,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -2855,7 +3055,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1314,
+						Line:     1370,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -2869,7 +3069,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 1352,
+						Line: 1408,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -2879,7 +3079,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      1394,
+						Line:      1450,
 					},
 					{
 						ID:          "ghes-header",
@@ -2890,7 +3090,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1420,
+						Line:      1476,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -2904,7 +3104,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1442,
+						Line:     1498,
 					},
 					{
 						ID:          "ghes-context",
@@ -2915,7 +3115,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1469,
+						Line:      1525,
 					},
 					{
 						ID:          "kernel-oops",
@@ -2931,7 +3131,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 1512,
+						Line: 1568,
 					},
 					{
 						ID:          "kernel-bug",
@@ -2940,7 +3140,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1698,
+						Line:     1754,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -2950,7 +3150,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1885,
+						Line:     1941,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -2960,7 +3160,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1914,
+						Line:     1970,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -2970,7 +3170,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1961,
+						Line:     2017,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -2980,7 +3180,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2080,
+						Line:     2136,
 					},
 					{
 						ID:          "kernel-warning",
@@ -2990,7 +3190,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2181,
+						Line:     2237,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -2999,7 +3199,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      2250,
+						Line:      2306,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -3008,7 +3208,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      2271,
+						Line:      2327,
 					},
 					{
 						ID:          "kernel-panic",
@@ -3022,7 +3222,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 2291,
+						Line: 2347,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -3032,7 +3232,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2326,
+						Line:     2382,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -3041,7 +3241,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2363,
+						Line:     2419,
 					},
 					{
 						ID:          "rcu-stall",
@@ -3050,7 +3250,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, q=\d+|\(t=\d+ jiffies g=-?\d+ q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2466,
+						Line:     2522,
 					},
 					{
 						ID:          "hung-task-report",
@@ -3060,7 +3260,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        2750,
+						Line:        2806,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -3069,7 +3269,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2847,
+						Line:     2903,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -3078,7 +3278,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2902,
+						Line:     2958,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -3087,7 +3287,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2954,
+						Line:     3010,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -3096,7 +3296,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3051,
+						Line:     3107,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -3118,7 +3318,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3125,
+						Line: 3181,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -3127,7 +3327,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3195,
+						Line:     3251,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -3137,7 +3337,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3235,
+						Line:     3291,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -3147,7 +3347,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     3284,
+						Line:     3340,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -3156,7 +3356,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3399,
+						Line:     3455,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -3178,7 +3378,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 3430,
+						Line: 3486,
 					},
 					{
 						ID:          "nmi-context",
@@ -3188,7 +3388,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3462,
+						Line:     3518,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -3197,7 +3397,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3493,
+						Line:     3549,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -3207,7 +3407,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     3540,
+						Line:     3596,
 					},
 					{
 						ID:          "oom-context",
@@ -3217,7 +3417,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3576,
+						Line:     3632,
 					},
 					{
 						ID:          "file-max-reached",
@@ -3226,7 +3426,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     3637,
+						Line:     3693,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -3235,7 +3435,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     3665,
+						Line:     3721,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -3245,7 +3445,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3696,
+						Line:     3752,
 					},
 					{
 						ID:          "ext4-warning",
@@ -3256,7 +3456,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3718,
+						Line:     3774,
 					},
 				},
 			},
@@ -6713,6 +6913,42 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:(?P<device>\S+): This client was evicted by (?P<target>.+?); in progress operations using this service will fail|Evicted from (?P<target>\S+_UUID) \(at (?P<nid>[^)]*)\) after server handle changed from)`,
+			Literals: []string{
+				"; in progress operations using this service will fail",
+				") after server handle changed from",
+			},
+			Sets: [][]string{
+				[]string{
+					") after server handle changed from",
+					"; in progress operations using this service will fail",
+				},
+				[]string{
+					") after server handle changed from",
+					": this client was evicted by ",
+				},
+				[]string{
+					"; in progress operations using this service will fail",
+					"evicted from ",
+				},
+				[]string{
+					"; in progress operations using this service will fail",
+					"_uuid",
+				},
+				[]string{
+					" (at ",
+					"; in progress operations using this service will fail",
+				},
+			},
+			Names: []string{
+				"",
+				"device",
+				"target",
+				"target",
+				"nid",
+			},
+		},
+		{
 			Expr: `(?:(?P<driver>[\w-]+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:PCI-Express bandwidth available for this (?:device|card) (?:may be insufficient|is not sufficient) for optimal performance|Please move the device to a different PCI-e link with more lanes and/or higher transfer rate)`,
 			Literals: []string{
 				"PCI-Express bandwidth available for this device may be insufficient for optimal performance",
@@ -7597,17 +7833,25 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?scmd\(|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) scmd\(|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\()`,
+			Expr: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?(?:scmd\(|\(sc=)|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) (?:scmd\(|\(rv=[0-9a-fA-F]+\) \(sc=)|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\(|(?P<tm>task abort) (?P<result>failed) status 0x[0-9a-fA-F]+ ,tag = |(?P<tm>Abort) command issued nexus=-?\d+:-?\d+:-?\d+ --|(?P<tm>Abort) handler (?P<result>timed out) cmd=)`,
 			Literals: []string{
 				"attempting ",
 				"task abort: SUCCESS scmd(",
+				"task abort: SUCCESS (rv=",
 				"task abort: FAILED scmd(",
+				"task abort: FAILED (rv=",
 				"device reset: SUCCESS scmd(",
+				"device reset: SUCCESS (rv=",
 				"device reset: FAILED scmd(",
+				"device reset: FAILED (rv=",
 				"target reset: SUCCESS scmd(",
+				"target reset: SUCCESS (rv=",
 				"target reset: FAILED scmd(",
+				"target reset: FAILED (rv=",
 				"host reset: SUCCESS scmd(",
+				"host reset: SUCCESS (rv=",
 				"host reset: FAILED scmd(",
+				"host reset: FAILED (rv=",
 				"task abort SUCCESS!!",
 				"task abort FAILED!!",
 				"target reset SUCCESS!!",
@@ -7620,50 +7864,14 @@ var image = &rules.Image{
 				"target reset is FAILED for scmd(",
 				"device(LUN) reset is SUCCESS for scmd(",
 				"device(LUN) reset is FAILED for scmd(",
+				"task abort failed status 0x",
+				"Abort command issued nexus=",
+				"Abort handler timed out cmd=",
 			},
 			Sets: [][]string{
 				[]string{
-					"attempting ",
-					"bus reset is failed for scmd(",
-					"bus reset is success for scmd(",
-					"device reset: failed scmd(",
-					"device reset: success scmd(",
-					"device(lun) reset is failed for scmd(",
-					"device(lun) reset is success for scmd(",
-					"host reset is failed for scmd(",
-					"host reset is success for scmd(",
-					"host reset: failed scmd(",
-					"host reset: success scmd(",
-					"target reset failed!!",
-					"target reset is failed for scmd(",
-					"target reset is success for scmd(",
-					"target reset success!!",
-					"target reset: failed scmd(",
-					"target reset: success scmd(",
-					"task abort failed!!",
-					"task abort success!!",
-					"task abort: failed scmd(",
-					"task abort: success scmd(",
-				},
-				[]string{
-					" abort",
-					"bus reset is failed for scmd(",
-					"bus reset is success for scmd(",
-					"device",
-					"t re",
-				},
-				[]string{
-					" abort",
-					" re",
-				},
-				[]string{
-					"scmd(",
-					"target reset failed!!",
-					"target reset success!!",
-					"task abort failed!!",
-					"task abort success!!",
-				},
-				[]string{
+					"abort command issued nexus=",
+					"abort handler timed out cmd=",
 					"attempting ",
 					"bus reset is failed for scmd(",
 					"bus reset is success for scmd(",
@@ -7675,9 +7883,77 @@ var image = &rules.Image{
 					"task abort",
 				},
 				[]string{
+					"abort command issued nexus=",
+					"abort handler timed out cmd=",
 					"attempting ",
 					"failed",
 					"success",
+				},
+				[]string{
+					") (sc=",
+					"abort command issued nexus=",
+					"abort handler timed out cmd=",
+					"attempting ",
+					"scmd(",
+					"target reset failed!!",
+					"target reset success!!",
+					"task abort failed status 0x",
+					"task abort failed!!",
+					"task abort success!!",
+				},
+				[]string{
+					"(rv=",
+					"abort command issued nexus=",
+					"abort handler timed out cmd=",
+					"attempting ",
+					"scmd(",
+					"target reset failed!!",
+					"target reset success!!",
+					"task abort failed status 0x",
+					"task abort failed!!",
+					"task abort success!!",
+				},
+				[]string{
+					"abort command issued nexus=",
+					"abort handler timed out cmd=",
+					"attempting ",
+					"bus reset is failed for scmd(",
+					"bus reset is success for scmd(",
+					"device reset: failed (rv=",
+					"device reset: failed scmd(",
+					"device reset: success (rv=",
+					"device reset: success scmd(",
+					"device(lun) reset is failed for scmd(",
+					"device(lun) reset is success for scmd(",
+					"host reset is failed for scmd(",
+					"host reset is success for scmd(",
+					"host reset: failed (rv=",
+					"host reset: failed scmd(",
+					"host reset: success (rv=",
+					"host reset: success scmd(",
+					"target reset",
+					"task abort",
+				},
+				[]string{
+					"abort command issued nexus=",
+					"abort handler timed out cmd=",
+					"attempting ",
+					"bus reset is failed for scmd(",
+					"bus reset is success for scmd(",
+					"device reset: failed (rv=",
+					"device reset: failed scmd(",
+					"device reset: success (rv=",
+					"device reset: success scmd(",
+					"device(lun) reset is failed for scmd(",
+					"device(lun) reset is success for scmd(",
+					"host reset is failed for scmd(",
+					"host reset is success for scmd(",
+					"host reset: failed (rv=",
+					"host reset: failed scmd(",
+					"host reset: success (rv=",
+					"host reset: success scmd(",
+					"rget reset",
+					"sk abort",
 				},
 			},
 			Names: []string{
@@ -7687,6 +7963,11 @@ var image = &rules.Image{
 				"result",
 				"tm",
 				"result",
+				"tm",
+				"result",
+				"tm",
+				"result",
+				"tm",
 				"tm",
 				"result",
 			},
@@ -8578,6 +8859,82 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:Close connection to (?P<peer>\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F]*:[0-9a-fA-F:]+) (?P<node>[^\s()]+?)\.?(?:\s|$)|Disk lease period expired (?P<ago>[\d.]+) seconds ago in cluster (?P<cluster>\S+?)\. Attempting to reacquire the lease|VERBS RDMA closed connection to (?P<peer>\S+) \((?P<node>[^)]*)\) on (?P<hca>\S+) port -?\d+)`,
+			Literals: []string{
+				"Close connection to ",
+				". Attempting to reacquire the lease",
+				"VERBS RDMA closed connection to ",
+			},
+			Sets: [][]string{
+				[]string{
+					". attempting to reacquire the lease",
+					"close connection to ",
+					"verbs rdma closed connection to ",
+				},
+				[]string{
+					"close connection to ",
+					"disk lease period expired ",
+					"verbs rdma closed connection to ",
+				},
+				[]string{
+					" seconds ago in cluster ",
+					"close connection to ",
+					"verbs rdma closed connection to ",
+				},
+				[]string{
+					") on ",
+					". attempting to reacquire the lease",
+					"close connection to ",
+				},
+				[]string{
+					" port ",
+					". attempting to reacquire the lease",
+					"close connection to ",
+				},
+			},
+			Names: []string{
+				"",
+				"peer",
+				"node",
+				"ago",
+				"cluster",
+				"peer",
+				"node",
+				"hca",
+			},
+		},
+		{
+			Expr: `(?:Communication error: Node: (?P<node>.+?) \(comm result: (?P<result>-?\d+); message type: \d+\)|Connect failed on all available routes: (?P<node>.+?)\s*$)`,
+			Literals: []string{
+				"Communication error: Node: ",
+				"Connect failed on all available routes: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"communication error: node: ",
+					"connect failed on all available routes: ",
+				},
+				[]string{
+					"mmunication error: node: ",
+					"nnect failed on all available routes: ",
+				},
+				[]string{
+					" (comm result: ",
+					"nnect failed on all available routes: ",
+				},
+				[]string{
+					"; message type: ",
+					"nnect failed on all available routes: ",
+				},
+			},
+			Names: []string{
+				"",
+				"node",
+				"result",
+				"node",
+			},
+		},
+		{
 			Expr: `(?:Connection closed by remote peer (?P<peer>[^\s<]*<\d+>)|Connection closed by peer \[(?P<peer>[^\]]+)\]:\d+|[Cc]onnect to (?P<peer>[^\s<]*<\d+>) (?:failed(?: with error| ?:) ?(?P<error>[^,]+)|returned (?P<error>[^,]+), exceeded error retry count)|Call to (?:recv|send|connect) (?:from|to) (?P<peer>[^\s<]*<\d+>) failed ?: (?P<error>[^,]+)|NET/Socket ?: socket progress error|(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>.+)|exceeded error retry count after -?\d+ attempts, (?P<error>.+)))`,
 			Literals: []string{
 				"Connection closed by remote peer ",
@@ -8693,6 +9050,154 @@ var image = &rules.Image{
 				"error",
 				"error",
 				"error",
+			},
+		},
+		{
+			Expr: `(?:Connection to (?P<nid>\S+) at host (?P<host>\S+?)(?: on port (?P<port>-?\d+))? (?:was refused|was unreachable|took too long|was reset)|Protocol error connecting to (?P<nid>\S+) at host|No privileged ports available to connect to (?P<nid>\S+) at host|Unexpected error (?P<rc>-?\d+) connecting to (?P<nid>\S+) at host|Error trying to bind to (?:port (?P<port>-?\d+): (?P<rc>-?\d+)|\S+/-?\d+: rc = (?P<rc>-?\d+))|Can't resolve addr(?:ess)? for (?P<nid>\S+): (?:rc = )?(?P<rc>-?\d+)|(?P<nid>\S+) rejected: (?:no listener at -?\d+|consumer defined fatal error|o2iblnd (?:version \S+ error|no resources|fatal error|reason -?\d+)|reason -?\d+, size -?\d+)|Deleting messages for (?P<nid>\S+): connection failed)`,
+			Literals: []string{
+				"Connection to ",
+				"Protocol error connecting to ",
+				"No privileged ports available to connect to ",
+				"Unexpected error ",
+				"Error trying to bind to ",
+				"Can't resolve addr for ",
+				"Can't resolve address for ",
+				" rejected: no listener at ",
+				" rejected: consumer defined fatal error",
+				" rejected: o2iblnd version ",
+				" rejected: o2iblnd no resources",
+				" rejected: o2iblnd fatal error",
+				" rejected: o2iblnd reason ",
+				" rejected: reason ",
+				"Deleting messages for ",
+			},
+			Sets: [][]string{
+				[]string{
+					" rejected: consumer defined fatal error",
+					" rejected: no listener at ",
+					" rejected: o2iblnd fatal error",
+					" rejected: o2iblnd no resources",
+					" rejected: o2iblnd reason ",
+					" rejected: o2iblnd version ",
+					" rejected: reason ",
+					"can't resolve addr for ",
+					"can't resolve address for ",
+					"connection to ",
+					"deleting messages for ",
+					"error trying to bind to ",
+					"no privileged ports available to connect to ",
+					"protocol error connecting to ",
+					"unexpected error ",
+				},
+				[]string{
+					" at host ",
+					" rejected: consumer defined fatal error",
+					" rejected: no listener at ",
+					" rejected: o2iblnd fatal error",
+					" rejected: o2iblnd no resources",
+					" rejected: o2iblnd reason ",
+					" rejected: o2iblnd version ",
+					" rejected: reason ",
+					"can't resolve addr for ",
+					"can't resolve address for ",
+					"deleting messages for ",
+					"error trying to bind to ",
+					"no privileged ports available to connect to ",
+					"protocol error connecting to ",
+					"unexpected error ",
+				},
+				[]string{
+					" rejected: consumer defined fatal error",
+					" rejected: no listener at ",
+					" rejected: o2iblnd fatal error",
+					" rejected: o2iblnd no resources",
+					" rejected: o2iblnd reason ",
+					" rejected: o2iblnd version ",
+					" rejected: reason ",
+					"can't resolve addr for ",
+					"can't resolve address for ",
+					"deleting messages for ",
+					"error trying to bind to ",
+					"no privileged ports available to connect to ",
+					"protocol error connecting to ",
+					"took too long",
+					"unexpected error ",
+					"was refused",
+					"was reset",
+					"was unreachable",
+				},
+				[]string{
+					" rejected: consumer defined fatal error",
+					" rejected: no listener at ",
+					" rejected: o2iblnd fatal error",
+					" rejected: o2iblnd no resources",
+					" rejected: o2iblnd reason ",
+					" rejected: o2iblnd version ",
+					" rejected: reason ",
+					"can't resolve addr for ",
+					"can't resolve address for ",
+					"deleting messages for ",
+					"error trying to bind to ",
+					"no privileged ports available to connect to ",
+					"protocol error connecting to ",
+					"took too long",
+					"unexpected error ",
+					"was ",
+				},
+				[]string{
+					" rejected: consumer defined fatal error",
+					" rejected: no listener at ",
+					" rejected: o2iblnd fatal error",
+					" rejected: o2iblnd no resources",
+					" rejected: o2iblnd reason ",
+					" rejected: o2iblnd version ",
+					" rejected: reason ",
+					"can't resolve addr for ",
+					"can't resolve address for ",
+					"deleting messages for ",
+					"error trying to bind to ",
+					"no privileged ports available to connect to ",
+					"protocol error connecting to ",
+					"refused",
+					"took too long",
+					"unexpected error ",
+					"unreachable",
+					"was reset",
+				},
+				[]string{
+					" at host",
+					" rejected: consumer defined fatal error",
+					" rejected: no listener at ",
+					" rejected: o2iblnd fatal error",
+					" rejected: o2iblnd no resources",
+					" rejected: o2iblnd reason ",
+					" rejected: o2iblnd version ",
+					" rejected: reason ",
+					"can't resolve addr for ",
+					"can't resolve address for ",
+					"connection to ",
+					"deleting messages for ",
+					"error trying to bind to ",
+					"no privileged ports available to connect to ",
+					"unexpected error ",
+				},
+			},
+			Names: []string{
+				"",
+				"nid",
+				"host",
+				"port",
+				"nid",
+				"nid",
+				"rc",
+				"nid",
+				"port",
+				"rc",
+				"rc",
+				"nid",
+				"rc",
+				"nid",
+				"nid",
 			},
 		},
 		{
@@ -9440,6 +9945,72 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"device",
+			},
+		},
+		{
+			Expr: `(?:Error (?P<rc>-?\d+) starting up LNI (?P<lnd>\S+)|Can't load LND (?P<lnd>[^,\s]+), module (?P<module>[^,\s]+), rc=(?P<rc>-?\d+)|ksocklnd: requested (?P<requested>-?\d+) but only (?P<found>-?\d+) interfaces found|lnet: Can't find any usable interfaces|subsystem (?P<subsystem>net/lnet) init failed: rc = (?P<rc>-?\d+))`,
+			Literals: []string{
+				" starting up LNI ",
+				"Can't load LND ",
+				"ksocklnd: requested ",
+				"lnet: Can't find any usable interfaces",
+				"subsystem net/lnet init failed: rc = ",
+			},
+			Sets: [][]string{
+				[]string{
+					" starting up lni ",
+					"can't load lnd ",
+					"ksocklnd: requested ",
+					"lnet: can't find any usable interfaces",
+					"subsystem net/lnet init failed: rc = ",
+				},
+				[]string{
+					"can't load lnd ",
+					"error ",
+					"ksocklnd: requested ",
+					"lnet: can't find any usable interfaces",
+					"subsystem net/lnet init failed: rc = ",
+				},
+				[]string{
+					" starting up lni ",
+					", module ",
+					"ksocklnd: requested ",
+					"lnet: can't find any usable interfaces",
+					"subsystem net/lnet init failed: rc = ",
+				},
+				[]string{
+					" starting up lni ",
+					", rc=",
+					"ksocklnd: requested ",
+					"lnet: can't find any usable interfaces",
+					"subsystem net/lnet init failed: rc = ",
+				},
+				[]string{
+					" but only ",
+					" starting up lni ",
+					"can't load lnd ",
+					"lnet: can't find any usable interfaces",
+					"subsystem net/lnet init failed: rc = ",
+				},
+				[]string{
+					" interfaces found",
+					" starting up lni ",
+					"can't load lnd ",
+					"lnet: can't find any usable interfaces",
+					"subsystem net/lnet init failed: rc = ",
+				},
+			},
+			Names: []string{
+				"",
+				"rc",
+				"lnd",
+				"lnd",
+				"module",
+				"rc",
+				"requested",
+				"found",
+				"subsystem",
+				"rc",
 			},
 		},
 		{
@@ -10542,6 +11113,53 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:Give up retrying (?P<pending>\d+)/\d+ ops \S+ after #(?P<retries>\d+) retries, elapsed time: |#\d+/\d+ Failed (?P<method>\w+) operation \S+ with id \S+, routing target: |Finally collected \d+/\d+ failed (?P<method>\w+) operations )`,
+			Literals: []string{
+				" retries, elapsed time: ",
+				", routing target: ",
+				"Finally collected ",
+			},
+			Sets: [][]string{
+				[]string{
+					" retries, elapsed time: ",
+					", routing target: ",
+					"finally collected ",
+				},
+				[]string{
+					", routing target: ",
+					"finally collected ",
+					"give up retrying ",
+				},
+				[]string{
+					" ops ",
+					", routing target: ",
+					"finally collected ",
+				},
+				[]string{
+					" after #",
+					", routing target: ",
+					"finally collected ",
+				},
+				[]string{
+					" failed ",
+					" retries, elapsed time: ",
+					"finally collected ",
+				},
+				[]string{
+					" operation ",
+					" retries, elapsed time: ",
+					"finally collected ",
+				},
+			},
+			Names: []string{
+				"",
+				"pending",
+				"retries",
+				"method",
+				"method",
+			},
+		},
+		{
 			Expr: `(?:HW Init failed: -?\d+|ixgbe_get_caps failed|ice_init_(?:hw|pf) failed|ice_(?:init_link_events|init_nvm_phy_type|update_link_info|init_phy_user_cfg) failed|ice_wait_for_fw timed out|Failed to initialize hardware after applying Tx scheduling configuration|probe failed (?:due to setup PF switch|sending driver version)|Could not add MAC filters error .+?\. Unregistering device|Firmware init phase [12] failed|hwrm query capability failure|[Ff]ailed to init mmio read less|Can not reset device|Can not initialize ena admin queue with device|Cannot get attribute for ena device|Cannot configure aenq groups|(?:ENA|ena) device init failed|EFA device init failed|Failed to init readless MMIO|Device isn't ready, abort com init)`,
 			Literals: []string{
 				"HW Init failed: ",
@@ -11192,6 +11810,39 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+			},
+		},
+		{
+			Expr: `(?:Lustre|LNet)Error: (?:-?\d+:-?\d+:\((?P<where>[^()]*)\(\)\) )?(?:ASSERTION\( (?P<assertion>.*) \) failed|LBUG\s*$)`,
+			Literals: []string{
+				"LustreError: ",
+				"LNetError: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"lneterror: ",
+					"lustreerror: ",
+				},
+				[]string{
+					"net",
+					"ustre",
+				},
+				[]string{
+					"error: ",
+				},
+				[]string{
+					"assertion( ",
+					"lbug",
+				},
+				[]string{
+					" ) failed",
+					"lbug",
+				},
+			},
+			Names: []string{
+				"",
+				"where",
+				"assertion",
 			},
 		},
 		{
@@ -12997,6 +13648,57 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:The configuration from log '(?P<log>[^']*)' ?failed (?:from the MGS )?\((?P<rc>-?\d+)\)|Confi?guration from log (?P<log>\S+) failed from MGS (?P<rc>-?\d+)|LustreError: .*?Unable to mount (?P<dev>\S*) ?\((?P<rc>-?\d+)\)|llite: Unable to mount (?P<dev>\S+): rc = (?P<rc>-?\d+))`,
+			Literals: []string{
+				"Confguration from log ",
+				"Configuration from log ",
+				"Unable to mount ",
+			},
+			Sets: [][]string{
+				[]string{
+					"confguration from log ",
+					"configuration from log ",
+					"unable to mount ",
+				},
+				[]string{
+					"confguration from log ",
+					"configuration from log ",
+					"failed ",
+					"unable to mount ",
+				},
+				[]string{
+					"conf",
+					"unable to mount ",
+				},
+				[]string{
+					"guration from log ",
+					"unable to mount ",
+				},
+				[]string{
+					" failed from mgs ",
+					"the configuration from log '",
+					"unable to mount ",
+				},
+				[]string{
+					"confguration from log ",
+					"configuration from log ",
+					"llite: unable to mount ",
+					"lustreerror: ",
+				},
+			},
+			Names: []string{
+				"",
+				"log",
+				"rc",
+				"log",
+				"rc",
+				"dev",
+				"rc",
+				"dev",
+				"rc",
+			},
+		},
+		{
 			Expr: `(?:The number of devices NVML returns is different than the number of devices in /dev|GPU (?P<gpu>\d+) failed to create a CUDA context|Unable to find a corresponding CUDA device for GPU (?P<gpu>\d+)|Cuda GPU (?P<gpu>-?\d+) is no longer bound to a CUDA context|Error calling NVML API (?P<api>.+?): (?P<error>.+)|Had to restore GPU state on NVML GPU\(s\)|Error using CUDA API (?P<api>\S+)|API call (?P<api>.+?) failed(?: for GPU (?P<gpu>\d+))?: '(?P<error>[^']*))`,
 			Literals: []string{
 				"The number of devices NVML returns is different than the number of devices in /dev",
@@ -13068,6 +13770,62 @@ var image = &rules.Image{
 				"api",
 				"gpu",
 				"error",
+			},
+		},
+		{
+			Expr: `(?:Timed out tx for (?P<nid>\S+): (?P<secs>-?\d+) seconds|Timed out tx: \S+?(?:\(WSQ:[-\d]+\))?, (?P<secs>-?\d+) seconds|Timed out RDMA with (?P<nid>\S+) \((?P<secs>-?\d+)\)|Timeout (?:receiving from|sending data to) (?P<nid>\S+) \()`,
+			Literals: []string{
+				"Timed out tx for ",
+				"Timed out tx: ",
+				"Timed out RDMA with ",
+				"Timeout receiving from ",
+				"Timeout sending data to ",
+			},
+			Sets: [][]string{
+				[]string{
+					"timed out rdma with ",
+					"timed out tx for ",
+					"timed out tx: ",
+					"timeout receiving from ",
+					"timeout sending data to ",
+				},
+				[]string{
+					"time",
+				},
+				[]string{
+					"d out rdma with ",
+					"d out tx for ",
+					"d out tx: ",
+					"out receiving from ",
+					"out sending data to ",
+				},
+				[]string{
+					"d out ",
+					"out receiving from ",
+					"out sending data to ",
+				},
+				[]string{
+					" seconds",
+					"out receiving from ",
+					"out sending data to ",
+					"rdma with ",
+				},
+				[]string{
+					" for ",
+					" seconds",
+					"out receiving from ",
+					"out sending data to ",
+					"rdma with ",
+				},
+			},
+			Names: []string{
+				"",
+				"nid",
+				"secs",
+				"secs",
+				"nid",
+				"secs",
+				"nid",
 			},
 		},
 		{
@@ -15589,6 +16347,74 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?:beegfs-client(?:@[^.\s]*)?\.service: (?:(?:Main|Control) process exited, code=(?:exited|killed|dumped), status=(?P<status>[1-9]\d*|[A-Z]+)|Failed with result '(?P<result>[^']*)')|Failed to start (?:beegfs-client(?:@[^.\s]*)?\.service - )?Start BeeGFS Client\b|could not insert '(?P<module>beegfs)': (?P<error>[^,\n]+))`,
+			Literals: []string{
+				".service: Main process exited, code=exited, status=",
+				".service: Main process exited, code=killed, status=",
+				".service: Main process exited, code=dumped, status=",
+				".service: Control process exited, code=exited, status=",
+				".service: Control process exited, code=killed, status=",
+				".service: Control process exited, code=dumped, status=",
+				".service: Failed with result '",
+				"Start BeeGFS Client",
+				"could not insert 'beegfs': ",
+			},
+			Sets: [][]string{
+				[]string{
+					".service: control process exited, code=dumped, status=",
+					".service: control process exited, code=exited, status=",
+					".service: control process exited, code=killed, status=",
+					".service: failed with result '",
+					".service: main process exited, code=dumped, status=",
+					".service: main process exited, code=exited, status=",
+					".service: main process exited, code=killed, status=",
+					"could not insert 'beegfs': ",
+					"start beegfs client",
+				},
+				[]string{
+					"beegfs-client",
+					"could not insert 'beegfs': ",
+					"start beegfs client",
+				},
+				[]string{
+					".service: ",
+					"could not insert 'beegfs': ",
+					"start beegfs client",
+				},
+				[]string{
+					"control process exited, code=dumped, status=",
+					"control process exited, code=exited, status=",
+					"control process exited, code=killed, status=",
+					"could not insert 'beegfs': ",
+					"failed with result '",
+					"main process exited, code=dumped, status=",
+					"main process exited, code=exited, status=",
+					"main process exited, code=killed, status=",
+					"start beegfs client",
+				},
+				[]string{
+					"control",
+					"could not insert 'beegfs': ",
+					"failed with result '",
+					"main",
+					"start beegfs client",
+				},
+				[]string{
+					" process exited, code=",
+					"could not insert 'beegfs': ",
+					"failed with result '",
+					"start beegfs client",
+				},
+			},
+			Names: []string{
+				"",
+				"status",
+				"result",
+				"module",
+				"error",
+			},
+		},
+		{
 			Expr: `(?:broken device, retraining non-functional downstream link at (?P<speed>[\d.]+ ?GT/s)|\bretraining failed)`,
 			Literals: []string{
 				"broken device, retraining non-functional downstream link at ",
@@ -16869,6 +17695,68 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+			},
+		},
+		{
+			Expr: `(?:libceph: (?P<peer>(?:mon|osd|mds|client|auth|unknown)-?\d+) (?P<addr>\S+) (?P<error>socket closed \(con state \w+\)|socket error on (?:read|write)|connect error)|libceph: connect (?P<addr>\S+) error (?P<errno>-?\d+)|libceph: (?P<peer>mon-?\d+) (?P<addr>\S+) session lost, hunting for new mon)`,
+			Literals: []string{
+				"libceph: mon",
+				"libceph: osd",
+				"libceph: mds",
+				"libceph: client",
+				"libceph: auth",
+				"libceph: unknown",
+				"libceph: connect ",
+			},
+			Sets: [][]string{
+				[]string{
+					"libceph: ",
+				},
+				[]string{
+					" session lost, hunting for new mon",
+					" socket closed (con state ",
+					" socket error on read",
+					" socket error on write",
+					"connect ",
+				},
+				[]string{
+					"auth",
+					"client",
+					"connect ",
+					"mds",
+					"mon",
+					"osd",
+					"unknown",
+				},
+				[]string{
+					" session lost, hunting for new mon",
+					"connect ",
+					"socket closed (con state ",
+					"socket error on read",
+					"socket error on write",
+				},
+				[]string{
+					" session lost, hunting for new mon",
+					"connect ",
+					"socket ",
+				},
+				[]string{
+					" session lost, hunting for new mon",
+					"closed (con state ",
+					"connect ",
+					"error on read",
+					"error on write",
+				},
+			},
+			Names: []string{
+				"",
+				"peer",
+				"addr",
+				"error",
+				"addr",
+				"errno",
+				"peer",
+				"addr",
 			},
 		},
 		{
@@ -18295,6 +19183,83 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `(?P<device>\S+): Connection restored to (?P<target>.+?) \(at (?P<nid>[^)]*)\)`,
+			Literals: []string{
+				": Connection restored to ",
+			},
+			Sets: [][]string{
+				[]string{
+					": connection restored to ",
+				},
+				[]string{
+					" (at ",
+				},
+			},
+			Names: []string{
+				"",
+				"device",
+				"target",
+				"nid",
+			},
+		},
+		{
+			Expr: `(?P<device>\S+): Connection to (?P<target>.+?) \(at (?P<nid>[^)]*)\) was lost; in progress operations using this service will (?P<outcome>wait for recovery to complete|fail)`,
+			Literals: []string{
+				") was lost; in progress operations using this service will wait for recovery to complete",
+				") was lost; in progress operations using this service will fail",
+			},
+			Sets: [][]string{
+				[]string{
+					") was lost; in progress operations using this service will fail",
+					") was lost; in progress operations using this service will wait for recovery to complete",
+				},
+				[]string{
+					": connection to ",
+				},
+				[]string{
+					" (at ",
+				},
+				[]string{
+					") was lost; in progress operations using this service will ",
+				},
+				[]string{
+					"fail",
+					"wait for recovery to complete",
+				},
+			},
+			Names: []string{
+				"",
+				"device",
+				"target",
+				"nid",
+				"outcome",
+			},
+		},
+		{
+			Expr: `(?P<device>\S+): operation (?P<op>\w+) to node (?P<nid>\S+) failed: rc = (?P<rc>-?\d+)`,
+			Literals: []string{
+				" failed: rc = ",
+			},
+			Sets: [][]string{
+				[]string{
+					" failed: rc = ",
+				},
+				[]string{
+					": operation ",
+				},
+				[]string{
+					" to node ",
+				},
+			},
+			Names: []string{
+				"",
+				"device",
+				"op",
+				"nid",
+				"rc",
+			},
+		},
+		{
 			Expr: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 			Literals: []string{
 				": no available path - failing I/O",
@@ -18988,6 +19953,46 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `@@@ Request sent has (?P<reason>failed due to network error|timed out for (?:slow reply|sent delay)): \[sent -?\d+/real -?\d+\](?:\s+req@\S+ x\d+/t-?\d+\(-?\d+\) o(?P<opc>-?\d+)->)?`,
+			Literals: []string{
+				"@@@ Request sent has failed due to network error: [sent ",
+				"@@@ Request sent has timed out for slow reply: [sent ",
+				"@@@ Request sent has timed out for sent delay: [sent ",
+			},
+			Sets: [][]string{
+				[]string{
+					"@@@ request sent has failed due to network error: [sent ",
+					"@@@ request sent has timed out for sent delay: [sent ",
+					"@@@ request sent has timed out for slow reply: [sent ",
+				},
+				[]string{
+					"@@@ request sent has ",
+				},
+				[]string{
+					"failed due to network error",
+					"timed out for sent delay",
+					"timed out for slow reply",
+				},
+				[]string{
+					"failed due to network error",
+					"timed out for ",
+				},
+				[]string{
+					"ent delay",
+					"failed due to network error",
+					"low reply",
+				},
+				[]string{
+					": [sent ",
+				},
+			},
+			Names: []string{
+				"",
+				"reason",
+				"opc",
+			},
+		},
+		{
 			Expr: `CPU(?P<cpu>\d+): (?P<scope>Core|Package) temperature (?:is )?above threshold, cpu clock (?:is )?throttled`,
 			Literals: []string{
 				": Core temperature above threshold, cpu clock throttled",
@@ -19123,7 +20128,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `EDAC (?:[\w-]+ )?MC(?P<mc>\d+): (?:(?P<count>\d+) )?(?P<type>CE)\b(?: (?P<error>[\w -]*?error) on (?P<location>\S+))?`,
+			Expr: `EDAC (?:[\w-]+ )?MC(?P<mc>\d+): (?:(?P<count>\d+) )?(?P<type>CE)\b(?: (?P<error>[\w -]*?error) on (?P<location>\S+))?|EDAC i7core: New (?P<type>Corrected) error\(s\): dimm0: \+-?\d+`,
 			Literals: []string{
 				"EDAC ",
 			},
@@ -19139,6 +20144,7 @@ var image = &rules.Image{
 				"type",
 				"error",
 				"location",
+				"type",
 			},
 		},
 		{
@@ -19601,6 +20607,24 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"reason",
+			},
+		},
+		{
+			Expr: `Lost membership in cluster (?P<cluster>\S+?)\.? Unmounting file systems?\.`,
+			Literals: []string{
+				"Lost membership in cluster ",
+			},
+			Sets: [][]string{
+				[]string{
+					"lost membership in cluster ",
+				},
+				[]string{
+					" unmounting file system",
+				},
+			},
+			Names: []string{
+				"",
+				"cluster",
 			},
 		},
 		{
@@ -21004,6 +22028,20 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: "The mmfs daemon is shutting down abnormally",
+			Literals: []string{
+				"The mmfs daemon is shutting down abnormally",
+			},
+			Sets: [][]string{
+				[]string{
+					"the mmfs daemon is shutting down abnormally",
+				},
+			},
+			Names: []string{
+				"",
+			},
+		},
+		{
 			Expr: `The peer of address (?P<peer>\S+) becomes unresponsive`,
 			Literals: []string{
 				" becomes unresponsive",
@@ -21692,7 +22730,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\[Hardware Error\]: (?:(?P<kind>Corrected error), no action required\.|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
+			Expr: `\[Hardware Error\]: (?:(?:Error Status: )?(?P<kind>Corrected error), no action required\.|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[|Error Addr: 0x[0-9a-fA-F]+|MC(?P<bank>-?\d+)(?:_ADDR| Error Address): 0x[0-9a-fA-F]+|PPIN: 0x[0-9a-fA-F]+|IPID: 0x[0-9a-fA-F]+|TSC: \d+\s*$|(?P<unit>\S.*?) Ext(?:\.|ended) Error Code: -?\d+|cache level: [\w/]+|MC(?P<bank>-?\d+) Error(?: \(node -?\d+\))?: |Northbridge Error \(node -?\d+\): )`,
 			Literals: []string{
 				"[Hardware Error]: ",
 			},
@@ -21702,6 +22740,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" error",
+					"_addr: 0x",
 					"_status[",
 					"cache level: ",
 					"error addr: 0x",
@@ -21712,6 +22751,7 @@ var image = &rules.Image{
 				[]string{
 					" error",
 					", no action required.",
+					"_addr: 0x",
 					"_status[",
 					"cache level: ",
 					"error addr: 0x",
@@ -21721,6 +22761,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" error",
+					"_addr: 0x",
 					"cache level: ",
 					"cpu:",
 					"error addr: 0x",
@@ -21730,7 +22771,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" error",
-					" ext",
+					"_addr",
 					"_status[",
 					"cache level: ",
 					"error addr: 0x",
@@ -21740,12 +22781,9 @@ var image = &rules.Image{
 				},
 				[]string{
 					" error",
-					"): ",
+					": 0x",
 					"_status[",
 					"cache level: ",
-					"error addr: 0x",
-					"ipid: 0x",
-					"ppin: 0x",
 					"tsc: ",
 				},
 			},
@@ -21753,20 +22791,23 @@ var image = &rules.Image{
 				"",
 				"kind",
 				"bank",
+				"bank",
 				"unit",
 				"bank",
 			},
 		},
 		{
-			Expr: `\[Hardware Error\]: (?:(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
+			Expr: `\[Hardware Error\]: (?:(?:Error Status: )?(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 			Literals: []string{
 				"[Hardware Error]: Deferred error",
+				"[Hardware Error]: Error Status: Deferred error",
 				"[Hardware Error]: CPU:",
 			},
 			Sets: [][]string{
 				[]string{
 					"[hardware error]: cpu:",
 					"[hardware error]: deferred error",
+					"[hardware error]: error status: deferred error",
 				},
 				[]string{
 					"[hardware error]: ",
@@ -21798,15 +22839,19 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\[Hardware Error\]: (?:(?P<kind>Uncorrected, [\w ]+ error|System Fatal error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
+			Expr: `\[Hardware Error\]: (?:(?:Error Status: )?(?P<kind>Uncorrected, [\w ]+ error|System Fatal error)|CPU:-?\d+[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?P<kind>UE)\|)`,
 			Literals: []string{
 				"[Hardware Error]: Uncorrected, ",
 				"[Hardware Error]: System Fatal error",
+				"[Hardware Error]: Error Status: Uncorrected, ",
+				"[Hardware Error]: Error Status: System Fatal error",
 				"[Hardware Error]: CPU:",
 			},
 			Sets: [][]string{
 				[]string{
 					"[hardware error]: cpu:",
+					"[hardware error]: error status: system fatal error",
+					"[hardware error]: error status: uncorrected, ",
 					"[hardware error]: system fatal error",
 					"[hardware error]: uncorrected, ",
 				},
@@ -21898,18 +22943,23 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\b(?P<service>nfs|lockd): server (?P<server>\S+) OK\b`,
+			Expr: `\b(?P<service>nfs|lockd|nfsacl|mount): server (?P<server>\S+) OK\b`,
 			Literals: []string{
 				"nfs: server ",
 				"lockd: server ",
+				"nfsacl: server ",
+				"mount: server ",
 			},
 			Sets: [][]string{
 				[]string{
 					"lockd: server ",
+					"mount: server ",
 					"nfs: server ",
+					"nfsacl: server ",
 				},
 				[]string{
 					"lockd",
+					"mount",
 					"nfs",
 				},
 				[]string{
@@ -21926,7 +22976,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\b(?P<service>nfs|lockd): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
+			Expr: `\b(?P<service>nfs|lockd|nfsacl|mount): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
 			Literals: []string{
 				" not responding, still trying",
 				" not responding, timed out",
@@ -21938,6 +22988,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					"lockd",
+					"mount",
 					"nfs",
 				},
 				[]string{
@@ -22091,6 +23142,63 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+			},
+		},
+		{
+			Expr: `\bceph: (?:\[[0-9a-f-]+ \d+\]: )?(?:mds(?P<mds>-?\d+) (?P<event>hung|closed our session|session blocklisted|reconnect denied|rejected session)\s*$|(?P<event>auto reconnect after (?:blocklisted|blacklisted)))`,
+			Literals: []string{
+				"ceph: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"ceph: ",
+				},
+				[]string{
+					" closed our session",
+					" hung",
+					" reconnect denied",
+					" rejected session",
+					" session blocklisted",
+					"auto reconnect after blacklisted",
+					"auto reconnect after blocklisted",
+				},
+				[]string{
+					"auto reconnect after blacklisted",
+					"auto reconnect after blocklisted",
+					"mds",
+				},
+				[]string{
+					"auto reconnect after blacklisted",
+					"auto reconnect after blocklisted",
+					"closed our session",
+					"hung",
+					"reconnect denied",
+					"rejected session",
+					"session blocklisted",
+				},
+				[]string{
+					"auto reconnect after blacklisted",
+					"auto reconnect after blocklisted",
+					"closed our session",
+					"connect denied",
+					"hung",
+					"jected session",
+					"session blocklisted",
+				},
+				[]string{
+					" closed our session",
+					" hung",
+					" reconnect denied",
+					" rejected session",
+					" session blocklisted",
+					"auto reconnect after ",
+				},
+			},
+			Names: []string{
+				"",
+				"mds",
+				"event",
+				"event",
 			},
 		},
 		{
@@ -22565,6 +23673,62 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `beegfs: \S+\(\d+\): (?:The config argument '(?P<arg>[^']*)' is invalid|(?P<problem>Configuration error: Initialization of common objects failed|Initialization of inode operations failed|Component initialization error|Mount sanity check failed|Management host undefined))`,
+			Literals: []string{
+				"): The config argument '",
+				"): Configuration error: Initialization of common objects failed",
+				"): Initialization of inode operations failed",
+				"): Component initialization error",
+				"): Mount sanity check failed",
+				"): Management host undefined",
+			},
+			Sets: [][]string{
+				[]string{
+					"): component initialization error",
+					"): configuration error: initialization of common objects failed",
+					"): initialization of inode operations failed",
+					"): management host undefined",
+					"): mount sanity check failed",
+					"): the config argument '",
+				},
+				[]string{
+					"beegfs: ",
+				},
+				[]string{
+					"): ",
+				},
+				[]string{
+					"component initialization error",
+					"configuration error: initialization of common objects failed",
+					"initialization of inode operations failed",
+					"management host undefined",
+					"mount sanity check failed",
+					"the config argument '",
+				},
+				[]string{
+					"' is invalid",
+					"component initialization error",
+					"configuration error: initialization of common objects failed",
+					"initialization of inode operations failed",
+					"management host undefined",
+					"mount sanity check failed",
+				},
+				[]string{
+					"anagement host undefined",
+					"component initialization error",
+					"configuration error: initialization of common objects failed",
+					"initialization of inode operations failed",
+					"ount sanity check failed",
+					"the config argument '",
+				},
+			},
+			Names: []string{
+				"",
+				"arg",
+				"problem",
+			},
+		},
+		{
 			Expr: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 			Literals: []string{
 				": metadata operation '",
@@ -22758,6 +23922,27 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+			},
+		},
+		{
+			Expr: `libceph(?: \([0-9a-f-]+ e\d+\))?: osd(?P<osd>\d+) down\s*$`,
+			Literals: []string{
+				"libceph",
+			},
+			Sets: [][]string{
+				[]string{
+					"libceph",
+				},
+				[]string{
+					": osd",
+				},
+				[]string{
+					" down",
+				},
+			},
+			Names: []string{
+				"",
+				"osd",
 			},
 		},
 		{
