@@ -2,6 +2,7 @@ package sources
 
 import (
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -301,5 +302,33 @@ func TestExtractNcclOfi(t *testing.T) {
 	}
 	if p, err := printf.Prefix("NCCL_OFI_WARN", "f", "", "src/nccl_ofi_ofiutils.cpp", 0); err != nil || p != "gpu-node-7:12345:12400 [3] NCCL WARN NET/OFI " {
 		t.Errorf("Prefix(NCCL_OFI_WARN) = %q, %v", p, err)
+	}
+}
+
+// TestWriteKeepsPrefixWithoutFrom writes a version that has a pr_fmt prefix but no
+// "from" (an extract run without -from) and reads it back: the prefix, trailing
+// space included, survives, and writing does not fail.
+func TestWriteKeepsPrefixWithoutFrom(t *testing.T) {
+	dir := t.TempDir()
+	inv := &Inventory{
+		Project: "linux", File: "drivers/iommu/intel/dmar.c", Source: "kernel",
+		Versions: []Version{{Version: "v6.8.0", Prefix: "DMAR: "}, {Version: "v5.15.135", From: "a tree", Prefix: "DMAR: "}},
+		Messages: []Message{{Line: 1, Call: "pr_err", Level: "err", Format: "fault\n", Versions: []string{"v6.8.0", "v5.15.135"}, Ignore: "a test message"}},
+	}
+	p := filepath.Join(dir, "linux__dmar.c.yaml")
+	if err := Write(p, inv); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got[0].Versions) != 2 {
+		t.Fatalf("read back %d inventories: %+v", len(got), got)
+	}
+	for _, v := range got[0].Versions {
+		if v.Prefix != "DMAR: " {
+			t.Errorf("version %s: prefix %q, want %q", v.Version, v.Prefix, "DMAR: ")
+		}
 	}
 }

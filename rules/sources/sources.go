@@ -317,11 +317,14 @@ func inventoryNode(inv *Inventory) *yaml.Node {
 	}
 	vers := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 	for _, v := range inv.Versions {
-		e := mapping("version", quoted(v.Version), "from", str(v.From), "prefix", str(v.Prefix), "devPrefix", str(v.DevPrefix))
+		// A prefix keeps its quotes (a trailing space is part of it). Styled on the
+		// node itself: mapping drops empty fields, so a position would shift when
+		// "from" is empty.
+		prefix := str(v.Prefix)
 		if v.Prefix != "" {
-			e.Content[5].Style = yaml.DoubleQuotedStyle
+			prefix.Style = yaml.DoubleQuotedStyle
 		}
-		vers.Content = append(vers.Content, e)
+		vers.Content = append(vers.Content, mapping("version", quoted(v.Version), "from", str(v.From), "prefix", prefix, "devPrefix", str(v.DevPrefix)))
 	}
 	msgs := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 	for _, m := range inv.Messages {
