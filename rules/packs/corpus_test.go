@@ -29,14 +29,14 @@ var showLines = os.Getenv("FAULTLINE_CORPUS_LINES") == "1"
 // Thresholds the packs must meet on the corpus. The target event recall is 0.95 on
 // both parts. The checking part, never tuned on, is below it since the files of
 // 2027-06 joined it (0.932, 385 of 413 events, before the files of 2027-08 to
-// 2028-02; 0.896, 563 of 628, with them: their 215 checking events were found at
-// 0.628 before any tuning on their tuning part, the parallel file systems, a family
-// new to the packs, at 0.19): it is held where it is, so that a change that loses
-// real faults fails, and the test logs how far it is from the target. False alarms
-// are held at 1 % on both parts.
+// 2028-03; 0.888, 572 of 644, with them: their 231 checking events were found at
+// 0.597 before any tuning on their tuning part, the parallel file systems and disk
+// health, families new to the packs, at 0.19): it is held where it is, so that a
+// change that loses real faults fails, and the test logs how far it is from the
+// target. False alarms are held at 1 % on both parts.
 const (
 	minEventRecall         = 0.95
-	minCheckingEventRecall = 0.89
+	minCheckingEventRecall = 0.88
 	maxFalseAlarmPc        = 0.01
 )
 
