@@ -15,7 +15,11 @@ func TestBytes(t *testing.T) {
 	}
 	during := Bytes()
 	runtime.KeepAlive(held)
-	if d := int64(during) - int64(before); d < size || d > 2*size {
+	// The rest of the heap moves a little between the two readings (the testing
+	// package's and the runtime's own small objects come and go), so the growth is
+	// the held slice give or take a sixteenth of it: holding must count, garbage
+	// must not.
+	if d := int64(during) - int64(before); d < size-size/16 || d > 2*size {
 		t.Fatalf("live heap grew by %d bytes holding %d", d, size)
 	}
 	held = nil
