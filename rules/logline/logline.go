@@ -134,11 +134,17 @@ func parse(raw string, pr *Parser, p *Parsed) {
 		rest, p.Program = rest[n:], prog
 	} else if ts, n, f := parseISO(rest); n > 0 && !f.spaceSep && f.zone && n < len(rest) && isSpace(rest[n]) {
 		// dmesg --time-format iso: "2025-01-21T04:41:44,283575+00:00 " and no host.
+		// util-linux writes it with a decimal comma (ISO_TIMESTAMP_COMMA_T); an RFC
+		// 3339 time with a dot or none ("...21.001128133Z ...", a log shipper's or
+		// kubectl --timestamps' prefix) goes the same way but names no origin: the
+		// line after it may be the kernel's or a pod's.
 		rest = rest[n+1:]
-		if p.Format == FormatPlain {
-			p.Format = FormatDmesg
+		if f.comma {
+			if p.Format == FormatPlain {
+				p.Format = FormatDmesg
+			}
+			p.Origin = OriginKernel
 		}
-		p.Origin = OriginKernel
 		if !ts.IsZero() {
 			p.Clock, p.Time = ClockWall, ts
 		}

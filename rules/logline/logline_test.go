@@ -30,6 +30,10 @@ var parseCases = []struct {
 	{"Nov 23 10:00:00 gpu-7 WARN kernel: x", FormatSyslog, OriginKernel, "x"},
 	{"2024-04-29T14:55:41,678628+02:00 pool invoked oom-killer: gfp_mask=0x6200ca", FormatDmesg, OriginKernel, "pool invoked oom-killer: gfp_mask=0x6200ca"},
 	{"kern  :warn  : 2025-01-21T04:41:44,283575+00:00 NVRM: Xid (PCI:0000:38:00): 13, x", FormatDmesg, OriginKernel, "NVRM: Xid (PCI:0000:38:00): 13, x"},
+	// An RFC 3339 time with a dot is no dmesg time (dmesg writes a decimal comma): a
+	// shipper's or kubectl --timestamps' prefix, taken off, naming no origin.
+	{"2025-11-24T03:20:21.001128133Z gpu-server320 [5] NCCL INFO misc/socket.cc:64 -> 6", FormatPlain, OriginUnknown, "gpu-server320 [5] NCCL INFO misc/socket.cc:64 -> 6"},
+	{"2025-01-16T17:24:58.390Z <TASK>", FormatPlain, OriginUnknown, "<TASK>"},
 	{"2024-01-02T03:04:05.123456789Z stderr F NCCL WARN x", FormatCRI, OriginPod, "NCCL WARN x"},
 	{"2024-01-02T03:04:05.123456789+00:00 stdout P partial", FormatCRI, OriginPod, "partial"},
 	{"[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x", FormatPlain, OriginUnknown, "[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x"},
@@ -116,6 +120,7 @@ var timeCases = []struct {
 	{"journal short-iso", "2026-11-23T10:00:00+0100 gpu-7 kernel: x", ClockWall, utc(2026, 11, 23, 9, 0, 0, 0), 0, "gpu-7", "x"},
 	{"RFC 3339 UTC", "2026-11-23T10:00:00Z gpu-7 kernel: x", ClockWall, utc(2026, 11, 23, 10, 0, 0, 0), 0, "gpu-7", "x"},
 	{"dmesg --time-format iso", "2026-11-23T10:00:00,283575-02:00 NVRM: x", ClockWall, utc(2026, 11, 23, 12, 0, 0, 283575000), 0, "", "NVRM: x"},
+	{"a shipper's RFC 3339 prefix", "2026-11-23T10:00:00.5Z NCCL INFO x", ClockWall, utc(2026, 11, 23, 10, 0, 0, 500000000), 0, "", "NCCL INFO x"},
 	{"kmsg record", "6,3964,206764307,-;NVRM: x", ClockBoot, time.Time{}, 206764307 * time.Microsecond, "", "NVRM: x"},
 	{"CRI pod log", "2026-11-23T10:00:00.5Z stderr F NCCL WARN x", ClockWall, utc(2026, 11, 23, 10, 0, 0, 500000000), 0, "", "NCCL WARN x"},
 	{"application ISO", "2026-11-23 10:00:00,250 - trainer - INFO - Saving", ClockWall, utc(2026, 11, 23, 10, 0, 0, 250000000), 0, "", "2026-11-23 10:00:00,250 - trainer - INFO - Saving"},

@@ -25,7 +25,7 @@ var (
 	refProgramTag = regexp.MustCompile(`^([^\s:\[]+)\[\d+\]:\s?`)
 	refKernelTask = regexp.MustCompile(`^(?:segfault at |unhandled (?:exception: |signal )|bad (?:frame|restore token) in |memfd_create\(\) requires MFD_NOEXEC_SEAL)`)
 	refDecode     = regexp.MustCompile(`^[a-z]+\s*:[a-z]+\s*: `)
-	refISOTime    = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
+	refISOTime    = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:([.,])\d+)?(?:Z|[+-]\d\d:?\d\d)\s`)
 )
 
 func refParse(raw string) Parsed {
@@ -65,12 +65,15 @@ func refParse(raw string) Parsed {
 		rest, p.Program, p.Origin = r, "kernel", OriginKernel
 	} else if prog, msg, ok := refTag(rest); ok {
 		rest, p.Program = msg, prog
-	} else if m := refISOTime.FindStringIndex(rest); m != nil {
-		rest = rest[m[1]:]
-		if p.Format == FormatPlain {
-			p.Format = FormatDmesg
+	} else if m := refISOTime.FindStringSubmatchIndex(rest); m != nil {
+		// dmesg's ISO time has a decimal comma; a dot's names no origin.
+		if m[2] >= 0 && rest[m[2]:m[3]] == "," {
+			if p.Format == FormatPlain {
+				p.Format = FormatDmesg
+			}
+			p.Origin = OriginKernel
 		}
-		p.Origin = OriginKernel
+		rest = rest[m[1]:]
 	}
 	if m := refConsole.FindStringIndex(rest); m != nil && strings.HasPrefix(rest[m[1]:], "[") {
 		rest = rest[m[1]:]

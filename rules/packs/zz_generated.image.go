@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "98bcf02f65811649016f9ca3e9fe83ddf3643dd1cd8d8142797efef7e7c30d57"
+const imageDigest = "7c61a679d5d2445d59080614be49b77b2e75d96c9c3ae425a75e236766821484"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4072,14 +4072,13 @@ var image = &rules.Image{
 					{
 						ID:          "nccl-error-trace",
 						Description: "A frame of NCCL's error call trace (\"file:line -> result\") printed under NCCL_DEBUG=INFO after a failure; evidence only",
-						Source:      "any",
 						Match: &rules.Match{
 							Regex: `NCCL INFO (?P<file>\S+?):(?P<line>-?\d+)(?: \((?P<func>[^)]*)\))? -> (?P<result>-?\d+)`,
 						},
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2785,
+						Line:      2782,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -4090,7 +4089,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2871,
+						Line:      2867,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -4100,7 +4099,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2960,
+						Line:      2956,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -4111,7 +4110,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2996,
+						Line:        2992,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -4121,7 +4120,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      3028,
+						Line:      3024,
 					},
 					{
 						ID:          "ompi-ucx-transport-error",
@@ -4131,7 +4130,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      3095,
+						Line:      3091,
 					},
 					{
 						ID:          "ompi-ucx-endpoint-context",
@@ -4142,7 +4141,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3163,
+						Line:      3159,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -4152,7 +4151,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      3189,
+						Line:      3185,
 					},
 					{
 						ID:          "ucx-usage",
@@ -4163,7 +4162,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3232,
+						Line:      3228,
 					},
 					{
 						ID:          "ucx-error",
@@ -4174,7 +4173,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3272,
+						Line:      3268,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -4184,7 +4183,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      3305,
+						Line:      3301,
 					},
 				},
 			},
