@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "7c61a679d5d2445d59080614be49b77b2e75d96c9c3ae425a75e236766821484"
+const imageDigest = "fb897f220e83fe9ccb71991cf146497dae3bb46bdffdc8afb124ab717b65561f"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2132,7 +2132,7 @@ var image = &rules.Image{
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
 				Name:        "storage",
-				Description: "Local and network storage faults: filesystem errors (ext2/3/4, XFS, btrfs), journal aborts and corrupt journals, block-layer, SCSI, ATA and NVMe I/O errors, NVMe timeouts and resets, NVMe over TCP/RDMA transport errors, NFS servers that stop answering, iSCSI sessions that stay down, btrfs checksum errors, SAS and FC HBA aborts and resets, disks smartd, smartctl or nvme-cli report failing, disks systemd waited for in vain, degraded md arrays, the clients of Lustre, CephFS, BeeGFS, 3FS and IBM Storage Scale losing their servers (recorded, never tainted: a server's outage shows on every client at once), and hung tasks. A node filesystem that goes read-only or shuts down (XFS) breaks image pulls, container writes and checkpoints, so it taints, as does a local disk that is lost or keeps resetting; block devices that are network volumes (rbd, nbd, drbd, loop, zd) and NVMe-oF namespaces only raise an Event, since the volume, not the node, is at fault. A cluster whose persistent volumes appear as sdX or nvmeXnY should override fs-remount-ro with an Event.",
+				Description: "The node's storage faults: filesystem errors (ext2/3/4, XFS, btrfs), journal aborts and corrupt journals, block-layer, SCSI, ATA and NVMe I/O errors, NVMe timeouts and resets, NVMe over TCP/RDMA transport errors, btrfs checksum errors, SAS and FC HBA aborts and resets, disks smartd, smartctl or nvme-cli report failing, disks systemd waited for in vain, degraded md arrays, and hung tasks (NFS, iSCSI and parallel file-system clients are the network-storage pack). A node filesystem that goes read-only or shuts down (XFS) breaks image pulls, container writes and checkpoints, so it taints, as does a local disk that is lost or keeps resetting; block devices that are network volumes (rbd, nbd, drbd, loop, zd) and NVMe-oF namespaces only raise an Event, since the volume, not the node, is at fault. A cluster whose persistent volumes appear as sdX or nvmeXnY should override fs-remount-ro with an Event.",
 			},
 			Spec: rules.PackSpec{
 				Defaults: rules.Defaults{
@@ -2155,7 +2155,7 @@ var image = &rules.Image{
 							Regex: `(?:EXT[234]-fs|XFS|BTRFS)[^(]{0,12}\((?:device )?(?P<device>(?:rbd|nbd|drbd|loop|zd)\d+\S*?)\)[: ].*(?:[Rr]emounting filesystem read-only|[Ss]hutting down filesystem|xfs_do_force_shutdown|forced readonly|shut down due to)`,
 						},
 						Exclusive: "fs-ro",
-						Line:      30,
+						Line:      27,
 					},
 					{
 						ID:          "fs-remount-ro",
@@ -2169,7 +2169,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "fs-readonly",
 						},
-						Line: 55,
+						Line: 52,
 					},
 					{
 						ID:          "xfs-shutdown",
@@ -2183,7 +2183,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "fs-readonly",
 						},
-						Line: 90,
+						Line: 87,
 					},
 					{
 						ID:          "fs-remount-ro-unnamed",
@@ -2193,7 +2193,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      207,
+						Line:      204,
 					},
 					{
 						ID:          "fs-error",
@@ -2203,7 +2203,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      247,
+						Line:      244,
 					},
 					{
 						ID:          "btrfs-scrub-error",
@@ -2212,7 +2212,7 @@ var image = &rules.Image{
 							Regex: `(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+`,
 						},
 						Cooldown: 600000000000,
-						Line:     426,
+						Line:     423,
 					},
 					{
 						ID:          "fs-error-history",
@@ -2222,7 +2222,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     480,
+						Line:     477,
 					},
 					{
 						ID:          "xfs-corruption",
@@ -2232,7 +2232,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      510,
+						Line:      507,
 					},
 					{
 						ID:          "journal-abort",
@@ -2241,7 +2241,7 @@ var image = &rules.Image{
 							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed)|(?P<fs>ext3)_abort called\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     893,
+						Line:     890,
 					},
 					{
 						ID:          "journal-error",
@@ -2250,265 +2250,7 @@ var image = &rules.Image{
 							Regex: `(?:JBD2: (?:previous I/O error detected for journal superblock update for (?P<device>[\w.:-]+?)(?:-\d+)?\.|IO error -?\d+ recovering block|Failed to read block at offset|bad block at offset|corrupted journal superblock|Invalid checksum (?:recovering|found in)|journal checksum error|journal transaction \d+ on (?P<device>[\w.:-]+?)(?:-\d+)? is corrupt|error -?\d+ scanning journal|recovery pass -?\d+ ended at transaction|Error while async write back metadata|\(error -?\d+\) unable to wipe journal|journal reset failed|no valid journal superblock found|.*: Waiting for Godot)|journal block not found at offset|Cannot (?:locate|read) journal superblock|needed -?\d+ blocks and only had -?\d+ space available|no way to get more journal space)`,
 						},
 						Cooldown: 600000000000,
-						Line:     975,
-					},
-					{
-						ID:          "nfs-not-responding",
-						Description: "An NFS server stopped answering this node: every process touching the mount hangs in D state (datasets, checkpoints, home directories). Usually the server or the storage network, not the node; recorded on the node.",
-						Match: &rules.Match{
-							Regex: `\b(?P<service>nfs|lockd|nfsacl|mount): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
-						},
-						Cooldown: 1800000000000,
-						Line:     1091,
-					},
-					{
-						ID:          "iscsi-session-lost",
-						Description: "An iSCSI session stayed down past its recovery timeout: the kernel fails every I/O queued to its disks and takes them offline (\"rejecting I/O to offline device\" follows). Like an NFS server that stops answering, usually the target or the storage network, not the node; recorded on the node.",
-						Match: &rules.Match{
-							Regex: `\bsession(?P<session>\d+): session recovery timed out after (?P<secs>\d+) secs`,
-						},
-						Cooldown: 1800000000000,
-						Line:     1156,
-					},
-					{
-						ID:          "iscsi-conn-error",
-						Description: "An iSCSI connection failed (the error code is iscsi_if.h's ISCSI_ERR_*: 1011 a failed connection, 1020 a TCP connection the target closed, 1022 a NOP that timed out, which libiscsi reports first as \"ping timeout of N secs expired\"): iscsid reconnects, and the session is lost only if that takes past its recovery timeout (iscsi-session-lost); evidence only.",
-						Match: &rules.Match{
-							Regex: `\bconnection(?P<conn>\d+:\d+): (?:detected conn error \((?P<code>\d+)\)|ping timeout of (?P<secs>-?\d+) secs expired, recv timeout -?\d+, last rx \d+, last ping \d+, now \d+)`,
-						},
-						Severity: "info",
-						Action:   "none",
-						Line:     1185,
-					},
-					{
-						ID:          "iscsid-conn-error",
-						Description: "iscsid reports an iSCSI connection the kernel dropped, a target portal it cannot reach while it logs in again, or a reconnect the kernel refused: the initiator's side of an iSCSI connection failure. A target that stays away loses the session (iscsi-session-lost, on the kernel's line), and iscsid also keeps retrying targets that were removed, so these lines are evidence only.",
-						Source:      "any",
-						Match: &rules.Match{
-							Regex: `(?:Kernel reported iSCSI connection (?P<conn>-?\d+:-?\d+) error \((?P<code>-?\d+) - (?P<reason>[^)]*)\) state \(-?\d+\)|connect to (?P<portal>\S+):(?P<port>\d+) failed \((?P<reason>[^)]*)\)|cannot make connection to (?P<portal>\S+):(?P<port>\d+) \((?P<reason>[^)]*)\)|can't bind conn (?P<conn>-?\d+:-?\d+) to session -?\d+, retcode -?\d+ \(-?\d+\)|can't set operational parameter -?\d+ for connection (?P<conn>-?\d+:-?\d+), retcode -?\d+ \(-?\d+\)|Received iferror (?P<iferror>-?\d+)[:.])`,
-						},
-						Severity: "info",
-						Action:   "none",
-						Line:     1230,
-					},
-					{
-						ID:          "nfs-server-ok",
-						Description: "An NFS server answers again after not responding; evidence that the stall ended",
-						Match: &rules.Match{
-							Regex: `\b(?P<service>nfs|lockd|nfsacl|mount): server (?P<server>\S+) OK\b`,
-						},
-						Severity: "info",
-						Action:   "none",
-						Line:     1316,
-					},
-					{
-						ID:          "nfs-state-error",
-						Description: "The NFSv4 client failed to recover its open/lock state after a server restart or a lease expiry: applications holding locks on the mount get I/O errors.",
-						Match: &rules.Match{
-							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
-						},
-						Cooldown: 1800000000000,
-						Line:     1336,
-					},
-					{
-						ID:          "lustre-connection-lost",
-						Description: "A Lustre client lost its connection to a target (an OST, an MDT or the MGS): I/O to it waits for recovery (or fails, for a target that does not replay). An OSS or MDS outage or failover shows on every client at once; recorded on the node.",
-						Match: &rules.Match{
-							Regex: `(?P<device>\S+): Connection to (?P<target>.+?) \(at (?P<nid>[^)]*)\) was lost; in progress operations using this service will (?P<outcome>wait for recovery to complete|fail)`,
-						},
-						Cooldown: 1800000000000,
-						Line:     1373,
-					},
-					{
-						ID:          "lustre-connection-restored",
-						Description: "A Lustre client reconnected to a target after losing it; evidence that the outage ended",
-						Match: &rules.Match{
-							Regex: `(?P<device>\S+): Connection restored to (?P<target>.+?) \(at (?P<nid>[^)]*)\)`,
-						},
-						Severity: "info",
-						Action:   "none",
-						Line:     1422,
-					},
-					{
-						ID:          "lustre-evicted",
-						Description: "A Lustre server evicted this client (it did not answer a lock callback or a ping in time, or the server restarted and forgot it): open files on that target return errors and cached writes are lost. A client that keeps being evicted has a network or load problem; a server restart evicts many clients at once. Recorded on the node.",
-						Match: &rules.Match{
-							Regex: `(?:(?P<device>\S+): This client was evicted by (?P<target>.+?); in progress operations using this service will fail|Evicted from (?P<target>\S+_UUID) \(at (?P<nid>[^)]*)\) after server handle changed from)`,
-						},
-						Cooldown: 1800000000000,
-						Line:     1445,
-					},
-					{
-						ID:          "lustre-rpc-failed",
-						Description: "A Lustre server answered an RPC of this client with an error (-107: the server no longer knows the client, -19: the target is not running there, as during a failover): the client reconnects or fails over. Recorded on the node; an outage shows on every client.",
-						Match: &rules.Match{
-							Regex: `(?P<device>\S+): operation (?P<op>\w+) to node (?P<nid>\S+) failed: rc = (?P<rc>-?\d+)`,
-						},
-						Cooldown: 1800000000000,
-						Line:     1497,
-					},
-					{
-						ID:          "lustre-request-timeout",
-						Description: "Lustre RPCs of this client timed out or failed on the network (o400 is a ping, o250 an MGS connect, o8 an OST connect): three in ten minutes mean a server or the path to it stopped answering; the import then reconnects (lustre-connection-lost). A busy server times out a single request now and then. Recorded on the node.",
-						Match: &rules.Match{
-							Regex: `@@@ Request sent has (?P<reason>failed due to network error|timed out for (?:slow reply|sent delay)): \[sent -?\d+/real -?\d+\](?:\s+req@\S+ x\d+/t-?\d+\(-?\d+\) o(?P<opc>-?\d+)->)?`,
-						},
-						Threshold: &rules.Threshold{
-							Count:  3,
-							Window: 600000000000,
-						},
-						Cooldown: 1800000000000,
-						Line:     1535,
-					},
-					{
-						ID:          "lustre-lbug",
-						Description: "A Lustre or LNet assertion failed (LBUG) in the kernel of this node: the thread that hit it sleeps forever holding what it held (often a file's lock or a whole import), so the mount hangs until the node reboots (or it panics, with panic_on_lbug). A Lustre bug, sometimes set off by a workload; recorded at critical, the node needs a reboot.",
-						Match: &rules.Match{
-							Regex: `(?:Lustre|LNet)Error: (?:-?\d+:-?\d+:\((?P<where>[^()]*)\(\)\) )?(?:ASSERTION\( (?P<assertion>.*) \) failed|LBUG\s*$)`,
-						},
-						Severity: "critical",
-						Cooldown: 3600000000000,
-						Line:     1579,
-					},
-					{
-						ID:          "lustre-mount-failed",
-						Description: "A Lustre client mount failed: the MGS did not hand out the file system's configuration, or the mount itself failed. Jobs that need the file system cannot start here; the MGS, the network or the mount options are at fault. Recorded on the node.",
-						Match: &rules.Match{
-							Regex: `(?:The configuration from log '(?P<log>[^']*)' ?failed (?:from the MGS )?\((?P<rc>-?\d+)\)|Confi?guration from log (?P<log>\S+) failed from MGS (?P<rc>-?\d+)|LustreError: .*?Unable to mount (?P<dev>\S*) ?\((?P<rc>-?\d+)\)|llite: Unable to mount (?P<dev>\S+): rc = (?P<rc>-?\d+))`,
-						},
-						Cooldown: 3600000000000,
-						Line:     1630,
-					},
-					{
-						ID:          "lnet-timeout",
-						Description: "LNet gave up on messages to a peer (o2iblnd: a transmit or an RDMA that did not complete; socklnd: a connection that stopped sending or receiving): the peer, or the fabric between, is down or congested. Lustre RPCs to it time out next. Recorded on the node; a server outage shows on every client.",
-						Match: &rules.Match{
-							Regex: `(?:Timed out tx for (?P<nid>\S+): (?P<secs>-?\d+) seconds|Timed out tx: \S+?(?:\(WSQ:[-\d]+\))?, (?P<secs>-?\d+) seconds|Timed out RDMA with (?P<nid>\S+) \((?P<secs>-?\d+)\)|Timeout (?:receiving from|sending data to) (?P<nid>\S+) \()`,
-						},
-						Cooldown: 1800000000000,
-						Line:     1706,
-					},
-					{
-						ID:          "lnet-connect-error",
-						Description: "LNet could not connect to a peer (refused, unreachable, too slow, reset, a protocol mismatch; over InfiniBand, an address that does not resolve or a connection the peer rejected, after which the queued messages are dropped) or could not bind a local socket for it (-99: the local address is gone, -98: no privileged port left). The peer, the network or this node's LNet configuration is at fault. Recorded on the node.",
-						Match: &rules.Match{
-							Regex: `(?:Connection to (?P<nid>\S+) at host (?P<host>\S+?)(?: on port (?P<port>-?\d+))? (?:was refused|was unreachable|took too long|was reset)|Protocol error connecting to (?P<nid>\S+) at host|No privileged ports available to connect to (?P<nid>\S+) at host|Unexpected error (?P<rc>-?\d+) connecting to (?P<nid>\S+) at host|Error trying to bind to (?:port (?P<port>-?\d+): (?P<rc>-?\d+)|\S+/-?\d+: rc = (?P<rc>-?\d+))|Can't resolve addr(?:ess)? for (?P<nid>\S+): (?:rc = )?(?P<rc>-?\d+)|(?P<nid>\S+) rejected: (?:no listener at -?\d+|consumer defined fatal error|o2iblnd (?:version \S+ error|no resources|fatal error|reason -?\d+)|reason -?\d+, size -?\d+)|Deleting messages for (?P<nid>\S+): connection failed)`,
-						},
-						Cooldown: 1800000000000,
-						Line:     1780,
-					},
-					{
-						ID:          "lnet-startup-failed",
-						Description: "LNet could not bring up a network interface for Lustre on this node: the LND module did not load (ko2iblnd built against another OFED, say) or the configured interface is missing or down (CORTX Motr, which runs over LNet, reports its net/lnet transport failing then). Lustre cannot mount here until it is fixed; a node configuration or driver problem, recorded on the node.",
-						Match: &rules.Match{
-							Regex: `(?:Error (?P<rc>-?\d+) starting up LNI (?P<lnd>\S+)|Can't load LND (?P<lnd>[^,\s]+), module (?P<module>[^,\s]+), rc=(?P<rc>-?\d+)|ksocklnd: requested (?P<requested>-?\d+) but only (?P<found>-?\d+) interfaces found|lnet: Can't find any usable interfaces|subsystem (?P<subsystem>net/lnet) init failed: rc = (?P<rc>-?\d+))`,
-						},
-						Cooldown: 3600000000000,
-						Line:     1920,
-					},
-					{
-						ID:          "ceph-connection-fault",
-						Description: "The Ceph kernel client (CephFS or RBD) lost or could not open connections to OSDs or monitors: sockets closed or failing, connects refused or unreachable, the monitor session lost. An OSD closes idle sessions now and then, and an OSD or mon restart shows on every client, so five in ten minutes are recorded; I/O to the affected placement groups stalls meanwhile.",
-						Match: &rules.Match{
-							Regex: `(?:libceph: (?P<peer>(?:mon|osd|mds|client|auth|unknown)-?\d+) (?P<addr>\S+) (?P<error>socket closed \(con state \w+\)|socket error on (?:read|write)|connect error)|libceph: connect (?P<addr>\S+) error (?P<errno>-?\d+)|libceph: (?P<peer>mon-?\d+) (?P<addr>\S+) session lost, hunting for new mon)`,
-						},
-						Threshold: &rules.Threshold{
-							Count:  5,
-							Window: 600000000000,
-						},
-						Cooldown: 1800000000000,
-						Line:     2010,
-					},
-					{
-						ID:          "ceph-osd-down",
-						Description: "The OSD map a Ceph client received marks an OSD down (the cluster's view, printed on every client); evidence only",
-						Match: &rules.Match{
-							Regex: `libceph(?: \([0-9a-f-]+ e\d+\))?: osd(?P<osd>\d+) down\s*$`,
-						},
-						Severity: "info",
-						Action:   "none",
-						Line:     2099,
-					},
-					{
-						ID:          "ceph-mds-session",
-						Description: "The CephFS client's session with a metadata server failed: the MDS stopped answering (hung), closed or rejected the session, refused the reconnect after an MDS restart, or blocklisted (evicted) this client. Metadata operations on the mount hang or fail until the session is back. Recorded on the node.",
-						Match: &rules.Match{
-							Regex: `\bceph: (?:\[[0-9a-f-]+ \d+\]: )?(?:mds(?P<mds>-?\d+) (?P<event>hung|closed our session|session blocklisted|reconnect denied|rejected session)\s*$|(?P<event>auto reconnect after (?:blocklisted|blacklisted)))`,
-						},
-						Cooldown: 1800000000000,
-						Line:     2135,
-					},
-					{
-						ID:          "beegfs-mount-error",
-						Description: "The BeeGFS client module refused a mount: a bad option in beegfs-client.conf, no management host, or a mount sanity check (the servers unreachable) that failed. The file system is not mounted on this node; a configuration or server problem, recorded on the node.",
-						Match: &rules.Match{
-							Regex: `beegfs: \S+\(\d+\): (?:The config argument '(?P<arg>[^']*)' is invalid|(?P<problem>Configuration error: Initialization of common objects failed|Initialization of inode operations failed|Component initialization error|Mount sanity check failed|Management host undefined))`,
-						},
-						Cooldown: 3600000000000,
-						Line:     2211,
-					},
-					{
-						ID:          "beegfs-comm-error",
-						Description: "The BeeGFS client lost a server (a metadata or storage node): a request failed on the wire or no route to the server connected. I/O to that server retries and then fails; a server outage shows on every client. Recorded on the node.",
-						Match: &rules.Match{
-							Regex: `(?:Communication error: Node: (?P<node>.+?) \(comm result: (?P<result>-?\d+); message type: \d+\)|Connect failed on all available routes: (?P<node>.+?)\s*$)`,
-						},
-						Cooldown: 1800000000000,
-						Line:     2268,
-					},
-					{
-						ID:          "beegfs-client-start-failed",
-						Description: "The BeeGFS client service failed to start: its kernel module did not load (built for another kernel or OFED, \"Invalid argument\") or the mount failed (see beegfs-mount-error). BeeGFS is not mounted on this node; recorded.",
-						Source:      "any",
-						Match: &rules.Match{
-							Regex: `(?:beegfs-client(?:@[^.\s]*)?\.service: (?:(?:Main|Control) process exited, code=(?:exited|killed|dumped), status=(?P<status>[1-9]\d*|[A-Z]+)|Failed with result '(?P<result>[^']*)')|Failed to start (?:beegfs-client(?:@[^.\s]*)?\.service - )?Start BeeGFS Client\b|could not insert '(?P<module>beegfs)': (?P<error>[^,\n]+))`,
-						},
-						Cooldown: 3600000000000,
-						Line:     2312,
-					},
-					{
-						ID:          "hf3fs-storage-error",
-						Description: "The 3FS client gave up on storage operations (reads or writes of chunks) after its retries, or reports them failed: a storage target or its chain is not available, so the job's reads return errors. A storage outage shows on every client; recorded on the node.",
-						Source:      "any",
-						Match: &rules.Match{
-							Regex: `(?:Give up retrying (?P<pending>\d+)/\d+ ops \S+ after #(?P<retries>\d+) retries, elapsed time: |#\d+/\d+ Failed (?P<method>\w+) operation \S+ with id \S+, routing target: |Finally collected \d+/\d+ failed (?P<method>\w+) operations )`,
-						},
-						Cooldown: 1800000000000,
-						Line:     2385,
-					},
-					{
-						ID:          "gpfs-membership-lost",
-						Description: "This node lost its membership in a GPFS cluster (its own, after quorum loss or an expel, or the remote cluster that owns a file system it mounts) and unmounted that cluster's file systems: jobs see ESTALE or ENODEV until it rejoins. A network problem of this node or a cluster-wide outage; recorded.",
-						Source:      "any",
-						Match: &rules.Match{
-							Regex: `Lost membership in cluster (?P<cluster>\S+?)\.? Unmounting file systems?\.`,
-						},
-						Cooldown: 1800000000000,
-						Line:     2433,
-					},
-					{
-						ID:          "gpfs-connection-lost",
-						Description: "The GPFS daemon on this node closed its connection (TCP, or an RDMA connection over an HCA) to other nodes of the cluster, or its disk lease expired (it could not reach the cluster manager in time): a node going down shows once on every node; five in ten minutes point at this node's network. The node is expelled if it does not recover (gpfs-membership-lost); recorded.",
-						Source:      "any",
-						Match: &rules.Match{
-							Regex: `(?:Close connection to (?P<peer>\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F]*:[0-9a-fA-F:]+) (?P<node>[^\s()]+?)\.?(?:\s|$)|Disk lease period expired (?P<ago>[\d.]+) seconds ago in cluster (?P<cluster>\S+?)\. Attempting to reacquire the lease|VERBS RDMA closed connection to (?P<peer>\S+) \((?P<node>[^)]*)\) on (?P<hca>\S+) port -?\d+)`,
-						},
-						Threshold: &rules.Threshold{
-							Count:  5,
-							Window: 600000000000,
-						},
-						Cooldown: 1800000000000,
-						Line:     2469,
-					},
-					{
-						ID:          "gpfs-daemon-abnormal-shutdown",
-						Description: "The GPFS daemon (mmfsd) on this node shut down abnormally (an internal check failed, or the node lost quorum in a way not safe to recover from): every GPFS mount of the node is gone until it restarts. Recorded on the node.",
-						Source:      "any",
-						Match: &rules.Match{
-							Regex: "The mmfs daemon is shutting down abnormally",
-						},
-						Cooldown: 3600000000000,
-						Line:     2532,
+						Line:     972,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2519,7 +2261,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2560,
+						Line:      1086,
 					},
 					{
 						ID:          "block-io-error",
@@ -2529,7 +2271,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      2584,
+						Line:      1110,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2539,7 +2281,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      2624,
+						Line:      1150,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2548,7 +2290,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     2653,
+						Line:     1179,
 					},
 					{
 						ID:          "swap-io-error",
@@ -2558,7 +2300,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      2710,
+						Line:      1236,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -2567,7 +2309,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     2761,
+						Line:     1287,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -2577,7 +2319,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2814,
+						Line:     1340,
 					},
 					{
 						ID:          "ata-error",
@@ -2586,7 +2328,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     2907,
+						Line:     1433,
 					},
 					{
 						ID:          "smart-disk-failing",
@@ -2604,7 +2346,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 21600000000000,
-						Line:     2978,
+						Line:     1504,
 					},
 					{
 						ID:          "smart-disk-temperature",
@@ -2614,7 +2356,7 @@ var image = &rules.Image{
 							Regex: `(?:Device: (?P<device>[^,\n]+), (?:Temperature (?P<temp>\d+) Celsius reached critical limit of (?P<limit>\d+) Celsius|SMART Failure: (?P<reason>(?i:warning - (?:specified temperature exceeded|(?:high|low) (?:critical|operating) temperature limit exceeded)))\s*$)|SMART Health Status: (?P<reason>(?i:warning - (?:specified temperature exceeded|(?:high|low) (?:critical|operating) temperature limit exceeded))) \[asc=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3433,
+						Line:     1959,
 					},
 					{
 						ID:          "smart-health-context",
@@ -2625,7 +2367,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3519,
+						Line:     2045,
 					},
 					{
 						ID:          "smart-error-log",
@@ -2636,7 +2378,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3682,
+						Line:     2208,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -2645,7 +2387,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3731,
+						Line:     2257,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -2654,7 +2396,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     3768,
+						Line:     2294,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -2672,7 +2414,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3977,
+						Line:     2503,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -2685,7 +2427,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 4027,
+						Line: 2553,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -2694,7 +2436,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)`,
 						},
 						Cooldown: 600000000000,
-						Line:     4128,
+						Line:     2654,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -2703,7 +2445,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>nvme\w+): no (?:available|usable) path - (?P<action>failing|requeuing) I/O`,
 						},
 						Cooldown: 600000000000,
-						Line:     4264,
+						Line:     2790,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -2712,7 +2454,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4298,
+						Line:     2824,
 					},
 					{
 						ID:          "md-read-error",
@@ -2721,7 +2463,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     4614,
+						Line:     3140,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -2731,7 +2473,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4791,
+						Line:     3317,
 					},
 					{
 						ID:          "md-array-degraded",
@@ -2741,7 +2483,7 @@ var image = &rules.Image{
 							Regex: `(?:A )?(?P<event>DegradedArray|Fail|FailSpare) event (?:had been )?detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\.?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4831,
+						Line:     3357,
 					},
 					{
 						ID:          "systemd-device-timeout-other",
@@ -2753,7 +2495,7 @@ var image = &rules.Image{
 						Exclusive: "systemd-device",
 						Severity:  "info",
 						Action:    "none",
-						Line:      4915,
+						Line:      3441,
 					},
 					{
 						ID:          "systemd-device-timeout",
@@ -2764,7 +2506,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "systemd-device",
 						Cooldown:  3600000000000,
-						Line:      4944,
+						Line:      3470,
 					},
 					{
 						ID:          "systemd-mount-dependency-failed",
@@ -2775,7 +2517,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5032,
+						Line:     3558,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -2784,7 +2526,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5080,
+						Line:     3606,
 					},
 					{
 						ID:          "hung-task",
@@ -2793,7 +2535,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5133,
+						Line:     3659,
 					},
 					{
 						ID:          "hung-task-context",
@@ -2803,7 +2545,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5159,
+						Line:     3685,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -2814,7 +2556,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5184,
+						Line:     3710,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -2825,7 +2567,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     5212,
+						Line:     3738,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -2836,7 +2578,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5251,
+						Line:     3777,
 					},
 					{
 						ID:          "scsi-task-abort",
@@ -2845,7 +2587,7 @@ var image = &rules.Image{
 							Regex: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?(?:scmd\(|\(sc=)|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) (?:scmd\(|\(rv=[0-9a-fA-F]+\) \(sc=)|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\(|(?P<tm>task abort) (?P<result>failed) status 0x[0-9a-fA-F]+ ,tag = |(?P<tm>Abort) command issued nexus=-?\d+:-?\d+:-?\d+ --|(?P<tm>Abort) handler (?P<result>timed out) cmd=)`,
 						},
 						Cooldown: 600000000000,
-						Line:     5284,
+						Line:     3810,
 					},
 					{
 						ID:          "mpt-sas-log-info",
@@ -2855,7 +2597,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5561,
+						Line:     4087,
 					},
 					{
 						ID:          "megaraid-adapter-reset",
@@ -2864,7 +2606,7 @@ var image = &rules.Image{
 							Regex: `(?:megasas: RESET (?:-\d+ )?cmd=(?P<cmd>[0-9a-fA-F]+)|(?:Found )?FW in FAULT state(?:, will reset adapter|,? Fault code:(?P<fault>0x[0-9a-fA-F]+) subcode:(?P<subcode>0x[0-9a-fA-F]+))|resetting fusion adapter(?: scsi-?\d+)?\.|pending commands remain after waiting, will reset adapter|Reset (?:failed|not supported), killing adapter|killing adapter scsi-?\d+|Hardware critical error, returning FAILED|cannot recover from previous reset failures|OCR is requested due to IO timeout)`,
 						},
 						Cooldown: 600000000000,
-						Line:     5605,
+						Line:     4131,
 					},
 					{
 						ID:          "megaraid-reset-context",
@@ -2874,7 +2616,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5722,
+						Line:     4248,
 					},
 					{
 						ID:          "ata-link-error",
@@ -2888,7 +2630,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 5786,
+						Line: 4312,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -2898,7 +2640,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     5939,
+						Line:     4465,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -2908,7 +2650,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5994,
+						Line:     4520,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -2918,11 +2660,294 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6098,
+						Line:     4624,
 					},
 				},
 			},
 			File: "40-storage.yaml",
+		},
+		{
+			APIVersion: "faultline.io/v1",
+			Kind:       "RulePack",
+			Metadata: rules.PackMeta{
+				Name:        "network-storage",
+				Description: "Storage reached over the network, as the node's client sees it: NFS servers that stop answering, iSCSI connections and sessions that fail, and the clients of Lustre, CephFS/RBD, BeeGFS, 3FS and IBM Storage Scale losing their servers. A server's outage shows on every client at once, so these are recorded (Events), never tainted; what the node's own disks and filesystems report is in the storage pack.",
+			},
+			Spec: rules.PackSpec{
+				Defaults: rules.Defaults{
+					Source:   "kernel",
+					Severity: "warning",
+					Action:   "event",
+					Taint: &rules.Taint{
+						Key:    "faultline.io/faulty",
+						Effect: "NoSchedule",
+					},
+					Recover: &rules.Recover{
+						Manual: true,
+					},
+				},
+				Rules: []rules.Rule{
+					{
+						ID:          "nfs-not-responding",
+						Description: "An NFS server stopped answering this node: every process touching the mount hangs in D state (datasets, checkpoints, home directories). Usually the server or the storage network, not the node; recorded on the node.",
+						Match: &rules.Match{
+							Regex: `\b(?P<service>nfs|lockd|nfsacl|mount): server (?P<server>\S+) not responding, (?P<state>still trying|timed out)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     28,
+					},
+					{
+						ID:          "iscsi-session-lost",
+						Description: "An iSCSI session stayed down past its recovery timeout: the kernel fails every I/O queued to its disks and takes them offline (\"rejecting I/O to offline device\" follows). Like an NFS server that stops answering, usually the target or the storage network, not the node; recorded on the node.",
+						Match: &rules.Match{
+							Regex: `\bsession(?P<session>\d+): session recovery timed out after (?P<secs>\d+) secs`,
+						},
+						Cooldown: 1800000000000,
+						Line:     93,
+					},
+					{
+						ID:          "iscsi-conn-error",
+						Description: "An iSCSI connection failed (the error code is iscsi_if.h's ISCSI_ERR_*: 1011 a failed connection, 1020 a TCP connection the target closed, 1022 a NOP that timed out, which libiscsi reports first as \"ping timeout of N secs expired\"): iscsid reconnects, and the session is lost only if that takes past its recovery timeout (iscsi-session-lost); evidence only.",
+						Match: &rules.Match{
+							Regex: `\bconnection(?P<conn>\d+:\d+): (?:detected conn error \((?P<code>\d+)\)|ping timeout of (?P<secs>-?\d+) secs expired, recv timeout -?\d+, last rx \d+, last ping \d+, now \d+)`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     122,
+					},
+					{
+						ID:          "iscsid-conn-error",
+						Description: "iscsid reports an iSCSI connection the kernel dropped, a target portal it cannot reach while it logs in again, or a reconnect the kernel refused: the initiator's side of an iSCSI connection failure. A target that stays away loses the session (iscsi-session-lost, on the kernel's line), and iscsid also keeps retrying targets that were removed, so these lines are evidence only.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Kernel reported iSCSI connection (?P<conn>-?\d+:-?\d+) error \((?P<code>-?\d+) - (?P<reason>[^)]*)\) state \(-?\d+\)|connect to (?P<portal>\S+):(?P<port>\d+) failed \((?P<reason>[^)]*)\)|cannot make connection to (?P<portal>\S+):(?P<port>\d+) \((?P<reason>[^)]*)\)|can't bind conn (?P<conn>-?\d+:-?\d+) to session -?\d+, retcode -?\d+ \(-?\d+\)|can't set operational parameter -?\d+ for connection (?P<conn>-?\d+:-?\d+), retcode -?\d+ \(-?\d+\)|Received iferror (?P<iferror>-?\d+)[:.])`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     167,
+					},
+					{
+						ID:          "nfs-server-ok",
+						Description: "An NFS server answers again after not responding; evidence that the stall ended",
+						Match: &rules.Match{
+							Regex: `\b(?P<service>nfs|lockd|nfsacl|mount): server (?P<server>\S+) OK\b`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     253,
+					},
+					{
+						ID:          "nfs-state-error",
+						Description: "The NFSv4 client failed to recover its open/lock state after a server restart or a lease expiry: applications holding locks on the mount get I/O errors.",
+						Match: &rules.Match{
+							Regex: `(?:nfs4_reclaim_open_state: (?:(?P<problem>Lock reclaim failed)|unhandled error (?P<errno>-?\d+))|NFS: (?:state manager: )?check lease failed on NFSv4 server (?P<server>\S+) with error (?P<errno>-?\d+)|nfs4_discover_server_trunking unhandled error (?P<errno>-?\d+))`,
+						},
+						Cooldown: 1800000000000,
+						Line:     273,
+					},
+					{
+						ID:          "lustre-connection-lost",
+						Description: "A Lustre client lost its connection to a target (an OST, an MDT or the MGS): I/O to it waits for recovery (or fails, for a target that does not replay). An OSS or MDS outage or failover shows on every client at once; recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?P<device>\S+): Connection to (?P<target>.+?) \(at (?P<nid>[^)]*)\) was lost; in progress operations using this service will (?P<outcome>wait for recovery to complete|fail)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     310,
+					},
+					{
+						ID:          "lustre-connection-restored",
+						Description: "A Lustre client reconnected to a target after losing it; evidence that the outage ended",
+						Match: &rules.Match{
+							Regex: `(?P<device>\S+): Connection restored to (?P<target>.+?) \(at (?P<nid>[^)]*)\)`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     359,
+					},
+					{
+						ID:          "lustre-evicted",
+						Description: "A Lustre server evicted this client (it did not answer a lock callback or a ping in time, or the server restarted and forgot it): open files on that target return errors and cached writes are lost. A client that keeps being evicted has a network or load problem; a server restart evicts many clients at once. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:(?P<device>\S+): This client was evicted by (?P<target>.+?); in progress operations using this service will fail|Evicted from (?P<target>\S+_UUID) \(at (?P<nid>[^)]*)\) after server handle changed from)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     382,
+					},
+					{
+						ID:          "lustre-rpc-failed",
+						Description: "A Lustre server answered an RPC of this client with an error (-107: the server no longer knows the client, -19: the target is not running there, as during a failover): the client reconnects or fails over. Recorded on the node; an outage shows on every client.",
+						Match: &rules.Match{
+							Regex: `(?P<device>\S+): operation (?P<op>\w+) to node (?P<nid>\S+) failed: rc = (?P<rc>-?\d+)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     434,
+					},
+					{
+						ID:          "lustre-request-timeout",
+						Description: "Lustre RPCs of this client timed out or failed on the network (o400 is a ping, o250 an MGS connect, o8 an OST connect): three in ten minutes mean a server or the path to it stopped answering; the import then reconnects (lustre-connection-lost). A busy server times out a single request now and then. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `@@@ Request sent has (?P<reason>failed due to network error|timed out for (?:slow reply|sent delay)): \[sent -?\d+/real -?\d+\](?:\s+req@\S+ x\d+/t-?\d+\(-?\d+\) o(?P<opc>-?\d+)->)?`,
+						},
+						Threshold: &rules.Threshold{
+							Count:  3,
+							Window: 600000000000,
+						},
+						Cooldown: 1800000000000,
+						Line:     472,
+					},
+					{
+						ID:          "lustre-lbug",
+						Description: "A Lustre or LNet assertion failed (LBUG) in the kernel of this node: the thread that hit it sleeps forever holding what it held (often a file's lock or a whole import), so the mount hangs until the node reboots (or it panics, with panic_on_lbug). A Lustre bug, sometimes set off by a workload; recorded at critical, the node needs a reboot.",
+						Match: &rules.Match{
+							Regex: `(?:Lustre|LNet)Error: (?:-?\d+:-?\d+:\((?P<where>[^()]*)\(\)\) )?(?:ASSERTION\( (?P<assertion>.*) \) failed|LBUG\s*$)`,
+						},
+						Severity: "critical",
+						Cooldown: 3600000000000,
+						Line:     516,
+					},
+					{
+						ID:          "lustre-mount-failed",
+						Description: "A Lustre client mount failed: the MGS did not hand out the file system's configuration, or the mount itself failed. Jobs that need the file system cannot start here; the MGS, the network or the mount options are at fault. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:The configuration from log '(?P<log>[^']*)' ?failed (?:from the MGS )?\((?P<rc>-?\d+)\)|Confi?guration from log (?P<log>\S+) failed from MGS (?P<rc>-?\d+)|LustreError: .*?Unable to mount (?P<dev>\S*) ?\((?P<rc>-?\d+)\)|llite: Unable to mount (?P<dev>\S+): rc = (?P<rc>-?\d+))`,
+						},
+						Cooldown: 3600000000000,
+						Line:     567,
+					},
+					{
+						ID:          "lnet-timeout",
+						Description: "LNet gave up on messages to a peer (o2iblnd: a transmit or an RDMA that did not complete; socklnd: a connection that stopped sending or receiving): the peer, or the fabric between, is down or congested. Lustre RPCs to it time out next. Recorded on the node; a server outage shows on every client.",
+						Match: &rules.Match{
+							Regex: `(?:Timed out tx for (?P<nid>\S+): (?P<secs>-?\d+) seconds|Timed out tx: \S+?(?:\(WSQ:[-\d]+\))?, (?P<secs>-?\d+) seconds|Timed out RDMA with (?P<nid>\S+) \((?P<secs>-?\d+)\)|Timeout (?:receiving from|sending data to) (?P<nid>\S+) \()`,
+						},
+						Cooldown: 1800000000000,
+						Line:     643,
+					},
+					{
+						ID:          "lnet-connect-error",
+						Description: "LNet could not connect to a peer (refused, unreachable, too slow, reset, a protocol mismatch; over InfiniBand, an address that does not resolve or a connection the peer rejected, after which the queued messages are dropped) or could not bind a local socket for it (-99: the local address is gone, -98: no privileged port left). The peer, the network or this node's LNet configuration is at fault. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:Connection to (?P<nid>\S+) at host (?P<host>\S+?)(?: on port (?P<port>-?\d+))? (?:was refused|was unreachable|took too long|was reset)|Protocol error connecting to (?P<nid>\S+) at host|No privileged ports available to connect to (?P<nid>\S+) at host|Unexpected error (?P<rc>-?\d+) connecting to (?P<nid>\S+) at host|Error trying to bind to (?:port (?P<port>-?\d+): (?P<rc>-?\d+)|\S+/-?\d+: rc = (?P<rc>-?\d+))|Can't resolve addr(?:ess)? for (?P<nid>\S+): (?:rc = )?(?P<rc>-?\d+)|(?P<nid>\S+) rejected: (?:no listener at -?\d+|consumer defined fatal error|o2iblnd (?:version \S+ error|no resources|fatal error|reason -?\d+)|reason -?\d+, size -?\d+)|Deleting messages for (?P<nid>\S+): connection failed)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     717,
+					},
+					{
+						ID:          "lnet-startup-failed",
+						Description: "LNet could not bring up a network interface for Lustre on this node: the LND module did not load (ko2iblnd built against another OFED, say) or the configured interface is missing or down (CORTX Motr, which runs over LNet, reports its net/lnet transport failing then). Lustre cannot mount here until it is fixed; a node configuration or driver problem, recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:Error (?P<rc>-?\d+) starting up LNI (?P<lnd>\S+)|Can't load LND (?P<lnd>[^,\s]+), module (?P<module>[^,\s]+), rc=(?P<rc>-?\d+)|ksocklnd: requested (?P<requested>-?\d+) but only (?P<found>-?\d+) interfaces found|lnet: Can't find any usable interfaces|subsystem (?P<subsystem>net/lnet) init failed: rc = (?P<rc>-?\d+))`,
+						},
+						Cooldown: 3600000000000,
+						Line:     857,
+					},
+					{
+						ID:          "ceph-connection-fault",
+						Description: "The Ceph kernel client (CephFS or RBD) lost or could not open connections to OSDs or monitors: sockets closed or failing, connects refused or unreachable, the monitor session lost. An OSD closes idle sessions now and then, and an OSD or mon restart shows on every client, so five in ten minutes are recorded; I/O to the affected placement groups stalls meanwhile.",
+						Match: &rules.Match{
+							Regex: `(?:libceph: (?P<peer>(?:mon|osd|mds|client|auth|unknown)-?\d+) (?P<addr>\S+) (?P<error>socket closed \(con state \w+\)|socket error on (?:read|write)|connect error)|libceph: connect (?P<addr>\S+) error (?P<errno>-?\d+)|libceph: (?P<peer>mon-?\d+) (?P<addr>\S+) session lost, hunting for new mon)`,
+						},
+						Threshold: &rules.Threshold{
+							Count:  5,
+							Window: 600000000000,
+						},
+						Cooldown: 1800000000000,
+						Line:     947,
+					},
+					{
+						ID:          "ceph-osd-down",
+						Description: "The OSD map a Ceph client received marks an OSD down (the cluster's view, printed on every client); evidence only",
+						Match: &rules.Match{
+							Regex: `libceph(?: \([0-9a-f-]+ e\d+\))?: osd(?P<osd>\d+) down\s*$`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     1036,
+					},
+					{
+						ID:          "ceph-mds-session",
+						Description: "The CephFS client's session with a metadata server failed: the MDS stopped answering (hung), closed or rejected the session, refused the reconnect after an MDS restart, or blocklisted (evicted) this client. Metadata operations on the mount hang or fail until the session is back. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `\bceph: (?:\[[0-9a-f-]+ \d+\]: )?(?:mds(?P<mds>-?\d+) (?P<event>hung|closed our session|session blocklisted|reconnect denied|rejected session)\s*$|(?P<event>auto reconnect after (?:blocklisted|blacklisted)))`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1072,
+					},
+					{
+						ID:          "beegfs-mount-error",
+						Description: "The BeeGFS client module refused a mount: a bad option in beegfs-client.conf, no management host, or a mount sanity check (the servers unreachable) that failed. The file system is not mounted on this node; a configuration or server problem, recorded on the node.",
+						Match: &rules.Match{
+							Regex: `beegfs: \S+\(\d+\): (?:The config argument '(?P<arg>[^']*)' is invalid|(?P<problem>Configuration error: Initialization of common objects failed|Initialization of inode operations failed|Component initialization error|Mount sanity check failed|Management host undefined))`,
+						},
+						Cooldown: 3600000000000,
+						Line:     1148,
+					},
+					{
+						ID:          "beegfs-comm-error",
+						Description: "The BeeGFS client lost a server (a metadata or storage node): a request failed on the wire or no route to the server connected. I/O to that server retries and then fails; a server outage shows on every client. Recorded on the node.",
+						Match: &rules.Match{
+							Regex: `(?:Communication error: Node: (?P<node>.+?) \(comm result: (?P<result>-?\d+); message type: \d+\)|Connect failed on all available routes: (?P<node>.+?)\s*$)`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1205,
+					},
+					{
+						ID:          "beegfs-client-start-failed",
+						Description: "The BeeGFS client service failed to start: its kernel module did not load (built for another kernel or OFED, \"Invalid argument\") or the mount failed (see beegfs-mount-error). BeeGFS is not mounted on this node; recorded.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:beegfs-client(?:@[^.\s]*)?\.service: (?:(?:Main|Control) process exited, code=(?:exited|killed|dumped), status=(?P<status>[1-9]\d*|[A-Z]+)|Failed with result '(?P<result>[^']*)')|Failed to start (?:beegfs-client(?:@[^.\s]*)?\.service - )?Start BeeGFS Client\b|could not insert '(?P<module>beegfs)': (?P<error>[^,\n]+))`,
+						},
+						Cooldown: 3600000000000,
+						Line:     1249,
+					},
+					{
+						ID:          "hf3fs-storage-error",
+						Description: "The 3FS client gave up on storage operations (reads or writes of chunks) after its retries, or reports them failed: a storage target or its chain is not available, so the job's reads return errors. A storage outage shows on every client; recorded on the node.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Give up retrying (?P<pending>\d+)/\d+ ops \S+ after #(?P<retries>\d+) retries, elapsed time: |#\d+/\d+ Failed (?P<method>\w+) operation \S+ with id \S+, routing target: |Finally collected \d+/\d+ failed (?P<method>\w+) operations )`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1322,
+					},
+					{
+						ID:          "gpfs-membership-lost",
+						Description: "This node lost its membership in a GPFS cluster (its own, after quorum loss or an expel, or the remote cluster that owns a file system it mounts) and unmounted that cluster's file systems: jobs see ESTALE or ENODEV until it rejoins. A network problem of this node or a cluster-wide outage; recorded.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `Lost membership in cluster (?P<cluster>\S+?)\.? Unmounting file systems?\.`,
+						},
+						Cooldown: 1800000000000,
+						Line:     1370,
+					},
+					{
+						ID:          "gpfs-connection-lost",
+						Description: "The GPFS daemon on this node closed its connection (TCP, or an RDMA connection over an HCA) to other nodes of the cluster, or its disk lease expired (it could not reach the cluster manager in time): a node going down shows once on every node; five in ten minutes point at this node's network. The node is expelled if it does not recover (gpfs-membership-lost); recorded.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `(?:Close connection to (?P<peer>\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F]*:[0-9a-fA-F:]+) (?P<node>[^\s()]+?)\.?(?:\s|$)|Disk lease period expired (?P<ago>[\d.]+) seconds ago in cluster (?P<cluster>\S+?)\. Attempting to reacquire the lease|VERBS RDMA closed connection to (?P<peer>\S+) \((?P<node>[^)]*)\) on (?P<hca>\S+) port -?\d+)`,
+						},
+						Threshold: &rules.Threshold{
+							Count:  5,
+							Window: 600000000000,
+						},
+						Cooldown: 1800000000000,
+						Line:     1406,
+					},
+					{
+						ID:          "gpfs-daemon-abnormal-shutdown",
+						Description: "The GPFS daemon (mmfsd) on this node shut down abnormally (an internal check failed, or the node lost quorum in a way not safe to recover from): every GPFS mount of the node is gone until it restarts. Recorded on the node.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: "The mmfs daemon is shutting down abnormally",
+						},
+						Cooldown: 3600000000000,
+						Line:     1469,
+					},
+				},
+			},
+			File: "45-network-storage.yaml",
 		},
 		{
 			APIVersion: "faultline.io/v1",
