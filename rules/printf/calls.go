@@ -16,6 +16,9 @@ var (
 		pr_warn_once pr_info_once pr_info_ratelimited pr_notice_ratelimited pr_cont printk_ratelimited printk_once printk_deferred
 		nv_printf nvDbg_Printf portDbgPrintf NV_PRINTF_STRING nvswitch_os_print ucs_log_fatal_error
 		fprintf printf mlx5_err log_unit_struct syslog SYSLOG_VERBOSE Wprintf Gprintf Lprintf`)
+	// DRM's printk macros: DRM_WARN and DRM_INFO print "[drm] ", DRM_ERROR the
+	// caller as %ps prints it (function and module) and "*ERROR* ".
+	drmCalls = words(`DRM_ERROR DRM_WARN DRM_INFO DRM_NOTE`)
 	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
 		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
 		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
@@ -52,6 +55,7 @@ var devices = []struct{ path, dev, netdev string }{
 	{"broadcom/bnxt", "bnxt_en 0000:3b:00.0", "bnxt_en 0000:3b:00.0 eno1np0"},
 	{"amazon/ena", "ena 0000:00:05.0", "ena 0000:00:05.0 eth0"},
 	{"infiniband/hw/efa", "efa 0000:00:06.0", "efa 0000:00:06.0 eth1"},
+	{"drm/amd", "amdgpu 0000:c3:00.0", ""},
 	{"drivers/nvme", "nvme nvme0", "nvme0"},
 	{"drivers/pci", "pcieport 0000:00:01.0", ""},
 	{"drivers/net/bonding", "bond0", "bond0"},
@@ -107,6 +111,15 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return pr()
 	case call == "panic":
 		return "Kernel panic - not syncing: ", nil
+	case drmCalls[call]:
+		if call != "DRM_ERROR" {
+			return "[drm] ", nil
+		}
+		module := "drm"
+		if strings.Contains(file, "drm/amd/") {
+			module = "amdgpu"
+		}
+		return "[drm:" + fn + " [" + module + "]] *ERROR* ", nil
 	case devCalls[call]:
 		// A file that defines dev_fmt prints it after the device (prFmt is then it).
 		p, err := pr()

@@ -82,3 +82,18 @@ func TestUserSpacePrefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestDRMPrefixes: DRM's printk macros as the amdgpu driver prints them.
+func TestDRMPrefixes(t *testing.T) {
+	cases := []struct{ call, fn, prFmt, file, want string }{
+		{"DRM_ERROR", "amdgpu_job_timedout", "", "drivers/gpu/drm/amd/amdgpu/amdgpu_job.c", "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* "},
+		{"DRM_WARN", "", "", "drivers/gpu/drm/amd/amdgpu/amdgpu_device.c", "[drm] "},
+		{"dev_err", "", "amdgpu: ", "drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c", "amdgpu 0000:c3:00.0: amdgpu: "},
+	}
+	for _, c := range cases {
+		got, err := Prefix(c.call, c.fn, c.prFmt, c.file, 0)
+		if err != nil || got != c.want {
+			t.Errorf("Prefix(%s, %s) = %q, %v; want %q", c.call, c.file, got, err, c.want)
+		}
+	}
+}
