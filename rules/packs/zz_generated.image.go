@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "fb897f220e83fe9ccb71991cf146497dae3bb46bdffdc8afb124ab717b65561f"
+const imageDigest = "5e4dae499b8c2c94983c7462c3599cb555372cb5641d3c11a999d3a1ec34ca94"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1162,6 +1162,121 @@ var image = &rules.Image{
 			APIVersion: "faultline.io/v1",
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
+				Name:        "amd-gpu",
+				Description: "AMD GPU faults the amdgpu kernel driver reports (Instinct and Radeon): jobs that hang a ring, GPU resets that fail, uncorrectable memory (RAS) errors and GPUs that retired more bad pages than their threshold. A GPU that cannot be reset or has uncorrectable errors taints; a hung ring, which a job's own shader can cause, and the driver's page faults are recorded.",
+			},
+			Spec: rules.PackSpec{
+				Defaults: rules.Defaults{
+					Source:   "kernel",
+					Severity: "warning",
+					Action:   "event",
+					Taint: &rules.Taint{
+						Key:    "faultline.io/faulty",
+						Effect: "NoSchedule",
+					},
+					Recover: &rules.Recover{
+						Manual: true,
+					},
+				},
+				Rules: []rules.Rule{
+					{
+						ID:          "amdgpu-ring-timeout",
+						Description: "A job hung one of the GPU's rings (gfx, compute, sdma, vcn) past the scheduler's timeout; the driver then soft-recovers the ring or resets the GPU. A job's own shader can hang a ring, so this is recorded; a reset that fails taints (amdgpu-reset-failed).",
+						Match: &rules.Match{
+							Regex: `\bring (?P<ring>\S+) timeout, (?:(?:last )?signaled seq=(?P<signaled>\d+), (?:last )?emitted seq=(?P<emitted>\d+)|(?P<recovered>but soft recovered))`,
+						},
+						Cooldown: 600000000000,
+						Line:     23,
+					},
+					{
+						ID:          "amdgpu-reset-failed",
+						Description: "The driver could not reset a GPU after a hang or a RAS error: the GPU stays unusable until the node reboots (often until it is reseated or replaced). Taint.",
+						Match: &rules.Match{
+							Regex: `\bGPU reset\((?P<count>-?\d+)\) failed|\bGPU Recovery Failed: (?P<err>-?\d+)|\bGPU mode1 reset failed|\b(?:amdgpu )?[Aa][Ss][Ii][Cc] reset failed(?: with error, (?P<err>-?\d+) for drm dev)?|\bGPU pre asic reset failed with err, (?P<err>-?\d+) for drm dev|\bGPU reset retry is beyond the retry limit`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Taint: &rules.Taint{
+							Value: "amd-gpu-reset-failed",
+						},
+						Cooldown: 3600000000000,
+						Line:     79,
+					},
+					{
+						ID:          "amdgpu-reset-context",
+						Description: "The amdgpu driver resets a GPU after a hang, or names the process whose job hung; context for amdgpu-ring-timeout",
+						Match: &rules.Match{
+							Regex: `\bGPU reset begin!|\bGPU reset\((?P<count>-?\d+)\) succeeded!|\bGPU reset succeeded, trying to resume|\bVRAM is lost due to GPU reset!|\bGPU reset end with ret = (?P<ret>-?\d+)|\bProcess information: process (?P<process>.*?) pid (?P<pid>-?\d+) thread .*? pid -?\d+$|\bsoft reset failed, will fallback to full reset!`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     170,
+					},
+					{
+						ID:          "amdgpu-ras-uncorrectable",
+						Description: "The GPU's RAS counters report an uncorrectable hardware error (in the umc block, the GPU's memory): the data was lost, the driver resets the GPU and retires the page. Taint; the GPU needs a check, and replacement when it retires too many pages (amdgpu-bad-page-threshold).",
+						Match: &rules.Match{
+							Regex: `\b(?P<count>[1-9]\d*) (?:new )?uncorrectable (?:hardware )?errors detected (?:in total )?in (?P<block>\w+) block|\buncorrectable hardware error\s*\(ERREVENT_ATHUB_INTERRUPT\) detected!|\bUncorrectable error detected in UMC inst: (?P<inst>-?\d+), chan_idx: (?P<chan>-?\d+)`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Taint: &rules.Taint{
+							Value: "amd-gpu-uncorrectable",
+						},
+						Cooldown: 3600000000000,
+						Line:     242,
+					},
+					{
+						ID:          "amdgpu-ras-corrected",
+						Description: "The GPU's RAS counters report corrected hardware errors (\"no user action is needed\"); evidence of a degrading GPU only",
+						Match: &rules.Match{
+							Regex: `\b(?P<count>[1-9]\d*) (?:new )?correctable (?:hardware )?errors detected (?:in total )?in (?P<block>\w+) block`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     313,
+					},
+					{
+						ID:          "amdgpu-bad-page-threshold",
+						Description: "The GPU has retired as many memory pages as its bad-page threshold allows: AMD's criterion for replacing the GPU (the driver refuses to initialise it unless the threshold is raised). Taint.",
+						Match: &rules.Match{
+							Regex: `\bRAS records:(?P<records>-?\d+) exceed threshold:(?P<threshold>-?\d+)|\bSaved bad pages (?P<records>-?\d+) reaches threshold value (?P<threshold>-?\d+)|\bThis GPU is in BAD status\.|\bPlease retire it or set a larger threshold value when reloading driver`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Taint: &rules.Taint{
+							Value: "amd-gpu-bad-pages",
+						},
+						Cooldown: 21600000000000,
+						Line:     354,
+					},
+					{
+						ID:          "amdgpu-bad-pages-near-threshold",
+						Description: "The GPU has retired 90 % of the bad pages its threshold allows; plan its replacement before amdgpu-bad-page-threshold",
+						Match: &rules.Match{
+							Regex: `\bRAS records:(?P<records>\d+) exceeds 90% of threshold:(?P<threshold>-?\d+)`,
+						},
+						Cooldown: 86400000000000,
+						Line:     415,
+					},
+					{
+						ID:          "amdgpu-vm-fault",
+						Description: "The amdgpu driver reports a GPU page fault (a job's bad address, or a GPU's fault); evidence only",
+						Match: &rules.Match{
+							Regex: `\[(?P<hub>\w+)\] (?:(?:no-)?retry|VMC) page fault \(src_id:\d+ ring:\d+ (?:vm_id|vmid):\d+ (?:pas_id|pasid):\d+(?:, for process (?P<process>.*?) pid (?P<pid>-?\d+))?|\bVM_L2_PROTECTION_FAULT_STATUS:0x[0-9A-Fa-f]+`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     438,
+					},
+				},
+			},
+			File: "15-amd-gpu.yaml",
+		},
+		{
+			APIVersion: "faultline.io/v1",
+			Kind:       "RulePack",
+			Metadata: rules.PackMeta{
 				Name:        "pcie-aer",
 				Description: "PCI Express Advanced Error Reporting (drivers/pci/pcie/aer.c, err.c, dpc.c), link bandwidth and slot power, and devices' DMA faults caught by the IOMMU (AMD-Vi, Intel DMAR). The kernel reports one AER event as a header (\"AER: <severity> error received\" up to 5.x, \"error message received from\" since 6.x), a \"PCIe Bus Error: severity=...\" line, a \"device [vvvv:dddd] error status/mask\" line, one line per error bit (\"[ 5] Surprise Down Error\" or, since 5.x, \"[ 5] SDES\") and an optional TLP header. The severity words drifted from \"Uncorrected/Corrected\" to \"Uncorrectable/Correctable\"; every rule accepts both. Uncorrectable fatal errors taint; non-fatal ones and corrected-error storms ask for a PCIe bandwidth and NVML probe; detail lines are evidence only (info, none).",
 			},
@@ -2122,6 +2237,17 @@ var image = &rules.Image{
 						},
 						Cooldown: 3600000000000,
 						Line:     4095,
+					},
+					{
+						ID:          "bond-lacp-error",
+						Description: "A bond's LACP (802.3ad) negotiation failed: the switch answers on no member (the bond falls back to one link), a member's frames loop back, or a port finds no aggregator to join. The bond runs on fewer links or none; usually the switch's side or the cabling.",
+						Match: &rules.Match{
+							Regex: `Warning: No 802\.3ad response from the link partner for any adapters in the bond|(?:\(slave (?P<ifname>[\w.@-]+)\): )?An illegal loopback occurred on (?:adapter \((?P<ifname>[\w.@-]+)\)|slave)|Check the configuration to verify that all adapters are connected to 802\.3ad compliant switch ports|(?:\(slave (?P<ifname>[\w.@-]+)\): )?Port -?\d+ (?:\(on (?P<ifname>[\w.@-]+)\) )?did not find a suitable aggregator`,
+						},
+						Severity: "warning",
+						Action:   "event",
+						Cooldown: 600000000000,
+						Line:     4142,
 					},
 				},
 			},
@@ -22821,6 +22947,52 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `Warning: No 802\.3ad response from the link partner for any adapters in the bond|(?:\(slave (?P<ifname>[\w.@-]+)\): )?An illegal loopback occurred on (?:adapter \((?P<ifname>[\w.@-]+)\)|slave)|Check the configuration to verify that all adapters are connected to 802\.3ad compliant switch ports|(?:\(slave (?P<ifname>[\w.@-]+)\): )?Port -?\d+ (?:\(on (?P<ifname>[\w.@-]+)\) )?did not find a suitable aggregator`,
+			Literals: []string{
+				"Warning: No 802.3ad response from the link partner for any adapters in the bond",
+				"An illegal loopback occurred on adapter (",
+				"An illegal loopback occurred on slave",
+				"Check the configuration to verify that all adapters are connected to 802.3ad compliant switch ports",
+				"did not find a suitable aggregator",
+			},
+			Sets: [][]string{
+				[]string{
+					"an illegal loopback occurred on adapter (",
+					"an illegal loopback occurred on slave",
+					"check the configuration to verify that all adapters are connected to 802.3ad compliant switch ports",
+					"did not find a suitable aggregator",
+					"warning: no 802.3ad response from the link partner for any adapters in the bond",
+				},
+				[]string{
+					"an illegal loopback occurred on ",
+					"check the configuration to verify that all adapters are connected to 802.3ad compliant switch ports",
+					"did not find a suitable aggregator",
+					"warning: no 802.3ad response from the link partner for any adapters in the bond",
+				},
+				[]string{
+					"adapter (",
+					"check the configuration to verify that all adapters are connected to 802.3ad compliant switch ports",
+					"did not find a suitable aggregator",
+					"slave",
+					"warning: no 802.3ad response from the link partner for any adapters in the bond",
+				},
+				[]string{
+					"an illegal loopback occurred on adapter (",
+					"an illegal loopback occurred on slave",
+					"check the configuration to verify that all adapters are connected to 802.3ad compliant switch ports",
+					"port ",
+					"warning: no 802.3ad response from the link partner for any adapters in the bond",
+				},
+			},
+			Names: []string{
+				"",
+				"ifname",
+				"ifname",
+				"ifname",
+				"ifname",
+			},
+		},
+		{
 			Expr: `WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout_ms>\d{1,3})\)`,
 			Literals: []string{
 				"Timeout(ms)=",
@@ -23177,6 +23349,46 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\[(?P<hub>\w+)\] (?:(?:no-)?retry|VMC) page fault \(src_id:\d+ ring:\d+ (?:vm_id|vmid):\d+ (?:pas_id|pasid):\d+(?:, for process (?P<process>.*?) pid (?P<pid>-?\d+))?|\bVM_L2_PROTECTION_FAULT_STATUS:0x[0-9A-Fa-f]+`,
+			Literals: []string{
+				"] retry page fault (src_id:",
+				"] no-retry page fault (src_id:",
+				"] VMC page fault (src_id:",
+				"VM_L2_PROTECTION_FAULT_STATUS:0x",
+			},
+			Sets: [][]string{
+				[]string{
+					"] no-retry page fault (src_id:",
+					"] retry page fault (src_id:",
+					"] vmc page fault (src_id:",
+					"vm_l2_protection_fault_status:0x",
+				},
+				[]string{
+					"retry",
+					"vm_l2_protection_fault_status:0x",
+					"vmc",
+				},
+				[]string{
+					" page fault (src_id:",
+					"vm_l2_protection_fault_status:0x",
+				},
+				[]string{
+					" ring:",
+					"vm_l2_protection_fault_status:0x",
+				},
+				[]string{
+					"pas",
+					"vm_l2_protection_fault_status:0x",
+				},
+			},
+			Names: []string{
+				"",
+				"hub",
+				"process",
+				"pid",
+			},
+		},
+		{
 			Expr: `\[Firmware (?:Warn|Bug)\]: (?:GHES: )?(?P<problem>Truncated error status block|Invalid error status block length|Invalid CPER header|Failed to read error status block|Invalid address in generic error data|Unhandled processor error type|arm error length|length is too small|firmware-generated error record is incorrect|valid bits set for fields beyond structure|error section length is too small)`,
 			Literals: []string{
 				"[Firmware Warn]: Truncated error status block",
@@ -23457,6 +23669,83 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\b(?P<count>[1-9]\d*) (?:new )?correctable (?:hardware )?errors detected (?:in total )?in (?P<block>\w+) block`,
+			Literals: []string{
+				" correctable errors detected in ",
+				" correctable hardware errors detected in ",
+			},
+			Sets: [][]string{
+				[]string{
+					" correctable errors detected in ",
+					" correctable hardware errors detected in ",
+				},
+				[]string{
+					"correctable ",
+				},
+				[]string{
+					"errors detected ",
+				},
+				[]string{
+					"in ",
+				},
+				[]string{
+					" block",
+				},
+			},
+			Names: []string{
+				"",
+				"count",
+				"block",
+			},
+		},
+		{
+			Expr: `\b(?P<count>[1-9]\d*) (?:new )?uncorrectable (?:hardware )?errors detected (?:in total )?in (?P<block>\w+) block|\buncorrectable hardware error\s*\(ERREVENT_ATHUB_INTERRUPT\) detected!|\bUncorrectable error detected in UMC inst: (?P<inst>-?\d+), chan_idx: (?P<chan>-?\d+)`,
+			Literals: []string{
+				" uncorrectable errors detected in ",
+				" uncorrectable hardware errors detected in ",
+				"(ERREVENT_ATHUB_INTERRUPT) detected!",
+				"Uncorrectable error detected in UMC inst: ",
+			},
+			Sets: [][]string{
+				[]string{
+					" uncorrectable errors detected in ",
+					" uncorrectable hardware errors detected in ",
+					"(errevent_athub_interrupt) detected!",
+					"uncorrectable error detected in umc inst: ",
+				},
+				[]string{
+					"(errevent_athub_interrupt) detected!",
+					"uncorrectable ",
+				},
+				[]string{
+					"(errevent_athub_interrupt) detected!",
+					"errors detected ",
+					"uncorrectable error detected in umc inst: ",
+				},
+				[]string{
+					"(errevent_athub_interrupt) detected!",
+					"in ",
+				},
+				[]string{
+					" block",
+					"(errevent_athub_interrupt) detected!",
+					"uncorrectable error detected in umc inst: ",
+				},
+				[]string{
+					" uncorrectable errors detected in ",
+					"uncorrectable error detected in umc inst: ",
+					"uncorrectable hardware error",
+				},
+			},
+			Names: []string{
+				"",
+				"count",
+				"block",
+				"inst",
+				"chan",
+			},
+		},
+		{
 			Expr: `\b(?P<driver>igb|igc|ixgbe|e1000e|i40e|ice) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?: (?P<ifname>[\w.@-]+))?: (?P<event>PCIe link lost(?:, device now detached)?|Adapter removed)\s*$`,
 			Literals: []string{
 				": PCIe link lost",
@@ -23574,6 +23863,110 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bGPU reset begin!|\bGPU reset\((?P<count>-?\d+)\) succeeded!|\bGPU reset succeeded, trying to resume|\bVRAM is lost due to GPU reset!|\bGPU reset end with ret = (?P<ret>-?\d+)|\bProcess information: process (?P<process>.*?) pid (?P<pid>-?\d+) thread .*? pid -?\d+$|\bsoft reset failed, will fallback to full reset!`,
+			Literals: []string{
+				"GPU reset begin!",
+				") succeeded!",
+				"GPU reset succeeded, trying to resume",
+				"VRAM is lost due to GPU reset!",
+				"GPU reset end with ret = ",
+				"Process information: process ",
+				"soft reset failed, will fallback to full reset!",
+			},
+			Sets: [][]string{
+				[]string{
+					") succeeded!",
+					"gpu reset begin!",
+					"gpu reset end with ret = ",
+					"gpu reset succeeded, trying to resume",
+					"process information: process ",
+					"soft reset failed, will fallback to full reset!",
+					"vram is lost due to gpu reset!",
+				},
+				[]string{
+					"gpu reset begin!",
+					"gpu reset end with ret = ",
+					"gpu reset succeeded, trying to resume",
+					"gpu reset(",
+					"process information: process ",
+					"soft reset failed, will fallback to full reset!",
+					"vram is lost due to gpu reset!",
+				},
+				[]string{
+					" pid ",
+					") succeeded!",
+					"gpu reset begin!",
+					"gpu reset end with ret = ",
+					"gpu reset succeeded, trying to resume",
+					"soft reset failed, will fallback to full reset!",
+					"vram is lost due to gpu reset!",
+				},
+				[]string{
+					" thread ",
+					") succeeded!",
+					"gpu reset begin!",
+					"gpu reset end with ret = ",
+					"gpu reset succeeded, trying to resume",
+					"soft reset failed, will fallback to full reset!",
+					"vram is lost due to gpu reset!",
+				},
+			},
+			Names: []string{
+				"",
+				"count",
+				"ret",
+				"process",
+				"pid",
+			},
+		},
+		{
+			Expr: `\bGPU reset\((?P<count>-?\d+)\) failed|\bGPU Recovery Failed: (?P<err>-?\d+)|\bGPU mode1 reset failed|\b(?:amdgpu )?[Aa][Ss][Ii][Cc] reset failed(?: with error, (?P<err>-?\d+) for drm dev)?|\bGPU pre asic reset failed with err, (?P<err>-?\d+) for drm dev|\bGPU reset retry is beyond the retry limit`,
+			Literals: []string{
+				"GPU reset(",
+				"GPU Recovery Failed: ",
+				"GPU mode1 reset failed",
+				"asic reset failed",
+				"GPU reset retry is beyond the retry limit",
+			},
+			Sets: [][]string{
+				[]string{
+					"asic reset failed",
+					"gpu mode1 reset failed",
+					"gpu recovery failed: ",
+					"gpu reset retry is beyond the retry limit",
+					"gpu reset(",
+				},
+				[]string{
+					") failed",
+					"asic reset failed",
+					"gpu mode1 reset failed",
+					"gpu recovery failed: ",
+					"gpu reset retry is beyond the retry limit",
+				},
+				[]string{
+					" reset failed",
+					"gpu recovery failed: ",
+					"gpu reset retry is beyond the retry limit",
+					"gpu reset(",
+				},
+				[]string{
+					" for drm dev",
+					"asic reset failed",
+					"gpu mode1 reset failed",
+					"gpu recovery failed: ",
+					"gpu reset retry is beyond the retry limit",
+					"gpu reset(",
+				},
+			},
+			Names: []string{
+				"",
+				"count",
+				"err",
+				"err",
+				"err",
+			},
+		},
+		{
 			Expr: `\bNVML: GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\) is lost\b`,
 			Literals: []string{
 				"NVML: GPU ",
@@ -23674,6 +24067,61 @@ var image = &rules.Image{
 				"",
 				"pci",
 				"uuid",
+			},
+		},
+		{
+			Expr: `\bRAS records:(?P<records>-?\d+) exceed threshold:(?P<threshold>-?\d+)|\bSaved bad pages (?P<records>-?\d+) reaches threshold value (?P<threshold>-?\d+)|\bThis GPU is in BAD status\.|\bPlease retire it or set a larger threshold value when reloading driver`,
+			Literals: []string{
+				" exceed threshold:",
+				" reaches threshold value ",
+				"This GPU is in BAD status.",
+				"Please retire it or set a larger threshold value when reloading driver",
+			},
+			Sets: [][]string{
+				[]string{
+					" exceed threshold:",
+					" reaches threshold value ",
+					"please retire it or set a larger threshold value when reloading driver",
+					"this gpu is in bad status.",
+				},
+				[]string{
+					" reaches threshold value ",
+					"please retire it or set a larger threshold value when reloading driver",
+					"ras records:",
+					"this gpu is in bad status.",
+				},
+				[]string{
+					" exceed threshold:",
+					"please retire it or set a larger threshold value when reloading driver",
+					"saved bad pages ",
+					"this gpu is in bad status.",
+				},
+			},
+			Names: []string{
+				"",
+				"records",
+				"threshold",
+				"records",
+				"threshold",
+			},
+		},
+		{
+			Expr: `\bRAS records:(?P<records>\d+) exceeds 90% of threshold:(?P<threshold>-?\d+)`,
+			Literals: []string{
+				" exceeds 90% of threshold:",
+			},
+			Sets: [][]string{
+				[]string{
+					" exceeds 90% of threshold:",
+				},
+				[]string{
+					"ras records:",
+				},
+			},
+			Names: []string{
+				"",
+				"records",
+				"threshold",
 			},
 		},
 		{
@@ -23783,6 +24231,47 @@ var image = &rules.Image{
 				"conn",
 				"code",
 				"secs",
+			},
+		},
+		{
+			Expr: `\bring (?P<ring>\S+) timeout, (?:(?:last )?signaled seq=(?P<signaled>\d+), (?:last )?emitted seq=(?P<emitted>\d+)|(?P<recovered>but soft recovered))`,
+			Literals: []string{
+				" timeout, signaled seq=",
+				" timeout, last signaled seq=",
+				" timeout, but soft recovered",
+			},
+			Sets: [][]string{
+				[]string{
+					" timeout, but soft recovered",
+					" timeout, last signaled seq=",
+					" timeout, signaled seq=",
+				},
+				[]string{
+					"ring ",
+				},
+				[]string{
+					" timeout, ",
+				},
+				[]string{
+					", emitted seq=",
+					", last emitted seq=",
+					"but soft recovered",
+				},
+				[]string{
+					"but soft recovered",
+					"signaled seq=",
+				},
+				[]string{
+					"but soft recovered",
+					"emitted seq=",
+				},
+			},
+			Names: []string{
+				"",
+				"ring",
+				"signaled",
+				"emitted",
+				"recovered",
 			},
 		},
 		{

@@ -40,6 +40,8 @@ func init() {
 		mlx5_core_err mlx5_core_err_rl mlx4_err ibdev_err ibdev_err_ratelimited
 		xfs_emerg xfs_alert xfs_crit xfs_err xfs_alert_ratelimited xfs_err_ratelimited`)
 	add(0, -1, `ucs_error ucs_fatal`)
+	// DRM's printk macros (the amdgpu driver's DRM_ERROR; DRM_WARN below).
+	add(0, -1, `DRM_ERROR`)
 	// ucs_log(level, fmt, ...): UCX passes the level in a variable (the error level
 	// a transport configured), so it is listed as an error.
 	add(1, -1, `ucs_log`)
@@ -103,7 +105,7 @@ func init() {
 		}
 	}
 	lower(0, -1, `pr_warn pr_warning pr_notice pr_info pr_warn_ratelimited pr_warn_once
-		pr_info_ratelimited pr_notice_ratelimited INFO ucs_warn ucs_diag`)
+		pr_info_ratelimited pr_notice_ratelimited INFO ucs_warn ucs_diag DRM_WARN`)
 	lower(1, -1, `dev_warn dev_notice dev_info dev_warn_ratelimited dev_warn_once pci_warn
 		pci_notice pci_info netdev_warn netdev_notice netdev_info mlx5_core_warn mlx5_core_warn_rl
 		mlx5_core_info mlx4_warn mlx4_info ibdev_warn ibdev_info ipoib_warn xfs_warn
