@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "5e4dae499b8c2c94983c7462c3599cb555372cb5641d3c11a999d3a1ec34ca94"
+const imageDigest = "f926cde121a229fd01aa4aa13893420726215081ef01fa699ab2ffcf29949d76"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4434,6 +4434,28 @@ var image = &rules.Image{
 						Line:      289,
 					},
 					{
+						ID:          "nvidia-container-cli-error",
+						Description: "The NVIDIA container runtime hook could not set up a GPU container: the driver's libraries are missing (initialization, detection), the GPU device nodes or driver files could not be mounted, the device cgroup could not be set, a requested GPU is not there (device), or the library cache could not be updated. Pods asking for GPUs fail to start on this node; recorded. An image that needs a newer driver than the node's (requirement) is recorded at info.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `nvidia-container-cli: (?P<stage>initialization|detection|container|device|mount|ldcache|permission) error: (?P<error>[^\n]+?)(?:: unknown\.?)?$`,
+						},
+						Exclusive: "node-tools-nvml",
+						Cooldown:  1800000000000,
+						Line:      373,
+					},
+					{
+						ID:          "nvidia-container-requirement",
+						Description: "An image asks for a newer CUDA or driver than the node's NVIDIA driver (nvidia-container-cli's requirement check); the node's driver is older than the fleet's images, recorded at info",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `nvidia-container-cli: requirement error: (?P<error>unsatisfied condition: [^,\n]+)`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     443,
+					},
+					{
 						ID:          "nvidia-smi-no-driver",
 						Description: "nvidia-smi cannot talk to the NVIDIA kernel driver: the module is not loaded, failed to load, or every GPU failed to initialise. No GPU works on the node.",
 						Match: &rules.Match{
@@ -4441,7 +4463,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      367,
+						Line:      463,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -4452,7 +4474,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      391,
+						Line:      487,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -4477,7 +4499,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 419,
+						Line: 515,
 					},
 					{
 						ID:          "nvidia-smi-memory-repair",
@@ -4499,7 +4521,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 462,
+						Line: 558,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -4521,7 +4543,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 517,
+						Line: 613,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -4531,7 +4553,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      559,
+						Line:      655,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -4554,7 +4576,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 598,
+						Line: 694,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -4570,7 +4592,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        650,
+						Line:        746,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -4595,7 +4617,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 679,
+						Line: 775,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -4620,7 +4642,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 729,
+						Line: 825,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -4642,7 +4664,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 842,
+						Line: 938,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -4667,7 +4689,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 879,
+						Line: 975,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -4691,7 +4713,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 956,
+						Line: 1052,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -4701,7 +4723,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1050,
+						Line:      1146,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -4711,7 +4733,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1116,
+						Line:      1212,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -4721,7 +4743,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1147,
+						Line:      1243,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -4731,7 +4753,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1255,
+						Line:      1351,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -4741,7 +4763,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1327,
+						Line:      1423,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -4751,7 +4773,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1403,
+						Line:      1499,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -4762,7 +4784,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1473,
+						Line:      1569,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -4778,7 +4800,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1522,
+						Line:        1618,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -4788,7 +4810,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1576,
+						Line:      1672,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -4802,7 +4824,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1642,
+						Line:     1738,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -4812,7 +4834,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1671,
+						Line:      1767,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -4822,7 +4844,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1708,
+						Line:      1804,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4832,7 +4854,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1734,
+						Line:      1830,
 					},
 					{
 						ID:          "mcelog-context",
@@ -4843,7 +4865,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1751,
+						Line:      1847,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4859,7 +4881,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        1987,
+						Line:        2083,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4873,7 +4895,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2031,
+						Line:     2127,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4883,7 +4905,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2055,
+						Line:      2151,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4893,7 +4915,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2073,
+						Line:      2169,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4903,7 +4925,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2136,
+						Line:      2232,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4913,7 +4935,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2160,
+						Line:      2256,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4924,7 +4946,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2196,
+						Line:      2292,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4934,7 +4956,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2231,
+						Line:      2327,
 					},
 					{
 						ID:          "ipmi-sel-uncorrected",
@@ -4944,7 +4966,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  3600000000000,
-						Line:      2270,
+						Line:      2366,
 					},
 					{
 						ID:          "ipmi-sel-corrected",
@@ -4955,7 +4977,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-ipmi-sel",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2381,
+						Line:      2477,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4965,7 +4987,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2475,
+						Line:      2571,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4975,7 +4997,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2517,
+						Line:      2613,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -4985,7 +5007,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2534,
+						Line:      2630,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -4996,7 +5018,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2568,
+						Line:      2664,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -5007,7 +5029,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2620,
+						Line:      2716,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -5017,7 +5039,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2678,
+						Line:      2774,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -5027,7 +5049,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2700,
+						Line:      2796,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -5037,7 +5059,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2782,
+						Line:      2878,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -5047,7 +5069,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2812,
+						Line:      2908,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -5057,7 +5079,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2844,
+						Line:      2940,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -5067,7 +5089,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2888,
+						Line:      2984,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -5077,7 +5099,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2917,
+						Line:      3013,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -5088,7 +5110,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      2963,
+						Line:      3059,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -5098,7 +5120,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3060,
+						Line:      3156,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -5108,7 +5130,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3084,
+						Line:      3180,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -5119,7 +5141,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3109,
+						Line:      3205,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -5129,7 +5151,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3153,
+						Line:      3249,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -5140,7 +5162,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3184,
+						Line:      3280,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -5151,7 +5173,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3207,
+						Line:      3303,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -5162,7 +5184,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3389,
+						Line:      3485,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -5173,7 +5195,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3769,
+						Line:      3865,
 					},
 				},
 			},
@@ -25300,6 +25322,70 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"exit",
+			},
+		},
+		{
+			Expr: `nvidia-container-cli: (?P<stage>initialization|detection|container|device|mount|ldcache|permission) error: (?P<error>[^\n]+?)(?:: unknown\.?)?$`,
+			Literals: []string{
+				"nvidia-container-cli: initialization error: ",
+				"nvidia-container-cli: detection error: ",
+				"nvidia-container-cli: container error: ",
+				"nvidia-container-cli: device error: ",
+				"nvidia-container-cli: mount error: ",
+				"nvidia-container-cli: ldcache error: ",
+				"nvidia-container-cli: permission error: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvidia-container-cli: container error: ",
+					"nvidia-container-cli: detection error: ",
+					"nvidia-container-cli: device error: ",
+					"nvidia-container-cli: initialization error: ",
+					"nvidia-container-cli: ldcache error: ",
+					"nvidia-container-cli: mount error: ",
+					"nvidia-container-cli: permission error: ",
+				},
+				[]string{
+					"nvidia-container-cli: ",
+				},
+				[]string{
+					"container",
+					"detection",
+					"device",
+					"initialization",
+					"ldcache",
+					"mount",
+					"permission",
+				},
+				[]string{
+					" error: ",
+				},
+			},
+			Names: []string{
+				"",
+				"stage",
+				"error",
+			},
+		},
+		{
+			Expr: `nvidia-container-cli: requirement error: (?P<error>unsatisfied condition: [^,\n]+)`,
+			Literals: []string{
+				"nvidia-container-cli: requirement error: unsatisfied condition: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvidia-container-cli: requirement error: unsatisfied condition: ",
+				},
+				[]string{
+					"nvidia-container-cli: requirement error: ",
+				},
+				[]string{
+					"unsatisfied condition: ",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
 			},
 		},
 		{
