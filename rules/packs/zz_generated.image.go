@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "f926cde121a229fd01aa4aa13893420726215081ef01fa699ab2ffcf29949d76"
+const imageDigest = "d1b022d24e46680dd1b5431cf09829c300d33d42ac5198963d24c765b854e38d"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -474,7 +474,7 @@ var image = &rules.Image{
 						ID:          "gpu-fallen-off-bus-init",
 						Description: "The three-line printk of a GPU that fell off the bus before the driver could initialise it (\"The NVIDIA GPU 0000:3b:00.0 / (PCI ID: 10de:20b0) installed in this system has / fallen off the bus and is not responding to commands.\"). Each line says it alone, so a pipeline that keeps only some of them still taints; the first carries the device address.",
 						Match: &rules.Match{
-							Regex: `NVRM: (?:The NVIDIA GPU (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$|\(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\) installed in this system has\s*$|(?:installed in this system has )?fallen off the bus and is\b|not responding to commands\.?\s*$)`,
+							Regex: `NVRM: (?:The NVIDIA GPU (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$|\(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\) installed in this system has\s*$|(?:installed in this system has )?fallen off the bus and is\b|not responding to commands\.?\s*$)|\bfallen off the bus and is not responding to commands`,
 						},
 						Severity: "critical",
 						Action:   "taint",
@@ -505,7 +505,7 @@ var image = &rules.Image{
 							},
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        97,
+						Line:        100,
 					},
 					{
 						ID:          "gpu-crash-dump",
@@ -515,7 +515,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     132,
+						Line:     135,
 					},
 					{
 						ID:          "rm-init-adapter-failed",
@@ -531,7 +531,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 153,
+						Line: 156,
 					},
 					{
 						ID:          "rm-init-adapter-detail",
@@ -541,7 +541,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     214,
+						Line:     217,
 					},
 					{
 						ID:          "device-open-failed",
@@ -551,7 +551,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     255,
+						Line:     258,
 					},
 					{
 						ID:          "gpu-unavailable",
@@ -561,7 +561,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     278,
+						Line:     281,
 					},
 					{
 						ID:          "gpu-pci-error-recovery",
@@ -571,7 +571,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     306,
+						Line:     309,
 					},
 					{
 						ID:          "gsp-rpc-timeout",
@@ -587,7 +587,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 344,
+						Line: 347,
 					},
 					{
 						ID:          "gsp-rpc-history",
@@ -597,7 +597,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     393,
+						Line:     396,
 					},
 					{
 						ID:          "gsp-crash",
@@ -613,7 +613,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 492,
+						Line: 495,
 					},
 					{
 						ID:          "gsp-crash-detail",
@@ -623,7 +623,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     569,
+						Line:     572,
 					},
 					{
 						ID:          "gpu-reset-required",
@@ -633,7 +633,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     693,
+						Line:     696,
 					},
 					{
 						ID:          "rc-watchdog",
@@ -643,7 +643,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     727,
+						Line:     730,
 					},
 					{
 						ID:          "rc-watchdog-recovery",
@@ -653,7 +653,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     744,
+						Line:     747,
 					},
 					{
 						ID:          "gpu-critical-error-rc",
@@ -663,7 +663,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     778,
+						Line:     781,
 					},
 					{
 						ID:          "gpu-page-offline-failed",
@@ -673,7 +673,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     815,
+						Line:     818,
 					},
 					{
 						ID:          "driver-assertion",
@@ -683,7 +683,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     853,
+						Line:     856,
 					},
 					{
 						ID:          "nvlink-training-failed",
@@ -693,7 +693,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     901,
+						Line:     904,
 					},
 					{
 						ID:          "sxid-fatal",
@@ -709,7 +709,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 954,
+						Line: 957,
 					},
 					{
 						ID:          "sxid-fatal-group",
@@ -738,7 +738,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "sxid-fatal",
-						Line:        978,
+						Line:        981,
 					},
 					{
 						ID:          "sxid-non-fatal",
@@ -748,7 +748,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1042,
+						Line:     1045,
 					},
 					{
 						ID:          "sxid-detail",
@@ -758,7 +758,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1066,
+						Line:     1069,
 					},
 					{
 						ID:          "fabric-manager-down",
@@ -769,7 +769,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1087,
+						Line:     1090,
 					},
 					{
 						ID:          "fabric-manager-exit",
@@ -781,7 +781,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1125,
+						Line:      1128,
 					},
 					{
 						ID:          "fabric-manager-error",
@@ -800,7 +800,7 @@ var image = &rules.Image{
 						Exclusive: "fabric-manager",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      1148,
+						Line:      1151,
 					},
 					{
 						ID:          "display-driver-error",
@@ -810,7 +810,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1239,
+						Line:     1242,
 					},
 					{
 						ID:          "driver-no-device",
@@ -820,7 +820,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1322,
+						Line:     1325,
 					},
 					{
 						ID:          "nvidia-probe-failed",
@@ -830,7 +830,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1361,
+						Line:     1364,
 					},
 					{
 						ID:          "nvidia-probe-not-called",
@@ -840,7 +840,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     1418,
+						Line:     1421,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -855,7 +855,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1495,
+						Line: 1498,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -865,7 +865,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1555,
+						Line:     1558,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -875,7 +875,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1599,
+						Line:     1602,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -885,7 +885,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1615,
+						Line:     1618,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -901,7 +901,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1705,
+						Line: 1708,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -917,7 +917,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1744,
+						Line: 1747,
 					},
 					{
 						ID:          "gsp-slow",
@@ -927,7 +927,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1802,
+						Line:     1805,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -943,7 +943,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1836,
+						Line: 1839,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -958,7 +958,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1989,
+						Line: 1992,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -968,7 +968,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2062,
+						Line:     2065,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -983,7 +983,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2128,
+						Line: 2131,
 					},
 					{
 						ID:          "fsp-failed",
@@ -999,7 +999,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2191,
+						Line: 2194,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -1009,7 +1009,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2313,
+						Line:     2316,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1025,7 +1025,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2344,
+						Line: 2347,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1035,7 +1035,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2373,
+						Line:     2376,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1051,7 +1051,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2427,
+						Line: 2430,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1061,7 +1061,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2459,
+						Line:     2462,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1076,7 +1076,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2497,
+						Line: 2500,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1086,7 +1086,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2689,
+						Line:     2692,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1096,7 +1096,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2743,
+						Line:     2746,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1111,7 +1111,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2761,
+						Line: 2764,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1135,7 +1135,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3113,
+						Line:     3116,
 					},
 					{
 						ID:          "nvidia-installer-module-load-failed",
@@ -1152,7 +1152,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3317,
+						Line:     3320,
 					},
 				},
 			},
@@ -1646,7 +1646,7 @@ var image = &rules.Image{
 						ID:          "iommu-dma-fault",
 						Description: "The IOMMU blocked a device's DMA (AMD-Vi IO_PAGE_FAULT, Intel DMAR DMA Read or Write fault): the device, usually a GPU or NIC, read or wrote memory it has no mapping for. A stray fault at boot is common; a storm (five in ten minutes) means the device or its driver is misbehaving (peer-to-peer DMA through the IOMMU, a GPU in a bad state): its transfers fail or hang. Recorded, not acted on: a driver or an IOMMU setting causes it as often as the hardware.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<driver>[\w.-]+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AMD-Vi: Event logged \[IO_PAGE_FAULT (?:device=(?P<bdf>(?:[0-9a-fA-F]+:)?[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+) )?domain=0x[0-9a-fA-F]+ address=0x(?P<address>[0-9a-fA-F]+) flags=0x(?P<flags>[0-9a-fA-F]+)|DMAR: \[(?P<access>DMA (?:Read|Write))(?: NO_PASID| PASID 0x[0-9a-fA-F]+)?\] Request device \[(?P<bdf>[0-9a-fA-F]+:[0-9a-fA-F]+\.-?\d+)\](?: PASID [0-9a-fA-F]+)? fault addr (?:0x)?(?P<address>[0-9a-fA-F]+) \[fault reason (?:0x)?-?[0-9a-fA-F]+\] ?(?P<reason>.*))`,
+							Regex: `(?:(?P<driver>[\w.-]+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AMD-Vi: Event logged \[IO_PAGE_FAULT (?:device=(?P<bdf>(?:[0-9a-fA-F]+:)?[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+) )?domain=0x[0-9a-fA-F]+ address=0x(?P<address>[0-9a-fA-F]+) flags=0x(?P<flags>[0-9a-fA-F]+)|DMAR: \[(?P<access>DMA (?:Read|Write))(?: NO_PASID| PASID 0x[0-9a-fA-F]+)?\] Request device \[(?P<bdf>[0-9a-fA-F]+:[0-9a-fA-F]+\.-?\d+)\](?: PASID [0-9a-fA-F]+)? fault addr(?:\s*$| (?:0x)?(?P<address>[0-9a-fA-F]+) \[fault reason (?:0x)?-?[0-9a-fA-F]+\] ?(?P<reason>.*)))`,
 						},
 						Threshold: &rules.Threshold{
 							Count:  5,
@@ -1654,6 +1654,16 @@ var image = &rules.Image{
 						},
 						Cooldown: 3600000000000,
 						Line:     1314,
+					},
+					{
+						ID:          "iommu-fault-context",
+						Description: "The Intel IOMMU's fault handler reports its fault status register before the DMA faults it logs; context for iommu-dma-fault",
+						Match: &rules.Match{
+							Regex: "DMAR: DRHD: handling fault status reg (?P<status>[0-9a-fA-F]+)",
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     1484,
 					},
 				},
 			},
@@ -2248,6 +2258,15 @@ var image = &rules.Image{
 						Action:   "event",
 						Cooldown: 600000000000,
 						Line:     4142,
+					},
+					{
+						ID:          "bnxt-re-fw-stall",
+						Description: "The Broadcom RoCE driver found its NIC firmware's command queue stalled or a command timed out: RDMA queue pairs fail (NCCL over RoCE on this port stops) until the NIC is reset. Recorded.",
+						Match: &rules.Match{
+							Regex: `\bFW STALL Detected\. cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ waited \(-?\d+ > -?\d+\) msec|(?:QPLIB: )?cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ timedout \(-?\d+\) ?msec|\brcfw timedout: cookie = (?P<cookie>(?:0x)?[0-9a-fA-F]+), free_slots = -?\d+|\bQPLIB: Unreponsive rcfw channel detected`,
+						},
+						Cooldown: 1800000000000,
+						Line:     4203,
 					},
 				},
 			},
@@ -4221,6 +4240,16 @@ var image = &rules.Image{
 						Line:      2733,
 					},
 					{
+						ID:          "gloo-timeout",
+						Description: "A Gloo send or receive timed out (PyTorch's CPU collectives and barriers): a peer rank stopped, hung or cannot be reached, like an NCCL watchdog timeout; the rank that caused it is often on another node. Recorded.",
+						Match: &rules.Match{
+							Regex: `\bTimed out waiting (?P<ms>-?\d+)ms for (?P<op>send|recv) operation to complete`,
+						},
+						Exclusive: "training-pod",
+						Cooldown:  600000000000,
+						Line:      2778,
+					},
+					{
 						ID:          "nccl-error-trace",
 						Description: "A frame of NCCL's error call trace (\"file:line -> result\") printed under NCCL_DEBUG=INFO after a failure; evidence only",
 						Match: &rules.Match{
@@ -4229,7 +4258,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2782,
+						Line:      2820,
 					},
 					{
 						ID:          "cuda-error-trace",
@@ -4240,7 +4269,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2867,
+						Line:      2905,
 					},
 					{
 						ID:          "ucx-transport-error",
@@ -4250,7 +4279,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      2956,
+						Line:      2994,
 					},
 					{
 						ID:          "ucx-transport-error-wqe",
@@ -4261,7 +4290,7 @@ var image = &rules.Image{
 						Exclusive:   "training-pod",
 						Cooldown:    600000000000,
 						SameFaultAs: "ucx-transport-error",
-						Line:        2992,
+						Line:        3030,
 					},
 					{
 						ID:          "ucx-endpoint-error",
@@ -4271,7 +4300,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      3024,
+						Line:      3062,
 					},
 					{
 						ID:          "ompi-ucx-transport-error",
@@ -4281,7 +4310,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      3091,
+						Line:      3129,
 					},
 					{
 						ID:          "ompi-ucx-endpoint-context",
@@ -4292,7 +4321,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3159,
+						Line:      3197,
 					},
 					{
 						ID:          "ucx-ib-warn",
@@ -4302,7 +4331,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      3185,
+						Line:      3223,
 					},
 					{
 						ID:          "ucx-usage",
@@ -4313,7 +4342,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3228,
+						Line:      3266,
 					},
 					{
 						ID:          "ucx-error",
@@ -4324,7 +4353,7 @@ var image = &rules.Image{
 						Exclusive: "training-pod",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3268,
+						Line:      3306,
 					},
 					{
 						ID:          "ucx-fatal",
@@ -4334,7 +4363,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "training-pod",
 						Cooldown:  600000000000,
-						Line:      3301,
+						Line:      3339,
 					},
 				},
 			},
@@ -4445,6 +4474,17 @@ var image = &rules.Image{
 						Line:      373,
 					},
 					{
+						ID:          "nvidia-container-debug-error",
+						Description: "An error line of libnvidia-container's debug log while it set up a GPU container; evidence of nvidia-container-cli-error",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `^E(?:0[1-9]|1[0-2])[0-3]\d \d\d:\d\d:\d\d\.\d{6} -?\d+ (?P<file>[\w-]+)\.c:\d+\] (?P<error>.+)$`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     447,
+					},
+					{
 						ID:          "nvidia-container-requirement",
 						Description: "An image asks for a newer CUDA or driver than the node's NVIDIA driver (nvidia-container-cli's requirement check); the node's driver is older than the fleet's images, recorded at info",
 						Source:      "any",
@@ -4453,7 +4493,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     443,
+						Line:     472,
 					},
 					{
 						ID:          "nvidia-smi-no-driver",
@@ -4463,7 +4503,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      463,
+						Line:      492,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -4474,7 +4514,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      487,
+						Line:      516,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -4499,7 +4539,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 515,
+						Line: 544,
 					},
 					{
 						ID:          "nvidia-smi-memory-repair",
@@ -4521,7 +4561,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 558,
+						Line: 587,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -4543,7 +4583,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 613,
+						Line: 642,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -4553,7 +4593,18 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      655,
+						Line:      684,
+					},
+					{
+						ID:          "pynvml-error",
+						Description: "A Python program's NVML call (pynvml: a monitoring agent, a job's GPU query) failed with an error that means the node's GPUs or driver are not usable: driver not loaded, GPU lost, driver/library version mismatch, the NVML library missing, a corrupted InfoROM, a GPU that needs a reset, or NVML's unknown error (the messages of power and IRQ errors are nvml-error-node's). Recorded.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `\bNVMLError_(?P<error>DriverNotLoaded|GpuIsLost|LibRmVersionMismatch|LibraryNotFound|CorruptedInforom|ResetRequired|Unknown)\b`,
+						},
+						Exclusive: "node-tools-nvml",
+						Cooldown:  1800000000000,
+						Line:      727,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -4576,7 +4627,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 694,
+						Line: 769,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -4592,7 +4643,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        746,
+						Line:        821,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -4617,7 +4668,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 775,
+						Line: 850,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -4642,7 +4693,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 825,
+						Line: 900,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -4664,7 +4715,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 938,
+						Line: 1013,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -4689,7 +4740,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 975,
+						Line: 1050,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -4713,7 +4764,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1052,
+						Line: 1127,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -4723,7 +4774,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1146,
+						Line:      1221,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -4733,7 +4784,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1212,
+						Line:      1287,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -4743,7 +4794,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1243,
+						Line:      1318,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -4753,7 +4804,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1351,
+						Line:      1426,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -4763,7 +4814,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1423,
+						Line:      1498,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -4773,7 +4824,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1499,
+						Line:      1574,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -4784,7 +4835,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1569,
+						Line:      1644,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -4800,7 +4851,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1618,
+						Line:        1693,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -4810,7 +4861,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1672,
+						Line:      1747,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -4824,7 +4875,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1738,
+						Line:     1813,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -4834,7 +4885,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1767,
+						Line:      1842,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -4844,7 +4895,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1804,
+						Line:      1879,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -4854,7 +4905,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1830,
+						Line:      1905,
 					},
 					{
 						ID:          "mcelog-context",
@@ -4865,7 +4916,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1847,
+						Line:      1922,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -4881,7 +4932,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        2083,
+						Line:        2158,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4895,7 +4946,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2127,
+						Line:     2202,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4905,7 +4956,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2151,
+						Line:      2226,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4915,7 +4966,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2169,
+						Line:      2244,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4925,7 +4976,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2232,
+						Line:      2307,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4935,7 +4986,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2256,
+						Line:      2331,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -4946,7 +4997,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2292,
+						Line:      2367,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -4956,7 +5007,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2327,
+						Line:      2402,
 					},
 					{
 						ID:          "ipmi-sel-uncorrected",
@@ -4966,7 +5017,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  3600000000000,
-						Line:      2366,
+						Line:      2441,
 					},
 					{
 						ID:          "ipmi-sel-corrected",
@@ -4977,7 +5028,17 @@ var image = &rules.Image{
 						Exclusive: "node-tools-ipmi-sel",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2477,
+						Line:      2552,
+					},
+					{
+						ID:          "ipmi-sel-power-supply",
+						Description: "The BMC's event log records a power supply that failed, predicts its failure or lost its AC input: the node runs without power redundancy (or, with one supply, is at risk of losing power under GPU load). Recorded; the SEL may be old.",
+						Match: &rules.Match{
+							Regex: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|(?i:\bPower supply (?P<event>failure detected|predictive failure|AC lost)\b)`,
+						},
+						Exclusive: "node-tools-ipmi-sel",
+						Cooldown:  21600000000000,
+						Line:      2649,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -4987,7 +5048,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2571,
+						Line:      2696,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -4997,7 +5058,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2613,
+						Line:      2738,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -5007,7 +5068,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2630,
+						Line:      2755,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -5018,7 +5079,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2664,
+						Line:      2789,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -5029,7 +5090,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2716,
+						Line:      2841,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -5039,7 +5100,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2774,
+						Line:      2899,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -5049,7 +5110,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2796,
+						Line:      2921,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -5059,7 +5120,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      2878,
+						Line:      3003,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -5069,7 +5130,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      2908,
+						Line:      3033,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -5079,7 +5140,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2940,
+						Line:      3065,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -5089,7 +5150,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      2984,
+						Line:      3109,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -5099,7 +5160,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3013,
+						Line:      3138,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -5110,7 +5171,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3059,
+						Line:      3184,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -5120,7 +5181,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3156,
+						Line:      3281,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -5130,7 +5191,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3180,
+						Line:      3305,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -5141,7 +5202,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3205,
+						Line:      3330,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -5151,7 +5212,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3249,
+						Line:      3374,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -5162,7 +5223,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3280,
+						Line:      3405,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -5173,7 +5234,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3303,
+						Line:      3428,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -5184,7 +5245,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3485,
+						Line:      3610,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -5195,7 +5256,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3865,
+						Line:      3990,
 					},
 				},
 			},
@@ -7237,7 +7298,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<driver>[\w.-]+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AMD-Vi: Event logged \[IO_PAGE_FAULT (?:device=(?P<bdf>(?:[0-9a-fA-F]+:)?[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+) )?domain=0x[0-9a-fA-F]+ address=0x(?P<address>[0-9a-fA-F]+) flags=0x(?P<flags>[0-9a-fA-F]+)|DMAR: \[(?P<access>DMA (?:Read|Write))(?: NO_PASID| PASID 0x[0-9a-fA-F]+)?\] Request device \[(?P<bdf>[0-9a-fA-F]+:[0-9a-fA-F]+\.-?\d+)\](?: PASID [0-9a-fA-F]+)? fault addr (?:0x)?(?P<address>[0-9a-fA-F]+) \[fault reason (?:0x)?-?[0-9a-fA-F]+\] ?(?P<reason>.*))`,
+			Expr: `(?:(?P<driver>[\w.-]+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:AMD-Vi: Event logged \[IO_PAGE_FAULT (?:device=(?P<bdf>(?:[0-9a-fA-F]+:)?[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+) )?domain=0x[0-9a-fA-F]+ address=0x(?P<address>[0-9a-fA-F]+) flags=0x(?P<flags>[0-9a-fA-F]+)|DMAR: \[(?P<access>DMA (?:Read|Write))(?: NO_PASID| PASID 0x[0-9a-fA-F]+)?\] Request device \[(?P<bdf>[0-9a-fA-F]+:[0-9a-fA-F]+\.-?\d+)\](?: PASID [0-9a-fA-F]+)? fault addr(?:\s*$| (?:0x)?(?P<address>[0-9a-fA-F]+) \[fault reason (?:0x)?-?[0-9a-fA-F]+\] ?(?P<reason>.*)))`,
 			Literals: []string{
 				"AMD-Vi: Event logged [IO_PAGE_FAULT ",
 				"] Request device [",
@@ -20771,6 +20832,21 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: "DMAR: DRHD: handling fault status reg (?P<status>[0-9a-fA-F]+)",
+			Literals: []string{
+				"DMAR: DRHD: handling fault status reg ",
+			},
+			Sets: [][]string{
+				[]string{
+					"dmar: drhd: handling fault status reg ",
+				},
+			},
+			Names: []string{
+				"",
+				"status",
+			},
+		},
+		{
 			Expr: "DPC:? (?P<reason>unmasked uncorrectable error|ERR_NONFATAL|ERR_FATAL|RP PIO error) detected",
 			Literals: []string{
 				"DPC unmasked uncorrectable error detected",
@@ -22237,16 +22313,18 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM: (?:The NVIDIA GPU (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$|\(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\) installed in this system has\s*$|(?:installed in this system has )?fallen off the bus and is\b|not responding to commands\.?\s*$)`,
+			Expr: `NVRM: (?:The NVIDIA GPU (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*$|\(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\) installed in this system has\s*$|(?:installed in this system has )?fallen off the bus and is\b|not responding to commands\.?\s*$)|\bfallen off the bus and is not responding to commands`,
 			Literals: []string{
 				"NVRM: The NVIDIA GPU ",
 				"NVRM: (PCI ID: ",
 				"NVRM: fallen off the bus and is",
 				"NVRM: installed in this system has fallen off the bus and is",
 				"NVRM: not responding to commands",
+				"fallen off the bus and is not responding to commands",
 			},
 			Sets: [][]string{
 				[]string{
+					"fallen off the bus and is not responding to commands",
 					"nvrm: (pci id: ",
 					"nvrm: fallen off the bus and is",
 					"nvrm: installed in this system has fallen off the bus and is",
@@ -22254,6 +22332,7 @@ var image = &rules.Image{
 					"nvrm: the nvidia gpu ",
 				},
 				[]string{
+					"fallen off the bus and is not responding to commands",
 					"nvrm: ",
 				},
 				[]string{
@@ -23867,6 +23946,58 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bFW STALL Detected\. cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ waited \(-?\d+ > -?\d+\) msec|(?:QPLIB: )?cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ timedout \(-?\d+\) ?msec|\brcfw timedout: cookie = (?P<cookie>(?:0x)?[0-9a-fA-F]+), free_slots = -?\d+|\bQPLIB: Unreponsive rcfw channel detected`,
+			Literals: []string{
+				"FW STALL Detected. cmdq[",
+				" timedout (",
+				"rcfw timedout: cookie = ",
+				"QPLIB: Unreponsive rcfw channel detected",
+			},
+			Sets: [][]string{
+				[]string{
+					" timedout (",
+					"fw stall detected. cmdq[",
+					"qplib: unreponsive rcfw channel detected",
+					"rcfw timedout: cookie = ",
+				},
+				[]string{
+					" timedout (",
+					" waited (",
+					"qplib: unreponsive rcfw channel detected",
+					"rcfw timedout: cookie = ",
+				},
+				[]string{
+					" > ",
+					" timedout (",
+					"qplib: unreponsive rcfw channel detected",
+					"rcfw timedout: cookie = ",
+				},
+				[]string{
+					" timedout (",
+					") msec",
+					"qplib: unreponsive rcfw channel detected",
+					"rcfw timedout: cookie = ",
+				},
+				[]string{
+					"cmdq[",
+					"qplib: unreponsive rcfw channel detected",
+					"rcfw timedout: cookie = ",
+				},
+				[]string{
+					"fw stall detected. cmdq[",
+					"msec",
+					"qplib: unreponsive rcfw channel detected",
+					"rcfw timedout: cookie = ",
+				},
+			},
+			Names: []string{
+				"",
+				"cookie",
+				"cookie",
+				"cookie",
+			},
+		},
+		{
 			Expr: `\bGPU (?P<gpu>-?\d+) has fallen off the bus`,
 			Literals: []string{
 				" has fallen off the bus",
@@ -24092,6 +24223,62 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bNVMLError_(?P<error>DriverNotLoaded|GpuIsLost|LibRmVersionMismatch|LibraryNotFound|CorruptedInforom|ResetRequired|Unknown)\b`,
+			Literals: []string{
+				"NVMLError_DriverNotLoaded",
+				"NVMLError_GpuIsLost",
+				"NVMLError_LibRmVersionMismatch",
+				"NVMLError_LibraryNotFound",
+				"NVMLError_CorruptedInforom",
+				"NVMLError_ResetRequired",
+				"NVMLError_Unknown",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvmlerror_corruptedinforom",
+					"nvmlerror_drivernotloaded",
+					"nvmlerror_gpuislost",
+					"nvmlerror_librarynotfound",
+					"nvmlerror_librmversionmismatch",
+					"nvmlerror_resetrequired",
+					"nvmlerror_unknown",
+				},
+				[]string{
+					"nvmlerror_",
+				},
+				[]string{
+					"corruptedinforom",
+					"drivernotloaded",
+					"gpuislost",
+					"librarynotfound",
+					"librmversionmismatch",
+					"resetrequired",
+					"unknown",
+				},
+				[]string{
+					"corruptedinforom",
+					"drivernotloaded",
+					"gpuislost",
+					"lib",
+					"resetrequired",
+					"unknown",
+				},
+				[]string{
+					"corruptedinforom",
+					"drivernotloaded",
+					"gpuislost",
+					"rarynotfound",
+					"resetrequired",
+					"rmversionmismatch",
+					"unknown",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
+			},
+		},
+		{
 			Expr: `\bRAS records:(?P<records>-?\d+) exceed threshold:(?P<threshold>-?\d+)|\bSaved bad pages (?P<records>-?\d+) reaches threshold value (?P<threshold>-?\d+)|\bThis GPU is in BAD status\.|\bPlease retire it or set a larger threshold value when reloading driver`,
 			Literals: []string{
 				" exceed threshold:",
@@ -24158,6 +24345,37 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+			},
+		},
+		{
+			Expr: `\bTimed out waiting (?P<ms>-?\d+)ms for (?P<op>send|recv) operation to complete`,
+			Literals: []string{
+				"ms for send operation to complete",
+				"ms for recv operation to complete",
+			},
+			Sets: [][]string{
+				[]string{
+					"ms for recv operation to complete",
+					"ms for send operation to complete",
+				},
+				[]string{
+					"timed out waiting ",
+				},
+				[]string{
+					"ms for ",
+				},
+				[]string{
+					"recv",
+					"send",
+				},
+				[]string{
+					" operation to complete",
+				},
+			},
+			Names: []string{
+				"",
+				"ms",
+				"op",
 			},
 		},
 		{
@@ -24347,6 +24565,58 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|(?i:\bPower supply (?P<event>failure detected|predictive failure|AC lost)\b)`,
+			Literals: []string{
+				" | Failure detected",
+				" | Predictive failure",
+				" | AC lost or out-of-range",
+				" | AC out-of-range, but present",
+				"power ",
+			},
+			Sets: [][]string{
+				[]string{
+					" | ac lost or out-of-range",
+					" | ac out-of-range, but present",
+					" | failure detected",
+					" | predictive failure",
+					"power ",
+				},
+				[]string{
+					"power ",
+				},
+				[]string{
+					" | ",
+					"power ",
+				},
+				[]string{
+					"ac lost or out-of-range",
+					"ac out-of-range, but present",
+					"failure detected",
+					"power ",
+					"predictive failure",
+				},
+				[]string{
+					"ac lost or out-of-range",
+					"ac out-of-range, but present",
+					"failure detected",
+					"ower supply ac lost",
+					"power ",
+					"redictive failure",
+				},
+				[]string{
+					"ac ",
+					"failure detected",
+					"power ",
+					"predictive failure",
+				},
+			},
+			Names: []string{
+				"",
+				"event",
+				"event",
+			},
+		},
+		{
 			Expr: "^Corrected error(?: by (?P<by>.+))?$",
 			Literals: []string{
 				"Corrected error",
@@ -24361,6 +24631,24 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"by",
+			},
+		},
+		{
+			Expr: `^E(?:0[1-9]|1[0-2])[0-3]\d \d\d:\d\d:\d\d\.\d{6} -?\d+ (?P<file>[\w-]+)\.c:\d+\] (?P<error>.+)$`,
+			Literals: []string{
+				".c:",
+			},
+			Sets: [][]string{
+				[]string{
+					".c:",
+				},
+			},
+			Anchored:      true,
+			StartAnchored: true,
+			Names: []string{
+				"",
+				"file",
+				"error",
 			},
 		},
 		{
