@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "d1b022d24e46680dd1b5431cf09829c300d33d42ac5198963d24c765b854e38d"
+const imageDigest = "687712ea345c44723528dbd13d536c5b994bf0a9ad82690941fd452295aae907"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1554,7 +1554,7 @@ var image = &rules.Image{
 						ID:          "pcie-device-inaccessible",
 						Description: "The PCI core could not reach a device's configuration space (reads return all ones) while changing its power state or saving it: the device has dropped off the bus, as a GPU or NIC does after a link failure. Check with the PCIe bandwidth and NVML probes; the NVIDIA driver's own fallen-off-the-bus line taints.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:Unable to change power state from (?P<from>.+?) to (?P<to>.+?), device inaccessible|can't change power state from (?P<from>.+?) to (?P<to>.+?) \(config space inaccessible\)|Device config space inaccessible; unable to (?P<action>.+))`,
+							Regex: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:Unable to change power state from (?P<from>.+?) to (?P<to>.+?), device inaccessible|can't change power state from (?P<from>.+?) to (?P<to>.+?) \(config space inaccessible\)|Device config space inaccessible; unable to (?P<action>.+)|Unable to change power state from\s*$|^\s*(?P<from>D[0-3]\w*|unknown|error) to (?P<to>D[0-3]\w*), device inaccessible)`,
 						},
 						Severity: "warning",
 						Action:   "probe",
@@ -1572,6 +1572,16 @@ var image = &rules.Image{
 							},
 						},
 						Line: 1018,
+					},
+					{
+						ID:          "pci-power-state-refused",
+						Description: "A PCI device did not take the power state the PCI core asked for (it stayed in D3); evidence of a device dropping off the bus",
+						Match: &rules.Match{
+							Regex: `\b[Rr]efused to change power state(?:, currently in D(?P<state>-?\d+)| from (?P<from>\S+) to (?P<to>\S+))`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     1075,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1594,7 +1604,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1069,
+						Line: 1121,
 					},
 					{
 						ID:          "pciehp-slot-fault",
@@ -1617,7 +1627,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1164,
+						Line: 1216,
 					},
 					{
 						ID:          "edr-containment",
@@ -1640,7 +1650,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1253,
+						Line: 1305,
 					},
 					{
 						ID:          "iommu-dma-fault",
@@ -1653,7 +1663,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1314,
+						Line:     1366,
 					},
 					{
 						ID:          "iommu-fault-context",
@@ -1663,7 +1673,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1484,
+						Line:     1536,
 					},
 				},
 			},
@@ -6855,36 +6865,41 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:Unable to change power state from (?P<from>.+?) to (?P<to>.+?), device inaccessible|can't change power state from (?P<from>.+?) to (?P<to>.+?) \(config space inaccessible\)|Device config space inaccessible; unable to (?P<action>.+))`,
+			Expr: `(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?(?:Unable to change power state from (?P<from>.+?) to (?P<to>.+?), device inaccessible|can't change power state from (?P<from>.+?) to (?P<to>.+?) \(config space inaccessible\)|Device config space inaccessible; unable to (?P<action>.+)|Unable to change power state from\s*$|^\s*(?P<from>D[0-3]\w*|unknown|error) to (?P<to>D[0-3]\w*), device inaccessible)`,
 			Literals: []string{
-				"Unable to change power state from ",
 				"can't change power state from ",
 				"Device config space inaccessible; unable to ",
+				"Unable to change power state from",
+				", device inaccessible",
 			},
 			Sets: [][]string{
-				[]string{
-					"can't change power state from ",
-					"device config space inaccessible; unable to ",
-					"unable to change power state from ",
-				},
-				[]string{
-					" to ",
-					"can't change power state from ",
-				},
 				[]string{
 					", device inaccessible",
 					"can't change power state from ",
 					"device config space inaccessible; unable to ",
+					"unable to change power state from",
 				},
 				[]string{
 					" to ",
+					", device inaccessible",
+					"can't change power state from ",
+				},
+				[]string{
+					" to ",
+					", device inaccessible",
 				},
 				[]string{
 					" (config space inaccessible)",
+					", device inaccessible",
 					"device config space inaccessible; unable to ",
-					"unable to change power state from ",
+					"unable to change power state from",
+				},
+				[]string{
+					" to ",
+					"can't change power state from ",
 				},
 			},
+			Anchored: true,
 			Names: []string{
 				"",
 				"bdf",
@@ -6893,6 +6908,8 @@ var image = &rules.Image{
 				"from",
 				"to",
 				"action",
+				"from",
+				"to",
 			},
 		},
 		{
@@ -24376,6 +24393,36 @@ var image = &rules.Image{
 				"",
 				"ms",
 				"op",
+			},
+		},
+		{
+			Expr: `\b[Rr]efused to change power state(?:, currently in D(?P<state>-?\d+)| from (?P<from>\S+) to (?P<to>\S+))`,
+			Literals: []string{
+				"refused to change power state, currently in D",
+				"refused to change power state from ",
+			},
+			Sets: [][]string{
+				[]string{
+					"refused to change power state from ",
+					"refused to change power state, currently in d",
+				},
+				[]string{
+					"efused to change power state",
+				},
+				[]string{
+					" from ",
+					", currently in d",
+				},
+				[]string{
+					" to ",
+					", currently in d",
+				},
+			},
+			Names: []string{
+				"",
+				"state",
+				"from",
+				"to",
 			},
 		},
 		{
