@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "687712ea345c44723528dbd13d536c5b994bf0a9ad82690941fd452295aae907"
+const imageDigest = "dc2959cfb895a16ca8267a472c09c6675585f2910a70a54884db0d05fce41c0b"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4851,7 +4851,7 @@ var image = &rules.Image{
 						ID:          "mcelog-uncorrected",
 						Description: "mcelog decoded an uncorrected machine check (the MCi status has UC set, or the processor context is corrupt), or its DIMM accounting counted uncorrected memory errors: a CPU, a DIMM or the board failed. The fault of the kernel's mce-uncorrected; taint.",
 						Match: &rules.Match{
-							Regex: `(?:^(?P<kind>Uncorrected error|Processor context corrupt)$|(?P<kind>Uncorrected) (?P<unit>\S+) memory error count exceeded threshold)`,
+							Regex: `(?:^\s*(?P<kind>Uncorrected error|Processor context corrupt)$|(?P<kind>Uncorrected) (?P<unit>\S+) memory error count exceeded threshold)`,
 						},
 						Exclusive: "node-tools-mcelog",
 						Severity:  "critical",
@@ -4921,7 +4921,7 @@ var image = &rules.Image{
 						ID:          "mcelog-context",
 						Description: "Lines of a decoded machine-check record around its status (the header, the record number, the CPU and bank, the MISC and ADDR registers, the time, the MCG capabilities with the APIC and socket ids, the CPUID, the MCi and MCG status headers, the enabled, overflow and valid-register bits, the MCA error-code decode (a bus error's, a QPI link's), the memory-controller transaction, the DIMM location, the end of throttling): they can only come from a machine check mcelog decoded, but say nothing of whether it was corrected; evidence only",
 						Match: &rules.Match{
-							Regex: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$|^(?:MCA: )?BUS error: -?\d+ -?\d+ |(?:^|QPI: )Intel QPI (?:physical|link) layer detected )`,
+							Regex: `(?:^\s*Hardware event\. This is not a software error\.$|^\s*HARDWARE ERROR\. This is \*NOT\* a software problem!$|^\s*Please contact your hardware vendor$|^\s*MCE -?\d+$|^\s*CPU -?\d+ BANK -?\d+\b|^\s*MC(?:i|G) status:|^\s*MCi_(?:MISC|ADDR) register valid$|^\s*(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^\s*(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^\s*Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^\s*STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^\s*Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^\s*(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^\s*TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^\s*(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^\s*CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^\s*Error (?:enabled|overflow)$|^\s*(?:MCA: )?BUS error: -?\d+ -?\d+ |(?:^\s*|QPI: )Intel QPI (?:physical|link) layer detected )`,
 						},
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
@@ -4942,7 +4942,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        2158,
+						Line:        2166,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -4956,7 +4956,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2202,
+						Line:     2210,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -4966,7 +4966,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2226,
+						Line:      2234,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -4976,7 +4976,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2244,
+						Line:      2252,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -4986,7 +4986,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2307,
+						Line:      2315,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -4996,7 +4996,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2331,
+						Line:      2339,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -5007,7 +5007,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2367,
+						Line:      2375,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -5017,7 +5017,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2402,
+						Line:      2410,
 					},
 					{
 						ID:          "ipmi-sel-uncorrected",
@@ -5027,7 +5027,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  3600000000000,
-						Line:      2441,
+						Line:      2449,
 					},
 					{
 						ID:          "ipmi-sel-corrected",
@@ -5038,7 +5038,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-ipmi-sel",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2552,
+						Line:      2560,
 					},
 					{
 						ID:          "ipmi-sel-power-supply",
@@ -5048,7 +5048,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  21600000000000,
-						Line:      2649,
+						Line:      2657,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -5058,7 +5058,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2696,
+						Line:      2704,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -5068,7 +5068,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2738,
+						Line:      2746,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -5078,7 +5078,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2755,
+						Line:      2763,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -5089,7 +5089,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2789,
+						Line:      2797,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -5100,7 +5100,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2841,
+						Line:      2849,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -5110,7 +5110,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2899,
+						Line:      2907,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -5120,7 +5120,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2921,
+						Line:      2929,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -5130,7 +5130,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      3003,
+						Line:      3011,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -5140,7 +5140,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      3033,
+						Line:      3041,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -5150,7 +5150,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3065,
+						Line:      3073,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -5160,7 +5160,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3109,
+						Line:      3117,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -5170,7 +5170,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3138,
+						Line:      3146,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -5181,7 +5181,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3184,
+						Line:      3192,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -5191,7 +5191,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3281,
+						Line:      3289,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -5201,7 +5201,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3305,
+						Line:      3313,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -5212,7 +5212,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3330,
+						Line:      3338,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -5222,7 +5222,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3374,
+						Line:      3382,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -5233,7 +5233,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3405,
+						Line:      3413,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -5244,7 +5244,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3428,
+						Line:      3436,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -5255,7 +5255,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3610,
+						Line:      3618,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -5266,7 +5266,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3990,
+						Line:      3998,
 					},
 				},
 			},
@@ -16502,80 +16502,6 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:^(?P<kind>Uncorrected error|Processor context corrupt)$|(?P<kind>Uncorrected) (?P<unit>\S+) memory error count exceeded threshold)`,
-			Literals: []string{
-				"Uncorrected error",
-				"Processor context corrupt",
-				" memory error count exceeded threshold",
-			},
-			Sets: [][]string{
-				[]string{
-					" memory error count exceeded threshold",
-					"processor context corrupt",
-					"uncorrected error",
-				},
-				[]string{
-					"processor context corrupt",
-					"uncorrected",
-				},
-			},
-			Anchored: true,
-			Names: []string{
-				"",
-				"kind",
-				"kind",
-				"unit",
-			},
-		},
-		{
-			Expr: `(?:^Hardware event\. This is not a software error\.$|^MCE -?\d+$|^CPU -?\d+ BANK -?\d+\b|^MC(?:i|G) status:|^MCi_(?:MISC|ADDR) register valid$|^(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^Error (?:enabled|overflow)$|^(?:MCA: )?BUS error: -?\d+ -?\d+ |(?:^|QPI: )Intel QPI (?:physical|link) layer detected )`,
-			Literals: []string{
-				"Hardware event. This is not a software error.",
-				"MCE ",
-				" BANK ",
-				"MCG status:",
-				"MCi status:",
-				"corrected filtering (some unreported errors in same region)",
-				"Internal unclassified error: ",
-				"Internal Timer error",
-				"Instruction CACHE Level-",
-				"Instruction TLB Level-",
-				"Data CACHE Level-",
-				"Data TLB Level-",
-				"Generic CACHE Level-",
-				"Generic TLB Level-",
-				"Unknown CACHE Level-",
-				"Unknown TLB Level-",
-				" Generic cache hierarchy error",
-				"MEMORY CONTROLLER ",
-				"Transaction: Memory read error",
-				"Transaction: Memory write error",
-				"Transaction: Memory scrubbing error",
-				"Transaction: Generic undefined request",
-				"Transaction: Address/Command error",
-				" MCGSTATUS ",
-				"Location SOCKET:",
-				" below trip temperature. Throttling disabled",
-				"MISC ",
-				"ADDR ",
-				"TIME ",
-				" SOCKETID ",
-				"CPUID Vendor ",
-				"Error enabled",
-				"Error overflow",
-				"BUS error: ",
-				"Intel QPI physical layer detected ",
-				"Intel QPI link layer detected ",
-			},
-			Anchored: true,
-			Names: []string{
-				"",
-				"op",
-				"channel",
-				"socket",
-			},
-		},
-		{
 			Expr: `(?:^No devices were found$|NVIDIA-SMI couldn't find libnvidia-ml\.so library in your system)`,
 			Literals: []string{
 				"No devices were found",
@@ -16662,6 +16588,82 @@ var image = &rules.Image{
 				"comm",
 				"state",
 				"owner",
+			},
+		},
+		{
+			Expr: `(?:^\s*(?P<kind>Uncorrected error|Processor context corrupt)$|(?P<kind>Uncorrected) (?P<unit>\S+) memory error count exceeded threshold)`,
+			Literals: []string{
+				"Uncorrected error",
+				"Processor context corrupt",
+				" memory error count exceeded threshold",
+			},
+			Sets: [][]string{
+				[]string{
+					" memory error count exceeded threshold",
+					"processor context corrupt",
+					"uncorrected error",
+				},
+				[]string{
+					"processor context corrupt",
+					"uncorrected",
+				},
+			},
+			Anchored: true,
+			Names: []string{
+				"",
+				"kind",
+				"kind",
+				"unit",
+			},
+		},
+		{
+			Expr: `(?:^\s*Hardware event\. This is not a software error\.$|^\s*HARDWARE ERROR\. This is \*NOT\* a software problem!$|^\s*Please contact your hardware vendor$|^\s*MCE -?\d+$|^\s*CPU -?\d+ BANK -?\d+\b|^\s*MC(?:i|G) status:|^\s*MCi_(?:MISC|ADDR) register valid$|^\s*(?:MCA: )?(?:corrected filtering \(some unreported errors in same region\)$|Internal unclassified error: [0-9a-f]+$|Internal Timer error$|(?:Instruction|Data|Generic|Unknown) (?:CACHE|TLB) Level-\d\b.*Error$|Level-\d Generic cache hierarchy error$)|^\s*(?:MCA: )?MEMORY CONTROLLER (?P<op>\w+)_CHANNEL(?P<channel>\w+)_ERR$|^\s*Transaction: (?:Memory (?:read|write|scrubbing) error|Generic undefined request|Address/Command error)$|^\s*STATUS [0-9a-f]+ MCGSTATUS [0-9a-f]+$|^\s*Location SOCKET:(?P<socket>-?\d+) CHANNEL:\S+ DIMM:\S+|Processor -?\d+ below trip temperature\. Throttling disabled|^\s*(?:MISC [0-9a-f]+(?: ADDR [0-9a-f]+)?|ADDR [0-9a-f]+) ?$|^\s*TIME \d+ (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$|^\s*(?:MCGCAP [0-9a-f]+ )?APICID [0-9a-f]+ SOCKETID [0-9a-f]+ ?$|^\s*CPUID Vendor \w+ Family \d+ Model \d+(?: Step \d+)?$|^\s*Error (?:enabled|overflow)$|^\s*(?:MCA: )?BUS error: -?\d+ -?\d+ |(?:^\s*|QPI: )Intel QPI (?:physical|link) layer detected )`,
+			Literals: []string{
+				"Hardware event. This is not a software error.",
+				"HARDWARE ERROR. This is *NOT* a software problem!",
+				"Please contact your hardware vendor",
+				"MCE ",
+				" BANK ",
+				"MCG status:",
+				"MCi status:",
+				"corrected filtering (some unreported errors in same region)",
+				"Internal unclassified error: ",
+				"Internal Timer error",
+				"Instruction CACHE Level-",
+				"Instruction TLB Level-",
+				"Data CACHE Level-",
+				"Data TLB Level-",
+				"Generic CACHE Level-",
+				"Generic TLB Level-",
+				"Unknown CACHE Level-",
+				"Unknown TLB Level-",
+				" Generic cache hierarchy error",
+				"MEMORY CONTROLLER ",
+				"Transaction: Memory read error",
+				"Transaction: Memory write error",
+				"Transaction: Memory scrubbing error",
+				"Transaction: Generic undefined request",
+				"Transaction: Address/Command error",
+				" MCGSTATUS ",
+				"Location SOCKET:",
+				" below trip temperature. Throttling disabled",
+				"MISC ",
+				"ADDR ",
+				"TIME ",
+				" SOCKETID ",
+				"CPUID Vendor ",
+				"Error enabled",
+				"Error overflow",
+				"BUS error: ",
+				"Intel QPI physical layer detected ",
+				"Intel QPI link layer detected ",
+			},
+			Anchored: true,
+			Names: []string{
+				"",
+				"op",
+				"channel",
+				"socket",
 			},
 		},
 		{
