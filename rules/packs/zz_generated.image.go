@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "c7f07d74cf0a26aad4c80359223f10b63c31aa55c6eeb8c7630ae82632957e87"
+const imageDigest = "fcbe39f01ecac979459694e5151df9ee02dc905bac078353a91d5c65fdf19f1d"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1569,6 +1569,27 @@ var image = &rules.Image{
 						Line: 763,
 					},
 					{
+						ID:          "lspci-link-width-downgraded",
+						Description: "lspci shows a device's PCIe link running on fewer lanes than it and its slot support (a loose riser, a bad cable or a marginal link): host-device copies slow down. Recorded; measure with the pciebw probe.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `LnkSta:\s*Speed (?P<speed>[\w./]+)(?: \((?:downgraded|overdriven)\))?, Width x(?P<width>-?\d+) \(downgraded\)`,
+						},
+						Cooldown: 21600000000000,
+						Line:     804,
+					},
+					{
+						ID:          "lspci-link-speed-downgraded",
+						Description: "lspci shows a device's PCIe link speed below its capability; GPUs and NICs do this when idle, so it is context for the bandwidth rules only",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `LnkSta:\s*Speed (?P<speed>[\w./]+) \(downgraded\), Width x(?P<width>-?\d+)(?: \((?:overdriven)\))?\s*$`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     829,
+					},
+					{
 						ID:          "pcie-bandwidth-insufficient-nic",
 						Description: "An Intel NIC driver says its slot cannot carry the port's line rate; recorded",
 						Match: &rules.Match{
@@ -1577,7 +1598,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     799,
+						Line:     850,
 					},
 					{
 						ID:          "pcie-link-retrain",
@@ -1600,7 +1621,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 825,
+						Line: 876,
 					},
 					{
 						ID:          "pciehp-link-down",
@@ -1611,7 +1632,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     856,
+						Line:     907,
 					},
 					{
 						ID:          "mlx5-pcie-power-insufficient",
@@ -1622,7 +1643,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     952,
+						Line:     1003,
 					},
 					{
 						ID:          "aer-unregistered-agent",
@@ -1632,7 +1653,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     975,
+						Line:     1026,
 					},
 					{
 						ID:          "pcie-device-inaccessible",
@@ -1655,7 +1676,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1018,
+						Line: 1069,
 					},
 					{
 						ID:          "pci-power-state-refused",
@@ -1665,7 +1686,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1075,
+						Line:     1126,
 					},
 					{
 						ID:          "pcie-link-not-active",
@@ -1688,7 +1709,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1121,
+						Line: 1172,
 					},
 					{
 						ID:          "pciehp-slot-fault",
@@ -1711,7 +1732,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1216,
+						Line: 1267,
 					},
 					{
 						ID:          "edr-containment",
@@ -1734,7 +1755,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 1305,
+						Line: 1356,
 					},
 					{
 						ID:          "iommu-dma-fault",
@@ -1747,7 +1768,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     1366,
+						Line:     1417,
 					},
 					{
 						ID:          "iommu-fault-context",
@@ -1757,7 +1778,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1536,
+						Line:     1587,
 					},
 				},
 			},
@@ -23852,6 +23873,53 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"reason",
+			},
+		},
+		{
+			Expr: `LnkSta:\s*Speed (?P<speed>[\w./]+) \(downgraded\), Width x(?P<width>-?\d+)(?: \((?:overdriven)\))?\s*$`,
+			Literals: []string{
+				" (downgraded), Width x",
+			},
+			Sets: [][]string{
+				[]string{
+					" (downgraded), width x",
+				},
+				[]string{
+					"lnksta:",
+				},
+				[]string{
+					"speed ",
+				},
+			},
+			Names: []string{
+				"",
+				"speed",
+				"width",
+			},
+		},
+		{
+			Expr: `LnkSta:\s*Speed (?P<speed>[\w./]+)(?: \((?:downgraded|overdriven)\))?, Width x(?P<width>-?\d+) \(downgraded\)`,
+			Literals: []string{
+				" (downgraded)",
+			},
+			Sets: [][]string{
+				[]string{
+					" (downgraded)",
+				},
+				[]string{
+					"lnksta:",
+				},
+				[]string{
+					"speed ",
+				},
+				[]string{
+					", width x",
+				},
+			},
+			Names: []string{
+				"",
+				"speed",
+				"width",
 			},
 		},
 		{
