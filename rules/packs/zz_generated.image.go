@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "03d85619d8ff8935adb39e646b47c6272da63e00c34acb6f429ef3e5282452a4"
+const imageDigest = "8b4c39d895e52eae312c99d5ebdffb3c1191c1a1ffcfd373c4be1d69d3285c44"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -881,7 +881,7 @@ var image = &rules.Image{
 						ID:          "gpu-unsupported",
 						Description: "The GPU is not supported by this driver build (open modules without GSP, open modules before 540 on a GPU that is not a data-centre one, a legacy GPU, a vGPU host): a node image problem; no workload can use it. The lines that say so match alone; the README pointers after them do not.",
 						Match: &rules.Match{
-							Regex: `NVRM: (?:(?:installed )?in this (?:vGPU host )?system is not supported by|nvidia\.ko because it does not include the required GPU|The NVIDIA v?GPU [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\)(?: installed)?\s*$|(?:graphics driver release\.\s+)?Please see 'Appendix A -(?: Supported NVIDIA GPU Products')?|Supported NVIDIA GPU Products' in this release's README|Open nvidia\.ko is only ready for use on Data Center GPUs|To force use of Open nvidia\.ko on other GPUs|'OpenRmEnableUnsupportedGpus' kernel module parameter)`,
+							Regex: `NVRM: (?:(?:installed )?in this (?:vGPU host )?system is not supported by|nvidia\.ko because it does not include the required GPU|The NVIDIA v?GPU [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\)(?: installed(?: in this system)?)?\s*$|NVIDIA \S+ driver release\.\s*$|(?:graphics driver release\.\s+)?Please see 'Appendix A -(?: Supported NVIDIA GPU Products')?|Supported NVIDIA GPU Products' in this release's README|Open nvidia\.ko is only ready for use on Data Center GPUs|To force use of Open nvidia\.ko on other GPUs|'OpenRmEnableUnsupportedGpus' kernel module parameter)|\bis not supported by the NVIDIA \S+ driver release\b`,
 						},
 						Severity: "warning",
 						Action:   "event",
@@ -901,7 +901,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1708,
+						Line: 1713,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -917,7 +917,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1747,
+						Line: 1752,
 					},
 					{
 						ID:          "gsp-slow",
@@ -927,7 +927,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     1805,
+						Line:     1810,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -943,7 +943,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 1839,
+						Line: 1844,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -958,7 +958,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1992,
+						Line: 1997,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -968,7 +968,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2065,
+						Line:     2070,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -983,7 +983,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2131,
+						Line: 2136,
 					},
 					{
 						ID:          "fsp-failed",
@@ -999,7 +999,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2194,
+						Line: 2199,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -1009,7 +1009,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2316,
+						Line:     2321,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1025,7 +1025,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2347,
+						Line: 2352,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1035,7 +1035,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2376,
+						Line:     2381,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1051,7 +1051,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2430,
+						Line: 2435,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1061,7 +1061,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     2462,
+						Line:     2467,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1076,7 +1076,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2500,
+						Line: 2505,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1086,7 +1086,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2692,
+						Line:     2697,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1096,7 +1096,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2746,
+						Line:     2751,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1111,7 +1111,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2764,
+						Line: 2769,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1135,7 +1135,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3116,
+						Line:     3121,
 					},
 					{
 						ID:          "nvidia-installer-module-load-failed",
@@ -1152,7 +1152,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3320,
+						Line:     3325,
 					},
 				},
 			},
@@ -5570,6 +5570,16 @@ var image = &rules.Image{
 						Line:      2657,
 					},
 					{
+						ID:          "kubelet-runtime-unhealthy",
+						Description: "The kubelet stopped syncing pods because the container runtime did not answer its health checks (PLEG not relisting, runtime down): pods cannot start or stop on the node until the runtime recovers. Recorded.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `\bPLEG is not healthy: pleg (?:was last seen active (?P<elapsed>\S+) ago; threshold is (?P<threshold>[\w.]+)|has yet to be successful)|[Ss]kipping pod synchronization\b.*\bcontainer runtime is down`,
+						},
+						Cooldown: 1800000000000,
+						Line:     2707,
+					},
+					{
 						ID:          "persistenced-device-failed",
 						Description: "nvidia-persistenced could not open or close a GPU, or could not online or offline its NUMA memory (coherent GPU memory on Grace systems): the GPU failed to initialise or its memory is unusable; the kernel's NVRM lines say why.",
 						Match: &rules.Match{
@@ -5577,7 +5587,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2704,
+						Line:      2742,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -5587,7 +5597,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2746,
+						Line:      2784,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -5597,7 +5607,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2763,
+						Line:      2801,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -5608,7 +5618,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2797,
+						Line:      2835,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -5619,7 +5629,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2849,
+						Line:      2887,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -5629,7 +5639,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2907,
+						Line:      2945,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -5639,7 +5649,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2929,
+						Line:      2967,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -5649,7 +5659,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      3011,
+						Line:      3049,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -5659,7 +5669,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      3041,
+						Line:      3079,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -5669,7 +5679,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3073,
+						Line:      3111,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -5679,7 +5689,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3117,
+						Line:      3155,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -5689,7 +5699,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3146,
+						Line:      3184,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -5700,7 +5710,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3192,
+						Line:      3230,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -5710,7 +5720,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3289,
+						Line:      3327,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -5720,7 +5730,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3313,
+						Line:      3351,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -5731,7 +5741,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3338,
+						Line:      3376,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -5741,7 +5751,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3382,
+						Line:      3420,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -5752,7 +5762,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3413,
+						Line:      3451,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -5763,7 +5773,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3436,
+						Line:      3474,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -5774,7 +5784,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3618,
+						Line:      3656,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -5785,7 +5795,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3998,
+						Line:      4036,
 					},
 				},
 			},
@@ -25744,27 +25754,32 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM: (?:(?:installed )?in this (?:vGPU host )?system is not supported by|nvidia\.ko because it does not include the required GPU|The NVIDIA v?GPU [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\)(?: installed)?\s*$|(?:graphics driver release\.\s+)?Please see 'Appendix A -(?: Supported NVIDIA GPU Products')?|Supported NVIDIA GPU Products' in this release's README|Open nvidia\.ko is only ready for use on Data Center GPUs|To force use of Open nvidia\.ko on other GPUs|'OpenRmEnableUnsupportedGpus' kernel module parameter)`,
+			Expr: `NVRM: (?:(?:installed )?in this (?:vGPU host )?system is not supported by|nvidia\.ko because it does not include the required GPU|The NVIDIA v?GPU [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\)(?: installed(?: in this system)?)?\s*$|NVIDIA \S+ driver release\.\s*$|(?:graphics driver release\.\s+)?Please see 'Appendix A -(?: Supported NVIDIA GPU Products')?|Supported NVIDIA GPU Products' in this release's README|Open nvidia\.ko is only ready for use on Data Center GPUs|To force use of Open nvidia\.ko on other GPUs|'OpenRmEnableUnsupportedGpus' kernel module parameter)|\bis not supported by the NVIDIA \S+ driver release\b`,
 			Literals: []string{
 				"in this system is not supported by",
 				"in this vGPU host system is not supported by",
 				"nvidia.ko because it does not include the required GPU",
 				"The NVIDIA GPU ",
 				"The NVIDIA vGPU ",
+				" driver release.",
 				"Please see 'Appendix A -",
 				"Supported NVIDIA GPU Products' in this release's README",
 				"Open nvidia.ko is only ready for use on Data Center GPUs",
 				"To force use of Open nvidia.ko on other GPUs",
 				"'OpenRmEnableUnsupportedGpus' kernel module parameter",
+				"is not supported by the NVIDIA ",
 			},
 			Sets: [][]string{
 				[]string{
+					"is not supported by the nvidia ",
 					"nvrm: ",
 				},
 				[]string{
+					" driver release.",
 					"'openrmenableunsupportedgpus' kernel module parameter",
 					"in this system is not supported by",
 					"in this vgpu host system is not supported by",
+					"is not supported by the nvidia ",
 					"nvidia.ko because it does not include the required gpu",
 					"open nvidia.ko is only ready for use on data center gpus",
 					"please see 'appendix a -",
@@ -25774,8 +25789,10 @@ var image = &rules.Image{
 					"to force use of open nvidia.ko on other gpus",
 				},
 				[]string{
+					" driver release.",
 					"'openrmenableunsupportedgpus' kernel module parameter",
 					"in this ",
+					"is not supported by the nvidia ",
 					"nvidia.ko because it does not include the required gpu",
 					"open nvidia.ko is only ready for use on data center gpus",
 					"please see 'appendix a -",
@@ -25784,7 +25801,9 @@ var image = &rules.Image{
 					"to force use of open nvidia.ko on other gpus",
 				},
 				[]string{
+					" driver release.",
 					"'openrmenableunsupportedgpus' kernel module parameter",
+					"is not supported by the nvidia ",
 					"nvidia.ko because it does not include the required gpu",
 					"open nvidia.ko is only ready for use on data center gpus",
 					"please see 'appendix a -",
@@ -25795,6 +25814,7 @@ var image = &rules.Image{
 					"to force use of open nvidia.ko on other gpus",
 				},
 				[]string{
+					" driver release.",
 					"'openrmenableunsupportedgpus' kernel module parameter",
 					"in this system is not supported by",
 					"in this vgpu host system is not supported by",
@@ -25806,9 +25826,11 @@ var image = &rules.Image{
 					"to force use of open nvidia.ko on other gpus",
 				},
 				[]string{
+					" driver release.",
 					"'openrmenableunsupportedgpus' kernel module parameter",
 					"gpu ",
 					"in this system is not supported by",
+					"is not supported by the nvidia ",
 					"nvidia.ko because it does not include the required gpu",
 					"open nvidia.ko is only ready for use on data center gpus",
 					"please see 'appendix a -",
@@ -28341,6 +28363,50 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"error",
+			},
+		},
+		{
+			Expr: `\bPLEG is not healthy: pleg (?:was last seen active (?P<elapsed>\S+) ago; threshold is (?P<threshold>[\w.]+)|has yet to be successful)|[Ss]kipping pod synchronization\b.*\bcontainer runtime is down`,
+			Literals: []string{
+				"PLEG is not healthy: pleg was last seen active ",
+				"PLEG is not healthy: pleg has yet to be successful",
+				"skipping pod synchronization",
+			},
+			Sets: [][]string{
+				[]string{
+					"pleg is not healthy: pleg has yet to be successful",
+					"pleg is not healthy: pleg was last seen active ",
+					"skipping pod synchronization",
+				},
+				[]string{
+					"pleg is not healthy: pleg ",
+					"skipping pod synchronization",
+				},
+				[]string{
+					"has yet to be successful",
+					"skipping pod synchronization",
+					"was last seen active ",
+				},
+				[]string{
+					" ago; threshold is ",
+					"has yet to be successful",
+					"skipping pod synchronization",
+				},
+				[]string{
+					"kipping pod synchronization",
+					"pleg is not healthy: pleg has yet to be successful",
+					"pleg is not healthy: pleg was last seen active ",
+				},
+				[]string{
+					"container runtime is down",
+					"pleg is not healthy: pleg has yet to be successful",
+					"pleg is not healthy: pleg was last seen active ",
+				},
+			},
+			Names: []string{
+				"",
+				"elapsed",
+				"threshold",
 			},
 		},
 		{
