@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "8b4c39d895e52eae312c99d5ebdffb3c1191c1a1ffcfd373c4be1d69d3285c44"
+const imageDigest = "a5d82ae9d065b8c5a6e9acd14beb45829b9a0095812b50f2f4d0c6ec50f45104"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1118,7 +1118,7 @@ var image = &rules.Image{
 						Description: "modprobe or insmod (kmod, or module-init-tools on older systems: \"Error inserting\", \"Could not read\", \"Module nvidia not found.\"), or systemd's modules-load through libkmod, could not insert an NVIDIA kernel module (nvidia, nvidia_uvm, nvidia_modeset, nvidia_peermem, nvidia_fs of GPUDirect Storage, gdrdrv of GDRCopy): \"No such device\" (no GPU the module can drive), \"Invalid argument\" (nvidia_peermem without a matching MLNX_OFED or inbox peer-memory API, a bad parameter), \"Unknown symbol in module\" (built for another kernel), or the module is not installed for the running kernel at all (\"Module nvidia not found in directory /lib/modules/<release>\", or libkmod's \"could not find module by name='nvidia_uvm'\": its DKMS build failed after a kernel update). The GPUs, or GPUDirect RDMA, are unusable until it loads; the probe tells which. modprobe's \"Module already in kernel\" is not a failure.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|Failed to insert (?:module )?'(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.|Failed to find module '(?P<module>nvidia[\w-]*|gdrdrv)'|could not find module by name='(?P<module>nvidia[\w-]*|gdrdrv)')`,
+							Regex: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|Failed to insert (?:module )?'(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.|Failed to find module '(?P<module>nvidia[\w-]*|gdrdrv)'|could not find module by name='(?P<module>nvidia[\w-]*|gdrdrv)'|Process '(?:\S*/)?modprobe (?:-\S+ )*(?P<module>nvidia[\w-]*|gdrdrv)\b[^']*' failed with exit code (?P<code>-?\d+))`,
 							Where: map[string]rules.Condition{
 								"error": {
 									NotIn: rules.StringList{
@@ -1152,7 +1152,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3325,
+						Line:     3340,
 					},
 				},
 			},
@@ -5705,7 +5705,7 @@ var image = &rules.Image{
 						ID:          "nhc-check-failed",
 						Description: "NHC found the node unhealthy (a check of its GPUs, file systems, memory, CPUs, processes or services failed; the reason follows), marked it offline, or had to kill a check that hung past its timeout (a hung file system or device): the node's own health checker took it out of service. Its checks are the site's expectations (a service that must run, a mount, a core count), so a failure is as often a configuration as a fault, and what failed prints its own lines: recorded at info level.",
 						Match: &rules.Match{
-							Regex: `(?:Health check failed:  (?P<reason>\S.*)|Marking (?:\S+ )? ?\S+ offline:  NHC: (?P<reason>.+)|NHC watchdog timer -?\d+ (?:\(-?\d+ secs\) has expired|terminating NHC)|Watchdog timer unable to terminate hung NHC process -?\d+)`,
+							Regex: `(?:Health check failed:  (?P<reason>\S.*)|\bnhc: ?\s?Health check failed: (?P<reason>\S.*)|Marking (?:\S+ )? ?\S+ offline:  NHC: (?P<reason>.+)|NHC watchdog timer -?\d+ (?:\(-?\d+ secs\) has expired|terminating NHC)|Watchdog timer unable to terminate hung NHC process -?\d+)`,
 						},
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
@@ -5720,7 +5720,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3327,
+						Line:      3330,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -5730,7 +5730,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3351,
+						Line:      3354,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -5741,7 +5741,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3376,
+						Line:      3379,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -5751,7 +5751,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3420,
+						Line:      3423,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -5762,7 +5762,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3451,
+						Line:      3454,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -5773,7 +5773,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3474,
+						Line:      3477,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -5784,7 +5784,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3656,
+						Line:      3659,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -5795,7 +5795,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      4036,
+						Line:      4039,
 					},
 				},
 			},
@@ -7205,7 +7205,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|Failed to insert (?:module )?'(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.|Failed to find module '(?P<module>nvidia[\w-]*|gdrdrv)'|could not find module by name='(?P<module>nvidia[\w-]*|gdrdrv)')`,
+			Expr: `(?:(?:could not insert '(?P<module>nvidia\w*|gdrdrv)'|Failed to insert (?:module )?'(?P<module>nvidia\w*|gdrdrv)'|could not (?:insert|load) module (?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?|Error inserting (?P<module>nvidia\w*|gdrdrv) \([^)]*\)|Could not read '(?:\S*/)?(?P<module>nvidia\w*|gdrdrv)\.ko(?:\.\w+)?'): (?P<error>[^,\n]+)|Module (?P<module>nvidia\w*|gdrdrv) not found in directory (?P<dir>\S+)|FATAL: Module (?P<module>nvidia\w*|gdrdrv) not found\.|Failed to find module '(?P<module>nvidia[\w-]*|gdrdrv)'|could not find module by name='(?P<module>nvidia[\w-]*|gdrdrv)'|Process '(?:\S*/)?modprobe (?:-\S+ )*(?P<module>nvidia[\w-]*|gdrdrv)\b[^']*' failed with exit code (?P<code>-?\d+))`,
 			Literals: []string{
 				"could not insert 'nvidia",
 				"could not insert 'gdrdrv",
@@ -7225,10 +7225,12 @@ var image = &rules.Image{
 				"Failed to find module 'gdrdrv",
 				"could not find module by name='nvidia",
 				"could not find module by name='gdrdrv",
+				"' failed with exit code ",
 			},
 			Sets: [][]string{
 				[]string{
 					" not found in directory ",
+					"' failed with exit code ",
 					"could not find module by name='gdrdrv",
 					"could not find module by name='nvidia",
 					"could not insert 'gdrdrv",
@@ -7249,6 +7251,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" not found in directory ",
+					"' failed with exit code ",
 					"could not find module by name='gdrdrv",
 					"could not find module by name='nvidia",
 					"could not insert '",
@@ -7268,6 +7271,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" not found in directory ",
+					"' failed with exit code ",
 					"could not insert module ",
 					"could not load module ",
 					"could not read '",
@@ -7276,6 +7280,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" not found in directory ",
+					"' failed with exit code ",
 					"could not find module by name='gdrdrv",
 					"could not find module by name='nvidia",
 					"could not insert 'gdrdrv",
@@ -7293,6 +7298,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" not found in directory ",
+					"' failed with exit code ",
 					"could not ",
 					"error inserting gdrdrv",
 					"error inserting nvidia",
@@ -7307,6 +7313,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" not found in directory ",
+					"' failed with exit code ",
 					"could not find module by name='gdrdrv",
 					"could not find module by name='nvidia",
 					"could not read '",
@@ -7331,6 +7338,8 @@ var image = &rules.Image{
 				"module",
 				"module",
 				"module",
+				"module",
+				"code",
 			},
 		},
 		{
@@ -13953,9 +13962,9 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Health check failed:  (?P<reason>\S.*)|Marking (?:\S+ )? ?\S+ offline:  NHC: (?P<reason>.+)|NHC watchdog timer -?\d+ (?:\(-?\d+ secs\) has expired|terminating NHC)|Watchdog timer unable to terminate hung NHC process -?\d+)`,
+			Expr: `(?:Health check failed:  (?P<reason>\S.*)|\bnhc: ?\s?Health check failed: (?P<reason>\S.*)|Marking (?:\S+ )? ?\S+ offline:  NHC: (?P<reason>.+)|NHC watchdog timer -?\d+ (?:\(-?\d+ secs\) has expired|terminating NHC)|Watchdog timer unable to terminate hung NHC process -?\d+)`,
 			Literals: []string{
-				"Health check failed:  ",
+				"Health check failed: ",
 				" offline:  NHC: ",
 				"NHC watchdog timer ",
 				"Watchdog timer unable to terminate hung NHC process ",
@@ -13963,12 +13972,18 @@ var image = &rules.Image{
 			Sets: [][]string{
 				[]string{
 					" offline:  nhc: ",
-					"health check failed:  ",
+					"health check failed: ",
 					"nhc watchdog timer ",
 					"watchdog timer unable to terminate hung nhc process ",
 				},
 				[]string{
 					"health check failed:  ",
+					"nhc watchdog timer ",
+					"nhc:",
+					"watchdog timer unable to terminate hung nhc process ",
+				},
+				[]string{
+					"health check failed: ",
 					"marking ",
 					"nhc watchdog timer ",
 					"watchdog timer unable to terminate hung nhc process ",
@@ -13976,13 +13991,14 @@ var image = &rules.Image{
 				[]string{
 					" offline:  nhc: ",
 					" secs) has expired",
-					"health check failed:  ",
+					"health check failed: ",
 					"terminating nhc",
 					"watchdog timer unable to terminate hung nhc process ",
 				},
 			},
 			Names: []string{
 				"",
+				"reason",
 				"reason",
 				"reason",
 			},
