@@ -37,9 +37,10 @@ var showLines = os.Getenv("FAULTLINE_CORPUS_LINES") == "1"
 // 2028-12): it is held where it is, so that a
 // change that loses real faults fails, and the test logs how far it is from the
 // target. The tuning part is held at the target, except while a file just added is
-// not yet tuned on (0.943 with 2028-12). False alarms are held at 1 % on both parts.
+// not yet tuned on (0.943 with 2028-12, 0.927 with 2029-01). False alarms are held at
+// 1 % on both parts.
 const (
-	minEventRecall         = 0.94
+	minEventRecall         = 0.92
 	minCheckingEventRecall = 0.85
 	maxFalseAlarmPc        = 0.01
 )
