@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "a5d82ae9d065b8c5a6e9acd14beb45829b9a0095812b50f2f4d0c6ec50f45104"
+const imageDigest = "7a4cfa6407fa95c982d2ef73e461a97645488798c610b660646565d34afd3f3e"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -5159,6 +5159,27 @@ var image = &rules.Image{
 						Line: 769,
 					},
 					{
+						ID:          "device-plugin-xid",
+						Description: "The Kubernetes device plugin saw a critical Xid on a GPU and marked it unhealthy: the node now advertises one GPU fewer, and pods asking for all its GPUs stay pending. Recorded; the kernel's own Xid line decides the taint.",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `\bXidCriticalError: Xid=(?P<xid>\d+)(?: on Device=(?P<uuid>[^;,\s]+)(?:; marking device as unhealthy|, the device will go unhealthy)|, All devices will go unhealthy)|'(?P<resource>[\w./-]+)' device marked unhealthy: (?P<uuid>\S+)`,
+						},
+						Cooldown: 600000000000,
+						Line:     820,
+					},
+					{
+						ID:          "scheduler-node-xid-note",
+						Description: "A batch scheduler lists a node as down or offline with a comment naming an Xid (an operator's or a health check's verdict); evidence only",
+						Source:      "any",
+						Match: &rules.Match{
+							Regex: `^\S+\s+\S*(?:down|offline)\S*\s+.*?\bXid[ =:]?(?P<xid>\d+)\b`,
+						},
+						Severity: "info",
+						Action:   "none",
+						Line:     872,
+					},
+					{
 						ID:          "dcgm-gpu-fallen-off-bus",
 						Description: "DCGM reports a GPU fallen off the bus: the GPU no longer answers on PCIe and only a reboot, often a reseat, brings it back. The same fault as the kernel's Xid 79; two reports within an hour taint.",
 						Match: &rules.Match{
@@ -5172,7 +5193,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        821,
+						Line:        901,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -5197,7 +5218,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 850,
+						Line: 930,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -5222,7 +5243,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 900,
+						Line: 980,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -5244,7 +5265,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1013,
+						Line: 1093,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -5269,7 +5290,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1050,
+						Line: 1130,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -5293,7 +5314,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1127,
+						Line: 1207,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -5303,7 +5324,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1221,
+						Line:      1301,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -5313,7 +5334,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1287,
+						Line:      1367,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -5323,7 +5344,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1318,
+						Line:      1398,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -5333,7 +5354,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1426,
+						Line:      1506,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -5343,7 +5364,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1498,
+						Line:      1578,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -5353,7 +5374,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1574,
+						Line:      1654,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -5364,7 +5385,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1644,
+						Line:      1724,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -5380,7 +5401,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1693,
+						Line:        1773,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -5390,7 +5411,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      1747,
+						Line:      1827,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -5404,7 +5425,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1813,
+						Line:     1893,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -5414,7 +5435,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1842,
+						Line:      1922,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -5424,7 +5445,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1879,
+						Line:      1959,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -5434,7 +5455,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      1905,
+						Line:      1985,
 					},
 					{
 						ID:          "mcelog-context",
@@ -5445,7 +5466,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1922,
+						Line:      2002,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -5461,7 +5482,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        2166,
+						Line:        2246,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -5475,7 +5496,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2210,
+						Line:     2290,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -5485,7 +5506,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2234,
+						Line:      2314,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -5495,7 +5516,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2252,
+						Line:      2332,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -5505,7 +5526,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2315,
+						Line:      2395,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -5515,7 +5536,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2339,
+						Line:      2419,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -5526,7 +5547,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2375,
+						Line:      2455,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -5536,7 +5557,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2410,
+						Line:      2490,
 					},
 					{
 						ID:          "ipmi-sel-uncorrected",
@@ -5546,7 +5567,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  3600000000000,
-						Line:      2449,
+						Line:      2529,
 					},
 					{
 						ID:          "ipmi-sel-corrected",
@@ -5557,7 +5578,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-ipmi-sel",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2560,
+						Line:      2640,
 					},
 					{
 						ID:          "ipmi-sel-power-supply",
@@ -5567,7 +5588,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  21600000000000,
-						Line:      2657,
+						Line:      2737,
 					},
 					{
 						ID:          "kubelet-runtime-unhealthy",
@@ -5577,7 +5598,7 @@ var image = &rules.Image{
 							Regex: `\bPLEG is not healthy: pleg (?:was last seen active (?P<elapsed>\S+) ago; threshold is (?P<threshold>[\w.]+)|has yet to be successful)|[Ss]kipping pod synchronization\b.*\bcontainer runtime is down`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2707,
+						Line:     2787,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -5587,7 +5608,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2742,
+						Line:      2822,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -5597,7 +5618,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2784,
+						Line:      2864,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -5607,7 +5628,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2801,
+						Line:      2881,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -5618,7 +5639,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2835,
+						Line:      2915,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -5629,7 +5650,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2887,
+						Line:      2967,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -5639,7 +5660,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2945,
+						Line:      3025,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -5649,7 +5670,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      2967,
+						Line:      3047,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -5659,7 +5680,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      3049,
+						Line:      3129,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -5669,7 +5690,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      3079,
+						Line:      3159,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -5679,7 +5700,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3111,
+						Line:      3191,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -5689,7 +5710,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3155,
+						Line:      3235,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -5699,7 +5720,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3184,
+						Line:      3264,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -5710,7 +5731,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3230,
+						Line:      3310,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -5720,7 +5741,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3330,
+						Line:      3410,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -5730,7 +5751,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3354,
+						Line:      3434,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -5741,7 +5762,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3379,
+						Line:      3459,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -5751,7 +5772,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3423,
+						Line:      3503,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -5762,7 +5783,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3454,
+						Line:      3534,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -5773,7 +5794,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3477,
+						Line:      3557,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -5784,7 +5805,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3659,
+						Line:      3739,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -5795,7 +5816,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      4039,
+						Line:      4119,
 					},
 				},
 			},
@@ -28633,6 +28654,39 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bXidCriticalError: Xid=(?P<xid>\d+)(?: on Device=(?P<uuid>[^;,\s]+)(?:; marking device as unhealthy|, the device will go unhealthy)|, All devices will go unhealthy)|'(?P<resource>[\w./-]+)' device marked unhealthy: (?P<uuid>\S+)`,
+			Literals: []string{
+				"; marking device as unhealthy",
+				", the device will go unhealthy",
+				", All devices will go unhealthy",
+				"' device marked unhealthy: ",
+			},
+			Sets: [][]string{
+				[]string{
+					"' device marked unhealthy: ",
+					", all devices will go unhealthy",
+					", the device will go unhealthy",
+					"; marking device as unhealthy",
+				},
+				[]string{
+					"' device marked unhealthy: ",
+					"xidcriticalerror: xid=",
+				},
+				[]string{
+					" on device=",
+					"' device marked unhealthy: ",
+					", all devices will go unhealthy",
+				},
+			},
+			Names: []string{
+				"",
+				"xid",
+				"uuid",
+				"resource",
+				"uuid",
+			},
+		},
+		{
 			Expr: `\b[Rr]efused to change power state(?:, currently in D(?P<state>-?\d+)| from (?P<from>\S+) to (?P<to>\S+))`,
 			Literals: []string{
 				"refused to change power state, currently in D",
@@ -29218,6 +29272,28 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"version",
+			},
+		},
+		{
+			Expr: `^\S+\s+\S*(?:down|offline)\S*\s+.*?\bXid[ =:]?(?P<xid>\d+)\b`,
+			Literals: []string{
+				"down",
+				"offline",
+			},
+			Sets: [][]string{
+				[]string{
+					"down",
+					"offline",
+				},
+				[]string{
+					"xid",
+				},
+			},
+			Anchored:      true,
+			StartAnchored: true,
+			Names: []string{
+				"",
+				"xid",
 			},
 		},
 		{
