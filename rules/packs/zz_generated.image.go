@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "7a4cfa6407fa95c982d2ef73e461a97645488798c610b660646565d34afd3f3e"
+const imageDigest = "9f8d3752a27d65a576a5468cf5ff6b4b77383beb2fea77a255bd8cee78df5cbe"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4985,7 +4985,7 @@ var image = &rules.Image{
 						ID:          "nvml-init-failed",
 						Description: "NVML could not initialise (nvidia-smi, Slurm's NVML plugin, DCGM): Unknown Error in a container that lost its device nodes after a systemd reload, GPU access blocked by the operating system, Driver Not Loaded, Insufficient Permissions; or nvidia-container-cli's NVML calls (and, in its 1.0 releases, its CUDA initialisation) fail while it sets up a GPU container (\"detection error: nvml error: unknown error\", \"initialization error: cuda error: unknown error\"). The node or its container runtime cannot serve GPUs to this pod; recorded.",
 						Match: &rules.Match{
-							Regex: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: (?:nvml|cuda|driver|rpc) error: (?P<error>[^:]+))`,
+							Regex: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli(?:\.real)?: (?:initialization|detection) error: (?:nvml|cuda|driver|rpc) error: (?P<error>[^:]+))`,
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
@@ -4996,7 +4996,7 @@ var image = &rules.Image{
 						Description: "The NVIDIA container runtime hook could not set up a GPU container: the driver's libraries are missing (initialization, detection), the GPU device nodes or driver files could not be mounted, the device cgroup could not be set, a requested GPU is not there (device), or the library cache could not be updated. Pods asking for GPUs fail to start on this node; recorded. An image that needs a newer driver than the node's (requirement) is recorded at info.",
 						Source:      "any",
 						Match: &rules.Match{
-							Regex: `nvidia-container-cli: (?P<stage>initialization|detection|container|device|mount|ldcache|permission) error: (?P<error>[^\n]+?)(?:: unknown\.?)?$`,
+							Regex: `nvidia-container-cli(?:\.real)?: (?P<stage>initialization|detection|container|device|mount|ldcache|permission) error: (?P<error>[^\n]+?)(?:: unknown\.?)?$`,
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
@@ -5734,6 +5734,16 @@ var image = &rules.Image{
 						Line:      3310,
 					},
 					{
+						ID:          "slurm-munge-decode-failed",
+						Description: "Slurm could not authenticate a message with munge (an expired or rewound credential: the nodes' clocks are out of sync; an invalid one: the munge key differs; munged not answering): the node's RPCs and job launches fail until it is fixed. Recorded.",
+						Match: &rules.Match{
+							Regex: `\bMunge decode failed: (?P<error>Expired credential|Rewound credential|Invalid credential|Unauthorized credential|Replayed credential|Munged communication error|Socket communication error|Bad magic cookie|Bad version|Unknown error)\b|\bCheck for out of sync clocks\b`,
+						},
+						Exclusive: "node-tools-slurm",
+						Cooldown:  1800000000000,
+						Line:      3416,
+					},
+					{
 						ID:          "slurm-kill-task-failed",
 						Description: "slurmstepd could not kill a step's processes within UnkillableStepTimeout (\"Kill task failed\": slurmctld drains the node). Processes stuck in the kernel, most often on a hung GPU, driver or file system; recorded.",
 						Match: &rules.Match{
@@ -5741,7 +5751,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3410,
+						Line:      3446,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -5751,7 +5761,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3434,
+						Line:      3470,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -5762,7 +5772,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3459,
+						Line:      3495,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -5772,7 +5782,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3503,
+						Line:      3539,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -5783,7 +5793,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3534,
+						Line:      3570,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -5794,7 +5804,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3557,
+						Line:      3593,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -5805,7 +5815,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3739,
+						Line:      3775,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -5816,7 +5826,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      4119,
+						Line:      4155,
 					},
 				},
 			},
@@ -13139,7 +13149,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli: (?:initialization|detection) error: (?:nvml|cuda|driver|rpc) error: (?P<error>[^:]+))`,
+			Expr: `(?:Failed to initialize NVML(?:: (?P<error>[^\n]+?)\.?)?$|nvidia-container-cli(?:\.real)?: (?:initialization|detection) error: (?:nvml|cuda|driver|rpc) error: (?P<error>[^:]+))`,
 			Literals: []string{
 				"Failed to initialize NVML",
 				"nvidia-container-cli: initialization error: nvml error: ",
@@ -13150,10 +13160,26 @@ var image = &rules.Image{
 				"nvidia-container-cli: detection error: cuda error: ",
 				"nvidia-container-cli: detection error: driver error: ",
 				"nvidia-container-cli: detection error: rpc error: ",
+				"nvidia-container-cli.real: initialization error: nvml error: ",
+				"nvidia-container-cli.real: initialization error: cuda error: ",
+				"nvidia-container-cli.real: initialization error: driver error: ",
+				"nvidia-container-cli.real: initialization error: rpc error: ",
+				"nvidia-container-cli.real: detection error: nvml error: ",
+				"nvidia-container-cli.real: detection error: cuda error: ",
+				"nvidia-container-cli.real: detection error: driver error: ",
+				"nvidia-container-cli.real: detection error: rpc error: ",
 			},
 			Sets: [][]string{
 				[]string{
 					"failed to initialize nvml",
+					"nvidia-container-cli.real: detection error: cuda error: ",
+					"nvidia-container-cli.real: detection error: driver error: ",
+					"nvidia-container-cli.real: detection error: nvml error: ",
+					"nvidia-container-cli.real: detection error: rpc error: ",
+					"nvidia-container-cli.real: initialization error: cuda error: ",
+					"nvidia-container-cli.real: initialization error: driver error: ",
+					"nvidia-container-cli.real: initialization error: nvml error: ",
+					"nvidia-container-cli.real: initialization error: rpc error: ",
 					"nvidia-container-cli: detection error: cuda error: ",
 					"nvidia-container-cli: detection error: driver error: ",
 					"nvidia-container-cli: detection error: nvml error: ",
@@ -13165,7 +13191,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					"failed to initialize nvml",
-					"nvidia-container-cli: ",
+					"nvidia-container-cli",
 				},
 				[]string{
 					"detection",
@@ -28244,6 +28270,83 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bMunge decode failed: (?P<error>Expired credential|Rewound credential|Invalid credential|Unauthorized credential|Replayed credential|Munged communication error|Socket communication error|Bad magic cookie|Bad version|Unknown error)\b|\bCheck for out of sync clocks\b`,
+			Literals: []string{
+				"Munge decode failed: Expired credential",
+				"Munge decode failed: Rewound credential",
+				"Munge decode failed: Invalid credential",
+				"Munge decode failed: Unauthorized credential",
+				"Munge decode failed: Replayed credential",
+				"Munge decode failed: Munged communication error",
+				"Munge decode failed: Socket communication error",
+				"Munge decode failed: Bad magic cookie",
+				"Munge decode failed: Bad version",
+				"Munge decode failed: Unknown error",
+				"Check for out of sync clocks",
+			},
+			Sets: [][]string{
+				[]string{
+					"check for out of sync clocks",
+					"munge decode failed: ",
+				},
+				[]string{
+					"bad magic cookie",
+					"bad version",
+					"check for out of sync clocks",
+					"expired credential",
+					"invalid credential",
+					"munged communication error",
+					"replayed credential",
+					"rewound credential",
+					"socket communication error",
+					"unauthorized credential",
+					"unknown error",
+				},
+				[]string{
+					"bad ",
+					"check for out of sync clocks",
+					"expired credential",
+					"invalid credential",
+					"munged communication error",
+					"replayed credential",
+					"rewound credential",
+					"socket communication error",
+					"unauthorized credential",
+					"unknown error",
+				},
+				[]string{
+					"check for out of sync clocks",
+					"expired credential",
+					"invalid credential",
+					"magic cookie",
+					"munged communication error",
+					"replayed credential",
+					"rewound credential",
+					"socket communication error",
+					"unauthorized credential",
+					"unknown error",
+					"version",
+				},
+				[]string{
+					"check for out of sync clocks",
+					"munge decode failed: bad magic cookie",
+					"munge decode failed: bad version",
+					"munge decode failed: expired credential",
+					"munge decode failed: invalid credential",
+					"munge decode failed: munged communication error",
+					"munge decode failed: replayed credential",
+					"munge decode failed: rewound credential",
+					"munge decode failed: socket communication error",
+					"munge decode failed: unauthorized credential",
+					"munge decode failed: unknown error",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
+			},
+		},
+		{
 			Expr: `\bNVML: GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\) is lost\b`,
 			Literals: []string{
 				"NVML: GPU ",
@@ -30265,7 +30368,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `nvidia-container-cli: (?P<stage>initialization|detection|container|device|mount|ldcache|permission) error: (?P<error>[^\n]+?)(?:: unknown\.?)?$`,
+			Expr: `nvidia-container-cli(?:\.real)?: (?P<stage>initialization|detection|container|device|mount|ldcache|permission) error: (?P<error>[^\n]+?)(?:: unknown\.?)?$`,
 			Literals: []string{
 				"nvidia-container-cli: initialization error: ",
 				"nvidia-container-cli: detection error: ",
@@ -30274,19 +30377,17 @@ var image = &rules.Image{
 				"nvidia-container-cli: mount error: ",
 				"nvidia-container-cli: ldcache error: ",
 				"nvidia-container-cli: permission error: ",
+				"nvidia-container-cli.real: initialization error: ",
+				"nvidia-container-cli.real: detection error: ",
+				"nvidia-container-cli.real: container error: ",
+				"nvidia-container-cli.real: device error: ",
+				"nvidia-container-cli.real: mount error: ",
+				"nvidia-container-cli.real: ldcache error: ",
+				"nvidia-container-cli.real: permission error: ",
 			},
 			Sets: [][]string{
 				[]string{
-					"nvidia-container-cli: container error: ",
-					"nvidia-container-cli: detection error: ",
-					"nvidia-container-cli: device error: ",
-					"nvidia-container-cli: initialization error: ",
-					"nvidia-container-cli: ldcache error: ",
-					"nvidia-container-cli: mount error: ",
-					"nvidia-container-cli: permission error: ",
-				},
-				[]string{
-					"nvidia-container-cli: ",
+					"nvidia-container-cli",
 				},
 				[]string{
 					"container",
