@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "9f8d3752a27d65a576a5468cf5ff6b4b77383beb2fea77a255bd8cee78df5cbe"
+const imageDigest = "224e32262ccb8f6aebc25f8825c6c80b6f343ebdedd1264204a45116adb1e4f5"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -5584,7 +5584,7 @@ var image = &rules.Image{
 						ID:          "ipmi-sel-power-supply",
 						Description: "The BMC's event log records a power supply that failed, predicts its failure or lost its AC input: the node runs without power redundancy (or, with one supply, is at risk of losing power under GPU load). Recorded; the SEL may be old.",
 						Match: &rules.Match{
-							Regex: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|(?i:\bPower supply (?P<event>failure detected|predictive failure|AC lost)\b)`,
+							Regex: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|\b[Pp]ower [Ss]upply (?P<event>[Ff]ailure detected|[Pp]redictive failure|AC lost)\b`,
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  21600000000000,
@@ -29274,13 +29274,15 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|(?i:\bPower supply (?P<event>failure detected|predictive failure|AC lost)\b)`,
+			Expr: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|\b[Pp]ower [Ss]upply (?P<event>[Ff]ailure detected|[Pp]redictive failure|AC lost)\b`,
 			Literals: []string{
 				" | Failure detected",
 				" | Predictive failure",
 				" | AC lost or out-of-range",
 				" | AC out-of-range, but present",
-				"power ",
+				"power supply failure detected",
+				"power supply predictive failure",
+				"power supply AC lost",
 			},
 			Sets: [][]string{
 				[]string{
@@ -29288,20 +29290,27 @@ var image = &rules.Image{
 					" | ac out-of-range, but present",
 					" | failure detected",
 					" | predictive failure",
-					"power ",
+					"power supply ac lost",
+					"power supply failure detected",
+					"power supply predictive failure",
 				},
 				[]string{
-					"power ",
+					"power supply ac lost",
+					"power supply failure detected",
+					"power supply predictive failure",
+					"| power supply",
 				},
 				[]string{
 					" | ",
-					"power ",
+					"power supply ac lost",
+					"power supply failure detected",
+					"power supply predictive failure",
 				},
 				[]string{
 					"ac lost or out-of-range",
 					"ac out-of-range, but present",
 					"failure detected",
-					"power ",
+					"power supply ac lost",
 					"predictive failure",
 				},
 				[]string{
@@ -29309,13 +29318,11 @@ var image = &rules.Image{
 					"ac out-of-range, but present",
 					"failure detected",
 					"ower supply ac lost",
-					"power ",
 					"redictive failure",
 				},
 				[]string{
 					"ac ",
 					"failure detected",
-					"power ",
 					"predictive failure",
 				},
 			},
