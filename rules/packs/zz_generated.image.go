@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "35cfd55a18618e1541332dc6caa129c22f8061221d9a76f35956e5782b5d190e"
+const imageDigest = "bac5de4fdc1ec464d4a10e79cc3f436aacbb33f06a521ae7900ffc4da2f70295"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -974,7 +974,7 @@ var image = &rules.Image{
 						ID:          "gsp-firmware-missing",
 						Description: "The GSP firmware file the driver asks for is missing or unreadable on the node (a driver installed without its firmware package, or firmware of another driver version): GSP-RM cannot start, so no GPU of the node initialises. Like a module that fails to load, the probe confirms before the node is tainted.",
 						Match: &rules.Match{
-							Regex: `(?:(?:Direct firmware load for |firmware: failed to load |loading (?:\S*/)?)nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin)(?: failed with error | \()(?P<errno>-?\d+)|firmware: nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin) loading timed out|NVRM: (?:GPU\d+ )?(?:RmFetchGspRmImages: )?No firmware image found)`,
+							Regex: `(?:(?:Direct firmware load for |firmware: failed to load |[Ll]oading\s(?:\S*/)?)nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin)(?: failed with error | \()(?P<errno>-?\d+)|firmware: nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin) loading timed out|NVRM: (?:GPU\d+ )?(?:RmFetchGspRmImages: )?No firmware image found)`,
 						},
 						Severity: "critical",
 						Action:   "probe",
@@ -4030,7 +4030,7 @@ var image = &rules.Image{
 						ID:          "kernel-backtrace",
 						Description: "A frame of a kernel backtrace (or its Call Trace header, or a <TASK>/<IRQ> stack marker), also in 32-bit ARM's \"function from caller+0x..\" form and its exception stack heading; evidence for hung tasks, lockups, stalls, OOM reports and oopses",
 						Match: &rules.Match{
-							Regex: `(?:\[<(?P<addr>[0-9a-fA-F]{8,16})>\] (?:\? )?|^\s*(?:\? )?)(?P<function>[A-Za-z_.$][\w.$]*)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?|^\s*Call Trace:|^\s*</?(?P<stack>TASK|IRQ|SOFTIRQ|NMI|EOI|ENTRY_TRAMPOLINE|SYSENTER|#DF|#MC|#DB|#VC|#VC2)>\s*$|\[<(?P<addr>[0-9a-fA-F]{8})>\] \((?P<function>[A-Za-z_.$][\w.$]*)(?:\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+)?(?: \[(?P<module>[\w-]+)\])?\) from \[<[0-9a-fA-F]{8}>\]|^\s*(?P<function>[A-Za-z_.$][\w.$]*)(?: \[(?P<module>[\w-]+)\])? from [A-Za-z_.$][\w.$]*\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+|Function entered at \[<(?P<addr>[0-9a-fA-F]{8})>\] from \[<[0-9a-fA-F]{8}>\]|^\s*Exception stack\(0x[0-9a-fA-F]+ to 0x[0-9a-fA-F]+\)`,
+							Regex: `(?:\[<(?P<addr>[0-9a-fA-F]{8,16})>\] (?:\? )?|^\s*(?:\? )?)(?P<function>[A-Za-z_.$][\w.$]*)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?|^\s*Call Trace:|^\s*</?(?P<stack>TASK|IRQ|SOFTIRQ|NMI|EOI|ENTRY_TRAMPOLINE|SYSENTER|#DF|#MC|#DB|#VC|#VC2)>\s*$|\[<(?P<addr>[0-9a-fA-F]{8})>\] \((?P<function>[A-Za-z_.$][\w.$]*)(?:\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+)?(?: \[(?P<module>[\w-]+)\])?\) from \[<[0-9a-fA-F]{8}>\]|^\s*(?P<function>[A-Za-z_.$][\w.$]*)(?: \[(?P<module>[\w-]+)\])?\sfr\wm\s[A-Za-z_.$][\w.$]*\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+|Function entered at \[<(?P<addr>[0-9a-fA-F]{8})>\] from \[<[0-9a-fA-F]{8}>\]|^\s*Exception stack\(0x[0-9a-fA-F]+ to 0x[0-9a-fA-F]+\)`,
 						},
 						Severity: "info",
 						Action:   "none",
@@ -4044,17 +4044,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3312,
+						Line:     3314,
 					},
 					{
 						ID:          "kernel-register-dump",
 						Description: "The register, page-table, opcode and workqueue lines of a kernel report (oopses, WARNINGs, lockups); evidence only",
 						Match: &rules.Match{
-							Regex: `^\s*(?:Workqueue: (?P<workqueue>\S+) (?P<function>[\w.$]+)|RSP: [0-9a-fA-F]{4}:[0-9a-fA-F]+ +EFLAGS: [0-9a-fA-F]+|task: [0-9a-fA-F]+ ti: [0-9a-fA-F]+ task\.ti: [0-9a-fA-F]+|RSP <[0-9a-fA-F]{16}>\s*$|pgd = [0-9a-fA-F]+\s*$|\[[0-9a-fA-F]{8,16}\] \*pgd=[0-9a-fA-F]+|R(?:AX|DX|BP|10|13): [0-9a-fA-F]{16} R(?:BX|SI|08|11|14): [0-9a-fA-F]{16}|FS: +[0-9a-fA-F]{16}(?:\([0-9a-fA-F]{4}\))? GS: *[0-9a-fA-F]{16}|CS: +[0-9a-fA-F]{4} DS: [0-9a-fA-F]{4}|CR2: [0-9a-fA-F]{16}(?: CR3: [0-9a-fA-F]{16}|\s*$)|DR[03]: [0-9a-fA-F]{16}|PKRU: [0-9a-fA-F]{8}|Code: (?:(?:[0-9a-fA-F]{2} ){8}|Unable to access opcode bytes at |Bad RIP value)|PGD [0-9a-fA-F]+(?: (?:P4D|PUD|PMD|PTE) [0-9a-fA-F]+)*\s*$|pstate: [0-9a-fA-F]{8} \(|sp : [0-9a-fA-F]{16}\s*$)`,
+							Regex: `^\s*(?:Workqueue: (?P<workqueue>\S+) (?P<function>[\w.$]+)|RSP: [0-9a-fA-F]{4}:[0-9a-fA-F]+ +EFLAGS: [0-9a-fA-F]+|task: [0-9a-fA-F]+ ti: [0-9a-fA-F]+ task\.ti: [0-9a-fA-F]+|RSP <[0-9a-fA-F]{16}>\s*$|pgd = [0-9a-fA-F]+\s*$|\[[0-9a-fA-F]{8,16}\] \*pgd=[0-9a-fA-F]+|R(?:AX|DX|BP|10|13): [0-9a-fA-F]{16} R(?:BX|SI|08|11|14): [0-9a-fA-F]{16}|FS:\s+[0-9a-fA-F]{16}(?:\([0-9a-fA-F]{4}\))? GS: *[0-9a-fA-F]{16}|CS: +[0-9a-fA-F]{4} DS: [0-9a-fA-F]{4}|CR2: [0-9a-fA-F]{16}(?: CR3: [0-9a-fA-F]{16}|\s*$)|DR[03]: [0-9a-fA-F]{16}|PKRU: [0-9a-fA-F]{8}|Code: (?:(?:[0-9a-fA-F]{2} ){8}|Unable to access opcode bytes at |Bad RIP value)|PGD [0-9a-fA-F]+(?: (?:P4D|PUD|PMD|PTE) [0-9a-fA-F]+)*\s*$|pstate: [0-9a-fA-F]{8} \(|sp : [0-9a-fA-F]{16}\s*$)`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3526,
+						Line:     3528,
 					},
 					{
 						ID:          "kernel-warning",
@@ -4064,7 +4064,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3691,
+						Line:     3693,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -4073,7 +4073,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      3826,
+						Line:      3828,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -4082,7 +4082,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      3847,
+						Line:      3849,
 					},
 					{
 						ID:          "kernel-panic",
@@ -4096,7 +4096,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 3867,
+						Line: 3869,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -4106,7 +4106,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3902,
+						Line:     3904,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -4115,7 +4115,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     3939,
+						Line:     3941,
 					},
 					{
 						ID:          "rcu-stall",
@@ -4124,7 +4124,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|\(detected by -?\d+, t=-?\d+ jiffies, g=-?\d+, (?:c=-?\d+, )?q=\d+|\(t=\d+ jiffies g=-?\d+ (?:c=-?\d+ )?q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4042,
+						Line:     4044,
 					},
 					{
 						ID:          "hung-task-report",
@@ -4134,7 +4134,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        4355,
+						Line:        4357,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -4143,7 +4143,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4482,
+						Line:     4484,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -4152,7 +4152,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4537,
+						Line:     4539,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -4161,7 +4161,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4589,
+						Line:     4591,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -4170,7 +4170,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4686,
+						Line:     4688,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -4192,7 +4192,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 4760,
+						Line: 4762,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -4201,7 +4201,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4830,
+						Line:     4832,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -4211,7 +4211,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     4870,
+						Line:     4872,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -4221,7 +4221,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     4919,
+						Line:     4921,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -4230,7 +4230,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5034,
+						Line:     5036,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -4252,7 +4252,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 5065,
+						Line: 5067,
 					},
 					{
 						ID:          "nmi-context",
@@ -4262,7 +4262,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5097,
+						Line:     5099,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -4271,7 +4271,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     5128,
+						Line:     5130,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -4281,7 +4281,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     5175,
+						Line:     5177,
 					},
 					{
 						ID:          "oom-context",
@@ -4291,7 +4291,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5211,
+						Line:     5213,
 					},
 					{
 						ID:          "file-max-reached",
@@ -4300,7 +4300,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     5313,
+						Line:     5315,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -4309,7 +4309,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     5341,
+						Line:     5343,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -4319,7 +4319,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     5372,
+						Line:     5374,
 					},
 					{
 						ID:          "ext4-warning",
@@ -4330,7 +4330,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5394,
+						Line:     5396,
 					},
 				},
 			},
@@ -6771,24 +6771,29 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?:Direct firmware load for |firmware: failed to load |loading (?:\S*/)?)nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin)(?: failed with error | \()(?P<errno>-?\d+)|firmware: nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin) loading timed out|NVRM: (?:GPU\d+ )?(?:RmFetchGspRmImages: )?No firmware image found)`,
+			Expr: `(?:(?:Direct firmware load for |firmware: failed to load |[Ll]oading\s(?:\S*/)?)nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin)(?: failed with error | \()(?P<errno>-?\d+)|firmware: nvidia/(?P<version>[\w.-]+)/(?P<firmware>gsp_\w+\.bin) loading timed out|NVRM: (?:GPU\d+ )?(?:RmFetchGspRmImages: )?No firmware image found)`,
 			Literals: []string{
-				"Direct firmware load for ",
-				"firmware: failed to load ",
-				"loading ",
+				"nvidia/",
+				" loading timed out",
 				"No firmware image found",
 			},
 			Sets: [][]string{
 				[]string{
-					"direct firmware load for ",
-					"firmware: failed to load ",
-					"loading ",
-					"no firmware image found",
-				},
-				[]string{
 					" loading timed out",
 					"no firmware image found",
 					"nvidia/",
+				},
+				[]string{
+					"direct firmware load for ",
+					"firmware: failed to load ",
+					"loading",
+					"no firmware image found",
+				},
+				[]string{
+					"direct firmware load for ",
+					"firmware: failed to load ",
+					"no firmware image found",
+					"oading",
 				},
 				[]string{
 					" loading timed out",
@@ -6801,18 +6806,8 @@ var image = &rules.Image{
 					"no firmware image found",
 				},
 				[]string{
-					"direct firmware load for ",
-					"firmware: failed to load ",
-					"firmware: nvidia/",
-					"loading ",
 					"no firmware image found",
-				},
-				[]string{
-					"direct firmware load for ",
-					"firmware: failed to load ",
-					"gsp_",
-					"loading ",
-					"no firmware image found",
+					"nvidia/",
 				},
 			},
 			Names: []string{
@@ -18788,7 +18783,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:\[<(?P<addr>[0-9a-fA-F]{8,16})>\] (?:\? )?|^\s*(?:\? )?)(?P<function>[A-Za-z_.$][\w.$]*)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?|^\s*Call Trace:|^\s*</?(?P<stack>TASK|IRQ|SOFTIRQ|NMI|EOI|ENTRY_TRAMPOLINE|SYSENTER|#DF|#MC|#DB|#VC|#VC2)>\s*$|\[<(?P<addr>[0-9a-fA-F]{8})>\] \((?P<function>[A-Za-z_.$][\w.$]*)(?:\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+)?(?: \[(?P<module>[\w-]+)\])?\) from \[<[0-9a-fA-F]{8}>\]|^\s*(?P<function>[A-Za-z_.$][\w.$]*)(?: \[(?P<module>[\w-]+)\])? from [A-Za-z_.$][\w.$]*\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+|Function entered at \[<(?P<addr>[0-9a-fA-F]{8})>\] from \[<[0-9a-fA-F]{8}>\]|^\s*Exception stack\(0x[0-9a-fA-F]+ to 0x[0-9a-fA-F]+\)`,
+			Expr: `(?:\[<(?P<addr>[0-9a-fA-F]{8,16})>\] (?:\? )?|^\s*(?:\? )?)(?P<function>[A-Za-z_.$][\w.$]*)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?: \[(?P<module>[\w-]+)\])?|^\s*Call Trace:|^\s*</?(?P<stack>TASK|IRQ|SOFTIRQ|NMI|EOI|ENTRY_TRAMPOLINE|SYSENTER|#DF|#MC|#DB|#VC|#VC2)>\s*$|\[<(?P<addr>[0-9a-fA-F]{8})>\] \((?P<function>[A-Za-z_.$][\w.$]*)(?:\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+)?(?: \[(?P<module>[\w-]+)\])?\) from \[<[0-9a-fA-F]{8}>\]|^\s*(?P<function>[A-Za-z_.$][\w.$]*)(?: \[(?P<module>[\w-]+)\])?\sfr\wm\s[A-Za-z_.$][\w.$]*\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+|Function entered at \[<(?P<addr>[0-9a-fA-F]{8})>\] from \[<[0-9a-fA-F]{8}>\]|^\s*Exception stack\(0x[0-9a-fA-F]+ to 0x[0-9a-fA-F]+\)`,
 			Literals: []string{
 				"+0x",
 				"Call Trace:",
@@ -18803,18 +18798,18 @@ var image = &rules.Image{
 				"#DB>",
 				"#VC>",
 				"#VC2>",
-				" from ",
+				") from [<",
 				"Function entered at [<",
 				"Exception stack(0x",
 			},
 			Sets: [][]string{
 				[]string{
-					" from ",
 					"#db>",
 					"#df>",
 					"#mc>",
 					"#vc2>",
 					"#vc>",
+					") from [<",
 					"+0x",
 					"call trace:",
 					"entry_trampoline>",
@@ -18827,12 +18822,13 @@ var image = &rules.Image{
 					"task>",
 				},
 				[]string{
-					" from ",
 					"#db>",
 					"#df>",
 					"#mc>",
 					"#vc2>",
 					"#vc>",
+					") from [<",
+					"+0x",
 					"/0x",
 					"call trace:",
 					"entry_trampoline>",
@@ -18845,11 +18841,11 @@ var image = &rules.Image{
 					"task>",
 				},
 				[]string{
-					" from ",
 					"#db",
 					"#df",
 					"#mc",
 					"#vc",
+					") from [<",
 					"+0x",
 					"call trace:",
 					"entry_trampoline",
@@ -18862,7 +18858,6 @@ var image = &rules.Image{
 					"task",
 				},
 				[]string{
-					" from ",
 					"#db>",
 					"#df>",
 					"#mc>",
@@ -18888,17 +18883,18 @@ var image = &rules.Image{
 					"#vc>",
 					") from [<",
 					"+0x",
+					">] from [<",
 					"call trace:",
 					"entry_trampoline>",
 					"eoi>",
 					"exception stack(0x",
-					"function entered at [<",
 					"irq>",
 					"nmi>",
 					"sysenter>",
 					"task>",
 				},
 				[]string{
+					" to 0x",
 					"#db>",
 					"#df>",
 					"#mc>",
@@ -18906,11 +18902,9 @@ var image = &rules.Image{
 					"#vc>",
 					") from [<",
 					"+0x",
-					"/0x",
 					"call trace:",
 					"entry_trampoline>",
 					"eoi>",
-					"exception stack(0x",
 					"function entered at [<",
 					"irq>",
 					"nmi>",
@@ -30693,7 +30687,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `^\s*(?:Workqueue: (?P<workqueue>\S+) (?P<function>[\w.$]+)|RSP: [0-9a-fA-F]{4}:[0-9a-fA-F]+ +EFLAGS: [0-9a-fA-F]+|task: [0-9a-fA-F]+ ti: [0-9a-fA-F]+ task\.ti: [0-9a-fA-F]+|RSP <[0-9a-fA-F]{16}>\s*$|pgd = [0-9a-fA-F]+\s*$|\[[0-9a-fA-F]{8,16}\] \*pgd=[0-9a-fA-F]+|R(?:AX|DX|BP|10|13): [0-9a-fA-F]{16} R(?:BX|SI|08|11|14): [0-9a-fA-F]{16}|FS: +[0-9a-fA-F]{16}(?:\([0-9a-fA-F]{4}\))? GS: *[0-9a-fA-F]{16}|CS: +[0-9a-fA-F]{4} DS: [0-9a-fA-F]{4}|CR2: [0-9a-fA-F]{16}(?: CR3: [0-9a-fA-F]{16}|\s*$)|DR[03]: [0-9a-fA-F]{16}|PKRU: [0-9a-fA-F]{8}|Code: (?:(?:[0-9a-fA-F]{2} ){8}|Unable to access opcode bytes at |Bad RIP value)|PGD [0-9a-fA-F]+(?: (?:P4D|PUD|PMD|PTE) [0-9a-fA-F]+)*\s*$|pstate: [0-9a-fA-F]{8} \(|sp : [0-9a-fA-F]{16}\s*$)`,
+			Expr: `^\s*(?:Workqueue: (?P<workqueue>\S+) (?P<function>[\w.$]+)|RSP: [0-9a-fA-F]{4}:[0-9a-fA-F]+ +EFLAGS: [0-9a-fA-F]+|task: [0-9a-fA-F]+ ti: [0-9a-fA-F]+ task\.ti: [0-9a-fA-F]+|RSP <[0-9a-fA-F]{16}>\s*$|pgd = [0-9a-fA-F]+\s*$|\[[0-9a-fA-F]{8,16}\] \*pgd=[0-9a-fA-F]+|R(?:AX|DX|BP|10|13): [0-9a-fA-F]{16} R(?:BX|SI|08|11|14): [0-9a-fA-F]{16}|FS:\s+[0-9a-fA-F]{16}(?:\([0-9a-fA-F]{4}\))? GS: *[0-9a-fA-F]{16}|CS: +[0-9a-fA-F]{4} DS: [0-9a-fA-F]{4}|CR2: [0-9a-fA-F]{16}(?: CR3: [0-9a-fA-F]{16}|\s*$)|DR[03]: [0-9a-fA-F]{16}|PKRU: [0-9a-fA-F]{8}|Code: (?:(?:[0-9a-fA-F]{2} ){8}|Unable to access opcode bytes at |Bad RIP value)|PGD [0-9a-fA-F]+(?: (?:P4D|PUD|PMD|PTE) [0-9a-fA-F]+)*\s*$|pstate: [0-9a-fA-F]{8} \(|sp : [0-9a-fA-F]{16}\s*$)`,
 			Literals: []string{
 				"Workqueue: ",
 				"EFLAGS: ",
@@ -30705,7 +30699,7 @@ var image = &rules.Image{
 				" R08: ",
 				" R11: ",
 				" R14: ",
-				"FS: ",
+				" GS:",
 				"CS: ",
 				"CR2: ",
 				"DR0: ",
@@ -30718,6 +30712,7 @@ var image = &rules.Image{
 			},
 			Sets: [][]string{
 				[]string{
+					" gs:",
 					" r08: ",
 					" r11: ",
 					" r14: ",
@@ -30731,7 +30726,6 @@ var image = &rules.Image{
 					"dr0: ",
 					"dr3: ",
 					"eflags: ",
-					"fs: ",
 					"pgd ",
 					"pkru: ",
 					"pstate: ",
@@ -30740,6 +30734,7 @@ var image = &rules.Image{
 					"workqueue: ",
 				},
 				[]string{
+					" gs:",
 					" r08: ",
 					" r11: ",
 					" r14: ",
@@ -30752,7 +30747,6 @@ var image = &rules.Image{
 					"cs: ",
 					"dr0: ",
 					"dr3: ",
-					"fs: ",
 					"pgd ",
 					"pkru: ",
 					"pstate: ",
@@ -30762,6 +30756,7 @@ var image = &rules.Image{
 					"workqueue: ",
 				},
 				[]string{
+					" gs:",
 					" r08: ",
 					" r11: ",
 					" r14: ",
@@ -30774,7 +30769,6 @@ var image = &rules.Image{
 					"dr0: ",
 					"dr3: ",
 					"eflags: ",
-					"fs: ",
 					"pgd ",
 					"pkru: ",
 					"pstate: ",
@@ -30784,6 +30778,7 @@ var image = &rules.Image{
 					"workqueue: ",
 				},
 				[]string{
+					" gs:",
 					" r08: ",
 					" r11: ",
 					" r14: ",
@@ -30797,7 +30792,6 @@ var image = &rules.Image{
 					"dr0: ",
 					"dr3: ",
 					"eflags: ",
-					"fs: ",
 					"pgd ",
 					"pkru: ",
 					"pstate: ",
@@ -30828,6 +30822,7 @@ var image = &rules.Image{
 					"workqueue: ",
 				},
 				[]string{
+					" ds: ",
 					" gs:",
 					" r08: ",
 					" r11: ",
@@ -30837,14 +30832,13 @@ var image = &rules.Image{
 					" task.ti: ",
 					"] *pgd=",
 					"code: ",
-					"cr2: ",
-					"cs: ",
 					"dr0: ",
 					"dr3: ",
 					"eflags: ",
 					"pgd ",
 					"pkru: ",
 					"pstate: ",
+					"r2: ",
 					"rsp <",
 					"sp : ",
 					"workqueue: ",
