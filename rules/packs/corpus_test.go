@@ -27,20 +27,17 @@ const corpusPacksEnv = "FAULTLINE_CORPUS_PACKS"
 var showLines = os.Getenv("FAULTLINE_CORPUS_LINES") == "1"
 
 // Thresholds the packs must meet on the corpus. The target event recall is 0.95 on
-// both parts. The checking part, never tuned on, is below it since the files of
-// 2027-06 joined it (0.932, 385 of 413 events, before the files of 2027-08 to
-// 2028-03; 0.888, 572 of 644, with them: their 231 checking events were found at
-// 0.597 before any tuning on their tuning part, the parallel file systems and disk
-// health, families new to the packs, at 0.19; 0.856, 690 of 806, with the files of
-// 2028-04 to 2028-08 before most tuning on them; 0.870, 743 of 854, with those of
-// 2028-09 and 2028-10; 0.876, 773 of 882, with 2028-11; 0.874, 793 of 907, with
-// 2028-12): it is held where it is, so that a
-// change that loses real faults fails, and the test logs how far it is from the
-// target. The tuning part is held at the target. False alarms are held at 1 % on
-// both parts.
+// both parts. The checking part, never tuned on, is below it: each batch of files from
+// new sources brings families and wordings the packs had not seen (0.932 before the
+// files of 2027-08; 0.888 with those of 2027-08 to 2028-03; 0.856 with those of 2028-04
+// to 2028-08 before any tuning on them, 0.870 to 0.874 as 2028-09 to 2028-12 joined,
+// 0.879, 800 of 910, with 2029-01 and the source-grounded work on every family). It is
+// held just below where it is, so that a change that loses real faults fails, and the
+// test logs how far it is from the target. The tuning part is held at the target.
+// False alarms are held at 1 % on both parts.
 const (
 	minEventRecall         = 0.95
-	minCheckingEventRecall = 0.85
+	minCheckingEventRecall = 0.87
 	maxFalseAlarmPc        = 0.01
 )
 
