@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "bac5de4fdc1ec464d4a10e79cc3f436aacbb33f06a521ae7900ffc4da2f70295"
+const imageDigest = "7b71e9c4a93cee2af1040d9c9fa3a8ffd46b87372e026ccd90263104e67f0f45"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -5688,7 +5688,7 @@ var image = &rules.Image{
 						ID:          "ipmi-sel-uncorrected",
 						Description: "The BMC's event log (ipmitool sel list/elist, ipmiutil sel) holds an uncorrectable memory or processor event: an uncorrectable ECC or parity error, a failed memory scrub, a DIMM the BIOS disabled, a processor IERR, an uncorrectable machine check, a processor that failed its BIST or startup (FRB1, FRB3). The SEL is history that may be old, so it is recorded, and the kernel's live machine-check and EDAC lines decide. FRB2 (\"Hang in POST\", the BIOS's POST watchdog expiring) is left out: slow option ROMs and boot settings set it off too.",
 						Match: &rules.Match{
-							Regex: `(?:\| (?P<sensor>Memory|Processor)(?: [^|]*)? \| (?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3/Processor startup/init failure|SM BIOS Uncorrectable CPU-complex Error|Uncorrectable machine check exception)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory|Processor) #[0-9a-f]{2} (?:.*? )?(?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3 Proc error|SMBIOS CPU error|(?:CATERR|CPU Core Error) on CPU\d)(?:, .*?)? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\])`,
+							Regex: `(?:\| (?P<sensor>Memory|Processor)(?: [^|]*)? \| (?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3/Processor startup/init failure|SM BIOS Uncorrectable CPU-complex Error|Uncorrectable machine check exception)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory|Processor) #[0-9a-f]{2} (?:.*? )?(?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3 Proc error|SMBIOS CPU error|(?:CATERR|CPU Core Error) on CPU\d)(?:, .*?)? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\]|\b(?P<event>Uncorrectable ECC ?/ ?other uncorrectable memory error|Memory Scrub Failed \(stuck bit\))(?:\s*@\S+)?\s*(?:-\s*Assertion\b|\||$))`,
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  3600000000000,
@@ -5698,22 +5698,22 @@ var image = &rules.Image{
 						ID:          "ipmi-sel-corrected",
 						Description: "The BMC's event log holds a corrected memory error (Correctable ECC), a DIMM's corrected-error logging limit reached (or the BMC's logging of corrected memory errors disabled), or a corrected machine check: history of errors that ECC or the CPU already fixed; evidence only (the kernel's and rasdaemon's live corrected-error storm rules judge a degrading DIMM).",
 						Match: &rules.Match{
-							Regex: `(?:\| (?P<sensor>Memory|Processor|Event Logging Disabled)(?: [^|]*)? \| (?P<event>Correctable ECC(?: logging limit reached)?|Correctable machine check error|Correctable memory error logging disabled)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory) #[0-9a-f]{2} (?:.*? )?(?P<event>Correctable ECC|ECC limit reached), .*? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\])`,
+							Regex: `(?:\| (?P<sensor>Memory|Processor|Event Logging Disabled)(?: [^|]*)? \| (?P<event>Correctable ECC(?: logging limit reached)?|Correctable machine check error|Correctable memory error logging disabled)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory) #[0-9a-f]{2} (?:.*? )?(?P<event>Correctable ECC|ECC limit reached), .*? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\]|\b(?P<event>Correctable ECC ?/ ?other correctable memory error(?: logging limit reached)?)(?:\s*@\S+)?\s*(?:-\s*Assertion\b|\||$))`,
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2640,
+						Line:      2656,
 					},
 					{
 						ID:          "ipmi-sel-power-supply",
 						Description: "The BMC's event log records a power supply that failed, predicts its failure or lost its AC input: the node runs without power redundancy (or, with one supply, is at risk of losing power under GPU load). Recorded; the SEL may be old.",
 						Match: &rules.Match{
-							Regex: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|\b[Pp]ower [Ss]upply (?P<event>[Ff]ailure detected|[Pp]redictive failure|AC lost)\b`,
+							Regex: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|\b[Pp]ower [Ss]upply (?P<event>[Ff]ailure detected|[Pp]redictive failure|AC lost|input lost \(AC/DC\)|input lost or out-of-range)`,
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  21600000000000,
-						Line:      2737,
+						Line:      2763,
 					},
 					{
 						ID:          "kubelet-runtime-unhealthy",
@@ -5723,7 +5723,7 @@ var image = &rules.Image{
 							Regex: `\bPLEG is not healthy: pleg (?:was last seen active (?P<elapsed>\S+) ago; threshold is (?P<threshold>[\w.]+)|has yet to be successful)|[Ss]kipping pod synchronization\b.*\bcontainer runtime is down`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2787,
+						Line:     2832,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -5733,7 +5733,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2822,
+						Line:      2867,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -5743,7 +5743,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      2864,
+						Line:      2909,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -5753,7 +5753,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2881,
+						Line:      2926,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -5764,7 +5764,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      2915,
+						Line:      2960,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -5775,7 +5775,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      2967,
+						Line:      3012,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -5785,7 +5785,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      3025,
+						Line:      3070,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -5795,7 +5795,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      3047,
+						Line:      3092,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -5805,7 +5805,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      3129,
+						Line:      3174,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -5815,7 +5815,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      3159,
+						Line:      3204,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -5825,7 +5825,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3191,
+						Line:      3236,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -5835,7 +5835,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3235,
+						Line:      3280,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -5845,7 +5845,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      3264,
+						Line:      3309,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -5856,7 +5856,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3310,
+						Line:      3355,
 					},
 					{
 						ID:          "slurm-munge-decode-failed",
@@ -5866,7 +5866,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  1800000000000,
-						Line:      3416,
+						Line:      3461,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -5876,7 +5876,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3446,
+						Line:      3491,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -5886,7 +5886,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3470,
+						Line:      3515,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -5897,7 +5897,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      3495,
+						Line:      3540,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -5907,7 +5907,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      3539,
+						Line:      3584,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -5918,7 +5918,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3570,
+						Line:      3615,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -5929,7 +5929,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      3593,
+						Line:      3638,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -5940,7 +5940,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3775,
+						Line:      3820,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -5951,7 +5951,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      4155,
+						Line:      4200,
 					},
 				},
 			},
@@ -20291,17 +20291,27 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:\| (?P<sensor>Memory|Processor)(?: [^|]*)? \| (?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3/Processor startup/init failure|SM BIOS Uncorrectable CPU-complex Error|Uncorrectable machine check exception)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory|Processor) #[0-9a-f]{2} (?:.*? )?(?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3 Proc error|SMBIOS CPU error|(?:CATERR|CPU Core Error) on CPU\d)(?:, .*?)? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\])`,
+			Expr: `(?:\| (?P<sensor>Memory|Processor)(?: [^|]*)? \| (?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3/Processor startup/init failure|SM BIOS Uncorrectable CPU-complex Error|Uncorrectable machine check exception)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory|Processor) #[0-9a-f]{2} (?:.*? )?(?P<event>Uncorrectable ECC|Parity|Memory Scrub Failed|Memory Device Disabled|IERR|FRB1/BIST failure|FRB3 Proc error|SMBIOS CPU error|(?:CATERR|CPU Core Error) on CPU\d)(?:, .*?)? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\]|\b(?P<event>Uncorrectable ECC ?/ ?other uncorrectable memory error|Memory Scrub Failed \(stuck bit\))(?:\s*@\S+)?\s*(?:-\s*Assertion\b|\||$))`,
 			Literals: []string{
 				" | Asserted",
 				"Memory #",
 				"Processor #",
+				"Uncorrectable ECC/other uncorrectable memory error",
+				"Uncorrectable ECC/ other uncorrectable memory error",
+				"Uncorrectable ECC /other uncorrectable memory error",
+				"Uncorrectable ECC / other uncorrectable memory error",
+				"Memory Scrub Failed (stuck bit)",
 			},
 			Sets: [][]string{
 				[]string{
 					" | asserted",
 					"memory #",
+					"memory scrub failed (stuck bit)",
 					"processor #",
+					"uncorrectable ecc / other uncorrectable memory error",
+					"uncorrectable ecc /other uncorrectable memory error",
+					"uncorrectable ecc/ other uncorrectable memory error",
+					"uncorrectable ecc/other uncorrectable memory error",
 				},
 				[]string{
 					"memory",
@@ -20310,7 +20320,12 @@ var image = &rules.Image{
 				[]string{
 					" | ",
 					"memory #",
+					"memory scrub failed (stuck bit)",
 					"processor #",
+					"uncorrectable ecc / other uncorrectable memory error",
+					"uncorrectable ecc /other uncorrectable memory error",
+					"uncorrectable ecc/ other uncorrectable memory error",
+					"uncorrectable ecc/other uncorrectable memory error",
 				},
 				[]string{
 					"frb1/bist failure",
@@ -20356,23 +20371,32 @@ var image = &rules.Image{
 				"event",
 				"sensor",
 				"event",
+				"event",
 			},
 		},
 		{
-			Expr: `(?:\| (?P<sensor>Memory|Processor|Event Logging Disabled)(?: [^|]*)? \| (?P<event>Correctable ECC(?: logging limit reached)?|Correctable machine check error|Correctable memory error logging disabled)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory) #[0-9a-f]{2} (?:.*? )?(?P<event>Correctable ECC|ECC limit reached), .*? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\])`,
+			Expr: `(?:\| (?P<sensor>Memory|Processor|Event Logging Disabled)(?: [^|]*)? \| (?P<event>Correctable ECC(?: logging limit reached)?|Correctable machine check error|Correctable memory error logging disabled)(?: \([^|]*\))? \| Asserted|\b(?P<sensor>Memory) #[0-9a-f]{2} (?:.*? )?(?P<event>Correctable ECC|ECC limit reached), .*? [0-7][0-9a-f] \[[0-9a-f]{2} [0-9a-f]{2} [0-9a-f]{2}\]|\b(?P<event>Correctable ECC ?/ ?other correctable memory error(?: logging limit reached)?)(?:\s*@\S+)?\s*(?:-\s*Assertion\b|\||$))`,
 			Literals: []string{
 				" | Correctable ECC",
 				" | Correctable machine check error",
 				" | Correctable memory error logging disabled",
 				"Correctable ECC, ",
 				"ECC limit reached, ",
+				"Correctable ECC/other correctable memory error",
+				"Correctable ECC/ other correctable memory error",
+				"Correctable ECC /other correctable memory error",
+				"Correctable ECC / other correctable memory error",
 			},
 			Sets: [][]string{
 				[]string{
 					" | correctable ecc",
 					" | correctable machine check error",
 					" | correctable memory error logging disabled",
+					"correctable ecc / other correctable memory error",
+					"correctable ecc /other correctable memory error",
 					"correctable ecc, ",
+					"correctable ecc/ other correctable memory error",
+					"correctable ecc/other correctable memory error",
 					"ecc limit reached, ",
 				},
 				[]string{
@@ -20384,7 +20408,11 @@ var image = &rules.Image{
 				},
 				[]string{
 					" | ",
+					"correctable ecc / other correctable memory error",
+					"correctable ecc /other correctable memory error",
 					"correctable ecc, ",
+					"correctable ecc/ other correctable memory error",
+					"correctable ecc/other correctable memory error",
 					"ecc limit reached, ",
 				},
 				[]string{
@@ -20408,6 +20436,7 @@ var image = &rules.Image{
 				"sensor",
 				"event",
 				"sensor",
+				"event",
 				"event",
 			},
 		},
@@ -30555,7 +30584,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|\b[Pp]ower [Ss]upply (?P<event>[Ff]ailure detected|[Pp]redictive failure|AC lost)\b`,
+			Expr: `\| Power Supply(?: [^|]*)? \| (?P<event>Failure detected|Predictive failure|Power Supply AC lost|AC lost or out-of-range|AC out-of-range, but present)(?: \([^|]*\))? \| Asserted|\b[Pp]ower [Ss]upply (?P<event>[Ff]ailure detected|[Pp]redictive failure|AC lost|input lost \(AC/DC\)|input lost or out-of-range)`,
 			Literals: []string{
 				" | Failure detected",
 				" | Predictive failure",
@@ -30564,6 +30593,8 @@ var image = &rules.Image{
 				"power supply failure detected",
 				"power supply predictive failure",
 				"power supply AC lost",
+				"power supply input lost (AC/DC)",
+				"power supply input lost or out-of-range",
 			},
 			Sets: [][]string{
 				[]string{
@@ -30573,11 +30604,15 @@ var image = &rules.Image{
 					" | predictive failure",
 					"power supply ac lost",
 					"power supply failure detected",
+					"power supply input lost (ac/dc)",
+					"power supply input lost or out-of-range",
 					"power supply predictive failure",
 				},
 				[]string{
 					"power supply ac lost",
 					"power supply failure detected",
+					"power supply input lost (ac/dc)",
+					"power supply input lost or out-of-range",
 					"power supply predictive failure",
 					"| power supply",
 				},
@@ -30585,6 +30620,8 @@ var image = &rules.Image{
 					" | ",
 					"power supply ac lost",
 					"power supply failure detected",
+					"power supply input lost (ac/dc)",
+					"power supply input lost or out-of-range",
 					"power supply predictive failure",
 				},
 				[]string{
@@ -30592,6 +30629,8 @@ var image = &rules.Image{
 					"ac out-of-range, but present",
 					"failure detected",
 					"power supply ac lost",
+					"power supply input lost (ac/dc)",
+					"power supply input lost or out-of-range",
 					"predictive failure",
 				},
 				[]string{
@@ -30599,11 +30638,15 @@ var image = &rules.Image{
 					"ac out-of-range, but present",
 					"failure detected",
 					"ower supply ac lost",
+					"power supply input lost (ac/dc)",
+					"power supply input lost or out-of-range",
 					"redictive failure",
 				},
 				[]string{
 					"ac ",
 					"failure detected",
+					"power supply input lost (ac/dc)",
+					"power supply input lost or out-of-range",
 					"predictive failure",
 				},
 			},
