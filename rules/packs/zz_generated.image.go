@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "7b71e9c4a93cee2af1040d9c9fa3a8ffd46b87372e026ccd90263104e67f0f45"
+const imageDigest = "f87d67762cbae6f2aa8f7de7b7de10155647eeb6a9faaf85642940372d86fcdc"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1790,6 +1790,15 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "none",
 						Line:     1674,
+					},
+					{
+						ID:          "amd-iommu-event",
+						Description: "The AMD IOMMU logged an error other than a page fault: a hardware error reading its device or page tables or its command buffer, an illegal table entry or command, an IOTLB invalidation that timed out, or a device's invalid request. DMA of the devices behind it may fail; recorded.",
+						Match: &rules.Match{
+							Regex: `AMD-Vi: Event logged \[(?P<event>ILLEGAL_DEV_TABLE_ENTRY|DEV_TAB_HARDWARE_ERROR|PAGE_TAB_HARDWARE_ERROR|ILLEGAL_COMMAND_ERROR|COMMAND_HARDWARE_ERROR|IOTLB_INV_TIMEOUT|INVALID_DEVICE_REQUEST|INVALID_PPR_REQUEST|RMP_HW_ERROR)\b(?: device=(?P<bdf>(?:[0-9a-fA-F]+:)?[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+))?`,
+						},
+						Cooldown: 3600000000000,
+						Line:     1706,
 					},
 				},
 			},
@@ -25816,6 +25825,73 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+			},
+		},
+		{
+			Expr: `AMD-Vi: Event logged \[(?P<event>ILLEGAL_DEV_TABLE_ENTRY|DEV_TAB_HARDWARE_ERROR|PAGE_TAB_HARDWARE_ERROR|ILLEGAL_COMMAND_ERROR|COMMAND_HARDWARE_ERROR|IOTLB_INV_TIMEOUT|INVALID_DEVICE_REQUEST|INVALID_PPR_REQUEST|RMP_HW_ERROR)\b(?: device=(?P<bdf>(?:[0-9a-fA-F]+:)?[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+))?`,
+			Literals: []string{
+				"AMD-Vi: Event logged [ILLEGAL_DEV_TABLE_ENTRY",
+				"AMD-Vi: Event logged [DEV_TAB_HARDWARE_ERROR",
+				"AMD-Vi: Event logged [PAGE_TAB_HARDWARE_ERROR",
+				"AMD-Vi: Event logged [ILLEGAL_COMMAND_ERROR",
+				"AMD-Vi: Event logged [COMMAND_HARDWARE_ERROR",
+				"AMD-Vi: Event logged [IOTLB_INV_TIMEOUT",
+				"AMD-Vi: Event logged [INVALID_DEVICE_REQUEST",
+				"AMD-Vi: Event logged [INVALID_PPR_REQUEST",
+				"AMD-Vi: Event logged [RMP_HW_ERROR",
+			},
+			Sets: [][]string{
+				[]string{
+					"amd-vi: event logged [",
+				},
+				[]string{
+					"command_hardware_error",
+					"dev_tab_hardware_error",
+					"illegal_command_error",
+					"illegal_dev_table_entry",
+					"invalid_device_request",
+					"invalid_ppr_request",
+					"iotlb_inv_timeout",
+					"page_tab_hardware_error",
+					"rmp_hw_error",
+				},
+				[]string{
+					"command_hardware_error",
+					"dev_tab_hardware_error",
+					"illegal_command_error",
+					"illegal_dev_table_entry",
+					"nvalid_device_request",
+					"nvalid_ppr_request",
+					"otlb_inv_timeout",
+					"page_tab_hardware_error",
+					"rmp_hw_error",
+				},
+				[]string{
+					"command_hardware_error",
+					"dev_tab_hardware_error",
+					"illegal_command_error",
+					"illegal_dev_table_entry",
+					"nvalid_",
+					"otlb_inv_timeout",
+					"page_tab_hardware_error",
+					"rmp_hw_error",
+				},
+				[]string{
+					"command_hardware_error",
+					"dev_tab_hardware_error",
+					"device_request",
+					"illegal_command_error",
+					"illegal_dev_table_entry",
+					"otlb_inv_timeout",
+					"page_tab_hardware_error",
+					"ppr_request",
+					"rmp_hw_error",
+				},
+			},
+			Names: []string{
+				"",
+				"event",
+				"bdf",
 			},
 		},
 		{
