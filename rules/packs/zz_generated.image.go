@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "f87d67762cbae6f2aa8f7de7b7de10155647eeb6a9faaf85642940372d86fcdc"
+const imageDigest = "346a674ffb816f6737068bcdc9b26e34e5368b41d79d9f744260eb840466398e"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1799,6 +1799,16 @@ var image = &rules.Image{
 						},
 						Cooldown: 3600000000000,
 						Line:     1706,
+					},
+					{
+						ID:          "iommu-queue-error",
+						Description: "The IOMMU stopped completing its command or invalidation queue (AMD completion-wait or command-buffer timeout, Intel VT-d invalidation queue, time-out or completion error): DMA mappings cannot be changed, so the GPUs and NICs behind it stall. Recorded; a reboot clears it.",
+						Match: &rules.Match{
+							Regex: "AMD-Vi: (?P<error>Completion-Wait loop timed out|Command buffer timeout)|VT-d detected (?P<error>Invalidation (?:Queue Error|Time-out Error|Completion Error)|invalid descriptor)",
+						},
+						Severity: "critical",
+						Cooldown: 3600000000000,
+						Line:     1768,
 					},
 				},
 			},
@@ -25825,6 +25835,66 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+			},
+		},
+		{
+			Expr: "AMD-Vi: (?P<error>Completion-Wait loop timed out|Command buffer timeout)|VT-d detected (?P<error>Invalidation (?:Queue Error|Time-out Error|Completion Error)|invalid descriptor)",
+			Literals: []string{
+				"AMD-Vi: Completion-Wait loop timed out",
+				"AMD-Vi: Command buffer timeout",
+				"VT-d detected Invalidation Queue Error",
+				"VT-d detected Invalidation Time-out Error",
+				"VT-d detected Invalidation Completion Error",
+				"VT-d detected invalid descriptor",
+			},
+			Sets: [][]string{
+				[]string{
+					"amd-vi: command buffer timeout",
+					"amd-vi: completion-wait loop timed out",
+					"vt-d detected invalid descriptor",
+					"vt-d detected invalidation completion error",
+					"vt-d detected invalidation queue error",
+					"vt-d detected invalidation time-out error",
+				},
+				[]string{
+					"amd-vi: ",
+					"vt-d detected invalid descriptor",
+					"vt-d detected invalidation completion error",
+					"vt-d detected invalidation queue error",
+					"vt-d detected invalidation time-out error",
+				},
+				[]string{
+					"command buffer timeout",
+					"completion-wait loop timed out",
+					"vt-d detected invalid descriptor",
+					"vt-d detected invalidation completion error",
+					"vt-d detected invalidation queue error",
+					"vt-d detected invalidation time-out error",
+				},
+				[]string{
+					"com",
+					"vt-d detected invalid descriptor",
+					"vt-d detected invalidation queue error",
+					"vt-d detected invalidation time-out error",
+				},
+				[]string{
+					"mand buffer timeout",
+					"pletion-wait loop timed out",
+					"vt-d detected invalid descriptor",
+					"vt-d detected invalidation completion error",
+					"vt-d detected invalidation queue error",
+					"vt-d detected invalidation time-out error",
+				},
+				[]string{
+					"amd-vi: command buffer timeout",
+					"amd-vi: completion-wait loop timed out",
+					"vt-d detected ",
+				},
+			},
+			Names: []string{
+				"",
+				"error",
+				"error",
 			},
 		},
 		{
