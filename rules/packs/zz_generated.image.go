@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "fc6bd1230855d7d06430becd2f22c3e1f8ad135f81fd390068bebc7c5c741314"
+const imageDigest = "7c1590dc7c0a64d952bd59b65a062c5c2e12e06a2d31ae90f7abf3605cdcc01f"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2178,9 +2178,9 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nic-pcie-link-lost",
-						Description: "An Ethernet adapter's registers read back as all ones: the NIC has dropped off the PCIe bus (the Intel drivers print \"PCIe link lost\" or \"Adapter removed\" and detach the interface). Its ports stay down until the node is serviced. igb and igc also warn \"Failed to read reg\" in the same read, igb's malformed-packet check then reads its LVMMC register as all ones, and a mail may wrap the line after \"PCIe\". r8169 found its chip reading all ones after a transmit timeout, could not revive it with a bus reset and detached it.",
+						Description: "An Ethernet adapter's registers read back as all ones: the NIC has dropped off the PCIe bus (the Intel drivers print \"PCIe link lost\" or \"Adapter removed\" and detach the interface). Its ports stay down until the node is serviced. igb and igc also warn \"Failed to read reg\" in the same read, igb's malformed-packet check then reads its LVMMC register as all ones (the line cut after \"PCIe\" is left out: its prefilter literal \": PCIe\" is in many healthy lines). r8169 found its chip reading all ones after a transmit timeout, could not revive it with a bus reset and detached it.",
 						Match: &rules.Match{
-							Regex: `\b(?P<driver>igb|igc|ixgbe|e1000e|i40e|ice) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?: (?P<ifname>[\w.@-]+))?: (?P<event>PCIe link lost(?:, device now detached)?|Adapter removed)\s*$|\b(?P<driver>igb|igc) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (?P<ifname>[\w.@-]+): (?P<event>PCIe)(?: link)?\s*$|\b(?P<driver>igb|igc): (?P<event>Failed to read reg) 0x[0-9a-fA-F]+!|(?P<event>malformed Tx packet detected and dropped), LVMMC:0xffffffff\b|(?P<event>Can't reset secondary PCI bus, detach NIC)`,
+							Regex: `\b(?P<driver>igb|igc|ixgbe|e1000e|i40e|ice) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?: (?P<ifname>[\w.@-]+))?: (?P<event>PCIe link lost(?:, device now detached)?|Adapter removed)\s*$|\b(?P<driver>igb|igc): (?P<event>Failed to read reg) 0x[0-9a-fA-F]+!|(?P<event>malformed Tx packet detected and dropped), LVMMC:0xffffffff\b|(?P<event>Can't reset secondary PCI bus, detach NIC)`,
 						},
 						Severity: "critical",
 						Action:   "taint",
@@ -2200,7 +2200,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1875,
+						Line: 1873,
 					},
 					{
 						ID:          "nic-adapter-reset",
@@ -2211,7 +2211,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2337,
+						Line:     2335,
 					},
 					{
 						ID:          "ena-mmio-read-timeout",
@@ -2224,7 +2224,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     2526,
+						Line:     2524,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -2235,7 +2235,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2561,
+						Line:     2559,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -2246,7 +2246,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2889,
+						Line:     2887,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -2259,7 +2259,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 3435,
+						Line: 3433,
 					},
 					{
 						ID:          "nic-module-error",
@@ -2270,7 +2270,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3499,
+						Line:     3497,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -2281,7 +2281,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3614,
+						Line:     3612,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -2292,7 +2292,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     3651,
+						Line:     3649,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -2303,7 +2303,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     3745,
+						Line:     3743,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -2314,7 +2314,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3931,
+						Line:     3929,
 					},
 					{
 						ID:          "efa-device-error",
@@ -2325,7 +2325,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3989,
+						Line:     3987,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -2336,7 +2336,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     4131,
+						Line:     4129,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -2347,7 +2347,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     4210,
+						Line:     4208,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -2369,7 +2369,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     4272,
+						Line:     4270,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2391,7 +2391,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     4321,
+						Line:     4319,
 					},
 					{
 						ID:          "bond-lacp-error",
@@ -2402,7 +2402,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     4368,
+						Line:     4366,
 					},
 					{
 						ID:          "bnxt-re-fw-stall",
@@ -2411,7 +2411,7 @@ var image = &rules.Image{
 							Regex: `\bFW STALL Detected\. cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ waited \(-?\d+ > -?\d+\) msec|(?:QPLIB: )?cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ timedout \(-?\d+\) ?msec|\brcfw timedout: cookie = (?P<cookie>(?:0x)?[0-9a-fA-F]+), free_slots = -?\d+|\bQPLIB: Unreponsive rcfw channel detected`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4429,
+						Line:     4427,
 					},
 					{
 						ID:          "ib-mad-port-error",
@@ -2422,7 +2422,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     4488,
+						Line:     4486,
 					},
 					{
 						ID:          "bnxt-re-command-failed",
@@ -2433,7 +2433,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     4614,
+						Line:     4612,
 					},
 				},
 			},
@@ -29751,10 +29751,10 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\b(?P<driver>igb|igc|ixgbe|e1000e|i40e|ice) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?: (?P<ifname>[\w.@-]+))?: (?P<event>PCIe link lost(?:, device now detached)?|Adapter removed)\s*$|\b(?P<driver>igb|igc) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (?P<ifname>[\w.@-]+): (?P<event>PCIe)(?: link)?\s*$|\b(?P<driver>igb|igc): (?P<event>Failed to read reg) 0x[0-9a-fA-F]+!|(?P<event>malformed Tx packet detected and dropped), LVMMC:0xffffffff\b|(?P<event>Can't reset secondary PCI bus, detach NIC)`,
+			Expr: `\b(?P<driver>igb|igc|ixgbe|e1000e|i40e|ice) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?: (?P<ifname>[\w.@-]+))?: (?P<event>PCIe link lost(?:, device now detached)?|Adapter removed)\s*$|\b(?P<driver>igb|igc): (?P<event>Failed to read reg) 0x[0-9a-fA-F]+!|(?P<event>malformed Tx packet detected and dropped), LVMMC:0xffffffff\b|(?P<event>Can't reset secondary PCI bus, detach NIC)`,
 			Literals: []string{
+				": PCIe link lost",
 				": Adapter removed",
-				": PCIe",
 				"igb: Failed to read reg 0x",
 				"igc: Failed to read reg 0x",
 				"malformed Tx packet detected and dropped, LVMMC:0xffffffff",
@@ -29763,14 +29763,13 @@ var image = &rules.Image{
 			Sets: [][]string{
 				[]string{
 					": adapter removed",
-					": pcie",
+					": pcie link lost",
 					"can't reset secondary pci bus, detach nic",
 					"igb: failed to read reg 0x",
 					"igc: failed to read reg 0x",
 					"malformed tx packet detected and dropped, lvmmc:0xffffffff",
 				},
 				[]string{
-					": pcie",
 					"can't reset secondary pci bus, detach nic",
 					"e1000e",
 					"i40e",
@@ -29781,7 +29780,6 @@ var image = &rules.Image{
 					"malformed tx packet detected and dropped, lvmmc:0xffffffff",
 				},
 				[]string{
-					": pcie",
 					"adapter removed",
 					"can't reset secondary pci bus, detach nic",
 					"igb: failed to read reg 0x",
@@ -29799,27 +29797,21 @@ var image = &rules.Image{
 				},
 				[]string{
 					": adapter removed",
+					": pcie link lost",
 					"can't reset secondary pci bus, detach nic",
-					"igb: failed to read reg 0x",
-					"igc: failed to read reg 0x",
+					"failed to read reg",
 					"malformed tx packet detected and dropped, lvmmc:0xffffffff",
-					"pcie",
 				},
 				[]string{
+					" 0x",
 					": adapter removed",
-					": pcie",
+					": pcie link lost",
 					"can't reset secondary pci bus, detach nic",
-					"igb",
-					"igc",
 					"malformed tx packet detected and dropped, lvmmc:0xffffffff",
 				},
 			},
 			Names: []string{
 				"",
-				"driver",
-				"bdf",
-				"ifname",
-				"event",
 				"driver",
 				"bdf",
 				"ifname",
