@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "ec321abed22535255c71dca4d5630ac78169b93edfbd45b3e956e715c6eeed25"
+const imageDigest = "30e70e6c396d5d30a396bb5cce9137b35d6bdfcec4f2df0f5ee670218ded1d2e"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2572,7 +2572,7 @@ var image = &rules.Image{
 						Match: &rules.Match{
 							Regex: `(?:\(slave (?P<ifname>[\w.@-]+)\): )?link status (?:definitely down, disabling slave|down again after -?\d+ ms|definitely down for interface (?P<ifname>[\w.@-]+), disabling it)`,
 							Companion: &rules.Companion{
-								Regex:    `link status (?:definitely up|up again after|up(?:,| for interface [\w.@-]+,) enabling it)`,
+								Regex:    "link status (?:definitely up|up again after|up, enabling it|up for interface )",
 								Position: "before",
 								Within: rules.Within{
 									Duration: 600000000000,
@@ -2594,7 +2594,7 @@ var image = &rules.Image{
 						Match: &rules.Match{
 							Regex: `(?:\(slave (?P<ifname>[\w.@-]+)\): )?link status down for (?:(?:active|backup) )?interface(?: (?P<ifname>[\w.@-]+))?, disabling it in -?\d+ ms`,
 							Companion: &rules.Companion{
-								Regex:    `link status (?:definitely up|up again after|up(?:,| for interface [\w.@-]+,) enabling it)`,
+								Regex:    "link status (?:definitely up|up again after|up, enabling it|up for interface )",
 								Position: "before",
 								Within: rules.Within{
 									Duration: 600000000000,
@@ -38827,11 +38827,11 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `link status (?:definitely up|up again after|up(?:,| for interface [\w.@-]+,) enabling it)`,
+			Expr: "link status (?:definitely up|up again after|up, enabling it|up for interface )",
 			Literals: []string{
 				"link status definitely up",
 				"link status up again after",
-				"link status up,",
+				"link status up, enabling it",
 				"link status up for interface ",
 			},
 			Sets: [][]string{
@@ -38839,14 +38839,21 @@ var image = &rules.Image{
 					"link status definitely up",
 					"link status up again after",
 					"link status up for interface ",
-					"link status up,",
+					"link status up, enabling it",
 				},
 				[]string{
 					"link status ",
 				},
 				[]string{
+					"definitely up",
+					"up again after",
+					"up for interface ",
+					"up, enabling it",
+				},
+				[]string{
 					" again after",
-					" enabling it",
+					" for interface ",
+					", enabling it",
 					"definitely up",
 				},
 			},
