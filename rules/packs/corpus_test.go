@@ -31,13 +31,15 @@ var showLines = os.Getenv("FAULTLINE_CORPUS_LINES") == "1"
 // new sources brings families and wordings the packs had not seen (0.932 before the
 // files of 2027-08; 0.888 with those of 2027-08 to 2028-03; 0.856 with those of 2028-04
 // to 2028-08 before any tuning on them, 0.870 to 0.874 as 2028-09 to 2028-12 joined,
-// 0.879, 800 of 910, with 2029-01 and the source-grounded work on every family). It is
+// 0.879, 800 of 910, with 2029-01 and the source-grounded work on every family; 0.909,
+// 827 of 910, after rules written from the sources of each family the part still
+// missed, at every version, without a look at its lines). It is
 // held just below where it is, so that a change that loses real faults fails, and the
 // test logs how far it is from the target. The tuning part is held at the target.
 // False alarms are held at 1 % on both parts.
 const (
 	minEventRecall         = 0.95
-	minCheckingEventRecall = 0.87
+	minCheckingEventRecall = 0.90
 	maxFalseAlarmPc        = 0.01
 )
 
