@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "30e70e6c396d5d30a396bb5cce9137b35d6bdfcec4f2df0f5ee670218ded1d2e"
+const imageDigest = "11409708bbf28faab3d99377f179bef4b0ba5616ad98ccb396b6ed1e1b9973bd"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4842,7 +4842,7 @@ var image = &rules.Image{
 						ID:          "kernel-oops-context",
 						Description: "The abort-decode, page-table, faulting-address, die-banner and bare instruction-pointer lines of an oops (arm64, powerpc, x86); evidence only",
 						Match: &rules.Match{
-							Regex: `(?:(?:^|\bkernel: )\s*(?:Mem|Data) abort info:\s*$|(?:^|\bkernel: )\s*ESR = 0x[0-9a-fA-F]+\s*$|(?:^|\bkernel: )\s*(?:EC = 0x[0-9a-fA-F]+: .+|Exception class = .+), IL = -?\d+ bits\s*$|(?:^|\bkernel: )\s*SET = \d+, FnV = \d+\s*$|(?:^|\bkernel: )\s*EA = \d+, S1PTW = \d+\s*$|(?:^|\bkernel: )\s*FSC = 0x[0-9a-fA-F]+: |(?:^|\bkernel: )\s*(?:ISV = 0, ISS = 0x[0-9a-fA-F]+|CM = \d+, WnR = \d+|Access size = \d+ byte|SSE = \d+, SRT = \d+|SF = \d+, AR = \d+|GCS = -?\d+, Overlay = \d+)|\b(?:swapper|user) pgtable: \d+k pages, \d+-bit VAs, pgdp ?= ?|(?:^|\bkernel: )\s*\[[0-9a-fA-F]{8,16}\] (?:pgd=[0-9a-fA-F]+|user address but active_mm is swapper|address between user and kernel address ranges)|Faulting instruction address: 0x[0-9a-fA-F]+|(?:^|\bkernel: )\s*(?:(?:LE|BE) )?(?:PAGE_SIZE=\d+K|(?:PREEMPT )?SMP NR_CPUS=\d+)|Thread overran stack, or stack corrupted|kernel tried to execute (?:exec-protected|user|NX-protected) page \([0-9a-fA-F]+\) - ?exploit attempt\?|Kernel attempted to (?:read|write) user page \([0-9a-fA-F]+\) - exploit attempt\?|(?:^|\bkernel: )\s*R?IP: ?(?:[0-9a-fA-F]{4}:)?(?:\[<[^>]*>\]\s*)*(?:0x[0-9a-fA-F]+|\(null\))\s*$|note: .+\[-?\d+\] exited with (?:irqs disabled|preempt_count -?\d+)|(?:^|\bkernel: )\s*Call trace:\s*$)`,
+							Regex: `(?:(?:^|\bkernel: )\s*(?:Mem|Data) abort info:\s*$|(?:^|\bkernel: )\s*ESR = 0x[0-9a-fA-F]+\s*$|(?:^|\bkernel: )\s*(?:EC = 0x[0-9a-fA-F]+: .+|Exception class = .+), IL = -?\d+ bits\s*$|(?:^|\bkernel: )\s*SET = \d+, FnV = \d+\s*$|(?:^|\bkernel: )\s*EA = \d+, S1PTW = \d+\s*$|(?:^|\bkernel: )\s*FSC = 0x[0-9a-fA-F]+: |(?:^|\bkernel: )\s*(?:ISV = 0, ISS = 0x[0-9a-fA-F]+|CM = \d+, WnR = \d+|Access size = \d+ byte|SSE = \d+, SRT = \d+|SF = \d+, AR = \d+|GCS = -?\d+, Overlay = \d+)|\b(?:swapper|user) pgtable: \d+k pages, \d+-bit VAs, pgdp ?= ?|(?:^|\bkernel: )\s*\[[0-9a-fA-F]{8,16}\] (?:pgd=[0-9a-fA-F]+|user address but active_mm is swapper|address between user and kernel address ranges)|Faulting instruction address: 0x[0-9a-fA-F]+|(?:^|\bkernel: )\s*(?:(?:LE|BE) )?(?:PAGE_SIZE=\d+K|(?:PREEMPT )?SMP NR_CPUS=\d+)|Thread overran stack, or stack corrupted|kernel tried to execute (?:exec-protected|user|NX-protected) page \([0-9a-fA-F]+\) - ?exploit attempt\?|Kernel attempted to (?:read|write) user page \([0-9a-fA-F]+\) - exploit attempt\?|(?:^|\bkernel: )\s*R?IP: (?:[0-9a-fA-F]{4}:)?(?:\[<[^>]*>\]\s*)*(?:0x[0-9a-fA-F]+|\(null\))\s*$|note: .+\[-?\d+\] exited with (?:irqs disabled|preempt_count -?\d+)|(?:^|\bkernel: )\s*Call trace:\s*$)`,
 						},
 						Severity: "info",
 						Action:   "none",
@@ -8442,7 +8442,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?:^|\bkernel: )\s*(?:Mem|Data) abort info:\s*$|(?:^|\bkernel: )\s*ESR = 0x[0-9a-fA-F]+\s*$|(?:^|\bkernel: )\s*(?:EC = 0x[0-9a-fA-F]+: .+|Exception class = .+), IL = -?\d+ bits\s*$|(?:^|\bkernel: )\s*SET = \d+, FnV = \d+\s*$|(?:^|\bkernel: )\s*EA = \d+, S1PTW = \d+\s*$|(?:^|\bkernel: )\s*FSC = 0x[0-9a-fA-F]+: |(?:^|\bkernel: )\s*(?:ISV = 0, ISS = 0x[0-9a-fA-F]+|CM = \d+, WnR = \d+|Access size = \d+ byte|SSE = \d+, SRT = \d+|SF = \d+, AR = \d+|GCS = -?\d+, Overlay = \d+)|\b(?:swapper|user) pgtable: \d+k pages, \d+-bit VAs, pgdp ?= ?|(?:^|\bkernel: )\s*\[[0-9a-fA-F]{8,16}\] (?:pgd=[0-9a-fA-F]+|user address but active_mm is swapper|address between user and kernel address ranges)|Faulting instruction address: 0x[0-9a-fA-F]+|(?:^|\bkernel: )\s*(?:(?:LE|BE) )?(?:PAGE_SIZE=\d+K|(?:PREEMPT )?SMP NR_CPUS=\d+)|Thread overran stack, or stack corrupted|kernel tried to execute (?:exec-protected|user|NX-protected) page \([0-9a-fA-F]+\) - ?exploit attempt\?|Kernel attempted to (?:read|write) user page \([0-9a-fA-F]+\) - exploit attempt\?|(?:^|\bkernel: )\s*R?IP: ?(?:[0-9a-fA-F]{4}:)?(?:\[<[^>]*>\]\s*)*(?:0x[0-9a-fA-F]+|\(null\))\s*$|note: .+\[-?\d+\] exited with (?:irqs disabled|preempt_count -?\d+)|(?:^|\bkernel: )\s*Call trace:\s*$)`,
+			Expr: `(?:(?:^|\bkernel: )\s*(?:Mem|Data) abort info:\s*$|(?:^|\bkernel: )\s*ESR = 0x[0-9a-fA-F]+\s*$|(?:^|\bkernel: )\s*(?:EC = 0x[0-9a-fA-F]+: .+|Exception class = .+), IL = -?\d+ bits\s*$|(?:^|\bkernel: )\s*SET = \d+, FnV = \d+\s*$|(?:^|\bkernel: )\s*EA = \d+, S1PTW = \d+\s*$|(?:^|\bkernel: )\s*FSC = 0x[0-9a-fA-F]+: |(?:^|\bkernel: )\s*(?:ISV = 0, ISS = 0x[0-9a-fA-F]+|CM = \d+, WnR = \d+|Access size = \d+ byte|SSE = \d+, SRT = \d+|SF = \d+, AR = \d+|GCS = -?\d+, Overlay = \d+)|\b(?:swapper|user) pgtable: \d+k pages, \d+-bit VAs, pgdp ?= ?|(?:^|\bkernel: )\s*\[[0-9a-fA-F]{8,16}\] (?:pgd=[0-9a-fA-F]+|user address but active_mm is swapper|address between user and kernel address ranges)|Faulting instruction address: 0x[0-9a-fA-F]+|(?:^|\bkernel: )\s*(?:(?:LE|BE) )?(?:PAGE_SIZE=\d+K|(?:PREEMPT )?SMP NR_CPUS=\d+)|Thread overran stack, or stack corrupted|kernel tried to execute (?:exec-protected|user|NX-protected) page \([0-9a-fA-F]+\) - ?exploit attempt\?|Kernel attempted to (?:read|write) user page \([0-9a-fA-F]+\) - exploit attempt\?|(?:^|\bkernel: )\s*R?IP: (?:[0-9a-fA-F]{4}:)?(?:\[<[^>]*>\]\s*)*(?:0x[0-9a-fA-F]+|\(null\))\s*$|note: .+\[-?\d+\] exited with (?:irqs disabled|preempt_count -?\d+)|(?:^|\bkernel: )\s*Call trace:\s*$)`,
 			Literals: []string{
 				"Mem abort info:",
 				"Data abort info:",
@@ -8472,7 +8472,7 @@ var image = &rules.Image{
 				"kernel tried to execute NX-protected page (",
 				"Kernel attempted to read user page (",
 				"Kernel attempted to write user page (",
-				"IP:",
+				"IP: ",
 				"] exited with irqs disabled",
 				"] exited with preempt_count ",
 				"Call trace:",
