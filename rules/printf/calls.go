@@ -106,6 +106,9 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return in.Text, err
 	}
 	dev, netdev := device(file)
+	if mask, ok := LustreMask(call); ok {
+		return lustrePrefix(call, mask, fn, file, variant), nil
+	}
 	switch {
 	case call == "" || plainCalls[call]:
 		return pr()

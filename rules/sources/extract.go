@@ -5,6 +5,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/faultline-dev/faultline/rules/printf"
 )
 
 // MaxSource bounds the size of a source file the extractor reads.
@@ -56,6 +58,13 @@ func init() {
 	// e_err(msglvl, fmt) and e_dev_err(fmt), pciehp's ctrl_err(ctrl, fmt).
 	add(3, -1, `netif_emerg netif_alert netif_crit netif_err`)
 	add(1, -1, `e_err e_crit ctrl_err`)
+	// Lustre's debug macros (libcfs): CERROR(fmt, ...), LCONSOLE_ERROR_MSG(errnum,
+	// fmt, ...), and those that take the debug mask first, CDEBUG(mask, fmt, ...) and
+	// DEBUG_REQ(mask, req, fmt, ...): the mask decides the level (lustreLevel).
+	add(0, -1, `CERROR CEMERG LCONSOLE_ERROR LCONSOLE_EMERG`)
+	add(1, -1, `LCONSOLE_ERROR_MSG`)
+	add(1, 0, `CDEBUG CDEBUG_LIMIT`)
+	add(2, 0, `DEBUG_REQ`)
 	add(0, -1, `e_dev_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
 	add(2, 0, `NV_DEV_PRINTF sdev_printk scmd_printk shost_printk`)
@@ -120,6 +129,36 @@ func init() {
 	lower(3, -1, `netif_warn netif_notice netif_info`)
 	lower(1, -1, `e_warn e_info ctrl_warn ctrl_info netdev_warn_once netdev_info_once mlx5_core_warn_once`)
 	lower(0, -1, `e_dev_warn e_dev_info`)
+	lower(0, -1, `CWARN CNETERR LCONSOLE_WARN LCONSOLE_INFO`)
+}
+
+// lustreLevel is the level of a Lustre debug mask written as a C expression
+// ("D_ERROR", "D_CONSOLE | D_WARNING"): what the console prints it at. A mask with
+// none of these bits (D_HA, D_NET, a variable) is not printed by default.
+func lustreLevel(mask string) (level, canonical string, ok bool) {
+	bits := map[string]bool{}
+	for _, f := range strings.FieldsFunc(mask, func(r rune) bool { return r == '|' || r == ' ' || r == '(' || r == ')' }) {
+		bits[f] = true
+	}
+	var kept []string
+	for _, b := range []string{"D_CONSOLE", "D_EMERG", "D_ERROR", "D_WARNING", "D_NETERROR"} {
+		if bits[b] {
+			kept = append(kept, b)
+		}
+	}
+	switch {
+	case bits["D_EMERG"]:
+		level = "emerg"
+	case bits["D_ERROR"]:
+		level = "err"
+	case bits["D_WARNING"] || bits["D_NETERROR"]:
+		level = "warn"
+	case bits["D_CONSOLE"]:
+		level = "info"
+	default:
+		return "", "", false
+	}
+	return level, strings.Join(kept, "|"), true
 }
 
 // lowerLevels are the level arguments below error.
@@ -312,7 +351,7 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 					if end < 0 {
 						return x, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
 					}
-					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros, all, resolver(code, i, macros)); ok {
+					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros, all, resolver(code, i, macros), assignments(code, i)); ok {
 						m.Line, m.Func = lineOf(code, i), fn
 						x.Messages = append(x.Messages, m)
 					}
@@ -326,9 +365,27 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 	return x, nil
 }
 
-func callMessage(name string, pc printCall, args []string, macros map[string]string, all bool, resolve func(string) (string, bool)) (Message, bool) {
+func callMessage(name string, pc printCall, args []string, macros map[string]string, all bool, resolve func(string) (string, bool), assigned func(string) string) (Message, bool) {
 	m := Message{Call: name, Level: "err"}
-	if pc.level >= 0 {
+	if mask, ok := printf.LustreMask(name); ok {
+		m.Level, _, _ = lustreLevel(mask)
+		if name == "LCONSOLE_ERROR_MSG" && len(args) > 0 {
+			m.Call = name + "(" + strings.TrimSpace(args[0]) + ")" // its number is printed
+		}
+	} else if pc.level >= 0 && (name == "CDEBUG" || name == "CDEBUG_LIMIT" || name == "DEBUG_REQ") {
+		if pc.level >= len(args) {
+			return m, false
+		}
+		mask := args[pc.level]
+		if id := strings.TrimSpace(mask); identRe.MatchString(id) && !strings.HasPrefix(id, "D_") {
+			mask = assigned(id) // a variable: the masks the function sets it to
+		}
+		l, canon, ok := lustreLevel(mask)
+		if !ok || l == "info" && !all {
+			return m, false
+		}
+		m.Level, m.Call = l, name+"("+canon+")"
+	} else if pc.level >= 0 {
 		if pc.level >= len(args) {
 			return m, false
 		}
@@ -495,6 +552,21 @@ func resolver(code string, i int, macros map[string]string) func(string) (string
 		}
 		expr := strings.ReplaceAll(code[start:end], "\\\n", "\n")
 		return joined([]string{expr}, macros, nil)
+	}
+}
+
+// assignments returns a function that joins, with "|", the expressions that the
+// code before offset i (within 6000 bytes) assigns to an identifier: the values a
+// variable passed as a Lustre debug mask may hold ("debug_mask = D_WARNING").
+func assignments(code string, i int) func(string) string {
+	return func(ident string) string {
+		from := max(i-6000, 0)
+		re := regexp.MustCompile(`\b` + regexp.QuoteMeta(ident) + `\s*=([^=;][^;]*);`)
+		var out []string
+		for _, m := range re.FindAllStringSubmatch(code[from:i], -1) {
+			out = append(out, m[1])
+		}
+		return strings.Join(out, "|")
 	}
 }
 

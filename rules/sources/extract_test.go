@@ -332,3 +332,52 @@ func TestWriteKeepsPrefixWithoutFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestExtractLustre: Lustre's debug macros, with the level their mask prints at;
+// a mask held in a variable is read from what the function assigns it; debug-only
+// masks are not listed. Prefix renders what libcfs prints before each on the console.
+func TestExtractLustre(t *testing.T) {
+	src := `int ptlrpc_expire_one_request(struct ptlrpc_request *req, int async_unlink)
+{
+	unsigned int debug_mask = D_RPCTRACE;
+
+	if (allow)
+		debug_mask = D_WARNING;
+	DEBUG_REQ(debug_mask, req, "Request sent has %s: [sent %lld/real %lld]",
+		  "timed out for slow reply", req->rq_sent, req->rq_real_sent);
+	CERROR("%s: connection lost\n", name);
+	CDEBUG(D_HA, "not listed: %d\n", rc);
+	LCONSOLE_ERROR_MSG(0x166, "%s: operation %s to node %s failed: rc = %d\n", a, b, c, rc);
+	CDEBUG(D_CONSOLE | D_WARNING, "%s: evicted\n", name);
+	CWARN("%s: slow\n", name);
+}
+`
+	x, err := Extract("lustre/ptlrpc/client.c", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Message{
+		{Line: 7, Call: "DEBUG_REQ(D_WARNING)", Level: "warn", Func: "ptlrpc_expire_one_request", Format: "Request sent has %s: [sent %lld/real %lld]"},
+		{Line: 9, Call: "CERROR", Level: "err", Func: "ptlrpc_expire_one_request", Format: "%s: connection lost\n"},
+		{Line: 11, Call: "LCONSOLE_ERROR_MSG(0x166)", Level: "err", Func: "ptlrpc_expire_one_request", Format: "%s: operation %s to node %s failed: rc = %d\n"},
+		{Line: 12, Call: "CDEBUG(D_CONSOLE|D_WARNING)", Level: "warn", Func: "ptlrpc_expire_one_request", Format: "%s: evicted\n"},
+		{Line: 13, Call: "CWARN", Level: "warn", Func: "ptlrpc_expire_one_request", Format: "%s: slow\n"},
+	}
+	if !reflect.DeepEqual(x.Messages, want) {
+		t.Errorf("Extract:\n got %+v\nwant %+v", x.Messages, want)
+	}
+	for _, c := range []struct{ call, file, want string }{
+		{"DEBUG_REQ(D_WARNING)", "lustre/ptlrpc/client.c", "Lustre: 12345:0:(client.c:210:f()) @@@ "},
+		{"CERROR", "lustre/ptlrpc/import.c", "LustreError: 12345:0:(import.c:210:f()) "},
+		{"CERROR", "lnet/klnds/o2iblnd/o2iblnd_cb.c", "LNetError: 12345:0:(o2iblnd_cb.c:210:f()) "},
+		{"CNETERR", "lnet/lnet/lib-move.c", "LNet: 12345:0:(lib-move.c:210:f()) "},
+		{"LCONSOLE_ERROR_MSG(0x166)", "lustre/ptlrpc/client.c", "LustreError: 166-1: "},
+		{"LCONSOLE_ERROR_MSG(0x11)", "lustre/ptlrpc/client.c", "LustreError: 11-0: "},
+		{"LCONSOLE_ERROR", "lustre/obdclass/obd_mount.c", "LustreError: 0-0: "},
+		{"CDEBUG(D_CONSOLE|D_WARNING)", "lustre/ldlm/ldlm_lockd.c", "Lustre: "},
+	} {
+		if p, err := printf.Prefix(c.call, "f", "", c.file, 0); err != nil || p != c.want {
+			t.Errorf("Prefix(%s, %s) = %q, %v; want %q", c.call, c.file, p, err, c.want)
+		}
+	}
+}
