@@ -44,6 +44,14 @@ func words(s string) map[string]bool {
 var devices = []struct{ path, dev, netdev string }{
 	{"mellanox/mlx5", "mlx5_core 0000:3b:00.0", "mlx5_core 0000:3b:00.0 eth2"},
 	{"mellanox/mlx4", "mlx4_core 0000:5e:00.0", "mlx4_en 0000:5e:00.0 eth3"},
+	// The paths of the Ethernet drivers before Linux 3.2 moved them under a vendor.
+	{"drivers/net/mlx5/", "mlx5_core 0000:3b:00.0", "mlx5_core 0000:3b:00.0 eth2"},
+	{"drivers/net/mlx4/", "mlx4_core 0000:5e:00.0", "mlx4_en 0000:5e:00.0 eth3"},
+	{"drivers/net/ixgbe/", "ixgbe 0000:01:00.0", "ixgbe 0000:01:00.0 eth2"},
+	{"drivers/net/i40e/", "i40e 0000:3b:00.0", "i40e 0000:3b:00.0 eth2"},
+	{"drivers/net/igb/", "igb 0000:02:00.0", "igb 0000:02:00.0 eno1"},
+	{"drivers/net/bnxt/", "bnxt_en 0000:3b:00.0", "bnxt_en 0000:3b:00.0 eno1np0"},
+	{"drivers/block/nvme", "nvme 0000:01:00.0", ""},
 	{"infiniband/hw/mlx5", "mlx5_core 0000:3b:00.0", "mlx5_core 0000:3b:00.0 eth2"},
 	{"infiniband/ulp/ipoib", "mlx5_core 0000:3b:00.0", "ib0"},
 	{"infiniband/core", "mlx5_core 0000:3b:00.0", "ib0"},
