@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "d6880a2e82a35523d2b52c159b9e2f54297a4f909310a42d015c1d199d1d7b14"
+const imageDigest = "c8395e502f1ae8fbc8d508ae3c01a7cc29a5d8bf21b2b5f9ba037774a4f8e82d"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -6039,7 +6039,7 @@ var image = &rules.Image{
 							Count:  2,
 							Window: 3600000000000,
 						},
-						Line: 108,
+						Line: 119,
 					},
 					{
 						ID:          "nvidia-smi-device-handle-error",
@@ -6049,7 +6049,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  600000000000,
-						Line:      176,
+						Line:      198,
 					},
 					{
 						ID:          "nvml-driver-mismatch",
@@ -6059,7 +6059,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      207,
+						Line:      240,
 					},
 					{
 						ID:          "nvml-library-version",
@@ -6070,7 +6070,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Action:    "none",
-						Line:      269,
+						Line:      302,
 					},
 					{
 						ID:          "nvml-init-failed",
@@ -6080,7 +6080,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      290,
+						Line:      323,
 					},
 					{
 						ID:          "nvidia-container-cli-error",
@@ -6091,7 +6091,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      374,
+						Line:      407,
 					},
 					{
 						ID:          "nvidia-container-debug-error",
@@ -6102,7 +6102,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     448,
+						Line:     481,
 					},
 					{
 						ID:          "nvidia-container-requirement",
@@ -6113,7 +6113,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     473,
+						Line:     506,
 					},
 					{
 						ID:          "nvidia-smi-no-driver",
@@ -6123,7 +6123,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      493,
+						Line:      526,
 					},
 					{
 						ID:          "nvidia-smi-setup",
@@ -6134,7 +6134,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nvml",
 						Severity:  "info",
 						Cooldown:  3600000000000,
-						Line:      517,
+						Line:      550,
 					},
 					{
 						ID:          "nvidia-smi-recovery-action",
@@ -6159,7 +6159,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 550,
+						Line: 583,
 					},
 					{
 						ID:          "nvidia-smi-memory-repair",
@@ -6181,7 +6181,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 593,
+						Line: 626,
 					},
 					{
 						ID:          "nvml-error-gpu",
@@ -6203,7 +6203,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 648,
+						Line: 681,
 					},
 					{
 						ID:          "nvml-error-node",
@@ -6213,7 +6213,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      690,
+						Line:      723,
 					},
 					{
 						ID:          "pynvml-error",
@@ -6224,7 +6224,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      733,
+						Line:      766,
 					},
 					{
 						ID:          "nvml-unknown-error",
@@ -6235,7 +6235,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      784,
+						Line:      817,
 					},
 					{
 						ID:          "nvml-driver-not-loaded",
@@ -6246,7 +6246,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-nvml",
 						Cooldown:  1800000000000,
-						Line:      848,
+						Line:      898,
 					},
 					{
 						ID:          "container-runtime-no-gpu-driver",
@@ -6256,7 +6256,7 @@ var image = &rules.Image{
 							Regex: `could not select device driver "(?P<driver>[^"]*)" with capabilities: (?P<caps>\[\[[^\]]*\]\])`,
 						},
 						Cooldown: 3600000000000,
-						Line:     884,
+						Line:     934,
 					},
 					{
 						ID:          "kubelet-device-allocate-failed",
@@ -6266,7 +6266,7 @@ var image = &rules.Image{
 							Regex: `requested number of devices unavailable for (?P<resource>[\w.-]+/[\w.-]+)\. Requested: (?P<requested>\d+), Available: (?P<available>\d+)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     916,
+						Line:     966,
 					},
 					{
 						ID:          "device-plugin-no-gpus",
@@ -6277,7 +6277,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     946,
+						Line:     996,
 					},
 					{
 						ID:          "lspci-gpu-config-unreadable",
@@ -6300,7 +6300,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 982,
+						Line: 1032,
 					},
 					{
 						ID:          "device-plugin-xid",
@@ -6310,7 +6310,7 @@ var image = &rules.Image{
 							Regex: `\bXidCriticalError: Xid=(?P<xid>\d+)(?: on Device=(?P<uuid>[^;,\s]+)(?:; marking device as unhealthy|, the device will go unhealthy)|, All devices will go unhealthy)|'(?P<resource>[\w./-]+)' device marked unhealthy: (?P<uuid>\S+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1033,
+						Line:     1083,
 					},
 					{
 						ID:          "scheduler-node-xid-note",
@@ -6321,7 +6321,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1085,
+						Line:     1135,
 					},
 					{
 						ID:          "dcgm-gpu-fallen-off-bus",
@@ -6337,7 +6337,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "xid-gpu-lost",
-						Line:        1114,
+						Line:        1164,
 					},
 					{
 						ID:          "dcgm-recovery-action",
@@ -6362,7 +6362,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1143,
+						Line: 1193,
 					},
 					{
 						ID:          "dcgm-gpu-memory-failed",
@@ -6387,7 +6387,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1193,
+						Line: 1243,
 					},
 					{
 						ID:          "dcgm-gpu-memory-reset",
@@ -6409,7 +6409,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1306,
+						Line: 1356,
 					},
 					{
 						ID:          "dcgm-nvlink-failed",
@@ -6434,7 +6434,7 @@ var image = &rules.Image{
 								"dcgm",
 							},
 						},
-						Line: 1343,
+						Line: 1393,
 					},
 					{
 						ID:          "dcgm-pcie-degraded",
@@ -6458,7 +6458,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 1420,
+						Line: 1470,
 					},
 					{
 						ID:          "dcgm-nvlink-fabric",
@@ -6468,7 +6468,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1514,
+						Line:      1564,
 					},
 					{
 						ID:          "dcgm-xid",
@@ -6478,7 +6478,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  600000000000,
-						Line:      1580,
+						Line:      1630,
 					},
 					{
 						ID:          "dcgm-thermal-power",
@@ -6488,7 +6488,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1611,
+						Line:      1661,
 					},
 					{
 						ID:          "dcgm-field-violation",
@@ -6498,7 +6498,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1719,
+						Line:      1769,
 					},
 					{
 						ID:          "dcgm-gpu-unusable",
@@ -6508,7 +6508,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1791,
+						Line:      1841,
 					},
 					{
 						ID:          "dcgm-diag-test-failed",
@@ -6518,7 +6518,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-dcgm",
 						Cooldown:  1800000000000,
-						Line:      1867,
+						Line:      1917,
 					},
 					{
 						ID:          "dcgm-triage-advice",
@@ -6529,7 +6529,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-dcgm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1937,
+						Line:      1987,
 					},
 					{
 						ID:          "mcelog-uncorrected",
@@ -6545,7 +6545,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "mce-uncorrected",
-						Line:        1986,
+						Line:        2036,
 					},
 					{
 						ID:          "mcelog-corrected-threshold",
@@ -6555,7 +6555,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  21600000000000,
-						Line:      2040,
+						Line:      2090,
 					},
 					{
 						ID:          "mcelog-corrected-storm",
@@ -6569,7 +6569,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2106,
+						Line:     2156,
 					},
 					{
 						ID:          "mcelog-page-offline",
@@ -6579,7 +6579,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      2135,
+						Line:      2185,
 					},
 					{
 						ID:          "mcelog-thermal",
@@ -6589,7 +6589,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      2172,
+						Line:      2222,
 					},
 					{
 						ID:          "mcelog-records-lost",
@@ -6599,7 +6599,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-mcelog",
 						Cooldown:  3600000000000,
-						Line:      2198,
+						Line:      2248,
 					},
 					{
 						ID:          "mcelog-context",
@@ -6610,7 +6610,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-mcelog",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2215,
+						Line:      2265,
 					},
 					{
 						ID:          "rasdaemon-mc-uncorrected",
@@ -6626,7 +6626,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						SameFaultAs: "edac-uncorrectable",
-						Line:        2594,
+						Line:        2644,
 					},
 					{
 						ID:          "rasdaemon-mc-corrected-storm",
@@ -6640,7 +6640,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2638,
+						Line:     2688,
 					},
 					{
 						ID:          "rasdaemon-ce-rate",
@@ -6650,7 +6650,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2662,
+						Line:      2712,
 					},
 					{
 						ID:          "rasdaemon-isolation",
@@ -6660,7 +6660,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2680,
+						Line:      2730,
 					},
 					{
 						ID:          "rasdaemon-memory-failure",
@@ -6670,7 +6670,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      2743,
+						Line:      2793,
 					},
 					{
 						ID:          "rasdaemon-report-uncorrected",
@@ -6680,7 +6680,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      2778,
+						Line:      2828,
 					},
 					{
 						ID:          "rasdaemon-report-corrected",
@@ -6691,7 +6691,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2934,
+						Line:      2984,
 					},
 					{
 						ID:          "rasdaemon-error-count-uncorrected",
@@ -6706,7 +6706,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  3600000000000,
-						Line:      3040,
+						Line:      3090,
 					},
 					{
 						ID:          "rasdaemon-error-count-corrected",
@@ -6722,7 +6722,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-rasdaemon",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3091,
+						Line:      3141,
 					},
 					{
 						ID:          "rasdaemon-aer-uncorrected",
@@ -6732,7 +6732,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rasdaemon",
 						Cooldown:  600000000000,
-						Line:      3128,
+						Line:      3178,
 					},
 					{
 						ID:          "edac-util-uncorrected",
@@ -6742,7 +6742,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-edac-util",
 						Cooldown:  3600000000000,
-						Line:      3208,
+						Line:      3258,
 					},
 					{
 						ID:          "edac-util-corrected",
@@ -6753,7 +6753,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-edac-util",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3379,
+						Line:      3429,
 					},
 					{
 						ID:          "ipmi-sel-uncorrected",
@@ -6763,7 +6763,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  3600000000000,
-						Line:      3540,
+						Line:      3590,
 					},
 					{
 						ID:          "ipmi-sel-corrected",
@@ -6774,7 +6774,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-ipmi-sel",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3680,
+						Line:      3730,
 					},
 					{
 						ID:          "ipmi-sel-power-supply",
@@ -6784,7 +6784,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-ipmi-sel",
 						Cooldown:  21600000000000,
-						Line:      3796,
+						Line:      3846,
 					},
 					{
 						ID:          "ipmi-sel-memory-detail",
@@ -6795,7 +6795,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-ipmi-sel",
 						Severity:  "info",
 						Action:    "none",
-						Line:      3865,
+						Line:      3915,
 					},
 					{
 						ID:          "bmc-memory-uncorrected",
@@ -6804,7 +6804,7 @@ var image = &rules.Image{
 							Regex: `(?:\bMulti-bit memory errors detected on a memory device at location(?:\(s\))? (?P<location>[^\s.]+)|\bECC uncorrectable error detected on Bank (?P<location>[^.]+?)\.?\s*$|\bUncorrectable Memory Error (?:detected by ROM-based memory validation|\((?P<location>(?:Slot|Processor|Board|Socket|Memory Board) [^)]*)\))|\bUncorrectable ECC memory error\b|\bAn uncorrectable memory error (?:was detected (?:in DIMM slot (?P<location>\S+)|on processor)|has been detected during POST)|\bA DIMM has failed the POST memory test|\bScrub Failure for "(?P<location>Memory Device [^"]*)" on subsystem|"(?P<location>Memory Device [^"]*)" disabled on subsystem)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3913,
+						Line:     3963,
 					},
 					{
 						ID:          "bmc-memory-corrected",
@@ -6814,7 +6814,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4001,
+						Line:     4051,
 					},
 					{
 						ID:          "kubelet-runtime-unhealthy",
@@ -6824,7 +6824,7 @@ var image = &rules.Image{
 							Regex: `\bPLEG is not healthy: pleg (?:was last seen active (?P<elapsed>\S+) ago; threshold is (?P<threshold>[\w.]+)|has yet to be successful)|[Ss]kipping pod synchronization\b.*\bcontainer runtime is down`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4087,
+						Line:     4137,
 					},
 					{
 						ID:          "persistenced-device-failed",
@@ -6834,7 +6834,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      4122,
+						Line:      4172,
 					},
 					{
 						ID:          "persistenced-fabric-not-ready",
@@ -6844,7 +6844,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  1800000000000,
-						Line:      4164,
+						Line:      4214,
 					},
 					{
 						ID:          "persistenced-no-devices",
@@ -6854,7 +6854,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      4181,
+						Line:      4231,
 					},
 					{
 						ID:          "persistenced-start-failed",
@@ -6865,7 +6865,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-persistenced",
 						Cooldown:  3600000000000,
-						Line:      4215,
+						Line:      4265,
 					},
 					{
 						ID:          "persistenced-daemon-failed",
@@ -6876,7 +6876,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-persistenced",
 						Severity:  "info",
 						Action:    "none",
-						Line:      4278,
+						Line:      4328,
 					},
 					{
 						ID:          "persistenced-runtime-files",
@@ -6887,7 +6887,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-persistenced",
 						Severity:  "info",
 						Action:    "none",
-						Line:      4355,
+						Line:      4405,
 					},
 					{
 						ID:          "fabric-manager-fabric-fault",
@@ -6898,7 +6898,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "fabric-manager",
 						Cooldown:  1800000000000,
-						Line:      4392,
+						Line:      4442,
 					},
 					{
 						ID:          "efa-peer-unresponsive",
@@ -6908,7 +6908,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      4450,
+						Line:      4500,
 					},
 					{
 						ID:          "efa-completion-error",
@@ -6918,7 +6918,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
-						Line:      4472,
+						Line:      4522,
 					},
 					{
 						ID:          "efa-device-failed",
@@ -6928,7 +6928,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      4554,
+						Line:      4604,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -6938,7 +6938,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      4584,
+						Line:      4634,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -6948,7 +6948,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      4616,
+						Line:      4666,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -6958,7 +6958,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      4660,
+						Line:      4710,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -6968,7 +6968,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      4689,
+						Line:      4739,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -6979,7 +6979,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      4735,
+						Line:      4785,
 					},
 					{
 						ID:          "slurm-munge-decode-failed",
@@ -6989,7 +6989,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  1800000000000,
-						Line:      4861,
+						Line:      4911,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -6999,7 +6999,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      4891,
+						Line:      4941,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -7009,7 +7009,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      4915,
+						Line:      4965,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -7020,7 +7020,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      4940,
+						Line:      4990,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -7030,7 +7030,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      4984,
+						Line:      5034,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -7041,7 +7041,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      5015,
+						Line:      5065,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -7052,7 +7052,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      5038,
+						Line:      5088,
 					},
 					{
 						ID:          "slurm-step-cancelled",
@@ -7063,18 +7063,18 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5243,
+						Line:      5303,
 					},
 					{
 						ID:          "slurm-remote-node-state",
-						Description: "Slurm reports another node's failure: slurmctld's nodes not responding or set DOWN, a step that failed on them (\"Kill task failed\"), a node drained after a prolog failure, a prolog or epilog that failed on nodes, a launch or signal that nodes did not answer in time; a node scontrol show node prints DOWN, FAIL or NOT_RESPONDING; srun or salloc told of a node failure or a failed or hung prolog; a node's drain reason as scontrol or sinfo print it (a GPU count lower than configured, an unexpected reboot, Kill task failed). Evidence only: the line reaches the controller's, the launcher's or an operator's pod, not the failing node's; that node's own slurmd and kernel lines carry its fault. Also a drain reason set through scontrol (slurmctld's \"update_node: node ... reason set to:\"), such as AWS ParallelCluster's \"Scheduler health check failed\", and Azure CycleCloud's \"cyclecloud_node_failure\" reason (a VM that failed to start), which sinfo -R cuts to 20 characters. And slurmctld's other views of a node that stopped answering or failed: an RPC the node did not answer (agent/is_node_resp), a step's tasks srun could not launch there, a job requeued or killed because its node failed, a node that rebooted without being asked, a node that registered with fewer CPUs or less memory than configured (set INVAL), and sinfo's state with the \"*\" it appends for a node that does not respond (\"down*\", \"idle*\").",
+						Description: "Slurm reports another node's failure: slurmctld's nodes not responding or set DOWN, a step that failed on them (\"Kill task failed\"), a node drained after a prolog failure, a prolog or epilog that failed on nodes, a launch or signal that nodes did not answer in time; a node scontrol show node prints DOWN, FAIL or NOT_RESPONDING; srun or salloc told of a node failure or a failed or hung prolog; a node's drain reason as scontrol or sinfo print it (a GPU count lower than configured, an unexpected reboot, Kill task failed). Evidence only: the line reaches the controller's, the launcher's or an operator's pod, not the failing node's; that node's own slurmd and kernel lines carry its fault. Also a drain reason set through scontrol (slurmctld's \"update_node: node ... reason set to:\"), such as AWS ParallelCluster's \"Scheduler health check failed\", and Azure CycleCloud's \"cyclecloud_node_failure\" reason (a VM that failed to start), which sinfo -R cuts to 20 characters. And slurmctld's other views of a node that stopped answering or failed: an RPC the node did not answer (agent/is_node_resp), a step's tasks srun could not launch there, a job requeued or killed because its node failed, a node that rebooted without being asked, a node that registered with fewer CPUs or less memory than configured (set INVAL; drained before 22.05), and sinfo's state with the \"*\" it appends for a node that does not respond (\"down*\", \"idle*\").",
 						Match: &rules.Match{
-							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=|agent/is_node_resp: node:(?P<nodes>\S+) RPC:(?P<rpc>\S+) : (?P<error>.+)|Task launch for (?P<step>\S+) failed on node (?P<nodes>\S+): (?P<error>.+)|requeue (?:job )?(?P<job>\S+) due to failure of node (?P<nodes>\S+)|Killing (?P<job>\S+) on failed node (?P<nodes>\S+)|Node (?P<nodes>\S+) unexpectedly rebooted boot_time=|Setting node (?P<nodes>\S+) state to INVAL with reason:(?P<reason>.+)|Reason=(?P<reason>Low RealMemory \(reported:\d+ < [\d.]+% of configured:\d+\)|Low socket\*core\*thread count|Low CPUs)|^\s*\S+\s+(?:up|down|drain|inact)\s+\S+\s+\d+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s+(?P<nodes>\S+)\s*$|^\s*(?P<nodes>\S+)\s+\d+\s+\S+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s*$|\s(?P<state>(?:allocated|completing|down|drained|draining|fail|failing|future|idle|maint|mixed|reboot|unknown)\*)\s)`,
+							Regex: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=|agent/is_node_resp: node:(?P<nodes>\S+) RPC:(?P<rpc>\S+) : (?P<error>.+)|Task launch for (?P<step>\S+) failed on node (?P<nodes>\S+): (?P<error>.+)|requeue (?:job )?(?P<job>\S+) due to failure of node (?P<nodes>\S+)|Killing (?P<job>\S+) on failed node (?P<nodes>\S+)|Node (?P<nodes>\S+) unexpectedly rebooted boot_time=|Setting node (?P<nodes>\S+) state to (?:INVAL|DRAIN) with reason:(?P<reason>.+)|Reason=(?P<reason>Low RealMemory \(reported:\d+ < [\d.]+% of configured:\d+\)|Low socket\*core\*thread count|Low CPUs)|^\s*\S+\s+(?:up|down|drain|inact)\s+\S+\s+\d+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s+(?P<nodes>\S+)\s*$|^\s*(?P<nodes>\S+)\s+\d+\s+\S+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s*$|\s(?P<state>(?:allocated|completing|down|drained|draining|fail|failing|future|idle|maint|mixed|reboot|unknown)\*)\s)`,
 						},
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5303,
+						Line:      5363,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -7085,7 +7085,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5683,
+						Line:      5754,
 					},
 				},
 			},
@@ -19813,7 +19813,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=|agent/is_node_resp: node:(?P<nodes>\S+) RPC:(?P<rpc>\S+) : (?P<error>.+)|Task launch for (?P<step>\S+) failed on node (?P<nodes>\S+): (?P<error>.+)|requeue (?:job )?(?P<job>\S+) due to failure of node (?P<nodes>\S+)|Killing (?P<job>\S+) on failed node (?P<nodes>\S+)|Node (?P<nodes>\S+) unexpectedly rebooted boot_time=|Setting node (?P<nodes>\S+) state to INVAL with reason:(?P<reason>.+)|Reason=(?P<reason>Low RealMemory \(reported:\d+ < [\d.]+% of configured:\d+\)|Low socket\*core\*thread count|Low CPUs)|^\s*\S+\s+(?:up|down|drain|inact)\s+\S+\s+\d+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s+(?P<nodes>\S+)\s*$|^\s*(?P<nodes>\S+)\s+\d+\s+\S+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s*$|\s(?P<state>(?:allocated|completing|down|drained|draining|fail|failing|future|idle|maint|mixed|reboot|unknown)\*)\s)`,
+			Expr: `(?:Nodes (?P<nodes>\S+) not responding|(?:[Ss]lurmd error running (?P<step>\S+(?: \S+)?) on Node\(s\)=(?P<nodes>\S+): (?P<error>.+))|Prolog or job env setup failure on node (?P<nodes>\S+), draining the node|Node failure on (?P<nodes>\S+)|Prolog (?:hung|failure) on node (?P<nodes>\S+)|update_node: node (?P<nodes>\S+) reason set to: (?P<reason>.+)|(?P<reason>gres/gpu count reported lower than configured \(\d+ < \d+\)|Node unexpectedly rebooted|Kill task failed|cyclecloud_node_fail(?:ure)?\b)|Reason=(?P<reason>Not responding) \[|^\s*(?P<reason>Not responding)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\s|Revoking job \S+ due to nodes not responding|Prolog/Epilog failure on nodes (?P<nodes>[^\s,]+)|Epilog failure on host (?P<nodes>\S+), setting DOWN|agent waited too long for nodes to respond, abort (?:launch|signal) of|State=(?P<state>(?:DOWN|FAIL)\S*|\S*\+NOT_RESPONDING\S*) ThreadsPerCore=|agent/is_node_resp: node:(?P<nodes>\S+) RPC:(?P<rpc>\S+) : (?P<error>.+)|Task launch for (?P<step>\S+) failed on node (?P<nodes>\S+): (?P<error>.+)|requeue (?:job )?(?P<job>\S+) due to failure of node (?P<nodes>\S+)|Killing (?P<job>\S+) on failed node (?P<nodes>\S+)|Node (?P<nodes>\S+) unexpectedly rebooted boot_time=|Setting node (?P<nodes>\S+) state to (?:INVAL|DRAIN) with reason:(?P<reason>.+)|Reason=(?P<reason>Low RealMemory \(reported:\d+ < [\d.]+% of configured:\d+\)|Low socket\*core\*thread count|Low CPUs)|^\s*\S+\s+(?:up|down|drain|inact)\s+\S+\s+\d+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s+(?P<nodes>\S+)\s*$|^\s*(?P<nodes>\S+)\s+\d+\s+\S+\s+(?P<state>(?:alloc|boot|comp|down|drain|drng|fail|failg|futr|idle|maint|mix|unk)\*)\s*$|\s(?P<state>(?:allocated|completing|down|drained|draining|fail|failing|future|idle|maint|mixed|reboot|unknown)\*)\s)`,
 			Literals: []string{
 				"slurmd error running ",
 				"Prolog or job env setup failure on node ",
@@ -19837,6 +19837,7 @@ var image = &rules.Image{
 				" on failed node ",
 				" unexpectedly rebooted boot_time=",
 				" state to INVAL with reason:",
+				" state to DRAIN with reason:",
 				"Reason=Low RealMemory (reported:",
 				"Reason=Low socket*core*thread count",
 				"Reason=Low CPUs",
