@@ -262,17 +262,10 @@ func TestExtractNvkms(t *testing.T) {
     nvEvoLogDev(pDevEvo, EVO_LOG_INFO, "informational");
 }
 `
-	x, err := Extract("src/nvidia-modeset/src/nvkms-demo.c", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Message{
+	extractWant(t, "src/nvidia-modeset/src/nvkms-demo.c", src, []Message{
 		{Line: 3, Call: "nvEvoLogDev(EVO_LOG_ERROR)", Level: "err", Func: "f", Format: "Idling display engine timed out: 0x%08x:%d:%d:%d"},
 		{Line: 5, Call: "nvEvoLogDisp(EVO_LOG_WARN)", Level: "warn", Func: "f", Format: "HDMI FRL link training failed."},
-	}
-	if !reflect.DeepEqual(x.Messages, want) {
-		t.Errorf("Extract:\n got %+v\nwant %+v", x.Messages, want)
-	}
+	})
 	for call, prefix := range map[string]string{
 		"nvEvoLogDev(EVO_LOG_ERROR)": "nvidia-modeset: ERROR: GPU:0: ",
 		"nvEvoLogDisp(EVO_LOG_WARN)": "nvidia-modeset: WARNING: GPU:0: ",
@@ -292,14 +285,7 @@ func TestExtractNcclOfi(t *testing.T) {
 	NCCL_OFI_WARN("Couldn't open AV. RC: %d, ERROR: %s", ret, fi_strerror(-ret));
 }
 `
-	x, err := Extract("src/nccl_ofi_ofiutils.cpp", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Message{{Line: 3, Call: "NCCL_OFI_WARN", Level: "err", Func: "f", Format: "Couldn't open AV. RC: %d, ERROR: %s"}}
-	if !reflect.DeepEqual(x.Messages, want) {
-		t.Errorf("Extract:\n got %+v\nwant %+v", x.Messages, want)
-	}
+	extractWant(t, "src/nccl_ofi_ofiutils.cpp", src, []Message{{Line: 3, Call: "NCCL_OFI_WARN", Level: "err", Func: "f", Format: "Couldn't open AV. RC: %d, ERROR: %s"}})
 	if p, err := printf.Prefix("NCCL_OFI_WARN", "f", "", "src/nccl_ofi_ofiutils.cpp", 0); err != nil || p != "gpu-node-7:12345:12400 [3] NCCL WARN NET/OFI " {
 		t.Errorf("Prefix(NCCL_OFI_WARN) = %q, %v", p, err)
 	}
@@ -333,6 +319,18 @@ func TestWriteKeepsPrefixWithoutFrom(t *testing.T) {
 	}
 }
 
+// extractWant extracts file's src and fails the test unless the messages are want.
+func extractWant(t *testing.T, file, src string, want []Message) {
+	t.Helper()
+	x, err := Extract(file, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(x.Messages, want) {
+		t.Errorf("Extract:\n got %+v\nwant %+v", x.Messages, want)
+	}
+}
+
 // TestExtractLustre: Lustre's debug macros, with the level their mask prints at;
 // a mask held in a variable is read from what the function assigns it; debug-only
 // masks are not listed. Prefix renders what libcfs prints before each on the console.
@@ -352,20 +350,13 @@ func TestExtractLustre(t *testing.T) {
 	CWARN("%s: slow\n", name);
 }
 `
-	x, err := Extract("lustre/ptlrpc/client.c", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Message{
+	extractWant(t, "lustre/ptlrpc/client.c", src, []Message{
 		{Line: 7, Call: "DEBUG_REQ(D_WARNING)", Level: "warn", Func: "ptlrpc_expire_one_request", Format: "Request sent has %s: [sent %lld/real %lld]"},
 		{Line: 9, Call: "CERROR", Level: "err", Func: "ptlrpc_expire_one_request", Format: "%s: connection lost\n"},
 		{Line: 11, Call: "LCONSOLE_ERROR_MSG(0x166)", Level: "err", Func: "ptlrpc_expire_one_request", Format: "%s: operation %s to node %s failed: rc = %d\n"},
 		{Line: 12, Call: "CDEBUG(D_CONSOLE|D_WARNING)", Level: "warn", Func: "ptlrpc_expire_one_request", Format: "%s: evicted\n"},
 		{Line: 13, Call: "CWARN", Level: "warn", Func: "ptlrpc_expire_one_request", Format: "%s: slow\n"},
-	}
-	if !reflect.DeepEqual(x.Messages, want) {
-		t.Errorf("Extract:\n got %+v\nwant %+v", x.Messages, want)
-	}
+	})
 	for _, c := range []struct{ call, file, want string }{
 		{"DEBUG_REQ(D_WARNING)", "lustre/ptlrpc/client.c", "Lustre: 12345:0:(client.c:210:f()) @@@ "},
 		{"CERROR", "lustre/ptlrpc/import.c", "LustreError: 12345:0:(import.c:210:f()) "},
