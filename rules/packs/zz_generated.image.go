@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "c8395e502f1ae8fbc8d508ae3c01a7cc29a5d8bf21b2b5f9ba037774a4f8e82d"
+const imageDigest = "62e694075c07a519d7536ae28e95b77140a20e8395c6020620de8a0245e8ba35"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -6914,7 +6914,7 @@ var image = &rules.Image{
 						ID:          "efa-completion-error",
 						Description: "An EFA operation completed in error or the provider hit an internal error it reports to the application (unresponsive receiver, unreachable remote, remote abort, an internal QP error); the provider's abort message when it cannot even report it. A fabric path, the peer or the local EFA device failed; recorded.",
 						Match: &rules.Match{
-							Regex: `(?:Writing error to EQ: err: (?P<error>.+?) \(-?\d+\) prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|EFA provider internal [rt]xe failure err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Failed to write CQ error entry for [rt]xe err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Encountered error during CQ polling\. err: (?P<error>.+?) \(-?\d+\), prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|:efa:\w+:\w+\(\):\d+<warn> err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Libfabric EFA provider has encountered an internal error|EFA internal error: \((?P<prov_errno>-?\d+)\) (?P<prov_error>.+)|Receive error (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\) for unsolicited write recv|(?P<prov_error>Unresponsive receiver \((?:connection previously established|reachable by EFA device but handshake failed)\)|Unreachable remote - never received a response|Unresponsive remote \(was previously responsive\)))`,
+							Regex: `(?:Writing error to EQ: err: (?P<error>.+?) \(-?\d+\) prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|EFA provider internal [rt]xe failure err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Failed to write CQ error entry for [rt]xe err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Encountered error during CQ polling\. err: (?P<error>.+?) \(-?\d+\), prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|Unexpected error when polling ibv cq, err: (?P<error>.+?) \(-?\d+\) prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|:efa:\w+:\w+\(\):\d+<warn> err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Libfabric EFA provider has encountered an internal error|EFA internal error: \((?P<prov_errno>-?\d+)\) (?P<prov_error>.+)|Receive error (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\) for unsolicited write recv|(?P<prov_error>Unresponsive receiver \((?:connection previously established|reachable by EFA device but handshake failed)\)|Unreachable remote - never received a response|Unresponsive remote \(was previously responsive\)))`,
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  600000000000,
@@ -6928,7 +6928,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-efa",
 						Cooldown:  1800000000000,
-						Line:      4604,
+						Line:      4615,
 					},
 					{
 						ID:          "verbs-device-failed",
@@ -6938,7 +6938,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  1800000000000,
-						Line:      4634,
+						Line:      4645,
 					},
 					{
 						ID:          "verbs-qp-transition-failed",
@@ -6948,7 +6948,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      4666,
+						Line:      4677,
 					},
 					{
 						ID:          "verbs-port-no-lid",
@@ -6958,7 +6958,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      4710,
+						Line:      4721,
 					},
 					{
 						ID:          "verbs-datapath-failed",
@@ -6968,7 +6968,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-rdma",
 						Cooldown:  600000000000,
-						Line:      4739,
+						Line:      4750,
 					},
 					{
 						ID:          "nhc-check-failed",
@@ -6979,7 +6979,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-nhc",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      4785,
+						Line:      4796,
 					},
 					{
 						ID:          "slurm-munge-decode-failed",
@@ -6989,7 +6989,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  1800000000000,
-						Line:      4911,
+						Line:      4922,
 					},
 					{
 						ID:          "slurm-kill-task-failed",
@@ -6999,7 +6999,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      4941,
+						Line:      4952,
 					},
 					{
 						ID:          "slurm-prolog-failed",
@@ -7009,7 +7009,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      4965,
+						Line:      4976,
 					},
 					{
 						ID:          "slurm-health-check-failed",
@@ -7020,7 +7020,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  1800000000000,
-						Line:      4990,
+						Line:      5001,
 					},
 					{
 						ID:          "slurm-spank-prolog-error",
@@ -7030,7 +7030,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "node-tools-slurm",
 						Cooldown:  600000000000,
-						Line:      5034,
+						Line:      5045,
 					},
 					{
 						ID:          "slurm-job-node-failure",
@@ -7041,7 +7041,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      5065,
+						Line:      5076,
 					},
 					{
 						ID:          "slurm-oom-kill",
@@ -7052,7 +7052,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Cooldown:  600000000000,
-						Line:      5088,
+						Line:      5099,
 					},
 					{
 						ID:          "slurm-step-cancelled",
@@ -7063,7 +7063,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5303,
+						Line:      5314,
 					},
 					{
 						ID:          "slurm-remote-node-state",
@@ -7074,7 +7074,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5363,
+						Line:      5374,
 					},
 					{
 						ID:          "slurm-remote-node-responding",
@@ -7085,7 +7085,7 @@ var image = &rules.Image{
 						Exclusive: "node-tools-slurm",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5754,
+						Line:      5765,
 					},
 				},
 			},
@@ -22523,7 +22523,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Writing error to EQ: err: (?P<error>.+?) \(-?\d+\) prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|EFA provider internal [rt]xe failure err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Failed to write CQ error entry for [rt]xe err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Encountered error during CQ polling\. err: (?P<error>.+?) \(-?\d+\), prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|:efa:\w+:\w+\(\):\d+<warn> err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Libfabric EFA provider has encountered an internal error|EFA internal error: \((?P<prov_errno>-?\d+)\) (?P<prov_error>.+)|Receive error (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\) for unsolicited write recv|(?P<prov_error>Unresponsive receiver \((?:connection previously established|reachable by EFA device but handshake failed)\)|Unreachable remote - never received a response|Unresponsive remote \(was previously responsive\)))`,
+			Expr: `(?:Writing error to EQ: err: (?P<error>.+?) \(-?\d+\) prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|EFA provider internal [rt]xe failure err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Failed to write CQ error entry for [rt]xe err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Encountered error during CQ polling\. err: (?P<error>.+?) \(-?\d+\), prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|Unexpected error when polling ibv cq, err: (?P<error>.+?) \(-?\d+\) prov_errno: (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\)|:efa:\w+:\w+\(\):\d+<warn> err: -?\d+, message: (?P<prov_error>.+) \((?P<prov_errno>-?\d+)\)|Libfabric EFA provider has encountered an internal error|EFA internal error: \((?P<prov_errno>-?\d+)\) (?P<prov_error>.+)|Receive error (?P<prov_error>.+?) \((?P<prov_errno>-?\d+)\) for unsolicited write recv|(?P<prov_error>Unresponsive receiver \((?:connection previously established|reachable by EFA device but handshake failed)\)|Unreachable remote - never received a response|Unresponsive remote \(was previously responsive\)))`,
 			Literals: []string{
 				"Writing error to EQ: err: ",
 				"EFA provider internal rxe failure err: ",
@@ -22531,6 +22531,7 @@ var image = &rules.Image{
 				"Failed to write CQ error entry for rxe err: ",
 				"Failed to write CQ error entry for txe err: ",
 				"Encountered error during CQ polling. err: ",
+				"Unexpected error when polling ibv cq, err: ",
 				"<warn> err: ",
 				"Libfabric EFA provider has encountered an internal error",
 				"EFA internal error: (",
@@ -22551,6 +22552,7 @@ var image = &rules.Image{
 					"failed to write cq error entry for rxe err: ",
 					"failed to write cq error entry for txe err: ",
 					"libfabric efa provider has encountered an internal error",
+					"unexpected error when polling ibv cq, err: ",
 					"unreachable remote - never received a response",
 					"unresponsive receiver (connection previously established)",
 					"unresponsive receiver (reachable by efa device but handshake failed)",
@@ -22568,6 +22570,7 @@ var image = &rules.Image{
 					"failed to write cq error entry for rxe err: ",
 					"failed to write cq error entry for txe err: ",
 					"libfabric efa provider has encountered an internal error",
+					"unexpected error when polling ibv cq, err: ",
 					"unreachable remote - never received a response",
 					"unresponsive receiver (connection previously established)",
 					"unresponsive receiver (reachable by efa device but handshake failed)",
@@ -22582,6 +22585,7 @@ var image = &rules.Image{
 					"failed to write cq error entry for rxe err: ",
 					"failed to write cq error entry for txe err: ",
 					"libfabric efa provider has encountered an internal error",
+					"unexpected error when polling ibv cq, err: ",
 					"unreachable remote - never received a response",
 					"unresponsive receiver (connection previously established)",
 					"unresponsive receiver (reachable by efa device but handshake failed)",
@@ -22596,6 +22600,7 @@ var image = &rules.Image{
 					"failed to write cq error entry for rxe err: ",
 					"failed to write cq error entry for txe err: ",
 					"libfabric efa provider has encountered an internal error",
+					"unexpected error when polling ibv cq, err: ",
 					"unreachable remote - never received a response",
 					"unresponsive receiver (connection previously established)",
 					"unresponsive receiver (reachable by efa device but handshake failed)",
@@ -22612,6 +22617,7 @@ var image = &rules.Image{
 					"failed to write cq error entry for rxe err: ",
 					"failed to write cq error entry for txe err: ",
 					"libfabric efa provider has encountered an internal error",
+					"unexpected error when polling ibv cq, err: ",
 					"unreachable remote - never received a response",
 					"unresponsive receiver (connection previously established)",
 					"unresponsive receiver (reachable by efa device but handshake failed)",
@@ -22627,6 +22633,7 @@ var image = &rules.Image{
 					"encountered error during cq polling. err: ",
 					"failed to write cq error entry for ",
 					"libfabric efa provider has encountered an internal error",
+					"unexpected error when polling ibv cq, err: ",
 					"unreachable remote - never received a response",
 					"unresponsive receiver (connection previously established)",
 					"unresponsive receiver (reachable by efa device but handshake failed)",
@@ -22641,6 +22648,9 @@ var image = &rules.Image{
 				"prov_errno",
 				"prov_error",
 				"prov_errno",
+				"prov_error",
+				"prov_errno",
+				"error",
 				"prov_error",
 				"prov_errno",
 				"error",
