@@ -26,6 +26,47 @@ var lustreCallMasks = map[string]string{
 	"LCONSOLE_INFO": "D_CONSOLE",
 }
 
+// LustreMaskCall reports whether call takes its debug mask as an argument.
+func LustreMaskCall(call string) bool { return lustreMaskCalls[call] }
+
+// lustreBits are the bits of a debug mask written as a C expression ("D_ERROR",
+// "D_CONSOLE | D_WARNING", "cond ? D_INFO : D_WARNING").
+func lustreBits(mask string) map[string]bool {
+	bits := map[string]bool{}
+	for _, f := range strings.FieldsFunc(mask, func(r rune) bool {
+		return !(r == '_' || 'A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9')
+	}) {
+		bits[f] = true
+	}
+	return bits
+}
+
+// LustreLevel is the level the console prints a debug mask at, and the mask's
+// console bits in a fixed order ("D_CONSOLE|D_WARNING"). A mask with none of them
+// (D_HA, D_NET, an unknown variable) is not printed by default.
+func LustreLevel(mask string) (level, canonical string, ok bool) {
+	bits := lustreBits(mask)
+	var kept []string
+	for _, b := range []string{"D_CONSOLE", "D_EMERG", "D_ERROR", "D_WARNING", "D_NETERROR"} {
+		if bits[b] {
+			kept = append(kept, b)
+		}
+	}
+	switch {
+	case bits["D_EMERG"]:
+		level = "emerg"
+	case bits["D_ERROR"]:
+		level = "err"
+	case bits["D_WARNING"] || bits["D_NETERROR"]:
+		level = "warn"
+	case bits["D_CONSOLE"]:
+		level = "info"
+	default:
+		return "", "", false
+	}
+	return level, strings.Join(kept, "|"), true
+}
+
 // LustreMask returns the debug mask a Lustre print call prints with, and whether
 // call is one.
 func LustreMask(call string) (string, bool) {
@@ -65,23 +106,16 @@ func lustreErrnum(call string) (string, bool) {
 // lustrePrefix is what a Lustre print call prints before its format in file and
 // function fn.
 func lustrePrefix(call, mask, fn, file string, variant int) string {
-	has := func(bit string) bool {
-		for _, b := range strings.Split(mask, "|") {
-			if strings.TrimSpace(b) == bit {
-				return true
-			}
-		}
-		return false
-	}
+	bits := lustreBits(mask)
 	who := "Lustre"
 	if strings.HasPrefix(file, "lnet/lnet/") || strings.HasPrefix(file, "lnet/klnds/") {
 		who = "LNet"
 	}
 	p := who + ": "
-	if has("D_ERROR") || has("D_EMERG") {
+	if bits["D_ERROR"] || bits["D_EMERG"] {
 		p = who + "Error: "
 	}
-	if !has("D_CONSOLE") {
+	if !bits["D_CONSOLE"] {
 		base := file[strings.LastIndexByte(file, '/')+1:]
 		p += fmt.Sprintf("%d:0:(%s:%d:%s()) ", 12345+variant, base, 210+variant, fn)
 	}

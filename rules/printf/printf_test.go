@@ -97,3 +97,21 @@ func TestDRMPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestDevicePrefixOldPaths: a driver's lines name the driver in its file's pre-3.2
+// path too (drivers/net/ixgbe/ before drivers/net/ethernet/intel/ixgbe/), not a
+// generic PCI device.
+func TestDevicePrefixOldPaths(t *testing.T) {
+	for _, c := range []struct{ call, file, want string }{
+		{"dev_err", "drivers/net/ethernet/intel/ixgbe/ixgbe_main.c", "ixgbe 0000:01:00.0: "},
+		{"dev_err", "drivers/net/ixgbe/ixgbe_main.c", "ixgbe 0000:01:00.0: "},
+		{"dev_err", "drivers/net/mlx5/core/main.c", "mlx5_core 0000:3b:00.0: "},
+		{"netdev_err", "drivers/net/igb/igb_main.c", "igb 0000:02:00.0 eno1: "},
+		{"dev_err", "drivers/block/nvme-core.c", "nvme 0000:01:00.0: "},
+		{"dev_err", "drivers/net/tg3.c", "pci 0000:3b:00.0: "},
+	} {
+		if p, err := Prefix(c.call, "f", "", c.file, 0); err != nil || p != c.want {
+			t.Errorf("Prefix(%s, %s) = %q, %v; want %q", c.call, c.file, p, err, c.want)
+		}
+	}
+}

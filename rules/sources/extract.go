@@ -60,7 +60,7 @@ func init() {
 	add(1, -1, `e_err e_crit ctrl_err`)
 	// Lustre's debug macros (libcfs): CERROR(fmt, ...), LCONSOLE_ERROR_MSG(errnum,
 	// fmt, ...), and those that take the debug mask first, CDEBUG(mask, fmt, ...) and
-	// DEBUG_REQ(mask, req, fmt, ...): the mask decides the level (lustreLevel).
+	// DEBUG_REQ(mask, req, fmt, ...): the mask decides the level (printf.LustreLevel).
 	add(0, -1, `CERROR CEMERG LCONSOLE_ERROR LCONSOLE_EMERG`)
 	add(1, -1, `LCONSOLE_ERROR_MSG`)
 	add(1, 0, `CDEBUG CDEBUG_LIMIT`)
@@ -130,35 +130,6 @@ func init() {
 	lower(1, -1, `e_warn e_info ctrl_warn ctrl_info netdev_warn_once netdev_info_once mlx5_core_warn_once`)
 	lower(0, -1, `e_dev_warn e_dev_info`)
 	lower(0, -1, `CWARN CNETERR LCONSOLE_WARN LCONSOLE_INFO`)
-}
-
-// lustreLevel is the level of a Lustre debug mask written as a C expression
-// ("D_ERROR", "D_CONSOLE | D_WARNING"): what the console prints it at. A mask with
-// none of these bits (D_HA, D_NET, a variable) is not printed by default.
-func lustreLevel(mask string) (level, canonical string, ok bool) {
-	bits := map[string]bool{}
-	for _, f := range strings.FieldsFunc(mask, func(r rune) bool { return r == '|' || r == ' ' || r == '(' || r == ')' }) {
-		bits[f] = true
-	}
-	var kept []string
-	for _, b := range []string{"D_CONSOLE", "D_EMERG", "D_ERROR", "D_WARNING", "D_NETERROR"} {
-		if bits[b] {
-			kept = append(kept, b)
-		}
-	}
-	switch {
-	case bits["D_EMERG"]:
-		level = "emerg"
-	case bits["D_ERROR"]:
-		level = "err"
-	case bits["D_WARNING"] || bits["D_NETERROR"]:
-		level = "warn"
-	case bits["D_CONSOLE"]:
-		level = "info"
-	default:
-		return "", "", false
-	}
-	return level, strings.Join(kept, "|"), true
 }
 
 // lowerLevels are the level arguments below error.
@@ -368,11 +339,11 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 func callMessage(name string, pc printCall, args []string, macros map[string]string, all bool, resolve func(string) (string, bool), assigned func(string) string) (Message, bool) {
 	m := Message{Call: name, Level: "err"}
 	if mask, ok := printf.LustreMask(name); ok {
-		m.Level, _, _ = lustreLevel(mask)
+		m.Level, _, _ = printf.LustreLevel(mask)
 		if name == "LCONSOLE_ERROR_MSG" && len(args) > 0 {
 			m.Call = name + "(" + strings.TrimSpace(args[0]) + ")" // its number is printed
 		}
-	} else if pc.level >= 0 && (name == "CDEBUG" || name == "CDEBUG_LIMIT" || name == "DEBUG_REQ") {
+	} else if pc.level >= 0 && printf.LustreMaskCall(name) {
 		if pc.level >= len(args) {
 			return m, false
 		}
@@ -380,7 +351,7 @@ func callMessage(name string, pc printCall, args []string, macros map[string]str
 		if id := strings.TrimSpace(mask); identRe.MatchString(id) && !strings.HasPrefix(id, "D_") {
 			mask = assigned(id) // a variable: the masks the function sets it to
 		}
-		l, canon, ok := lustreLevel(mask)
+		l, canon, ok := printf.LustreLevel(mask)
 		if !ok || l == "info" && !all {
 			return m, false
 		}
@@ -531,43 +502,39 @@ var (
 	namespaceRe = regexp.MustCompile(`(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s+"C")\s*$`)
 )
 
+// assignedExprs returns the expressions that the code before offset i (within
+// 6000 bytes) assigns to an identifier, in order.
+func assignedExprs(code string, i int, ident string) []string {
+	from := max(i-6000, 0)
+	re := regexp.MustCompile(`\b` + regexp.QuoteMeta(ident) + `\s*=[^=]`)
+	var out []string
+	for _, loc := range re.FindAllStringIndex(code[from:i], -1) {
+		start := from + loc[1] - 1
+		if end := statementEnd(code, start, i); end >= 0 {
+			out = append(out, strings.ReplaceAll(code[start:end], "\\\n", "\n"))
+		}
+	}
+	return out
+}
+
 // resolver finds, for a message variable used by the call at i, what it was
 // built from in the lines before: std::string msg = c10::str(...); or
 // std::string err = "..." + x + "...";.
 func resolver(code string, i int, macros map[string]string) func(string) (string, bool) {
 	return func(ident string) (string, bool) {
-		from := i - 6000
-		if from < 0 {
-			from = 0
-		}
-		re := regexp.MustCompile(`\b` + regexp.QuoteMeta(ident) + `\s*=[^=]`)
-		locs := re.FindAllStringIndex(code[from:i], -1)
-		if len(locs) == 0 {
+		exprs := assignedExprs(code, i, ident)
+		if len(exprs) == 0 {
 			return "", false
 		}
-		start := from + locs[len(locs)-1][1] - 1
-		end := statementEnd(code, start, i)
-		if end < 0 {
-			return "", false
-		}
-		expr := strings.ReplaceAll(code[start:end], "\\\n", "\n")
-		return joined([]string{expr}, macros, nil)
+		return joined(exprs[len(exprs)-1:], macros, nil)
 	}
 }
 
-// assignments returns a function that joins, with "|", the expressions that the
-// code before offset i (within 6000 bytes) assigns to an identifier: the values a
-// variable passed as a Lustre debug mask may hold ("debug_mask = D_WARNING").
+// assignments returns a function that joins, with "|", what the code before the
+// call at i assigns to an identifier: the values a variable passed as a Lustre
+// debug mask may hold ("debug_mask = D_WARNING").
 func assignments(code string, i int) func(string) string {
-	return func(ident string) string {
-		from := max(i-6000, 0)
-		re := regexp.MustCompile(`\b` + regexp.QuoteMeta(ident) + `\s*=([^=;][^;]*);`)
-		var out []string
-		for _, m := range re.FindAllStringSubmatch(code[from:i], -1) {
-			out = append(out, m[1])
-		}
-		return strings.Join(out, "|")
-	}
+	return func(ident string) string { return strings.Join(assignedExprs(code, i, ident), "|") }
 }
 
 // splitPlus splits an expression at its top-level + operators.
