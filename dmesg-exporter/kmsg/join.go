@@ -1,6 +1,10 @@
 package kmsg
 
-import "sync/atomic"
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+)
 
 // joiner merges continuation fragments into the record they continue.
 //
@@ -11,10 +15,16 @@ import "sync/atomic"
 // following one. The two conventions disagree about 'c', so the joiner
 // assumes the current one until it sees a '+', and from then on treats the
 // stream as old-style; records it is still holding are regrouped.
+//
+// A current-style fragment joins only what it can continue: a record logged
+// within gap of it by the kernel's clock (so that a ring buffer read in one go
+// at start-up joins exactly what the same records read live would), and not a
+// record that starts a line of its own (startsLine).
 type joiner struct {
 	legacy  bool
-	pending []Record // one group, not yet delivered
-	ready   []Record // merged records to deliver, oldest first
+	gap     time.Duration // 0: any gap
+	pending []Record      // one group, not yet delivered
+	ready   []Record      // merged records to deliver, oldest first
 	merged  *atomic.Uint64
 }
 
@@ -33,7 +43,7 @@ func (j *joiner) push(r Record) {
 		}
 		j.pending = append(j.pending, r)
 	case FlagsCont:
-		if j.legacy || len(j.pending) == 0 || !sameCaller(&j.pending[len(j.pending)-1], &r) {
+		if j.legacy || len(j.pending) == 0 || !j.continues(&j.pending[len(j.pending)-1], &r) {
 			j.flush()
 		}
 		j.pending = append(j.pending, r)
@@ -43,8 +53,22 @@ func (j *joiner) push(r Record) {
 	}
 }
 
+// continues reports whether the current-style fragment r continues prev.
+func (j *joiner) continues(prev, r *Record) bool {
+	return sameCaller(prev, r) && !startsLine(r) && (j.gap <= 0 || r.Monotonic-prev.Monotonic <= j.gap)
+}
+
 func sameCaller(a, b *Record) bool {
 	return a.Caller == "" || b.Caller == "" || a.Caller == b.Caller
+}
+
+// startsLine reports a fragment that is a whole line of its own although flagged
+// 'c': NVIDIA's driver prefixes every line it prints with KERN_CONT
+// (nv_printf in kernel-open/nvidia/os-interface.c, every branch), so each NVRM
+// line, Xids included, that follows a finished line is stored flagged 'c';
+// its lines start with "NVRM: " and the driver's real continuations do not.
+func startsLine(r *Record) bool {
+	return strings.HasPrefix(r.Message, "NVRM: ")
 }
 
 // regroup splits the pending records at old-style group starts (every

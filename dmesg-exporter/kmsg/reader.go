@@ -106,9 +106,12 @@ type Options struct {
 	MergeContinuations bool
 	// ContinuationWait is how long, with MergeContinuations, the reader
 	// waits for another fragment before it delivers a record
-	// (DefaultContinuationWait when 0). It only applies to inputs with
-	// read deadlines (the device, pipes); other inputs deliver a record
-	// when the next one or EOF is read.
+	// (DefaultContinuationWait when 0). The wait only applies to inputs
+	// with read deadlines (the device, pipes); other inputs deliver a
+	// record when the next one or EOF is read. On every input a fragment
+	// the kernel logged more than ContinuationWait after the record
+	// before it stands alone, so records read late join as they would
+	// have live.
 	ContinuationWait time.Duration
 	// OnLoss, when set, is called for every gap in the sequence numbers
 	// and every overrun.
@@ -241,6 +244,7 @@ func newReader(src io.Reader, opts Options) *Reader {
 	}
 	r := &Reader{opts: opts, src: src, framing: opts.Framing, max: opts.MaxRecordSize, boot: opts.BootTime}
 	r.join.merged = &r.stats.merged
+	r.join.gap = opts.ContinuationWait
 	if r.boot.IsZero() {
 		if t, err := BootTime(); err == nil {
 			r.boot = t

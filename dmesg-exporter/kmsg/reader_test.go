@@ -380,6 +380,35 @@ func TestReaderMergeContinuations(t *testing.T) {
 			seqs:   [][2]uint64{{20, 20}, {21, 24}, {25, 26}, {27, 27}},
 			merged: 4,
 		},
+		{
+			// Recorded from NVIDIA's open module 580.159.04 on an H200 (Linux
+			// 6.18): nv_printf prefixes every NVRM line with KERN_CONT, so each
+			// line the kernel could not append is a record flagged 'c'. Each
+			// starts with "NVRM: " and stands alone, as dmesg shows it.
+			file: "nvidia-580-open.kmsg",
+			messages: []string{
+				"nvidia: loading out-of-tree module taints kernel.",
+				"nvidia-nvlink: Nvlink Core is being initialized, major device number 240",
+				"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  ",
+				"NVRM: gpuClearFbhubPoisonIntrForBug2924523_GA100: FBHUB Interrupt detected. Clearing it.",
+				"NVRM: Persistence mode is deprecated and will be removed in a future release. Please use nvidia-persistenced instead.",
+			},
+			seqs:   [][2]uint64{{353, 353}, {354, 354}, {355, 355}, {356, 356}, {357, 357}},
+			merged: 0,
+		},
+		{
+			// A fragment logged within ContinuationWait (by the kernel's clock) of
+			// the record before it joins it; one logged 1.5 s later stands alone,
+			// as it would when read live.
+			file: "continuation-gap.kmsg",
+			messages: []string{
+				"Checking that the widget answers... still",
+				" done",
+				"next line",
+			},
+			seqs:   [][2]uint64{{10, 11}, {12, 12}, {13, 13}},
+			merged: 1,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
