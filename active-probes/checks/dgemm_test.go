@@ -20,6 +20,7 @@ func TestGPUThresholdTable(t *testing.T) {
 		"NVIDIA H100 PCIe":        "H100 PCIe",
 		"NVIDIA H100 NVL":         "H100 NVL",
 		"NVIDIA H200":             "H200",
+		"NVIDIA H200 NVL":         "H200 NVL",
 		"NVIDIA GH200 480GB":      "GH200",
 		"NVIDIA B200":             "B200",
 		"Tesla V100-SXM2-32GB":    "V100-SXM2",
@@ -143,5 +144,30 @@ func TestDGEMMThresholdsBounded(t *testing.T) {
 	os.WriteFile(ok, []byte("- match: A100\n  dgemm_tflops: 19.5\n  daxpy_gbps: 2039\n"), 0o644)
 	if table, err := LoadGPUThresholds(ok); err != nil || len(table) != 1 {
 		t.Errorf("a valid file: %v %v", table, err)
+	}
+}
+
+// The outputs of cuda/dgemm recorded on an H200 SXM (testdata/recorded/README.md):
+// every run passes the H200 thresholds, the lowest DAXPY (right after a long DGEMM)
+// included, and a GPU index that does not exist is an error with dgemm's reason.
+func TestDGEMMRecordedH200(t *testing.T) {
+	for _, rec := range []string{"dgemm/h200-pass.jsonl", "dgemm/h200-n4096.jsonl", "dgemm/h200-n16384.jsonl", "dgemm/h200-n16384-20iters.jsonl"} {
+		path, _ := fake(t, "dgemm", rec)
+		res, _ := runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, nil)
+		wantStatus(t, rec, res.Status, probe.StatusPass)
+		d := deviceStatus(t, res, "0", probe.StatusPass)
+		if d.PCI != "0000:00:06.0" || d.Name != "NVIDIA H200" || d.Values["dgemm_tflops"] < 63 || d.Values["dgemm_tflops"] > 67 ||
+			d.Values["daxpy_gbps"] < 3600 || d.Values["daxpy_gbps"] > 4800 {
+			t.Errorf("%s: %+v", rec, d)
+		}
+		if !near(d.Values["min_dgemm_tflops"], 46.9) || d.Values["min_daxpy_gbps"] != 3200 {
+			t.Errorf("%s: thresholds %v", rec, d.Values)
+		}
+	}
+	path, _ := fake(t, "dgemm", "dgemm/h200-no-such-gpu.jsonl")
+	res, _ := runOne(t, mustSpec(t, "dgemm"), &DGEMM{Path: path}, probe.Params{"gpus": "1"})
+	wantStatus(t, "GPU 1 of 1", res.Status, probe.StatusError)
+	if !strings.Contains(res.Message, "GPU 1 does not exist (1 GPUs)") {
+		t.Errorf("message %q", res.Message)
 	}
 }

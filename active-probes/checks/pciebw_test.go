@@ -2,6 +2,7 @@ package checks
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,5 +186,34 @@ func TestPCIeBWSysfsLinks(t *testing.T) {
 	}
 	if _, err := (SysfsLinks{Root: filepath.Join(root, "nope")}).GPULinks(context.Background()); err == nil {
 		t.Error("missing sysfs: no error")
+	}
+}
+
+// The outputs of cuda/pciebw recorded on an H200 SXM on PCIe gen5 x16
+// (testdata/recorded/README.md; NVML reported the link as below): 55.3-55.5 GB/s
+// each way whatever the copy size, 88% of the link's 63.0 GB/s, well above the
+// default minimum of half of it; a GPU index that does not exist is an error with
+// pciebw's reason.
+func TestPCIeBWRecordedH200(t *testing.T) {
+	links := staticLinks{{Index: 0, PCI: "0000:00:06.0", Name: "NVIDIA H200", Link: PCIeLink{Gen: 5, Width: 16, MaxGen: 5, MaxWidth: 16}}}
+	for _, rec := range []string{"pciebw/h200-pass.jsonl", "pciebw/h200-64mb.jsonl", "pciebw/h200-1gb.jsonl"} {
+		path, _ := fake(t, "pciebw", rec)
+		res, _ := runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path, Links: links}, nil)
+		wantStatus(t, rec, res.Status, probe.StatusPass)
+		d := deviceStatus(t, res, "0", probe.StatusPass)
+		for _, k := range []string{"h2d_gbps", "d2h_gbps"} {
+			if v := d.Values[k]; v < 55 || v > 56 {
+				t.Errorf("%s: %s %v", rec, k, v)
+			}
+		}
+		if math.Abs(d.Values["link_gbps"]-63.015) > 0.001 || math.Abs(d.Values["min_gbps"]-31.508) > 0.001 {
+			t.Errorf("%s: link %v", rec, d.Values)
+		}
+	}
+	path, _ := fake(t, "pciebw", "pciebw/h200-no-such-gpu.jsonl")
+	res, _ := runOne(t, mustSpec(t, "pciebw"), &PCIeBW{Path: path, Links: links}, probe.Params{"gpus": "1"})
+	wantStatus(t, "GPU 1 of 1", res.Status, probe.StatusError)
+	if !strings.Contains(res.Message, "GPU 1 does not exist (1 GPUs)") {
+		t.Errorf("message %q", res.Message)
 	}
 }
