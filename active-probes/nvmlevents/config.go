@@ -18,8 +18,11 @@ type Config struct {
 	// LostRetry is the pause after NVML answered that a GPU is lost, or failed,
 	// before waiting again (default 10s), so a GPU gone for good costs no busy loop.
 	LostRetry time.Duration
-	Metrics   *Metrics
-	Log       *slog.Logger
+	// ClockInterval is the least time between two clock-change lines of a GPU
+	// (default 1m); the changes in between are counted, not shipped.
+	ClockInterval time.Duration
+	Metrics       *Metrics
+	Log           *slog.Logger
 	// Now stamps the lines (default time.Now).
 	Now func() time.Time
 }
@@ -33,6 +36,9 @@ func (c *Config) defaults() error {
 	}
 	if c.LostRetry <= 0 {
 		c.LostRetry = 10 * time.Second
+	}
+	if c.ClockInterval <= 0 {
+		c.ClockInterval = time.Minute
 	}
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)

@@ -128,7 +128,9 @@ func runWatcher(t *testing.T, lib nvml.Interface, cfg Config) (*Watcher, <-chan 
 	if cfg.LostRetry == 0 {
 		cfg.LostRetry = 20 * time.Millisecond
 	}
-	cfg.Now = func() time.Time { return t0 }
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time { return t0 }
+	}
 	cfg.Log = slog.New(slog.DiscardHandler)
 	w, err := New(lib, cfg)
 	if err != nil {

@@ -19,6 +19,9 @@ const (
 	FormatEvent = "NVML: %s on GPU %s (%s)"
 	// FormatLost: a GPU NVML reports lost (NVML_ERROR_GPU_IS_LOST).
 	FormatLost = "NVML: GPU %s (%s) is lost: fallen off the bus or otherwise inaccessible"
+	// FormatRecovery: the recovery action the driver asks for (one of the Recovery
+	// texts), the PCI address and UUID.
+	FormatRecovery = "NVML: recovery action %s on GPU %s (%s)"
 )
 
 // Kinds of events other than Xids, as the lines name them.
@@ -27,6 +30,25 @@ const (
 	KindSingleBitECC = "single-bit ECC error"
 	KindClock        = "clock change"
 	KindPowerSource  = "power source change"
+	// The types newer drivers added.
+	KindSingleBitECCStorm     = "single-bit ECC error storm"
+	KindDRAMRetirement        = "DRAM retirement"
+	KindDRAMRetirementFailure = "DRAM retirement failure"
+	KindPoison                = "non-fatal poison error"
+	KindFatalPoison           = "fatal poison error"
+	KindGPUUnavailable        = "GPU unavailable error"
+)
+
+// The recovery actions as the lines name them (nvmlDeviceGpuRecoveryAction_t).
+const (
+	RecoveryNone          = "none"
+	RecoveryGPUReset      = "GPU reset"
+	RecoveryNodeReboot    = "node reboot"
+	RecoveryDrainP2P      = "drain P2P"
+	RecoveryDrainAndReset = "drain and reset"
+	// RecoveryUnknown: the action could not be read, or is one this program
+	// does not know.
+	RecoveryUnknown = "unknown"
 )
 
 // Syslog levels of the lines (the shipped records' severity).
@@ -80,6 +102,14 @@ func xidLine(t time.Time, g GPU, xid uint64, gi uint32) Line {
 
 func eventLine(t time.Time, g GPU, kind string, level int) Line {
 	return Line{Time: t, Text: fmt.Sprintf(FormatEvent, kind, g.pci(), g.uuid()), Level: level}
+}
+
+func recoveryLine(t time.Time, g GPU, action string) Line {
+	level := levelErr
+	if action == RecoveryNone {
+		level = levelNotice
+	}
+	return Line{Time: t, Text: fmt.Sprintf(FormatRecovery, action, g.pci(), g.uuid()), Level: level}
 }
 
 func lostLine(t time.Time, g GPU) Line {

@@ -4,6 +4,7 @@ package nvmlevents
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -29,6 +30,28 @@ var watched = []eventType{
 	{nvml.EventTypeSingleBitEccError, "sbe", KindSingleBitECC, levelWarning},
 	{nvml.EventTypeClock, "clock", KindClock, levelNotice},
 	{nvml.EventTypePowerSourceChange, "power_source", KindPowerSource, levelNotice},
+	// The types newer drivers added (an H200 on 580.159.04 supports each one; see
+	// active-probes/checks/testdata/recorded/h200): older drivers refuse them, and
+	// they are counted as unsupported there.
+	{nvml.EventTypeSingleBitEccErrorStorm, "sbe_storm", KindSingleBitECCStorm, levelWarning},
+	{nvml.EventTypeDramRetirementEvent, "dram_retirement", KindDRAMRetirement, levelWarning},
+	{nvml.EventTypeDramRetirementFailure, "dram_retirement_failure", KindDRAMRetirementFailure, levelErr},
+	{nvml.EventTypeNonFatalPoisonError, "poison", KindPoison, levelWarning},
+	{nvml.EventTypeFatalPoisonError, "fatal_poison", KindFatalPoison, levelErr},
+	{nvml.EventTypeGpuUnavailableError, "gpu_unavailable", KindGPUUnavailable, levelErr},
+	{nvml.EventTypeGpuRecoveryAction, "recovery_action", kindRecovery, levelErr},
+}
+
+// kindRecovery marks the recovery-action event, whose line names the action.
+const kindRecovery = "recovery"
+
+// recoveryActions name NVML's recovery actions in the lines.
+var recoveryActions = map[nvml.DeviceGpuRecoveryAction]string{
+	nvml.GPU_RECOVERY_ACTION_NONE:            RecoveryNone,
+	nvml.GPU_RECOVERY_ACTION_GPU_RESET:       RecoveryGPUReset,
+	nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:     RecoveryNodeReboot,
+	nvml.GPU_RECOVERY_ACTION_DRAIN_P2P:       RecoveryDrainP2P,
+	nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET: RecoveryDrainAndReset,
 }
 
 // Watcher reads the events of every GPU of the node and ships them as lines.
@@ -38,6 +61,8 @@ type Watcher struct {
 	gpus []*gpu
 	// unknownLost stands for a loss no GPU could be named for, reported once.
 	unknownLost gpu
+	// lastClock is when each GPU's (by PCI address) last clock-change line went.
+	lastClock map[string]time.Time
 }
 
 type gpu struct {
@@ -52,7 +77,7 @@ func New(lib nvml.Interface, cfg Config) (*Watcher, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Watcher{lib: lib, cfg: cfg}, nil
+	return &Watcher{lib: lib, cfg: cfg, lastClock: map[string]time.Time{}}, nil
 }
 
 // Open returns a watcher of the NVML library at path ("" for the dynamic loader's
@@ -138,7 +163,8 @@ func (w *Watcher) register(ctx context.Context, set nvml.EventSet) (int, error) 
 			switch ret := dev.RegisterEvents(t.mask, set); ret {
 			case nvml.SUCCESS:
 				registered++
-			case nvml.ERROR_NOT_SUPPORTED:
+			case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_INVALID_ARGUMENT:
+				// An NVML older than the type answers that it is not a type.
 				w.cfg.Metrics.unsupported.WithLabelValues(t.name).Inc()
 				unsupported[t.name] = append(unsupported[t.name], g.id.pci())
 			case nvml.ERROR_GPU_IS_LOST:
@@ -192,8 +218,19 @@ func (w *Watcher) event(ctx context.Context, d nvml.EventData) bool {
 			continue
 		}
 		w.cfg.Metrics.events.WithLabelValues(t.name).Inc()
-		if t.kind == "" {
+		switch t.kind {
+		case "":
 			return w.cfg.Ship(ctx, xidLine(now, g, d.EventData, d.GpuInstanceId))
+		case kindRecovery:
+			return w.cfg.Ship(ctx, recoveryLine(now, g, w.recoveryAction(d.Device)))
+		case KindClock:
+			// A GPU under load changes clocks several times a second (27 events in
+			// 3 s of DGEMM on an H200): one line per interval says it happens.
+			if last, ok := w.lastClock[g.pci()]; ok && now.Sub(last) < w.cfg.ClockInterval {
+				w.cfg.Metrics.coalesced.WithLabelValues(t.name).Inc()
+				return true
+			}
+			w.lastClock[g.pci()] = now
 		}
 		return w.cfg.Ship(ctx, eventLine(now, g, t.kind, t.level))
 	}
@@ -201,6 +238,33 @@ func (w *Watcher) event(ctx context.Context, d nvml.EventData) bool {
 	w.cfg.Metrics.errors.WithLabelValues("unexpected_event_type").Inc()
 	w.cfg.Log.Warn("NVML delivered an event type that was not registered", "type", d.EventType)
 	return true
+}
+
+// recoveryAction reads the action the driver asks for after a recovery-action
+// event (the event itself carries none): NVML's field
+// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; RecoveryUnknown when it cannot be read.
+func (w *Watcher) recoveryAction(dev nvml.Device) string {
+	if dev == nil {
+		return RecoveryUnknown
+	}
+	v := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+	if ret := dev.GetFieldValues(v); ret != nvml.SUCCESS || nvml.Return(v[0].NvmlReturn) != nvml.SUCCESS {
+		w.cfg.Metrics.errors.WithLabelValues("DeviceGetFieldValues").Inc()
+		return RecoveryUnknown
+	}
+	var n uint64
+	switch nvml.ValueType(v[0].ValueType) {
+	case nvml.VALUE_TYPE_UNSIGNED_INT, nvml.VALUE_TYPE_SIGNED_INT:
+		n = uint64(binary.NativeEndian.Uint32(v[0].Value[:4]))
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		n = binary.NativeEndian.Uint64(v[0].Value[:])
+	default:
+		return RecoveryUnknown
+	}
+	if a, ok := recoveryActions[nvml.DeviceGpuRecoveryAction(n)]; ok {
+		return a
+	}
+	return RecoveryUnknown
 }
 
 // byDevice names the GPU of an event, or an unknown one.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -23,6 +24,7 @@ import (
 // every check it runs (source="probe"), to one receiver.
 type lineFlags struct {
 	nvmlEvents bool
+	clockEvery time.Duration
 	verdicts   bool
 	otlpURL    string
 	lokiURL    string
@@ -32,6 +34,7 @@ type lineFlags struct {
 
 func (f *lineFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.nvmlEvents, "nvml-events", false, "watch the GPUs' NVML events (Xid, ECC, clock, power source) and ship each as a log line with source=\"nvml\" (needs --events-otlp-endpoint or --events-loki-url)")
+	fs.DurationVar(&f.clockEvery, "nvml-clock-interval", time.Minute, "least time between two clock-change lines of a GPU (a GPU under load changes clocks several times a second); the changes in between are counted, not shipped")
 	fs.BoolVar(&f.verdicts, "verdict-lines", true, "ship the verdict of every check the agent runs as a log line with source=\"probe\" (to --events-otlp-endpoint or --events-loki-url; none without them)")
 	fs.StringVar(&f.otlpURL, "events-otlp-endpoint", "", "OTLP/HTTP base URL of the collector the agent's lines (NVML events, verdicts) go to, as the dmesg-exporter's --otlp-endpoint")
 	fs.StringVar(&f.lokiURL, "events-loki-url", "", "Loki base URL for direct push of the agent's lines")
@@ -132,9 +135,10 @@ func (f *lineFlags) start(ctx context.Context, node, nvmlLibrary string, reg pro
 			return fail(err)
 		}
 		w, err := nvmlevents.Open(nvmlLibrary, nvmlevents.Config{
-			Ship:    func(ctx context.Context, l nvmlevents.Line) bool { return lane.Ship(ctx, l.Record(node)) },
-			Metrics: nvmlevents.NewMetrics(reg),
-			Log:     log,
+			Ship:          func(ctx context.Context, l nvmlevents.Line) bool { return lane.Ship(ctx, l.Record(node)) },
+			ClockInterval: f.clockEvery,
+			Metrics:       nvmlevents.NewMetrics(reg),
+			Log:           log,
 		})
 		if err != nil {
 			return fail(err)

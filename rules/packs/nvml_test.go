@@ -68,7 +68,7 @@ func TestNVMLPackCitesTheWatcherFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{nvmlevents.FormatXid: true, nvmlevents.FormatEvent: true, nvmlevents.FormatLost: true}
+	want := map[string]bool{nvmlevents.FormatXid: true, nvmlevents.FormatEvent: true, nvmlevents.FormatLost: true, nvmlevents.FormatRecovery: true}
 	seen := map[string]bool{}
 	for _, r := range e.Set().Rules {
 		if r.Pack != "nvml-events" {
@@ -89,10 +89,44 @@ func TestNVMLPackCitesTheWatcherFormats(t *testing.T) {
 			t.Errorf("no rule cites %q", f)
 		}
 	}
-	for _, kind := range []string{nvmlevents.KindDoubleBitECC, nvmlevents.KindSingleBitECC, nvmlevents.KindClock, nvmlevents.KindPowerSource} {
+	for _, kind := range []string{nvmlevents.KindDoubleBitECC, nvmlevents.KindSingleBitECC, nvmlevents.KindClock, nvmlevents.KindPowerSource,
+		nvmlevents.KindSingleBitECCStorm, nvmlevents.KindDRAMRetirement, nvmlevents.KindDRAMRetirementFailure, nvmlevents.KindPoison,
+		nvmlevents.KindFatalPoison, nvmlevents.KindGPUUnavailable} {
 		l := &logstream.Line{Source: logstream.SourceNVML, Text: fmt.Sprintf(nvmlevents.FormatEvent, kind, "0000:3b:00.0", "GPU-1")}
 		if n := fired(e, "nvml-events", l); len(n) != 1 {
 			t.Errorf("%q fires %v, want one rule", l.Text, n)
+		}
+	}
+}
+
+// TestNVMLRecoveryActionJoinsXid154: each recovery action NVML names fires one
+// nvml-events rule, and its fault is the nvidia-xid rule that the kernel's Xid 154
+// line asking for the same action fires, with the same action and severity.
+func TestNVMLRecoveryActionJoinsXid154(t *testing.T) {
+	e, err := packengine.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for action, kernel := range map[string]string{
+		nvmlevents.RecoveryGPUReset:      "0x1 (GPU Reset Required)",
+		nvmlevents.RecoveryNodeReboot:    "0x2 (Node Reboot Required)",
+		nvmlevents.RecoveryDrainP2P:      "0x3 (Drain P2P)",
+		nvmlevents.RecoveryDrainAndReset: "0x4 (Drain and Reset)",
+		nvmlevents.RecoveryNone:          "0x0 (None)",
+		nvmlevents.RecoveryUnknown:       "0x9 (Something New)",
+	} {
+		kl := &logstream.Line{Source: logstream.SourceKernel,
+			Text: "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to " + kernel}
+		nl := &logstream.Line{Source: logstream.SourceNVML,
+			Text: fmt.Sprintf(nvmlevents.FormatRecovery, action, "0000:3b:00.0", "GPU-5c1a9d3e-7f2b-4c1d-9a8e-0b6f3e2d1c4a")}
+		k, n := fired(e, "nvidia-xid", kl), fired(e, "nvml-events", nl)
+		if len(k) != 1 || len(n) != 1 {
+			t.Errorf("%s: kernel line fires %v, NVML line fires %v; want one rule each", action, k, n)
+			continue
+		}
+		if n[0].FaultRule() != k[0] || n[0].Action != k[0].Action || n[0].Severity != k[0].Severity {
+			t.Errorf("%s: NVML's %s (%s/%s, fault %s), the kernel's %s (%s/%s)", action, n[0], n[0].Action, n[0].Severity,
+				n[0].FaultRule(), k[0], k[0].Action, k[0].Severity)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "6421ce204538220a1c2bdd2a869682828be18ee731c12e068b8e566a23ec78ab"
+const imageDigest = "e2f4c8eda6a1f9ea0564fb06f3caa389f808e400b2fb0c4a3d0f535c26663548"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1098,9 +1098,17 @@ var image = &rules.Image{
 					},
 					{
 						ID:          "nvidia-rm-error",
-						Description: "An error the GPU driver's resource manager reports from its GSP, memory (MMU), bus, RPC or initialisation code: kept as evidence for a fault the rules above may name; alone it does not say the GPU is faulty.",
+						Description: "An error the GPU driver's resource manager reports from its GSP, memory (MMU), bus, RPC or initialisation code: kept as evidence for a fault the rules above may name; alone it does not say the GPU is faulty. Not the FBHUB interrupt the driver clears as it loads on a healthy GPU (recorded on an H200, 580.159.04).",
 						Match: &rules.Match{
-							Regex: `NVRM:? (?:GPU\d+ )?(?:_?(?:kgsp|kgmmu|kbus|kfsp|kflcn|kmem|kfifo|knvlink|gpu|rpc|gsp|memdesc|memmgr|issueRpc|Rm[A-Z]|osInit|GspMsgQueue)\w*): \S`,
+							Regex: `NVRM:? (?:GPU\d+ )?(?P<func>_?(?:kgsp|kgmmu|kbus|kfsp|kflcn|kmem|kfifo|knvlink|gpu|rpc|gsp|memdesc|memmgr|issueRpc|Rm[A-Z]|osInit|GspMsgQueue)\w*): \S`,
+							Where: map[string]rules.Condition{
+								"func": {
+									NotIn: rules.StringList{
+										"gpuClearFbhubPoisonIntrForBug2924523_GA100",
+										"gpuClearFbhubPoisonIntrForBug2924523_GA100_KERNEL",
+									},
+								},
+							},
 						},
 						Severity: "info",
 						Action:   "event",
@@ -1119,7 +1127,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 3360,
+						Line: 3379,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1129,7 +1137,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     3552,
+						Line:     3571,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1139,7 +1147,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     3606,
+						Line:     3625,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1154,7 +1162,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 3624,
+						Line: 3643,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1178,7 +1186,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     3987,
+						Line:     4006,
 					},
 					{
 						ID:          "nvidia-installer-module-load-failed",
@@ -1195,7 +1203,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     4218,
+						Line:     4237,
 					},
 					{
 						ID:          "nvidia-installer-failed",
@@ -1207,7 +1215,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     4296,
+						Line:     4315,
 					},
 					{
 						ID:          "nvidia-installer-copy-error",
@@ -1218,7 +1226,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4377,
+						Line:     4396,
 					},
 					{
 						ID:          "xorg-nvidia-module-not-loaded",
@@ -1230,7 +1238,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4412,
+						Line:     4431,
 					},
 				},
 			},
@@ -7096,7 +7104,7 @@ var image = &rules.Image{
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
 				Name:        "nvml-events",
-				Description: "GPU events the probe agent reads from the driver through NVML event sets (nvmlEventTypeXidCriticalError, nvmlEventTypeDoubleBitEccError, nvmlEventTypeSingleBitEccError, nvmlEventTypeClock, nvmlEventTypePowerSourceChange in nvml.h; go-nvml's EventType* constants) and ships as lines with source=\"nvml\", in the wording of active-probes/nvmlevents: a second witness beside the kernel log, for a node whose kernel lines were lost. Each Xid rule names the nvidia-xid rule of the same codes in `sameFaultAs`: an Xid seen by both NVML and the kernel is one fault (one NodeFault, decided and budgeted once), and an Xid seen only by NVML taints exactly as the kernel's line would. NVML gives only the code, not the text, so Xid 144-150 (NVLink5) and 154 (recovery action) follow the nvidia-xid rules for a line without a verdict. The Xid lists mirror nvidia-xid's (a test checks every code from 1 to 200 and 999). All Xid rules share the exclusive group `nvml-xid`.",
+				Description: "GPU events the probe agent reads from the driver through NVML event sets (nvmlEventTypeXidCriticalError, nvmlEventTypeDoubleBitEccError, nvmlEventTypeSingleBitEccError, nvmlEventTypeClock, nvmlEventTypePowerSourceChange, and those of newer drivers: ...ErrorStorm, ...DramRetirementEvent and Failure, ...NonFatalPoisonError, ...FatalPoisonError, ...GpuUnavailableError, ...GpuRecoveryAction in nvml.h; go-nvml's EventType* constants) and ships as lines with source=\"nvml\", in the wording of active-probes/nvmlevents: a second witness beside the kernel log, for a node whose kernel lines were lost. Each Xid rule names the nvidia-xid rule of the same codes in `sameFaultAs`: an Xid seen by both NVML and the kernel is one fault (one NodeFault, decided and budgeted once), and an Xid seen only by NVML taints exactly as the kernel's line would. NVML gives only the code, not the text, so Xid 144-150 (NVLink5) and 154 (recovery action) follow the nvidia-xid rules for a line without a verdict. The Xid lists mirror nvidia-xid's (a test checks every code from 1 to 200 and 999). All Xid rules share the exclusive group `nvml-xid`.",
 			},
 			Spec: rules.PackSpec{
 				Defaults: rules.Defaults{
@@ -7127,7 +7135,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "xid-gpu-lost",
-						Line:        28,
+						Line:        30,
 					},
 					{
 						ID:          "nvml-xid-gpu-reset-required",
@@ -7158,7 +7166,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "xid-gpu-reset-required",
-						Line:        49,
+						Line:        51,
 					},
 					{
 						ID:          "nvml-xid-nvlink",
@@ -7177,7 +7185,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "xid-nvlink",
-						Line:        70,
+						Line:        72,
 					},
 					{
 						ID:          "nvml-xid-board-hardware",
@@ -7199,7 +7207,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "xid-board-hardware",
-						Line:        91,
+						Line:        93,
 					},
 					{
 						ID:          "nvml-xid-memory-degraded",
@@ -7219,7 +7227,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "taint",
 						SameFaultAs: "xid-memory-degraded",
-						Line:        112,
+						Line:        114,
 					},
 					{
 						ID:          "nvml-xid-nvlink5",
@@ -7244,7 +7252,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "event",
 						SameFaultAs: "xid-nvlink5-nonfatal",
-						Line:        133,
+						Line:        135,
 					},
 					{
 						ID:          "nvml-xid-recovery",
@@ -7263,7 +7271,7 @@ var image = &rules.Image{
 						Severity:    "info",
 						Action:      "event",
 						SameFaultAs: "xid-recovery-other",
-						Line:        154,
+						Line:        156,
 					},
 					{
 						ID:          "nvml-xid-application",
@@ -7290,7 +7298,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "event",
 						SameFaultAs: "xid-application",
-						Line:        175,
+						Line:        177,
 					},
 					{
 						ID:          "nvml-xid-engine",
@@ -7358,7 +7366,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "event",
 						SameFaultAs: "xid-engine",
-						Line:        196,
+						Line:        198,
 					},
 					{
 						ID:          "nvml-xid-driver",
@@ -7425,7 +7433,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "event",
 						SameFaultAs: "xid-driver",
-						Line:        217,
+						Line:        219,
 					},
 					{
 						ID:          "nvml-xid-test-message",
@@ -7445,7 +7453,7 @@ var image = &rules.Image{
 						Severity:    "info",
 						Action:      "none",
 						SameFaultAs: "xid-test-message",
-						Line:        238,
+						Line:        240,
 					},
 					{
 						ID:          "nvml-xid-unknown",
@@ -7457,7 +7465,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "event",
 						SameFaultAs: "xid-unknown",
-						Line:        259,
+						Line:        261,
 					},
 					{
 						ID:          "nvml-gpu-lost",
@@ -7468,7 +7476,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "xid-gpu-lost",
-						Line:        279,
+						Line:        281,
 					},
 					{
 						ID:          "nvml-double-bit-ecc",
@@ -7478,7 +7486,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     303,
+						Line:     305,
 					},
 					{
 						ID:          "nvml-single-bit-ecc",
@@ -7488,17 +7496,113 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     322,
+						Line:     324,
+					},
+					{
+						ID:          "nvml-gpu-unavailable",
+						Description: "NVML's nvmlEventTypeGpuUnavailableError (newer drivers): the driver reports the GPU unavailable, as unusable as a GPU fallen off the bus.",
+						Match: &rules.Match{
+							Regex: `\bNVML: GPU unavailable error on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Line:     343,
+					},
+					{
+						ID:          "nvml-fatal-poison",
+						Description: "NVML's nvmlEventTypeFatalPoisonError (newer drivers): poisoned data reached where it could not be contained (the uncontained memory error of Xid 95): the GPU needs a reset.",
+						Match: &rules.Match{
+							Regex: `\bNVML: fatal poison error on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Line:     362,
+					},
+					{
+						ID:          "nvml-poison",
+						Description: "NVML's nvmlEventTypeNonFatalPoisonError (newer drivers): poisoned data was contained to the job that read it (Xid 94's kind): an Event; the Xid that comes with it decides.",
+						Match: &rules.Match{
+							Regex: `\bNVML: non-fatal poison error on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity: "warning",
+						Action:   "event",
+						Line:     381,
+					},
+					{
+						ID:          "nvml-dram-retirement-failure",
+						Description: "NVML's nvmlEventTypeDramRetirementFailure (newer drivers): a failing DRAM row could not be retired (no spare rows left, the row-remap failure the nvml probe reads as remap_failed): the GPU needs replacing.",
+						Match: &rules.Match{
+							Regex: `\bNVML: DRAM retirement failure on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Line:     400,
+					},
+					{
+						ID:          "nvml-dram-retirement",
+						Description: "NVML's nvmlEventTypeDramRetirementEvent (newer drivers): a DRAM row was retired (remapped); the remap takes effect at the next GPU reset, which the nvml probe's remap_pending reports.",
+						Match: &rules.Match{
+							Regex: `\bNVML: DRAM retirement on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity: "warning",
+						Action:   "event",
+						Line:     419,
+					},
+					{
+						ID:          "nvml-single-bit-ecc-storm",
+						Description: "NVML's nvmlEventTypeSingleBitEccErrorStorm (newer drivers): corrected ECC errors at a rate the driver calls a storm, a memory going bad before it fails: an Event.",
+						Match: &rules.Match{
+							Regex: `\bNVML: single-bit ECC error storm on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity: "warning",
+						Action:   "event",
+						Line:     438,
+					},
+					{
+						ID:          "nvml-recovery-reboot",
+						Description: "NVML's nvmlEventTypeGpuRecoveryAction (newer drivers) with the action the driver asks for (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) a node reboot: the fault of xid-recovery-reboot, Xid 154's line saying the same.",
+						Match: &rules.Match{
+							Regex: `\bNVML: recovery action (?P<recovery_action>node reboot) on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Recover: &rules.Recover{
+							OnReboot: true,
+						},
+						SameFaultAs: "xid-recovery-reboot",
+						Line:        457,
+					},
+					{
+						ID:          "nvml-recovery-reset",
+						Description: "NVML's nvmlEventTypeGpuRecoveryAction with a GPU reset, a drain of peer-to-peer traffic, or a drain and reset asked for: the fault of xid-recovery-reset.",
+						Match: &rules.Match{
+							Regex: `\bNVML: recovery action (?P<recovery_action>GPU reset|drain P2P|drain and reset) on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity:    "critical",
+						Action:      "taint",
+						SameFaultAs: "xid-recovery-reset",
+						Line:        480,
+					},
+					{
+						ID:          "nvml-recovery-other",
+						Description: "NVML's nvmlEventTypeGpuRecoveryAction with no action (a request cleared, as Xid 154 back to None) or one that could not be read: an Event, as xid-recovery-other.",
+						Match: &rules.Match{
+							Regex: `\bNVML: recovery action (?P<recovery_action>none|unknown) on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+						},
+						Severity:    "info",
+						Action:      "event",
+						SameFaultAs: "xid-recovery-other",
+						Line:        508,
 					},
 					{
 						ID:          "nvml-clock-change",
-						Description: "NVML's nvmlEventTypeClock (GPUs that support it): the clocks changed. Counted only; HW slowdowns are judged by the nvml probe's clock event reasons.",
+						Description: "NVML's nvmlEventTypeClock (GPUs that support it): the clocks changed. Counted only; HW slowdowns are judged by the nvml probe's clock event reasons. A GPU under load changes clocks several times a second; the agent ships one line per GPU and --nvml-clock-interval.",
 						Match: &rules.Match{
 							Regex: `\bNVML: clock change on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     341,
+						Line:     529,
 					},
 					{
 						ID:          "nvml-power-source-change",
@@ -7508,7 +7612,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     360,
+						Line:     548,
 					},
 				},
 			},
@@ -34723,7 +34827,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM:? (?:GPU\d+ )?(?:_?(?:kgsp|kgmmu|kbus|kfsp|kflcn|kmem|kfifo|knvlink|gpu|rpc|gsp|memdesc|memmgr|issueRpc|Rm[A-Z]|osInit|GspMsgQueue)\w*): \S`,
+			Expr: `NVRM:? (?:GPU\d+ )?(?P<func>_?(?:kgsp|kgmmu|kbus|kfsp|kflcn|kmem|kfifo|knvlink|gpu|rpc|gsp|memdesc|memmgr|issueRpc|Rm[A-Z]|osInit|GspMsgQueue)\w*): \S`,
 			Literals: []string{
 				"NVRM ",
 				"NVRM: ",
@@ -34739,6 +34843,7 @@ var image = &rules.Image{
 			},
 			Names: []string{
 				"",
+				"func",
 			},
 		},
 		{
@@ -37666,6 +37771,38 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bNVML: DRAM retirement failure on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: DRAM retirement failure on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: dram retirement failure on gpu ",
+				},
+			},
+			Names: []string{
+				"",
+				"pci",
+				"uuid",
+			},
+		},
+		{
+			Expr: `\bNVML: DRAM retirement on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: DRAM retirement on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: dram retirement on gpu ",
+				},
+			},
+			Names: []string{
+				"",
+				"pci",
+				"uuid",
+			},
+		},
+		{
 			Expr: `\bNVML: GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\) is lost\b`,
 			Literals: []string{
 				"NVML: GPU ",
@@ -37676,6 +37813,22 @@ var image = &rules.Image{
 				},
 				[]string{
 					") is lost",
+				},
+			},
+			Names: []string{
+				"",
+				"pci",
+				"uuid",
+			},
+		},
+		{
+			Expr: `\bNVML: GPU unavailable error on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: GPU unavailable error on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: gpu unavailable error on gpu ",
 				},
 			},
 			Names: []string{
@@ -37737,6 +37890,38 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bNVML: fatal poison error on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: fatal poison error on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: fatal poison error on gpu ",
+				},
+			},
+			Names: []string{
+				"",
+				"pci",
+				"uuid",
+			},
+		},
+		{
+			Expr: `\bNVML: non-fatal poison error on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: non-fatal poison error on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: non-fatal poison error on gpu ",
+				},
+			},
+			Names: []string{
+				"",
+				"pci",
+				"uuid",
+			},
+		},
+		{
 			Expr: `\bNVML: power source change on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
 			Literals: []string{
 				"NVML: power source change on GPU ",
@@ -37753,6 +37938,102 @@ var image = &rules.Image{
 			},
 		},
 		{
+			Expr: `\bNVML: recovery action (?P<recovery_action>GPU reset|drain P2P|drain and reset) on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: recovery action GPU reset on GPU ",
+				"NVML: recovery action drain P2P on GPU ",
+				"NVML: recovery action drain and reset on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: recovery action drain and reset on gpu ",
+					"nvml: recovery action drain p2p on gpu ",
+					"nvml: recovery action gpu reset on gpu ",
+				},
+				[]string{
+					"nvml: recovery action ",
+				},
+				[]string{
+					"drain and reset",
+					"drain p2p",
+					"gpu reset",
+				},
+				[]string{
+					"drain ",
+					"gpu reset",
+				},
+				[]string{
+					"and reset",
+					"gpu reset",
+					"p2p",
+				},
+				[]string{
+					" on gpu ",
+				},
+			},
+			Names: []string{
+				"",
+				"recovery_action",
+				"pci",
+				"uuid",
+			},
+		},
+		{
+			Expr: `\bNVML: recovery action (?P<recovery_action>node reboot) on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: recovery action node reboot on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: recovery action node reboot on gpu ",
+				},
+				[]string{
+					"nvml: recovery action ",
+				},
+				[]string{
+					"node reboot",
+				},
+				[]string{
+					" on gpu ",
+				},
+			},
+			Names: []string{
+				"",
+				"recovery_action",
+				"pci",
+				"uuid",
+			},
+		},
+		{
+			Expr: `\bNVML: recovery action (?P<recovery_action>none|unknown) on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: recovery action none on GPU ",
+				"NVML: recovery action unknown on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: recovery action none on gpu ",
+					"nvml: recovery action unknown on gpu ",
+				},
+				[]string{
+					"nvml: recovery action ",
+				},
+				[]string{
+					"none",
+					"unknown",
+				},
+				[]string{
+					" on gpu ",
+				},
+			},
+			Names: []string{
+				"",
+				"recovery_action",
+				"pci",
+				"uuid",
+			},
+		},
+		{
 			Expr: `\bNVML: single-bit ECC error on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
 			Literals: []string{
 				"NVML: single-bit ECC error on GPU ",
@@ -37760,6 +38041,22 @@ var image = &rules.Image{
 			Sets: [][]string{
 				[]string{
 					"nvml: single-bit ecc error on gpu ",
+				},
+			},
+			Names: []string{
+				"",
+				"pci",
+				"uuid",
+			},
+		},
+		{
+			Expr: `\bNVML: single-bit ECC error storm on GPU (?P<pci>[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|index \d+|unknown) \((?P<uuid>[^()\s]*)\)`,
+			Literals: []string{
+				"NVML: single-bit ECC error storm on GPU ",
+			},
+			Sets: [][]string{
+				[]string{
+					"nvml: single-bit ecc error storm on gpu ",
 				},
 			},
 			Names: []string{
