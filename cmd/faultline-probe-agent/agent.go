@@ -77,13 +77,9 @@ can act on scheduled checks' failures.`,
 			if err := lines.check(); err != nil {
 				return err
 			}
-			cfg.Commands = map[string]string{}
-			for _, c := range commands {
-				name, path, ok := strings.Cut(c, "=")
-				if !ok || name == "" || path == "" {
-					return fmt.Errorf("--command %q: want name=path", c)
-				}
-				cfg.Commands[name] = path
+			var err error
+			if cfg.Commands, err = commandPaths(commands); err != nil {
+				return err
 			}
 			log := slog.New(slog.NewJSONHandler(cmd.OutOrStdout(), nil)).With("component", "probe-agent")
 			client, err := daemon.KubeClient(kubeconfig)
@@ -176,6 +172,7 @@ can act on scheduled checks' failures.`,
 			return nil
 		},
 	}
+	cmd.AddCommand(newCheckCmd(), newEventsCmd())
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	cmd.Version = buildinfo.Version()
 	f := cmd.Flags()

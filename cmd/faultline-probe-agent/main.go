@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -22,6 +23,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot().ExecuteContext(ctx)
 	stop()
+	var ee exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.code)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultline-probe-agent:", err)
 		os.Exit(1)
