@@ -3,6 +3,7 @@
 package nvmlevents
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -185,5 +186,49 @@ func TestRecordedH200(t *testing.T) {
 	}
 	if n != 27 {
 		t.Errorf("%d recorded lines", n)
+	}
+}
+
+// TestRecordedH200Xid: the events NVML delivered on an H200 while a CUDA program
+// wrote to an address it never allocated (test/gpu/fault.cu) and DGEMM ran: the
+// Xid 31 in the documented wording at err, beside 47 clock changes; watched again with
+// the agent's one-minute clock interval, 3.4 s of DGEMM made one line.
+func TestRecordedH200Xid(t *testing.T) {
+	read := func(name string) []Line {
+		b, err := os.ReadFile(filepath.Join(recordedH200, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []Line
+		dec := json.NewDecoder(bytes.NewReader(b))
+		for dec.More() {
+			var l struct {
+				Level int    `json:"level"`
+				Text  string `json:"text"`
+			}
+			if err := dec.Decode(&l); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, Line{Text: l.Text, Level: l.Level})
+		}
+		return out
+	}
+	const gpu, uuid = "0000:00:06.0", "GPU-22403340-bf78-42fb-17b9-8068f2a5c3f1"
+	xids, clocks := 0, 0
+	for _, l := range read("xid31-nvml-events.jsonl") {
+		switch l {
+		case Line{Text: fmt.Sprintf(FormatXid, 31, gpu, uuid), Level: levelErr}:
+			xids++
+		case Line{Text: fmt.Sprintf(FormatEvent, KindClock, gpu, uuid), Level: levelNotice}:
+			clocks++
+		default:
+			t.Errorf("recorded line %+v", l)
+		}
+	}
+	if xids != 1 || clocks != 47 {
+		t.Errorf("%d Xid lines, %d clock lines", xids, clocks)
+	}
+	if got := read("xid31-nvml-events-coalesced.jsonl"); len(got) != 1 || got[0].Text != fmt.Sprintf(FormatEvent, KindClock, gpu, uuid) {
+		t.Errorf("coalesced: %+v", got)
 	}
 }

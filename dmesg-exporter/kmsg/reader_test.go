@@ -397,6 +397,19 @@ func TestReaderMergeContinuations(t *testing.T) {
 			merged: 0,
 		},
 		{
+			// Recorded on an H200 (580.159.04) as a CUDA program wrote to an
+			// address it never allocated: the driver's three lines of an Xid, 10 µs
+			// apart, each a 'c' record (the board serial number replaced).
+			file: "nvidia-580-xid31.kmsg",
+			messages: []string{
+				"NVRM: GPU at PCI:0000:00:06: GPU-22403340-bf78-42fb-17b9-8068f2a5c3f1",
+				"NVRM: GPU Board Serial Number: 0000000000000",
+				"NVRM: Xid (PCI:0000:00:06): 31, pid=1103, name=fault, channel 0x0000000a, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_8 faulted @ 0x7fca_cfe00000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE",
+			},
+			seqs:   [][2]uint64{{358, 358}, {359, 359}, {360, 360}},
+			merged: 0,
+		},
+		{
 			// A fragment logged within ContinuationWait (by the kernel's clock) of
 			// the record before it joins it; one logged 1.5 s later stands alone,
 			// as it would when read live.

@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "e2f4c8eda6a1f9ea0564fb06f3caa389f808e400b2fb0c4a3d0f535c26663548"
+const imageDigest = "b72d8421231fd3b6ffa4b79d27c9655a755f194ed3f3fcd13134e4dc0b33dc64"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -322,7 +322,7 @@ var image = &rules.Image{
 						Exclusive: "xid",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      397,
+						Line:      401,
 					},
 					{
 						ID:          "xid-driver",
@@ -388,7 +388,7 @@ var image = &rules.Image{
 						Exclusive: "xid",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      426,
+						Line:      430,
 					},
 					{
 						ID:          "xid-test-message",
@@ -407,7 +407,7 @@ var image = &rules.Image{
 						Exclusive: "xid",
 						Severity:  "info",
 						Action:    "none",
-						Line:      467,
+						Line:      471,
 					},
 					{
 						ID:          "xid-unknown",
@@ -418,7 +418,7 @@ var image = &rules.Image{
 						Exclusive: "xid",
 						Severity:  "warning",
 						Action:    "event",
-						Line:      494,
+						Line:      498,
 					},
 					{
 						ID:          "xid-gpu-identity",
@@ -429,7 +429,7 @@ var image = &rules.Image{
 						Exclusive: "xid",
 						Severity:  "info",
 						Action:    "none",
-						Line:      533,
+						Line:      537,
 					},
 				},
 			},
@@ -7366,7 +7366,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "event",
 						SameFaultAs: "xid-engine",
-						Line:        198,
+						Line:        201,
 					},
 					{
 						ID:          "nvml-xid-driver",
@@ -7433,7 +7433,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "event",
 						SameFaultAs: "xid-driver",
-						Line:        219,
+						Line:        222,
 					},
 					{
 						ID:          "nvml-xid-test-message",
@@ -7453,7 +7453,7 @@ var image = &rules.Image{
 						Severity:    "info",
 						Action:      "none",
 						SameFaultAs: "xid-test-message",
-						Line:        240,
+						Line:        243,
 					},
 					{
 						ID:          "nvml-xid-unknown",
@@ -7465,7 +7465,7 @@ var image = &rules.Image{
 						Severity:    "warning",
 						Action:      "event",
 						SameFaultAs: "xid-unknown",
-						Line:        261,
+						Line:        264,
 					},
 					{
 						ID:          "nvml-gpu-lost",
@@ -7476,7 +7476,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "xid-gpu-lost",
-						Line:        281,
+						Line:        284,
 					},
 					{
 						ID:          "nvml-double-bit-ecc",
@@ -7486,7 +7486,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     305,
+						Line:     308,
 					},
 					{
 						ID:          "nvml-single-bit-ecc",
@@ -7496,7 +7496,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     324,
+						Line:     327,
 					},
 					{
 						ID:          "nvml-gpu-unavailable",
@@ -7506,7 +7506,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     343,
+						Line:     346,
 					},
 					{
 						ID:          "nvml-fatal-poison",
@@ -7516,7 +7516,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     362,
+						Line:     365,
 					},
 					{
 						ID:          "nvml-poison",
@@ -7526,7 +7526,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     381,
+						Line:     384,
 					},
 					{
 						ID:          "nvml-dram-retirement-failure",
@@ -7536,7 +7536,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     400,
+						Line:     403,
 					},
 					{
 						ID:          "nvml-dram-retirement",
@@ -7546,7 +7546,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     419,
+						Line:     422,
 					},
 					{
 						ID:          "nvml-single-bit-ecc-storm",
@@ -7556,7 +7556,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     438,
+						Line:     441,
 					},
 					{
 						ID:          "nvml-recovery-reboot",
@@ -7570,7 +7570,7 @@ var image = &rules.Image{
 							OnReboot: true,
 						},
 						SameFaultAs: "xid-recovery-reboot",
-						Line:        457,
+						Line:        460,
 					},
 					{
 						ID:          "nvml-recovery-reset",
@@ -7581,7 +7581,7 @@ var image = &rules.Image{
 						Severity:    "critical",
 						Action:      "taint",
 						SameFaultAs: "xid-recovery-reset",
-						Line:        480,
+						Line:        483,
 					},
 					{
 						ID:          "nvml-recovery-other",
@@ -7592,7 +7592,7 @@ var image = &rules.Image{
 						Severity:    "info",
 						Action:      "event",
 						SameFaultAs: "xid-recovery-other",
-						Line:        508,
+						Line:        511,
 					},
 					{
 						ID:          "nvml-clock-change",
@@ -7602,7 +7602,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     529,
+						Line:     532,
 					},
 					{
 						ID:          "nvml-power-source-change",
@@ -7612,7 +7612,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     548,
+						Line:     551,
 					},
 				},
 			},

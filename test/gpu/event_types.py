@@ -37,6 +37,13 @@ for i in range(n.nvmlDeviceGetCount()):
                   "max_width": call(n.nvmlDeviceGetMaxPcieLinkWidth, h)},
          "mig_mode": call(n.nvmlDeviceGetMigMode, h),
          "nvlink_state": [call(n.nvmlDeviceGetNvLinkState, h, l) for l in range(18)]}
+    # The recovery action the driver asks for (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION),
+    # which the agent reads after a recovery-action event.
+    try:
+        fv = n.nvmlDeviceGetFieldValues(h, [230])[0]
+        g["recovery_action_field"] = {"nvmlReturn": fv.nvmlReturn, "valueType": fv.valueType, "value": fv.value.uiVal}
+    except Exception as e:  # an NVML without the field
+        g["recovery_action_field"] = "error: " + str(e)
     if isinstance(mask, int):
         g["supported"] = sorted(k for k, v in TYPES.items() if mask & v)
         g["unsupported"] = sorted(k for k, v in TYPES.items() if not mask & v)

@@ -10,8 +10,11 @@
 #   4. runs the agent's checks once through the agent binary (faultline-probe-agent
 #      check): nvml, then nvml+pciebw+dgemm of GPU 0 (the sweep), then on all, then
 #      dcgm, which has no host engine here and must say so;
-#   5. watches NVML events for 10 s through the agent (nvml-events) while dgemm runs,
-#      and lists the event types NVML supports per GPU (nvidia-ml-py, when present);
+#   5. watches NVML events for 10 s through the agent (nvml-events) while dgemm runs
+#      and a program of its own makes an illegal address (fault.cu: an application
+#      error, the driver's Xid; the GPU stays healthy, which the nvml check after it
+#      shows), again with clock changes coalesced, and lists the event types NVML
+#      supports per GPU (nvidia-ml-py, when present);
 #   6. reads /dev/kmsg with the exporter's reader (kmsgdump) and raw (dd).
 # Every output goes to rec/<step>.{out,err,exit} in a scratch folder, timings to
 # rec/timings.txt; OUTDIR gets recording.tar.gz (all of rec/ but the programs),
@@ -109,14 +112,26 @@ step check-sweep-all "$AGENT" check nvml pciebw dgemm --force "${cmds[@]}" --for
 step check-sweep-text "$AGENT" check nvml pciebw dgemm --force "${cmds[@]}"
 step check-dcgm "$AGENT" check dcgm --format json
 
-# 5. NVML events for 10 s, with dgemm loading the GPUs from the 2nd to the ~6th second
+# 5. NVML events for 10 s, with dgemm loading the GPUs from the 2nd to the ~6th
+# second and an application's illegal address (fault.cu: the driver's Xid) at the 8th;
+# then the same 10 s as the agent ships them (clock changes coalesced)
+step build-fault "$NVCC" -O2 -arch=sm_90 -o "$R/bin/fault" "$ROOT/test/gpu/fault.cu"
 "$AGENT" nvml-events --for 10s >"$R/nvml-events.out" 2>"$R/nvml-events.err" &
 ev=$!
 sleep 2
 step dgemm-during-events "$R/bin/dgemm" --n 16384 --iters 20
+sleep 2
+step app-fault "$R/bin/fault"
 wait $ev
 echo $? >"$R/nvml-events.exit"
 log "nvml-events: exit $(cat "$R/nvml-events.exit"), $(wc -l <"$R/nvml-events.out") events"
+"$AGENT" nvml-events --for 8s --clock-interval 1m >"$R/nvml-events-coalesced.out" 2>"$R/nvml-events-coalesced.err" &
+ev=$!
+sleep 1
+step dgemm-during-coalesced "$R/bin/dgemm" --n 16384 --iters 20
+wait $ev
+log "nvml-events --clock-interval 1m: $(wc -l <"$R/nvml-events-coalesced.out") lines"
+step check-nvml-after-fault "$AGENT" check nvml --format json
 if command -v python3 >/dev/null 2>&1; then
 	step nvml-event-types python3 "$ROOT/test/gpu/event_types.py"
 fi
