@@ -121,7 +121,7 @@ ev=$!
 sleep 2
 step dgemm-during-events "$R/bin/dgemm" --n 16384 --iters 20
 sleep 2
-step app-fault "$R/bin/fault"
+step app-fault "$R/bin/fault" illegal-address
 wait $ev
 echo $? >"$R/nvml-events.exit"
 log "nvml-events: exit $(cat "$R/nvml-events.exit"), $(wc -l <"$R/nvml-events.out") events"
