@@ -274,12 +274,17 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 				down = append(down, strconv.Itoa(l))
 			}
 		}
+		want := p.Int("expected_nvlinks")
 		if up == 0 && len(down) == 0 {
-			return // no NVLink
+			// No NVLink: every link NOT_SUPPORTED, as NVML answered on an H200 whose
+			// links the machine did not expose. A GPU expected to have them fails.
+			if want > 0 {
+				f.add(probe.StatusFail, "0 of %d NVLinks up: NVML reports no NVLink on this GPU", want)
+			}
+			return
 		}
 		d.SetValue("nvlink_up", float64(up))
 		d.SetValue("nvlink_down", float64(len(down)))
-		want := p.Int("expected_nvlinks")
 		switch {
 		case want > 0 && up < want:
 			f.add(probe.StatusFail, "%d of %d NVLinks up (down: %s)", up, want, strings.Join(down, ","))

@@ -103,6 +103,13 @@ func TestNVMLFaults(t *testing.T) {
 				return prev(l)
 			}
 		}, nil, probe.StatusFail, "7", probe.StatusFail, "NVLink 5 down (11 up)"},
+		{"no NVLink where 12 are expected", func(s *dgxa100.Server) {
+			// What NVML answered for every link of a real H200 that had none exposed.
+			dev(s, 2).GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		}, probe.Params{"expected_nvlinks": "12"}, probe.StatusFail, "2", probe.StatusFail, "0 of 12 NVLinks up: NVML reports no NVLink on this GPU"},
+		{"no NVLink, none expected", func(s *dgxa100.Server) {
+			dev(s, 2).GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		}, nil, probe.StatusPass, "2", probe.StatusPass, ""},
 		{"missing GPU", func(s *dgxa100.Server) {
 			s.DeviceGetCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
 		}, probe.Params{"expected_gpus": "8"}, probe.StatusFail, "", "", "found 7 GPUs, expected 8"},
