@@ -3,7 +3,12 @@
 package checks
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -246,4 +251,40 @@ func TestNVMLMetrics(t *testing.T) {
 	v["metric"] = "gpu_count"
 	promtest.Want(t, prom, "faultline_probe_value", v, 8)
 	promtest.Want(t, prom, "faultline_probe_success", map[string]string{"check": "nvml"}, 1)
+}
+
+// TestNVMLRecordedH200: NVML answering what the driver answered on a real H200
+// (580.159.04; active-probes/checks/testdata/recorded/h200: PCIe gen5 x16 of gen5
+// x16, every NVLink NOT_SUPPORTED, no remapped rows, no ECC errors, no clock event
+// reason) gives exactly the result the agent's check gave there.
+func TestNVMLRecordedH200(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "recorded", "h200", "agent-check-sweep.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded probe.Result
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&recorded); err != nil || recorded.Check != "nvml" || len(recorded.Devices) != 1 {
+		t.Fatalf("%v: %+v", err, recorded)
+	}
+	srv := healthyDGX()
+	srv.DeviceGetCountFunc = func() (int, nvml.Return) { return 1, nvml.SUCCESS }
+	srv.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "580.159.04", nvml.SUCCESS }
+	d := dev(srv, 0)
+	d.Name, d.UUID = "NVIDIA H200", recorded.Devices[0].UUID
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		var p nvml.PciInfo
+		copy(p.BusId[:], "00000000:00:06.0")
+		p.PciDeviceId = 0x233510DE
+		return p, nvml.SUCCESS
+	}
+	d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
+	d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
+	d.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	res := runNVML(t, srv, nil)
+	got, want := res.Devices[0], recorded.Devices[0]
+	if res.Status != recorded.Status || res.Message != recorded.Message || got.ID != want.ID || got.PCI != want.PCI ||
+		got.Name != want.Name || got.UUID != want.UUID || got.Status != want.Status || !maps.Equal(got.Values, want.Values) ||
+		!maps.Equal(res.Values, recorded.Values) {
+		t.Errorf("mock H200\n%+v\n%+v\nrecorded\n%+v\n%+v", res, got, recorded, want)
+	}
 }
