@@ -163,24 +163,11 @@ func TestRecordedH200(t *testing.T) {
 		}
 	}
 
-	f, err := os.Open(filepath.Join(recordedH200, "nvml-events-under-dgemm.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
+	want := Line{Text: fmt.Sprintf(FormatEvent, KindClock, "0000:00:06.0", "GPU-11763c23-1e50-4e2e-cd79-a1bd0226f3c9"), Level: levelNotice}
 	n := 0
-	want := fmt.Sprintf(FormatEvent, KindClock, "0000:00:06.0", "GPU-11763c23-1e50-4e2e-cd79-a1bd0226f3c9")
-	for dec.More() {
-		var l struct {
-			Level int    `json:"level"`
-			Text  string `json:"text"`
-		}
-		if err := dec.Decode(&l); err != nil {
-			t.Fatal(err)
-		}
-		if l.Text != want || l.Level != levelNotice {
-			t.Errorf("recorded line %+v, want %q at %d", l, want, levelNotice)
+	for _, l := range readRecorded(t, "nvml-events-under-dgemm.jsonl") {
+		if l != want {
+			t.Errorf("recorded line %+v, want %+v", l, want)
 		}
 		n++
 	}
@@ -194,28 +181,9 @@ func TestRecordedH200(t *testing.T) {
 // Xid 31 in the documented wording at err, beside 47 clock changes; watched again with
 // the agent's one-minute clock interval, 3.4 s of DGEMM made one line.
 func TestRecordedH200Xid(t *testing.T) {
-	read := func(name string) []Line {
-		b, err := os.ReadFile(filepath.Join(recordedH200, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []Line
-		dec := json.NewDecoder(bytes.NewReader(b))
-		for dec.More() {
-			var l struct {
-				Level int    `json:"level"`
-				Text  string `json:"text"`
-			}
-			if err := dec.Decode(&l); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, Line{Text: l.Text, Level: l.Level})
-		}
-		return out
-	}
 	const gpu, uuid = "0000:00:06.0", "GPU-22403340-bf78-42fb-17b9-8068f2a5c3f1"
 	xids, clocks := 0, 0
-	for _, l := range read("xid31-nvml-events.jsonl") {
+	for _, l := range readRecorded(t, "xid31-nvml-events.jsonl") {
 		switch l {
 		case Line{Text: fmt.Sprintf(FormatXid, 31, gpu, uuid), Level: levelErr}:
 			xids++
@@ -228,7 +196,30 @@ func TestRecordedH200Xid(t *testing.T) {
 	if xids != 1 || clocks != 47 {
 		t.Errorf("%d Xid lines, %d clock lines", xids, clocks)
 	}
-	if got := read("xid31-nvml-events-coalesced.jsonl"); len(got) != 1 || got[0].Text != fmt.Sprintf(FormatEvent, KindClock, gpu, uuid) {
+	if got := readRecorded(t, "xid31-nvml-events-coalesced.jsonl"); len(got) != 1 || got[0].Text != fmt.Sprintf(FormatEvent, KindClock, gpu, uuid) {
 		t.Errorf("coalesced: %+v", got)
 	}
+}
+
+// readRecorded reads the lines faultline-probe-agent nvml-events printed on the
+// recorded H200 (text and level; their time is the run's).
+func readRecorded(t *testing.T, name string) []Line {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(recordedH200, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Line
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for dec.More() {
+		var l struct {
+			Level int    `json:"level"`
+			Text  string `json:"text"`
+		}
+		if err := dec.Decode(&l); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, Line{Text: l.Text, Level: l.Level})
+	}
+	return out
 }

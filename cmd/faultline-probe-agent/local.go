@@ -16,12 +16,8 @@ import (
 
 	"github.com/faultline-dev/faultline/active-probes/nvmlevents"
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/internal/cli"
 )
-
-// exitError carries a process exit code out of a command without printing an error.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // newCheckCmd runs checks once on this machine, without the API and without
 // Kubernetes: by hand over kubectl exec, on a bench before a node joins the cluster,
@@ -95,7 +91,7 @@ or could not run (error); 1 when the command itself is wrong.`,
 				}
 			}
 			if worst == probe.StatusFail || worst == probe.StatusError {
-				return exitError{code: 2}
+				return cli.ExitError{Code: 2}
 			}
 			return nil
 		},

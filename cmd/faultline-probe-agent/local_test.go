@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/active-probes/probe"
+	"github.com/faultline-dev/faultline/internal/cli"
 )
 
 // recorded is the folder of the probe programs' outputs recorded on real machines.
@@ -84,8 +85,8 @@ func TestCheckCommandRecordedH200(t *testing.T) {
 func TestCheckCommandRefusals(t *testing.T) {
 	bad := program(t, "pciebw", "pciebw/h200-no-such-gpu.jsonl")
 	out, err := runCheck(t, "pciebw", "--force", "--command", "pciebw="+bad, "--param", "pciebw.gpus=1")
-	var ee exitError
-	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(out, "pciebw: error in ") || !strings.Contains(out, "GPU 1 does not exist (1 GPUs)") {
+	var ee cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(out, "pciebw: error in ") || !strings.Contains(out, "GPU 1 does not exist (1 GPUs)") {
 		t.Errorf("missing GPU: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {

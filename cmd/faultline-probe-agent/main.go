@@ -8,27 +8,9 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	// The node checks' implementations: each registers itself with package probe.
 	_ "github.com/faultline-dev/faultline/active-probes/checks"
+	"github.com/faultline-dev/faultline/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
-	stop()
-	var ee exitError
-	if errors.As(err, &ee) {
-		os.Exit(ee.code)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "faultline-probe-agent:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("faultline-probe-agent", newRoot()) }

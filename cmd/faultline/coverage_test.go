@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/faultline-dev/faultline/internal/cli"
 )
 
 // TestRulesCoverageByVersion runs `rules coverage` on a small inventory of two
@@ -54,8 +56,8 @@ messages:
 	write(filepath.Join(inv, "linux__drivers_nvme_host_core.c.yaml"), inventory)
 
 	out, err := run(t, "", "rules", "coverage", "--no-default-packs", "--packs", packs, "--inventory", inv, "--format", "json")
-	var ee exitError
-	if !errors.As(err, &ee) || ee.code != 1 {
+	var ee cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 {
 		t.Fatalf("an unaccounted message: err = %v, want exit 1\n%s", err, out)
 	}
 	var rep struct {

@@ -4,22 +4,11 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/spf13/cobra"
 
 	"github.com/faultline-dev/faultline/internal/buildinfo"
+	"github.com/faultline-dev/faultline/internal/cli"
 )
-
-// exitError carries a process exit code out of a command without printing usage.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -36,16 +25,4 @@ and taints faulty nodes. 'faultline scan' runs the same packs over any log file.
 	return root
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		fmt.Fprintln(os.Stderr, "faultline:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("faultline", newRoot()) }

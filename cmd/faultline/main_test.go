@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/faultline-dev/faultline/internal/cli"
 )
 
 func run(t *testing.T, stdin string, args ...string) (string, error) {
@@ -131,8 +133,8 @@ spec:
 		t.Fatal(err)
 	}
 	out, err = run(t, "", "rules", "test", dir)
-	var ee exitError
-	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(out, `capture state: want "up", got "down"`) {
+	var ee cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(out, `capture state: want "up", got "down"`) {
 		t.Errorf("err = %v, out = %s", err, out)
 	}
 	out, err = run(t, "", "rules", "lint", "../../rules/packs")
@@ -164,9 +166,9 @@ func TestScanFailOnExitCodes(t *testing.T) {
 		}
 		_, err := run(t, c.input, args...)
 		code := 0
-		var ee exitError
+		var ee cli.ExitError
 		if errors.As(err, &ee) {
-			code = ee.code
+			code = ee.Code
 		} else if err != nil {
 			t.Fatalf("%s: %v", c.failOn, err)
 		}
@@ -175,7 +177,7 @@ func TestScanFailOnExitCodes(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{{"--fail-on", "always"}, {"--node-from", "ip"}} {
-		if _, err := run(t, "", append([]string{"scan"}, bad...)...); err == nil || errors.As(err, new(exitError)) {
+		if _, err := run(t, "", append([]string{"scan"}, bad...)...); err == nil || errors.As(err, new(cli.ExitError)) {
 			t.Errorf("scan %v: err = %v, want a usage error (exit 1)", bad, err)
 		}
 	}

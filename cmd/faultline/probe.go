@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/faultline-dev/faultline/api/v1alpha1"
+	"github.com/faultline-dev/faultline/internal/cli"
 	"github.com/faultline-dev/faultline/internal/daemon"
 )
 
@@ -258,7 +259,7 @@ func runExit(pr *v1alpha1.ProbeRun) error {
 		return fmt.Errorf("proberun %s: %s", pr.Name, msg)
 	case v1alpha1.ProbeRunCompleted:
 		if pr.Status.Verdict == "fail" || pr.Status.Verdict == "error" {
-			return exitError{code: 2}
+			return cli.ExitError{Code: 2}
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/faultline-dev/faultline/internal/cli"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/packtest"
 	"github.com/faultline-dev/faultline/rules/sources"
@@ -100,7 +101,7 @@ alone, as make test does, pass --no-default-packs.`,
 				return fmt.Errorf("no inline or source tests found")
 			}
 			if failed > 0 {
-				return exitError{code: 1}
+				return cli.ExitError{Code: 1}
 			}
 			return nil
 		},
@@ -186,7 +187,7 @@ unaccounted.`,
 				return err
 			}
 			if rep.Total.Unaccounted > 0 {
-				return exitError{code: 1}
+				return cli.ExitError{Code: 1}
 			}
 			return nil
 		},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/faultline-dev/faultline/internal/cli"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/rules/scan"
@@ -110,7 +111,7 @@ Without --fail-on, 0 whenever the scan ran.`,
 				}
 			}
 			if sc.Failed(fail) {
-				return exitError{code: 2}
+				return cli.ExitError{Code: 2}
 			}
 			return nil
 		},

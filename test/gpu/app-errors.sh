@@ -2,47 +2,15 @@
 # app-errors.sh BUNDLE OUTDIR: on a machine with an NVIDIA GPU, provoke the application
 # errors of fault.cu one after another (an illegal address, a misaligned read, a trap,
 # a kernel killed while it runs) while the probe agent watches NVML events, check the
-# GPU with the nvml check after each and with dgemm at the end, and read the kernel log with the exporter's
-# reader: the driver's real Xid lines and NVML's events for them. Outputs as
-# record.sh's (OUTDIR/recording.tar.gz); exit 3 without a GPU.
+# GPU with the nvml check after each and with dgemm at the end, and read the kernel
+# log with the exporter's reader: the driver's real Xid lines and NVML's events for
+# them. Outputs as record.sh's (OUTDIR/recording.tar.gz); exit 3 without a GPU.
 set -uo pipefail
 BUNDLE=${1:?usage: app-errors.sh BUNDLE OUTDIR}
 OUT=${2:?usage: app-errors.sh BUNDLE OUTDIR}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUNDLE=$(cd "$BUNDLE" && pwd)
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-WORK=$(mktemp -d)
-R=$WORK/rec
-mkdir -p "$R/bin"
-ms() { date +%s%3N; }
-log() { echo "[$(date -u +%T)] $*" | tee -a "$R/record.log" >&2; }
-step() {
-	local name=$1 s e rc
-	shift
-	s=$(ms)
-	"$@" >"$R/$name.out" 2>"$R/$name.err"
-	rc=$?
-	e=$(ms)
-	echo "$rc" >"$R/$name.exit"
-	printf '%-28s %7d ms  exit %d\n' "$name" $((e - s)) "$rc" >>"$R/timings.txt"
-	log "$name: exit $rc in $((e - s)) ms"
-	return 0
-}
-pack() {
-	tar -C "$WORK" --exclude rec/bin -czf "$OUT/recording.tar.gz" rec
-	cp "$R/record.log" "$R/timings.txt" "$OUT/" 2>/dev/null
-}
-: >"$R/timings.txt"
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$R/gpus.txt" 2>&1; then
-	log "no NVIDIA GPU here"
-	pack
-	exit 3
-fi
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-AGENT=$R/bin/faultline-probe-agent
-gunzip -c "$BUNDLE/faultline-probe-agent.gz" >"$AGENT" && chmod +x "$AGENT"
-gunzip -c "$BUNDLE/kmsgdump.gz" >"$R/bin/kmsgdump" && chmod +x "$R/bin/kmsgdump"
+. "$(dirname "$0")/lib.sh"
+gpus
+unbundle
 step build-fault "$NVCC" -O2 -arch=sm_90 -o "$R/bin/fault" "$ROOT/test/gpu/fault.cu"
 step build-cuda make -C "$ROOT/cuda" --no-print-directory NVCC="$NVCC" ARCHS=90 PTX_ARCH=90 BIN="$R/bin"
 [ -x "$R/bin/fault" ] && [ -x "$R/bin/dgemm" ] || { log "build failed: $(tail -3 "$R/build-fault.err" "$R/build-cuda.err")"; pack; exit 4; }

@@ -23,46 +23,10 @@
 set -uo pipefail
 BUNDLE=${1:?usage: record.sh BUNDLE OUTDIR}
 OUT=${2:?usage: record.sh BUNDLE OUTDIR}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUNDLE=$(cd "$BUNDLE" && pwd)
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-WORK=$(mktemp -d)
-R=$WORK/rec
-mkdir -p "$R/bin"
-export CUDA_DEVICE_ORDER=PCI_BUS_ID
+. "$(dirname "$0")/lib.sh"
 
-ms() { date +%s%3N; }
-log() { echo "[$(date -u +%T)] $*" | tee -a "$R/record.log" >&2; }
-
-# step NAME CMD...: run CMD with stdout/stderr/exit status in $R/NAME.*, and its
-# wall time in timings.txt.
-step() {
-	local name=$1 s e rc
-	shift
-	s=$(ms)
-	"$@" >"$R/$name.out" 2>"$R/$name.err"
-	rc=$?
-	e=$(ms)
-	echo "$rc" >"$R/$name.exit"
-	printf '%-28s %7d ms  exit %d\n' "$name" $((e - s)) "$rc" >>"$R/timings.txt"
-	log "$name: exit $rc in $((e - s)) ms"
-	return 0
-}
-
-pack() {
-	tar -C "$WORK" --exclude rec/bin -czf "$OUT/recording.tar.gz" rec
-	cp "$R/record.log" "$R/timings.txt" "$OUT/" 2>/dev/null
-	log "packed $(du -h "$OUT/recording.tar.gz" | cut -f1) into recording.tar.gz"
-}
-
-: >"$R/timings.txt"
 log "start on $(uname -m), $(nproc) CPUs"
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$R/gpus.txt" 2>&1; then
-	log "no NVIDIA GPU here: nvidia-smi is missing or sees no GPU ($(head -c 200 "$R/gpus.txt" 2>/dev/null))"
-	pack
-	exit 3
-fi
+gpus
 ngpu=$(grep -c '^GPU ' "$R/gpus.txt")
 log "$ngpu GPUs: $(head -1 "$R/gpus.txt")"
 
@@ -73,7 +37,6 @@ step nvidia-smi-topo nvidia-smi topo -m
 step driver-version cat /proc/driver/nvidia/version
 step uname uname -a
 step dcgm-present sh -c 'command -v dcgmi nv-hostengine; ls /usr/lib/x86_64-linux-gnu/libdcgm* 2>&1'
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 step nvcc-version "$NVCC" --version
 
 # 2. build
@@ -98,9 +61,7 @@ step dgemm-n16384 "$R/bin/dgemm" --n 16384 --iters 5
 step dgemm-bad-gpu "$R/bin/dgemm" --gpus "$ngpu"
 
 # 4. the agent's checks, through the agent binary
-AGENT=$R/bin/faultline-probe-agent
-gunzip -c "$BUNDLE/faultline-probe-agent.gz" >"$AGENT" && chmod +x "$AGENT"
-gunzip -c "$BUNDLE/kmsgdump.gz" >"$R/bin/kmsgdump" && chmod +x "$R/bin/kmsgdump"
+unbundle
 cmds=(--command pciebw="$R/bin/pciebw" --command dgemm="$R/bin/dgemm")
 step agent-version "$AGENT" --version
 step check-nvml "$AGENT" check nvml --format json
