@@ -11,6 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/faultline-dev/faultline/active-probes/nvmlfield"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
@@ -166,6 +167,28 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 		}
 		if pending {
 			f.add(probe.StatusFail, "row remapping pending: reset the GPU")
+		}
+	})
+	only(probe.NVMLPartRecovery, "recovery action", func() {
+		// Newer drivers say what a GPU needs to recover (nvidia-smi -q's "GPU
+		// Reset Status"; Xid 154 in the kernel log); older ones know no such field.
+		v, ret := nvmlfield.Uint(dev, nvml.FI_DEV_GET_GPU_RECOVERY_ACTION)
+		if !call("GetFieldValues(GPU_RECOVERY_ACTION)", ret) {
+			return
+		}
+		d.SetValue("recovery_action", float64(v))
+		switch nvml.DeviceGpuRecoveryAction(v) {
+		case nvml.GPU_RECOVERY_ACTION_NONE:
+		case nvml.GPU_RECOVERY_ACTION_GPU_RESET:
+			f.add(probe.StatusFail, "the driver asks for a GPU reset")
+		case nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:
+			f.add(probe.StatusFail, "the driver asks for a node reboot")
+		case nvml.GPU_RECOVERY_ACTION_DRAIN_P2P:
+			f.add(probe.StatusFail, "the driver asks to drain peer-to-peer traffic")
+		case nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
+			f.add(probe.StatusFail, "the driver asks to drain the GPU and reset it")
+		default:
+			f.add(probe.StatusWarn, "the driver asks for recovery action %d, which this agent does not know", v)
 		}
 	})
 	only(probe.NVMLPartECC, "ECC", func() {

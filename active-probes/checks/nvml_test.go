@@ -4,6 +4,7 @@ package checks
 
 import (
 	"bytes"
+	"encoding/binary"
 	"context"
 	"encoding/json"
 	"maps"
@@ -108,6 +109,18 @@ func TestNVMLFaults(t *testing.T) {
 				return prev(l)
 			}
 		}, nil, probe.StatusFail, "7", probe.StatusFail, "NVLink 5 down (11 up)"},
+		{"recovery action: GPU reset", func(s *dgxa100.Server) {
+			dev(s, 1).GetFieldValuesFunc = recoveryField(uint32(nvml.GPU_RECOVERY_ACTION_GPU_RESET))
+		}, nil, probe.StatusFail, "1", probe.StatusFail, "the driver asks for a GPU reset"},
+		{"recovery action: node reboot", func(s *dgxa100.Server) {
+			dev(s, 1).GetFieldValuesFunc = recoveryField(uint32(nvml.GPU_RECOVERY_ACTION_NODE_REBOOT))
+		}, probe.Params{"part": "recovery"}, probe.StatusFail, "1", probe.StatusFail, "the driver asks for a node reboot"},
+		{"recovery action a later driver added", func(s *dgxa100.Server) {
+			dev(s, 1).GetFieldValuesFunc = recoveryField(9)
+		}, nil, probe.StatusWarn, "1", probe.StatusWarn, "the driver asks for recovery action 9, which this agent does not know"},
+		{"recovery action none", func(s *dgxa100.Server) {
+			dev(s, 1).GetFieldValuesFunc = recoveryField(uint32(nvml.GPU_RECOVERY_ACTION_NONE))
+		}, nil, probe.StatusPass, "1", probe.StatusPass, ""},
 		{"no NVLink where 12 are expected", func(s *dgxa100.Server) {
 			// What NVML answered for every link of a real H200 that had none exposed.
 			dev(s, 2).GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
@@ -257,6 +270,21 @@ func TestNVMLMetrics(t *testing.T) {
 // (580.159.04; active-probes/checks/testdata/recorded/h200: PCIe gen5 x16 of gen5
 // x16, every NVLink NOT_SUPPORTED, no remapped rows, no ECC errors, no clock event
 // reason) gives exactly the result the agent's check gave there.
+// recoveryField answers NVML_FI_DEV_GET_GPU_RECOVERY_ACTION as the H200's driver
+// did: an unsigned int.
+func recoveryField(action uint32) func([]nvml.FieldValue) nvml.Return {
+	return func(values []nvml.FieldValue) nvml.Return {
+		for i := range values {
+			values[i].NvmlReturn = uint32(nvml.ERROR_INVALID_ARGUMENT)
+			if values[i].FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION {
+				values[i].NvmlReturn, values[i].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+				binary.NativeEndian.PutUint32(values[i].Value[:4], action)
+			}
+		}
+		return nvml.SUCCESS
+	}
+}
+
 func TestNVMLRecordedH200(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("testdata", "recorded", "h200", "agent-check-sweep.jsonl"))
 	if err != nil {
@@ -280,8 +308,14 @@ func TestNVMLRecordedH200(t *testing.T) {
 	d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
 	d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
 	d.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	// The recovery action field, read through nvidia-ml-py on the second H200
+	// (nvml-event-types.json): SUCCESS, an unsigned int, 0. The recorded result
+	// predates the check's reading it, so its value is expected beside the others.
+	d.GetFieldValuesFunc = recoveryField(uint32(nvml.GPU_RECOVERY_ACTION_NONE))
 	res := runNVML(t, srv, nil)
 	got, want := res.Devices[0], recorded.Devices[0]
+	want.Values = maps.Clone(want.Values)
+	want.Values["recovery_action"] = 0
 	if res.Status != recorded.Status || res.Message != recorded.Message || got.ID != want.ID || got.PCI != want.PCI ||
 		got.Name != want.Name || got.UUID != want.UUID || got.Status != want.Status || !maps.Equal(got.Values, want.Values) ||
 		!maps.Equal(res.Values, recorded.Values) {

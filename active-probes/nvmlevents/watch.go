@@ -4,13 +4,13 @@ package nvmlevents
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/faultline-dev/faultline/active-probes/nvmlfield"
 	"github.com/faultline-dev/faultline/active-probes/probe"
 )
 
@@ -247,18 +247,9 @@ func (w *Watcher) recoveryAction(dev nvml.Device) string {
 	if dev == nil {
 		return RecoveryUnknown
 	}
-	v := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
-	if ret := dev.GetFieldValues(v); ret != nvml.SUCCESS || nvml.Return(v[0].NvmlReturn) != nvml.SUCCESS {
+	n, ret := nvmlfield.Uint(dev, nvml.FI_DEV_GET_GPU_RECOVERY_ACTION)
+	if ret != nvml.SUCCESS {
 		w.cfg.Metrics.errors.WithLabelValues("DeviceGetFieldValues").Inc()
-		return RecoveryUnknown
-	}
-	var n uint64
-	switch nvml.ValueType(v[0].ValueType) {
-	case nvml.VALUE_TYPE_UNSIGNED_INT, nvml.VALUE_TYPE_SIGNED_INT:
-		n = uint64(binary.NativeEndian.Uint32(v[0].Value[:4]))
-	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, nvml.VALUE_TYPE_SIGNED_LONG_LONG:
-		n = binary.NativeEndian.Uint64(v[0].Value[:])
-	default:
 		return RecoveryUnknown
 	}
 	if a, ok := recoveryActions[nvml.DeviceGpuRecoveryAction(n)]; ok {

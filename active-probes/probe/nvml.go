@@ -4,12 +4,13 @@ import "time"
 
 // The nvml check reads each GPU's health from NVML without loading it: the GPU count,
 // row remapping, volatile uncorrectable ECC errors, pending page retirements, clock
-// slowdowns, PCIe link degradation and NVLink state. It moves no data and takes well
+// slowdowns, PCIe link degradation, NVLink state and, on newer drivers, the recovery
+// action the driver asks for. It moves no data and takes well
 // under a second, so it is enabled by default.
 func init() {
 	Register(Spec{
 		Name:           NVMLCheck,
-		Help:           "GPU health from NVML: count, row remapping, volatile ECC, retired pages, HW slowdown, PCIe link, NVLink",
+		Help:           "GPU health from NVML: count, row remapping, volatile ECC, retired pages, HW slowdown, PCIe link, NVLink, recovery action",
 		DefaultEnabled: true,
 		DefaultTimeout: 30 * time.Second,
 		Params: Schema{
@@ -24,7 +25,7 @@ func init() {
 			{Name: "throttle_action", Type: TypeEnum, Default: "fail", Enum: []string{"fail", "warn", "ignore"},
 				Help: "verdict for a hardware slowdown (thermal or unexplained); a power brake alone is a warn"},
 			{Name: "part", Type: TypeEnum, Default: NVMLPartAll, Enum: NVMLParts,
-				Help: "what to read of each GPU: all, or one part alone (remap: row remapping, ecc, retired_pages, clocks: slowdowns and power brake, pcie, nvlink); the GPU count is compared either way"},
+				Help: "what to read of each GPU: all, or one part alone (remap: row remapping, ecc, retired_pages, clocks: slowdowns and power brake, pcie, nvlink, recovery: the recovery action the driver asks for); the GPU count is compared either way"},
 		},
 	})
 }
@@ -43,10 +44,11 @@ const (
 	NVMLPartClocks       = "clocks"
 	NVMLPartPCIe         = "pcie"
 	NVMLPartNVLink       = "nvlink"
+	NVMLPartRecovery     = "recovery"
 )
 
 // NVMLParts lists the part parameter's values.
-var NVMLParts = []string{NVMLPartAll, NVMLPartRemap, NVMLPartECC, NVMLPartRetiredPages, NVMLPartClocks, NVMLPartPCIe, NVMLPartNVLink}
+var NVMLParts = []string{NVMLPartAll, NVMLPartRemap, NVMLPartECC, NVMLPartRetiredPages, NVMLPartClocks, NVMLPartPCIe, NVMLPartNVLink, NVMLPartRecovery}
 
 // MaxNVLinks is NVML's NVLINK_MAX_LINKS (links per GPU).
 const MaxNVLinks = 18

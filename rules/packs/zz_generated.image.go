@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "b72d8421231fd3b6ffa4b79d27c9655a755f194ed3f3fcd13134e4dc0b33dc64"
+const imageDigest = "a6ee231b5d9dfb418fbb3002ecb5c123957c4303cc3ebb03274f8151dd837517"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -7623,7 +7623,7 @@ var image = &rules.Image{
 			Kind:       "RulePack",
 			Metadata: rules.PackMeta{
 				Name:        "probe-verdicts",
-				Description: "The verdicts of the probe agents' checks, one line per result with source=\"probe\", in the format of active-probes/probelines (Layout): `faultline-probe: check=nvml status=fail trigger=schedule gpu_count=7 gpus_expected=8 3/remap_failed=1 ... message=\"...\"`: the result's node values, then each failed device's values as ID/name=value, the message last. These rules taint on the failures of scheduled nvml checks (`--probe-schedule nvml=1h`) that mean the node is unfit: fewer GPUs than expected (expected_gpus defaults to the node's nvidia.com/gpu capacity), row remapping failed or pending, volatile uncorrectable ECC errors, NVLink down, a PCIe link narrower than its maximum (two failures in 3h: one can be a link caught retraining). Only trigger=schedule is read: a run by hand is an operator's, who reads its verdict; a rule's confirming run and a recovery run are decided by their own paths already (a second decision here would be a second fault for one failure); Autopilot's deep checks and an escalation ladder's runs belong to their own policies.",
+				Description: "The verdicts of the probe agents' checks, one line per result with source=\"probe\", in the format of active-probes/probelines (Layout): `faultline-probe: check=nvml status=fail trigger=schedule gpu_count=7 gpus_expected=8 3/remap_failed=1 ... message=\"...\"`: the result's node values, then each failed device's values as ID/name=value, the message last. These rules taint on the failures of scheduled nvml checks (`--probe-schedule nvml=1h`) that mean the node is unfit: fewer GPUs than expected (expected_gpus defaults to the node's nvidia.com/gpu capacity), row remapping failed or pending, a recovery action the driver asks for, volatile uncorrectable ECC errors, NVLink down, a PCIe link narrower than its maximum (two failures in 3h: one can be a link caught retraining). Only trigger=schedule is read: a run by hand is an operator's, who reads its verdict; a rule's confirming run and a recovery run are decided by their own paths already (a second decision here would be a second fault for one failure); Autopilot's deep checks and an escalation ladder's runs belong to their own policies.",
 			},
 			Spec: rules.PackSpec{
 				Defaults: rules.Defaults{
@@ -7659,6 +7659,14 @@ var image = &rules.Image{
 						Line: 63,
 					},
 					{
+						ID:          "probe-recovery-action",
+						Description: "A scheduled nvml check found a GPU whose driver asks for a recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, newer drivers): 1 a GPU reset, 2 a node reboot, 3 a drain of peer-to-peer traffic, 4 a drain and a reset. The GPU is not to be scheduled until it is done; the check passes again after it.",
+						Match: &rules.Match{
+							Regex: `^faultline-probe: check=nvml status=fail trigger=schedule .* (?P<gpu>\d+)/recovery_action=(?P<action>[1-4])\b`,
+						},
+						Line: 81,
+					},
+					{
 						ID:          "probe-ecc-uncorrectable",
 						Description: "A scheduled nvml check found volatile uncorrectable ECC errors on a GPU (since the driver loaded)",
 						Match: &rules.Match{
@@ -7669,7 +7677,7 @@ var image = &rules.Image{
 								},
 							},
 						},
-						Line: 81,
+						Line: 105,
 					},
 					{
 						ID:          "probe-nvlink-down",
@@ -7682,7 +7690,7 @@ var image = &rules.Image{
 								},
 							},
 						},
-						Line: 100,
+						Line: 124,
 					},
 					{
 						ID:          "probe-pcie-width",
@@ -7694,7 +7702,7 @@ var image = &rules.Image{
 							Count:  2,
 							Window: 10800000000000,
 						},
-						Line: 119,
+						Line: 143,
 					},
 				},
 			},
@@ -40124,6 +40132,27 @@ var image = &rules.Image{
 				"",
 				"gpu",
 				"down",
+			},
+		},
+		{
+			Expr: `^faultline-probe: check=nvml status=fail trigger=schedule .* (?P<gpu>\d+)/recovery_action=(?P<action>[1-4])\b`,
+			Literals: []string{
+				"faultline-probe: check=nvml status=fail trigger=schedule ",
+			},
+			Sets: [][]string{
+				[]string{
+					"faultline-probe: check=nvml status=fail trigger=schedule ",
+				},
+				[]string{
+					"/recovery_action=",
+				},
+			},
+			Anchored:      true,
+			StartAnchored: true,
+			Names: []string{
+				"",
+				"gpu",
+				"action",
 			},
 		},
 		{

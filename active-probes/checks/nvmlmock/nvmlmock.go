@@ -40,6 +40,13 @@ func HealthyDGXA100() *dgxa100.Server {
 		d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
 		d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 4, nvml.SUCCESS }
 		d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
+		// An A100 on R550 knows no GPU recovery action field (newer drivers do).
+		d.GetFieldValuesFunc = func(values []nvml.FieldValue) nvml.Return {
+			for i := range values {
+				values[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			}
+			return nvml.SUCCESS
+		}
 		d.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
 			if link >= 12 {
 				return 0, nvml.ERROR_INVALID_ARGUMENT // A100 has 12 links
