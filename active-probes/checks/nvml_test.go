@@ -4,8 +4,8 @@ package checks
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"maps"
 	"os"
