@@ -32,10 +32,11 @@ func newCheckCmd() *cobra.Command {
 		format   string
 	)
 	cmd := &cobra.Command{
-		Use:   "check CHECK...",
+		Use:   "check [CHECK...]",
 		Short: "Run checks on this machine once and print their results (no API, no Kubernetes)",
-		Long: `Runs the named checks here, one after another, as the agent would run them for
-the controller, and prints each result. Invasive checks (pciebw, dgemm, the deeper
+		Long: `Runs the named checks here (without a name, the routine ones: those enabled by
+default), one after another, as the agent would run them for the controller, and
+prints each result. Invasive checks (pciebw, dgemm, the deeper
 dcgm levels, ...) load the GPUs or the network: they run only with --force, which
 says that nothing else uses this machine's GPUs now (the command cannot ask the
 kubelet, and an agent running on the same node does not know of these runs).
@@ -45,7 +46,7 @@ or could not run (error); 1 when the command itself is wrong.`,
 		Example: `  faultline-probe-agent check nvml
   faultline-probe-agent check nvml pciebw dgemm --force --command pciebw=/opt/faultline/pciebw --command dgemm=/opt/faultline/dgemm
   faultline-probe-agent check dgemm --force --param dgemm.gpus=0,1 --format json`,
-		Args: cobra.MinimumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {
 				return fmt.Errorf("--format must be text or json, not %q", format)
@@ -56,6 +57,9 @@ or could not run (error); 1 when the command itself is wrong.`,
 			}
 			runner := probe.NewRunner(nil, cfg, nil)
 			defer runner.Close()
+			if len(args) == 0 {
+				args = runner.Registry().DefaultEnabled()
+			}
 			perCheck, err := checkParams(params, args)
 			if err != nil {
 				return err

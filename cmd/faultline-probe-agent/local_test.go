@@ -89,6 +89,12 @@ func TestCheckCommandRefusals(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(out, "pciebw: error in ") || !strings.Contains(out, "GPU 1 does not exist (1 GPUs)") {
 		t.Errorf("missing GPU: %v\n%s", err, out)
 	}
+	// Without a name, the routine checks: nvml alone (skipped where there is no
+	// NVML library, as in CI), none of the invasive ones.
+	out, err = runCheck(t)
+	if !strings.HasPrefix(out, "nvml: ") || strings.Contains(out, "pciebw") || strings.Contains(out, "dgemm") {
+		t.Errorf("no check named: %v\n%s", err, out)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
