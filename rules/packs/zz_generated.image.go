@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "a6ee231b5d9dfb418fbb3002ecb5c123957c4303cc3ebb03274f8151dd837517"
+const imageDigest = "c14351d56f917549c3635b7e3978c02f8fe6334df8c2f775ba220497d03d50ab"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -862,7 +862,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1867,
+						Line:     1844,
 					},
 					{
 						ID:          "nouveau-channel-timeout",
@@ -873,7 +873,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2029,
+						Line:     1997,
 					},
 					{
 						ID:          "nvidia-module-init-failed",
@@ -888,7 +888,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2265,
+						Line: 2223,
 					},
 					{
 						ID:          "gpu-no-interrupts",
@@ -898,7 +898,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2325,
+						Line:     2283,
 					},
 					{
 						ID:          "gpu-power-cables",
@@ -908,7 +908,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2369,
+						Line:     2327,
 					},
 					{
 						ID:          "gpu-unsupported",
@@ -918,7 +918,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2385,
+						Line:     2343,
 					},
 					{
 						ID:          "gpu-unsupported-detail",
@@ -928,7 +928,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2522,
+						Line:     2480,
 					},
 					{
 						ID:          "gsp-heartbeat-timeout",
@@ -944,7 +944,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2568,
+						Line: 2526,
 					},
 					{
 						ID:          "gsp-timeout-report",
@@ -960,7 +960,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2607,
+						Line: 2565,
 					},
 					{
 						ID:          "gsp-slow",
@@ -970,7 +970,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2665,
+						Line:     2623,
 					},
 					{
 						ID:          "gsp-boot-failed",
@@ -986,7 +986,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 2699,
+						Line: 2657,
 					},
 					{
 						ID:          "gpu-bar-verify-failed",
@@ -1001,7 +1001,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2852,
+						Line: 2810,
 					},
 					{
 						ID:          "gsp-firmware-mismatch",
@@ -1011,7 +1011,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2925,
+						Line:     2883,
 					},
 					{
 						ID:          "gsp-firmware-missing",
@@ -1026,7 +1026,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 2991,
+						Line: 2949,
 					},
 					{
 						ID:          "fsp-failed",
@@ -1042,7 +1042,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 3054,
+						Line: 3012,
 					},
 					{
 						ID:          "gpu-sec-fault",
@@ -1052,7 +1052,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     3176,
+						Line:     3134,
 					},
 					{
 						ID:          "gsp-falcon-ecc-uncorrected",
@@ -1068,7 +1068,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 3207,
+						Line: 3165,
 					},
 					{
 						ID:          "gpu-pcie-bus-errors",
@@ -1078,7 +1078,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     3236,
+						Line:     3194,
 					},
 					{
 						ID:          "gpu-memory-subsystem-error",
@@ -1094,7 +1094,7 @@ var image = &rules.Image{
 								Reboots: 2,
 							},
 						},
-						Line: 3290,
+						Line: 3248,
 					},
 					{
 						ID:          "nvidia-rm-error",
@@ -1112,7 +1112,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     3322,
+						Line:     3280,
 					},
 					{
 						ID:          "gpu-pci-resources-failed",
@@ -1127,7 +1127,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 3379,
+						Line: 3337,
 					},
 					{
 						ID:          "driver-version-mismatch",
@@ -1137,7 +1137,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     3571,
+						Line:     3529,
 					},
 					{
 						ID:          "gpu-interrupt-storm",
@@ -1147,7 +1147,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     3625,
+						Line:     3583,
 					},
 					{
 						ID:          "nvidia-module-unknown-symbol",
@@ -1162,7 +1162,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 3643,
+						Line: 3601,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1186,7 +1186,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     4006,
+						Line:     3964,
 					},
 					{
 						ID:          "nvidia-installer-module-load-failed",
@@ -1203,7 +1203,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     4237,
+						Line:     4195,
 					},
 					{
 						ID:          "nvidia-installer-failed",
@@ -1215,7 +1215,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     4315,
+						Line:     4273,
 					},
 					{
 						ID:          "nvidia-installer-copy-error",
@@ -1226,7 +1226,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4396,
+						Line:     4354,
 					},
 					{
 						ID:          "xorg-nvidia-module-not-loaded",
@@ -1238,7 +1238,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4431,
+						Line:     4389,
 					},
 				},
 			},
@@ -1360,7 +1360,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1372,
+						Line:     1369,
 					},
 					{
 						ID:          "amdgpu-coredump",
@@ -1370,7 +1370,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1447,
+						Line:     1443,
 					},
 					{
 						ID:          "amdgpu-hang-context",
@@ -1380,7 +1380,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1502,
+						Line:     1498,
 					},
 					{
 						ID:          "amdgpu-ip-block-failed",
@@ -1389,7 +1389,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<phase>hw_init|resume|suspend|late_init) of IP block <(?P<block>[^>]*)> failed (?P<err>-?\d+)|\bFatal error during GPU init`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1696,
+						Line:     1690,
 					},
 					{
 						ID:          "amdgpu-boot-error",
@@ -1398,7 +1398,7 @@ var image = &rules.Image{
 							Regex: `\bsocket: -?\d+, aid: (?P<aid>-?\d+), (?:hbm: (?P<hbm>-?\d+), (?P<error>memory training|hbm memory test|hbm bist test) failed|(?P<error>firmware boot) failed, fw status is 0x[0-9a-fA-F]+|(?P<error>firmware load) failed at boot time|(?P<error>(?:wafl|xgmi|usr cp|usr dp) link training) failed)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1796,
+						Line:     1790,
 					},
 					{
 						ID:          "radeon-gpu-lockup",
@@ -1407,7 +1407,7 @@ var image = &rules.Image{
 							Regex: `\bGPU lockup \((?:current fence id|waiting for) 0x[0-9a-fA-F]+(?: last fence id 0x[0-9a-fA-F]+)?(?: on ring (?P<ring>-?\d+))?\)|\b(?:GPU lockup CP stall|ring (?P<ring>-?\d+) stalled) for more than (?P<ms>\d+) ?msec`,
 						},
 						Cooldown: 600000000000,
-						Line:     1891,
+						Line:     1885,
 					},
 					{
 						ID:          "amdgpu-fence-fallback",
@@ -1417,7 +1417,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1949,
+						Line:     1943,
 					},
 					{
 						ID:          "amdgpu-smu-failure",
@@ -1426,7 +1426,7 @@ var image = &rules.Image{
 							Regex: `\bSMU: I'm (?:not done with your previous command|very busy for your command)|\bSMU: (?:No response|I'm very busy|Debug Err|unknown response) msg_reg: [0-9a-fA-F]+ resp_reg: [0-9a-fA-F]+|\bSMU: bus error for message: (?P<msg>\w*)\(-?\d+\) response:0x[0-9A-Fa-f]+|\bSMU is in hanged state, failed to send smu message!|\bFailed to setup smc hw!|\bFailed to enable requested dpm features!|\bFailed to (?:dis|en)able gfxoff!|\b(?:dis|en)able gfxoff timeout and failed!|\bSMU: response:0x[0-9A-Fa-f]+ for index:-?\d+ param:0x[0-9A-Fa-f]+ message:(?P<msg>\S*)\?|\bfailed send message: *(?P<msg>\S+) \(-?\d+\) (?:\s*param: 0x[0-9a-fA-F]+ )?response (?:0x)?[0-9a-fA-F]+|\bfailed to send message (?P<msg>[0-9a-fA-F]+) ret is (?P<err>-?\d+)|\blast message was failed ret is (?P<err>-?\d+)|\bFailed to send message:? 0x(?P<msg>[0-9a-fA-F]+)\b`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1975,
+						Line:     1969,
 					},
 					{
 						ID:          "amdgpu-mm-engine-not-responding",
@@ -1435,7 +1435,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<engine>UVD|VCE|VCN)(?:\(-?\d+\)|\[-?\d+\])?(?: decode)? (?:is )?not responding, giving up!!!|\b(?P<engine>vpe) queue submission timeout`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2198,
+						Line:     2192,
 					},
 					{
 						ID:          "amdgpu-ras-poison",
@@ -1444,7 +1444,7 @@ var image = &rules.Image{
 							Regex: `\bPoison is created\b|\bRAS poison consumption, (?P<flow>unmap queue flow succeeded|fall back to gpu reset flow)|\bGPU reset for (?P<block>\S+) RAS poison consumption is issued!|\bPoison detected in (?P<block>VCN|JPEG)-?\d+,? sub_block-?\d+|\b(?P<count>[1-9]\d*) (?:new )?deferred hardware errors detected (?:in total )?in (?P<block>\w+) block`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2277,
+						Line:     2271,
 					},
 					{
 						ID:          "amdgpu-ras-context",
@@ -1454,7 +1454,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2368,
+						Line:     2362,
 					},
 					{
 						ID:          "rocr-gpu-hw-exception",
@@ -1464,7 +1464,7 @@ var image = &rules.Image{
 							Regex: `\bHW Exception by GPU node-(?P<node>\d+) \(Agent handle: [^)]*\) reason :(?P<reason>GPU Hang|ECC)`,
 						},
 						Cooldown: 600000000000,
-						Line:     2413,
+						Line:     2407,
 					},
 					{
 						ID:          "rocr-memory-access-fault",
@@ -1475,7 +1475,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2445,
+						Line:     2439,
 					},
 					{
 						ID:          "amdgpu-ras-uncorrectable",
@@ -1489,7 +1489,7 @@ var image = &rules.Image{
 							Value: "amd-gpu-uncorrectable",
 						},
 						Cooldown: 3600000000000,
-						Line:     2484,
+						Line:     2478,
 					},
 					{
 						ID:          "amdgpu-ras-corrected",
@@ -1499,7 +1499,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2609,
+						Line:     2603,
 					},
 					{
 						ID:          "amdgpu-bad-page-threshold",
@@ -1513,7 +1513,7 @@ var image = &rules.Image{
 							Value: "amd-gpu-bad-pages",
 						},
 						Cooldown: 21600000000000,
-						Line:     2661,
+						Line:     2655,
 					},
 					{
 						ID:          "amdgpu-bad-pages-near-threshold",
@@ -1522,7 +1522,7 @@ var image = &rules.Image{
 							Regex: `\bRAS records:(?P<records>\d+) exceeds 90% of threshold:(?P<threshold>-?\d+)`,
 						},
 						Cooldown: 86400000000000,
-						Line:     2722,
+						Line:     2716,
 					},
 					{
 						ID:          "amdgpu-vm-fault",
@@ -1532,7 +1532,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2747,
+						Line:     2741,
 					},
 				},
 			},
@@ -5221,7 +5221,7 @@ var image = &rules.Image{
 							Regex: `\bResetting (?:chip|(?P<engine>(?:[rbcv]cs|vecs|gsc)\d+)) (?:for (?P<reason>.+)|after gpu hang)|\bcontext reset due to GPU hang\b`,
 						},
 						Cooldown: 600000000000,
-						Line:     6798,
+						Line:     6795,
 					},
 					{
 						ID:          "i915-reset-failed",
@@ -5230,7 +5230,7 @@ var image = &rules.Image{
 							Regex: `\bFailed to reset chip\b|\bGPU recovery failed\b|\btimed out, cancelling all in-flight rendering\b|\bFailed to initialise HW following reset\b|\bFailed hw init on reset\b|\bFailed to re-enable GGTT following reset\b|\breset request timed out: \{request: [0-9a-f]+, RESET_CTL: [0-9a-f]+\}|\b(?:[Ff]ailed to re-initialize GPU|Failed to idle engines|Failed to initialize GPU), declaring (?:it )?wedged\b|\bTimed out waiting for the gpu reset to complete|\bReenabling wedged hardware\b|\bGUC: Engine reset failed on `,
 						},
 						Cooldown: 3600000000000,
-						Line:     6924,
+						Line:     6917,
 					},
 					{
 						ID:          "i915-gpu-hang-report",
@@ -5240,7 +5240,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     7174,
+						Line:     7158,
 					},
 				},
 			},

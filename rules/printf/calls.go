@@ -19,7 +19,19 @@ var (
 	// DRM's printk macros: DRM_WARN and DRM_INFO print "[drm] ", DRM_ERROR the
 	// caller as %ps prints it (function and module) and "*ERROR* ".
 	drmCalls = words(`DRM_ERROR DRM_WARN DRM_INFO DRM_NOTE`)
-	devCalls = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
+	// DRM's device macros since 5.8 (include/drm/drm_print.h __drm_printk):
+	// dev_<level> of the DRM device with "[drm] " first, drm_err's "*ERROR* " after
+	// it; i915's gt_err and friends (intel_gt_print.h, 6.5 and later) add "GT%u: ".
+	// guc_err and friends (intel_guc_print.h) add "GUC: " after that; amdgpu's
+	// display core logs its errors through DC_ERROR and DC_LOG_ERROR, drm_err.
+	drmDevCalls = words(`drm_err drm_warn drm_notice drm_info drm_err_once drm_warn_once
+		drm_err_ratelimited drm_notice_once drm_info_once gt_err gt_warn gt_notice gt_info
+		gt_err_ratelimited gt_warn_once gt_notice_ratelimited guc_err guc_warn guc_notice guc_info
+		guc_err_ratelimited DC_ERROR DC_LOG_ERROR`)
+	// nouveau's nvkm_error and friends (nvkm/core/subdev.h): dev_<level> of the GPU
+	// with the subdevice's name first ("fifo: ", "gr: ").
+	nvkmCalls = words(`nvkm_error nvkm_warn nvkm_info nvkm_error_ratelimited`)
+	devCalls  = words(`dev_emerg dev_alert dev_crit dev_err dev_warn dev_notice dev_info
 		dev_err_ratelimited dev_warn_ratelimited dev_err_once dev_warn_once dev_crit_ratelimited
 		dev_alert_ratelimited dev_info_ratelimited dev_notice_ratelimited dev_err_probe
 		pci_emerg pci_alert pci_crit pci_err pci_warn pci_notice pci_info pci_err_ratelimited
@@ -64,6 +76,8 @@ var devices = []struct{ path, dev, netdev string }{
 	{"amazon/ena", "ena 0000:00:05.0", "ena 0000:00:05.0 eth0"},
 	{"infiniband/hw/efa", "efa 0000:00:06.0", "efa 0000:00:06.0 eth1"},
 	{"drm/amd", "amdgpu 0000:c3:00.0", ""},
+	{"drm/i915", "i915 0000:00:02.0", ""},
+	{"drm/nouveau", "nouveau 0000:01:00.0", ""},
 	{"drivers/nvme", "nvme nvme0", "nvme0"},
 	{"drivers/pci", "pcieport 0000:00:01.0", ""},
 	{"drivers/net/bonding", "bond0", "bond0"},
@@ -71,6 +85,18 @@ var devices = []struct{ path, dev, netdev string }{
 	{"drivers/ata", "ata1.00", ""},
 	{"drivers/edac", "EDAC MC0", ""},
 	{"", "pci 0000:3b:00.0", "eth2"},
+}
+
+// nvkmSubdev is the name nouveau prints for the subdevice or engine a file of
+// nvkm/subdev/<name>/ or nvkm/engine/<name>/ belongs to.
+func nvkmSubdev(file string) string {
+	for _, dir := range []string{"/nvkm/subdev/", "/nvkm/engine/"} {
+		if i := strings.Index(file, dir); i >= 0 {
+			name, _, _ := strings.Cut(file[i+len(dir):], "/")
+			return name
+		}
+	}
+	return "nvkm"
 }
 
 func device(file string) (dev, netdev string) {
@@ -84,7 +110,9 @@ func device(file string) (dev, netdev string) {
 
 // DeviceCall reports whether call prints a device (dev_err, pci_err, netdev_err),
 // so that a file's dev_fmt, not its pr_fmt, comes before the format.
-func DeviceCall(call string) bool { return devCalls[call] || netdevCalls[call] }
+func DeviceCall(call string) bool {
+	return devCalls[call] || netdevCalls[call] || drmDevCalls[call] || nvkmCalls[call]
+}
 
 // UserCall reports whether call prints from a user-space program (UCX, NCCL, a
 // tool's printf) rather than from the kernel.
@@ -131,6 +159,20 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 			module = "amdgpu"
 		}
 		return "[drm:" + fn + " [" + module + "]] *ERROR* ", nil
+	case drmDevCalls[call]:
+		p := dev + ": [drm] "
+		if strings.Contains(strings.ToLower(call), "err") {
+			p += "*ERROR* "
+		}
+		if strings.HasPrefix(call, "gt_") || strings.HasPrefix(call, "guc_") {
+			p += "GT0: "
+		}
+		if strings.HasPrefix(call, "guc_") {
+			p += "GUC: "
+		}
+		return p, nil
+	case nvkmCalls[call]:
+		return dev + ": " + nvkmSubdev(file) + ": ", nil
 	case devCalls[call]:
 		// A file that defines dev_fmt prints it after the device (prFmt is then it).
 		p, err := pr()

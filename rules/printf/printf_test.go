@@ -83,12 +83,22 @@ func TestUserSpacePrefixes(t *testing.T) {
 	}
 }
 
-// TestDRMPrefixes: DRM's printk macros as the amdgpu driver prints them.
+// TestDRMPrefixes: DRM's printk macros as the amdgpu, i915 and nouveau drivers print them.
 func TestDRMPrefixes(t *testing.T) {
 	cases := []struct{ call, fn, prFmt, file, want string }{
 		{"DRM_ERROR", "amdgpu_job_timedout", "", "drivers/gpu/drm/amd/amdgpu/amdgpu_job.c", "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* "},
 		{"DRM_WARN", "", "", "drivers/gpu/drm/amd/amdgpu/amdgpu_device.c", "[drm] "},
 		{"dev_err", "", "amdgpu: ", "drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c", "amdgpu 0000:c3:00.0: amdgpu: "},
+		// The device macros of 5.8 and later, i915's GT and GuC ones, amdgpu's display core.
+		{"drm_err", "", "", "drivers/gpu/drm/i915/gt/intel_reset.c", "i915 0000:00:02.0: [drm] *ERROR* "},
+		{"drm_notice", "", "", "drivers/gpu/drm/i915/gt/intel_reset.c", "i915 0000:00:02.0: [drm] "},
+		{"gt_notice", "", "", "drivers/gpu/drm/i915/gt/intel_reset.c", "i915 0000:00:02.0: [drm] GT0: "},
+		{"gt_err", "", "", "drivers/gpu/drm/i915/gt/intel_reset.c", "i915 0000:00:02.0: [drm] *ERROR* GT0: "},
+		{"guc_err", "", "", "drivers/gpu/drm/i915/gt/uc/intel_guc_submission.c", "i915 0000:00:02.0: [drm] *ERROR* GT0: GUC: "},
+		{"DC_ERROR", "", "", "drivers/gpu/drm/amd/display/dc/dc_dmub_srv.c", "amdgpu 0000:c3:00.0: [drm] *ERROR* "},
+		// nouveau's nvkm_error: the GPU, then the subdevice or engine the file is of.
+		{"nvkm_error", "", "", "drivers/gpu/drm/nouveau/nvkm/engine/fifo/gf100.c", "nouveau 0000:01:00.0: fifo: "},
+		{"nvkm_warn", "", "", "drivers/gpu/drm/nouveau/nvkm/subdev/mmu/base.c", "nouveau 0000:01:00.0: mmu: "},
 	}
 	for _, c := range cases {
 		got, err := Prefix(c.call, c.fn, c.prFmt, c.file, 0)

@@ -44,6 +44,11 @@ func init() {
 	add(0, -1, `ucs_error ucs_fatal`)
 	// DRM's printk macros (the amdgpu driver's DRM_ERROR; DRM_WARN below).
 	add(0, -1, `DRM_ERROR`)
+	// DRM's device macros and i915's and nouveau's (drm_err(drm, fmt, ...),
+	// gt_err(gt, fmt, ...), nvkm_error(subdev, fmt, ...)); the lower ones below.
+	add(1, -1, `drm_err drm_err_once drm_err_ratelimited gt_err gt_err_ratelimited guc_err guc_err_ratelimited
+		nvkm_error nvkm_error_ratelimited`)
+	add(0, -1, `DC_ERROR DC_LOG_ERROR`)
 	// ucs_log(level, fmt, ...): UCX passes the level in a variable (the error level
 	// a transport configured), so it is listed as an error.
 	add(1, -1, `ucs_log`)
@@ -120,6 +125,8 @@ func init() {
 		mlx5_core_info mlx4_warn mlx4_info ibdev_warn ibdev_info ipoib_warn xfs_warn
 		xfs_notice xfs_info xfs_warn_ratelimited xfs_warn_once`)
 	lower(2, -1, `slave_warn slave_info`)
+	lower(1, -1, `drm_warn drm_notice drm_info drm_warn_once drm_notice_once drm_info_once gt_warn gt_notice
+		gt_info gt_warn_once gt_notice_ratelimited guc_warn guc_notice guc_info nvkm_warn nvkm_info`)
 	lower(1, -1, `ata_dev_warn ata_dev_info ata_link_warn ata_link_info ata_port_warn ata_port_info fprintf`)
 	lower(1, -1, `ext4_warning ext4_warning_inode`)
 	// mcelog's decoded machine checks (Wprintf, Gprintf: syslog at warning), Slurm's
