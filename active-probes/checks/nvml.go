@@ -177,18 +177,11 @@ func (n *NVML) checkDevice(i int, p probe.Params) probe.DeviceResult {
 			return
 		}
 		d.SetValue("recovery_action", float64(v))
-		switch nvml.DeviceGpuRecoveryAction(v) {
-		case nvml.GPU_RECOVERY_ACTION_NONE:
-		case nvml.GPU_RECOVERY_ACTION_GPU_RESET:
-			f.add(probe.StatusFail, "the driver asks for a GPU reset")
-		case nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:
-			f.add(probe.StatusFail, "the driver asks for a node reboot")
-		case nvml.GPU_RECOVERY_ACTION_DRAIN_P2P:
-			f.add(probe.StatusFail, "the driver asks to drain peer-to-peer traffic")
-		case nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
-			f.add(probe.StatusFail, "the driver asks to drain the GPU and reset it")
-		default:
+		switch name, known := nvmlfield.RecoveryAction(v); {
+		case !known:
 			f.add(probe.StatusWarn, "the driver asks for recovery action %d, which this agent does not know", v)
+		case name != nvmlfield.RecoveryNone:
+			f.add(probe.StatusFail, "the driver asks for recovery: %s", name)
 		}
 	})
 	only(probe.NVMLPartECC, "ECC", func() {

@@ -111,10 +111,10 @@ func TestNVMLFaults(t *testing.T) {
 		}, nil, probe.StatusFail, "7", probe.StatusFail, "NVLink 5 down (11 up)"},
 		{"recovery action: GPU reset", func(s *dgxa100.Server) {
 			dev(s, 1).GetFieldValuesFunc = recoveryField(uint32(nvml.GPU_RECOVERY_ACTION_GPU_RESET))
-		}, nil, probe.StatusFail, "1", probe.StatusFail, "the driver asks for a GPU reset"},
+		}, nil, probe.StatusFail, "1", probe.StatusFail, "the driver asks for recovery: GPU reset"},
 		{"recovery action: node reboot", func(s *dgxa100.Server) {
 			dev(s, 1).GetFieldValuesFunc = recoveryField(uint32(nvml.GPU_RECOVERY_ACTION_NODE_REBOOT))
-		}, probe.Params{"part": "recovery"}, probe.StatusFail, "1", probe.StatusFail, "the driver asks for a node reboot"},
+		}, probe.Params{"part": "recovery"}, probe.StatusFail, "1", probe.StatusFail, "the driver asks for recovery: node reboot"},
 		{"recovery action a later driver added", func(s *dgxa100.Server) {
 			dev(s, 1).GetFieldValuesFunc = recoveryField(9)
 		}, nil, probe.StatusWarn, "1", probe.StatusWarn, "the driver asks for recovery action 9, which this agent does not know"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/faultline-dev/faultline/active-probes/nvmlfield"
 	"github.com/faultline-dev/faultline/dmesg-exporter/ship"
 )
 
@@ -19,8 +20,8 @@ const (
 	FormatEvent = "NVML: %s on GPU %s (%s)"
 	// FormatLost: a GPU NVML reports lost (NVML_ERROR_GPU_IS_LOST).
 	FormatLost = "NVML: GPU %s (%s) is lost: fallen off the bus or otherwise inaccessible"
-	// FormatRecovery: the recovery action the driver asks for (one of the Recovery
-	// texts), the PCI address and UUID.
+	// FormatRecovery: the recovery action the driver asks for (nvmlfield's
+	// Recovery names), the PCI address and UUID.
 	FormatRecovery = "NVML: recovery action %s on GPU %s (%s)"
 )
 
@@ -37,18 +38,6 @@ const (
 	KindPoison                = "non-fatal poison error"
 	KindFatalPoison           = "fatal poison error"
 	KindGPUUnavailable        = "GPU unavailable error"
-)
-
-// The recovery actions as the lines name them (nvmlDeviceGpuRecoveryAction_t).
-const (
-	RecoveryNone          = "none"
-	RecoveryGPUReset      = "GPU reset"
-	RecoveryNodeReboot    = "node reboot"
-	RecoveryDrainP2P      = "drain P2P"
-	RecoveryDrainAndReset = "drain and reset"
-	// RecoveryUnknown: the action could not be read, or is one this program
-	// does not know.
-	RecoveryUnknown = "unknown"
 )
 
 // Syslog levels of the lines (the shipped records' severity).
@@ -106,7 +95,7 @@ func eventLine(t time.Time, g GPU, kind string, level int) Line {
 
 func recoveryLine(t time.Time, g GPU, action string) Line {
 	level := levelErr
-	if action == RecoveryNone {
+	if action == nvmlfield.RecoveryNone {
 		level = levelNotice
 	}
 	return Line{Time: t, Text: fmt.Sprintf(FormatRecovery, action, g.pci(), g.uuid()), Level: level}

@@ -45,15 +45,6 @@ var watched = []eventType{
 // kindRecovery marks the recovery-action event, whose line names the action.
 const kindRecovery = "recovery"
 
-// recoveryActions name NVML's recovery actions in the lines.
-var recoveryActions = map[nvml.DeviceGpuRecoveryAction]string{
-	nvml.GPU_RECOVERY_ACTION_NONE:            RecoveryNone,
-	nvml.GPU_RECOVERY_ACTION_GPU_RESET:       RecoveryGPUReset,
-	nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:     RecoveryNodeReboot,
-	nvml.GPU_RECOVERY_ACTION_DRAIN_P2P:       RecoveryDrainP2P,
-	nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET: RecoveryDrainAndReset,
-}
-
 // Watcher reads the events of every GPU of the node and ships them as lines.
 type Watcher struct {
 	lib  nvml.Interface
@@ -242,20 +233,18 @@ func (w *Watcher) event(ctx context.Context, d nvml.EventData) bool {
 
 // recoveryAction reads the action the driver asks for after a recovery-action
 // event (the event itself carries none): NVML's field
-// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; RecoveryUnknown when it cannot be read.
+// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; "unknown" when it cannot be read.
 func (w *Watcher) recoveryAction(dev nvml.Device) string {
 	if dev == nil {
-		return RecoveryUnknown
+		return nvmlfield.RecoveryUnknown
 	}
 	n, ret := nvmlfield.Uint(dev, nvml.FI_DEV_GET_GPU_RECOVERY_ACTION)
 	if ret != nvml.SUCCESS {
 		w.cfg.Metrics.errors.WithLabelValues("DeviceGetFieldValues").Inc()
-		return RecoveryUnknown
+		return nvmlfield.RecoveryUnknown
 	}
-	if a, ok := recoveryActions[nvml.DeviceGpuRecoveryAction(n)]; ok {
-		return a
-	}
-	return RecoveryUnknown
+	a, _ := nvmlfield.RecoveryAction(n)
+	return a
 }
 
 // byDevice names the GPU of an event, or an unknown one.

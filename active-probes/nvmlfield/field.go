@@ -1,9 +1,9 @@
 //go:build cgo
 
 // Package nvmlfield reads NVML field values (nvmlDeviceGetFieldValues) for the probe
-// agent's nvml check and event watcher: the GPU recovery action newer drivers report
-// (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), read as an unsigned int on an H200 with
-// 580.159.04.
+// agent's nvml check and event watcher, and names the GPU recovery action newer
+// drivers report (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, read as an unsigned int on an
+// H200 with 580.159.04).
 package nvmlfield
 
 import (

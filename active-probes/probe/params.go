@@ -26,6 +26,39 @@ func (p Params) Clone() Params {
 	return c
 }
 
+// ParseCheckParams parses command-line parameters written check.name=value (the
+// --param flags of faultline probe run and faultline-probe-agent check) into each
+// check's Params.
+func ParseCheckParams(flags []string) (map[string]Params, error) {
+	m := map[string]Params{}
+	for _, f := range flags {
+		kv, v, ok := strings.Cut(f, "=")
+		check, k, ok2 := strings.Cut(kv, ".")
+		if !ok || !ok2 || check == "" || k == "" {
+			return nil, fmt.Errorf("--param %q: want check.name=value", f)
+		}
+		if m[check] == nil {
+			m[check] = Params{}
+		}
+		m[check][k] = v
+	}
+	return m, nil
+}
+
+// WriteValues writes " prefix+name=value" for each measurement, sorted by name, in
+// full decimal ("1000000", "12.5"), never in exponent form: how the verdict lines
+// and the agent's check command write a result's values.
+func WriteValues(b *strings.Builder, prefix string, values map[string]float64) {
+	names := make([]string, 0, len(values))
+	for k := range values {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		b.WriteString(" " + prefix + k + "=" + strconv.FormatFloat(values[k], 'f', -1, 64))
+	}
+}
+
 // String returns the raw value of a parameter ("" when unset).
 func (p Params) String(name string) string { return p[name] }
 

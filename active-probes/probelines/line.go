@@ -2,7 +2,6 @@ package probelines
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -28,10 +27,10 @@ func Format(res probe.Result, trigger string) string {
 		trigger = TriggerUnknown
 	}
 	var fields strings.Builder
-	writeValues(&fields, "", res.Values)
+	probe.WriteValues(&fields, "", res.Values)
 	for _, d := range res.Devices {
 		if d.Status == probe.StatusFail {
-			writeValues(&fields, d.ID+"/", d.Values)
+			probe.WriteValues(&fields, d.ID+"/", d.Values)
 		}
 	}
 	msg := res.Message
@@ -43,19 +42,6 @@ func Format(res probe.Result, trigger string) string {
 		msg = msg[:cut] + "…"
 	}
 	return fmt.Sprintf(Layout, res.Check, res.Status, trigger, fields.String(), strconv.Quote(msg))
-}
-
-// writeValues writes " prefix+name=value" for each value, sorted by name. Values are
-// written in full decimal ("1000000", "12.5"), never in exponent form.
-func writeValues(b *strings.Builder, prefix string, values map[string]float64) {
-	names := make([]string, 0, len(values))
-	for k := range values {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		b.WriteString(" " + prefix + k + "=" + strconv.FormatFloat(values[k], 'f', -1, 64))
-	}
 }
 
 // Syslog levels of the lines (the shipped records' severity).

@@ -7,8 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,26 +123,16 @@ func commandPaths(flags []string) (map[string]string, error) {
 	return m, nil
 }
 
-// checkParams parses --param check.name=value flags; each names a check being run.
+// checkParams parses the --param flags; each must name a check being run.
 func checkParams(flags, checks []string) (map[string]probe.Params, error) {
-	m := map[string]probe.Params{}
-	for _, p := range flags {
-		kv, v, ok := strings.Cut(p, "=")
-		check, k, ok2 := strings.Cut(kv, ".")
-		if !ok || !ok2 || check == "" || k == "" {
-			return nil, fmt.Errorf("--param %q: want check.name=value", p)
+	m, err := probe.ParseCheckParams(flags)
+	if err != nil {
+		return nil, err
+	}
+	for check := range m {
+		if !slices.Contains(checks, check) {
+			return nil, fmt.Errorf("--param %s.*: check %s is not run", check, check)
 		}
-		found := false
-		for _, c := range checks {
-			found = found || c == check
-		}
-		if !found {
-			return nil, fmt.Errorf("--param %q: check %s is not run", p, check)
-		}
-		if m[check] == nil {
-			m[check] = probe.Params{}
-		}
-		m[check][k] = v
 	}
 	return m, nil
 }
@@ -197,16 +186,9 @@ func nonEmpty(ss ...string) []string {
 
 // values formats measurements as name=value, sorted by name.
 func values(m map[string]float64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+strconv.FormatFloat(m[k], 'g', 6, 64))
-	}
-	return strings.Join(parts, " ")
+	var b strings.Builder
+	probe.WriteValues(&b, "", m)
+	return strings.TrimPrefix(b.String(), " ")
 }
 
 // newEventsCmd watches the GPUs' NVML events for a while and prints each as the

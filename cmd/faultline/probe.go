@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/faultline-dev/faultline/active-probes/probe"
 	"github.com/faultline-dev/faultline/api/v1alpha1"
 	"github.com/faultline-dev/faultline/internal/cli"
 	"github.com/faultline-dev/faultline/internal/daemon"
@@ -60,19 +61,15 @@ faultline-operator: create too, and proberuns/force for --force).`,
 				}
 				pr.Spec.NodeSelector = sel
 			}
-			for _, p := range params {
-				kv, v, ok := strings.Cut(p, "=")
-				check, k, ok2 := strings.Cut(kv, ".")
-				if !ok || !ok2 || check == "" || k == "" {
-					return fmt.Errorf("--param %q: want check.name=value", p)
-				}
+			perCheck, err := probe.ParseCheckParams(params)
+			if err != nil {
+				return err
+			}
+			for check, p := range perCheck {
 				if pr.Spec.Params == nil {
 					pr.Spec.Params = map[string]map[string]string{}
 				}
-				if pr.Spec.Params[check] == nil {
-					pr.Spec.Params[check] = map[string]string{}
-				}
-				pr.Spec.Params[check][k] = v
+				pr.Spec.Params[check] = p
 			}
 			rc, err := client()
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/faultline-dev/faultline/active-probes/nvmlevents"
+	"github.com/faultline-dev/faultline/active-probes/nvmlfield"
 	"github.com/faultline-dev/faultline/logstream"
 	"github.com/faultline-dev/faultline/rules"
 	"github.com/faultline-dev/faultline/test/packengine"
@@ -108,12 +109,12 @@ func TestNVMLRecoveryActionJoinsXid154(t *testing.T) {
 		t.Fatal(err)
 	}
 	for action, kernel := range map[string]string{
-		nvmlevents.RecoveryGPUReset:      "0x1 (GPU Reset Required)",
-		nvmlevents.RecoveryNodeReboot:    "0x2 (Node Reboot Required)",
-		nvmlevents.RecoveryDrainP2P:      "0x3 (Drain P2P)",
-		nvmlevents.RecoveryDrainAndReset: "0x4 (Drain and Reset)",
-		nvmlevents.RecoveryNone:          "0x0 (None)",
-		nvmlevents.RecoveryUnknown:       "0x9 (Something New)",
+		nvmlfield.RecoveryGPUReset:      "0x1 (GPU Reset Required)",
+		nvmlfield.RecoveryNodeReboot:    "0x2 (Node Reboot Required)",
+		nvmlfield.RecoveryDrainP2P:      "0x3 (Drain P2P)",
+		nvmlfield.RecoveryDrainAndReset: "0x4 (Drain and Reset)",
+		nvmlfield.RecoveryNone:          "0x0 (None)",
+		nvmlfield.RecoveryUnknown:       "0x9 (Something New)",
 	} {
 		kl := &logstream.Line{Source: logstream.SourceKernel,
 			Text: "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to " + kernel}

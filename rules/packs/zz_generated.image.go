@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "c14351d56f917549c3635b7e3978c02f8fe6334df8c2f775ba220497d03d50ab"
+const imageDigest = "8f287b9285731b7c9e95d43cecc05d544d6207a13441084f37f29bd41db01c82"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
