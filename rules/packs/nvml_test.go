@@ -40,18 +40,7 @@ func TestNVMLXidJoinsKernelXid(t *testing.T) {
 			Text: fmt.Sprintf("NVRM: Xid (PCI:0000:3b:00): %d, pid='<unknown>', name=<unknown>, an error", x)}
 		nl := &logstream.Line{Source: logstream.SourceNVML,
 			Text: fmt.Sprintf(nvmlevents.FormatXid, x, "0000:3b:00.0", "GPU-5c1a9d3e-7f2b-4c1d-9a8e-0b6f3e2d1c4a")}
-		k, n := fired(e, "nvidia-xid", kl), fired(e, "nvml-events", nl)
-		if len(k) != 1 || len(n) != 1 {
-			t.Errorf("Xid %d: kernel line fires %v, NVML line fires %v; want one rule each", x, k, n)
-			continue
-		}
-		if n[0].FaultRule() != k[0] {
-			t.Errorf("Xid %d: NVML's %s joins %s, the kernel line fires %s", x, n[0], n[0].FaultRule(), k[0])
-		}
-		if n[0].Action != k[0].Action || n[0].Severity != k[0].Severity {
-			t.Errorf("Xid %d: NVML's %s is %s/%s, the kernel's %s is %s/%s", x, n[0], n[0].Action, n[0].Severity,
-				k[0], k[0].Action, k[0].Severity)
-		}
+		wantJoined(t, e, fmt.Sprintf("Xid %d", x), kl, nl)
 		// A kernel line never fires an NVML rule, nor an NVML line a kernel rule.
 		if extra := fired(e, "nvml-events", kl); len(extra) != 0 {
 			t.Errorf("Xid %d: the kernel line fires %v", x, extra)
@@ -120,14 +109,21 @@ func TestNVMLRecoveryActionJoinsXid154(t *testing.T) {
 			Text: "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to " + kernel}
 		nl := &logstream.Line{Source: logstream.SourceNVML,
 			Text: fmt.Sprintf(nvmlevents.FormatRecovery, action, "0000:3b:00.0", "GPU-5c1a9d3e-7f2b-4c1d-9a8e-0b6f3e2d1c4a")}
-		k, n := fired(e, "nvidia-xid", kl), fired(e, "nvml-events", nl)
-		if len(k) != 1 || len(n) != 1 {
-			t.Errorf("%s: kernel line fires %v, NVML line fires %v; want one rule each", action, k, n)
-			continue
-		}
-		if n[0].FaultRule() != k[0] || n[0].Action != k[0].Action || n[0].Severity != k[0].Severity {
-			t.Errorf("%s: NVML's %s (%s/%s, fault %s), the kernel's %s (%s/%s)", action, n[0], n[0].Action, n[0].Severity,
-				n[0].FaultRule(), k[0], k[0].Action, k[0].Severity)
-		}
+		wantJoined(t, e, action, kl, nl)
+	}
+}
+
+// wantJoined: the kernel line fires one nvidia-xid rule and the NVML line one
+// nvml-events rule whose fault is that rule, with its action and severity.
+func wantJoined(t *testing.T, e *rules.Engine, what string, kl, nl *logstream.Line) {
+	t.Helper()
+	k, n := fired(e, "nvidia-xid", kl), fired(e, "nvml-events", nl)
+	if len(k) != 1 || len(n) != 1 {
+		t.Errorf("%s: kernel line fires %v, NVML line fires %v; want one rule each", what, k, n)
+		return
+	}
+	if n[0].FaultRule() != k[0] || n[0].Action != k[0].Action || n[0].Severity != k[0].Severity {
+		t.Errorf("%s: NVML's %s (%s/%s, fault %s), the kernel's %s (%s/%s)", what, n[0], n[0].Action, n[0].Severity,
+			n[0].FaultRule(), k[0], k[0].Action, k[0].Severity)
 	}
 }
