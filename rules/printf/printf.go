@@ -96,7 +96,7 @@ func number(s string, i int) (int, int) {
 var pointerExts = []string{
 	"I6c", "i6c", "MR", "mR", "Mr", "Mf", "ISpc", "ISc", "IS", "I4", "I6", "i4", "i6",
 	"Ub", "UB", "Ul", "UL", "GPp", "Gp", "Gg", "Gv", "pap", "ap", "ad", "hC", "hD", "hN",
-	"hn", "SR", "Sb", "M", "m", "R", "r", "S", "s", "F", "f", "B", "K", "a", "V", "g",
+	"hn", "h", "SR", "Sb", "M", "m", "R", "r", "S", "s", "F", "f", "B", "K", "a", "V", "g",
 	"e", "D", "d", "E", "x", "U", "b", "C", "N", "t",
 }
 
@@ -207,6 +207,9 @@ func value(c Conv, variant, n int) string {
 	case 'm': // glibc: strerror(errno), no argument
 		s = pick(big, "No such device", "Connection timed out")
 	case 'p':
+		if hex, ok := hexBuffer(c, big); ok {
+			return hex
+		}
 		return pointer(c.Ext, big)
 	}
 	if strings.Contains(c.Flags, "#") && (c.Verb == 'x' || c.Verb == 'X') {
@@ -285,10 +288,38 @@ func pointer(ext string, big bool) string {
 		return "data.bin"
 	case "x": // the raw address, as %lx would print it
 		return pick(big, "00007f3a1c2b4d10", "ffff8881f2b4c000")
-	case "E", "hC", "hD", "hN", "hn", "b", "C", "N", "t", "Gp", "GPp", "Gg", "Gv":
+	case "E", "hn", "b", "C", "N", "t", "Gp", "GPp", "Gg", "Gv":
 		return "0x1f"
 	}
 	return pick(big, "00000000a1b2c3d4", "ffff8881f2b4c000")
+}
+
+// hexBuffer prints a %*ph buffer as the kernel does: the field width is the number
+// of bytes (one when not given, eight when passed as an argument), each as two hex
+// digits, separated by spaces (%ph), colons (%phC), dashes (%phD) or nothing (%phN).
+func hexBuffer(c Conv, big bool) (string, bool) {
+	sep, ok := map[string]string{"h": " ", "hC": ":", "hD": "-", "hN": ""}[c.Ext]
+	if !ok {
+		return "", false
+	}
+	n := c.Width
+	switch {
+	case n == -2:
+		n = 8
+	case n <= 0:
+		n = 1
+	case n > 64: // the kernel prints at most 64 bytes
+		n = 64
+	}
+	parts := make([]string, n)
+	for i := range parts {
+		b := i * 0x11
+		if big {
+			b = 0xff - i*0x07
+		}
+		parts[i] = fmt.Sprintf("%02x", b&0xff)
+	}
+	return strings.Join(parts, sep), true
 }
 
 // Expand replaces $1..$N in tmpl by the values of an instance (captures to check).

@@ -23,6 +23,9 @@ func TestInstantiate(t *testing.T) {
 		{"status:%#06x", 0, nil, "status:0x001f"},
 		{"%04x:%02x:%02x.%x", 1, nil, "beef:ef:ef.deadbeef"},
 		{"ptr %p, %pfoo", 0, nil, "ptr 00000000a1b2c3d4, 00000000a1b2c3d4foo"},
+		// %*ph and its separators print the bytes themselves, the width their count.
+		{"CDB %16phN : hardware error", 0, nil, "CDB 00112233445566778899aabbccddeeff : hardware error"},
+		{"sense %4ph|%3phC|%2phD|%*phN|%phN", 0, nil, "sense 00 11 22 33|00:11:22|00-11|0011223344556677|00"},
 	}
 	for _, c := range cases {
 		got, err := Instantiate(c.format, c.variant, c.fixed)
