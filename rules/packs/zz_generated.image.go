@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "1b997cffcb268166b5278f6cef6a961bbe40a79096a4a76359c25079faaa21c2"
+const imageDigest = "f322ea69e5d5a3018241e278bc561d1d774e5e1fde2d3382bd91ee2547bc7247"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3501,7 +3501,7 @@ var image = &rules.Image{
 						ID:          "hpsa-controller-fault",
 						Description: "An HPE Smart Array controller (hpsa) locked up, or a command completed with a controller hardware error, a lost connection or a failed abort, or the controller reported a logical unit failure: the disks behind it fail I/O until it is serviced; recorded on the node.",
 						Match: &rules.Match{
-							Regex: `(?:Controller lockup detected(?:: 0x(?P<code>[0-9a-fA-F]+) after -?\d+| during reset wait)|lockup detected after -?\d+ but scratchpad register is zero|CDB [0-9a-fA-F]+ (?:: (?P<error>hardware error|connection lost|abort failed|protocol error)|(?P<error>timed out))\s*$|: LUN failure detected\s*$|(?P<error>controller lockup detected|hardware error|connection lost|abort failed|protocol error): LUN:[0-9a-fA-F]+ CDB:[0-9a-fA-F]+|(?P<boot>board not ready, timed out|failed to enter simple mode|Failed waiting for board to become ready after hard reset|controller message [0-9a-fA-F]{2}:[0-9a-fA-F]{2} (?:timed out|failed))\.?\s*$)`,
+							Regex: `(?:Controller lockup detected(?:: 0x(?P<code>[0-9a-fA-F]+) after -?\d+| during reset wait)|lockup detected after -?\d+ but scratchpad register is zero|CDB [0-9a-fA-F]+ (?:: (?P<error>hardware error|connection lost|abort failed|protocol error)|(?P<error>timed out))\s*$|: LUN failure detected\s*$|(?P<error>controller lockup detected|hardware error|connection lost|abort failed|protocol error): LUN:[0-9a-fA-F]+ CDB:[0-9a-fA-F]+|(?P<boot>board not ready, timed out|failed to enter simple mode|Failed waiting for board to become ready after hard reset|Board failed to become ready after soft reset|performant mode problem - (?:doorbell timeout|transport not active)|controller message [0-9a-fA-F]{2}:[0-9a-fA-F]{2} (?:timed out|failed))\.?\s*$)|\bhandle_ioaccel_mode2_error: (?P<error>device is gone)!|\bhpsa [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?P<error>Command timed out|giving up on device)\.\s*$`,
 						},
 						Cooldown: 600000000000,
 						Line:     7319,
@@ -3514,7 +3514,7 @@ var image = &rules.Image{
 							Regex: `(?:Volume -?\d+(?:\(\?\))? status: (?:(?P<status>FAILED|Using interim recovery mode|Ready for recovery operation|Currently recovering|Wrong physical drive was replaced|A physical drive is not properly connected|Hardware is overheating|Hardware was overheated)\.|[^.]*\.[^\n]*?At least one (?P<spare>spare drive has failed|spare drive activated and currently rebuilding|activated on-line spare drive is completely rebuilt on this logical drive)\.)|^\s*(?P<list>Failed drives|Drives currently substituted for by spares):\s*$|Total of (?P<failed>\d+) failed physical drives detected on this logical drive)`,
 						},
 						Cooldown: 21600000000000,
-						Line:     7478,
+						Line:     7527,
 					},
 					{
 						ID:          "aacraid-adapter-fault",
@@ -3523,7 +3523,7 @@ var image = &rules.Image{
 							Regex: `(?:Host adapter is dead \(or got a PCI error\)|Host adapter BLINK LED 0x(?P<code>[0-9a-fA-F]+)|aac_fib_send: adapter blinkLED 0x(?P<code>[0-9a-fA-F]+)\.|Usually a result of a serious unrecoverable hardware problem|Adapter health - -?\d+|Device offlined - array failed|adapter kernel panic'd(?: (?P<code>[0-9a-fA-F]+))?\.|adapter self-test failed\.|adapter monitor panic\.|adapter kernel failed to start, init status = [0-9a-fA-F]+\.|(?:IOP reset|SOFT reset|ARC Reset attempt) failed\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7532,
+						Line:     7581,
 					},
 					{
 						ID:          "qla2xxx-adapter-fault",
@@ -3532,7 +3532,7 @@ var image = &rules.Image{
 							Regex: `(?:ISP System Error - mbx1=[0-9a-fA-F]+h|(?:RISC paused|Parity error) -- (?:HCCR=[0-9a-fA-F]+|mmio_enabled), Dumping firmware|Unrecoverable Hardware Error: adapter marked OFFLINE!|(?:Un)?[Rr]ecoverable Fatal error: (?:Chip reset required|Set FAILED state, reboot required)|Heartbeat Failure encountered, chip reset required|MPI Heartbeat stop\.|Firmware dump saved to temp buffer|ISP (?:Request|Response) Transfer Error \([0-9a-fA-F]+\)|HW State: FAILED\.|Exchange starvation\. Resetting RISC|Mailbox cmd timeout occurred, cmd=0x[0-9a-fA-F]+, mb\[0\]=0x[0-9a-fA-F]+(?:, eeh_busy=0x[0-9a-fA-F]+)?\. Scheduling ISP abort|Loop down - aborting ISP\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7669,
+						Line:     7718,
 					},
 					{
 						ID:          "lpfc-adapter-fault",
@@ -3541,7 +3541,7 @@ var image = &rules.Image{
 							Regex: `-?\d+:(?:\(-?\d+\):)?(?:0457 Adapter Hardware Error Data:|0479 Deferred Adapter Hardware Error Data:|0406 Adapter maximum temperature exceeded|2889 Port Overtemperature event|3152 Unrecoverable error|1422 Unrecoverable Error Detected during POST|2888 Unrecoverable port error following POST|3317 HBA not functional|2887 Reset Needed: Attempting Port Recovery|3144 Port Down: Debug Dump|3323 Failed host reset)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7787,
+						Line:     7836,
 					},
 					{
 						ID:          "fc-remote-port-lost",
@@ -3550,7 +3550,7 @@ var image = &rules.Image{
 							Regex: `(?:blocked FC remote port time out: (?:removing target and saving binding|removing rport|no longer a FCP target, removing starget|leaving rport)|-?\d+:\(-?\d+\):0203 Devloss timeout on WWPN (?P<wwpn>[0-9a-fA-F:]+) NPort x(?P<nport>[0-9a-fA-F]+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     7856,
+						Line:     7905,
 					},
 					{
 						ID:          "hba-eh-reset",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<tm>resetting) scsi -?\d+:-?\d+:-?\d+:-?\d+\b|(?P<tm>reset) of scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<result>SUCCESS|FAILED)|attempting (?P<tm>TASK ABORT) on (?:scsi |SCSI cmd at )|(?P<tm>TASK ABORT) on (?:scsi -?\d+:-?\d+:-?\d+:-?\d+ for )?SCSI cmd at \S+: (?P<result>SUCCESS)|scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>timed out) after \d+ seconds waiting for -?\d+ outstanding command|Task Management Function error: -?\d+ \(response code: \d+\)|scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>resetting (?:logical|physical)) |scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>reset (?:logical|physical))  (?P<result>completed successfully|failed) |cmd -?\d+ (?P<tm>RESET) (?P<result>FAILED), (?:new )?lockup detected|Host adapter (?P<tm>abort) request(?: \(-?\d+,-?\d+,-?\d+,-?\d+\)| timed out|\.)|Outstanding commands on \(-?\d+,-?\d+,-?\d+,-?\d+\):|Host (?P<tm>adapter|device|target|bus) reset request\. SCSI hang \?|-?\d+:\(-?\d+\):(?:0713 SCSI layer issued (?P<tm>Device Reset)|0723 SCSI layer issued (?P<tm>Target Reset)|0714 SCSI layer issued (?P<tm>Bus Reset)|3172 SCSI layer issued (?P<tm>Host Reset)|0748 (?P<tm>abort) handler (?P<result>timed out)|0727 TMF \S+ to TGT -?\d+ LUN \d+ (?P<result>failed)|0725 SCSI layer (?P<tm>TGTRST) (?P<result>failed)|0700 (?P<tm>Bus Reset) on target -?\d+ (?P<result>failed)|0724 I/O flush failure for context|0749 SCSI Layer I/O (?P<tm>Abort) Request Status x(?P<result>[0-9a-fA-F]+) ID -?\d+ LUN -?\d+|31(?:68|69|70) SCSI Layer (?P<tm>abort) requested I/O has been (?P<result>flushed|cancelled|completed) by LLD\.|2873 SCSI Layer I/O (?P<tm>Abort) Request IO CMPL Status|3389 SCSI Layer I/O (?P<tm>Abort) Request is pending)|sas: Enter sas_scsi_recover_host busy: -?\d+ failed: (?P<failed>-?\d+)|aacraid: SCSI bus (?P<result>appears hung))`,
 						},
 						Cooldown: 600000000000,
-						Line:     7914,
+						Line:     7963,
 					},
 					{
 						ID:          "scsi-eh-context",
@@ -3569,7 +3569,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8296,
+						Line:     8345,
 					},
 					{
 						ID:          "storvsc-io-error",
@@ -3596,7 +3596,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 600000000000,
-						Line:     8420,
+						Line:     8469,
 					},
 					{
 						ID:          "storvsc-cmd-status",
@@ -3624,7 +3624,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8456,
+						Line:     8505,
 					},
 					{
 						ID:          "sas-hba-task-mgmt",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 							Regex: `(?:mv_sas\.c \d+:(?:(?P<tm>mvs_(?:lu_reset|I_T_nexus_reset|abort_task|query_task))(?: for device\[[0-9a-fA-F]+\])?:rc= ?(?P<rc>-?\d+)|(?P<tm>TMF) task\[[0-9a-fA-F]+\] (?P<result>timeout)\.|executing internal task (?P<result>failed):-?\d+)|(?P<tm>isci_task_abort_task): (?:dev = \S+ \([^)]*\), task = \S+, old_request ==|Done; dev = \S+, task = \S+ , old_request ==)|SCIC Controller 0x[0-9a-fA-F]+ received (?P<result>fatal controller event|SMU command error) +0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8499,
+						Line:     8548,
 					},
 					{
 						ID:          "arcmsr-eh-reset",
@@ -3642,7 +3642,7 @@ var image = &rules.Image{
 							Regex: `arcmsr-?\d*: (?:abort device command of scsi id = -?\d+ lun = -?\d+|executing bus reset eh\.+num_resets = -?\d+, num_aborts = -?\d+|executing hw bus reset \.+|waiting for hw bus reset return, RETRY TERMINATED!!|wait 'abort all outstanding command' timeout)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8613,
+						Line:     8662,
 					},
 					{
 						ID:          "3ware-controller-event",
@@ -3651,7 +3651,7 @@ var image = &rules.Image{
 							Regex: `(?:3w-(?:9xxx|sas):(?: scsi-?\d+:)? AEN: (?P<severity>ERROR|WARNING) \(0x[0-9A-Fa-f]{2}:0x(?P<code>[0-9A-Fa-f]{4})\): (?P<event>[^:\n]+)|WARNING: \(0x[0-9A-Fa-f]{2}:0x[0-9A-Fa-f]{4}\): (?:Command|Character ioctl) \(0x(?P<cmd>[0-9a-fA-F]+)\) timed out, resetting card|3w-(?:9xxx|sas): (?:scsi-?\d+: )?(?P<severity>ERROR): \(0x[0-9A-Fa-f]{2}:0x(?P<code>[0-9A-Fa-f]{4})\): (?P<event>[^\n]*?)\.?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8684,
+						Line:     8733,
 					},
 					{
 						ID:          "pvscsi-eh-reset",
@@ -3660,7 +3660,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<tm>task abort) on host \d+, \S+|(?P<tm>Forced reset) on cmd \S+|(?P<tm>SCSI Host reset|SCSI Bus reset)\s*$|(?P<tm>SCSI device reset) on scsi\d+:\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8764,
+						Line:     8813,
 					},
 					{
 						ID:          "fc-hba-context",
@@ -3670,7 +3670,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8830,
+						Line:     8879,
 					},
 					{
 						ID:          "uas-eh-reset",
@@ -3680,7 +3680,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8894,
+						Line:     8943,
 					},
 					{
 						ID:          "aic7xxx-recovery",
@@ -3689,7 +3689,7 @@ var image = &rules.Image{
 							Regex: `(?:Attempting to queue (?P<tm>an ABORT|a TARGET RESET) message|Dump Card State Begins|(?P<hba>\S+): Dumping Card State (?:[^,\n]*?, at SEQADDR|at program address) 0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8968,
+						Line:     9017,
 					},
 					{
 						ID:          "mpt-fusion-ioc-fault",
@@ -3698,7 +3698,7 @@ var image = &rules.Image{
 							Regex: `(?:mptbase: WARNING - \(-?\d+\) Cannot recover (?P<ioc>\S+), doorbell=0x[0-9a-fA-F]+|mptbase: ERROR - Can't get IOCFacts, (?P<ioc>\S+) NOT READY!|mptbase: (?P<ioc>\S+): WARNING - (?:IOC is in FAULT state(?: \((?P<fault>[0-9a-fA-F]+)h\)!!!|!!!| after reset \((?P<fault>[0-9a-fA-F]+)h\))|Issuing HardReset from \w+!!|\w+: HardReset: (?P<result>success|failed)|\s*FAULT code = (?P<fault>[0-9a-fA-F]+)h))`,
 						},
 						Cooldown: 600000000000,
-						Line:     9031,
+						Line:     9080,
 					},
 					{
 						ID:          "ata-link-error",
@@ -3712,7 +3712,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 9122,
+						Line: 9171,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -3722,7 +3722,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     9287,
+						Line:     9336,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -3732,7 +3732,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9342,
+						Line:     9391,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -3742,7 +3742,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9487,
+						Line:     9536,
 					},
 					{
 						ID:          "zfs-pool-suspended",
@@ -3751,7 +3751,7 @@ var image = &rules.Image{
 							Regex: `(?:Pool '(?P<pool>[^']*)' has encountered an uncorrectable I/O failure and (?:has been suspended|the failure mode property for this pool is set to panic)|MMP writes to pool '(?P<pool>[^']*)' have not succeeded in over \d+ ms; suspending pool)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9529,
+						Line:     9578,
 					},
 					{
 						ID:          "zfs-spl-panic",
@@ -3760,7 +3760,7 @@ var image = &rules.Image{
 							Regex: `(?:PANIC at (?P<file>[A-Za-z0-9_.-]+\.[ch]):(?P<line>\d+):(?P<func>\w+)\(\)|VERIFY(?:3[BSUP]?)?\([^\n]*\) failed\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     9592,
+						Line:     9641,
 					},
 					{
 						ID:          "zfs-vdev-io-error",
@@ -3773,7 +3773,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     9648,
+						Line:     9697,
 					},
 					{
 						ID:          "zfs-zed-fault-event",
@@ -3783,7 +3783,7 @@ var image = &rules.Image{
 							Regex: `eid=\d+ class=(?:(?P<class>statechange)\b.*\bvdev_state=(?P<state>FAULTED|DEGRADED|REMOVED|UNAVAIL)\b|(?P<class>io_failure|data|probe_failure|deadman|vdev\.(?:open_failed|no_replicas|corrupt_data|bad_label|bad_guid_sum|too_small|unknown|bad_ashift))\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9699,
+						Line:     9748,
 					},
 					{
 						ID:          "zfs-zed-io-error",
@@ -3797,7 +3797,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     9772,
+						Line:     9821,
 					},
 					{
 						ID:          "zfs-pool-status-degraded",
@@ -3807,7 +3807,7 @@ var image = &rules.Image{
 							Regex: `(?:^\s*state: (?P<state>DEGRADED|FAULTED|UNAVAIL|SUSPENDED)\s*$|^\s*(?P<vdev>\S+) +(?P<state>DEGRADED|FAULTED|UNAVAIL|REMOVED) +(?P<read>[0-9.]+[KMGTPE]?) +(?P<write>[0-9.]+[KMGTPE]?) +(?P<cksum>[0-9.]+[KMGTPE]?)\b|status: (?P<status>One or more devices (?:are faulted|could not be (?:opened|used)|has experienced an error resulting in data|has been removed|have been removed|are missing from the system|contains corrupted data)|The pool (?:metadata is corrupted|data is corrupted|is suspended))|errors: (?P<errors>Permanent errors have been detected|\d+ data errors, use))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     9821,
+						Line:     9870,
 					},
 					{
 						ID:          "freebsd-ahci-timeout",
@@ -3816,7 +3816,7 @@ var image = &rules.Image{
 							Regex: `(?P<channel>ahcich\d+): (?:Timeout on slot (?P<slot>-?\d+)(?: port (?P<port>-?\d+))?\s*$|is [0-9a-fA-F]{8} cs [0-9a-fA-F]{8} ss [0-9a-fA-F]{8} rs [0-9a-fA-F]{8} tfd [0-9a-fA-F]+ serr [0-9a-fA-F]{8}\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9930,
+						Line:     9979,
 					},
 					{
 						ID:          "freebsd-cam-error",
@@ -3825,7 +3825,7 @@ var image = &rules.Image{
 							Regex: `\((?P<device>[a-z]+\d+):(?P<sim>[a-z]+\d+):\d+:\d+:\d+\): (?:CAM status: (?P<status>Command timeout|Uncorrectable parity/CRC error|ATA Status Error|Unrecoverable Host Bus Adapter Error|CCB request completed with an error|Initiator/Target Nexus Lost|Auto-Sense Retrieval Failed|Unexpected Bus Free|SCSI Bus Reset Sent/Received)\s*$|Error (?P<errno>\d+), Retries exhausted)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9990,
+						Line:     10039,
 					},
 					{
 						ID:          "freebsd-cam-context",
@@ -3850,7 +3850,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     10048,
+						Line:     10097,
 					},
 					{
 						ID:          "freebsd-swap-pager-wait",
@@ -3859,7 +3859,7 @@ var image = &rules.Image{
 							Regex: `swap_pager: indefinite wait buffer: (?:bufobj: \S+, )?(?:device: \S+, )?(?:blkno: (?P<blkno>-?\d+)|offset: -?\d+), size: -?\d+`,
 						},
 						Cooldown: 600000000000,
-						Line:     10116,
+						Line:     10165,
 					},
 				},
 			},
@@ -13710,7 +13710,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Controller lockup detected(?:: 0x(?P<code>[0-9a-fA-F]+) after -?\d+| during reset wait)|lockup detected after -?\d+ but scratchpad register is zero|CDB [0-9a-fA-F]+ (?:: (?P<error>hardware error|connection lost|abort failed|protocol error)|(?P<error>timed out))\s*$|: LUN failure detected\s*$|(?P<error>controller lockup detected|hardware error|connection lost|abort failed|protocol error): LUN:[0-9a-fA-F]+ CDB:[0-9a-fA-F]+|(?P<boot>board not ready, timed out|failed to enter simple mode|Failed waiting for board to become ready after hard reset|controller message [0-9a-fA-F]{2}:[0-9a-fA-F]{2} (?:timed out|failed))\.?\s*$)`,
+			Expr: `(?:Controller lockup detected(?:: 0x(?P<code>[0-9a-fA-F]+) after -?\d+| during reset wait)|lockup detected after -?\d+ but scratchpad register is zero|CDB [0-9a-fA-F]+ (?:: (?P<error>hardware error|connection lost|abort failed|protocol error)|(?P<error>timed out))\s*$|: LUN failure detected\s*$|(?P<error>controller lockup detected|hardware error|connection lost|abort failed|protocol error): LUN:[0-9a-fA-F]+ CDB:[0-9a-fA-F]+|(?P<boot>board not ready, timed out|failed to enter simple mode|Failed waiting for board to become ready after hard reset|Board failed to become ready after soft reset|performant mode problem - (?:doorbell timeout|transport not active)|controller message [0-9a-fA-F]{2}:[0-9a-fA-F]{2} (?:timed out|failed))\.?\s*$)|\bhandle_ioaccel_mode2_error: (?P<error>device is gone)!|\bhpsa [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?P<error>Command timed out|giving up on device)\.\s*$`,
 			Literals: []string{
 				"Controller lockup detected: 0x",
 				"Controller lockup detected during reset wait",
@@ -13728,7 +13728,12 @@ var image = &rules.Image{
 				"protocol error: LUN:",
 				"failed to enter simple mode",
 				"Failed waiting for board to become ready after hard reset",
+				"Board failed to become ready after soft reset",
+				"performant mode problem - doorbell timeout",
+				"performant mode problem - transport not active",
 				"controller message ",
+				"handle_ioaccel_mode2_error: device is gone!",
+				": giving up on device.",
 			},
 			Sets: [][]string{
 				[]string{
@@ -13738,8 +13743,10 @@ var image = &rules.Image{
 					" : protocol error",
 					" but scratchpad register is zero",
 					" timed out",
+					": giving up on device.",
 					": lun failure detected",
 					"abort failed: lun:",
+					"board failed to become ready after soft reset",
 					"connection lost: lun:",
 					"controller lockup detected during reset wait",
 					"controller lockup detected: 0x",
@@ -13747,7 +13754,10 @@ var image = &rules.Image{
 					"controller message ",
 					"failed to enter simple mode",
 					"failed waiting for board to become ready after hard reset",
+					"handle_ioaccel_mode2_error: device is gone!",
 					"hardware error: lun:",
+					"performant mode problem - doorbell timeout",
+					"performant mode problem - transport not active",
 					"protocol error: lun:",
 				},
 				[]string{
@@ -13757,14 +13767,19 @@ var image = &rules.Image{
 					" : protocol error",
 					" but scratchpad register is zero",
 					" timed out",
+					": giving up on device.",
 					": lun failure detected",
 					"abort failed: lun:",
+					"board failed to become ready after soft reset",
 					"connection lost: lun:",
 					"controller lockup detected",
 					"controller message ",
 					"failed to enter simple mode",
 					"failed waiting for board to become ready after hard reset",
+					"handle_ioaccel_mode2_error: device is gone!",
 					"hardware error: lun:",
+					"performant mode problem - doorbell timeout",
+					"performant mode problem - transport not active",
 					"protocol error: lun:",
 				},
 				[]string{
@@ -13776,13 +13791,17 @@ var image = &rules.Image{
 					" but scratchpad register is zero",
 					" during reset wait",
 					" timed out",
+					": giving up on device.",
 					": lun failure detected",
 					"abort failed: lun:",
 					"connection lost: lun:",
 					"controller lockup detected: lun:",
 					"controller message ",
 					"failed to enter simple mode",
+					"handle_ioaccel_mode2_error: device is gone!",
 					"hardware error: lun:",
+					"performant mode problem - doorbell timeout",
+					"performant mode problem - transport not active",
 					"protocol error: lun:",
 				},
 				[]string{
@@ -13794,14 +13813,19 @@ var image = &rules.Image{
 					" during reset wait",
 					" timed out",
 					": 0x",
+					": giving up on device.",
 					": lun failure detected",
 					"abort failed: lun:",
+					"board failed to become ready after soft reset",
 					"connection lost: lun:",
 					"controller lockup detected: lun:",
 					"controller message ",
 					"failed to enter simple mode",
 					"failed waiting for board to become ready after hard reset",
+					"handle_ioaccel_mode2_error: device is gone!",
 					"hardware error: lun:",
+					"performant mode problem - doorbell timeout",
+					"performant mode problem - transport not active",
 					"protocol error: lun:",
 				},
 				[]string{
@@ -13810,8 +13834,10 @@ var image = &rules.Image{
 					" : hardware error",
 					" : protocol error",
 					" timed out",
+					": giving up on device.",
 					": lun failure detected",
 					"abort failed: lun:",
+					"board failed to become ready after soft reset",
 					"connection lost: lun:",
 					"controller lockup detected during reset wait",
 					"controller lockup detected: 0x",
@@ -13819,14 +13845,20 @@ var image = &rules.Image{
 					"controller message ",
 					"failed to enter simple mode",
 					"failed waiting for board to become ready after hard reset",
+					"handle_ioaccel_mode2_error: device is gone!",
 					"hardware error: lun:",
 					"lockup detected after ",
+					"performant mode problem - doorbell timeout",
+					"performant mode problem - transport not active",
 					"protocol error: lun:",
 				},
 				[]string{
 					" but scratchpad register is zero",
+					": command timed out.",
+					": giving up on device.",
 					": lun failure detected",
 					"abort failed: lun:",
+					"board failed to become ready after soft reset",
 					"board not ready, timed out",
 					"cdb ",
 					"connection lost: lun:",
@@ -13836,7 +13868,10 @@ var image = &rules.Image{
 					"controller message ",
 					"failed to enter simple mode",
 					"failed waiting for board to become ready after hard reset",
+					"handle_ioaccel_mode2_error: device is gone!",
 					"hardware error: lun:",
+					"performant mode problem - doorbell timeout",
+					"performant mode problem - transport not active",
 					"protocol error: lun:",
 				},
 			},
@@ -13847,6 +13882,8 @@ var image = &rules.Image{
 				"error",
 				"error",
 				"boot",
+				"error",
+				"error",
 			},
 		},
 		{

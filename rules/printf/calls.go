@@ -81,6 +81,12 @@ var devices = []struct{ path, dev, netdev string }{
 	{"drivers/nvme", "nvme nvme0", "nvme0"},
 	{"drivers/pci", "pcieport 0000:00:01.0", ""},
 	{"drivers/net/bonding", "bond0", "bond0"},
+	// The host adapters print on their PCI device; the SCSI core on the disk.
+	{"drivers/scsi/hpsa", "hpsa 0000:03:00.0", ""},
+	{"drivers/scsi/megaraid", "megaraid_sas 0000:61:00.0", ""},
+	{"drivers/scsi/smartpqi", "smartpqi 0000:89:00.0", ""},
+	{"drivers/scsi/mpt3sas", "mpt3sas 0000:02:00.0", ""},
+	{"drivers/scsi/aacraid", "aacraid 0000:04:00.0", ""},
 	{"drivers/scsi", "sd 0:0:0:0", ""},
 	{"drivers/ata", "ata1.00", ""},
 	{"drivers/edac", "EDAC MC0", ""},
