@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "f322ea69e5d5a3018241e278bc561d1d774e5e1fde2d3382bd91ee2547bc7247"
+const imageDigest = "36faf74c3c265751b38319d6e26531088beccf7f7c56ce744c75bf359df8ceee"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4975,7 +4975,7 @@ var image = &rules.Image{
 						ID:          "kernel-panic",
 						Description: "The kernel panicked (after an oops, a fatal machine check, a hard lockup, a hung task with hung_task_panic, or out of memory with panic_on_oom). The node rebooted or hung; keep it out of scheduling until someone read the reason.",
 						Match: &rules.Match{
-							Regex: `Kernel panic - not syncing:? ?(?P<reason>.*?)(?: \]---)?\s*$`,
+							Regex: `Kernel panic - not syncing:? ?(?P<reason>.*?)(?: \]---)?\s*$|\b(?P<reason>SError Interrupt) on CPU-?\d+, code 0x[0-9a-fA-F]+ -- |\b(?P<reason>Bad mode) in .+? handler detected(?: on CPU-?\d+)?, code 0x[0-9a-fA-F]+|\b(?P<reason>Insufficient stack space) to handle exception!`,
 						},
 						Exclusive: "panic",
 						Severity:  "critical",
@@ -4993,7 +4993,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4852,
+						Line:     4888,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -5002,7 +5002,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|BUG: NMI Watchdog detected LOCKUP on CPU(?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4889,
+						Line:     4925,
 					},
 					{
 						ID:          "rcu-stall",
@@ -5011,7 +5011,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|INFO: RCU (?P<kind>detected) CPU (?:stalls:|-?\d+ stall \(t=\d+ jiffies\))|\(detected by -?\d+, t=-?\d+ jiffies(?:\)|, g=-?\d+, (?:c=-?\d+, )?q=\d+)|\(t=\d+ jiffies g=-?\d+ (?:c=-?\d+ )?q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5007,
+						Line:     5043,
 					},
 					{
 						ID:          "hung-task-report",
@@ -5021,7 +5021,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        5342,
+						Line:        5378,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -5030,7 +5030,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5469,
+						Line:     5505,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -5039,7 +5039,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5524,
+						Line:     5560,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -5048,7 +5048,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)|Clocksource (?P<clocksource>\S+) unstable \(delta = -?\d+ ns\)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5576,
+						Line:     5612,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -5057,7 +5057,7 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))|: attempt to bring up CPU (?P<cpu>\d+) failed|CPU(?P<cpu>-?\d+): (?:Stuck \?\?|Not responding\.)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5683,
+						Line:     5719,
 					},
 					{
 						ID:          "edac-pci-parity",
@@ -5079,7 +5079,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 5789,
+						Line: 5825,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -5088,7 +5088,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer|DMA: Out of SW-IOMMU space for (?P<size>\d+) bytes)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5859,
+						Line:     5895,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -5098,7 +5098,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     5936,
+						Line:     5972,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -5108,7 +5108,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     6011,
+						Line:     6047,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -5117,7 +5117,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     6126,
+						Line:     6162,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -5139,7 +5139,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 6157,
+						Line: 6193,
 					},
 					{
 						ID:          "nmi-context",
@@ -5149,7 +5149,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6211,
+						Line:     6247,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -5158,7 +5158,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     6254,
+						Line:     6290,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -5168,7 +5168,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     6317,
+						Line:     6353,
 					},
 					{
 						ID:          "oom-context",
@@ -5178,7 +5178,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6353,
+						Line:     6389,
 					},
 					{
 						ID:          "file-max-reached",
@@ -5187,7 +5187,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     6485,
+						Line:     6521,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -5196,7 +5196,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     6513,
+						Line:     6549,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -5206,7 +5206,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     6544,
+						Line:     6580,
 					},
 					{
 						ID:          "ext4-warning",
@@ -5217,7 +5217,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     6566,
+						Line:     6602,
 					},
 					{
 						ID:          "i915-gpu-hang",
@@ -5226,7 +5226,7 @@ var image = &rules.Image{
 							Regex: `\bGPU HANG: ecode -?\d+:-?[0-9a-f]+:(?:0x)?(?P<ecode>[0-9a-f]+)(?:, in (?P<process>.+?) \[(?P<pid>-?\d+)\])?|\bHangcheck timer elapsed\.\.\. (?:GPU hung|(?P<engine>.+?) (?:idle|hung)\b)|(?:\[drm\]|\*ERROR\*) (?:stuck|no progress) on (?P<engine>\S+(?: \S+)? ring)\b|\*ERROR\* Kicking stuck (?:wait|semaphore) on (?P<engine>\S+(?: \S+)? ring)\b|\b(?P<engine>\S+ ring) hung (?:inside|flushing) bo \(0x|\bGot hung context on (?P<engine>\S+) with active request|\b(?:gpu|context) hanging too fast, (?:banning|declaring banned)!`,
 						},
 						Cooldown: 600000000000,
-						Line:     6620,
+						Line:     6656,
 					},
 					{
 						ID:          "i915-gpu-reset",
@@ -5235,7 +5235,7 @@ var image = &rules.Image{
 							Regex: `\bResetting (?:chip|(?P<engine>(?:[rbcv]cs|vecs|gsc)\d+)) (?:for (?P<reason>.+)|after gpu hang)|\bcontext reset due to GPU hang\b`,
 						},
 						Cooldown: 600000000000,
-						Line:     6795,
+						Line:     6831,
 					},
 					{
 						ID:          "i915-reset-failed",
@@ -5244,7 +5244,7 @@ var image = &rules.Image{
 							Regex: `\bFailed to reset chip\b|\bGPU recovery failed\b|\btimed out, cancelling all in-flight rendering\b|\bFailed to initialise HW following reset\b|\bFailed hw init on reset\b|\bFailed to re-enable GGTT following reset\b|\breset request timed out: \{request: [0-9a-f]+, RESET_CTL: [0-9a-f]+\}|\b(?:[Ff]ailed to re-initialize GPU|Failed to idle engines|Failed to initialize GPU), declaring (?:it )?wedged\b|\bTimed out waiting for the gpu reset to complete|\bReenabling wedged hardware\b|\bGUC: Engine reset failed on `,
 						},
 						Cooldown: 3600000000000,
-						Line:     6917,
+						Line:     6953,
 					},
 					{
 						ID:          "i915-gpu-hang-report",
@@ -5254,7 +5254,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     7158,
+						Line:     7194,
 					},
 				},
 			},
@@ -33522,17 +33522,56 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `Kernel panic - not syncing:? ?(?P<reason>.*?)(?: \]---)?\s*$`,
+			Expr: `Kernel panic - not syncing:? ?(?P<reason>.*?)(?: \]---)?\s*$|\b(?P<reason>SError Interrupt) on CPU-?\d+, code 0x[0-9a-fA-F]+ -- |\b(?P<reason>Bad mode) in .+? handler detected(?: on CPU-?\d+)?, code 0x[0-9a-fA-F]+|\b(?P<reason>Insufficient stack space) to handle exception!`,
 			Literals: []string{
 				"Kernel panic - not syncing",
+				"SError Interrupt on CPU",
+				" handler detected",
+				"Insufficient stack space to handle exception!",
 			},
 			Sets: [][]string{
 				[]string{
+					" handler detected",
+					"insufficient stack space to handle exception!",
 					"kernel panic - not syncing",
+					"serror interrupt on cpu",
+				},
+				[]string{
+					" handler detected",
+					"insufficient stack space to handle exception!",
+					"kernel panic - not syncing",
+					"serror interrupt",
+				},
+				[]string{
+					" handler detected",
+					" on cpu",
+					"insufficient stack space to handle exception!",
+					"kernel panic - not syncing",
+				},
+				[]string{
+					" handler detected",
+					", code 0x",
+					"insufficient stack space to handle exception!",
+					"kernel panic - not syncing",
+				},
+				[]string{
+					" -- ",
+					" handler detected",
+					"insufficient stack space to handle exception!",
+					"kernel panic - not syncing",
+				},
+				[]string{
+					"bad mode",
+					"insufficient stack space to handle exception!",
+					"kernel panic - not syncing",
+					"serror interrupt on cpu",
 				},
 			},
 			Names: []string{
 				"",
+				"reason",
+				"reason",
+				"reason",
 				"reason",
 			},
 		},
