@@ -38,7 +38,7 @@ var (
 		pci_warn_ratelimited pci_info_ratelimited dev_printk pci_printk e_dev_err e_dev_warn e_dev_info
 		ctrl_err ctrl_warn ctrl_info`)
 	netdevCalls = words(`netdev_emerg netdev_alert netdev_crit netdev_err netdev_warn netdev_notice
-		netdev_info netdev_err_once netdev_warn_once net_err_ratelimited e_err e_warn e_info
+		netdev_info netdev_err_once netdev_warn_once netdev_printk net_err_ratelimited e_err e_warn e_info
 		netdev_info_once e_crit netif_emerg netif_alert netif_crit netif_err netif_warn netif_notice netif_info`)
 	mlx5FuncCalls = words(`mlx5_core_err mlx5_core_err_rl mlx5_core_warn mlx5_core_warn_rl
 		mlx5_core_warn_once mlx5_core_dbg`)

@@ -73,6 +73,8 @@ func init() {
 	add(0, -1, `e_dev_err`)
 	add(1, 0, `NV_PRINTF nv_printf`)
 	add(2, 0, `NV_DEV_PRINTF sdev_printk scmd_printk shost_printk`)
+	// dev_printk(level, dev, fmt, ...) and its PCI and netdev forms: the level first.
+	add(2, 0, `dev_printk pci_printk netdev_printk`)
 	// nvidia-modeset: nvEvoLogDev(pDevEvo, EVO_LOG_ERROR, fmt, ...), nvEvoLogDisp
 	// likewise, nvEvoLog(EVO_LOG_ERROR, fmt, ...); nvkms_log prints the level's word,
 	// so the call is recorded with its level ("nvEvoLogDev(EVO_LOG_ERROR)").

@@ -58,6 +58,7 @@ other_fn(void)
 } while (0)
 #define DEMO_LOUD(x) pr_info("not listed either\n")
 static void demo_cqe(int log_level) { ucs_log(log_level, "%s on %s:%d\n", err, dev, port); }
+static void demo_rport(struct device *dev) { dev_printk(KERN_ERR, dev, "rport time out\n"); dev_printk(KERN_DEBUG, dev, "not listed\n"); }
 `
 
 func TestExtract(t *testing.T) {
@@ -81,6 +82,7 @@ func TestExtract(t *testing.T) {
 		{Line: 32, Call: "xfs_alert_tag", Level: "alert", Func: "other_fn", Format: "Please umount the filesystem"},
 		{Line: 41, Call: "pr_err", Level: "err", Func: "DEMOCHECK", Format: "demo check failed: %d\n"},
 		{Line: 46, Call: "ucs_log", Level: "err", Func: "demo_cqe", Format: "%s on %s:%d\n"},
+		{Line: 47, Call: "dev_printk", Level: "err", Func: "demo_rport", Format: "rport time out\n"},
 	}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Errorf("Extract:\n got %+v\nwant %+v", msgs, want)
