@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "36faf74c3c265751b38319d6e26531088beccf7f7c56ce744c75bf359df8ceee"
+const imageDigest = "5b44589bee3a565a663101860c7db74790b93fce94eaf96044118b9d62840192"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2205,7 +2205,7 @@ var image = &rules.Image{
 						ID:          "ipoib-tx-timeout",
 						Description: "IPoIB found its send queue stuck; the InfiniBand port or the fabric behind it is not delivering",
 						Match: &rules.Match{
-							Regex: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs`,
+							Regex: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs|(?P<ifname>[\w.@-]+): ipoib_open failed recovering from a tx_timeout, err\(-?\d+\)`,
 						},
 						Cooldown: 600000000000,
 						Line:     737,
@@ -2218,7 +2218,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     756,
+						Line:     764,
 					},
 					{
 						ID:          "mlx5-cmd-failed",
@@ -2227,7 +2227,7 @@ var image = &rules.Image{
 							Regex: `(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x(?P<op_mod>[0-9a-fA-F]+)\))? failed, status (?P<status>[^()]+?)\(0x(?P<status_code>[0-9a-fA-F]+)\)(?:, syndrome \((?P<syndrome>0x[0-9a-fA-F]+)\))?|\bcommand failed, status (?P<status>[^()]+?)\(0x(?P<status_code>[0-9a-fA-F]+)\), syndrome (?P<syndrome>0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     779,
+						Line:     787,
 					},
 					{
 						ID:          "mlx5-cmd-timeout",
@@ -2236,7 +2236,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<command>\w+)\(0x(?P<opcode>[0-9a-fA-F]+)\)(?: op_mod\(0x[0-9a-fA-F]+\))? (?:Async, )?(?:timeout\. Will cause a leak|No done completion)|Recovered (?P<recovered>-?\d+) EQEs on cmd_eq)`,
 						},
 						Cooldown: 600000000000,
-						Line:     816,
+						Line:     824,
 					},
 					{
 						ID:          "mlx5-health-error",
@@ -2245,7 +2245,7 @@ var image = &rules.Image{
 							Regex: `(?:device's health compromised(?: - (?P<reason>[^,]+))?|(?:poll_health|mlx5_health_\w+|print_health_info)[^:]*:\d+:\(pid \d+\): (?:Fatal error (?P<code>\d+) detected|Health issue observed, (?P<issue>[^,]+))|\bFW fatal\b|mlx5_(?:rsc_dump_trigger|crdump_collect|fw_fatal_reporter_\w+)\b|starting health recovery flow|NIC IFC still -?\d+ after \d+ms|handling bad device here|High temperature on sensors with bit set|\bsynd 0x[0-9a-fA-F]+: (?P<issue>firmware internal error|irisc not responding|unrecoverable hardware error|firmware CRC error|ICM fetch PCI (?:data poisoned )?error|HW fatal error|async EQ buffer overrun|EQ error|Invalid EQ refe?renced|FFSER error|High tempe?rature|Trust lockdown error|unrecognized error)\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     863,
+						Line:     871,
 					},
 					{
 						ID:          "mlx5-health-dump",
@@ -2255,7 +2255,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     942,
+						Line:     950,
 					},
 					{
 						ID:          "mlx5-health-recovery-aborted",
@@ -2268,7 +2268,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 1041,
+						Line: 1049,
 					},
 					{
 						ID:          "port-module-error",
@@ -2277,7 +2277,7 @@ var image = &rules.Image{
 							Regex: `Port module event\[error\]: module (?P<module>\d+), (?P<status>[^,]+), (?P<error>[^.]+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1075,
+						Line:     1083,
 					},
 					{
 						ID:          "port-module-unplugged",
@@ -2287,7 +2287,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1097,
+						Line:     1105,
 					},
 					{
 						ID:          "ib-completion-error",
@@ -2297,7 +2297,7 @@ var image = &rules.Image{
 							Regex: `(?:got completion with error|Completion with error at (?:client|server)|Failed status (?:(?P<status>-?\d+): wr_id|[^(]*\((?P<status>-?\d+)\) for wr_id)|CQE ERROR wr_id=\S+ status=(?P<status>\d+)(?:\((?P<status_text>[^)]*)\))?|(?P<status_text>Transport retry count exceeded|(?:RNR|Receive-no-ready) retry count exceeded|Remote access(?: error)?|Local protection(?: error)?|Remote (?:OP|operation)(?: error)?|Local QP operation(?: error)?|Remote side aborted) on (?P<device>[\w.-]+):(?P<port>-?\d+)/|Error on (?P<device>[\w.-]+):(?P<port>-?\d+) QP 0x[0-9a-fA-F]+ wqe\[-?\d+\]: (?P<status_text>[^(]+?) \(synd|dump error cqe|\b(?P<status_text>transport retry counter exceeded|RNR retry counter exceeded|remote access error|remote operation error)(?:$|[^(\w]))`,
 						},
 						Cooldown: 600000000000,
-						Line:     1124,
+						Line:     1132,
 					},
 					{
 						ID:          "ib-fabric-query-timeout",
@@ -2317,7 +2317,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1232,
+						Line:     1240,
 					},
 					{
 						ID:          "hw-csum-failure",
@@ -2327,7 +2327,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1266,
+						Line:     1274,
 					},
 					{
 						ID:          "mlx5-probe-failed",
@@ -2337,7 +2337,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     1286,
+						Line:     1294,
 					},
 					{
 						ID:          "mlx5-driver-error",
@@ -2348,7 +2348,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     1487,
+						Line:     1495,
 					},
 					{
 						ID:          "mlx5-load-error",
@@ -2360,7 +2360,7 @@ var image = &rules.Image{
 						Action:      "event",
 						Cooldown:    600000000000,
 						SameFaultAs: "mlx5-driver-error",
-						Line:        1800,
+						Line:        1808,
 					},
 					{
 						ID:          "mlx4-internal-error",
@@ -2370,7 +2370,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     2076,
+						Line:     2084,
 					},
 					{
 						ID:          "mlx4-driver-error",
@@ -2381,7 +2381,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2114,
+						Line:     2122,
 					},
 					{
 						ID:          "nic-over-temperature",
@@ -2391,7 +2391,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2164,
+						Line:     2172,
 					},
 					{
 						ID:          "bond-no-active-slave",
@@ -2402,7 +2402,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     2235,
+						Line:     2243,
 					},
 					{
 						ID:          "bond-failover",
@@ -2412,7 +2412,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2269,
+						Line:     2277,
 					},
 					{
 						ID:          "bond-slave-error",
@@ -2422,7 +2422,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2302,
+						Line:     2310,
 					},
 					{
 						ID:          "ipoib-init-failed",
@@ -2432,7 +2432,7 @@ var image = &rules.Image{
 						},
 						Severity: "warning",
 						Action:   "event",
-						Line:     2380,
+						Line:     2388,
 					},
 					{
 						ID:          "ipoib-completion-error",
@@ -2446,7 +2446,7 @@ var image = &rules.Image{
 							Count:  5,
 							Window: 600000000000,
 						},
-						Line: 2433,
+						Line: 2441,
 					},
 					{
 						ID:          "nic-pcie-link-lost",
@@ -2459,20 +2459,20 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 2462,
+						Line: 2470,
 					},
 					{
 						ID:          "nic-reset-failed",
 						Description: "A NIC could not be brought back after a reset or an error: PCIe recovery could not re- enable it, the driver's rebuild after a reset failed, a firmware reset was aborted, its firmware stopped responding, or a transmit-timeout recovery ran out of steps. Its ports stay down until the driver is reloaded or the node is rebooted.",
 						Match: &rules.Match{
-							Regex: `(?:(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?::? [\w.@-]+)?|\beth\d+): (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)|\bice_vsi_rebuild_all failed\s*$|error replaying VSI configurations with switch filter rules`,
+							Regex: `(?:(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?::? [\w.@-]+)?|\beth\d+): (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)|\bice_vsi_rebuild_all failed\s*$|error replaying VSI configurations with switch filter rules|\bReg read timeout occurred`,
 						},
 						Severity: "critical",
 						Action:   "taint",
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 2592,
+						Line: 2600,
 					},
 					{
 						ID:          "nic-adapter-reset",
@@ -2483,7 +2483,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3078,
+						Line:     3098,
 					},
 					{
 						ID:          "ena-mmio-read-timeout",
@@ -2496,7 +2496,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     3276,
+						Line:     3296,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -2507,7 +2507,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3311,
+						Line:     3331,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -2518,7 +2518,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3662,
+						Line:     3682,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -2531,7 +2531,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 4231,
+						Line: 4251,
 					},
 					{
 						ID:          "nic-module-error",
@@ -2542,7 +2542,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4295,
+						Line:     4315,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -2553,7 +2553,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4436,
+						Line:     4456,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -2564,7 +2564,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     4473,
+						Line:     4493,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -2575,7 +2575,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4590,
+						Line:     4610,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -2586,18 +2586,18 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     4784,
+						Line:     4804,
 					},
 					{
 						ID:          "efa-device-error",
-						Description: "The EFA RDMA device failed an admin command or stopped answering its admin queue (a register read or a completion timed out, a completion came without its interrupt or with a bad checksum, the queue was closed). NCCL and libfabric traffic over that EFA device fails; recorded.",
+						Description: "The EFA RDMA device, or the ENA Ethernet device that shares its admin-queue code (ena_com.c), failed an admin command or stopped answering its admin queue (a register read or a completion timed out, a completion came without its interrupt or with a bad checksum, the queue was closed). NCCL and libfabric traffic over that EFA device fails, or the ENA driver resets the interface; recorded.",
 						Match: &rules.Match{
-							Regex: `(?:Reading register (?:timed out|failed: wrong offset provided)|Admin queue is closed|Wait for completion \(polling\) timeout|The device sent a completion but the driver didn.t receive any MSI-X interrupt|The device didn't send any completion for admin cmd|Received completion with (?:invalid checksum|unexpected command id)|Failed to (?:process|submit) command (?P<command>.+?) \(opcode -?\d+\)|Failed to (?:create eq|destroy EQ)|comp_ctx is NULL\. Changing the admin queue running state|Completion context(?: for command_id 0x[0-9a-fA-F]+)?(?:\[-?\d+\])? is (?:used|occupied))`,
+							Regex: `(?:Reading register (?:timed out|failed: wrong offset provided)|Admin queue is closed|Wait for completion \(polling\) timeout|The device sent a completion but the driver didn.t receive any MSI-X interrupt|The device didn't send any completion for admin cmd|Received completion with (?:invalid checksum|unexpected command id)|Failed to (?:process|submit) command (?P<command>.+?) \(opcode -?\d+\)|Failed to (?:create eq|destroy EQ)|comp_ctx is NULL\. Changing the admin queue running state|Completion context(?: for command_id 0x[0-9a-fA-F]+)?(?:\[-?\d+\])? is (?:used|occupied))|\bThe ena device (?:sent a completion but the driver didn.t receive a MSI-X interrupt|have completion but the driver didn.t receive any MSI-X interrupt|didn.t send a completion for the admin cmd|doesn.t send (?:any |a )?completion for the admin cmd)`,
 						},
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     4842,
+						Line:     4862,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -2608,7 +2608,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     4984,
+						Line:     5051,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -2619,7 +2619,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5072,
+						Line:     5139,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -2641,7 +2641,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     5180,
+						Line:     5247,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2663,7 +2663,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     5246,
+						Line:     5313,
 					},
 					{
 						ID:          "bond-lacp-error",
@@ -2674,7 +2674,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5302,
+						Line:     5369,
 					},
 					{
 						ID:          "bnxt-re-fw-stall",
@@ -2683,7 +2683,7 @@ var image = &rules.Image{
 							Regex: `\bFW STALL Detected\. cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ waited \(-?\d+ > -?\d+\) msec|(?:QPLIB: )?cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ timedout \(-?\d+\) ?msec|\brcfw timedout: cookie = (?P<cookie>(?:0x)?[0-9a-fA-F]+), free_slots = -?\d+|\bQPLIB: Unreponsive rcfw channel detected`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5363,
+						Line:     5430,
 					},
 					{
 						ID:          "ib-mad-port-error",
@@ -2694,7 +2694,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     5422,
+						Line:     5489,
 					},
 					{
 						ID:          "bnxt-re-command-failed",
@@ -2705,7 +2705,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     5566,
+						Line:     5633,
 					},
 					{
 						ID:          "nic-driver-reset",
@@ -2716,7 +2716,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5758,
+						Line:     5825,
 					},
 					{
 						ID:          "nic-reset-done",
@@ -2726,7 +2726,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6132,
+						Line:     6199,
 					},
 					{
 						ID:          "nic-recovery-failed",
@@ -2739,7 +2739,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 6234,
+						Line: 6301,
 					},
 					{
 						ID:          "nic-fw-command-failed",
@@ -2750,7 +2750,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     6454,
+						Line:     6521,
 					},
 					{
 						ID:          "nic-register-read-warn",
@@ -2760,7 +2760,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6555,
+						Line:     6622,
 					},
 					{
 						ID:          "ena-reset-stats-dump",
@@ -2770,7 +2770,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6590,
+						Line:     6657,
 					},
 					{
 						ID:          "intel-aq-command-failed",
@@ -2780,7 +2780,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6630,
+						Line:     6697,
 					},
 					{
 						ID:          "be2net-hardware-error",
@@ -2791,7 +2791,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     6699,
+						Line:     6766,
 					},
 					{
 						ID:          "tg3-chip-error",
@@ -2802,7 +2802,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     6765,
+						Line:     6832,
 					},
 				},
 			},
@@ -3153,7 +3153,7 @@ var image = &rules.Image{
 						ID:          "nvme-fabrics-error",
 						Description: "An NVMe-over-TCP or -RDMA controller hit a transport error: a header or data digest mismatch (data corrupted on the wire), a protocol violation, a failed send or receive, a T10-PI integrity error, or a connection to the target refused or failing. Remote volumes stall or fail I/O while the controller reconnects.",
 						Match: &rules.Match{
-							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)|(?P<ctrl>nvme\d+): (?P<problem>Removing controller)\.\.\.|(?P<ctrl>nvme\d+): NVME-FC\{-?\d+\}: (?P<problem>Max reconnect attempts) \(-?\d+\) reached|(?P<ctrl>nvme\d+): (?P<problem>prop_get NVME_REG_CAP failed|Removing after reset failure)`,
+							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)|(?P<ctrl>nvme\d+): (?P<problem>Removing controller)\.\.\.|(?P<ctrl>nvme\d+): NVME-FC\{-?\d+\}: (?P<problem>Max reconnect attempts) \(-?\d+\) reached|(?P<ctrl>nvme\d+): (?P<problem>prop_get NVME_REG_CAP failed|Removing after reset failure)|(?P<ctrl>nvme\d+): NVME-FC\{-?\d+\}: (?P<problem>controller connectivity lost|dev_loss_tmo \(-?\d+\) expired while waiting for remoteport connectivity|transport association error detected|transport error during \(re\)connect|reconnect failure|Connect retry failed)`,
 						},
 						Cooldown: 600000000000,
 						Line:     3710,
@@ -3166,7 +3166,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3888,
+						Line:     3934,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -3175,7 +3175,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<device>nvme\w+): no (?:(?:available|usable) path|path available|path) - (?P<action>failing|requeuing) I/O|(?P<device>nvme\d+): ANATT timeout, (?P<action>resetting) controller\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3938,
+						Line:     3984,
 					},
 					{
 						ID:          "nvme-path-state",
@@ -3185,7 +3185,7 @@ var image = &rules.Image{
 							Regex: `\+- (?P<ctrl>nvme\d+) (?P<transport>tcp|rdma|fc|pcie|loop) (?P<address>\S+) (?:(?P<state>connecting|resetting|dead|deleting(?: \(no IO\))?)(?: [a-z-]+)?|live (?P<ana>inaccessible|persistent-loss))\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4002,
+						Line:     4048,
 					},
 					{
 						ID:          "multipath-path-failed",
@@ -3195,7 +3195,7 @@ var image = &rules.Image{
 							Regex: `(?:device-mapper: multipath: (?:(?P<map>[\w.:-]+): )?(?:Failing path (?P<path>\d+:\d+)\.|Could not failover the device: Handler scsi_dh_\w+ Error -?\d+\.|queue_if_no_path timeout on (?P<map>\S+), failing queued IO)|(?P<map>[\w.-]+): (?P<device>[\w!.-]+) - (?:(?P<checker>\w+) checker (?:reports path is down|timed out|failed to initialize|no access to this device)|path offline)|checker failed path (?P<path>\S+) in map (?P<map>\S+)|(?P<map>[\w.-]+): remaining active paths: (?P<active>0)\s*$|(?P<hcil>\d+:\d+:\d+:\d+) +(?P<device>[\w!.-]+) +\d+:\d+ +(?:(?P<dm_state>failed) +(?P<chk_state>ready|faulty|shaky|ghost|i/o pending|i/o timeout|delayed|disconnected|undef)|(?P<dm_state>active|undef) +(?P<chk_state>faulty|shaky|i/o timeout|disconnected)) +(?P<dev_state>\w+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4048,
+						Line:     4094,
 					},
 					{
 						ID:          "multipath-context",
@@ -3206,7 +3206,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4189,
+						Line:     4235,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -3215,7 +3215,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4249,
+						Line:     4295,
 					},
 					{
 						ID:          "md-read-error",
@@ -3224,7 +3224,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     4565,
+						Line:     4611,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -3234,7 +3234,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4742,
+						Line:     4788,
 					},
 					{
 						ID:          "md-array-degraded",
@@ -3244,7 +3244,7 @@ var image = &rules.Image{
 							Regex: `(?:A )?(?P<event>DegradedArray|Fail|FailSpare) event (?:had been )?detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\.?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4791,
+						Line:     4837,
 					},
 					{
 						ID:          "md-array-started-degraded",
@@ -3253,7 +3253,7 @@ var image = &rules.Image{
 							Regex: `md/raid(?:1|10)?:(?P<md>[^:\s]+): (?:raid level (?P<level>\d+) )?active with (?P<members>(?:0 out of [1-9]|1 out of [2-9]|2 out of [3-9]|3 out of [4-9]|4 out of [5-9]|5 out of [6-9]|6 out of [7-9]|7 out of [89]|8 out of 9|\d out of [1-9]\d|1\d out of [2-9]\d|2\d out of [3-9]\d|3\d out of [4-9]\d|4\d out of [5-9]\d|5\d out of [6-9]\d|6\d out of [7-9]\d|7\d out of [89]\d|8\d out of 9\d|10 out of 1[1-9]|11 out of 1[2-9]|12 out of 1[3-9]|13 out of 1[4-9]|14 out of 1[5-9]|15 out of 1[6-9]|16 out of 1[7-9]|17 out of 1[8-9]|18 out of 19|20 out of 2[1-9]|21 out of 2[2-9]|22 out of 2[3-9]|23 out of 2[4-9]|24 out of 2[5-9]|25 out of 2[6-9]|26 out of 2[7-9]|27 out of 2[8-9]|28 out of 29)) (?:mirrors|devices)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4874,
+						Line:     4920,
 					},
 					{
 						ID:          "md-mdstat-degraded",
@@ -3263,7 +3263,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<md>md[\w/-]*) : (?:in)?active\b[^\n]*? (?P<device>[\w.:-]+)\[\d+\](?:\(W\)|\(J\))*\(F\)|\d+ blocks\b[^\[\n]*? \[(?P<disks>\d+)/(?P<working>\d+)\] \[(?P<members>U*_[U_]*)\])`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4926,
+						Line:     4972,
 					},
 					{
 						ID:          "md-monitor-context",
@@ -3274,7 +3274,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4985,
+						Line:     5031,
 					},
 					{
 						ID:          "md-detail-degraded",
@@ -3284,7 +3284,7 @@ var image = &rules.Image{
 							Regex: `(?:State : (?P<state>[\w-]+, (?:degraded|FAILED)\b[^\n]*?)\s*$|Failed Devices : (?P<failed>[1-9]\d*)\s*$|Rebuild Status : (?P<percent>\d+)% complete|^\s*(?:-?\d+|-)\s+\d+\s+\d+\s+(?:-?\d+|-)\s+(?P<role>faulty|removed|spare rebuilding)\b(?:[\w ]*?\s+(?P<device>/\S+))?)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5048,
+						Line:     5094,
 					},
 					{
 						ID:          "mdadm-assemble-degraded",
@@ -3294,7 +3294,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<md>\S+) has been started with (?P<working>\d+) drives? \(out of (?P<disks>\d+)\)|(?P<md>\S+) assembled from (?P<working>\d+) drives?(?: \(out of (?P<disks>\d+)\), but not started|[^\n]*? - not enough to start the array)|Not enough devices to start the array|failed to RUN_ARRAY (?P<md>\S+): )`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5144,
+						Line:     5190,
 					},
 					{
 						ID:          "md-recovery-context",
@@ -3305,7 +3305,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5218,
+						Line:     5264,
 					},
 					{
 						ID:          "md-conf-printout",
@@ -3315,7 +3315,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5281,
+						Line:     5327,
 					},
 					{
 						ID:          "systemd-device-timeout-other",
@@ -3327,7 +3327,7 @@ var image = &rules.Image{
 						Exclusive: "systemd-device",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5355,
+						Line:      5401,
 					},
 					{
 						ID:          "systemd-device-timeout",
@@ -3338,7 +3338,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "systemd-device",
 						Cooldown:  3600000000000,
-						Line:      5384,
+						Line:      5430,
 					},
 					{
 						ID:          "dracut-initqueue-timeout",
@@ -3348,7 +3348,7 @@ var image = &rules.Image{
 							Regex: `(?:dracut )?Warning: (?:dracut-initqueue(?: timeout -|: timeout, still waiting for following initqueue hooks:|:) ?(?P<what>starting timeout scripts)?|(?P<what>Could not boot)\.|(?P<what>Not all disks have been found)\.|"?(?P<device>/dev/[^"\s]+)"? does not exist)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5478,
+						Line:     5524,
 					},
 					{
 						ID:          "systemd-mount-dependency-failed",
@@ -3359,7 +3359,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5573,
+						Line:     5619,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -3368,7 +3368,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5621,
+						Line:     5667,
 					},
 					{
 						ID:          "hung-task",
@@ -3377,7 +3377,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5674,
+						Line:     5720,
 					},
 					{
 						ID:          "hung-task-context",
@@ -3387,7 +3387,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5700,
+						Line:     5746,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -3398,7 +3398,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5725,
+						Line:     5771,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -3409,7 +3409,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     5753,
+						Line:     5799,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -3420,7 +3420,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5792,
+						Line:     5838,
 					},
 					{
 						ID:          "scsi-task-abort",
@@ -3429,7 +3429,7 @@ var image = &rules.Image{
 							Regex: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?(?:scmd\(|\(sc=)|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) (?:scmd\(|\(rv=[0-9a-fA-F]+\) \(sc=)|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\(|(?P<tm>task abort) (?P<result>failed) status 0x[0-9a-fA-F]+ ,tag = |pm8001_(?P<tm>abort_task) +-?\d+:rc= ?(?P<rc>-?\d+)|(?P<tm>Abort) command issued nexus=-?\d+:-?\d+:-?\d+ --|(?P<tm>Abort) handler (?P<result>timed out) cmd=|(?P<tm>Task abort) tm (?P<result>failed): handle\(0x|mpt3sas_scsih_issue_tm: (?P<tm>ABORT_TASK): (?:(?P<result>FAILED) : |RETRIES \(-?\d+\): )scmd\(|mpt3sas_scsih_issue_tm: (?P<result>FAILED) when sending (?P<tm>QUERY_TASK): scmd\(|(?P<tm>query task): (?P<result>FAILED) with IOCSTATUS\(0x|(?P<tm>task abort|target reset) called for scmd\(|(?P<tm>DEVICE RESET|TARGET RESET|BUS RESET|ADAPTER RESET) (?:ISSUED nexus=|(?P<result>SUCCEEDED|FAILED)(?: nexus[=:]|: )))`,
 						},
 						Cooldown: 600000000000,
-						Line:     5825,
+						Line:     5871,
 					},
 					{
 						ID:          "mpt-sas-log-info",
@@ -3439,7 +3439,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6326,
+						Line:     6372,
 					},
 					{
 						ID:          "megaraid-adapter-reset",
@@ -3448,7 +3448,7 @@ var image = &rules.Image{
 							Regex: `(?:megasas: RESET (?:-\d+ )?cmd=(?P<cmd>[0-9a-fA-F]+)|(?:Found )?FW in FAULT state(?:, will reset adapter|,? Fault code:(?P<fault>0x[0-9a-fA-F]+) subcode:(?P<subcode>0x[0-9a-fA-F]+))|resetting fusion adapter(?: scsi-?\d+)?\.|pending commands remain after waiting, will reset adapter|Reset (?:failed|not supported), killing adapter|killing adapter scsi-?\d+|Hardware critical error, returning FAILED|cannot recover from previous reset failures|OCR is requested due to IO timeout|Controller reset is requested due to IO timeout|SCSI command pointer: \([0-9a-fA-Fx]+\)\s+SCSI host state: -?\d+|MFI IO is timed out, initiating OCR|MFI command is timed out|IO/DCMD timeout is detected, forcibly FAULT Firmware|Controller is not operational after -?\d+ seconds wait for IO timeout|SR-IOV Found FW in FAULT state while polling|SR-IOV: Heartbeat never completed|task mgmt type 0x[0-9a-fA-F]+ timed out|Failed to transition controller to ready for scsi-?\d+|FW detected to be in faultstate, restarting it|HBA is killed\.|Kill HBA is called|megasas_ioc_init_fusion\(\) failed! for scsi-?\d+|Diag reset adapter never cleared|Host diag unlock failed from|DCMD\(opcode: 0x[0-9a-fA-F]+\) is timed out|Abort\(to be aborted DCMD opcode: 0x[0-9a-fA-F]+\) is timed out|Failed from [^\n]*? -?\d+ (?:DCMD|Abort) Timed out|failed to do reset\s*$|Controller in crit error|Controller is not OPERATIONAL,SCSI host:-?\d+|Init cmd return status FAILED for SCSI host|Failed to init firmware\s*$|Failed from megasas_init_fw -?\d+\s*$|waiting_for_outstanding: before issue OCR\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     6415,
+						Line:     6461,
 					},
 					{
 						ID:          "megaraid-reset-context",
@@ -3458,7 +3458,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6732,
+						Line:     6778,
 					},
 					{
 						ID:          "mpt-sas-controller-fault",
@@ -3467,7 +3467,7 @@ var image = &rules.Image{
 							Regex: `(?:fault_state\(0x(?P<fault>[0-9a-fA-F]+)\)!|coredump_state\(0x(?P<fault>[0-9a-fA-F]+)\)!|SAS host is non-operational !!!!|Running mpt3sas_dead_ioc thread (?:failed|success) !!!!|hard reset: (?P<result>success|failed)\s*$|mpt3sas_base_hard_reset_handler: (?P<result>SUCCESS|FAILED)\s*$|sending diag reset !!|diag reset: (?P<result>SUCCESS|FAILED)|Firmware is halted due to command timeout|mpt[23]sas_cm\d+: Command (?:Timeout|terminated due to Host Reset)\s*$|failed going to ready state \(ioc_state=0x[0-9a-fA-F]+\)|Temperature Threshold flags [\w ]*exceeded for Sensor: -?\d+ !!!|Current Temp In Celsius: -?\d+|SMP command sent to the expander \(handle:0x[0-9a-fA-F]+, sas_address:0x[0-9a-fA-F]+, physical_port:0x[0-9a-fA-F]+\) has (?P<result>failed|timed out)|discovery errors\((?P<reason>[^)]*)\): sas_address\(0x[0-9a-fA-F]+\)|NVMe discovery error\((?P<reason>[^)]*)\): wwid\(0x|HBA with DeviceId 0x[0-9a-fA-F]+, sub VendorId 0x[0-9a-fA-F]+, sub DeviceId 0x[0-9a-fA-F]+ is (?P<reason>Invalid|Tampered)|WarpDrive Fatal Error: |failed due to (?:ioc not operational|timeout count\(-?\d+\), (?:int_status|doorbell_reg)\()|doorbell handshake (?:int|ack|sending request) failed \(line=-?\d+\)|handshake failed \(r=-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     6829,
+						Line:     6875,
 					},
 					{
 						ID:          "megaraid-firmware-event",
@@ -3476,7 +3476,7 @@ var image = &rules.Image{
 							Regex: `\d+ \((?:boot \+ )?\d+s/0x[0-9a-fA-F]+/(?P<class>CRIT|FATAL|DEAD)\) - (?P<event>\S[^\n]*)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7101,
+						Line:     7147,
 					},
 					{
 						ID:          "megaraid-firmware-warning",
@@ -3486,7 +3486,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     7145,
+						Line:     7191,
 					},
 					{
 						ID:          "smartpqi-controller-fault",
@@ -3495,7 +3495,7 @@ var image = &rules.Image{
 							Regex: `(?:controller offline(?:: reason code 0x(?P<code>[0-9a-fA-F]+) \((?P<reason>[^)]*)\))?\s*$|no heartbeat detected - last heartbeat count: \d+|received 'logical unit failure' from controller for scsi -?\d+:|received unhandled error -?\d+ from controller for scsi -?\d+:|(?:offlined|re-scanning) [^\n]*?scsi -?\d+:-?\d+:-?\d+:-?\d+|PQI reset failed(?: during quiesce)? with error -?\d+|timed out waiting for (?:PQI (?:signature|IDLE|all registers ready)|admin response|pending IO)|(?:I/O|event) interrupt: producer index \(\d+\) out of range|request ID in response \(\d+\) (?:out of range|does not match an outstanding I/O request)|unexpected IU type: 0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7179,
+						Line:     7225,
 					},
 					{
 						ID:          "hpsa-controller-fault",
@@ -3504,7 +3504,7 @@ var image = &rules.Image{
 							Regex: `(?:Controller lockup detected(?:: 0x(?P<code>[0-9a-fA-F]+) after -?\d+| during reset wait)|lockup detected after -?\d+ but scratchpad register is zero|CDB [0-9a-fA-F]+ (?:: (?P<error>hardware error|connection lost|abort failed|protocol error)|(?P<error>timed out))\s*$|: LUN failure detected\s*$|(?P<error>controller lockup detected|hardware error|connection lost|abort failed|protocol error): LUN:[0-9a-fA-F]+ CDB:[0-9a-fA-F]+|(?P<boot>board not ready, timed out|failed to enter simple mode|Failed waiting for board to become ready after hard reset|Board failed to become ready after soft reset|performant mode problem - (?:doorbell timeout|transport not active)|controller message [0-9a-fA-F]{2}:[0-9a-fA-F]{2} (?:timed out|failed))\.?\s*$)|\bhandle_ioaccel_mode2_error: (?P<error>device is gone)!|\bhpsa [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?P<error>Command timed out|giving up on device)\.\s*$`,
 						},
 						Cooldown: 600000000000,
-						Line:     7319,
+						Line:     7365,
 					},
 					{
 						ID:          "cciss-volume-degraded",
@@ -3514,7 +3514,7 @@ var image = &rules.Image{
 							Regex: `(?:Volume -?\d+(?:\(\?\))? status: (?:(?P<status>FAILED|Using interim recovery mode|Ready for recovery operation|Currently recovering|Wrong physical drive was replaced|A physical drive is not properly connected|Hardware is overheating|Hardware was overheated)\.|[^.]*\.[^\n]*?At least one (?P<spare>spare drive has failed|spare drive activated and currently rebuilding|activated on-line spare drive is completely rebuilt on this logical drive)\.)|^\s*(?P<list>Failed drives|Drives currently substituted for by spares):\s*$|Total of (?P<failed>\d+) failed physical drives detected on this logical drive)`,
 						},
 						Cooldown: 21600000000000,
-						Line:     7527,
+						Line:     7573,
 					},
 					{
 						ID:          "aacraid-adapter-fault",
@@ -3523,7 +3523,7 @@ var image = &rules.Image{
 							Regex: `(?:Host adapter is dead \(or got a PCI error\)|Host adapter BLINK LED 0x(?P<code>[0-9a-fA-F]+)|aac_fib_send: adapter blinkLED 0x(?P<code>[0-9a-fA-F]+)\.|Usually a result of a serious unrecoverable hardware problem|Adapter health - -?\d+|Device offlined - array failed|adapter kernel panic'd(?: (?P<code>[0-9a-fA-F]+))?\.|adapter self-test failed\.|adapter monitor panic\.|adapter kernel failed to start, init status = [0-9a-fA-F]+\.|(?:IOP reset|SOFT reset|ARC Reset attempt) failed\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7581,
+						Line:     7627,
 					},
 					{
 						ID:          "qla2xxx-adapter-fault",
@@ -3532,7 +3532,7 @@ var image = &rules.Image{
 							Regex: `(?:ISP System Error - mbx1=[0-9a-fA-F]+h|(?:RISC paused|Parity error) -- (?:HCCR=[0-9a-fA-F]+|mmio_enabled), Dumping firmware|Unrecoverable Hardware Error: adapter marked OFFLINE!|(?:Un)?[Rr]ecoverable Fatal error: (?:Chip reset required|Set FAILED state, reboot required)|Heartbeat Failure encountered, chip reset required|MPI Heartbeat stop\.|Firmware dump saved to temp buffer|ISP (?:Request|Response) Transfer Error \([0-9a-fA-F]+\)|HW State: FAILED\.|Exchange starvation\. Resetting RISC|Mailbox cmd timeout occurred, cmd=0x[0-9a-fA-F]+, mb\[0\]=0x[0-9a-fA-F]+(?:, eeh_busy=0x[0-9a-fA-F]+)?\. Scheduling ISP abort|Loop down - aborting ISP\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7718,
+						Line:     7764,
 					},
 					{
 						ID:          "lpfc-adapter-fault",
@@ -3541,7 +3541,7 @@ var image = &rules.Image{
 							Regex: `-?\d+:(?:\(-?\d+\):)?(?:0457 Adapter Hardware Error Data:|0479 Deferred Adapter Hardware Error Data:|0406 Adapter maximum temperature exceeded|2889 Port Overtemperature event|3152 Unrecoverable error|1422 Unrecoverable Error Detected during POST|2888 Unrecoverable port error following POST|3317 HBA not functional|2887 Reset Needed: Attempting Port Recovery|3144 Port Down: Debug Dump|3323 Failed host reset)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7836,
+						Line:     7882,
 					},
 					{
 						ID:          "fc-remote-port-lost",
@@ -3550,7 +3550,7 @@ var image = &rules.Image{
 							Regex: `(?:blocked FC remote port time out: (?:removing target and saving binding|removing rport|no longer a FCP target, removing starget|leaving rport)|-?\d+:\(-?\d+\):0203 Devloss timeout on WWPN (?P<wwpn>[0-9a-fA-F:]+) NPort x(?P<nport>[0-9a-fA-F]+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     7905,
+						Line:     7951,
 					},
 					{
 						ID:          "hba-eh-reset",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<tm>resetting) scsi -?\d+:-?\d+:-?\d+:-?\d+\b|(?P<tm>reset) of scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<result>SUCCESS|FAILED)|attempting (?P<tm>TASK ABORT) on (?:scsi |SCSI cmd at )|(?P<tm>TASK ABORT) on (?:scsi -?\d+:-?\d+:-?\d+:-?\d+ for )?SCSI cmd at \S+: (?P<result>SUCCESS)|scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>timed out) after \d+ seconds waiting for -?\d+ outstanding command|Task Management Function error: -?\d+ \(response code: \d+\)|scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>resetting (?:logical|physical)) |scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>reset (?:logical|physical))  (?P<result>completed successfully|failed) |cmd -?\d+ (?P<tm>RESET) (?P<result>FAILED), (?:new )?lockup detected|Host adapter (?P<tm>abort) request(?: \(-?\d+,-?\d+,-?\d+,-?\d+\)| timed out|\.)|Outstanding commands on \(-?\d+,-?\d+,-?\d+,-?\d+\):|Host (?P<tm>adapter|device|target|bus) reset request\. SCSI hang \?|-?\d+:\(-?\d+\):(?:0713 SCSI layer issued (?P<tm>Device Reset)|0723 SCSI layer issued (?P<tm>Target Reset)|0714 SCSI layer issued (?P<tm>Bus Reset)|3172 SCSI layer issued (?P<tm>Host Reset)|0748 (?P<tm>abort) handler (?P<result>timed out)|0727 TMF \S+ to TGT -?\d+ LUN \d+ (?P<result>failed)|0725 SCSI layer (?P<tm>TGTRST) (?P<result>failed)|0700 (?P<tm>Bus Reset) on target -?\d+ (?P<result>failed)|0724 I/O flush failure for context|0749 SCSI Layer I/O (?P<tm>Abort) Request Status x(?P<result>[0-9a-fA-F]+) ID -?\d+ LUN -?\d+|31(?:68|69|70) SCSI Layer (?P<tm>abort) requested I/O has been (?P<result>flushed|cancelled|completed) by LLD\.|2873 SCSI Layer I/O (?P<tm>Abort) Request IO CMPL Status|3389 SCSI Layer I/O (?P<tm>Abort) Request is pending)|sas: Enter sas_scsi_recover_host busy: -?\d+ failed: (?P<failed>-?\d+)|aacraid: SCSI bus (?P<result>appears hung))`,
 						},
 						Cooldown: 600000000000,
-						Line:     7963,
+						Line:     8009,
 					},
 					{
 						ID:          "scsi-eh-context",
@@ -3569,7 +3569,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8345,
+						Line:     8391,
 					},
 					{
 						ID:          "storvsc-io-error",
@@ -3596,7 +3596,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 600000000000,
-						Line:     8469,
+						Line:     8515,
 					},
 					{
 						ID:          "storvsc-cmd-status",
@@ -3624,7 +3624,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8505,
+						Line:     8551,
 					},
 					{
 						ID:          "sas-hba-task-mgmt",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 							Regex: `(?:mv_sas\.c \d+:(?:(?P<tm>mvs_(?:lu_reset|I_T_nexus_reset|abort_task|query_task))(?: for device\[[0-9a-fA-F]+\])?:rc= ?(?P<rc>-?\d+)|(?P<tm>TMF) task\[[0-9a-fA-F]+\] (?P<result>timeout)\.|executing internal task (?P<result>failed):-?\d+)|(?P<tm>isci_task_abort_task): (?:dev = \S+ \([^)]*\), task = \S+, old_request ==|Done; dev = \S+, task = \S+ , old_request ==)|SCIC Controller 0x[0-9a-fA-F]+ received (?P<result>fatal controller event|SMU command error) +0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8548,
+						Line:     8594,
 					},
 					{
 						ID:          "arcmsr-eh-reset",
@@ -3642,7 +3642,7 @@ var image = &rules.Image{
 							Regex: `arcmsr-?\d*: (?:abort device command of scsi id = -?\d+ lun = -?\d+|executing bus reset eh\.+num_resets = -?\d+, num_aborts = -?\d+|executing hw bus reset \.+|waiting for hw bus reset return, RETRY TERMINATED!!|wait 'abort all outstanding command' timeout)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8662,
+						Line:     8708,
 					},
 					{
 						ID:          "3ware-controller-event",
@@ -3651,7 +3651,7 @@ var image = &rules.Image{
 							Regex: `(?:3w-(?:9xxx|sas):(?: scsi-?\d+:)? AEN: (?P<severity>ERROR|WARNING) \(0x[0-9A-Fa-f]{2}:0x(?P<code>[0-9A-Fa-f]{4})\): (?P<event>[^:\n]+)|WARNING: \(0x[0-9A-Fa-f]{2}:0x[0-9A-Fa-f]{4}\): (?:Command|Character ioctl) \(0x(?P<cmd>[0-9a-fA-F]+)\) timed out, resetting card|3w-(?:9xxx|sas): (?:scsi-?\d+: )?(?P<severity>ERROR): \(0x[0-9A-Fa-f]{2}:0x(?P<code>[0-9A-Fa-f]{4})\): (?P<event>[^\n]*?)\.?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8733,
+						Line:     8779,
 					},
 					{
 						ID:          "pvscsi-eh-reset",
@@ -3660,7 +3660,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<tm>task abort) on host \d+, \S+|(?P<tm>Forced reset) on cmd \S+|(?P<tm>SCSI Host reset|SCSI Bus reset)\s*$|(?P<tm>SCSI device reset) on scsi\d+:\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8813,
+						Line:     8859,
 					},
 					{
 						ID:          "fc-hba-context",
@@ -3670,7 +3670,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8879,
+						Line:     8925,
 					},
 					{
 						ID:          "uas-eh-reset",
@@ -3680,7 +3680,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8943,
+						Line:     8989,
 					},
 					{
 						ID:          "aic7xxx-recovery",
@@ -3689,7 +3689,7 @@ var image = &rules.Image{
 							Regex: `(?:Attempting to queue (?P<tm>an ABORT|a TARGET RESET) message|Dump Card State Begins|(?P<hba>\S+): Dumping Card State (?:[^,\n]*?, at SEQADDR|at program address) 0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9017,
+						Line:     9063,
 					},
 					{
 						ID:          "mpt-fusion-ioc-fault",
@@ -3698,7 +3698,7 @@ var image = &rules.Image{
 							Regex: `(?:mptbase: WARNING - \(-?\d+\) Cannot recover (?P<ioc>\S+), doorbell=0x[0-9a-fA-F]+|mptbase: ERROR - Can't get IOCFacts, (?P<ioc>\S+) NOT READY!|mptbase: (?P<ioc>\S+): WARNING - (?:IOC is in FAULT state(?: \((?P<fault>[0-9a-fA-F]+)h\)!!!|!!!| after reset \((?P<fault>[0-9a-fA-F]+)h\))|Issuing HardReset from \w+!!|\w+: HardReset: (?P<result>success|failed)|\s*FAULT code = (?P<fault>[0-9a-fA-F]+)h))`,
 						},
 						Cooldown: 600000000000,
-						Line:     9080,
+						Line:     9126,
 					},
 					{
 						ID:          "ata-link-error",
@@ -3712,7 +3712,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 9171,
+						Line: 9217,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -3722,7 +3722,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     9336,
+						Line:     9382,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -3732,7 +3732,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9391,
+						Line:     9437,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -3742,7 +3742,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9536,
+						Line:     9582,
 					},
 					{
 						ID:          "zfs-pool-suspended",
@@ -3751,7 +3751,7 @@ var image = &rules.Image{
 							Regex: `(?:Pool '(?P<pool>[^']*)' has encountered an uncorrectable I/O failure and (?:has been suspended|the failure mode property for this pool is set to panic)|MMP writes to pool '(?P<pool>[^']*)' have not succeeded in over \d+ ms; suspending pool)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9578,
+						Line:     9624,
 					},
 					{
 						ID:          "zfs-spl-panic",
@@ -3760,7 +3760,7 @@ var image = &rules.Image{
 							Regex: `(?:PANIC at (?P<file>[A-Za-z0-9_.-]+\.[ch]):(?P<line>\d+):(?P<func>\w+)\(\)|VERIFY(?:3[BSUP]?)?\([^\n]*\) failed\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     9641,
+						Line:     9687,
 					},
 					{
 						ID:          "zfs-vdev-io-error",
@@ -3773,7 +3773,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     9697,
+						Line:     9743,
 					},
 					{
 						ID:          "zfs-zed-fault-event",
@@ -3783,7 +3783,7 @@ var image = &rules.Image{
 							Regex: `eid=\d+ class=(?:(?P<class>statechange)\b.*\bvdev_state=(?P<state>FAULTED|DEGRADED|REMOVED|UNAVAIL)\b|(?P<class>io_failure|data|probe_failure|deadman|vdev\.(?:open_failed|no_replicas|corrupt_data|bad_label|bad_guid_sum|too_small|unknown|bad_ashift))\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9748,
+						Line:     9794,
 					},
 					{
 						ID:          "zfs-zed-io-error",
@@ -3797,7 +3797,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     9821,
+						Line:     9867,
 					},
 					{
 						ID:          "zfs-pool-status-degraded",
@@ -3807,7 +3807,7 @@ var image = &rules.Image{
 							Regex: `(?:^\s*state: (?P<state>DEGRADED|FAULTED|UNAVAIL|SUSPENDED)\s*$|^\s*(?P<vdev>\S+) +(?P<state>DEGRADED|FAULTED|UNAVAIL|REMOVED) +(?P<read>[0-9.]+[KMGTPE]?) +(?P<write>[0-9.]+[KMGTPE]?) +(?P<cksum>[0-9.]+[KMGTPE]?)\b|status: (?P<status>One or more devices (?:are faulted|could not be (?:opened|used)|has experienced an error resulting in data|has been removed|have been removed|are missing from the system|contains corrupted data)|The pool (?:metadata is corrupted|data is corrupted|is suspended))|errors: (?P<errors>Permanent errors have been detected|\d+ data errors, use))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     9870,
+						Line:     9916,
 					},
 					{
 						ID:          "freebsd-ahci-timeout",
@@ -3816,7 +3816,7 @@ var image = &rules.Image{
 							Regex: `(?P<channel>ahcich\d+): (?:Timeout on slot (?P<slot>-?\d+)(?: port (?P<port>-?\d+))?\s*$|is [0-9a-fA-F]{8} cs [0-9a-fA-F]{8} ss [0-9a-fA-F]{8} rs [0-9a-fA-F]{8} tfd [0-9a-fA-F]+ serr [0-9a-fA-F]{8}\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9979,
+						Line:     10025,
 					},
 					{
 						ID:          "freebsd-cam-error",
@@ -3825,7 +3825,7 @@ var image = &rules.Image{
 							Regex: `\((?P<device>[a-z]+\d+):(?P<sim>[a-z]+\d+):\d+:\d+:\d+\): (?:CAM status: (?P<status>Command timeout|Uncorrectable parity/CRC error|ATA Status Error|Unrecoverable Host Bus Adapter Error|CCB request completed with an error|Initiator/Target Nexus Lost|Auto-Sense Retrieval Failed|Unexpected Bus Free|SCSI Bus Reset Sent/Received)\s*$|Error (?P<errno>\d+), Retries exhausted)`,
 						},
 						Cooldown: 600000000000,
-						Line:     10039,
+						Line:     10085,
 					},
 					{
 						ID:          "freebsd-cam-context",
@@ -3850,7 +3850,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     10097,
+						Line:     10143,
 					},
 					{
 						ID:          "freebsd-swap-pager-wait",
@@ -3859,7 +3859,7 @@ var image = &rules.Image{
 							Regex: `swap_pager: indefinite wait buffer: (?:bufobj: \S+, )?(?:device: \S+, )?(?:blkno: (?P<blkno>-?\d+)|offset: -?\d+), size: -?\d+`,
 						},
 						Cooldown: 600000000000,
-						Line:     10165,
+						Line:     10211,
 					},
 				},
 			},
@@ -8417,7 +8417,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?::? [\w.@-]+)?|\beth\d+): (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)|\bice_vsi_rebuild_all failed\s*$|error replaying VSI configurations with switch filter rules`,
+			Expr: `(?:(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?::? [\w.@-]+)?|\beth\d+): (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)|\bice_vsi_rebuild_all failed\s*$|error replaying VSI configurations with switch filter rules|\bReg read timeout occurred`,
 			Literals: []string{
 				": Cannot re-enable PCI device",
 				": Firmware not ready",
@@ -8449,6 +8449,7 @@ var image = &rules.Image{
 				"Device isn't ready, can't reset device",
 				"Reg read32 timeout occurred",
 				"error replaying VSI configurations with switch filter rules",
+				"Reg read timeout occurred",
 			},
 			Names: []string{
 				"",
@@ -20780,13 +20781,12 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Reading register (?:timed out|failed: wrong offset provided)|Admin queue is closed|Wait for completion \(polling\) timeout|The device sent a completion but the driver didn.t receive any MSI-X interrupt|The device didn't send any completion for admin cmd|Received completion with (?:invalid checksum|unexpected command id)|Failed to (?:process|submit) command (?P<command>.+?) \(opcode -?\d+\)|Failed to (?:create eq|destroy EQ)|comp_ctx is NULL\. Changing the admin queue running state|Completion context(?: for command_id 0x[0-9a-fA-F]+)?(?:\[-?\d+\])? is (?:used|occupied))`,
+			Expr: `(?:Reading register (?:timed out|failed: wrong offset provided)|Admin queue is closed|Wait for completion \(polling\) timeout|The device sent a completion but the driver didn.t receive any MSI-X interrupt|The device didn't send any completion for admin cmd|Received completion with (?:invalid checksum|unexpected command id)|Failed to (?:process|submit) command (?P<command>.+?) \(opcode -?\d+\)|Failed to (?:create eq|destroy EQ)|comp_ctx is NULL\. Changing the admin queue running state|Completion context(?: for command_id 0x[0-9a-fA-F]+)?(?:\[-?\d+\])? is (?:used|occupied))|\bThe ena device (?:sent a completion but the driver didn.t receive a MSI-X interrupt|have completion but the driver didn.t receive any MSI-X interrupt|didn.t send a completion for the admin cmd|doesn.t send (?:any |a )?completion for the admin cmd)`,
 			Literals: []string{
 				"Reading register timed out",
 				"Reading register failed: wrong offset provided",
 				"Admin queue is closed",
 				"Wait for completion (polling) timeout",
-				"The device sent a completion but the driver didn",
 				"The device didn't send any completion for admin cmd",
 				"Received completion with invalid checksum",
 				"Received completion with unexpected command id",
@@ -20796,6 +20796,11 @@ var image = &rules.Image{
 				"Failed to destroy EQ",
 				"comp_ctx is NULL. Changing the admin queue running state",
 				"Completion context",
+				"sent a completion but the driver didn",
+				"have completion but the driver didn",
+				"t send a completion for the admin cmd",
+				"t send completion for the admin cmd",
+				"t send any completion for the admin cmd",
 			},
 			Sets: [][]string{
 				[]string{
@@ -20806,12 +20811,16 @@ var image = &rules.Image{
 					"failed to destroy eq",
 					"failed to process command ",
 					"failed to submit command ",
+					"have completion but the driver didn",
 					"reading register failed: wrong offset provided",
 					"reading register timed out",
 					"received completion with invalid checksum",
 					"received completion with unexpected command id",
+					"sent a completion but the driver didn",
+					"t send a completion for the admin cmd",
+					"t send any completion for the admin cmd",
+					"t send completion for the admin cmd",
 					"the device didn't send any completion for admin cmd",
-					"the device sent a completion but the driver didn",
 					"wait for completion (polling) timeout",
 				},
 				[]string{
@@ -20822,11 +20831,15 @@ var image = &rules.Image{
 					"failed to destroy eq",
 					"failed to process command ",
 					"failed to submit command ",
+					"have completion but the driver didn",
 					"reading register ",
 					"received completion with invalid checksum",
 					"received completion with unexpected command id",
+					"sent a completion but the driver didn",
+					"t send a completion for the admin cmd",
+					"t send any completion for the admin cmd",
+					"t send completion for the admin cmd",
 					"the device didn't send any completion for admin cmd",
-					"the device sent a completion but the driver didn",
 					"wait for completion (polling) timeout",
 				},
 				[]string{
@@ -20838,10 +20851,14 @@ var image = &rules.Image{
 					"failed to process command ",
 					"failed to submit command ",
 					"failed: wrong offset provided",
+					"have completion but the driver didn",
 					"received completion with invalid checksum",
 					"received completion with unexpected command id",
+					"sent a completion but the driver didn",
+					"t send a completion for the admin cmd",
+					"t send any completion for the admin cmd",
+					"t send completion for the admin cmd",
 					"the device didn't send any completion for admin cmd",
-					"the device sent a completion but the driver didn",
 					"timed out",
 					"wait for completion (polling) timeout",
 				},
@@ -20853,10 +20870,15 @@ var image = &rules.Image{
 					"failed to destroy eq",
 					"failed to process command ",
 					"failed to submit command ",
+					"have completion but the driver didn",
 					"reading register failed: wrong offset provided",
 					"reading register timed out",
 					"received completion with invalid checksum",
 					"received completion with unexpected command id",
+					"sent a completion but the driver didn",
+					"t send a completion for the admin cmd",
+					"t send any completion for the admin cmd",
+					"t send completion for the admin cmd",
 					"the device ",
 					"wait for completion (polling) timeout",
 				},
@@ -20869,11 +20891,15 @@ var image = &rules.Image{
 					"failed to destroy eq",
 					"failed to process command ",
 					"failed to submit command ",
+					"have completion but the driver didn",
 					"reading register failed: wrong offset provided",
 					"reading register timed out",
 					"received completion with invalid checksum",
 					"received completion with unexpected command id",
 					"sent a completion but the driver didn",
+					"t send a completion for the admin cmd",
+					"t send any completion for the admin cmd",
+					"t send completion for the admin cmd",
 					"wait for completion (polling) timeout",
 				},
 				[]string{
@@ -20885,11 +20911,16 @@ var image = &rules.Image{
 					"failed to destroy eq",
 					"failed to process command ",
 					"failed to submit command ",
+					"have completion but the driver didn",
 					"reading register failed: wrong offset provided",
 					"reading register timed out",
 					"received completion with invalid checksum",
 					"received completion with unexpected command id",
+					"sent a completion but the driver didn",
 					"t receive any msi-x interrupt",
+					"t send a completion for the admin cmd",
+					"t send any completion for the admin cmd",
+					"t send completion for the admin cmd",
 					"wait for completion (polling) timeout",
 				},
 			},
@@ -31174,7 +31205,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)|(?P<ctrl>nvme\d+): (?P<problem>Removing controller)\.\.\.|(?P<ctrl>nvme\d+): NVME-FC\{-?\d+\}: (?P<problem>Max reconnect attempts) \(-?\d+\) reached|(?P<ctrl>nvme\d+): (?P<problem>prop_get NVME_REG_CAP failed|Removing after reset failure)`,
+			Expr: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)|(?P<ctrl>nvme\d+): (?P<problem>Removing controller)\.\.\.|(?P<ctrl>nvme\d+): NVME-FC\{-?\d+\}: (?P<problem>Max reconnect attempts) \(-?\d+\) reached|(?P<ctrl>nvme\d+): (?P<problem>prop_get NVME_REG_CAP failed|Removing after reset failure)|(?P<ctrl>nvme\d+): NVME-FC\{-?\d+\}: (?P<problem>controller connectivity lost|dev_loss_tmo \(-?\d+\) expired while waiting for remoteport connectivity|transport association error detected|transport error during \(re\)connect|reconnect failure|Connect retry failed)`,
 			Literals: []string{
 				"header digest error",
 				"data digest error",
@@ -31222,21 +31253,35 @@ var image = &rules.Image{
 				"}: Max reconnect attempts (",
 				": prop_get NVME_REG_CAP failed",
 				": Removing after reset failure",
+				"controller connectivity lost",
+				") expired while waiting for remoteport connectivity",
+				"transport association error detected",
+				"transport error during (re)connect",
+				"reconnect failure",
+				"Connect retry failed",
 			},
 			Sets: [][]string{
 				[]string{
+					") expired while waiting for remoteport connectivity",
 					": failed to receive icresp",
 					": failed to send icreq",
 					": removing after reset failure",
 					": removing controller...",
+					"connect retry failed",
+					"controller connectivity lost",
 					"ib_check_mr_status failed",
 					"nvme",
 					"pi error found type ",
+					"reconnect failure",
+					"transport association error detected",
+					"transport error during (re)connect",
 					"}: max reconnect attempts (",
 				},
 			},
 			Names: []string{
 				"",
+				"ctrl",
+				"problem",
 				"ctrl",
 				"problem",
 				"ctrl",
@@ -32169,22 +32214,26 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs`,
+			Expr: `(?P<ifname>[\w.@-]+): transmit timeout: latency (?P<latency_ms>\d+) msecs|(?P<ifname>[\w.@-]+): ipoib_open failed recovering from a tx_timeout, err\(-?\d+\)`,
 			Literals: []string{
 				": transmit timeout: latency ",
+				": ipoib_open failed recovering from a tx_timeout, err(",
 			},
 			Sets: [][]string{
 				[]string{
+					": ipoib_open failed recovering from a tx_timeout, err(",
 					": transmit timeout: latency ",
 				},
 				[]string{
 					" msecs",
+					": ipoib_open failed recovering from a tx_timeout, err(",
 				},
 			},
 			Names: []string{
 				"",
 				"ifname",
 				"latency_ms",
+				"ifname",
 			},
 		},
 		{
