@@ -250,8 +250,17 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return "ata1.00: ", nil
 	case strings.HasPrefix(call, "ata_link_") || strings.HasPrefix(call, "ata_port_"):
 		return "ata1: ", nil
+	case strings.HasPrefix(call, "edac_printk(") && strings.HasSuffix(call, ")"):
+		// A driver's wrapper names it: edac_printk(sbridge) prints "EDAC sbridge: ".
+		return "EDAC " + strings.TrimSuffix(strings.TrimPrefix(call, "edac_printk("), ")") + ": ", nil
+	case strings.HasPrefix(call, "edac_mc_chipset_printk(") && strings.HasSuffix(call, ")"):
+		return "EDAC " + strings.TrimSuffix(strings.TrimPrefix(call, "edac_mc_chipset_printk("), ")") + " MC0: ", nil
 	case call == "edac_printk":
 		return "EDAC MC: ", nil
+	case call == "edac_device_printk":
+		return "EDAC DEVICE0: ", nil
+	case call == "edac_pci_printk":
+		return "EDAC PCI0: ", nil
 	case strings.HasPrefix(call, "edac_mc_"):
 		return "EDAC MC0: ", nil
 	case strings.HasPrefix(call, "sdev_") || strings.HasPrefix(call, "scmd_"):

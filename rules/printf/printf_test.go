@@ -86,6 +86,25 @@ func TestUserSpacePrefixes(t *testing.T) {
 	}
 }
 
+// TestEDACPrefixes: the EDAC core's printing macros, and a driver's wrappers, which
+// the extractor records with the driver's name.
+func TestEDACPrefixes(t *testing.T) {
+	cases := []struct{ call, want string }{
+		{"edac_printk", "EDAC MC: "},
+		{"edac_printk(sbridge)", "EDAC sbridge: "},
+		{"edac_mc_chipset_printk(sbridge)", "EDAC sbridge MC0: "},
+		{"edac_mc_printk", "EDAC MC0: "},
+		{"edac_device_printk", "EDAC DEVICE0: "},
+		{"edac_pci_printk", "EDAC PCI0: "},
+	}
+	for _, c := range cases {
+		got, err := Prefix(c.call, "", "", "drivers/edac/sb_edac.c", 0)
+		if err != nil || got != c.want {
+			t.Errorf("Prefix(%s) = %q, %v; want %q", c.call, got, err, c.want)
+		}
+	}
+}
+
 // TestDRMPrefixes: DRM's printk macros as the amdgpu, i915 and nouveau drivers print them.
 func TestDRMPrefixes(t *testing.T) {
 	cases := []struct{ call, fn, prFmt, file, want string }{

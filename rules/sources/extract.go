@@ -87,7 +87,8 @@ func init() {
 	add(3, -1, `ext4_error_inode_block`)
 	add(4, -1, `ext4_error_inode ext4_error_file`)
 	add(5, -1, `ext4_error_inode_err`)
-	add(2, 1, `edac_mc_printk`)
+	add(2, 1, `edac_mc_printk edac_device_printk edac_pci_printk`)
+	add(3, 1, `edac_mc_chipset_printk`)
 	add(2, 0, `edac_printk`)
 	add(0, -1, `WARN`)
 	// aws-ofi-nccl's NCCL_OFI_WARN(fmt, ...): NCCL's logger at WARN, "NET/OFI " first.
@@ -257,6 +258,7 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 	if m := devFmtLitRe.FindStringSubmatch(code); m != nil {
 		x.DevPrefix, _ = literal(m[1], macros)
 	}
+	wraps := wrappers(code)
 	var depth int
 	var braces []bool // per open brace: a namespace's
 	var fn, lastIdent string
@@ -325,6 +327,18 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 				pc, ok := errorCalls[name]
 				if !ok && all {
 					pc, ok = lowerCalls[name]
+				}
+				if w, wrapped := wraps[name]; wrapped && !ok {
+					end := matchParen(code, k)
+					if end < 0 {
+						return x, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
+					}
+					if m, ok := wrappedMessage(w, splitArgs(code[k+1:end]), macros, all, resolver(code, i, macros), assignments(code, i)); ok {
+						m.Line, m.Func = lineOf(code, i), fn
+						x.Messages = append(x.Messages, m)
+					}
+					i = end
+					continue
 				}
 				if ok {
 					end := matchParen(code, k)

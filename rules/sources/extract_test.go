@@ -59,6 +59,11 @@ other_fn(void)
 #define DEMO_LOUD(x) pr_info("not listed either\n")
 static void demo_cqe(int log_level) { ucs_log(log_level, "%s on %s:%d\n", err, dev, port); }
 static void demo_rport(struct device *dev) { dev_printk(KERN_ERR, dev, "rport time out\n"); dev_printk(KERN_DEBUG, dev, "not listed\n"); }
+#define demo_printk(level, fmt, arg...) \
+	edac_printk(level, "demo fmt", fmt, ##arg)
+#define demo_mc_printk(mci, level, fmt, ...) do { edac_mc_chipset_printk(mci, level, "demo", fmt, __VA_ARGS__); } while (0)
+static void demo_mce(void) { demo_printk(KERN_ERR, "HANDLING MCE MEMORY ERROR\n"); demo_printk(KERN_DEBUG, "not listed\n");
+	demo_mc_printk(mci, KERN_WARNING, "CPU %d: Machine Check Event: %u\n", cpu, bank); }
 `
 
 func TestExtract(t *testing.T) {
@@ -83,6 +88,9 @@ func TestExtract(t *testing.T) {
 		{Line: 41, Call: "pr_err", Level: "err", Func: "DEMOCHECK", Format: "demo check failed: %d\n"},
 		{Line: 46, Call: "ucs_log", Level: "err", Func: "demo_cqe", Format: "%s on %s:%d\n"},
 		{Line: 47, Call: "dev_printk", Level: "err", Func: "demo_rport", Format: "rport time out\n"},
+		// A driver's own wrappers are read as the calls they expand to.
+		{Line: 51, Call: "edac_printk(demo fmt)", Level: "err", Func: "demo_mce", Format: "HANDLING MCE MEMORY ERROR\n"},
+		{Line: 52, Call: "edac_mc_chipset_printk(demo)", Level: "warn", Func: "demo_mce", Format: "CPU %d: Machine Check Event: %u\n"},
 	}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Errorf("Extract:\n got %+v\nwant %+v", msgs, want)
