@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "5b44589bee3a565a663101860c7db74790b93fce94eaf96044118b9d62840192"
+const imageDigest = "09e1ca76ccca28a2daf8e59d0fcdc836b2c66847a64060a130a874902f64e426"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4674,7 +4674,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1795,
+						Line:     1803,
 					},
 					{
 						ID:          "edac-corrected-storm",
@@ -4687,7 +4687,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     1942,
+						Line:     1950,
 					},
 					{
 						ID:          "edac-deferred",
@@ -4696,7 +4696,7 @@ var image = &rules.Image{
 							Regex: `\[Hardware Error\]: (?:(?:Error Status: )?(?P<kind>Deferred error)\b|CPU:[^\]]*?MC(?P<bank>-?\d+)_STATUS\[(?:Over|-)\|(?:CE|-)\|[^\]]*\|(?P<kind>Deferred)\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1987,
+						Line:     1995,
 					},
 					{
 						ID:          "edac-mce-context",
@@ -4706,7 +4706,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2070,
+						Line:     2078,
 					},
 					{
 						ID:          "edac-device-uncorrectable",
@@ -4719,7 +4719,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 2209,
+						Line: 2217,
 					},
 					{
 						ID:          "edac-chipset-error",
@@ -4728,7 +4728,7 @@ var image = &rules.Image{
 							Regex: `(?:^|[\]:]\s|\s)(?P<severity>Fatal) Error (?P<what>DRAM Controll?er|DMA Controll?er|HUB (?:or NS )?Interface|Internal Buffer|System Bus \S.*|PCI Express [A-C]1?\b|HI \S.*|Hub Interface Target Abort|NSI \S.*)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2268,
+						Line:     2276,
 					},
 					{
 						ID:          "edac-chipset-nonfatal",
@@ -4738,7 +4738,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2327,
+						Line:     2343,
 					},
 					{
 						ID:          "edac-errors-lost",
@@ -4747,7 +4747,7 @@ var image = &rules.Image{
 							Regex: `EDAC (?P<driver>sbridge|i7core): Lost (?P<count>-?\d+) memory errors`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2401,
+						Line:     2417,
 					},
 					{
 						ID:          "edac-decode-context",
@@ -4757,7 +4757,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2434,
+						Line:     2450,
 					},
 					{
 						ID:          "edac-ecc-disabled",
@@ -4767,7 +4767,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2611,
+						Line:     2627,
 					},
 					{
 						ID:          "ghes-fatal",
@@ -4781,7 +4781,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "hardware-error",
 						},
-						Line: 2710,
+						Line: 2726,
 					},
 					{
 						ID:          "ghes-recoverable",
@@ -4791,7 +4791,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "ghes",
 						Cooldown:  3600000000000,
-						Line:      2766,
+						Line:      2782,
 					},
 					{
 						ID:          "ghes-header",
@@ -4802,7 +4802,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2802,
+						Line:      2818,
 					},
 					{
 						ID:          "ghes-corrected-storm",
@@ -4816,7 +4816,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 21600000000000,
-						Line:     2834,
+						Line:     2850,
 					},
 					{
 						ID:          "ghes-context",
@@ -4827,7 +4827,7 @@ var image = &rules.Image{
 						Exclusive: "ghes",
 						Severity:  "info",
 						Action:    "none",
-						Line:      2870,
+						Line:      2886,
 					},
 					{
 						ID:          "hardware-error-context",
@@ -4837,7 +4837,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2964,
+						Line:     2980,
 					},
 					{
 						ID:          "kernel-oops",
@@ -4862,7 +4862,7 @@ var image = &rules.Image{
 						Recover: &rules.Recover{
 							OnReboot: true,
 						},
-						Line: 3014,
+						Line: 3030,
 					},
 					{
 						ID:          "kernel-bug",
@@ -4871,7 +4871,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: (?P<bug>Bad page (?:state|map|cache)|Bad rss-counter state|non-zero pgtables_bytes|scheduling while atomic|scheduling in a non-blocking section|workqueue lockup|workqueue leaked (?:lock or )?atomic|KFENCE: (?:out-of-bounds|use-after-free|memory corruption|invalid free|invalid \w+)|KASAN: [\w-]+)|\bBUG (?P<cache>[^\s:()]+) \([^()]*\): (?P<bug>\S.*)|^\s*preempt=0x[0-9a-fA-F]+ lock=-?\d+->-?\d+ RCU=-?\d+->-?\d+ workfn=|BUG: (?P<bug>(?:spin|rw)lock [\w ]+?) on CPU#-?\d+, |\b(?P<bug>list_(?:add|del)(?:_rcu)? corruption)[.,] |BUG: (?P<bug>Dentry) [0-9a-fA-F]+\{i=[0-9a-fA-F]+,n=.*\} +still in use \(-?\d+\) \[unmount of )`,
 						},
 						Cooldown: 3600000000000,
-						Line:     3405,
+						Line:     3421,
 					},
 					{
 						ID:          "kernel-debug-check",
@@ -4881,7 +4881,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3691,
+						Line:     3707,
 					},
 					{
 						ID:          "kernel-fault-ip",
@@ -4891,7 +4891,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3741,
+						Line:     3757,
 					},
 					{
 						ID:          "kernel-oops-context",
@@ -4901,7 +4901,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3777,
+						Line:     3793,
 					},
 					{
 						ID:          "kernel-backtrace",
@@ -4911,7 +4911,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4030,
+						Line:     4046,
 					},
 					{
 						ID:          "kernel-report-context",
@@ -4921,7 +4921,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4145,
+						Line:     4161,
 					},
 					{
 						ID:          "kernel-register-dump",
@@ -4931,7 +4931,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4395,
+						Line:     4411,
 					},
 					{
 						ID:          "kernel-warning",
@@ -4941,7 +4941,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4564,
+						Line:     4580,
 					},
 					{
 						ID:          "gsmi-shutdown-reason",
@@ -4951,7 +4951,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4745,
+						Line:     4761,
 					},
 					{
 						ID:          "kernel-panic-requested",
@@ -4960,7 +4960,7 @@ var image = &rules.Image{
 							Regex: "Kernel panic - not syncing: (?P<reason>sysrq triggered crash|Test panic triggered by|crash_test)",
 						},
 						Exclusive: "panic",
-						Line:      4776,
+						Line:      4792,
 					},
 					{
 						ID:          "kernel-panic-oom",
@@ -4969,7 +4969,7 @@ var image = &rules.Image{
 							Regex: `Kernel panic - not syncing: (?P<reason>Out of memory[^\]]*?|System is deadlocked on memory)(?: \]---)?\s*$`,
 						},
 						Exclusive: "panic",
-						Line:      4797,
+						Line:      4813,
 					},
 					{
 						ID:          "kernel-panic",
@@ -4983,7 +4983,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "kernel-panic",
 						},
-						Line: 4817,
+						Line: 4833,
 					},
 					{
 						ID:          "kernel-panic-context",
@@ -4993,7 +4993,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4888,
+						Line:     4904,
 					},
 					{
 						ID:          "cpu-lockup",
@@ -5002,7 +5002,7 @@ var image = &rules.Image{
 							Regex: `(?:BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!(?: \[(?P<comm>.+):(?P<pid>\d+)\])?|Watchdog detected hard LOCKUP on cpu (?P<cpu>-?\d+)|BUG: NMI Watchdog detected LOCKUP on CPU(?P<cpu>-?\d+)|CPU#(?P<cpu>-?\d+) Utilization every \d+m?s during lockup:|^\s*#-?\d+: +\d+% system,\s+\d+% softirq,\s+\d+% hardirq,\s+\d+% idle|CPU#(?P<cpu>-?\d+) Detect HardIRQ Time exceeds -?\d+%\. Most frequent HardIRQs:)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4925,
+						Line:     4941,
 					},
 					{
 						ID:          "rcu-stall",
@@ -5011,7 +5011,7 @@ var image = &rules.Image{
 							Regex: `(?:INFO: rcu_(?P<flavor>\w+) (?P<kind>self-detected|detected(?: expedited)?) stalls? on|rcu_(?P<flavor>\w+) kthread (?P<kind>starved) for (?P<jiffies>\d+) jiffies|INFO: (?:\S+ )*?(?P<kind>self-detected|detected(?: expedited)?) stall(?:s? on|s?, but suppressed full report|s\? \()|\S+ kthread (?P<kind>starved) for (?P<jiffies>-?\d+) jiffies|\S+ kthread (?P<kind>timer wakeup didn't happen) for -?\d+ jiffies|INFO: RCU (?P<kind>detected) CPU (?:stalls:|-?\d+ stall \(t=\d+ jiffies\))|\(detected by -?\d+, t=-?\d+ jiffies(?:\)|, g=-?\d+, (?:c=-?\d+, )?q=\d+)|\(t=\d+ jiffies g=-?\d+ (?:c=-?\d+ )?q=\d+|(?:^|\s)-?\d+: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/[0-9a-fA-F]+/-?\d+ softirq=\d+/\d+|(?:^|\s)-?\d+-....: \(\d+ [^)]*\) idle=[0-9a-fA-F]+/(?:-?\d+/0x[0-9a-fA-F]+|[0-9a-fA-F]+/-?\d+) softirq=\d+/\d+ fqs=-?\d+|Tasks blocked on level--?\d+ rcu_node \(CPUs -?\d+--?\d+\):|Offline CPU -?\d+ blocking current GP|RCU grace-period kthread stack dump:|Stack dump where RCU GP kthread last ran:|RCU GP kthread last ran on offline CPU|Unless \S+ kthread gets sufficient CPU time, OOM is now expected behavior|Possible timer handling issue on cpu=|All QSes seen, last \S+ kthread activity|INFO: (?:Expedited s|S)tall ended (?:before state dump start|during stack backtracing)|blocking rcu_node structures(?: \(internal RCU debug\))?:|\bhardirqs +softirqs +csw/system|\bcputime: +-?\d+ +-?\d+ +-?\d+ +==> -?\d+\(ms\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5043,
+						Line:     5059,
 					},
 					{
 						ID:          "hung-task-report",
@@ -5021,7 +5021,7 @@ var image = &rules.Image{
 						},
 						Cooldown:    1800000000000,
 						SameFaultAs: "hung-task",
-						Line:        5378,
+						Line:        5394,
 					},
 					{
 						ID:          "csd-lock-timeout",
@@ -5030,7 +5030,7 @@ var image = &rules.Image{
 							Regex: `(?:csd: \w+ non-responsive CSD lock \(#(?P<lock>-?\d+)\) on CPU#(?P<cpu>-?\d+), waiting -?\d+ ns for CPU#(?P<target>-?\d+)|csd: Re-sending CSD lock \(#(?P<lock>-?\d+)\) IPI from CPU#(?P<cpu>-?\d+) to CPU#(?P<target>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5505,
+						Line:     5521,
 					},
 					{
 						ID:          "irq-nobody-cared",
@@ -5039,7 +5039,7 @@ var image = &rules.Image{
 							Regex: `(?:irq (?P<irq>-?\d+): nobody cared|Disabling IRQ #(?P<irq>-?\d+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5560,
+						Line:     5576,
 					},
 					{
 						ID:          "clocksource-unstable",
@@ -5048,7 +5048,7 @@ var image = &rules.Image{
 							Regex: `(?:[Mm]arking clocksource '?(?P<clocksource>[^' ]+)'? (?:as )?unstable|, marking (?P<clocksource>.+?) unstable\s*$|read-back delay of -?\d+ns, attempt -?\d+, marking unstable|CPUs \S+ (?P<direction>ahead of|behind) CPU -?\d+ for clocksource (?P<clocksource>.+?)\.\s*$|Marking TSC unstable due to (?P<reason>.+?)\s*$)|Clocksource (?P<clocksource>\S+) unstable \(delta = -?\d+ ns\)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5612,
+						Line:     5628,
 					},
 					{
 						ID:          "cpu-bringup-failed",
@@ -5057,13 +5057,13 @@ var image = &rules.Image{
 							Regex: `(?:do_boot_cpu failed\(-?\d+\) to wakeup CPU#(?P<cpu>\d+)|CPU ?(?P<cpu>\d+) failed to report alive state|CPU (?P<cpu>\d+) UP state \S+ \(-?\d+\) failed \(-?\d+\)|CPU (?P<cpu>\d+) (?:has invalid APIC ID [0-9a-fA-F]+|APIC ID [0-9a-fA-F]+ is not present)\. Aborting bringup|APIC never delivered\?\?\?|APIC delivery error \([0-9a-fA-F]+\))|: attempt to bring up CPU (?P<cpu>\d+) failed|CPU(?P<cpu>-?\d+): (?:Stuck \?\?|Not responding\.)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5719,
+						Line:     5735,
 					},
 					{
 						ID:          "edac-pci-parity",
 						Description: "EDAC's PCI scan found a device (or bridge) that signalled a system error or detected a parity error on the bus: a PCIe device, slot or riser is corrupting data. The bandwidth and NVML probes check the GPUs' links.",
 						Match: &rules.Match{
-							Regex: `(?P<kind>(?:Bridge )?(?:Signaled System Error|Master Data Parity Error|Detected Parity Error)) on (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]|\S+)`,
+							Regex: `(?P<kind>(?:Bridge )?(?:Signaled System Error|Master Data Parity Error|Detected Parity Error)) on (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]|\S+)|\bEDAC PCI-?\d+: (?P<kind>Parity Error|Non-Parity Error) ctl: `,
 						},
 						Action: "probe",
 						Probe: &rules.Probe{
@@ -5079,7 +5079,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 5825,
+						Line: 5841,
 					},
 					{
 						ID:          "swiotlb-full",
@@ -5088,7 +5088,7 @@ var image = &rules.Image{
 							Regex: `(?:swiotlb buffer is full \(sz: (?P<size>-?\d+) bytes\)|Can not allocate SWIOTLB buffer earlier and can't now provide you with the DMA bounce buffer|DMA: Out of SW-IOMMU space for (?P<size>\d+) bytes)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5895,
+						Line:     5925,
 					},
 					{
 						ID:          "page-allocation-failure",
@@ -5098,7 +5098,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     5972,
+						Line:     6002,
 					},
 					{
 						ID:          "ghes-record-unreadable",
@@ -5108,7 +5108,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 3600000000000,
-						Line:     6047,
+						Line:     6077,
 					},
 					{
 						ID:          "nmi-unknown",
@@ -5117,7 +5117,7 @@ var image = &rules.Image{
 							Regex: `NMI received for unknown reason (?P<reason>[0-9a-fA-F]+) on CPU (?P<cpu>\d+)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     6162,
+						Line:     6192,
 					},
 					{
 						ID:          "nmi-platform-error",
@@ -5139,7 +5139,7 @@ var image = &rules.Image{
 								"pciebw",
 							},
 						},
-						Line: 6193,
+						Line: 6223,
 					},
 					{
 						ID:          "nmi-context",
@@ -5149,7 +5149,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6247,
+						Line:     6277,
 					},
 					{
 						ID:          "oom-kill-global",
@@ -5158,7 +5158,7 @@ var image = &rules.Image{
 							Regex: `(?:Out of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)|Out of memory and no killable processes)`,
 						},
 						Cooldown: 600000000000,
-						Line:     6290,
+						Line:     6320,
 					},
 					{
 						ID:          "oom-kill-cgroup",
@@ -5168,7 +5168,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Cooldown: 600000000000,
-						Line:     6353,
+						Line:     6383,
 					},
 					{
 						ID:          "oom-context",
@@ -5178,7 +5178,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6389,
+						Line:     6419,
 					},
 					{
 						ID:          "file-max-reached",
@@ -5187,7 +5187,7 @@ var image = &rules.Image{
 							Regex: `VFS: file-max limit (?P<limit>\d+) reached`,
 						},
 						Cooldown: 600000000000,
-						Line:     6521,
+						Line:     6551,
 					},
 					{
 						ID:          "segfault-gpu-library",
@@ -5196,7 +5196,7 @@ var image = &rules.Image{
 							Regex: `(?P<comm>[^\s\[\]][^\[\]]*?)\[(?P<pid>\d+)\]:? (?:segfault at (?P<address>[0-9a-fA-F]+) ip [0-9a-fA-F]+ sp [0-9a-fA-F]+ error (?P<error>[0-9a-fA-F]+)|(?:trap )?(?P<trap>general protection fault|divide error|invalid opcode|stack segment)(?: ip:[0-9a-fA-F]+ sp:[0-9a-fA-F]+ error:[0-9a-fA-F]+)?)(?: likely on CPU \d+ \(core \d+, socket \d+\))? in (?P<library>lib(?:nccl|cuda|cudart|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nvrtc|nvJitLink|nvidia-|nvshmem|nvToolsExt|ibverbs|mlx5|rdmacm|ucp|uct|ucs|gdrapi)[\w.+-]*)\[`,
 						},
 						Cooldown: 600000000000,
-						Line:     6549,
+						Line:     6579,
 					},
 					{
 						ID:          "driver-probe-failed",
@@ -5206,7 +5206,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "event",
-						Line:     6580,
+						Line:     6610,
 					},
 					{
 						ID:          "ext4-warning",
@@ -5217,7 +5217,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     6602,
+						Line:     6632,
 					},
 					{
 						ID:          "i915-gpu-hang",
@@ -5226,7 +5226,7 @@ var image = &rules.Image{
 							Regex: `\bGPU HANG: ecode -?\d+:-?[0-9a-f]+:(?:0x)?(?P<ecode>[0-9a-f]+)(?:, in (?P<process>.+?) \[(?P<pid>-?\d+)\])?|\bHangcheck timer elapsed\.\.\. (?:GPU hung|(?P<engine>.+?) (?:idle|hung)\b)|(?:\[drm\]|\*ERROR\*) (?:stuck|no progress) on (?P<engine>\S+(?: \S+)? ring)\b|\*ERROR\* Kicking stuck (?:wait|semaphore) on (?P<engine>\S+(?: \S+)? ring)\b|\b(?P<engine>\S+ ring) hung (?:inside|flushing) bo \(0x|\bGot hung context on (?P<engine>\S+) with active request|\b(?:gpu|context) hanging too fast, (?:banning|declaring banned)!`,
 						},
 						Cooldown: 600000000000,
-						Line:     6656,
+						Line:     6686,
 					},
 					{
 						ID:          "i915-gpu-reset",
@@ -5235,7 +5235,7 @@ var image = &rules.Image{
 							Regex: `\bResetting (?:chip|(?P<engine>(?:[rbcv]cs|vecs|gsc)\d+)) (?:for (?P<reason>.+)|after gpu hang)|\bcontext reset due to GPU hang\b`,
 						},
 						Cooldown: 600000000000,
-						Line:     6831,
+						Line:     6861,
 					},
 					{
 						ID:          "i915-reset-failed",
@@ -5244,7 +5244,7 @@ var image = &rules.Image{
 							Regex: `\bFailed to reset chip\b|\bGPU recovery failed\b|\btimed out, cancelling all in-flight rendering\b|\bFailed to initialise HW following reset\b|\bFailed hw init on reset\b|\bFailed to re-enable GGTT following reset\b|\breset request timed out: \{request: [0-9a-f]+, RESET_CTL: [0-9a-f]+\}|\b(?:[Ff]ailed to re-initialize GPU|Failed to idle engines|Failed to initialize GPU), declaring (?:it )?wedged\b|\bTimed out waiting for the gpu reset to complete|\bReenabling wedged hardware\b|\bGUC: Engine reset failed on `,
 						},
 						Cooldown: 3600000000000,
-						Line:     6953,
+						Line:     6983,
 					},
 					{
 						ID:          "i915-gpu-hang-report",
@@ -5254,7 +5254,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     7194,
+						Line:     7224,
 					},
 				},
 			},
@@ -32269,31 +32269,56 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?P<kind>(?:Bridge )?(?:Signaled System Error|Master Data Parity Error|Detected Parity Error)) on (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]|\S+)`,
+			Expr: `(?P<kind>(?:Bridge )?(?:Signaled System Error|Master Data Parity Error|Detected Parity Error)) on (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]|\S+)|\bEDAC PCI-?\d+: (?P<kind>Parity Error|Non-Parity Error) ctl: `,
 			Literals: []string{
 				"Signaled System Error on ",
 				"Master Data Parity Error on ",
 				"Detected Parity Error on ",
+				": Parity Error ctl: ",
+				": Non-Parity Error ctl: ",
 			},
 			Sets: [][]string{
 				[]string{
+					": non-parity error ctl: ",
+					": parity error ctl: ",
 					"detected parity error on ",
 					"master data parity error on ",
 					"signaled system error on ",
 				},
 				[]string{
+					": non-parity error ctl: ",
+					": parity error ctl: ",
 					"detected parity error",
 					"master data parity error",
 					"signaled system error",
 				},
 				[]string{
 					" on ",
+					": non-parity error ctl: ",
+					": parity error ctl: ",
+				},
+				[]string{
+					"detected parity error on ",
+					"edac pci",
+					"master data parity error on ",
+					"signaled system error on ",
+				},
+				[]string{
+					"parity error",
+					"signaled system error on ",
+				},
+				[]string{
+					" ctl: ",
+					"detected parity error on ",
+					"master data parity error on ",
+					"signaled system error on ",
 				},
 			},
 			Names: []string{
 				"",
 				"kind",
 				"pci",
+				"kind",
 			},
 		},
 		{
