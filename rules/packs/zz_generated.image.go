@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "ccbbfc1d6c50d7149658230a0a4077f910bd534b5d4e460da4657c0e0b289b96"
+const imageDigest = "ac3ea6d06b00b1b3da45bf12c0ad68421392bb9af16497dd96774ec03a531c61"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -4142,7 +4142,7 @@ var image = &rules.Image{
 						ID:          "lnet-network-error",
 						Description: "LNet lost a working connection to a peer (an o2iblnd connection closed on an error, an RDMA or a receive that failed, a TCP read error or a partial receive on socklnd, a message that failed its checksum) or could not send to it at all (peer not alive or unreachable, no route or no usable interface for it, the queue pair or completion queue of a new o2iblnd connection not created): the RPCs it carried time out and Lustre reconnects. A peer going down shows on every client; repeated on one node, its HCA, cable or switch port. Recorded on the node.",
 						Match: &rules.Match{
-							Regex: `(?:Closing conn (?:\S+ )?to (?P<nid>\S+): error (?P<rc>-\d+)|RDMA \(tx: \S+\) failed: (?P<rc>-?\d+)|Rx from (?P<nid>\S+) failed: (?P<rc>-?\d+)|Tx -> (?P<nid>\S+) cookie \S+ sending -?\d+ waiting -?\d+: failed (?P<rc>-?\d+)|Error (?P<rc>-?\d+) on read from (?P<nid>\S+) ip |Completing partial receive from (?P<nid>[^\[\s]+)\[-?\d+\], ip \S+, with error|Incomplete receive of (?:lnet header|ksock message|slops) from (?P<nid>\S+), ip \S+, with error|Error sending (?P<msgtype>[A-Z]+) to (?P<nid>\S+): (?P<rc>-?\d+)|Dropping message for (?P<nid>\S+): (?P<reason>peer not alive|exceeded message deadline)|peer (?P<nid>\S+) is unreachable|no route to (?P<nid>\S+?)(?: from (?P<from>\S+))?\s*$|(?P<ni>local|peer) NI \((?P<nid>[^)]*)\) recovery failed with (?P<rc>-?\d+)|Host (?P<host>\S+) reset our connection while we were sending data; it may have rebooted|There was an unexpected network error while writing to (?P<host>\S+?):? (?:rc = )?(?P<rc>-?\d+)|Timeout error while writing to (?P<host>\S+)\. Closing socket: rc = (?P<rc>-?\d+)|(?:Error (?P<rc>-?\d+) posting|\) posting) transmit to (?P<nid>[^:\s]+)(?:: rc = (?P<rc>-?\d+))?|Can't create QP: (?P<rc>-?\d+), send_wr:|Failed to create CQ with -?\d+ CQEs: (?P<rc>-?\d+)|Can't request completion notification: (?P<rc>-?\d+)|\(o2iblnd\.c:\d+:\w+\(\)\) Bad checksum|No usable routes to (?P<nid>\S+)|can't send to (?P<nid>\S+)\. no NI on (?P<from>\S+)|peer (?P<nid>\S+) has no available nets|Dropping PUT from (?P<nid>\S+) portal -?\d+ match \d+ offset -?\d+ length -?\d+: (?P<rc>-?\d+)|Unable to send message from (?P<from>.+?) to (?P<nid>\S+) - Route table may be misconfigured|no path to (?P<nid>\S+) from net (?P<from>\S+)|Can't send response to (?P<nid>\S+)\. No (?:route|local NI) available|Failed to discover router (?P<nid>\S+)|A connection with (?P<nid>\S+) \((?P<host>[^)]*)\) (?:was reset; it may have rebooted|timed out; the network or node may be down)|An unexpected network error (?P<rc>-?\d+) occurred with (?P<nid>\S+) \(|Deleting packet type -?\d+ len -?\d+ \S+?->(?P<nid>\S+)|(?P<nid>\S+): Checksum error, wire:0x[0-9A-Fa-f]+ data:0x[0-9A-Fa-f]+|Total -?\d+ stale ZC_REQs for peer(?:_ni)? (?P<nid>\S+) detected|Error (?P<rc>-?\d+) (?:reading HELLO from|sending HELLO (?:hdr|payload \(-?\d+\)) to) (?P<host>\S+))`,
+							Regex: `(?:Closing conn (?:\S+ )?to (?P<nid>\S+): error (?P<rc>-\d+)|RDMA \(tx: \S+\) failed: (?P<rc>-?\d+)|Rx from (?P<nid>\S+) failed: (?P<rc>-?\d+)|Tx -> (?P<nid>\S+) cookie \S+ sending -?\d+ waiting -?\d+: failed (?P<rc>-?\d+)|Error (?P<rc>-?\d+) on read from (?P<nid>\S+) ip |Completing partial receive from (?P<nid>[^\[\s]+)\[-?\d+\], ip \S+, with error|Incomplete receive of (?:lnet header|ksock message|slops) from (?P<nid>\S+), ip \S+, with error|Error sending (?P<msgtype>[A-Z]+) to (?P<nid>\S+): (?P<rc>-?\d+)|Dropping message for (?P<nid>\S+): (?P<reason>peer not alive|exceeded message deadline)|peer (?P<nid>\S+) is unreachable|no route to (?P<nid>\S+?)(?: from (?P<from>\S+))?\s*$|(?P<ni>local|peer) NI \((?P<nid>[^)]*)\) recovery failed with (?P<rc>-?\d+)|Host (?P<host>\S+) reset our connection while we were sending data; it may have rebooted|There was an unexpected network error while writing to (?P<host>\S+?):? (?:rc = )?(?P<rc>-?\d+)|Timeout error while writing to (?P<host>\S+)\. Closing socket: rc = (?P<rc>-?\d+)|(?:Error (?P<rc>-?\d+) posting|\) posting) transmit to (?P<nid>[^:\s]+)(?:: rc = (?P<rc>-?\d+))?|Can't create QP: (?P<rc>-?\d+), send_wr:|Failed to create CQ with -?\d+ CQEs: (?P<rc>-?\d+)|Can't request completion notification: (?P<rc>-?\d+)|\(o2iblnd\.c:\d+:\w+\(\)\) Bad checksum|No usable routes to (?P<nid>\S+)|can't send to (?P<nid>\S+)\. no NI on (?P<from>\S+)|peer (?P<nid>\S+) has no available nets|Dropping PUT from (?P<nid>\S+) portal -?\d+ match \d+ offset -?\d+ length -?\d+: (?P<rc>-?\d+)|Unable to send message from (?P<from>.+?) to (?P<nid>\S+) - Route table may be misconfigured|no path to (?P<nid>\S+) from net (?P<from>\S+)|Can't send response to (?P<nid>\S+)\. No (?:route|local NI) available|Failed to discover router (?P<nid>\S+)|A connection with (?P<nid>\S+) \((?P<host>[^)]*)\) (?:was reset; it may have rebooted|timed out; the network or node may be down)|An unexpected network error (?P<rc>-?\d+) occurred with (?P<nid>\S+) \(|Deleting packet type -?\d+ len -?\d+ \S+?->(?P<nid>\S+)|(?P<nid>\S+): Checksum error, wire:0x[0-9A-Fa-f]+ data:0x[0-9A-Fa-f]+|Total -?\d+ stale ZC_REQs for peer(?:_ni)? (?P<nid>\S+) detected|Error (?P<rc>-?\d+) (?:reading HELLO from|sending HELLO (?:hdr|payload \(-?\d+\)) to) (?P<host>\S+)|Error (?:reading HELLO from|sending HELLO (?:hdr|payload \(-?\d+\)) to) (?P<host>\S+): rc = (?P<rc>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
 						Line:     2482,
@@ -4154,16 +4154,16 @@ var image = &rules.Image{
 							Regex: `(?:Fatal device error for NI (?P<ni>\S+)|(?P<nid>\S+): (?P<event>Async QP|async CQ) event type (?P<type>-?\d+)|(?P<nid>\S+): ib_(?P<verb>poll_cq|req_notify_cq) failed: (?:(?P<rc>-?\d+), closing connection|closing connection \S+: rc = (?P<rc>-?\d+))|ib_poll_cq \(rc: (?P<rc>-?\d+)\) returned invalid wr_id, opcode -?\d+, status: (?P<status>-?\d+)|please upgrade firmware and OFED or contact vendor|Received notification of device removal|Please shutdown LNET to allow this to proceed|FastReg failed: (?P<rc>-?\d+)|Can't post rx for (?P<nid>\S+): (?:(?P<rc>-?\d+), bad_wrq|bad_wrq: \S+: rc = (?P<rc>-?\d+))|Can't post rxmsg: (?P<rc>-?\d+)|cmid HCA\((?P<hca>[^)]*)\), kib_dev\([^)]*\) need failover|Failed to create cmid for failover: (?P<rc>-?\d+)|Failed to bind \S+ to device\(\S+\): (?P<rc>-?\d+)|Failed to map mr -?\d+/-?\d+ elements|Can't map \d+ bytes \(\d+/\d+\)s: (?:rc = )?(?P<rc>-?\d+)|Can't setup (?:GET sink|PUT src|IMMEDIATE src|GET src|PUT sink|rdma for PUT to|rdma for GET from)(?: for)? (?P<nid>[^\s:]+): (?:rc = )?(?P<rc>-?\d+)|\(o2iblnd\.c:\d+:\w+\(\)\) Can't (?:allocate PD|start new listener|get device attributes|setup device): (?P<rc>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2979,
+						Line:     2997,
 					},
 					{
 						ID:          "lnet-handshake-error",
 						Description: "An LNet connection between this node and a peer was refused during its handshake (the peer asked for a NID this node does not have, spoke another protocol or from an unprivileged port, or replied with parameters this node cannot use): no Lustre traffic flows between the two. A configuration mismatch (networks, NIDs, o2iblnd tunables) or a peer that restarted with other settings; recorded on the node.",
 						Match: &rules.Match{
-							Regex: `(?:Refusing connection from (?P<host>[^\s:]+)(?::\d+)?(?: magic [0-9a-fA-F]+: \S+ acceptor protocol| for (?P<nid>\S+): (?P<reason>No matching NI|NI doesn not accept IP connections)|: (?P<reason>insecure port))|Connected successfully to (?P<nid>\S+) on host (?P<host>\S+), but they claimed they were (?P<claimed>[^;\s]+); please check your Lustre configuration|Can't accept (?:conn from )?(?P<nid>\S+) (?:on \S+ )?\([^)]*\): (?P<reason>bad dst nid|net for nid \S+ not added yet|nid \S+ not ready)|Can't accept (?P<nid>[^\s:]+@[^\s:]+): (?P<rc>-?\d+)\s*$|Can't connect to (?P<nid>[^\s:]+@[^\s:]+): (?:(?P<rc>-?\d+)\s*$|cm_id \S+: rc = (?P<rc>-?\d+))|Bad connection reply from (?P<nid>[^\s,:]+)(?:, rc = (?P<rc>-?\d+), version|: version)|(?P<nid>[^\s:]+@\S+) replied version \S+ is different with requested version|(?P<nid>[^\s:]+@\S+) has incompatible (?:queue depth|max_frags) -?\d+ ?\(|Error (?:(?P<rc>-?\d+) )?reading or checking hello from (?:from )?(?P<host>[^\s:]+)|Error (?:(?P<rc>-?\d+) )?reading rest of HELLO hdr from (?P<host>[^\s:]+)|Expecting a HELLO hdr(?:, but got type -?\d+| with a NID, but got LNET_NID_ANY) ?from (?P<host>[^\s:]+)|Unknown protocol version \(-?\d+\.x expected\) from (?P<host>[^\s:]+)|Bad magic\(1\) \S+ \(\S+ expected\) from (?P<host>[^\s:]+)|Unknown protocol\.Error reading HELLO from (?P<host>\S+)|(?P<nid>[^\s:]+@\S+): Can't accept: cm_id \S+: rc = (?P<rc>-?\d+)|(?P<nid>[^\s:]+@\S+) max message size -?\d+ too big|Can't accept conn from (?P<nid>\S+) \(version [0-9a-fA-F]+\): max_frags -?\d+ incompatible without FMR pool|Can't accept (?P<nid>[^\s:]+): message size -?\d+ too big|peer_ni's port \((?P<host>[^)]*)\) is not privileged|(?P<nid>[^\s:]+@\S+): don't reconnect \((?P<reason>unsupported (?:max frags|queue depth)|can't negotiate (?:max frags|queue depth))\))`,
+							Regex: `(?:Refusing connection from (?P<host>\[[0-9a-fA-F:.]+\]|[0-9a-fA-F]*:[0-9a-fA-F:.]*[0-9a-fA-F]|[^\s:]+)(?::\d+)?(?: magic [0-9a-fA-F]+: \S+ acceptor protocol| for (?P<nid>\S+): (?P<reason>No matching NI|NI doesn not accept IP connections)|: (?P<reason>insecure port))|Connected successfully to (?P<nid>\S+) on host (?P<host>\S+), but they claimed they were (?P<claimed>[^;\s]+); please check your Lustre configuration|Can't accept (?:conn from )?(?P<nid>\S+) (?:on \S+ )?\([^)]*\): (?P<reason>bad dst nid|net for nid \S+ not added yet|nid \S+ not ready)|Can't accept (?P<nid>[^\s:]+@[^\s:]+): (?P<rc>-?\d+)\s*$|Can't connect to (?P<nid>[^\s:]+@[^\s:]+): (?:(?P<rc>-?\d+)\s*$|cm_id \S+: rc = (?P<rc>-?\d+))|Bad connection reply from (?P<nid>[^\s,:]+)(?:, rc = (?P<rc>-?\d+), version|: version)|(?P<nid>[^\s:]+@\S+) replied version \S+ is different with requested version|(?P<nid>[^\s:]+@\S+) has incompatible (?:queue depth|max_frags) -?\d+ ?\(|Error (?:(?P<rc>-?\d+) )?reading or checking hello from (?:from )?(?P<host>[^\s:]+)|Error (?:(?P<rc>-?\d+) )?reading rest of HELLO hdr from (?P<host>[^\s:]+)|Expecting a HELLO hdr(?:, but got type -?\d+| with a NID, but got LNET_NID_ANY) ?from (?P<host>[^\s:]+)|Unknown protocol version \(-?\d+\.x expected\) from (?P<host>[^\s:]+)|Bad magic\(1\) \S+ \(\S+ expected\) from (?P<host>[^\s:]+)|Unknown protocol\.Error reading HELLO from (?P<host>\S+)|(?P<nid>[^\s:]+@\S+): Can't accept: cm_id \S+: rc = (?P<rc>-?\d+)|(?P<nid>[^\s:]+@\S+) max message size -?\d+ too big|Can't accept conn from (?P<nid>\S+) \(version [0-9a-fA-F]+\): max_frags -?\d+ incompatible without FMR pool|Can't accept (?P<nid>[^\s:]+): message size -?\d+ too big|peer_ni's port \((?P<host>[^)]*)\) is not privileged|(?P<nid>[^\s:]+@\S+): don't reconnect \((?P<reason>unsupported (?:max frags|queue depth)|can't negotiate (?:max frags|queue depth))\))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     3356,
+						Line:     3374,
 					},
 					{
 						ID:          "lnet-message-dropped",
@@ -4172,7 +4172,7 @@ var image = &rules.Image{
 							Regex: `(?:Dropping GET from (?P<nid>\S+) portal -?\d+ match \d+ offset -?\d+ length -?\d+|Dropping REPLY from (?P<nid>[^\s:]+):? (?:for (?P<reason>\w+) MD|length -?\d+ for MD \S+ would overflow|for inactive MD|can't allocate msg)|, src (?P<nid>\S+): Dropping (?P<msgtype>[A-Z]+) \(error -?\d+ looking up sender\)|: Unable to send REPLY for GET from (?P<nid>\S+): (?P<rc>-?\d+)|recv from (?P<nid>\S+) / send to \S+ aborted: eager_recv failed (?P<rc>-?\d+)|No route to (?P<nid>\S+) via (?:(?P<gw>\S+) \(all routers down\)|from (?P<from>\S+))|No route to peer from (?P<from>\S+)|\bpeer net (?P<net>\S+) unhealthy|no peer_ni found on peer net (?P<net>\S+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     3777,
+						Line:     3795,
 					},
 					{
 						ID:          "lnet-ping-failed",
@@ -4182,7 +4182,7 @@ var image = &rules.Image{
 							Regex: `\bfailed to ping (?P<nid>(?:\d+-)?[^\s:@]+@[^\s:]+): (?P<error>[^\n]+?)\s*$`,
 						},
 						Cooldown: 1800000000000,
-						Line:     3926,
+						Line:     3944,
 					},
 					{
 						ID:          "lnet-health-recovery",
@@ -4192,7 +4192,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3961,
+						Line:     3979,
 					},
 					{
 						ID:          "fs-transport-shutdown",
@@ -4202,7 +4202,7 @@ var image = &rules.Image{
 							Regex: `: Cannot send after transport endpoint shutdown\b`,
 						},
 						Cooldown: 1800000000000,
-						Line:     3997,
+						Line:     4015,
 					},
 					{
 						ID:          "lustre-lock-timeout",
@@ -4211,16 +4211,16 @@ var image = &rules.Image{
 							Regex: `### lock timed out \(enqueued at -?\d+, -?\d+s ago\), entering recovery for (?P<target>[^@\s]+)@(?P<nid>\S+)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4024,
+						Line:     4042,
 					},
 					{
 						ID:          "lustre-client-io-error",
 						Description: "A Lustre client lost I/O or open files because its connection to a server was invalidated (most often after an eviction): cached writes were discarded and the file may be corrupted, a close could not reach the MDS, requests failed with the import closed or being invalidated, metadata operations (setattr, directory pages) failed with lost-connection errors, or a bulk transfer of data failed or came short on the network. Applications saw I/O errors. Recorded on the node.",
 						Match: &rules.Match{
-							Regex: `(?:dirty page discard: (?P<fs>\S+?)/fid: (?P<fid>\[[^\]]*\])/.*? may get corrupted \(rc (?P<rc>-?\d+)\)|: inode (?P<fid>\[[^\]]*\]) mdc close failed: rc = (?P<rc>-?\d+)|: close of FID (?P<fid>\[[^\]]*\]) failed, file reference will be dropped|@@@ (?P<problem>IMP_CLOSED|IMP_INVALID|invalidate in flight|bulk transfer failed|redo for recoverable error|req wrong generation|still on (?:sending|delayed) list|request replay timed out)\b|: Unregistering RPCs found \(-?\d+\)\. Network is sluggish\?|: (?:timeout|rc = -?\d+) waiting for callback \(-?\d+ != 0\)|\bevent type -?\d+, status -\d+, (?:desc|service) \S+|revalidate FID (?P<fid>\[[^\]]*\]) error: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|: can't stat MDS #-?\d+: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|can't stat MDS #-?\d+ \(\S+\), error (?P<rc>-(?:5|19|103|107|108|110))\b|(?P<fid>\[[^\]]*\]) lock enqueue fails: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|\b(?:(?:md|obd)_statfs|md_setattr) fails: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|\)\) failure (?P<rc>-(?:5|19|103|107|108|110)) inode \d+\s*$|: failure inode (?P<fid>\[[^\]]*\]): rc = (?P<rc>-(?:5|19|103|107|108|110))\b|: (?:dir page locate|page not updated|page error): (?P<fid>\[[^\]]*\]) at \d+: rc (?P<rc>-\d+)|\b(?:Unexpected # bytes transferred|unexpected bytes transferred): -?\d+ \(|: unexpected size -?\d+, transferred -?\d+|\bUnexpected rc -?\d+ \(-?\d+ transferred\)|: refresh file layout (?P<fid>\[[^\]]*\]) error (?P<rc>-(?:5|19|103|107|108|110))\b|@@@ type ={1,2} PTL_RPC_MSG_ERR(?:, err = |: rc = )(?P<rc>-?\d+))`,
+							Regex: `(?:dirty page discard: (?P<fs>\S+?)/fid: (?P<fid>\[[^\]]*\])/.*? may get corrupted \(rc (?P<rc>-?\d+)\)|: inode (?P<fid>\[[^\]]*\]) mdc close failed: rc = (?P<rc>-?\d+)|: close of FID (?P<fid>\[[^\]]*\]) failed, file reference will be dropped|@@@ (?P<problem>IMP_CLOSED|IMP_INVALID|invalidate in flight|bulk transfer failed|redo for recoverable error|req wrong generation|still on (?:sending|delayed) list|request replay timed out)\b|: Unregistering RPCs found \(-?\d+\)\. Network is sluggish\?|: (?:timeout|rc = -?\d+) waiting for callback \(-?\d+ != 0\)|\bevent type -?\d+, status -\d+, (?:desc|service) \S+|revalidate FID (?P<fid>\[[^\]]*\]) error: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|: can't stat MDS #-?\d+: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|can't stat MDS #-?\d+ \(\S+\), error (?P<rc>-(?:5|19|103|107|108|110))\b|(?P<fid>\[[^\]]*\]) lock enqueue fails: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|\b(?:(?:md|obd)_statfs|md_setattr) fails: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|\)\) failure (?P<rc>-(?:5|19|103|107|108|110)) inode \d+\s*$|: failure inode (?P<fid>\[[^\]]*\]): rc = (?P<rc>-(?:5|19|103|107|108|110))\b|: (?:dir page locate|page not updated|page error): (?P<fid>\[[^\]]*\]) at \d+: rc (?P<rc>-\d+)|\b(?:Unexpected # bytes transferred|unexpected bytes transferred): -?\d+ \(|: unexpected size -?\d+, transferred -?\d+|\bUnexpected rc -?\d+ \(-?\d+ transferred\)|: refresh file layout (?P<fid>\[[^\]]*\]) error (?P<rc>-(?:5|19|103|107|108|110))\b|@@@ type ={1,2} PTL_RPC_MSG_ERR(?:, err = |: rc = )(?P<rc>-?\d+))|\bdir (?P<fid>\[[^\]]*\]) stripe -?\d+ readdir failed: (?P<rc>-?\d+), directory is partially accessed!`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4055,
+						Line:     4073,
 					},
 					{
 						ID:          "lustre-client-recovery-error",
@@ -4229,7 +4229,7 @@ var image = &rules.Image{
 							Regex: `(?:Got rc (?P<rc>-?\d+) from cancel RPC: canceling anyway|\bldlm_cli_cancel_list: (?P<rc>-\d+)|refcount nonzero \(-?\d+\) after lock cleanup; forcing cleanup|: wait ext to -?\d+ timedout, recovery in progress\?|(?P<target>\S+?):? went back in time \(transno -?\d+ was previously committed, server now claims -?\d+\)|Reconnect to (?P<target>\S+) \(at @(?P<nid>[^)]*)\) failed due bad handle|recovery replay error (?P<rc>-?\d+) for req|: version recovery fails, reconnecting|request replay timed out, restarting recovery|too many resen[dt] retries(?: for object: \S+?,?:? rc = (?P<rc>-?\d+)|: rc = (?P<rc>-?\d+)|, returning error)|\b(?:Write|Read) request failed with (?P<rc>-?\d+)|Unexpectedly long timeout(?::| rvcng=| receiving_reply=)|LNetPut\([^)]*\) failed: (?P<rc>-?\d+)|@@@ (?:Operate on unconnected server|Operate without parameter|Operate with invalid parameter|Operate on stale lock|Normal process)(?:, NID=(?P<nid>\S+) lock=\S+: rc = |: \[nid (?P<nid>\S+)\] \[rc )(?P<rc>-\d+)|Send reply failed, maybe cause (?:b=|bug )21636|@@@ Open request replay failed with (?P<rc>-?\d+)|lustre_manual\.xhtml#went_back_in_time)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4476,
+						Line:     4536,
 					},
 					{
 						ID:          "lustre-client-connect-error",
@@ -4238,7 +4238,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<device>\S+): connection denied by (?P<target>\S+): rc = (?P<rc>-?\d+)|Server (?P<target>\S+) version \([\d.]+\) refused connection from this client with an incompatible version|An (?:MDT \(md|OST \(dt) (?P<target>[^\s)]+)\) is performing recovery, of which this client is not a part|(?P<target>\S+): RPCs in "\w+" phase found \((?P<count>-?\d+)\)\. Network is sluggish\?|lockh \S+, data \S+ - client evicted\?|\bcannot find peer (?P<target>\S+?)!|(?P<device>\S+): failed bulk transfer with (?P<nid>[^\s:]+):\d+ x\d*: rc = (?P<rc>-?\d+)|Server (?P<target>\S+) does not support feature\(s\) needed for correct operation of this client|The negotiation of the checksum alogrithm to use with server (?P<target>\S+) failed)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4781,
+						Line:     4841,
 					},
 					{
 						ID:          "lustre-lov-ost-error",
@@ -4247,7 +4247,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<op>enqueue|getattr|setattr|punch|fsync|cancel unused|cancel|destroying) objid \S+ subobj ?\S+ on OST idx (?P<ost>-?\d+): rc =? ?(?P<rc>-?\d+)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4931,
+						Line:     4991,
 					},
 					{
 						ID:          "lustre-ldiskfs-error",
@@ -4256,7 +4256,7 @@ var image = &rules.Image{
 							Regex: `LDISKFS-fs (?:error \(device (?P<device>[^)]+)\)(?:: (?P<func>\w+):-?\d+:| in (?P<func>\w+):-?\d+: (?P<error>[^\n]+))|\((?P<device>[^)]+)\): Remounting filesystem read-only)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5008,
+						Line:     5068,
 					},
 					{
 						ID:          "lustre-checksum-error",
@@ -4265,7 +4265,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): BAD (?P<dir>READ|WRITE) CHECKSUM: `,
 						},
 						Cooldown: 1800000000000,
-						Line:     5059,
+						Line:     5119,
 					},
 					{
 						ID:          "lustre-server-report",
@@ -4275,7 +4275,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5125,
+						Line:     5185,
 					},
 					{
 						ID:          "lustre-debug-dump",
@@ -4285,7 +4285,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5390,
+						Line:     5450,
 					},
 					{
 						ID:          "lustre-console-skipped",
@@ -4295,7 +4295,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5459,
+						Line:     5519,
 					},
 					{
 						ID:          "ceph-connection-fault",
@@ -4308,7 +4308,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     5512,
+						Line:     5572,
 					},
 					{
 						ID:          "ceph-osd-down",
@@ -4318,7 +4318,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5659,
+						Line:     5719,
 					},
 					{
 						ID:          "ceph-osd-marked-down",
@@ -4328,7 +4328,7 @@ var image = &rules.Image{
 							Regex: `(?:Monitor daemon marked osd\.(?P<osd>\d+) down, but it is still running|map e(?P<epoch>\d+) wrongly marked me down at e\d+|_committed_osd_maps marked down (?P<count>\d+) > osd_max_markdown_count \d+ in last [\d.]+ seconds, shutting down|map e(?P<epoch>\d+) had wrong (?P<addr>client|cluster|heartbeat back|heartbeat front) addr)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5700,
+						Line:     5760,
 					},
 					{
 						ID:          "ceph-osd-heartbeat-failure",
@@ -4338,7 +4338,7 @@ var image = &rules.Image{
 							Regex: `heartbeat_check: no reply from (?:(?P<addr>\S+) )?osd\.(?P<peer>\d+) (?:ever on either front or back, first ping sent|since back)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5769,
+						Line:     5829,
 					},
 					{
 						ID:          "ceph-osd-failure-context",
@@ -4349,7 +4349,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5813,
+						Line:     5873,
 					},
 					{
 						ID:          "ceph-mds-session",
@@ -4358,7 +4358,7 @@ var image = &rules.Image{
 							Regex: `\bceph: (?:\[[0-9a-f-]+ \d+\]: )?(?:mds(?P<mds>-?\d+) (?P<event>hung|closed our session|session blocklisted|reconnect denied|rejected session)\s*$|(?P<event>auto reconnect after (?:blocklisted|blacklisted))|\s+(?P<event>dropping dirty(?:\+flushing)?) (?P<caps>\S+) state for \S+ (?P<ino>-?\d+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5885,
+						Line:     5945,
 					},
 					{
 						ID:          "ceph-mds-reconnect",
@@ -4368,7 +4368,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5981,
+						Line:     6041,
 					},
 					{
 						ID:          "beegfs-mount-error",
@@ -4377,7 +4377,7 @@ var image = &rules.Image{
 							Regex: `beegfs: \S+\(\d+\): (?:The config argument '(?P<arg>[^']*)' is invalid|(?P<problem>Configuration error: Initialization of common objects failed|Initialization of inode operations failed|Component initialization error|Mount sanity check failed|Management host undefined))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     6025,
+						Line:     6085,
 					},
 					{
 						ID:          "beegfs-comm-error",
@@ -4386,7 +4386,7 @@ var image = &rules.Image{
 							Regex: `(?:Communication error: Node: (?P<node>.+?) \(comm result: (?P<result>-?\d+); message type: \d+\)|Connect failed on all available routes: (?P<node>.+?)\s*$)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     6082,
+						Line:     6142,
 					},
 					{
 						ID:          "beegfs-client-start-failed",
@@ -4396,7 +4396,7 @@ var image = &rules.Image{
 							Regex: `(?:beegfs-client(?:@[^.\s]*)?\.service: (?:(?:Main|Control) process exited, code=(?:exited|killed|dumped), status=(?P<status>[1-9]\d*|[A-Z]+)|Failed with result '(?P<result>[^']*)')|Failed to start (?:beegfs-client(?:@[^.\s]*)?\.service - )?Start BeeGFS Client\b|could not insert '(?P<module>beegfs)': (?P<error>[^,\n]+)|\bmount: (?P<mountpoint>/\S*): (?:mount\(2\) system call failed|(?:mount|fsconfig|fsmount|move_mount) system call failed|(?:mount|fsconfig|fsmount|move_mount)\(\) failed): (?P<error>Operation canceled)\.)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     6126,
+						Line:     6186,
 					},
 					{
 						ID:          "hf3fs-storage-error",
@@ -4406,7 +4406,7 @@ var image = &rules.Image{
 							Regex: `(?:Give up retrying (?P<pending>\d+)/\d+ ops \S+ after #(?P<retries>\d+) retries, elapsed time: |#\d+/\d+ Failed (?P<method>\w+) operation \S+ with id \S+, routing target: |Finally collected \d+/\d+ failed (?P<method>\w+) operations )`,
 						},
 						Cooldown: 1800000000000,
-						Line:     6239,
+						Line:     6299,
 					},
 					{
 						ID:          "gpfs-membership-lost",
@@ -4416,7 +4416,7 @@ var image = &rules.Image{
 							Regex: `Lost membership in cluster (?P<cluster>\S+?)\.? Unmounting file systems?\.`,
 						},
 						Cooldown: 1800000000000,
-						Line:     6287,
+						Line:     6347,
 					},
 					{
 						ID:          "gpfs-connection-lost",
@@ -4430,7 +4430,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     6323,
+						Line:     6383,
 					},
 					{
 						ID:          "gpfs-daemon-abnormal-shutdown",
@@ -4440,7 +4440,7 @@ var image = &rules.Image{
 							Regex: "The mmfs daemon is shutting down abnormally",
 						},
 						Cooldown: 3600000000000,
-						Line:     6386,
+						Line:     6446,
 					},
 					{
 						ID:          "gpfs-filesystem-unmounted",
@@ -4450,7 +4450,7 @@ var image = &rules.Image{
 							Regex: `(?:Recovery Log I/O failed, unmounting file system (?P<fs>[^\s.]+)|Remount failed for file system (?P<fs>[^\s.]+)\. Error code (?P<code>-?\d+)|Remount failed for mountid (?P<mountid>[^\s:]+): (?P<error>.+))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     6414,
+						Line:     6474,
 					},
 					{
 						ID:          "gpfs-daemon-error",
@@ -4460,7 +4460,7 @@ var image = &rules.Image{
 							Regex: `(?:Could not initialize inter-node communication|Watchdog: Some process appears stuck|Failed to connect to file system daemon: Connection refused|Error: daemon and kernel extension do not match|6027-313 (?:\[X\] )?Cannot open configuration file (?P<file>\S+?)\.?\s*$|Old server with PID (?P<pid>-?\d+) still running)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     6461,
+						Line:     6521,
 					},
 					{
 						ID:          "gpfs-local-disk-access-failed",
@@ -4470,7 +4470,7 @@ var image = &rules.Image{
 							Regex: "Local access to disk failed with EIO, switching to access the disk remotely",
 						},
 						Cooldown: 3600000000000,
-						Line:     6518,
+						Line:     6578,
 					},
 					{
 						ID:          "gpfs-lease-overdue",
@@ -4480,7 +4480,7 @@ var image = &rules.Image{
 							Regex: `Lease overdue with unsuccessful replies to lease requests\. Probing cluster (?P<cluster>\S+)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     6542,
+						Line:     6602,
 					},
 					{
 						ID:          "gpfs-node-recovery",
@@ -4491,7 +4491,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6571,
+						Line:     6631,
 					},
 				},
 			},
@@ -13252,7 +13252,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Closing conn (?:\S+ )?to (?P<nid>\S+): error (?P<rc>-\d+)|RDMA \(tx: \S+\) failed: (?P<rc>-?\d+)|Rx from (?P<nid>\S+) failed: (?P<rc>-?\d+)|Tx -> (?P<nid>\S+) cookie \S+ sending -?\d+ waiting -?\d+: failed (?P<rc>-?\d+)|Error (?P<rc>-?\d+) on read from (?P<nid>\S+) ip |Completing partial receive from (?P<nid>[^\[\s]+)\[-?\d+\], ip \S+, with error|Incomplete receive of (?:lnet header|ksock message|slops) from (?P<nid>\S+), ip \S+, with error|Error sending (?P<msgtype>[A-Z]+) to (?P<nid>\S+): (?P<rc>-?\d+)|Dropping message for (?P<nid>\S+): (?P<reason>peer not alive|exceeded message deadline)|peer (?P<nid>\S+) is unreachable|no route to (?P<nid>\S+?)(?: from (?P<from>\S+))?\s*$|(?P<ni>local|peer) NI \((?P<nid>[^)]*)\) recovery failed with (?P<rc>-?\d+)|Host (?P<host>\S+) reset our connection while we were sending data; it may have rebooted|There was an unexpected network error while writing to (?P<host>\S+?):? (?:rc = )?(?P<rc>-?\d+)|Timeout error while writing to (?P<host>\S+)\. Closing socket: rc = (?P<rc>-?\d+)|(?:Error (?P<rc>-?\d+) posting|\) posting) transmit to (?P<nid>[^:\s]+)(?:: rc = (?P<rc>-?\d+))?|Can't create QP: (?P<rc>-?\d+), send_wr:|Failed to create CQ with -?\d+ CQEs: (?P<rc>-?\d+)|Can't request completion notification: (?P<rc>-?\d+)|\(o2iblnd\.c:\d+:\w+\(\)\) Bad checksum|No usable routes to (?P<nid>\S+)|can't send to (?P<nid>\S+)\. no NI on (?P<from>\S+)|peer (?P<nid>\S+) has no available nets|Dropping PUT from (?P<nid>\S+) portal -?\d+ match \d+ offset -?\d+ length -?\d+: (?P<rc>-?\d+)|Unable to send message from (?P<from>.+?) to (?P<nid>\S+) - Route table may be misconfigured|no path to (?P<nid>\S+) from net (?P<from>\S+)|Can't send response to (?P<nid>\S+)\. No (?:route|local NI) available|Failed to discover router (?P<nid>\S+)|A connection with (?P<nid>\S+) \((?P<host>[^)]*)\) (?:was reset; it may have rebooted|timed out; the network or node may be down)|An unexpected network error (?P<rc>-?\d+) occurred with (?P<nid>\S+) \(|Deleting packet type -?\d+ len -?\d+ \S+?->(?P<nid>\S+)|(?P<nid>\S+): Checksum error, wire:0x[0-9A-Fa-f]+ data:0x[0-9A-Fa-f]+|Total -?\d+ stale ZC_REQs for peer(?:_ni)? (?P<nid>\S+) detected|Error (?P<rc>-?\d+) (?:reading HELLO from|sending HELLO (?:hdr|payload \(-?\d+\)) to) (?P<host>\S+))`,
+			Expr: `(?:Closing conn (?:\S+ )?to (?P<nid>\S+): error (?P<rc>-\d+)|RDMA \(tx: \S+\) failed: (?P<rc>-?\d+)|Rx from (?P<nid>\S+) failed: (?P<rc>-?\d+)|Tx -> (?P<nid>\S+) cookie \S+ sending -?\d+ waiting -?\d+: failed (?P<rc>-?\d+)|Error (?P<rc>-?\d+) on read from (?P<nid>\S+) ip |Completing partial receive from (?P<nid>[^\[\s]+)\[-?\d+\], ip \S+, with error|Incomplete receive of (?:lnet header|ksock message|slops) from (?P<nid>\S+), ip \S+, with error|Error sending (?P<msgtype>[A-Z]+) to (?P<nid>\S+): (?P<rc>-?\d+)|Dropping message for (?P<nid>\S+): (?P<reason>peer not alive|exceeded message deadline)|peer (?P<nid>\S+) is unreachable|no route to (?P<nid>\S+?)(?: from (?P<from>\S+))?\s*$|(?P<ni>local|peer) NI \((?P<nid>[^)]*)\) recovery failed with (?P<rc>-?\d+)|Host (?P<host>\S+) reset our connection while we were sending data; it may have rebooted|There was an unexpected network error while writing to (?P<host>\S+?):? (?:rc = )?(?P<rc>-?\d+)|Timeout error while writing to (?P<host>\S+)\. Closing socket: rc = (?P<rc>-?\d+)|(?:Error (?P<rc>-?\d+) posting|\) posting) transmit to (?P<nid>[^:\s]+)(?:: rc = (?P<rc>-?\d+))?|Can't create QP: (?P<rc>-?\d+), send_wr:|Failed to create CQ with -?\d+ CQEs: (?P<rc>-?\d+)|Can't request completion notification: (?P<rc>-?\d+)|\(o2iblnd\.c:\d+:\w+\(\)\) Bad checksum|No usable routes to (?P<nid>\S+)|can't send to (?P<nid>\S+)\. no NI on (?P<from>\S+)|peer (?P<nid>\S+) has no available nets|Dropping PUT from (?P<nid>\S+) portal -?\d+ match \d+ offset -?\d+ length -?\d+: (?P<rc>-?\d+)|Unable to send message from (?P<from>.+?) to (?P<nid>\S+) - Route table may be misconfigured|no path to (?P<nid>\S+) from net (?P<from>\S+)|Can't send response to (?P<nid>\S+)\. No (?:route|local NI) available|Failed to discover router (?P<nid>\S+)|A connection with (?P<nid>\S+) \((?P<host>[^)]*)\) (?:was reset; it may have rebooted|timed out; the network or node may be down)|An unexpected network error (?P<rc>-?\d+) occurred with (?P<nid>\S+) \(|Deleting packet type -?\d+ len -?\d+ \S+?->(?P<nid>\S+)|(?P<nid>\S+): Checksum error, wire:0x[0-9A-Fa-f]+ data:0x[0-9A-Fa-f]+|Total -?\d+ stale ZC_REQs for peer(?:_ni)? (?P<nid>\S+) detected|Error (?P<rc>-?\d+) (?:reading HELLO from|sending HELLO (?:hdr|payload \(-?\d+\)) to) (?P<host>\S+)|Error (?:reading HELLO from|sending HELLO (?:hdr|payload \(-?\d+\)) to) (?P<host>\S+): rc = (?P<rc>-?\d+))`,
 			Literals: []string{
 				"Closing conn ",
 				" failed: ",
@@ -13289,9 +13289,9 @@ var image = &rules.Image{
 				": Checksum error, wire:0x",
 				" stale ZC_REQs for peer ",
 				" stale ZC_REQs for peer_ni ",
-				" reading HELLO from",
-				" sending HELLO hdr",
-				" sending HELLO payload (",
+				"reading HELLO from",
+				"sending HELLO hdr",
+				"sending HELLO payload (",
 			},
 			Names: []string{
 				"",
@@ -13349,6 +13349,8 @@ var image = &rules.Image{
 				"nid",
 				"rc",
 				"host",
+				"host",
+				"rc",
 			},
 		},
 		{
@@ -21000,7 +21002,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:Refusing connection from (?P<host>[^\s:]+)(?::\d+)?(?: magic [0-9a-fA-F]+: \S+ acceptor protocol| for (?P<nid>\S+): (?P<reason>No matching NI|NI doesn not accept IP connections)|: (?P<reason>insecure port))|Connected successfully to (?P<nid>\S+) on host (?P<host>\S+), but they claimed they were (?P<claimed>[^;\s]+); please check your Lustre configuration|Can't accept (?:conn from )?(?P<nid>\S+) (?:on \S+ )?\([^)]*\): (?P<reason>bad dst nid|net for nid \S+ not added yet|nid \S+ not ready)|Can't accept (?P<nid>[^\s:]+@[^\s:]+): (?P<rc>-?\d+)\s*$|Can't connect to (?P<nid>[^\s:]+@[^\s:]+): (?:(?P<rc>-?\d+)\s*$|cm_id \S+: rc = (?P<rc>-?\d+))|Bad connection reply from (?P<nid>[^\s,:]+)(?:, rc = (?P<rc>-?\d+), version|: version)|(?P<nid>[^\s:]+@\S+) replied version \S+ is different with requested version|(?P<nid>[^\s:]+@\S+) has incompatible (?:queue depth|max_frags) -?\d+ ?\(|Error (?:(?P<rc>-?\d+) )?reading or checking hello from (?:from )?(?P<host>[^\s:]+)|Error (?:(?P<rc>-?\d+) )?reading rest of HELLO hdr from (?P<host>[^\s:]+)|Expecting a HELLO hdr(?:, but got type -?\d+| with a NID, but got LNET_NID_ANY) ?from (?P<host>[^\s:]+)|Unknown protocol version \(-?\d+\.x expected\) from (?P<host>[^\s:]+)|Bad magic\(1\) \S+ \(\S+ expected\) from (?P<host>[^\s:]+)|Unknown protocol\.Error reading HELLO from (?P<host>\S+)|(?P<nid>[^\s:]+@\S+): Can't accept: cm_id \S+: rc = (?P<rc>-?\d+)|(?P<nid>[^\s:]+@\S+) max message size -?\d+ too big|Can't accept conn from (?P<nid>\S+) \(version [0-9a-fA-F]+\): max_frags -?\d+ incompatible without FMR pool|Can't accept (?P<nid>[^\s:]+): message size -?\d+ too big|peer_ni's port \((?P<host>[^)]*)\) is not privileged|(?P<nid>[^\s:]+@\S+): don't reconnect \((?P<reason>unsupported (?:max frags|queue depth)|can't negotiate (?:max frags|queue depth))\))`,
+			Expr: `(?:Refusing connection from (?P<host>\[[0-9a-fA-F:.]+\]|[0-9a-fA-F]*:[0-9a-fA-F:.]*[0-9a-fA-F]|[^\s:]+)(?::\d+)?(?: magic [0-9a-fA-F]+: \S+ acceptor protocol| for (?P<nid>\S+): (?P<reason>No matching NI|NI doesn not accept IP connections)|: (?P<reason>insecure port))|Connected successfully to (?P<nid>\S+) on host (?P<host>\S+), but they claimed they were (?P<claimed>[^;\s]+); please check your Lustre configuration|Can't accept (?:conn from )?(?P<nid>\S+) (?:on \S+ )?\([^)]*\): (?P<reason>bad dst nid|net for nid \S+ not added yet|nid \S+ not ready)|Can't accept (?P<nid>[^\s:]+@[^\s:]+): (?P<rc>-?\d+)\s*$|Can't connect to (?P<nid>[^\s:]+@[^\s:]+): (?:(?P<rc>-?\d+)\s*$|cm_id \S+: rc = (?P<rc>-?\d+))|Bad connection reply from (?P<nid>[^\s,:]+)(?:, rc = (?P<rc>-?\d+), version|: version)|(?P<nid>[^\s:]+@\S+) replied version \S+ is different with requested version|(?P<nid>[^\s:]+@\S+) has incompatible (?:queue depth|max_frags) -?\d+ ?\(|Error (?:(?P<rc>-?\d+) )?reading or checking hello from (?:from )?(?P<host>[^\s:]+)|Error (?:(?P<rc>-?\d+) )?reading rest of HELLO hdr from (?P<host>[^\s:]+)|Expecting a HELLO hdr(?:, but got type -?\d+| with a NID, but got LNET_NID_ANY) ?from (?P<host>[^\s:]+)|Unknown protocol version \(-?\d+\.x expected\) from (?P<host>[^\s:]+)|Bad magic\(1\) \S+ \(\S+ expected\) from (?P<host>[^\s:]+)|Unknown protocol\.Error reading HELLO from (?P<host>\S+)|(?P<nid>[^\s:]+@\S+): Can't accept: cm_id \S+: rc = (?P<rc>-?\d+)|(?P<nid>[^\s:]+@\S+) max message size -?\d+ too big|Can't accept conn from (?P<nid>\S+) \(version [0-9a-fA-F]+\): max_frags -?\d+ incompatible without FMR pool|Can't accept (?P<nid>[^\s:]+): message size -?\d+ too big|peer_ni's port \((?P<host>[^)]*)\) is not privileged|(?P<nid>[^\s:]+@\S+): don't reconnect \((?P<reason>unsupported (?:max frags|queue depth)|can't negotiate (?:max frags|queue depth))\))`,
 			Literals: []string{
 				"Refusing connection from ",
 				"Connected successfully to ",
@@ -28574,7 +28576,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:dirty page discard: (?P<fs>\S+?)/fid: (?P<fid>\[[^\]]*\])/.*? may get corrupted \(rc (?P<rc>-?\d+)\)|: inode (?P<fid>\[[^\]]*\]) mdc close failed: rc = (?P<rc>-?\d+)|: close of FID (?P<fid>\[[^\]]*\]) failed, file reference will be dropped|@@@ (?P<problem>IMP_CLOSED|IMP_INVALID|invalidate in flight|bulk transfer failed|redo for recoverable error|req wrong generation|still on (?:sending|delayed) list|request replay timed out)\b|: Unregistering RPCs found \(-?\d+\)\. Network is sluggish\?|: (?:timeout|rc = -?\d+) waiting for callback \(-?\d+ != 0\)|\bevent type -?\d+, status -\d+, (?:desc|service) \S+|revalidate FID (?P<fid>\[[^\]]*\]) error: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|: can't stat MDS #-?\d+: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|can't stat MDS #-?\d+ \(\S+\), error (?P<rc>-(?:5|19|103|107|108|110))\b|(?P<fid>\[[^\]]*\]) lock enqueue fails: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|\b(?:(?:md|obd)_statfs|md_setattr) fails: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|\)\) failure (?P<rc>-(?:5|19|103|107|108|110)) inode \d+\s*$|: failure inode (?P<fid>\[[^\]]*\]): rc = (?P<rc>-(?:5|19|103|107|108|110))\b|: (?:dir page locate|page not updated|page error): (?P<fid>\[[^\]]*\]) at \d+: rc (?P<rc>-\d+)|\b(?:Unexpected # bytes transferred|unexpected bytes transferred): -?\d+ \(|: unexpected size -?\d+, transferred -?\d+|\bUnexpected rc -?\d+ \(-?\d+ transferred\)|: refresh file layout (?P<fid>\[[^\]]*\]) error (?P<rc>-(?:5|19|103|107|108|110))\b|@@@ type ={1,2} PTL_RPC_MSG_ERR(?:, err = |: rc = )(?P<rc>-?\d+))`,
+			Expr: `(?:dirty page discard: (?P<fs>\S+?)/fid: (?P<fid>\[[^\]]*\])/.*? may get corrupted \(rc (?P<rc>-?\d+)\)|: inode (?P<fid>\[[^\]]*\]) mdc close failed: rc = (?P<rc>-?\d+)|: close of FID (?P<fid>\[[^\]]*\]) failed, file reference will be dropped|@@@ (?P<problem>IMP_CLOSED|IMP_INVALID|invalidate in flight|bulk transfer failed|redo for recoverable error|req wrong generation|still on (?:sending|delayed) list|request replay timed out)\b|: Unregistering RPCs found \(-?\d+\)\. Network is sluggish\?|: (?:timeout|rc = -?\d+) waiting for callback \(-?\d+ != 0\)|\bevent type -?\d+, status -\d+, (?:desc|service) \S+|revalidate FID (?P<fid>\[[^\]]*\]) error: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|: can't stat MDS #-?\d+: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|can't stat MDS #-?\d+ \(\S+\), error (?P<rc>-(?:5|19|103|107|108|110))\b|(?P<fid>\[[^\]]*\]) lock enqueue fails: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|\b(?:(?:md|obd)_statfs|md_setattr) fails: rc = (?P<rc>-(?:5|19|103|107|108|110))\b|\)\) failure (?P<rc>-(?:5|19|103|107|108|110)) inode \d+\s*$|: failure inode (?P<fid>\[[^\]]*\]): rc = (?P<rc>-(?:5|19|103|107|108|110))\b|: (?:dir page locate|page not updated|page error): (?P<fid>\[[^\]]*\]) at \d+: rc (?P<rc>-\d+)|\b(?:Unexpected # bytes transferred|unexpected bytes transferred): -?\d+ \(|: unexpected size -?\d+, transferred -?\d+|\bUnexpected rc -?\d+ \(-?\d+ transferred\)|: refresh file layout (?P<fid>\[[^\]]*\]) error (?P<rc>-(?:5|19|103|107|108|110))\b|@@@ type ={1,2} PTL_RPC_MSG_ERR(?:, err = |: rc = )(?P<rc>-?\d+))|\bdir (?P<fid>\[[^\]]*\]) stripe -?\d+ readdir failed: (?P<rc>-?\d+), directory is partially accessed!`,
 			Literals: []string{
 				" may get corrupted (rc ",
 				" mdc close failed: rc = ",
@@ -28636,6 +28638,7 @@ var image = &rules.Image{
 				"@@@ type = PTL_RPC_MSG_ERR: rc = ",
 				"@@@ type == PTL_RPC_MSG_ERR, err = ",
 				"@@@ type == PTL_RPC_MSG_ERR: rc = ",
+				", directory is partially accessed!",
 			},
 			Names: []string{
 				"",
@@ -28660,6 +28663,8 @@ var image = &rules.Image{
 				"rc",
 				"fid",
 				"rc",
+				"rc",
+				"fid",
 				"rc",
 			},
 		},

@@ -170,6 +170,9 @@ var builtinMacros = map[string]string{
 	"DRV_NAME": "%s", "DRIVER_NAME": "%s",
 	"HW_ERR": "[Hardware Error]: ", "FW_BUG": "[Firmware Bug]: ", "FW_WARN": "[Firmware Warn]: ",
 	"FW_INFO": "[Firmware Info]: ",
+	// Lustre's identifiers (lustre_idl.h, lustre_dlm.h): a FID, an object id, a lock resource.
+	"DFID_NOBRACE": "%#llx:0x%x:0x%x", "DFID": "[%#llx:0x%x:0x%x]", "DOSTID": "%#llx:%llu",
+	"DLDLMRES": "[%#llx:%#llx:%#llx].%#llx", "DEXT": "[%#llx, %#llx)",
 }
 
 // Message is one print call of a source file that the inventory lists.
