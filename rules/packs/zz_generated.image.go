@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "ac3ea6d06b00b1b3da45bf12c0ad68421392bb9af16497dd96774ec03a531c61"
+const imageDigest = "055349f8fb9fe8ec3f5756e597d88a556a7cdbc09935b6b5770afb0b8d0a028d"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2465,7 +2465,7 @@ var image = &rules.Image{
 						ID:          "nic-reset-failed",
 						Description: "A NIC could not be brought back after a reset or an error: PCIe recovery could not re- enable it, the driver's rebuild after a reset failed, a firmware reset was aborted, its firmware stopped responding, or a transmit-timeout recovery ran out of steps. Its ports stay down until the driver is reloaded or the node is rebooted.",
 						Match: &rules.Match{
-							Regex: `(?:(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?::? [\w.@-]+)?|\beth\d+): (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)|\bice_vsi_rebuild_all failed\s*$|error replaying VSI configurations with switch filter rules|\bReg read timeout occurred`,
+							Regex: `(?:(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?::? [\w.@-]+)?|\beth\d+): (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)|\bice_vsi_rebuild_all failed\s*$|error replaying VSI configurations with switch filter rules|\bReg read timeout occurred|\bCan not re-enable device, err=-?\d+`,
 						},
 						Severity: "critical",
 						Action:   "taint",
@@ -2483,7 +2483,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3098,
+						Line:     3106,
 					},
 					{
 						ID:          "ena-mmio-read-timeout",
@@ -2496,7 +2496,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     3296,
+						Line:     3304,
 					},
 					{
 						ID:          "nic-hardware-error",
@@ -2507,7 +2507,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3331,
+						Line:     3339,
 					},
 					{
 						ID:          "nic-firmware-error",
@@ -2518,7 +2518,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     3682,
+						Line:     3690,
 					},
 					{
 						ID:          "nic-firmware-recovery-mode",
@@ -2531,7 +2531,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 4251,
+						Line: 4259,
 					},
 					{
 						ID:          "nic-module-error",
@@ -2542,7 +2542,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4315,
+						Line:     4323,
 					},
 					{
 						ID:          "nic-link-degraded",
@@ -2553,7 +2553,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4456,
+						Line:     4464,
 					},
 					{
 						ID:          "nic-nvm-error",
@@ -2564,7 +2564,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 86400000000000,
-						Line:     4493,
+						Line:     4501,
 					},
 					{
 						ID:          "nic-probe-failed",
@@ -2575,7 +2575,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4610,
+						Line:     4618,
 					},
 					{
 						ID:          "nic-pcie-error",
@@ -2586,7 +2586,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     4804,
+						Line:     4812,
 					},
 					{
 						ID:          "efa-device-error",
@@ -2597,7 +2597,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     4862,
+						Line:     4870,
 					},
 					{
 						ID:          "mlx5-page-error",
@@ -2608,7 +2608,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5051,
+						Line:     5059,
 					},
 					{
 						ID:          "mlx5e-queue-error",
@@ -2619,7 +2619,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5139,
+						Line:     5147,
 					},
 					{
 						ID:          "bond-link-flap",
@@ -2641,7 +2641,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     5247,
+						Line:     5255,
 					},
 					{
 						ID:          "bond-link-bounce",
@@ -2663,7 +2663,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     5313,
+						Line:     5321,
 					},
 					{
 						ID:          "bond-lacp-error",
@@ -2674,16 +2674,16 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5369,
+						Line:     5377,
 					},
 					{
 						ID:          "bnxt-re-fw-stall",
 						Description: "The Broadcom RoCE driver found its NIC firmware's command queue stalled or a command timed out: RDMA queue pairs fail (NCCL over RoCE on this port stops) until the NIC is reset. Recorded.",
 						Match: &rules.Match{
-							Regex: `\bFW STALL Detected\. cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ waited \(-?\d+ > -?\d+\) msec|(?:QPLIB: )?cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ timedout \(-?\d+\) ?msec|\brcfw timedout: cookie = (?P<cookie>(?:0x)?[0-9a-fA-F]+), free_slots = -?\d+|\bQPLIB: Unreponsive rcfw channel detected`,
+							Regex: `\bFW STALL Detected\. cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ waited \(-?\d+ > -?\d+\) msec|(?:QPLIB: )?cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ timedout \(-?\d+\) ?msec|\brcfw timedout: cookie = (?P<cookie>(?:0x)?[0-9a-fA-F]+), free_slots = -?\d+|\bQPLIB: Unreponsive rcfw channel detected|\bRCFW: CMDQ is full!`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5430,
+						Line:     5438,
 					},
 					{
 						ID:          "ib-mad-port-error",
@@ -2694,7 +2694,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     5489,
+						Line:     5511,
 					},
 					{
 						ID:          "bnxt-re-command-failed",
@@ -2705,7 +2705,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     5633,
+						Line:     5655,
 					},
 					{
 						ID:          "nic-driver-reset",
@@ -2716,7 +2716,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5825,
+						Line:     5847,
 					},
 					{
 						ID:          "nic-reset-done",
@@ -2726,7 +2726,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6199,
+						Line:     6221,
 					},
 					{
 						ID:          "nic-recovery-failed",
@@ -2739,7 +2739,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "nic-dead",
 						},
-						Line: 6301,
+						Line: 6323,
 					},
 					{
 						ID:          "nic-fw-command-failed",
@@ -2750,7 +2750,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     6521,
+						Line:     6543,
 					},
 					{
 						ID:          "nic-register-read-warn",
@@ -2760,7 +2760,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6622,
+						Line:     6644,
 					},
 					{
 						ID:          "ena-reset-stats-dump",
@@ -2770,7 +2770,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6657,
+						Line:     6679,
 					},
 					{
 						ID:          "intel-aq-command-failed",
@@ -2780,7 +2780,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6697,
+						Line:     6719,
 					},
 					{
 						ID:          "be2net-hardware-error",
@@ -2791,7 +2791,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     6766,
+						Line:     6788,
 					},
 					{
 						ID:          "tg3-chip-error",
@@ -2802,7 +2802,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     6832,
+						Line:     6854,
 					},
 				},
 			},
@@ -8417,7 +8417,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?::? [\w.@-]+)?|\beth\d+): (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)|\bice_vsi_rebuild_all failed\s*$|error replaying VSI configurations with switch filter rules|\bReg read timeout occurred`,
+			Expr: `(?:(?:\b(?:igb|igc|ixgbe|bnxt_en) [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?::? [\w.@-]+)?|\beth\d+): (?:Cannot re-enable PCI device(?: after reset\.?)?\s*$|Firmware not ready\s*$)|Could not re-enable PCI device after reset|Cannot re-enable PCI device after reset, error -?\d+|(?:igb_up|igc_open) failed after reset|tx_timeout recovery unsuccessful(?:, device is in (?:non-recoverable|unrecoverable) state|\s*$)|i40e_reset\(\) FAILED|Rebuild of owner VSI for VEB -?\d+ failed|\breset -?\d+ failed$|Rebuild failed(?:, unload and reload driver| due to error sending driver version)|(?:PF|VF|control|Switchdev CTRL) VSI rebuild failed|Switchdev rebuild failed: -?\d+|reallocating resources failed during netdev features change|misc vector setup failed: -?\d+|(?:rebuild|enable|replay) VSI failed, (?:err|error|status)|driver needs to be unloaded and reloaded|Error during VSI rebuild: -?\d+\. Unload and reload the driver|(?:control queues init|clear PF configuration|ice_init_nvm|ice_get_caps|set_mac_cfg) failed \S+|failed to rebuild and replay ADQ VSIs|Error resetting device\. Please reload the driver|unrecoverable device error -?\d+|failed, device is unrecoverable|Firmware reset aborted|bnxt_open(?:_nic)?\(\) failed|fw_health_status 0x[0-9a-fA-F]+|RESET_DONE not set during FW reset|Firmware not responding, status: 0x[0-9a-fA-F]+|A previous firmware reset (?:has not|did not) complete(?:d)?, aborting|Failed to reinitialize after aborted firmware reset|Unable to reset FW rc=-?\d+|PCI config space inaccessible after reset|Reset attempt failed\. Can not reset the device|\bena [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?:Can not initialize device|Validation of device parameters failed|Enable MSI-X failed|Failed to create I/O queues)\s*$|Reset indication didn't turn o(?:n|ff)|Device isn't ready, can't reset device|Reg read32 timeout occurred)|\bice_vsi_rebuild_all failed\s*$|error replaying VSI configurations with switch filter rules|\bReg read timeout occurred|\bCan not re-enable device, err=-?\d+`,
 			Literals: []string{
 				": Cannot re-enable PCI device",
 				": Firmware not ready",
@@ -8450,6 +8450,7 @@ var image = &rules.Image{
 				"Reg read32 timeout occurred",
 				"error replaying VSI configurations with switch filter rules",
 				"Reg read timeout occurred",
+				"Can not re-enable device, err=",
 			},
 			Names: []string{
 				"",
@@ -37242,12 +37243,13 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `\bFW STALL Detected\. cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ waited \(-?\d+ > -?\d+\) msec|(?:QPLIB: )?cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ timedout \(-?\d+\) ?msec|\brcfw timedout: cookie = (?P<cookie>(?:0x)?[0-9a-fA-F]+), free_slots = -?\d+|\bQPLIB: Unreponsive rcfw channel detected`,
+			Expr: `\bFW STALL Detected\. cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ waited \(-?\d+ > -?\d+\) msec|(?:QPLIB: )?cmdq\[(?P<cookie>(?:0x)?[0-9a-fA-F]+)\]=(?:0x)?[0-9a-fA-F]+ timedout \(-?\d+\) ?msec|\brcfw timedout: cookie = (?P<cookie>(?:0x)?[0-9a-fA-F]+), free_slots = -?\d+|\bQPLIB: Unreponsive rcfw channel detected|\bRCFW: CMDQ is full!`,
 			Literals: []string{
 				"FW STALL Detected. cmdq[",
 				" timedout (",
 				"rcfw timedout: cookie = ",
 				"QPLIB: Unreponsive rcfw channel detected",
+				"RCFW: CMDQ is full!",
 			},
 			Sets: [][]string{
 				[]string{
@@ -37255,35 +37257,41 @@ var image = &rules.Image{
 					"fw stall detected. cmdq[",
 					"qplib: unreponsive rcfw channel detected",
 					"rcfw timedout: cookie = ",
+					"rcfw: cmdq is full!",
 				},
 				[]string{
 					" timedout (",
 					" waited (",
 					"qplib: unreponsive rcfw channel detected",
 					"rcfw timedout: cookie = ",
+					"rcfw: cmdq is full!",
 				},
 				[]string{
 					" > ",
 					" timedout (",
 					"qplib: unreponsive rcfw channel detected",
 					"rcfw timedout: cookie = ",
+					"rcfw: cmdq is full!",
 				},
 				[]string{
 					" timedout (",
 					") msec",
 					"qplib: unreponsive rcfw channel detected",
 					"rcfw timedout: cookie = ",
+					"rcfw: cmdq is full!",
 				},
 				[]string{
 					"cmdq[",
 					"qplib: unreponsive rcfw channel detected",
 					"rcfw timedout: cookie = ",
+					"rcfw: cmdq is full!",
 				},
 				[]string{
 					"fw stall detected. cmdq[",
 					"msec",
 					"qplib: unreponsive rcfw channel detected",
 					"rcfw timedout: cookie = ",
+					"rcfw: cmdq is full!",
 				},
 			},
 			Names: []string{
