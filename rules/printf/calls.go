@@ -74,6 +74,8 @@ var devices = []struct{ path, dev, netdev string }{
 	{"intel/ice", "ice 0000:17:00.0", "ice 0000:17:00.0 ens1f0"},
 	{"broadcom/bnxt", "bnxt_en 0000:3b:00.0", "bnxt_en 0000:3b:00.0 eno1np0"},
 	{"amazon/ena", "ena 0000:00:05.0", "ena 0000:00:05.0 eth0"},
+	{"ethernet/sfc", "sfc 0000:06:00.0", "sfc 0000:06:00.0 ens1f0np0"},
+	{"intel/e1000/", "e1000 0000:00:03.0", "e1000 0000:00:03.0 eth0"},
 	{"infiniband/hw/efa", "efa 0000:00:06.0", "efa 0000:00:06.0 eth1"},
 	{"drm/amd", "amdgpu 0000:c3:00.0", ""},
 	{"drm/i915", "i915 0000:00:02.0", ""},
