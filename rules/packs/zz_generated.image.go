@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "5bd44576cc8ada69daaea9210c8abb180913fc63e0c27f9a67f391c2bfa1b493"
+const imageDigest = "aa11e49f111f9e18fc4f3d1755ef4fb32307b8f727f8023fa312c93fa41e04ed"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -2880,7 +2880,7 @@ var image = &rules.Image{
 						ID:          "fs-error",
 						Description: "A filesystem found on-disk corruption or an I/O error. With errors=remount-ro (the default for root filesystems) a read-only remount follows, which fs-remount-ro turns into a taint; otherwise data may already be lost.",
 						Match: &rules.Match{
-							Regex: `(?:(?P<fs>EXT4)-fs: (?:[\w.]+:-?\d+: aborting transaction: |can't read descriptor \d+)|\w+: aborting transaction: |\bThis should not happen!! +Data will be lost|(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+(?: pages, ino -?\d+; err -?\d+| *$)|Invalid checksum for backup superblock \d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|(?P<fs>BTRFS) warning \(device (?P<device>[^)\s]+)(?: state [A-Za-z]+)?\): (?:Skipping commit of aborted transaction|direct IO failed ino \d+)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries|^\s*pages, ino \d+; err -?\d+\s*$|(?P<fs>BTRFS) (?:error|critical)\s*$|^[\s>]*\(device (?P<device>[^)\s]+)[^)]*\): (?:parent transid verify failed on (?:logical )?\d+|corrupt (?:leaf|node): root=-?\d+ block=\d+|(?:block=\d+ )?read time tree block corruption detected)|(?:^|\s)(?:I/O )?error -?\d+ writing to inode \d+ (?:\(offset \d+ size -?\d+ )?starting block \d+\))`,
+							Regex: `(?:(?P<fs>EXT4)-fs: (?:[\w.]+:-?\d+: aborting transaction: |can't read descriptor \d+)|\w+: aborting transaction: |\bThis should not happen!! +Data will be lost|(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+(?: pages, ino -?\d+; err -?\d+| *$)|Invalid checksum for backup superblock \d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|(?P<fs>BTRFS) warning \(device (?P<device>[^)\s]+)(?: state [A-Za-z]+)?\): (?:Skipping commit of aborted transaction|direct IO failed ino \d+)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries|^\s*pages, ino \d+; err -?\d+\s*$|(?P<fs>BTRFS) (?:error|critical)\s*$|^[\s>]*\(device (?P<device>[^)\s]+)[^)]*\): (?:parent transid verify failed on (?:logical )?\d+|corrupt (?:leaf|node): root=-?\d+ block=\d+|(?:block=\d+ )?read time tree block corruption detected)|(?:^|\s)(?:I/O )?error -?\d+ writing to inode \d+ (?:\(offset \d+ size -?\d+ )?starting block \d+\))|\bbtrfs: corrupt leaf, .*?: block=\d+, ?root=\d+, slot=-?\d+|\bbtrfs transid mismatch buffer \d+, found \d+ running \d+|\bbtrfs: -?\d+ errors while writing supers`,
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
@@ -2890,10 +2890,10 @@ var image = &rules.Image{
 						ID:          "btrfs-scrub-error",
 						Description: "Btrfs found a block whose checksum or header is wrong, or that it could not read, while reading or scrubbing (one line per damaged extent, naming the file or the metadata tree): the disk, its cable or the memory corrupted data. The \"errs:\" counter line (fs-error) follows.",
 						Match: &rules.Match{
-							Regex: `(?:(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+|(?:BTRFS \w+ \(device (?P<dev>[^)\s]+)[^)]*\): )?(?P<error>csum failed) (?:root -?\d+ )?ino (?P<ino>-?\d+) (?:off \d+ (?:logical \d+ )?csum (?:0x)?[0-9a-fA-F]+ expected csum (?:0x)?[0-9a-fA-F]+|extent \d+ csum \d+ wanted \d+)(?: mirror (?P<mirror>-?\d+))?)`,
+							Regex: `(?:(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+|(?:BTRFS \w+ \(device (?P<dev>[^)\s]+)[^)]*\): )?(?P<error>csum failed) (?:root -?\d+ )?ino (?P<ino>-?\d+) (?:off \d+ (?:logical \d+ )?csum (?:0x)?[0-9a-fA-F]+ expected csum (?:0x)?[0-9a-fA-F]+|extent \d+ csum \d+ wanted \d+)(?: mirror (?P<mirror>-?\d+))?)|\bbtrfs (?P<error>csum failed) ino (?P<ino>-?\d+) off -?\d+ csum -?\d+ private -?\d+`,
 						},
 						Cooldown: 600000000000,
-						Line:     562,
+						Line:     584,
 					},
 					{
 						ID:          "fs-error-history",
@@ -2903,17 +2903,17 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     681,
+						Line:     711,
 					},
 					{
 						ID:          "xfs-corruption",
 						Description: "XFS found corrupt metadata or failed a metadata I/O; the filesystem needs xfs_repair and may shut down",
 						Match: &rules.Match{
-							Regex: `(?:XFS(?: \((?P<device>[^)]+)\))?: (?:[^:]*: )?(?P<problem>Metadata corruption detected|error -?\d+ returned|Metadata CRC error detected|Metadata .+? detected at|Corruption detected|Corruption warning|[Mm]etadata I/O error|log I/O error|Internal error \w+|Unmount and run xfs_repair|Please run xfs_repair|First \d+ bytes of corrupted metadata buffer|writeback error|Bad (?:regular |directory )?inode \d+|Bad (?:regular |dir )?inode (?:log record|magic number, dip)|Bad inode buffer log record|(?:NULL dquot|dquot too small \(-?\d+\)) in \w+|dquot corrupt at|corrupt dquot ID 0x[0-9a-fA-F]+ in log|xlog_recover_do_icreate_trans: bad \w+|unsupported chunk length|inconsistent inode count and chunk length|invalid item type \(-?\d+\)|\w+_pass2: Invalid flag|Corruption Alert: Buffer at (?:daddr|block) 0x[0-9a-fA-F]+ had permanent write failures|detected corrupt incore inode|bad inode \d+, forkoff|daddr 0x[0-9a-fA-F]+ out of range|Block out of range: block 0x[0-9a-fA-F]+|log record CRC mismatch|log recovery .+ I/O error|Failed to recover (?:intents|EFIs|leftover CoW staging extents)|unmount record failed|ifree/icount mismatch|will fix summary counters|sb_inprogress set after log recovery|ran out of (?:log|iclog) space|head has wrapped tail|tail wrapped|corrupt iclog ring|(?:invalid|unexpected) magic num|log mount(?:/recovery)? failed|log mount finish failed|Log inconsistent|failed to (?:find log head|locate log tail)|couldn't find sync record|empty log check failed|bad header (?:magic number|length)|bad clientid 0x|bad length 0x|op header overrun|unrecognized type of log operation|committed log item has no regions|bad number of regions|log item region count|bad flag 0x|unrecognised log version|(?:\w+ )?(?:agf|agi) read failed agno|[Ff]ailed to read root inode|corrupted root inode|Filesystem needs repair|last sector read failed|log device read failed|Error -?\d+ recovering leftover CoW allocations|Bad .+ meta btree inode|meta btree in inode -?\d+ attr fork|Allocated a known in-use inode|Attempt to drop inode .* with nlink zero|(?:xfs_imap(?:_to_bp)?|xfs_i(?:no)?tobp(?:\(\))?|xfs_trans_read_buf\(\))(?:\(2\))? returned error|xfs_(?:ifree|defer_finish|trans_commit|ialloc_read_agi\(\)|inobt_lookup\(\)|inobt_get_rec\(\)|btree_delete|inobt_update) returned error -?\d+|Failed to remove inode\(s\) from unlinked list|corrupt inode \d+ \(|corrupt dinode \d+, |XFS dquot ID 0x[0-9a-fA-F]+, (?:magic|version|unknown flags) 0x|ondisk-dquot \S+, ID mismatch|SB sanity check \d+ failed|SB buffer read failed|file system busy\s*$|bad transaction\s*$)|Filesystem "(?P<device>[^"]+)": (?P<problem>XFS internal error \w+|corrupt inode \d+)|(?P<problem>I/O error) (?:in filesystem \("[^"]+"\)|occurred:) meta-data dev (?P<device>\S+) block 0x[0-9a-fA-F]+|^[\s>]*\("(?P<func>\w+)"\) error -?\d+ buf count \d+)`,
+							Regex: `(?:XFS(?: \((?P<device>[^)]+)\))?: (?:[^:]*: )?(?P<problem>Metadata corruption detected|error -?\d+ returned|Metadata CRC error detected|Metadata .+? detected at|Corruption detected|Corruption warning|[Mm]etadata I/O error|log I/O error|Internal error \w+|Unmount and run xfs_repair|Please run xfs_repair|First \d+ bytes of corrupted metadata buffer|writeback error|Bad (?:regular |directory )?inode \d+|Bad (?:regular |dir )?inode (?:log record|magic number, dip)|Bad inode buffer log record|(?:NULL dquot|dquot too small \(-?\d+\)) in \w+|dquot corrupt at|corrupt dquot ID 0x[0-9a-fA-F]+ in log|xlog_recover_do_icreate_trans: bad \w+|unsupported chunk length|inconsistent inode count and chunk length|invalid item type \(-?\d+\)|\w+_pass2: Invalid flag|Corruption Alert: Buffer at (?:daddr|block) 0x[0-9a-fA-F]+ had permanent write failures|detected corrupt incore inode|bad inode \d+, forkoff|daddr 0x[0-9a-fA-F]+ out of range|Block out of range: block 0x[0-9a-fA-F]+|log record CRC mismatch|log recovery .+ I/O error|Failed to recover (?:intents|EFIs|leftover CoW staging extents)|unmount record failed|ifree/icount mismatch|will fix summary counters|sb_inprogress set after log recovery|ran out of (?:log|iclog) space|head has wrapped tail|tail wrapped|corrupt iclog ring|(?:invalid|unexpected) magic num|log mount(?:/recovery)? failed|log mount finish failed|Log inconsistent|failed to (?:find log head|locate log tail)|couldn't find sync record|empty log check failed|bad header (?:magic number|length)|bad clientid 0x|bad length 0x|op header overrun|unrecognized type of log operation|committed log item has no regions|bad number of regions|log item region count|bad flag 0x|unrecognised log version|(?:\w+ )?(?:agf|agi) read failed agno|[Ff]ailed to read root inode|corrupted root inode|Filesystem needs repair|last sector read failed|log device read failed|Error -?\d+ recovering leftover CoW allocations|Bad .+ meta btree inode|meta btree in inode -?\d+ attr fork|Allocated a known in-use inode|Attempt to drop inode .* with nlink zero|(?:xfs_imap(?:_to_bp)?|xfs_i(?:no)?tobp(?:\(\))?|xfs_trans_read_buf\(\))(?:\(2\))? returned error|xfs_(?:ifree|defer_finish|trans_commit|ialloc_read_agi\(\)|inobt_lookup\(\)|inobt_get_rec\(\)|btree_delete|inobt_update) returned error -?\d+|Failed to remove inode\(s\) from unlinked list|corrupt inode \d+ \(|corrupt dinode \d+, |XFS dquot ID 0x[0-9a-fA-F]+, (?:magic|version|unknown flags) 0x|ondisk-dquot \S+, ID mismatch|SB sanity check \d+ failed|SB buffer read failed|file system busy\s*$|bad transaction\s*$)|Filesystem "(?P<device>[^"]+)": (?P<problem>XFS internal error \w+|corrupt inode \d+)|(?P<problem>I/O error) (?:in filesystem \("[^"]+"\)|occurred:) meta-data dev (?P<device>\S+) block 0x[0-9a-fA-F]+|^[\s>]*\("(?P<func>\w+)"\) error -?\d+ buf count \d+)|XFS(?: \((?P<device>[^)]+)\))?: (?:Used|Free|\S+) (?P<problem>Inode BTree record corruption) in AG -?\d+ detected`,
 						},
 						Exclusive: "fs-ro",
 						Cooldown:  600000000000,
-						Line:      711,
+						Line:      741,
 					},
 					{
 						ID:          "xfs-log-zeroed",
@@ -2923,7 +2923,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1311,
+						Line:     1357,
 					},
 					{
 						ID:          "journal-abort",
@@ -2932,7 +2932,7 @@ var image = &rules.Image{
 							Regex: `(?:Aborting journal on device (?P<device>[\w.:-]+?)(?:-\d+)?\.|JBD2?: (?:Error (?P<errno>-?\d+) detected when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|I/O error (?:detected )?when updating journal superblock for (?P<device>[\w.:-]+?)(?:-\d+)?\.|Detected IO errors (?:(?P<errno>-?\d+) )?while flushing file data on (?P<device>[\w.:-]+?)(?:-\d+)?(?:\s|$)|IO error \w+ journal superblock|(?:journal )?recovery failed)|(?P<fs>ext3)_abort called\.|\bjournal commit I/O error)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1337,
+						Line:     1383,
 					},
 					{
 						ID:          "journal-error",
@@ -2941,7 +2941,7 @@ var image = &rules.Image{
 							Regex: `(?:JBD2?: (?:previous I/O error detected for journal superblock update for (?P<device>[\w.:-]+?)(?:-\d+)?\.|IO error -?\d+ recovering block|Failed to read block at offset|bad block at offset|corrupted journal superblock|Invalid checksum (?:recovering|found in)|journal checksum error|journal transaction \d+ on (?P<device>[\w.:-]+?)(?:-\d+)? is corrupt|error -?\d+ scanning journal|recovery pass -?\d+ ended at transaction|Error while async write back metadata|\(error -?\d+\) unable to wipe journal|journal reset failed|no valid journal superblock found|.*: Waiting for Godot)|journal block not found at offset|Cannn?ot (?:locate|read) journal superblock|needed -?\d+ blocks and only had -?\d+ space available|no way to get more journal space|EXT4-fs \((?P<device>[^)]+)\): error: ext4_fill_super: Journal transaction \d+ is corrupt)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1439,
+						Line:     1485,
 					},
 					{
 						ID:          "block-io-error-removable",
@@ -2952,7 +2952,7 @@ var image = &rules.Image{
 						Exclusive: "blkio",
 						Severity:  "info",
 						Action:    "none",
-						Line:      1627,
+						Line:      1673,
 					},
 					{
 						ID:          "block-io-error",
@@ -2962,7 +2962,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1651,
+						Line:      1697,
 					},
 					{
 						ID:          "buffer-io-error",
@@ -2972,7 +2972,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1700,
+						Line:      1746,
 					},
 					{
 						ID:          "block-access-beyond-end",
@@ -2981,7 +2981,7 @@ var image = &rules.Image{
 							Regex: `(?:attempt to access beyond end of device|(?P<fs>[\w.-]+): requested out-of-range block (?P<block>\d+) for device (?P<device>[\w.:-]+)|(?P<device>[\w.:-]+): rw=-?\d+, (?:want=\d+, |sector=\d+, nr_sectors = \d+ )limit=\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1729,
+						Line:     1775,
 					},
 					{
 						ID:          "disk-read-context",
@@ -2991,7 +2991,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1791,
+						Line:     1837,
 					},
 					{
 						ID:          "app-io-error",
@@ -3010,7 +3010,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 600000000000,
-						Line:     1868,
+						Line:     1914,
 					},
 					{
 						ID:          "swap-io-error",
@@ -3020,7 +3020,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "blkio",
 						Cooldown:  600000000000,
-						Line:      1929,
+						Line:      1975,
 					},
 					{
 						ID:          "scsi-medium-error",
@@ -3029,7 +3029,7 @@ var image = &rules.Image{
 							Regex: `(?:\[(?P<device>sd[a-z]+|st\d+)\] +)?(?:tag#\d+ +)?Sense Key ?: (?P<sense_key>Medium Error|Hardware Error|0x[34]\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     1980,
+						Line:     2026,
 					},
 					{
 						ID:          "scsi-error-detail",
@@ -3039,7 +3039,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2033,
+						Line:     2079,
 					},
 					{
 						ID:          "ata-error",
@@ -3048,7 +3048,7 @@ var image = &rules.Image{
 							Regex: `ata(?P<port>\d+)(?:\.\d+)?: error: \{ (?P<flags>[A-Z ]*\b(?:UNC|IDNF|AMNF|ICRC)\b[A-Z ]*?) ?\}`,
 						},
 						Cooldown: 600000000000,
-						Line:     2284,
+						Line:     2330,
 					},
 					{
 						ID:          "smart-disk-failing",
@@ -3066,7 +3066,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 21600000000000,
-						Line:     2355,
+						Line:     2401,
 					},
 					{
 						ID:          "smart-disk-temperature",
@@ -3076,7 +3076,7 @@ var image = &rules.Image{
 							Regex: `(?:Device: (?P<device>[^,\n]+), (?:Temperature (?P<temp>\d+) Celsius reached critical limit of (?P<limit>\d+) Celsius|SMART Failure: (?P<reason>(?i:warning - (?:specified temperature exceeded|(?:high|low) (?:critical|operating) temperature limit exceeded)))\s*$)|SMART Health Status: (?P<reason>(?i:warning - (?:specified temperature exceeded|(?:high|low) (?:critical|operating) temperature limit exceeded))) \[asc=)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2810,
+						Line:     2856,
 					},
 					{
 						ID:          "smart-health-context",
@@ -3087,7 +3087,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2896,
+						Line:     2942,
 					},
 					{
 						ID:          "smart-error-log",
@@ -3098,7 +3098,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3114,
+						Line:     3160,
 					},
 					{
 						ID:          "nvme-io-error",
@@ -3107,7 +3107,7 @@ var image = &rules.Image{
 							Regex: `(?P<device>\S+): (?P<op>[^(]+?)\(0x(?P<opcode>[0-9a-fA-F]+)\) @ LBA (?P<lba>\d+), (?P<blocks>\d+) blocks, (?:(?P<status>[^(]+?) \(sct 0x(?P<sct>[0-9a-fA-F]+) / sc 0x(?P<sc>[0-9a-fA-F]+)\)|(?P<status>[^(]+?)(?: \(sct)?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3208,
+						Line:     3254,
 					},
 					{
 						ID:          "nvme-controller-error",
@@ -3116,7 +3116,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:I/O (?:tag )?(?P<tag>-?\d+) (?:\([^)]*\) )*(?:type -?\d+ )?(?:opcode (?:0x)?[0-9a-fA-F]+ \([^)]*\) )?QID (?P<qid>-?\d+) timeout\b(?:, (?P<action>aborting|reset controller|disable controller|completion polled))?|Abort status: 0x[0-9a-fA-F]+|invalid id -?\d+ completed on queue -?\d+|controller is down; will reset: CSTS=(?P<csts>0x[0-9a-fA-F]+)|Does your device have a faulty power saving mode enabled\?|Try "nvme_core\.default_ps_max_latency_us=0 |resetting controller due to (?:persistent internal error|AER)|Fw activation timeout, reset controller|frozen state error detected, reset controller|starting error recovery|Failed reconnect attempt \d+|queue -?\d+: timeout (?:request|cid)|failed nvme_keep_alive_end_io error=-?\d+|keep-alive failed|Could not set queue count \(-?\d+\))|(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): (?:I/O (?P<tag>-?\d+) QID (?P<qid>-?\d+) timeout, (?P<action>reset controller)|Aborting I/O (?P<tag>-?\d+) QID (?P<qid>-?\d+)|(?:completed id -?\d+ twice|invalid id -?\d+ completed) on queue -?\d+|Failed status, reset controller|Could not set queue count \(-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     3247,
+						Line:     3293,
 					},
 					{
 						ID:          "nvme-controller-resets",
@@ -3134,7 +3134,7 @@ var image = &rules.Image{
 							Window: 3600000000000,
 						},
 						Cooldown: 3600000000000,
-						Line:     3508,
+						Line:     3554,
 					},
 					{
 						ID:          "nvme-controller-lost",
@@ -3147,7 +3147,7 @@ var image = &rules.Image{
 						Taint: &rules.Taint{
 							Value: "disk-lost",
 						},
-						Line: 3578,
+						Line: 3624,
 					},
 					{
 						ID:          "nvme-fabrics-error",
@@ -3156,7 +3156,7 @@ var image = &rules.Image{
 							Regex: `(?P<ctrl>nvme\d+): (?:(?:queue \d+: )?(?P<problem>header digest error|data digest error|(?:header|data) digest flag is cleared|receive failed|failed to send request|failed to connect (?:socket|queue)|Connect command failed(?:, |: controller is busy|: host path error)|Connect rejected|rdma_resolve_route failed|rdma_connect(?:_locked)? failed|Unexpected RDMA CM event|Property [GS]et error|got bad (?:cqe\.|c2hdata\.|r2t\.)?command_id|Bogus remote invalidation|Queueing INV WR for rkey|Unexpected nvme completion length|unsupported pdu type|Received C2HTermReq|Received a malformed C2HTermReq)|queue -?\d+ (?:tag (?:0x)?[0-9a-fA-F]+ (?:unexpected data|short data-in|SUCCESS set but not last PDU|not found)|no space in request|failed to copy request)|tag (?:0x)?[0-9a-fA-F]+ on QP (?:0x)?[0-9a-fA-F]+ not found|req \d+ (?:r2t len|unexpected r2t)|pdu type \d+ has unexpected header length|\w+ failed with error code -?\d+)|PI error found type -?\d+|ib_check_mr_status failed|queue -?\d+: failed to (?:send icreq|receive icresp)|(?P<ctrl>nvme\d+): (?P<problem>Removing controller)\.\.\.|(?P<ctrl>nvme\d+): NVME-FC\{-?\d+\}: (?P<problem>Max reconnect attempts) \(-?\d+\) reached|(?P<ctrl>nvme\d+): (?P<problem>prop_get NVME_REG_CAP failed|Removing after reset failure)|(?P<ctrl>nvme\d+): NVME-FC\{-?\d+\}: (?P<problem>controller connectivity lost|dev_loss_tmo \(-?\d+\) expired while waiting for remoteport connectivity|transport association error detected|transport error during \(re\)connect|reconnect failure|Connect retry failed)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3710,
+						Line:     3756,
 					},
 					{
 						ID:          "nvme-fabrics-reconnect",
@@ -3166,7 +3166,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3934,
+						Line:     3980,
 					},
 					{
 						ID:          "nvme-path-failure",
@@ -3175,7 +3175,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<device>nvme\w+): no (?:(?:available|usable) path|path available|path) - (?P<action>failing|requeuing) I/O|(?P<device>nvme\d+): ANATT timeout, (?P<action>resetting) controller\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     3984,
+						Line:     4030,
 					},
 					{
 						ID:          "nvme-path-state",
@@ -3185,7 +3185,7 @@ var image = &rules.Image{
 							Regex: `\+- (?P<ctrl>nvme\d+) (?P<transport>tcp|rdma|fc|pcie|loop) (?P<address>\S+) (?:(?P<state>connecting|resetting|dead|deleting(?: \(no IO\))?)(?: [a-z-]+)?|live (?P<ana>inaccessible|persistent-loss))\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4048,
+						Line:     4094,
 					},
 					{
 						ID:          "multipath-path-failed",
@@ -3195,7 +3195,7 @@ var image = &rules.Image{
 							Regex: `(?:device-mapper: multipath: (?:(?P<map>[\w.:-]+): )?(?:Failing path (?P<path>\d+:\d+)\.|Could not failover the device: Handler scsi_dh_\w+ Error -?\d+\.|queue_if_no_path timeout on (?P<map>\S+), failing queued IO)|(?P<map>[\w.-]+): (?P<device>[\w!.-]+) - (?:(?P<checker>\w+) checker (?:reports path is down|timed out|failed to initialize|no access to this device)|path offline)|checker failed path (?P<path>\S+) in map (?P<map>\S+)|(?P<map>[\w.-]+): remaining active paths: (?P<active>0)\s*$|(?P<hcil>\d+:\d+:\d+:\d+) +(?P<device>[\w!.-]+) +\d+:\d+ +(?:(?P<dm_state>failed) +(?P<chk_state>ready|faulty|shaky|ghost|i/o pending|i/o timeout|delayed|disconnected|undef)|(?P<dm_state>active|undef) +(?P<chk_state>faulty|shaky|i/o timeout|disconnected)) +(?P<dev_state>\w+))`,
 						},
 						Cooldown: 1800000000000,
-						Line:     4094,
+						Line:     4140,
 					},
 					{
 						ID:          "multipath-context",
@@ -3206,7 +3206,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4235,
+						Line:     4281,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -3215,7 +3215,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4295,
+						Line:     4341,
 					},
 					{
 						ID:          "md-read-error",
@@ -3224,7 +3224,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     4611,
+						Line:     4657,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -3234,7 +3234,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4788,
+						Line:     4834,
 					},
 					{
 						ID:          "md-array-degraded",
@@ -3244,7 +3244,7 @@ var image = &rules.Image{
 							Regex: `(?:A )?(?P<event>DegradedArray|Fail|FailSpare) event (?:had been )?detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\.?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4837,
+						Line:     4883,
 					},
 					{
 						ID:          "md-array-started-degraded",
@@ -3253,7 +3253,7 @@ var image = &rules.Image{
 							Regex: `md/raid(?:1|10)?:(?P<md>[^:\s]+): (?:raid level (?P<level>\d+) )?active with (?P<members>(?:0 out of [1-9]|1 out of [2-9]|2 out of [3-9]|3 out of [4-9]|4 out of [5-9]|5 out of [6-9]|6 out of [7-9]|7 out of [89]|8 out of 9|\d out of [1-9]\d|1\d out of [2-9]\d|2\d out of [3-9]\d|3\d out of [4-9]\d|4\d out of [5-9]\d|5\d out of [6-9]\d|6\d out of [7-9]\d|7\d out of [89]\d|8\d out of 9\d|10 out of 1[1-9]|11 out of 1[2-9]|12 out of 1[3-9]|13 out of 1[4-9]|14 out of 1[5-9]|15 out of 1[6-9]|16 out of 1[7-9]|17 out of 1[8-9]|18 out of 19|20 out of 2[1-9]|21 out of 2[2-9]|22 out of 2[3-9]|23 out of 2[4-9]|24 out of 2[5-9]|25 out of 2[6-9]|26 out of 2[7-9]|27 out of 2[8-9]|28 out of 29)) (?:mirrors|devices)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4920,
+						Line:     4966,
 					},
 					{
 						ID:          "md-mdstat-degraded",
@@ -3263,7 +3263,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<md>md[\w/-]*) : (?:in)?active\b[^\n]*? (?P<device>[\w.:-]+)\[\d+\](?:\(W\)|\(J\))*\(F\)|\d+ blocks\b[^\[\n]*? \[(?P<disks>\d+)/(?P<working>\d+)\] \[(?P<members>U*_[U_]*)\])`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4972,
+						Line:     5018,
 					},
 					{
 						ID:          "md-monitor-context",
@@ -3274,7 +3274,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5031,
+						Line:     5077,
 					},
 					{
 						ID:          "md-detail-degraded",
@@ -3284,7 +3284,7 @@ var image = &rules.Image{
 							Regex: `(?:State : (?P<state>[\w-]+, (?:degraded|FAILED)\b[^\n]*?)\s*$|Failed Devices : (?P<failed>[1-9]\d*)\s*$|Rebuild Status : (?P<percent>\d+)% complete|^\s*(?:-?\d+|-)\s+\d+\s+\d+\s+(?:-?\d+|-)\s+(?P<role>faulty|removed|spare rebuilding)\b(?:[\w ]*?\s+(?P<device>/\S+))?)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5094,
+						Line:     5140,
 					},
 					{
 						ID:          "mdadm-assemble-degraded",
@@ -3294,7 +3294,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<md>\S+) has been started with (?P<working>\d+) drives? \(out of (?P<disks>\d+)\)|(?P<md>\S+) assembled from (?P<working>\d+) drives?(?: \(out of (?P<disks>\d+)\), but not started|[^\n]*? - not enough to start the array)|Not enough devices to start the array|failed to RUN_ARRAY (?P<md>\S+): )`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5190,
+						Line:     5236,
 					},
 					{
 						ID:          "md-recovery-context",
@@ -3305,7 +3305,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5264,
+						Line:     5310,
 					},
 					{
 						ID:          "md-conf-printout",
@@ -3315,7 +3315,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5327,
+						Line:     5373,
 					},
 					{
 						ID:          "systemd-device-timeout-other",
@@ -3327,7 +3327,7 @@ var image = &rules.Image{
 						Exclusive: "systemd-device",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5401,
+						Line:      5447,
 					},
 					{
 						ID:          "systemd-device-timeout",
@@ -3338,7 +3338,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "systemd-device",
 						Cooldown:  3600000000000,
-						Line:      5430,
+						Line:      5476,
 					},
 					{
 						ID:          "dracut-initqueue-timeout",
@@ -3348,7 +3348,7 @@ var image = &rules.Image{
 							Regex: `(?:dracut )?Warning: (?:dracut-initqueue(?: timeout -|: timeout, still waiting for following initqueue hooks:|:) ?(?P<what>starting timeout scripts)?|(?P<what>Could not boot)\.|(?P<what>Not all disks have been found)\.|"?(?P<device>/dev/[^"\s]+)"? does not exist)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5524,
+						Line:     5570,
 					},
 					{
 						ID:          "systemd-mount-dependency-failed",
@@ -3359,7 +3359,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5619,
+						Line:     5665,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -3368,7 +3368,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5667,
+						Line:     5713,
 					},
 					{
 						ID:          "hung-task",
@@ -3377,7 +3377,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5720,
+						Line:     5766,
 					},
 					{
 						ID:          "hung-task-context",
@@ -3387,7 +3387,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5746,
+						Line:     5792,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -3398,7 +3398,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5771,
+						Line:     5817,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -3409,7 +3409,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     5799,
+						Line:     5845,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -3420,7 +3420,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5838,
+						Line:     5884,
 					},
 					{
 						ID:          "scsi-task-abort",
@@ -3429,7 +3429,7 @@ var image = &rules.Image{
 							Regex: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?(?:scmd\(|\(sc=)|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) (?:scmd\(|\(rv=[0-9a-fA-F]+\) \(sc=)|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\(|(?P<tm>task abort) (?P<result>failed) status 0x[0-9a-fA-F]+ ,tag = |pm8001_(?P<tm>abort_task) +-?\d+:rc= ?(?P<rc>-?\d+)|(?P<tm>Abort) command issued nexus=-?\d+:-?\d+:-?\d+ --|(?P<tm>Abort) handler (?P<result>timed out) cmd=|(?P<tm>Task abort) tm (?P<result>failed): handle\(0x|mpt3sas_scsih_issue_tm: (?P<tm>ABORT_TASK): (?:(?P<result>FAILED) : |RETRIES \(-?\d+\): )scmd\(|mpt3sas_scsih_issue_tm: (?P<result>FAILED) when sending (?P<tm>QUERY_TASK): scmd\(|(?P<tm>query task): (?P<result>FAILED) with IOCSTATUS\(0x|(?P<tm>task abort|target reset) called for scmd\(|(?P<tm>DEVICE RESET|TARGET RESET|BUS RESET|ADAPTER RESET) (?:ISSUED nexus=|(?P<result>SUCCEEDED|FAILED)(?: nexus[=:]|: )))`,
 						},
 						Cooldown: 600000000000,
-						Line:     5871,
+						Line:     5917,
 					},
 					{
 						ID:          "mpt-sas-log-info",
@@ -3439,7 +3439,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6372,
+						Line:     6418,
 					},
 					{
 						ID:          "megaraid-adapter-reset",
@@ -3448,7 +3448,7 @@ var image = &rules.Image{
 							Regex: `(?:megasas: RESET (?:-\d+ )?cmd=(?P<cmd>[0-9a-fA-F]+)|(?:Found )?FW in FAULT state(?:, will reset adapter|,? Fault code:(?P<fault>0x[0-9a-fA-F]+) subcode:(?P<subcode>0x[0-9a-fA-F]+))|resetting fusion adapter(?: scsi-?\d+)?\.|pending commands remain after waiting, will reset adapter|Reset (?:failed|not supported), killing adapter|killing adapter scsi-?\d+|Hardware critical error, returning FAILED|cannot recover from previous reset failures|OCR is requested due to IO timeout|Controller reset is requested due to IO timeout|SCSI command pointer: \([0-9a-fA-Fx]+\)\s+SCSI host state: -?\d+|MFI IO is timed out, initiating OCR|MFI command is timed out|IO/DCMD timeout is detected, forcibly FAULT Firmware|Controller is not operational after -?\d+ seconds wait for IO timeout|SR-IOV Found FW in FAULT state while polling|SR-IOV: Heartbeat never completed|task mgmt type 0x[0-9a-fA-F]+ timed out|Failed to transition controller to ready for scsi-?\d+|FW detected to be in faultstate, restarting it|HBA is killed\.|Kill HBA is called|megasas_ioc_init_fusion\(\) failed! for scsi-?\d+|Diag reset adapter never cleared|Host diag unlock failed from|DCMD\(opcode: 0x[0-9a-fA-F]+\) is timed out|Abort\(to be aborted DCMD opcode: 0x[0-9a-fA-F]+\) is timed out|Failed from [^\n]*? -?\d+ (?:DCMD|Abort) Timed out|failed to do reset\s*$|Controller in crit error|Controller is not OPERATIONAL,SCSI host:-?\d+|Init cmd return status FAILED for SCSI host|Failed to init firmware\s*$|Failed from megasas_init_fw -?\d+\s*$|waiting_for_outstanding: before issue OCR\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     6461,
+						Line:     6507,
 					},
 					{
 						ID:          "megaraid-reset-context",
@@ -3458,7 +3458,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6778,
+						Line:     6824,
 					},
 					{
 						ID:          "mpt-sas-controller-fault",
@@ -3467,7 +3467,7 @@ var image = &rules.Image{
 							Regex: `(?:fault_state\(0x(?P<fault>[0-9a-fA-F]+)\)!|coredump_state\(0x(?P<fault>[0-9a-fA-F]+)\)!|SAS host is non-operational !!!!|Running mpt3sas_dead_ioc thread (?:failed|success) !!!!|hard reset: (?P<result>success|failed)\s*$|mpt3sas_base_hard_reset_handler: (?P<result>SUCCESS|FAILED)\s*$|sending diag reset !!|diag reset: (?P<result>SUCCESS|FAILED)|Firmware is halted due to command timeout|mpt[23]sas_cm\d+: Command (?:Timeout|terminated due to Host Reset)\s*$|failed going to ready state \(ioc_state=0x[0-9a-fA-F]+\)|Temperature Threshold flags [\w ]*exceeded for Sensor: -?\d+ !!!|Current Temp In Celsius: -?\d+|SMP command sent to the expander \(handle:0x[0-9a-fA-F]+, sas_address:0x[0-9a-fA-F]+, physical_port:0x[0-9a-fA-F]+\) has (?P<result>failed|timed out)|discovery errors\((?P<reason>[^)]*)\): sas_address\(0x[0-9a-fA-F]+\)|NVMe discovery error\((?P<reason>[^)]*)\): wwid\(0x|HBA with DeviceId 0x[0-9a-fA-F]+, sub VendorId 0x[0-9a-fA-F]+, sub DeviceId 0x[0-9a-fA-F]+ is (?P<reason>Invalid|Tampered)|WarpDrive Fatal Error: |failed due to (?:ioc not operational|timeout count\(-?\d+\), (?:int_status|doorbell_reg)\()|doorbell handshake (?:int|ack|sending request) failed \(line=-?\d+\)|handshake failed \(r=-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     6875,
+						Line:     6921,
 					},
 					{
 						ID:          "megaraid-firmware-event",
@@ -3476,7 +3476,7 @@ var image = &rules.Image{
 							Regex: `\d+ \((?:boot \+ )?\d+s/0x[0-9a-fA-F]+/(?P<class>CRIT|FATAL|DEAD)\) - (?P<event>\S[^\n]*)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7147,
+						Line:     7193,
 					},
 					{
 						ID:          "megaraid-firmware-warning",
@@ -3486,7 +3486,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     7191,
+						Line:     7237,
 					},
 					{
 						ID:          "smartpqi-controller-fault",
@@ -3495,7 +3495,7 @@ var image = &rules.Image{
 							Regex: `(?:controller offline(?:: reason code 0x(?P<code>[0-9a-fA-F]+) \((?P<reason>[^)]*)\))?\s*$|no heartbeat detected - last heartbeat count: \d+|received 'logical unit failure' from controller for scsi -?\d+:|received unhandled error -?\d+ from controller for scsi -?\d+:|(?:offlined|re-scanning) [^\n]*?scsi -?\d+:-?\d+:-?\d+:-?\d+|PQI reset failed(?: during quiesce)? with error -?\d+|timed out waiting for (?:PQI (?:signature|IDLE|all registers ready)|admin response|pending IO)|(?:I/O|event) interrupt: producer index \(\d+\) out of range|request ID in response \(\d+\) (?:out of range|does not match an outstanding I/O request)|unexpected IU type: 0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7225,
+						Line:     7271,
 					},
 					{
 						ID:          "hpsa-controller-fault",
@@ -3504,7 +3504,7 @@ var image = &rules.Image{
 							Regex: `(?:Controller lockup detected(?:: 0x(?P<code>[0-9a-fA-F]+) after -?\d+| during reset wait)|lockup detected after -?\d+ but scratchpad register is zero|CDB [0-9a-fA-F]+ (?:: (?P<error>hardware error|connection lost|abort failed|protocol error)|(?P<error>timed out))\s*$|: LUN failure detected\s*$|(?P<error>controller lockup detected|hardware error|connection lost|abort failed|protocol error): LUN:[0-9a-fA-F]+ CDB:[0-9a-fA-F]+|(?P<boot>board not ready, timed out|failed to enter simple mode|Failed waiting for board to become ready after hard reset|Board failed to become ready after soft reset|performant mode problem - (?:doorbell timeout|transport not active)|controller message [0-9a-fA-F]{2}:[0-9a-fA-F]{2} (?:timed out|failed))\.?\s*$)|\bhandle_ioaccel_mode2_error: (?P<error>device is gone)!|\bhpsa [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?P<error>Command timed out|giving up on device)\.\s*$`,
 						},
 						Cooldown: 600000000000,
-						Line:     7365,
+						Line:     7411,
 					},
 					{
 						ID:          "cciss-volume-degraded",
@@ -3514,7 +3514,7 @@ var image = &rules.Image{
 							Regex: `(?:Volume -?\d+(?:\(\?\))? status: (?:(?P<status>FAILED|Using interim recovery mode|Ready for recovery operation|Currently recovering|Wrong physical drive was replaced|A physical drive is not properly connected|Hardware is overheating|Hardware was overheated)\.|[^.]*\.[^\n]*?At least one (?P<spare>spare drive has failed|spare drive activated and currently rebuilding|activated on-line spare drive is completely rebuilt on this logical drive)\.)|^\s*(?P<list>Failed drives|Drives currently substituted for by spares):\s*$|Total of (?P<failed>\d+) failed physical drives detected on this logical drive)`,
 						},
 						Cooldown: 21600000000000,
-						Line:     7573,
+						Line:     7619,
 					},
 					{
 						ID:          "aacraid-adapter-fault",
@@ -3523,7 +3523,7 @@ var image = &rules.Image{
 							Regex: `(?:Host adapter is dead \(or got a PCI error\)|Host adapter BLINK LED 0x(?P<code>[0-9a-fA-F]+)|aac_fib_send: adapter blinkLED 0x(?P<code>[0-9a-fA-F]+)\.|Usually a result of a serious unrecoverable hardware problem|Adapter health - -?\d+|Device offlined - array failed|adapter kernel panic'd(?: (?P<code>[0-9a-fA-F]+))?\.|adapter self-test failed\.|adapter monitor panic\.|adapter kernel failed to start, init status = [0-9a-fA-F]+\.|(?:IOP reset|SOFT reset|ARC Reset attempt) failed\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7627,
+						Line:     7673,
 					},
 					{
 						ID:          "qla2xxx-adapter-fault",
@@ -3532,7 +3532,7 @@ var image = &rules.Image{
 							Regex: `(?:ISP System Error - mbx1=[0-9a-fA-F]+h|(?:RISC paused|Parity error) -- (?:HCCR=[0-9a-fA-F]+|mmio_enabled), Dumping firmware|Unrecoverable Hardware Error: adapter marked OFFLINE!|(?:Un)?[Rr]ecoverable Fatal error: (?:Chip reset required|Set FAILED state, reboot required)|Heartbeat Failure encountered, chip reset required|MPI Heartbeat stop\.|Firmware dump saved to temp buffer|ISP (?:Request|Response) Transfer Error \([0-9a-fA-F]+\)|HW State: FAILED\.|Exchange starvation\. Resetting RISC|Mailbox cmd timeout occurred, cmd=0x[0-9a-fA-F]+, mb\[0\]=0x[0-9a-fA-F]+(?:, eeh_busy=0x[0-9a-fA-F]+)?\. Scheduling ISP abort|Loop down - aborting ISP\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7764,
+						Line:     7810,
 					},
 					{
 						ID:          "lpfc-adapter-fault",
@@ -3541,7 +3541,7 @@ var image = &rules.Image{
 							Regex: `-?\d+:(?:\(-?\d+\):)?(?:0457 Adapter Hardware Error Data:|0479 Deferred Adapter Hardware Error Data:|0406 Adapter maximum temperature exceeded|2889 Port Overtemperature event|3152 Unrecoverable error|1422 Unrecoverable Error Detected during POST|2888 Unrecoverable port error following POST|3317 HBA not functional|2887 Reset Needed: Attempting Port Recovery|3144 Port Down: Debug Dump|3323 Failed host reset)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7882,
+						Line:     7928,
 					},
 					{
 						ID:          "fc-remote-port-lost",
@@ -3550,7 +3550,7 @@ var image = &rules.Image{
 							Regex: `(?:blocked FC remote port time out: (?:removing target and saving binding|removing rport|no longer a FCP target, removing starget|leaving rport)|-?\d+:\(-?\d+\):0203 Devloss timeout on WWPN (?P<wwpn>[0-9a-fA-F:]+) NPort x(?P<nport>[0-9a-fA-F]+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     7951,
+						Line:     7997,
 					},
 					{
 						ID:          "hba-eh-reset",
@@ -3559,7 +3559,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<tm>resetting) scsi -?\d+:-?\d+:-?\d+:-?\d+\b|(?P<tm>reset) of scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<result>SUCCESS|FAILED)|attempting (?P<tm>TASK ABORT) on (?:scsi |SCSI cmd at )|(?P<tm>TASK ABORT) on (?:scsi -?\d+:-?\d+:-?\d+:-?\d+ for )?SCSI cmd at \S+: (?P<result>SUCCESS)|scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>timed out) after \d+ seconds waiting for -?\d+ outstanding command|Task Management Function error: -?\d+ \(response code: \d+\)|scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>resetting (?:logical|physical)) |scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>reset (?:logical|physical))  (?P<result>completed successfully|failed) |cmd -?\d+ (?P<tm>RESET) (?P<result>FAILED), (?:new )?lockup detected|Host adapter (?P<tm>abort) request(?: \(-?\d+,-?\d+,-?\d+,-?\d+\)| timed out|\.)|Outstanding commands on \(-?\d+,-?\d+,-?\d+,-?\d+\):|Host (?P<tm>adapter|device|target|bus) reset request\. SCSI hang \?|-?\d+:\(-?\d+\):(?:0713 SCSI layer issued (?P<tm>Device Reset)|0723 SCSI layer issued (?P<tm>Target Reset)|0714 SCSI layer issued (?P<tm>Bus Reset)|3172 SCSI layer issued (?P<tm>Host Reset)|0748 (?P<tm>abort) handler (?P<result>timed out)|0727 TMF \S+ to TGT -?\d+ LUN \d+ (?P<result>failed)|0725 SCSI layer (?P<tm>TGTRST) (?P<result>failed)|0700 (?P<tm>Bus Reset) on target -?\d+ (?P<result>failed)|0724 I/O flush failure for context|0749 SCSI Layer I/O (?P<tm>Abort) Request Status x(?P<result>[0-9a-fA-F]+) ID -?\d+ LUN -?\d+|31(?:68|69|70) SCSI Layer (?P<tm>abort) requested I/O has been (?P<result>flushed|cancelled|completed) by LLD\.|2873 SCSI Layer I/O (?P<tm>Abort) Request IO CMPL Status|3389 SCSI Layer I/O (?P<tm>Abort) Request is pending)|sas: Enter sas_scsi_recover_host busy: -?\d+ failed: (?P<failed>-?\d+)|aacraid: SCSI bus (?P<result>appears hung))`,
 						},
 						Cooldown: 600000000000,
-						Line:     8009,
+						Line:     8055,
 					},
 					{
 						ID:          "scsi-eh-context",
@@ -3569,7 +3569,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8391,
+						Line:     8437,
 					},
 					{
 						ID:          "storvsc-io-error",
@@ -3596,7 +3596,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 600000000000,
-						Line:     8515,
+						Line:     8561,
 					},
 					{
 						ID:          "storvsc-cmd-status",
@@ -3624,7 +3624,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8551,
+						Line:     8597,
 					},
 					{
 						ID:          "sas-hba-task-mgmt",
@@ -3633,7 +3633,7 @@ var image = &rules.Image{
 							Regex: `(?:mv_sas\.c \d+:(?:(?P<tm>mvs_(?:lu_reset|I_T_nexus_reset|abort_task|query_task))(?: for device\[[0-9a-fA-F]+\])?:rc= ?(?P<rc>-?\d+)|(?P<tm>TMF) task\[[0-9a-fA-F]+\] (?P<result>timeout)\.|executing internal task (?P<result>failed):-?\d+)|(?P<tm>isci_task_abort_task): (?:dev = \S+ \([^)]*\), task = \S+, old_request ==|Done; dev = \S+, task = \S+ , old_request ==)|SCIC Controller 0x[0-9a-fA-F]+ received (?P<result>fatal controller event|SMU command error) +0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8594,
+						Line:     8640,
 					},
 					{
 						ID:          "arcmsr-eh-reset",
@@ -3642,7 +3642,7 @@ var image = &rules.Image{
 							Regex: `arcmsr-?\d*: (?:abort device command of scsi id = -?\d+ lun = -?\d+|executing bus reset eh\.+num_resets = -?\d+, num_aborts = -?\d+|executing hw bus reset \.+|waiting for hw bus reset return, RETRY TERMINATED!!|wait 'abort all outstanding command' timeout)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8708,
+						Line:     8754,
 					},
 					{
 						ID:          "3ware-controller-event",
@@ -3651,7 +3651,7 @@ var image = &rules.Image{
 							Regex: `(?:3w-(?:9xxx|sas):(?: scsi-?\d+:)? AEN: (?P<severity>ERROR|WARNING) \(0x[0-9A-Fa-f]{2}:0x(?P<code>[0-9A-Fa-f]{4})\): (?P<event>[^:\n]+)|WARNING: \(0x[0-9A-Fa-f]{2}:0x[0-9A-Fa-f]{4}\): (?:Command|Character ioctl) \(0x(?P<cmd>[0-9a-fA-F]+)\) timed out, resetting card|3w-(?:9xxx|sas): (?:scsi-?\d+: )?(?P<severity>ERROR): \(0x[0-9A-Fa-f]{2}:0x(?P<code>[0-9A-Fa-f]{4})\): (?P<event>[^\n]*?)\.?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8779,
+						Line:     8825,
 					},
 					{
 						ID:          "pvscsi-eh-reset",
@@ -3660,7 +3660,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<tm>task abort) on host \d+, \S+|(?P<tm>Forced reset) on cmd \S+|(?P<tm>SCSI Host reset|SCSI Bus reset)\s*$|(?P<tm>SCSI device reset) on scsi\d+:\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8859,
+						Line:     8905,
 					},
 					{
 						ID:          "fc-hba-context",
@@ -3670,7 +3670,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8925,
+						Line:     8971,
 					},
 					{
 						ID:          "uas-eh-reset",
@@ -3680,7 +3680,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8989,
+						Line:     9035,
 					},
 					{
 						ID:          "aic7xxx-recovery",
@@ -3689,7 +3689,7 @@ var image = &rules.Image{
 							Regex: `(?:Attempting to queue (?P<tm>an ABORT|a TARGET RESET) message|Dump Card State Begins|(?P<hba>\S+): Dumping Card State (?:[^,\n]*?, at SEQADDR|at program address) 0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9063,
+						Line:     9109,
 					},
 					{
 						ID:          "mpt-fusion-ioc-fault",
@@ -3698,7 +3698,7 @@ var image = &rules.Image{
 							Regex: `(?:mptbase: WARNING - \(-?\d+\) Cannot recover (?P<ioc>\S+), doorbell=0x[0-9a-fA-F]+|mptbase: ERROR - Can't get IOCFacts, (?P<ioc>\S+) NOT READY!|mptbase: (?P<ioc>\S+): WARNING - (?:IOC is in FAULT state(?: \((?P<fault>[0-9a-fA-F]+)h\)!!!|!!!| after reset \((?P<fault>[0-9a-fA-F]+)h\))|Issuing HardReset from \w+!!|\w+: HardReset: (?P<result>success|failed)|\s*FAULT code = (?P<fault>[0-9a-fA-F]+)h))`,
 						},
 						Cooldown: 600000000000,
-						Line:     9126,
+						Line:     9172,
 					},
 					{
 						ID:          "ata-link-error",
@@ -3712,7 +3712,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 9217,
+						Line: 9263,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -3722,7 +3722,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     9382,
+						Line:     9428,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -3732,7 +3732,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9437,
+						Line:     9483,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -3742,7 +3742,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9582,
+						Line:     9628,
 					},
 					{
 						ID:          "zfs-pool-suspended",
@@ -3751,7 +3751,7 @@ var image = &rules.Image{
 							Regex: `(?:Pool '(?P<pool>[^']*)' has encountered an uncorrectable I/O failure and (?:has been suspended|the failure mode property for this pool is set to panic)|MMP writes to pool '(?P<pool>[^']*)' have not succeeded in over \d+ ms; suspending pool)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9624,
+						Line:     9670,
 					},
 					{
 						ID:          "zfs-spl-panic",
@@ -3760,7 +3760,7 @@ var image = &rules.Image{
 							Regex: `(?:PANIC at (?P<file>[A-Za-z0-9_.-]+\.[ch]):(?P<line>\d+):(?P<func>\w+)\(\)|VERIFY(?:3[BSUP]?)?\([^\n]*\) failed\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     9687,
+						Line:     9733,
 					},
 					{
 						ID:          "zfs-vdev-io-error",
@@ -3773,7 +3773,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     9743,
+						Line:     9789,
 					},
 					{
 						ID:          "zfs-zed-fault-event",
@@ -3783,7 +3783,7 @@ var image = &rules.Image{
 							Regex: `eid=\d+ class=(?:(?P<class>statechange)\b.*\bvdev_state=(?P<state>FAULTED|DEGRADED|REMOVED|UNAVAIL)\b|(?P<class>io_failure|data|probe_failure|deadman|vdev\.(?:open_failed|no_replicas|corrupt_data|bad_label|bad_guid_sum|too_small|unknown|bad_ashift))\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9794,
+						Line:     9840,
 					},
 					{
 						ID:          "zfs-zed-io-error",
@@ -3797,7 +3797,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     9867,
+						Line:     9913,
 					},
 					{
 						ID:          "zfs-pool-status-degraded",
@@ -3807,7 +3807,7 @@ var image = &rules.Image{
 							Regex: `(?:^\s*state: (?P<state>DEGRADED|FAULTED|UNAVAIL|SUSPENDED)\s*$|^\s*(?P<vdev>\S+) +(?P<state>DEGRADED|FAULTED|UNAVAIL|REMOVED) +(?P<read>[0-9.]+[KMGTPE]?) +(?P<write>[0-9.]+[KMGTPE]?) +(?P<cksum>[0-9.]+[KMGTPE]?)\b|status: (?P<status>One or more devices (?:are faulted|could not be (?:opened|used)|has experienced an error resulting in data|has been removed|have been removed|are missing from the system|contains corrupted data)|The pool (?:metadata is corrupted|data is corrupted|is suspended))|errors: (?P<errors>Permanent errors have been detected|\d+ data errors, use))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     9916,
+						Line:     9962,
 					},
 					{
 						ID:          "freebsd-ahci-timeout",
@@ -3816,7 +3816,7 @@ var image = &rules.Image{
 							Regex: `(?P<channel>ahcich\d+): (?:Timeout on slot (?P<slot>-?\d+)(?: port (?P<port>-?\d+))?\s*$|is [0-9a-fA-F]{8} cs [0-9a-fA-F]{8} ss [0-9a-fA-F]{8} rs [0-9a-fA-F]{8} tfd [0-9a-fA-F]+ serr [0-9a-fA-F]{8}\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     10025,
+						Line:     10071,
 					},
 					{
 						ID:          "freebsd-cam-error",
@@ -3825,7 +3825,7 @@ var image = &rules.Image{
 							Regex: `\((?P<device>[a-z]+\d+):(?P<sim>[a-z]+\d+):\d+:\d+:\d+\): (?:CAM status: (?P<status>Command timeout|Uncorrectable parity/CRC error|ATA Status Error|Unrecoverable Host Bus Adapter Error|CCB request completed with an error|Initiator/Target Nexus Lost|Auto-Sense Retrieval Failed|Unexpected Bus Free|SCSI Bus Reset Sent/Received)\s*$|Error (?P<errno>\d+), Retries exhausted)`,
 						},
 						Cooldown: 600000000000,
-						Line:     10085,
+						Line:     10131,
 					},
 					{
 						ID:          "freebsd-cam-context",
@@ -3850,7 +3850,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     10143,
+						Line:     10189,
 					},
 					{
 						ID:          "freebsd-swap-pager-wait",
@@ -3859,7 +3859,7 @@ var image = &rules.Image{
 							Regex: `swap_pager: indefinite wait buffer: (?:bufobj: \S+, )?(?:device: \S+, )?(?:blkno: (?P<blkno>-?\d+)|offset: -?\d+), size: -?\d+`,
 						},
 						Cooldown: 600000000000,
-						Line:     10211,
+						Line:     10257,
 					},
 				},
 			},
@@ -8921,7 +8921,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+|(?:BTRFS \w+ \(device (?P<dev>[^)\s]+)[^)]*\): )?(?P<error>csum failed) (?:root -?\d+ )?ino (?P<ino>-?\d+) (?:off \d+ (?:logical \d+ )?csum (?:0x)?[0-9a-fA-F]+ expected csum (?:0x)?[0-9a-fA-F]+|extent \d+ csum \d+ wanted \d+)(?: mirror (?P<mirror>-?\d+))?)`,
+			Expr: `(?:(?:scrub: )?(?P<error>checksum error|header error|i/o error|super block error|checksum/header error) at logical (?P<logical>\d+) on dev (?P<dev>\S+?),? (?:physical|sector) \d+|(?:BTRFS \w+ \(device (?P<dev>[^)\s]+)[^)]*\): )?(?P<error>csum failed) (?:root -?\d+ )?ino (?P<ino>-?\d+) (?:off \d+ (?:logical \d+ )?csum (?:0x)?[0-9a-fA-F]+ expected csum (?:0x)?[0-9a-fA-F]+|extent \d+ csum \d+ wanted \d+)(?: mirror (?P<mirror>-?\d+))?)|\bbtrfs (?P<error>csum failed) ino (?P<ino>-?\d+) off -?\d+ csum -?\d+ private -?\d+`,
 			Literals: []string{
 				"checksum error at logical ",
 				"header error at logical ",
@@ -8974,6 +8974,8 @@ var image = &rules.Image{
 				"error",
 				"ino",
 				"mirror",
+				"error",
+				"ino",
 			},
 		},
 		{
@@ -10608,7 +10610,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:(?P<fs>EXT4)-fs: (?:[\w.]+:-?\d+: aborting transaction: |can't read descriptor \d+)|\w+: aborting transaction: |\bThis should not happen!! +Data will be lost|(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+(?: pages, ino -?\d+; err -?\d+| *$)|Invalid checksum for backup superblock \d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|(?P<fs>BTRFS) warning \(device (?P<device>[^)\s]+)(?: state [A-Za-z]+)?\): (?:Skipping commit of aborted transaction|direct IO failed ino \d+)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries|^\s*pages, ino \d+; err -?\d+\s*$|(?P<fs>BTRFS) (?:error|critical)\s*$|^[\s>]*\(device (?P<device>[^)\s]+)[^)]*\): (?:parent transid verify failed on (?:logical )?\d+|corrupt (?:leaf|node): root=-?\d+ block=\d+|(?:block=\d+ )?read time tree block corruption detected)|(?:^|\s)(?:I/O )?error -?\d+ writing to inode \d+ (?:\(offset \d+ size -?\d+ )?starting block \d+\))`,
+			Expr: `(?:(?P<fs>EXT4)-fs: (?:[\w.]+:-?\d+: aborting transaction: |can't read descriptor \d+)|\w+: aborting transaction: |\bThis should not happen!! +Data will be lost|(?P<fs>EXT4): jbd2_journal_dirty_metadata failed: handle type |(?P<fs>EXT[234])-fs (?:error \(device (?P<device>[^)]+)\)|warning \(device (?P<device>[^)]+)\): \w+:-?\d+: I/O error|\((?P<device>[^)]+)\): (?:I/O error while writing superblock|previous I/O error to superblock detected|[Dd]elayed block allocation failed|failed to convert unwritten extents|This should not happen!! Data will be lost|\S+: jbd2_start: -?\d+(?: pages, ino -?\d+; err -?\d+| *$)|Invalid checksum for backup superblock \d+|unable to read superblock|Can't read superblock on 2nd try|Magic mismatch, very weird|VFS: Found ext4 filesystem with invalid superblock checksum|(?:ext4_check_descriptors|ext4_remount): (?:Checksum for group -?\d+ failed|(?:Block bitmap|Inode bitmap|Inode table) for group -?\d+ (?:overlaps|not in group))|can't read (?:group )?descriptor|group descriptors corrupted|corrupt root inode|get root inode failed|journal bmap failed|I/O error on journal device|couldn't read superblock of external journal|external journal has (?:bad|corrupt) superblock|error loading journal|Could not load journal inode|journal inode is deleted|invalid journal inode|no journal found|warning: mounting fs with errors))|(?P<fs>EXT[23])-fs \((?P<device>[^)]+)\): error:|(?P<fs>BTRFS):? (?:error|critical) \(device (?P<device>[^)]+)\)|(?P<fs>BTRFS) warning \(device (?P<device>[^)\s]+)(?: state [A-Za-z]+)?\): (?:Skipping commit of aborted transaction|direct IO failed ino \d+)|\bpblk \d+ bad header/extent: [^\n]* - magic [0-9a-f]+, entries|^\s*pages, ino \d+; err -?\d+\s*$|(?P<fs>BTRFS) (?:error|critical)\s*$|^[\s>]*\(device (?P<device>[^)\s]+)[^)]*\): (?:parent transid verify failed on (?:logical )?\d+|corrupt (?:leaf|node): root=-?\d+ block=\d+|(?:block=\d+ )?read time tree block corruption detected)|(?:^|\s)(?:I/O )?error -?\d+ writing to inode \d+ (?:\(offset \d+ size -?\d+ )?starting block \d+\))|\bbtrfs: corrupt leaf, .*?: block=\d+, ?root=\d+, slot=-?\d+|\bbtrfs transid mismatch buffer \d+, found \d+ running \d+|\bbtrfs: -?\d+ errors while writing supers`,
 			Literals: []string{
 				": aborting transaction: ",
 				"This should not happen!! ",
@@ -10662,10 +10664,14 @@ var image = &rules.Image{
 				"corrupt node: root=",
 				"read time tree block corruption detected",
 				" writing to inode ",
+				"btrfs: corrupt leaf, ",
+				"btrfs transid mismatch buffer ",
+				" errors while writing supers",
 			},
 			Sets: [][]string{
 				[]string{
 					" bad header/extent: ",
+					" errors while writing supers",
 					" writing to inode ",
 					"): direct io failed ino ",
 					"): error:",
@@ -10673,6 +10679,8 @@ var image = &rules.Image{
 					": aborting transaction: ",
 					"btrfs critical",
 					"btrfs error",
+					"btrfs transid mismatch buffer ",
+					"btrfs: corrupt leaf, ",
 					"btrfs: critical (device ",
 					"btrfs: error (device ",
 					"can't read descriptor ",
@@ -10687,6 +10695,7 @@ var image = &rules.Image{
 					"this should not happen!! ",
 				},
 				[]string{
+					" errors while writing supers",
 					" writing to inode ",
 					"): direct io failed ino ",
 					"): error:",
@@ -10694,6 +10703,8 @@ var image = &rules.Image{
 					": aborting transaction: ",
 					"btrfs critical",
 					"btrfs error",
+					"btrfs transid mismatch buffer ",
+					"btrfs: corrupt leaf, ",
 					"btrfs: critical (device ",
 					"btrfs: error (device ",
 					"can't read descriptor ",
@@ -10707,6 +10718,7 @@ var image = &rules.Image{
 				},
 				[]string{
 					" bad header/extent: ",
+					" errors while writing supers",
 					" writing to inode ",
 					"): direct io failed ino ",
 					"): error:",
@@ -10715,6 +10727,8 @@ var image = &rules.Image{
 					": aborting transaction: ",
 					"btrfs critical",
 					"btrfs error",
+					"btrfs transid mismatch buffer ",
+					"btrfs: corrupt leaf, ",
 					"btrfs: critical (device ",
 					"btrfs: error (device ",
 					"can't read descriptor ",
@@ -10728,11 +10742,14 @@ var image = &rules.Image{
 				},
 				[]string{
 					" bad header/extent: ",
+					" errors while writing supers",
 					" writing to inode ",
 					"): ",
 					": aborting transaction: ",
 					"btrfs critical",
 					"btrfs error",
+					"btrfs transid mismatch buffer ",
+					"btrfs: corrupt leaf, ",
 					"btrfs: critical (device ",
 					"can't read descriptor ",
 					"corrupt leaf: root=",
@@ -22932,7 +22949,7 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `(?:XFS(?: \((?P<device>[^)]+)\))?: (?:[^:]*: )?(?P<problem>Metadata corruption detected|error -?\d+ returned|Metadata CRC error detected|Metadata .+? detected at|Corruption detected|Corruption warning|[Mm]etadata I/O error|log I/O error|Internal error \w+|Unmount and run xfs_repair|Please run xfs_repair|First \d+ bytes of corrupted metadata buffer|writeback error|Bad (?:regular |directory )?inode \d+|Bad (?:regular |dir )?inode (?:log record|magic number, dip)|Bad inode buffer log record|(?:NULL dquot|dquot too small \(-?\d+\)) in \w+|dquot corrupt at|corrupt dquot ID 0x[0-9a-fA-F]+ in log|xlog_recover_do_icreate_trans: bad \w+|unsupported chunk length|inconsistent inode count and chunk length|invalid item type \(-?\d+\)|\w+_pass2: Invalid flag|Corruption Alert: Buffer at (?:daddr|block) 0x[0-9a-fA-F]+ had permanent write failures|detected corrupt incore inode|bad inode \d+, forkoff|daddr 0x[0-9a-fA-F]+ out of range|Block out of range: block 0x[0-9a-fA-F]+|log record CRC mismatch|log recovery .+ I/O error|Failed to recover (?:intents|EFIs|leftover CoW staging extents)|unmount record failed|ifree/icount mismatch|will fix summary counters|sb_inprogress set after log recovery|ran out of (?:log|iclog) space|head has wrapped tail|tail wrapped|corrupt iclog ring|(?:invalid|unexpected) magic num|log mount(?:/recovery)? failed|log mount finish failed|Log inconsistent|failed to (?:find log head|locate log tail)|couldn't find sync record|empty log check failed|bad header (?:magic number|length)|bad clientid 0x|bad length 0x|op header overrun|unrecognized type of log operation|committed log item has no regions|bad number of regions|log item region count|bad flag 0x|unrecognised log version|(?:\w+ )?(?:agf|agi) read failed agno|[Ff]ailed to read root inode|corrupted root inode|Filesystem needs repair|last sector read failed|log device read failed|Error -?\d+ recovering leftover CoW allocations|Bad .+ meta btree inode|meta btree in inode -?\d+ attr fork|Allocated a known in-use inode|Attempt to drop inode .* with nlink zero|(?:xfs_imap(?:_to_bp)?|xfs_i(?:no)?tobp(?:\(\))?|xfs_trans_read_buf\(\))(?:\(2\))? returned error|xfs_(?:ifree|defer_finish|trans_commit|ialloc_read_agi\(\)|inobt_lookup\(\)|inobt_get_rec\(\)|btree_delete|inobt_update) returned error -?\d+|Failed to remove inode\(s\) from unlinked list|corrupt inode \d+ \(|corrupt dinode \d+, |XFS dquot ID 0x[0-9a-fA-F]+, (?:magic|version|unknown flags) 0x|ondisk-dquot \S+, ID mismatch|SB sanity check \d+ failed|SB buffer read failed|file system busy\s*$|bad transaction\s*$)|Filesystem "(?P<device>[^"]+)": (?P<problem>XFS internal error \w+|corrupt inode \d+)|(?P<problem>I/O error) (?:in filesystem \("[^"]+"\)|occurred:) meta-data dev (?P<device>\S+) block 0x[0-9a-fA-F]+|^[\s>]*\("(?P<func>\w+)"\) error -?\d+ buf count \d+)`,
+			Expr: `(?:XFS(?: \((?P<device>[^)]+)\))?: (?:[^:]*: )?(?P<problem>Metadata corruption detected|error -?\d+ returned|Metadata CRC error detected|Metadata .+? detected at|Corruption detected|Corruption warning|[Mm]etadata I/O error|log I/O error|Internal error \w+|Unmount and run xfs_repair|Please run xfs_repair|First \d+ bytes of corrupted metadata buffer|writeback error|Bad (?:regular |directory )?inode \d+|Bad (?:regular |dir )?inode (?:log record|magic number, dip)|Bad inode buffer log record|(?:NULL dquot|dquot too small \(-?\d+\)) in \w+|dquot corrupt at|corrupt dquot ID 0x[0-9a-fA-F]+ in log|xlog_recover_do_icreate_trans: bad \w+|unsupported chunk length|inconsistent inode count and chunk length|invalid item type \(-?\d+\)|\w+_pass2: Invalid flag|Corruption Alert: Buffer at (?:daddr|block) 0x[0-9a-fA-F]+ had permanent write failures|detected corrupt incore inode|bad inode \d+, forkoff|daddr 0x[0-9a-fA-F]+ out of range|Block out of range: block 0x[0-9a-fA-F]+|log record CRC mismatch|log recovery .+ I/O error|Failed to recover (?:intents|EFIs|leftover CoW staging extents)|unmount record failed|ifree/icount mismatch|will fix summary counters|sb_inprogress set after log recovery|ran out of (?:log|iclog) space|head has wrapped tail|tail wrapped|corrupt iclog ring|(?:invalid|unexpected) magic num|log mount(?:/recovery)? failed|log mount finish failed|Log inconsistent|failed to (?:find log head|locate log tail)|couldn't find sync record|empty log check failed|bad header (?:magic number|length)|bad clientid 0x|bad length 0x|op header overrun|unrecognized type of log operation|committed log item has no regions|bad number of regions|log item region count|bad flag 0x|unrecognised log version|(?:\w+ )?(?:agf|agi) read failed agno|[Ff]ailed to read root inode|corrupted root inode|Filesystem needs repair|last sector read failed|log device read failed|Error -?\d+ recovering leftover CoW allocations|Bad .+ meta btree inode|meta btree in inode -?\d+ attr fork|Allocated a known in-use inode|Attempt to drop inode .* with nlink zero|(?:xfs_imap(?:_to_bp)?|xfs_i(?:no)?tobp(?:\(\))?|xfs_trans_read_buf\(\))(?:\(2\))? returned error|xfs_(?:ifree|defer_finish|trans_commit|ialloc_read_agi\(\)|inobt_lookup\(\)|inobt_get_rec\(\)|btree_delete|inobt_update) returned error -?\d+|Failed to remove inode\(s\) from unlinked list|corrupt inode \d+ \(|corrupt dinode \d+, |XFS dquot ID 0x[0-9a-fA-F]+, (?:magic|version|unknown flags) 0x|ondisk-dquot \S+, ID mismatch|SB sanity check \d+ failed|SB buffer read failed|file system busy\s*$|bad transaction\s*$)|Filesystem "(?P<device>[^"]+)": (?P<problem>XFS internal error \w+|corrupt inode \d+)|(?P<problem>I/O error) (?:in filesystem \("[^"]+"\)|occurred:) meta-data dev (?P<device>\S+) block 0x[0-9a-fA-F]+|^[\s>]*\("(?P<func>\w+)"\) error -?\d+ buf count \d+)|XFS(?: \((?P<device>[^)]+)\))?: (?:Used|Free|\S+) (?P<problem>Inode BTree record corruption) in AG -?\d+ detected`,
 			Literals: []string{
 				" returned",
 				"CRC error detected",
@@ -23023,10 +23040,12 @@ var image = &rules.Image{
 				"I/O error in filesystem (\"",
 				"I/O error occurred:",
 				" buf count ",
+				" Inode BTree record corruption in AG ",
 			},
 			Sets: [][]string{
 				[]string{
 					" buf count ",
+					" inode btree record corruption in ag ",
 					"\": corrupt inode ",
 					"i/o error in filesystem (\"",
 					"i/o error occurred:",
@@ -23043,6 +23062,8 @@ var image = &rules.Image{
 				"problem",
 				"device",
 				"func",
+				"device",
+				"problem",
 			},
 		},
 		{
