@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "09b9a371a84615a8c9156b105464d5831c8d4895ab51992041969b15a7c9cc60"
+const imageDigest = "7a8b359057acedcbe2e7bfb637f86921f31c866cacc525cd7969244591998767"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1289,6 +1289,20 @@ var image = &rules.Image{
 						Line:     88,
 					},
 					{
+						ID:          "amdgpu-thermal-shutdown",
+						Description: "An AMD GPU passed its critical temperature (the hardware thermal trip or the driver's software limit) and the driver shuts the node down: the GPU's cooling (fans, heat sink, airflow, a failed pump) or the GPU itself is faulty. Taint, so the node stays out of scheduling when it comes back until it is inspected.",
+						Match: &rules.Match{
+							Regex: `\bERROR: (?:GPU (?P<kind>HW) Critical Temperature Fault\(aka CTF\) detected!|GPU over temperature range\((?P<kind>SW) CTF\) detected!|System is going to shutdown due to GPU (?P<kind>HW|SW) CTF!)`,
+						},
+						Severity: "critical",
+						Action:   "taint",
+						Taint: &rules.Taint{
+							Value: "amd-gpu-thermal",
+						},
+						Cooldown: 3600000000000,
+						Line:     288,
+					},
+					{
 						ID:          "amdgpu-device-lost-from-bus",
 						Description: "The GPU no longer answers on the PCI bus (its configuration space reads all ones) when the driver prepares a reset: AMD's equivalent of NVIDIA's \"fallen off the bus\". Only a reboot, often a reseat, brings it back. Taint.",
 						Match: &rules.Match{
@@ -1300,7 +1314,7 @@ var image = &rules.Image{
 							Value: "amd-gpu-lost",
 						},
 						Cooldown: 3600000000000,
-						Line:     286,
+						Line:     424,
 					},
 					{
 						ID:          "amdgpu-reset-context",
@@ -1310,7 +1324,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     314,
+						Line:     452,
 					},
 					{
 						ID:          "amdgpu-mes-failure",
@@ -1319,7 +1333,7 @@ var image = &rules.Image{
 							Regex: `\bMES(?:\(\d+\))? failed to respon(?:se|d to) msg=(?P<msg>\w+)|\bfailed to (?:add|remove) hardware queue\b|\bMES might be in unrecoverable state|\bfailed to unmap legacy queue|\bMES ring buffer is full|\bfailed to (?:suspend|resume) gangs from MES|\bfailed to (?:read|write) reg \(0x[0-9a-fA-F]+\)|\bfailed to reg_write_reg_wait\s*$|\bfailed to (?:suspend|resume) pasid -?\d+ gangid -?\d+|\bfailed to (?:suspend|resume) all gangs|\bfailed to reset hardware queue(?: by mmio)?, queue id = -?\d+|\bfailed to (?:map|reset) legacy queue`,
 						},
 						Cooldown: 600000000000,
-						Line:     637,
+						Line:     775,
 					},
 					{
 						ID:          "amdgpu-kiq-failure",
@@ -1328,7 +1342,7 @@ var image = &rules.Image{
 							Regex: `\bring (?P<ring>\S+) test failed \((?P<err>-?\d+)\)|\bib ring test failed \((?P<err>-?\d+)\)|\btimeout waiting for kiq fence|\bwait for kiq fence error: (?P<err>-?\d+)|\bK[CG]Q (?:en|dis)able failed|\bfailed to (?:un)?halt cp gfx|\bfailed to (?:read|write) reg:[0-9a-fA-F]+|\bfailed to write reg [0-9a-fA-F]+ wait reg [0-9a-fA-F]+|\bTimeout waiting for (?:VM flush ACK|VM flush hub: -?\d+|sem acquire in VM flush)!|\b(?:amdgpu|radeon): (?:ring (?P<ring>-?\d+) test failed|ring test failed \(scratch|ib test failed \(|IB test timed out|fence wait (?:failed \((?P<err>-?\d+)\)|timed out)|failed testing IB on (?:GFX ring|ring -?\d+) \((?P<err>-?\d+)\))|\bring (?P<ring>\S+) ib test failed \((?P<err>-?\d+)\)|\bIB test failed on (?P<ring>\S+) \((?P<err>-?\d+)\)|\bfailed to read gpu clock\s*$|\bError flushing GPU TLB using the SDMA \((?P<err>-?\d+)\)!|\bKIQ failed to set resources\s*$|\bfailed to map (?:compute|gfx) queue\s*$`,
 						},
 						Cooldown: 600000000000,
-						Line:     852,
+						Line:     990,
 					},
 					{
 						ID:          "amdgpu-command-stream-error",
@@ -1337,7 +1351,7 @@ var image = &rules.Image{
 							Regex: `\bIllegal (?P<kind>register access|instruction|opcode) in (?:SDMA )?command stream`,
 						},
 						Cooldown: 600000000000,
-						Line:     1250,
+						Line:     1388,
 					},
 					{
 						ID:          "amdkfd-preemption-failure",
@@ -1346,7 +1360,7 @@ var image = &rules.Image{
 							Regex: `\bqcm fence wait loop timeout expired|\bThe cp might be in an unrecoverable state due to an unsuccessful queues preemption|\bHIQ MQD's queue_doorbell_id0 is not 0, Queue preemption time out|\bFailed to evict (?:process )?queue|\bFailed to suspend process\b|\bFailed to remove queue (?P<queue>-?\d+)|\bQueue preemption failed for queue with doorbell_id: (?P<doorbell>[0-9a-fA-F]+)|\bCP HQD (?:dequeue request|IQ timer status) time out|\bcp queue preemption time out`,
 						},
 						Cooldown: 600000000000,
-						Line:     1305,
+						Line:     1443,
 					},
 					{
 						ID:          "amdgpu-ring-reset-failed",
@@ -1355,7 +1369,7 @@ var image = &rules.Image{
 							Regex: `\bRing (?P<ring>\S+) reset (?:failure|failed)\b`,
 						},
 						Cooldown: 600000000000,
-						Line:     1517,
+						Line:     1655,
 					},
 					{
 						ID:          "amdgpu-device-wedged",
@@ -1364,7 +1378,7 @@ var image = &rules.Image{
 							Regex: `\bdevice wedged, needs recovery`,
 						},
 						Cooldown: 3600000000000,
-						Line:     1552,
+						Line:     1690,
 					},
 					{
 						ID:          "amdgpu-ring-reset",
@@ -1374,7 +1388,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1588,
+						Line:     1726,
 					},
 					{
 						ID:          "amdgpu-coredump",
@@ -1384,7 +1398,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1662,
+						Line:     1800,
 					},
 					{
 						ID:          "amdgpu-hang-context",
@@ -1394,7 +1408,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     1717,
+						Line:     1855,
 					},
 					{
 						ID:          "amdgpu-ip-block-failed",
@@ -1403,7 +1417,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<phase>hw_init|sw_init|resume|suspend|late_init) of IP block <(?P<block>[^>]*)> failed (?P<err>-?\d+)|\bFatal error during GPU init|\bhw_init -?\d+ failed (?P<err>-?\d+)|\b(?:amdgpu_device_ip_init|amdgpu_init|amdgpu_device_ip_late_init|amdgpu_late_init|amdgpu_atombios_init|amdgpu_fence_driver_sw_init|amdgpu_fence_driver_init) failed\s*$|\bamdgpu asic init failed|\bamdgpu_(?:device_ip_)?resume failed \((?P<err>-?\d+)\)|\bgpu post error!|\bno vBIOS found|\bIB initialization failed \((?P<err>-?\d+)\)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     1909,
+						Line:     2047,
 					},
 					{
 						ID:          "amdgpu-boot-error",
@@ -1412,7 +1426,7 @@ var image = &rules.Image{
 							Regex: `\bsocket: -?\d+, aid: (?P<aid>-?\d+), (?:fw_status: 0x[0-9a-fA-F]+, )?(?:hbm: (?P<hbm>-?\d+), (?P<error>memory training|hbm memory test|hbm bist test) failed|(?P<error>firmware boot) failed, fw status is 0x[0-9a-fA-F]+|(?P<error>firmware load) failed at boot time|(?P<error>(?:wafl|xgmi|usr cp|usr dp) link training) failed)|\b(?P<error>Memory training) initialization failure\.|\b(?:Send long )?training msg failed\.|\bsend training msg failed\.`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2119,
+						Line:     2257,
 					},
 					{
 						ID:          "radeon-gpu-lockup",
@@ -1421,7 +1435,7 @@ var image = &rules.Image{
 							Regex: `\bGPU lockup \((?:current fence id|waiting for) 0x[0-9a-fA-F]+(?: last fence id 0x[0-9a-fA-F]+)?(?: on ring (?P<ring>-?\d+))?\)|\b(?:GPU lockup CP stall|ring (?P<ring>-?\d+) stalled) for more than (?P<ms>\d+) ?msec`,
 						},
 						Cooldown: 600000000000,
-						Line:     2258,
+						Line:     2396,
 					},
 					{
 						ID:          "amdgpu-fence-fallback",
@@ -1431,7 +1445,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2316,
+						Line:     2454,
 					},
 					{
 						ID:          "amdgpu-smu-failure",
@@ -1440,7 +1454,7 @@ var image = &rules.Image{
 							Regex: `\bSMU: I'm (?:not done with your previous command|very busy for your command)|\bSMU: (?:No response|I'm very busy|Debug Err|unknown response) msg_reg: [0-9a-fA-F]+ resp_reg: [0-9a-fA-F]+|\bSMU: bus error for message: (?P<msg>\w*)\(-?\d+\) response:0x[0-9A-Fa-f]+|\bSMU is in hanged state, failed to send smu message!|\bFailed to setup smc hw!|\bFailed to enable requested dpm features!|\bFailed to (?:dis|en)able gfxoff!|\b(?:dis|en)able gfxoff timeout and failed!|\bSMU: response:0x[0-9A-Fa-f]+ for index:-?\d+ param:0x[0-9A-Fa-f]+ message:(?P<msg>\S*)\?|\bfailed send message: *(?P<msg>\S+) \(-?\d+\) (?:\s*param: 0x[0-9a-fA-F]+ )?response (?:0x)?[0-9a-fA-F]+|\bfailed to send message (?P<msg>[0-9a-fA-F]+) ret is (?P<err>-?\d+)|\blast message was failed ret is (?P<err>-?\d+)|\bFailed to send message:? 0x(?P<msg>[0-9a-fA-F]+)\b|\bSMC failed to set mp1 state -?\d+, -?\d+`,
 						},
 						Cooldown: 1800000000000,
-						Line:     2342,
+						Line:     2480,
 					},
 					{
 						ID:          "amdgpu-mm-engine-not-responding",
@@ -1449,7 +1463,7 @@ var image = &rules.Image{
 							Regex: `\b(?P<engine>UVD|VCE|VCN)(?:\(-?\d+\)|\[-?\d+\])?(?: decode)? (?:is )?not responding, giving up!!!|\b(?P<engine>vpe) queue submission timeout`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2571,
+						Line:     2709,
 					},
 					{
 						ID:          "amdgpu-ras-poison",
@@ -1458,7 +1472,7 @@ var image = &rules.Image{
 							Regex: `\bPoison is created\b|\bRAS poison consumption, (?P<flow>unmap queue flow succeeded|fall back to gpu reset flow)|\bGPU reset for (?P<block>\S+) RAS poison consumption is issued!|\bPoison detected in (?P<block>VCN|JPEG)-?\d+,? sub_block-?\d+|\b(?P<count>[1-9]\d*) (?:new )?deferred hardware errors detected (?:in total )?in (?P<block>\w+) block`,
 						},
 						Cooldown: 3600000000000,
-						Line:     2650,
+						Line:     2788,
 					},
 					{
 						ID:          "amdgpu-ras-context",
@@ -1468,7 +1482,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2741,
+						Line:     2879,
 					},
 					{
 						ID:          "rocr-gpu-hw-exception",
@@ -1478,7 +1492,7 @@ var image = &rules.Image{
 							Regex: `\bHW Exception by GPU node-(?P<node>\d+) \(Agent handle: [^)]*\) reason :(?P<reason>GPU Hang|ECC)`,
 						},
 						Cooldown: 600000000000,
-						Line:     2786,
+						Line:     2924,
 					},
 					{
 						ID:          "rocr-memory-access-fault",
@@ -1489,7 +1503,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2818,
+						Line:     2956,
 					},
 					{
 						ID:          "amdgpu-ras-uncorrectable",
@@ -1503,7 +1517,7 @@ var image = &rules.Image{
 							Value: "amd-gpu-uncorrectable",
 						},
 						Cooldown: 3600000000000,
-						Line:     2857,
+						Line:     2995,
 					},
 					{
 						ID:          "amdgpu-ras-corrected",
@@ -1513,7 +1527,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     2992,
+						Line:     3130,
 					},
 					{
 						ID:          "amdgpu-bad-page-threshold",
@@ -1527,7 +1541,7 @@ var image = &rules.Image{
 							Value: "amd-gpu-bad-pages",
 						},
 						Cooldown: 21600000000000,
-						Line:     3044,
+						Line:     3182,
 					},
 					{
 						ID:          "amdgpu-bad-pages-near-threshold",
@@ -1536,7 +1550,7 @@ var image = &rules.Image{
 							Regex: `\bRAS records:(?P<records>\d+) exceeds 90% of threshold:(?P<threshold>-?\d+)`,
 						},
 						Cooldown: 86400000000000,
-						Line:     3105,
+						Line:     3243,
 					},
 					{
 						ID:          "amdgpu-vm-fault",
@@ -1546,7 +1560,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     3130,
+						Line:     3268,
 					},
 				},
 			},
@@ -37212,6 +37226,53 @@ var image = &rules.Image{
 			Names: []string{
 				"",
 				"path",
+			},
+		},
+		{
+			Expr: `\bERROR: (?:GPU (?P<kind>HW) Critical Temperature Fault\(aka CTF\) detected!|GPU over temperature range\((?P<kind>SW) CTF\) detected!|System is going to shutdown due to GPU (?P<kind>HW|SW) CTF!)`,
+			Literals: []string{
+				"ERROR: GPU HW Critical Temperature Fault(aka CTF) detected!",
+				"ERROR: GPU over temperature range(SW CTF) detected!",
+				"ERROR: System is going to shutdown due to GPU HW CTF!",
+				"ERROR: System is going to shutdown due to GPU SW CTF!",
+			},
+			Sets: [][]string{
+				[]string{
+					"error: gpu hw critical temperature fault(aka ctf) detected!",
+					"error: gpu over temperature range(sw ctf) detected!",
+					"error: system is going to shutdown due to gpu hw ctf!",
+					"error: system is going to shutdown due to gpu sw ctf!",
+				},
+				[]string{
+					"error: ",
+				},
+				[]string{
+					"gpu hw critical temperature fault(aka ctf) detected!",
+					"gpu over temperature range(sw ctf) detected!",
+					"system is going to shutdown due to gpu hw ctf!",
+					"system is going to shutdown due to gpu sw ctf!",
+				},
+				[]string{
+					"gpu ",
+				},
+				[]string{
+					"hw critical temperature fault(aka ctf) detected!",
+					"over temperature range(sw ctf) detected!",
+					"system is going to shutdown due to gpu hw ctf!",
+					"system is going to shutdown due to gpu sw ctf!",
+				},
+				[]string{
+					" critical temperature fault(aka ctf) detected!",
+					"over temperature range(sw ctf) detected!",
+					"system is going to shutdown due to gpu hw ctf!",
+					"system is going to shutdown due to gpu sw ctf!",
+				},
+			},
+			Names: []string{
+				"",
+				"kind",
+				"kind",
+				"kind",
 			},
 		},
 		{
