@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "7a8b359057acedcbe2e7bfb637f86921f31c866cacc525cd7969244591998767"
+const imageDigest = "cc08be9af0cb734a63f120c49d9a0395c25293efbc297153f15c875f34c37bdf"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -1143,7 +1143,7 @@ var image = &rules.Image{
 						ID:          "gpu-interrupt-storm",
 						Description: "The driver saw too many interrupts it could not handle on the GPU's IRQ (an interrupt storm)",
 						Match: &rules.Match{
-							Regex: `NVRM: Going over RM unhandled interrupt threshold for irq (?P<irq>\d+)`,
+							Regex: `NVRM: Going over RM unhandled interrupt threshold for irq (?P<irq>\d+)|NVRM: (?:GPU\d+ )?(?:\w+: )?(?:Stuck interrupt detected for mcEngine \d+|Interrupt is stuck\. Bailing after -?\d+ iterations)`,
 						},
 						Severity: "warning",
 						Action:   "event",
@@ -1162,7 +1162,7 @@ var image = &rules.Image{
 								"nvml",
 							},
 						},
-						Line: 3867,
+						Line: 3881,
 					},
 					{
 						ID:          "nvidia-module-insert-failed",
@@ -1186,7 +1186,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     4230,
+						Line:     4244,
 					},
 					{
 						ID:          "nvidia-installer-module-load-failed",
@@ -1203,7 +1203,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 1800000000000,
-						Line:     4461,
+						Line:     4475,
 					},
 					{
 						ID:          "nvidia-installer-failed",
@@ -1215,7 +1215,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 1800000000000,
-						Line:     4539,
+						Line:     4553,
 					},
 					{
 						ID:          "nvidia-installer-copy-error",
@@ -1226,7 +1226,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4620,
+						Line:     4634,
 					},
 					{
 						ID:          "xorg-nvidia-module-not-loaded",
@@ -1238,7 +1238,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 3600000000000,
-						Line:     4655,
+						Line:     4669,
 					},
 				},
 			},
@@ -35028,13 +35028,25 @@ var image = &rules.Image{
 			},
 		},
 		{
-			Expr: `NVRM: Going over RM unhandled interrupt threshold for irq (?P<irq>\d+)`,
+			Expr: `NVRM: Going over RM unhandled interrupt threshold for irq (?P<irq>\d+)|NVRM: (?:GPU\d+ )?(?:\w+: )?(?:Stuck interrupt detected for mcEngine \d+|Interrupt is stuck\. Bailing after -?\d+ iterations)`,
 			Literals: []string{
-				"NVRM: Going over RM unhandled interrupt threshold for irq ",
+				"Going over RM unhandled interrupt threshold for irq ",
+				"Stuck interrupt detected for mcEngine ",
+				"Interrupt is stuck. Bailing after ",
 			},
 			Sets: [][]string{
 				[]string{
-					"nvrm: going over rm unhandled interrupt threshold for irq ",
+					"going over rm unhandled interrupt threshold for irq ",
+					"interrupt is stuck. bailing after ",
+					"stuck interrupt detected for mcengine ",
+				},
+				[]string{
+					"nvrm: ",
+				},
+				[]string{
+					" iterations",
+					"going over rm unhandled interrupt threshold for irq ",
+					"stuck interrupt detected for mcengine ",
 				},
 			},
 			Names: []string{
