@@ -259,6 +259,13 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return "EDAC " + strings.TrimSuffix(strings.TrimPrefix(call, "edac_mc_chipset_printk("), ")") + " MC0: ", nil
 	case call == "edac_printk":
 		return "EDAC MC: ", nil
+	case strings.HasPrefix(call, "DMERR") || strings.HasPrefix(call, "DMWARN") || strings.HasPrefix(call, "DMCRIT"):
+		// device-mapper's macros: "device-mapper: ", the target's DM_MSG_PREFIX
+		// (recorded on the call: DMERR(multipath)) and ": ".
+		if _, target, ok := strings.Cut(call, "("); ok {
+			return "device-mapper: " + strings.TrimSuffix(target, ")") + ": ", nil
+		}
+		return "device-mapper: ", nil
 	case call == "edac_device_printk":
 		return "EDAC DEVICE0: ", nil
 	case call == "edac_pci_printk":

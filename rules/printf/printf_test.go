@@ -96,6 +96,10 @@ func TestEDACPrefixes(t *testing.T) {
 		{"edac_mc_printk", "EDAC MC0: "},
 		{"edac_device_printk", "EDAC DEVICE0: "},
 		{"edac_pci_printk", "EDAC PCI0: "},
+		// device-mapper's macros, with the target's prefix the extractor records.
+		{"DMERR(multipath)", "device-mapper: multipath: "},
+		{"DMWARN_LIMIT(thin)", "device-mapper: thin: "},
+		{"DMERR", "device-mapper: "},
 	}
 	for _, c := range cases {
 		got, err := Prefix(c.call, "", "", "drivers/edac/sb_edac.c", 0)

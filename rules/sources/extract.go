@@ -88,6 +88,9 @@ func init() {
 	add(4, -1, `ext4_error_inode ext4_error_file`)
 	add(5, -1, `ext4_error_inode_err`)
 	add(2, 1, `edac_mc_printk edac_device_printk edac_pci_printk`)
+	// device-mapper's DMERR(fmt, ...) and friends print "device-mapper: " and the
+	// target's DM_MSG_PREFIX (dm-mpath's "multipath") before fmt.
+	add(0, -1, `DMERR DMERR_LIMIT DMCRIT DMCRIT_LIMIT`)
 	add(3, 1, `edac_mc_chipset_printk`)
 	add(2, 0, `edac_printk`)
 	add(0, -1, `WARN`)
@@ -122,7 +125,7 @@ func init() {
 		}
 	}
 	lower(0, -1, `pr_warn pr_warning pr_notice pr_info pr_warn_ratelimited pr_warn_once
-		pr_info_ratelimited pr_notice_ratelimited INFO ucs_warn ucs_diag DRM_WARN`)
+		pr_info_ratelimited pr_notice_ratelimited INFO ucs_warn ucs_diag DRM_WARN DMWARN DMWARN_LIMIT`)
 	lower(1, -1, `dev_warn dev_notice dev_info dev_warn_ratelimited dev_warn_once pci_warn
 		pci_notice pci_info netdev_warn netdev_notice netdev_info mlx5_core_warn mlx5_core_warn_rl
 		mlx5_core_info mlx4_warn mlx4_info ibdev_warn ibdev_info ipoib_warn xfs_warn
@@ -414,6 +417,11 @@ func callMessage(name string, pc printCall, args []string, macros map[string]str
 		m.Level = "alert"
 	} else if strings.Contains(name, "emerg") || name == "panic" || name == "ucs_fatal" {
 		m.Level = "emerg"
+	}
+	if strings.HasPrefix(name, "DM") {
+		if prefix, ok := macros["DM_MSG_PREFIX"]; ok && prefix != "" {
+			m.Call = name + "(" + prefix + ")"
+		}
 	}
 	if pc.format >= len(args) {
 		return m, false

@@ -64,6 +64,8 @@ static void demo_rport(struct device *dev) { dev_printk(KERN_ERR, dev, "rport ti
 #define demo_mc_printk(mci, level, fmt, ...) do { edac_mc_chipset_printk(mci, level, "demo", fmt, __VA_ARGS__); } while (0)
 static void demo_mce(void) { demo_printk(KERN_ERR, "HANDLING MCE MEMORY ERROR\n"); demo_printk(KERN_DEBUG, "not listed\n");
 	demo_mc_printk(mci, KERN_WARNING, "CPU %d: Machine Check Event: %u\n", cpu, bank); }
+#define DM_MSG_PREFIX "multipath"
+static void demo_path(void) { DMWARN("Failing path %s.", name); }
 `
 
 func TestExtract(t *testing.T) {
@@ -91,6 +93,8 @@ func TestExtract(t *testing.T) {
 		// A driver's own wrappers are read as the calls they expand to.
 		{Line: 51, Call: "edac_printk(demo fmt)", Level: "err", Func: "demo_mce", Format: "HANDLING MCE MEMORY ERROR\n"},
 		{Line: 52, Call: "edac_mc_chipset_printk(demo)", Level: "warn", Func: "demo_mce", Format: "CPU %d: Machine Check Event: %u\n"},
+		// device-mapper's macros carry the target's prefix.
+		{Line: 54, Call: "DMWARN(multipath)", Level: "warn", Func: "demo_path", Format: "Failing path %s."},
 	}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Errorf("Extract:\n got %+v\nwant %+v", msgs, want)
