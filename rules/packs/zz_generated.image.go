@@ -7,7 +7,7 @@ import (
 )
 
 // imageDigest is the rules.FilesDigest of the pack files the image was made of.
-const imageDigest = "cc08be9af0cb734a63f120c49d9a0395c25293efbc297153f15c875f34c37bdf"
+const imageDigest = "515a232e6f8b5dd5fedd0325198cffcbeaa265dfcd3995c4e14773b8d141dc93"
 
 // image is the compiled image of the pack files, shared: see rules.Image.Load.
 var image = &rules.Image{
@@ -3220,7 +3220,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4281,
+						Line:     4295,
 					},
 					{
 						ID:          "md-disk-failure",
@@ -3229,7 +3229,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid0:?(?P<md>[\w.-]+): Disk failure on (?P<device>[\w.-]+) detected, failing array|md/raid\d*:(?P<md>[^:]+?): (?:Disk failure on (?P<device>[\w.-]+), disabling device|too few disks \(-?\d+ of -?\d+\) - aborting!|Operation continuing on -?\d+ devices|Cannot continue operation|not enough operational (?:devices|mirrors)|Too many read errors, failing device (?P<device>[\w-]+)|(?P<device>[\w.-]+): failing drive|journal disk is missing|(?:starting|cannot start) dirty degraded array)|\braid\d+: (?:Disk failure on (?P<device>[\w.-]+), disabling device|Operation continuing on -?\d+ devices)|md: (?:super_written gets error=(?P<errno>-?\d+)|(?P<device>[\w.-]+) flush io error (?P<errno>-?\d+)|disabled device (?P<device>[\w.-]+), could not read superblock|kicking non-fresh (?P<device>[\w.-]+) from array|(?P<device>[\w.-]+) has zero or unknown size, marking faulty|could not read (?P<device>[\w.-]+)'s sb, not importing|invalid superblock checksum on (?P<device>[\w.-]+)|fatal superblock inconsistency in (?P<device>[\w.-]+)|(?P<device>[\w.-]+): bogus bblog_shift))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4341,
+						Line:     4355,
 					},
 					{
 						ID:          "md-read-error",
@@ -3238,7 +3238,7 @@ var image = &rules.Image{
 							Regex: `(?:md/raid\d*:(?P<md>[^:]+?): (?:(?P<device>[\w.-]+): (?:rescheduling sector (?P<sector>\d+)|unrecoverable I/O read error for block (?P<sector>\d+)|redirecting sector (?P<sector>\d+) to another mirror)|read error (?:not correctable|NOT corrected!!|on replacement device) \(sector (?P<sector>\d+) on (?P<device>[\w.-]+)\)|-?\d+ read_errors > -?\d+ stripes|cannot recovery sector|(?:resync|recovery) fails|insufficient working devices for recovery|recovery aborted due to read error|read correction write failed \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\)|unable to read back corrected sectors \(-?\d+ sectors at \d+ on (?P<device>[\w.-]+)\))|\braid\d+: (?P<device>[\w.-]+): rescheduling sector (?P<sector>\d+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     4657,
+						Line:     4671,
 					},
 					{
 						ID:          "md-read-corrected",
@@ -3248,7 +3248,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     4834,
+						Line:     4848,
 					},
 					{
 						ID:          "md-array-degraded",
@@ -3258,7 +3258,7 @@ var image = &rules.Image{
 							Regex: `(?:A )?(?P<event>DegradedArray|Fail|FailSpare) event (?:had been )?detected on md device (?P<md>[\w/.:-]+?)(?:, component device (?P<device>[\w/.:-]+))?\.?\s*$`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4883,
+						Line:     4897,
 					},
 					{
 						ID:          "md-array-started-degraded",
@@ -3267,7 +3267,7 @@ var image = &rules.Image{
 							Regex: `md/raid(?:1|10)?:(?P<md>[^:\s]+): (?:raid level (?P<level>\d+) )?active with (?P<members>(?:0 out of [1-9]|1 out of [2-9]|2 out of [3-9]|3 out of [4-9]|4 out of [5-9]|5 out of [6-9]|6 out of [7-9]|7 out of [89]|8 out of 9|\d out of [1-9]\d|1\d out of [2-9]\d|2\d out of [3-9]\d|3\d out of [4-9]\d|4\d out of [5-9]\d|5\d out of [6-9]\d|6\d out of [7-9]\d|7\d out of [89]\d|8\d out of 9\d|10 out of 1[1-9]|11 out of 1[2-9]|12 out of 1[3-9]|13 out of 1[4-9]|14 out of 1[5-9]|15 out of 1[6-9]|16 out of 1[7-9]|17 out of 1[8-9]|18 out of 19|20 out of 2[1-9]|21 out of 2[2-9]|22 out of 2[3-9]|23 out of 2[4-9]|24 out of 2[5-9]|25 out of 2[6-9]|26 out of 2[7-9]|27 out of 2[8-9]|28 out of 29)) (?:mirrors|devices)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     4966,
+						Line:     4980,
 					},
 					{
 						ID:          "md-mdstat-degraded",
@@ -3277,7 +3277,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<md>md[\w/-]*) : (?:in)?active\b[^\n]*? (?P<device>[\w.:-]+)\[\d+\](?:\(W\)|\(J\))*\(F\)|\d+ blocks\b[^\[\n]*? \[(?P<disks>\d+)/(?P<working>\d+)\] \[(?P<members>U*_[U_]*)\])`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5018,
+						Line:     5032,
 					},
 					{
 						ID:          "md-monitor-context",
@@ -3288,7 +3288,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5077,
+						Line:     5091,
 					},
 					{
 						ID:          "md-detail-degraded",
@@ -3298,7 +3298,7 @@ var image = &rules.Image{
 							Regex: `(?:State : (?P<state>[\w-]+, (?:degraded|FAILED)\b[^\n]*?)\s*$|Failed Devices : (?P<failed>[1-9]\d*)\s*$|Rebuild Status : (?P<percent>\d+)% complete|^\s*(?:-?\d+|-)\s+\d+\s+\d+\s+(?:-?\d+|-)\s+(?P<role>faulty|removed|spare rebuilding)\b(?:[\w ]*?\s+(?P<device>/\S+))?)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5140,
+						Line:     5154,
 					},
 					{
 						ID:          "mdadm-assemble-degraded",
@@ -3308,7 +3308,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<md>\S+) has been started with (?P<working>\d+) drives? \(out of (?P<disks>\d+)\)|(?P<md>\S+) assembled from (?P<working>\d+) drives?(?: \(out of (?P<disks>\d+)\), but not started|[^\n]*? - not enough to start the array)|Not enough devices to start the array|failed to RUN_ARRAY (?P<md>\S+): )`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5236,
+						Line:     5250,
 					},
 					{
 						ID:          "md-recovery-context",
@@ -3319,7 +3319,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5310,
+						Line:     5324,
 					},
 					{
 						ID:          "md-conf-printout",
@@ -3329,7 +3329,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5373,
+						Line:     5387,
 					},
 					{
 						ID:          "systemd-device-timeout-other",
@@ -3341,7 +3341,7 @@ var image = &rules.Image{
 						Exclusive: "systemd-device",
 						Severity:  "info",
 						Action:    "none",
-						Line:      5447,
+						Line:      5461,
 					},
 					{
 						ID:          "systemd-device-timeout",
@@ -3352,7 +3352,7 @@ var image = &rules.Image{
 						},
 						Exclusive: "systemd-device",
 						Cooldown:  3600000000000,
-						Line:      5476,
+						Line:      5490,
 					},
 					{
 						ID:          "dracut-initqueue-timeout",
@@ -3362,7 +3362,7 @@ var image = &rules.Image{
 							Regex: `(?:dracut )?Warning: (?:dracut-initqueue(?: timeout -|: timeout, still waiting for following initqueue hooks:|:) ?(?P<what>starting timeout scripts)?|(?P<what>Could not boot)\.|(?P<what>Not all disks have been found)\.|"?(?P<device>/dev/[^"\s]+)"? does not exist)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5570,
+						Line:     5584,
 					},
 					{
 						ID:          "systemd-mount-dependency-failed",
@@ -3373,7 +3373,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5665,
+						Line:     5679,
 					},
 					{
 						ID:          "dm-thin-metadata-error",
@@ -3382,7 +3382,7 @@ var image = &rules.Image{
 							Regex: `device-mapper: thin: (?P<pool>[\w.:-]+): (?:metadata operation '(?P<op>\w+)' failed: error = (?P<errno>-?\d+)|aborting current metadata transaction|failed to abort metadata transaction|switching pool to fail mode)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     5713,
+						Line:     5727,
 					},
 					{
 						ID:          "hung-task",
@@ -3391,7 +3391,7 @@ var image = &rules.Image{
 							Regex: `INFO: task (?P<comm>.+?):(?P<pid>\d+) (?:blocked for more than (?P<seconds>\d+) seconds|can't die for more than (?P<seconds>\d+) seconds)`,
 						},
 						Cooldown: 1800000000000,
-						Line:     5766,
+						Line:     5780,
 					},
 					{
 						ID:          "hung-task-context",
@@ -3401,7 +3401,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     5792,
+						Line:     5806,
 					},
 					{
 						ID:          "nvme-command-error",
@@ -3412,7 +3412,7 @@ var image = &rules.Image{
 						Severity: "info",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5817,
+						Line:     5831,
 					},
 					{
 						ID:          "scsi-disk-offline",
@@ -3423,7 +3423,7 @@ var image = &rules.Image{
 						Severity: "critical",
 						Action:   "taint",
 						Cooldown: 600000000000,
-						Line:     5845,
+						Line:     5859,
 					},
 					{
 						ID:          "scsi-command-timeout",
@@ -3434,7 +3434,7 @@ var image = &rules.Image{
 						Severity: "warning",
 						Action:   "event",
 						Cooldown: 600000000000,
-						Line:     5884,
+						Line:     5898,
 					},
 					{
 						ID:          "scsi-task-abort",
@@ -3443,7 +3443,7 @@ var image = &rules.Image{
 							Regex: `(?:(?i:attempting (?P<tm>task abort|device(?:\(lun\))? reset|target reset|host reset))! ?(?:scmd\(|\(sc=)|(?P<tm>task abort|device reset|target reset|host reset): (?P<result>SUCCESS|FAILED) (?:scmd\(|\(rv=[0-9a-fA-F]+\) \(sc=)|(?P<tm>task abort|target reset) (?P<result>SUCCESS|FAILED)!!|(?P<tm>[Hh]ost reset|[Bb]us reset|target reset|device\(LUN\) reset) is (?P<result>SUCCESS|FAILED) for scmd\(|(?P<tm>task abort) (?P<result>failed) status 0x[0-9a-fA-F]+ ,tag = |pm8001_(?P<tm>abort_task) +-?\d+:rc= ?(?P<rc>-?\d+)|(?P<tm>Abort) command issued nexus=-?\d+:-?\d+:-?\d+ --|(?P<tm>Abort) handler (?P<result>timed out) cmd=|(?P<tm>Task abort) tm (?P<result>failed): handle\(0x|mpt3sas_scsih_issue_tm: (?P<tm>ABORT_TASK): (?:(?P<result>FAILED) : |RETRIES \(-?\d+\): )scmd\(|mpt3sas_scsih_issue_tm: (?P<result>FAILED) when sending (?P<tm>QUERY_TASK): scmd\(|(?P<tm>query task): (?P<result>FAILED) with IOCSTATUS\(0x|(?P<tm>task abort|target reset) called for scmd\(|(?P<tm>DEVICE RESET|TARGET RESET|BUS RESET|ADAPTER RESET) (?:ISSUED nexus=|(?P<result>SUCCEEDED|FAILED)(?: nexus[=:]|: )))`,
 						},
 						Cooldown: 600000000000,
-						Line:     5917,
+						Line:     5931,
 					},
 					{
 						ID:          "mpt-sas-log-info",
@@ -3453,7 +3453,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6418,
+						Line:     6432,
 					},
 					{
 						ID:          "megaraid-adapter-reset",
@@ -3462,7 +3462,7 @@ var image = &rules.Image{
 							Regex: `(?:megasas: RESET (?:-\d+ )?cmd=(?P<cmd>[0-9a-fA-F]+)|(?:Found )?FW in FAULT state(?:, will reset adapter|,? Fault code:(?P<fault>0x[0-9a-fA-F]+) subcode:(?P<subcode>0x[0-9a-fA-F]+))|resetting fusion adapter(?: scsi-?\d+)?\.|pending commands remain after waiting, will reset adapter|Reset (?:failed|not supported), killing adapter|killing adapter scsi-?\d+|Hardware critical error, returning FAILED|cannot recover from previous reset failures|OCR is requested due to IO timeout|Controller reset is requested due to IO timeout|SCSI command pointer: \([0-9a-fA-Fx]+\)\s+SCSI host state: -?\d+|MFI IO is timed out, initiating OCR|MFI command is timed out|IO/DCMD timeout is detected, forcibly FAULT Firmware|Controller is not operational after -?\d+ seconds wait for IO timeout|SR-IOV Found FW in FAULT state while polling|SR-IOV: Heartbeat never completed|task mgmt type 0x[0-9a-fA-F]+ timed out|Failed to transition controller to ready for scsi-?\d+|FW detected to be in faultstate, restarting it|HBA is killed\.|Kill HBA is called|megasas_ioc_init_fusion\(\) failed! for scsi-?\d+|Diag reset adapter never cleared|Host diag unlock failed from|DCMD\(opcode: 0x[0-9a-fA-F]+\) is timed out|Abort\(to be aborted DCMD opcode: 0x[0-9a-fA-F]+\) is timed out|Failed from [^\n]*? -?\d+ (?:DCMD|Abort) Timed out|failed to do reset\s*$|Controller in crit error|Controller is not OPERATIONAL,SCSI host:-?\d+|Init cmd return status FAILED for SCSI host|Failed to init firmware\s*$|Failed from megasas_init_fw -?\d+\s*$|waiting_for_outstanding: before issue OCR\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     6507,
+						Line:     6521,
 					},
 					{
 						ID:          "megaraid-reset-context",
@@ -3472,7 +3472,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     6824,
+						Line:     6838,
 					},
 					{
 						ID:          "mpt-sas-controller-fault",
@@ -3481,7 +3481,7 @@ var image = &rules.Image{
 							Regex: `(?:fault_state\(0x(?P<fault>[0-9a-fA-F]+)\)!|coredump_state\(0x(?P<fault>[0-9a-fA-F]+)\)!|SAS host is non-operational !!!!|Running mpt3sas_dead_ioc thread (?:failed|success) !!!!|hard reset: (?P<result>success|failed)\s*$|mpt3sas_base_hard_reset_handler: (?P<result>SUCCESS|FAILED)\s*$|sending diag reset !!|diag reset: (?P<result>SUCCESS|FAILED)|Firmware is halted due to command timeout|mpt[23]sas_cm\d+: Command (?:Timeout|terminated due to Host Reset)\s*$|failed going to ready state \(ioc_state=0x[0-9a-fA-F]+\)|Temperature Threshold flags [\w ]*exceeded for Sensor: -?\d+ !!!|Current Temp In Celsius: -?\d+|SMP command sent to the expander \(handle:0x[0-9a-fA-F]+, sas_address:0x[0-9a-fA-F]+, physical_port:0x[0-9a-fA-F]+\) has (?P<result>failed|timed out)|discovery errors\((?P<reason>[^)]*)\): sas_address\(0x[0-9a-fA-F]+\)|NVMe discovery error\((?P<reason>[^)]*)\): wwid\(0x|HBA with DeviceId 0x[0-9a-fA-F]+, sub VendorId 0x[0-9a-fA-F]+, sub DeviceId 0x[0-9a-fA-F]+ is (?P<reason>Invalid|Tampered)|WarpDrive Fatal Error: |failed due to (?:ioc not operational|timeout count\(-?\d+\), (?:int_status|doorbell_reg)\()|doorbell handshake (?:int|ack|sending request) failed \(line=-?\d+\)|handshake failed \(r=-?\d+\))`,
 						},
 						Cooldown: 600000000000,
-						Line:     6921,
+						Line:     6935,
 					},
 					{
 						ID:          "megaraid-firmware-event",
@@ -3490,7 +3490,7 @@ var image = &rules.Image{
 							Regex: `\d+ \((?:boot \+ )?\d+s/0x[0-9a-fA-F]+/(?P<class>CRIT|FATAL|DEAD)\) - (?P<event>\S[^\n]*)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7193,
+						Line:     7207,
 					},
 					{
 						ID:          "megaraid-firmware-warning",
@@ -3500,7 +3500,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     7237,
+						Line:     7251,
 					},
 					{
 						ID:          "smartpqi-controller-fault",
@@ -3509,7 +3509,7 @@ var image = &rules.Image{
 							Regex: `(?:controller offline(?:: reason code 0x(?P<code>[0-9a-fA-F]+) \((?P<reason>[^)]*)\))?\s*$|no heartbeat detected - last heartbeat count: \d+|received 'logical unit failure' from controller for scsi -?\d+:|received unhandled error -?\d+ from controller for scsi -?\d+:|(?:offlined|re-scanning) [^\n]*?scsi -?\d+:-?\d+:-?\d+:-?\d+|PQI reset failed(?: during quiesce)? with error -?\d+|timed out waiting for (?:PQI (?:signature|IDLE|all registers ready)|admin response|pending IO)|(?:I/O|event) interrupt: producer index \(\d+\) out of range|request ID in response \(\d+\) (?:out of range|does not match an outstanding I/O request)|unexpected IU type: 0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7271,
+						Line:     7285,
 					},
 					{
 						ID:          "hpsa-controller-fault",
@@ -3518,7 +3518,7 @@ var image = &rules.Image{
 							Regex: `(?:Controller lockup detected(?:: 0x(?P<code>[0-9a-fA-F]+) after -?\d+| during reset wait)|lockup detected after -?\d+ but scratchpad register is zero|CDB [0-9a-fA-F]+ (?:: (?P<error>hardware error|connection lost|abort failed|protocol error)|(?P<error>timed out))\s*$|: LUN failure detected\s*$|(?P<error>controller lockup detected|hardware error|connection lost|abort failed|protocol error): LUN:[0-9a-fA-F]+ CDB:[0-9a-fA-F]+|(?P<boot>board not ready, timed out|failed to enter simple mode|Failed waiting for board to become ready after hard reset|Board failed to become ready after soft reset|performant mode problem - (?:doorbell timeout|transport not active)|controller message [0-9a-fA-F]{2}:[0-9a-fA-F]{2} (?:timed out|failed))\.?\s*$)|\bhandle_ioaccel_mode2_error: (?P<error>device is gone)!|\bhpsa [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: (?P<error>Command timed out|giving up on device)\.\s*$`,
 						},
 						Cooldown: 600000000000,
-						Line:     7411,
+						Line:     7425,
 					},
 					{
 						ID:          "cciss-volume-degraded",
@@ -3528,7 +3528,7 @@ var image = &rules.Image{
 							Regex: `(?:Volume -?\d+(?:\(\?\))? status: (?:(?P<status>FAILED|Using interim recovery mode|Ready for recovery operation|Currently recovering|Wrong physical drive was replaced|A physical drive is not properly connected|Hardware is overheating|Hardware was overheated)\.|[^.]*\.[^\n]*?At least one (?P<spare>spare drive has failed|spare drive activated and currently rebuilding|activated on-line spare drive is completely rebuilt on this logical drive)\.)|^\s*(?P<list>Failed drives|Drives currently substituted for by spares):\s*$|Total of (?P<failed>\d+) failed physical drives detected on this logical drive)`,
 						},
 						Cooldown: 21600000000000,
-						Line:     7619,
+						Line:     7633,
 					},
 					{
 						ID:          "aacraid-adapter-fault",
@@ -3537,7 +3537,7 @@ var image = &rules.Image{
 							Regex: `(?:Host adapter is dead \(or got a PCI error\)|Host adapter BLINK LED 0x(?P<code>[0-9a-fA-F]+)|aac_fib_send: adapter blinkLED 0x(?P<code>[0-9a-fA-F]+)\.|Usually a result of a serious unrecoverable hardware problem|Adapter health - -?\d+|Device offlined - array failed|adapter kernel panic'd(?: (?P<code>[0-9a-fA-F]+))?\.|adapter self-test failed\.|adapter monitor panic\.|adapter kernel failed to start, init status = [0-9a-fA-F]+\.|(?:IOP reset|SOFT reset|ARC Reset attempt) failed\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7673,
+						Line:     7687,
 					},
 					{
 						ID:          "qla2xxx-adapter-fault",
@@ -3546,7 +3546,7 @@ var image = &rules.Image{
 							Regex: `(?:ISP System Error - mbx1=[0-9a-fA-F]+h|(?:RISC paused|Parity error) -- (?:HCCR=[0-9a-fA-F]+|mmio_enabled), Dumping firmware|Unrecoverable Hardware Error: adapter marked OFFLINE!|(?:Un)?[Rr]ecoverable Fatal error: (?:Chip reset required|Set FAILED state, reboot required)|Heartbeat Failure encountered, chip reset required|MPI Heartbeat stop\.|Firmware dump saved to temp buffer|ISP (?:Request|Response) Transfer Error \([0-9a-fA-F]+\)|HW State: FAILED\.|Exchange starvation\. Resetting RISC|Mailbox cmd timeout occurred, cmd=0x[0-9a-fA-F]+, mb\[0\]=0x[0-9a-fA-F]+(?:, eeh_busy=0x[0-9a-fA-F]+)?\. Scheduling ISP abort|Loop down - aborting ISP\.)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7810,
+						Line:     7824,
 					},
 					{
 						ID:          "lpfc-adapter-fault",
@@ -3555,7 +3555,7 @@ var image = &rules.Image{
 							Regex: `-?\d+:(?:\(-?\d+\):)?(?:0457 Adapter Hardware Error Data:|0479 Deferred Adapter Hardware Error Data:|0406 Adapter maximum temperature exceeded|2889 Port Overtemperature event|3152 Unrecoverable error|1422 Unrecoverable Error Detected during POST|2888 Unrecoverable port error following POST|3317 HBA not functional|2887 Reset Needed: Attempting Port Recovery|3144 Port Down: Debug Dump|3323 Failed host reset)`,
 						},
 						Cooldown: 600000000000,
-						Line:     7928,
+						Line:     7942,
 					},
 					{
 						ID:          "fc-remote-port-lost",
@@ -3564,7 +3564,7 @@ var image = &rules.Image{
 							Regex: `(?:blocked FC remote port time out: (?:removing target and saving binding|removing rport|no longer a FCP target, removing starget|leaving rport)|-?\d+:\(-?\d+\):0203 Devloss timeout on WWPN (?P<wwpn>[0-9a-fA-F:]+) NPort x(?P<nport>[0-9a-fA-F]+))`,
 						},
 						Cooldown: 600000000000,
-						Line:     7997,
+						Line:     8011,
 					},
 					{
 						ID:          "hba-eh-reset",
@@ -3573,7 +3573,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<tm>resetting) scsi -?\d+:-?\d+:-?\d+:-?\d+\b|(?P<tm>reset) of scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<result>SUCCESS|FAILED)|attempting (?P<tm>TASK ABORT) on (?:scsi |SCSI cmd at )|(?P<tm>TASK ABORT) on (?:scsi -?\d+:-?\d+:-?\d+:-?\d+ for )?SCSI cmd at \S+: (?P<result>SUCCESS)|scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>timed out) after \d+ seconds waiting for -?\d+ outstanding command|Task Management Function error: -?\d+ \(response code: \d+\)|scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>resetting (?:logical|physical)) |scsi -?\d+:-?\d+:-?\d+:-?\d+: (?P<tm>reset (?:logical|physical))  (?P<result>completed successfully|failed) |cmd -?\d+ (?P<tm>RESET) (?P<result>FAILED), (?:new )?lockup detected|Host adapter (?P<tm>abort) request(?: \(-?\d+,-?\d+,-?\d+,-?\d+\)| timed out|\.)|Outstanding commands on \(-?\d+,-?\d+,-?\d+,-?\d+\):|Host (?P<tm>adapter|device|target|bus) reset request\. SCSI hang \?|-?\d+:\(-?\d+\):(?:0713 SCSI layer issued (?P<tm>Device Reset)|0723 SCSI layer issued (?P<tm>Target Reset)|0714 SCSI layer issued (?P<tm>Bus Reset)|3172 SCSI layer issued (?P<tm>Host Reset)|0748 (?P<tm>abort) handler (?P<result>timed out)|0727 TMF \S+ to TGT -?\d+ LUN \d+ (?P<result>failed)|0725 SCSI layer (?P<tm>TGTRST) (?P<result>failed)|0700 (?P<tm>Bus Reset) on target -?\d+ (?P<result>failed)|0724 I/O flush failure for context|0749 SCSI Layer I/O (?P<tm>Abort) Request Status x(?P<result>[0-9a-fA-F]+) ID -?\d+ LUN -?\d+|31(?:68|69|70) SCSI Layer (?P<tm>abort) requested I/O has been (?P<result>flushed|cancelled|completed) by LLD\.|2873 SCSI Layer I/O (?P<tm>Abort) Request IO CMPL Status|3389 SCSI Layer I/O (?P<tm>Abort) Request is pending)|sas: Enter sas_scsi_recover_host busy: -?\d+ failed: (?P<failed>-?\d+)|aacraid: SCSI bus (?P<result>appears hung))`,
 						},
 						Cooldown: 600000000000,
-						Line:     8055,
+						Line:     8069,
 					},
 					{
 						ID:          "scsi-eh-context",
@@ -3583,7 +3583,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8437,
+						Line:     8451,
 					},
 					{
 						ID:          "storvsc-io-error",
@@ -3610,7 +3610,7 @@ var image = &rules.Image{
 							},
 						},
 						Cooldown: 600000000000,
-						Line:     8561,
+						Line:     8575,
 					},
 					{
 						ID:          "storvsc-cmd-status",
@@ -3638,7 +3638,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8597,
+						Line:     8611,
 					},
 					{
 						ID:          "sas-hba-task-mgmt",
@@ -3647,7 +3647,7 @@ var image = &rules.Image{
 							Regex: `(?:mv_sas\.c \d+:(?:(?P<tm>mvs_(?:lu_reset|I_T_nexus_reset|abort_task|query_task))(?: for device\[[0-9a-fA-F]+\])?:rc= ?(?P<rc>-?\d+)|(?P<tm>TMF) task\[[0-9a-fA-F]+\] (?P<result>timeout)\.|executing internal task (?P<result>failed):-?\d+)|(?P<tm>isci_task_abort_task): (?:dev = \S+ \([^)]*\), task = \S+, old_request ==|Done; dev = \S+, task = \S+ , old_request ==)|SCIC Controller 0x[0-9a-fA-F]+ received (?P<result>fatal controller event|SMU command error) +0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8640,
+						Line:     8654,
 					},
 					{
 						ID:          "arcmsr-eh-reset",
@@ -3656,7 +3656,7 @@ var image = &rules.Image{
 							Regex: `arcmsr-?\d*: (?:abort device command of scsi id = -?\d+ lun = -?\d+|executing bus reset eh\.+num_resets = -?\d+, num_aborts = -?\d+|executing hw bus reset \.+|waiting for hw bus reset return, RETRY TERMINATED!!|wait 'abort all outstanding command' timeout)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8754,
+						Line:     8768,
 					},
 					{
 						ID:          "3ware-controller-event",
@@ -3665,7 +3665,7 @@ var image = &rules.Image{
 							Regex: `(?:3w-(?:9xxx|sas):(?: scsi-?\d+:)? AEN: (?P<severity>ERROR|WARNING) \(0x[0-9A-Fa-f]{2}:0x(?P<code>[0-9A-Fa-f]{4})\): (?P<event>[^:\n]+)|WARNING: \(0x[0-9A-Fa-f]{2}:0x[0-9A-Fa-f]{4}\): (?:Command|Character ioctl) \(0x(?P<cmd>[0-9a-fA-F]+)\) timed out, resetting card|3w-(?:9xxx|sas): (?:scsi-?\d+: )?(?P<severity>ERROR): \(0x[0-9A-Fa-f]{2}:0x(?P<code>[0-9A-Fa-f]{4})\): (?P<event>[^\n]*?)\.?\s*$)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8825,
+						Line:     8839,
 					},
 					{
 						ID:          "pvscsi-eh-reset",
@@ -3674,7 +3674,7 @@ var image = &rules.Image{
 							Regex: `(?:(?P<tm>task abort) on host \d+, \S+|(?P<tm>Forced reset) on cmd \S+|(?P<tm>SCSI Host reset|SCSI Bus reset)\s*$|(?P<tm>SCSI device reset) on scsi\d+:\d+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     8905,
+						Line:     8919,
 					},
 					{
 						ID:          "fc-hba-context",
@@ -3684,7 +3684,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     8971,
+						Line:     8985,
 					},
 					{
 						ID:          "uas-eh-reset",
@@ -3694,7 +3694,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9035,
+						Line:     9049,
 					},
 					{
 						ID:          "aic7xxx-recovery",
@@ -3703,7 +3703,7 @@ var image = &rules.Image{
 							Regex: `(?:Attempting to queue (?P<tm>an ABORT|a TARGET RESET) message|Dump Card State Begins|(?P<hba>\S+): Dumping Card State (?:[^,\n]*?, at SEQADDR|at program address) 0x[0-9a-fA-F]+)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9109,
+						Line:     9123,
 					},
 					{
 						ID:          "mpt-fusion-ioc-fault",
@@ -3712,7 +3712,7 @@ var image = &rules.Image{
 							Regex: `(?:mptbase: WARNING - \(-?\d+\) Cannot recover (?P<ioc>\S+), doorbell=0x[0-9a-fA-F]+|mptbase: ERROR - Can't get IOCFacts, (?P<ioc>\S+) NOT READY!|mptbase: (?P<ioc>\S+): WARNING - (?:IOC is in FAULT state(?: \((?P<fault>[0-9a-fA-F]+)h\)!!!|!!!| after reset \((?P<fault>[0-9a-fA-F]+)h\))|Issuing HardReset from \w+!!|\w+: HardReset: (?P<result>success|failed)|\s*FAULT code = (?P<fault>[0-9a-fA-F]+)h))`,
 						},
 						Cooldown: 600000000000,
-						Line:     9172,
+						Line:     9186,
 					},
 					{
 						ID:          "ata-link-error",
@@ -3726,7 +3726,7 @@ var image = &rules.Image{
 							Count:  3,
 							Window: 3600000000000,
 						},
-						Line: 9263,
+						Line: 9277,
 					},
 					{
 						ID:          "ata-link-dead",
@@ -3736,7 +3736,7 @@ var image = &rules.Image{
 						},
 						Severity: "critical",
 						Action:   "taint",
-						Line:     9428,
+						Line:     9442,
 					},
 					{
 						ID:          "ata-error-detail",
@@ -3746,7 +3746,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9483,
+						Line:     9497,
 					},
 					{
 						ID:          "block-capacity-zero",
@@ -3756,7 +3756,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     9628,
+						Line:     9642,
 					},
 					{
 						ID:          "zfs-pool-suspended",
@@ -3765,7 +3765,7 @@ var image = &rules.Image{
 							Regex: `(?:Pool '(?P<pool>[^']*)' has encountered an uncorrectable I/O failure and (?:has been suspended|the failure mode property for this pool is set to panic)|MMP writes to pool '(?P<pool>[^']*)' have not succeeded in over \d+ ms; suspending pool)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9670,
+						Line:     9684,
 					},
 					{
 						ID:          "zfs-spl-panic",
@@ -3774,7 +3774,7 @@ var image = &rules.Image{
 							Regex: `(?:PANIC at (?P<file>[A-Za-z0-9_.-]+\.[ch]):(?P<line>\d+):(?P<func>\w+)\(\)|VERIFY(?:3[BSUP]?)?\([^\n]*\) failed\b)`,
 						},
 						Cooldown: 3600000000000,
-						Line:     9733,
+						Line:     9747,
 					},
 					{
 						ID:          "zfs-vdev-io-error",
@@ -3787,7 +3787,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     9789,
+						Line:     9803,
 					},
 					{
 						ID:          "zfs-zed-fault-event",
@@ -3797,7 +3797,7 @@ var image = &rules.Image{
 							Regex: `eid=\d+ class=(?:(?P<class>statechange)\b.*\bvdev_state=(?P<state>FAULTED|DEGRADED|REMOVED|UNAVAIL)\b|(?P<class>io_failure|data|probe_failure|deadman|vdev\.(?:open_failed|no_replicas|corrupt_data|bad_label|bad_guid_sum|too_small|unknown|bad_ashift))\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     9840,
+						Line:     9854,
 					},
 					{
 						ID:          "zfs-zed-io-error",
@@ -3811,7 +3811,7 @@ var image = &rules.Image{
 							Window: 600000000000,
 						},
 						Cooldown: 1800000000000,
-						Line:     9913,
+						Line:     9927,
 					},
 					{
 						ID:          "zfs-pool-status-degraded",
@@ -3821,7 +3821,7 @@ var image = &rules.Image{
 							Regex: `(?:^\s*state: (?P<state>DEGRADED|FAULTED|UNAVAIL|SUSPENDED)\s*$|^\s*(?P<vdev>\S+) +(?P<state>DEGRADED|FAULTED|UNAVAIL|REMOVED) +(?P<read>[0-9.]+[KMGTPE]?) +(?P<write>[0-9.]+[KMGTPE]?) +(?P<cksum>[0-9.]+[KMGTPE]?)\b|status: (?P<status>One or more devices (?:are faulted|could not be (?:opened|used)|has experienced an error resulting in data|has been removed|have been removed|are missing from the system|contains corrupted data)|The pool (?:metadata is corrupted|data is corrupted|is suspended))|errors: (?P<errors>Permanent errors have been detected|\d+ data errors, use))`,
 						},
 						Cooldown: 3600000000000,
-						Line:     9962,
+						Line:     9976,
 					},
 					{
 						ID:          "freebsd-ahci-timeout",
@@ -3830,7 +3830,7 @@ var image = &rules.Image{
 							Regex: `(?P<channel>ahcich\d+): (?:Timeout on slot (?P<slot>-?\d+)(?: port (?P<port>-?\d+))?\s*$|is [0-9a-fA-F]{8} cs [0-9a-fA-F]{8} ss [0-9a-fA-F]{8} rs [0-9a-fA-F]{8} tfd [0-9a-fA-F]+ serr [0-9a-fA-F]{8}\b)`,
 						},
 						Cooldown: 600000000000,
-						Line:     10071,
+						Line:     10085,
 					},
 					{
 						ID:          "freebsd-cam-error",
@@ -3839,7 +3839,7 @@ var image = &rules.Image{
 							Regex: `\((?P<device>[a-z]+\d+):(?P<sim>[a-z]+\d+):\d+:\d+:\d+\): (?:CAM status: (?P<status>Command timeout|Uncorrectable parity/CRC error|ATA Status Error|Unrecoverable Host Bus Adapter Error|CCB request completed with an error|Initiator/Target Nexus Lost|Auto-Sense Retrieval Failed|Unexpected Bus Free|SCSI Bus Reset Sent/Received)\s*$|Error (?P<errno>\d+), Retries exhausted)`,
 						},
 						Cooldown: 600000000000,
-						Line:     10131,
+						Line:     10145,
 					},
 					{
 						ID:          "freebsd-cam-context",
@@ -3864,7 +3864,7 @@ var image = &rules.Image{
 						},
 						Severity: "info",
 						Action:   "none",
-						Line:     10189,
+						Line:     10203,
 					},
 					{
 						ID:          "freebsd-swap-pager-wait",
@@ -3873,7 +3873,7 @@ var image = &rules.Image{
 							Regex: `swap_pager: indefinite wait buffer: (?:bufobj: \S+, )?(?:device: \S+, )?(?:blkno: (?P<blkno>-?\d+)|offset: -?\d+), size: -?\d+`,
 						},
 						Cooldown: 600000000000,
-						Line:     10257,
+						Line:     10271,
 					},
 				},
 			},
