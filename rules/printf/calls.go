@@ -85,6 +85,7 @@ var devices = []struct{ path, dev, netdev string }{
 	{"drivers/net/bonding", "bond0", "bond0"},
 	// The host adapters print on their PCI device; the SCSI core on the disk.
 	{"drivers/scsi/hpsa", "hpsa 0000:03:00.0", ""},
+	{"drivers/block/cciss", "cciss 0000:06:00.0", ""},
 	{"drivers/scsi/megaraid", "megaraid_sas 0000:61:00.0", ""},
 	{"drivers/scsi/smartpqi", "smartpqi 0000:89:00.0", ""},
 	{"drivers/scsi/mpt3sas", "mpt3sas 0000:02:00.0", ""},
