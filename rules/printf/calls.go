@@ -253,18 +253,19 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return "ata1.00: ", nil
 	case strings.HasPrefix(call, "ata_link_") || strings.HasPrefix(call, "ata_port_"):
 		return "ata1: ", nil
-	case strings.HasPrefix(call, "edac_printk(") && strings.HasSuffix(call, ")"):
+	case named(call, "edac_printk") != "":
 		// A driver's wrapper names it: edac_printk(sbridge) prints "EDAC sbridge: ".
-		return "EDAC " + strings.TrimSuffix(strings.TrimPrefix(call, "edac_printk("), ")") + ": ", nil
-	case strings.HasPrefix(call, "edac_mc_chipset_printk(") && strings.HasSuffix(call, ")"):
-		return "EDAC " + strings.TrimSuffix(strings.TrimPrefix(call, "edac_mc_chipset_printk("), ")") + " MC0: ", nil
+		return "EDAC " + named(call, "edac_printk") + ": ", nil
+	case named(call, "edac_mc_chipset_printk") != "":
+		return "EDAC " + named(call, "edac_mc_chipset_printk") + " MC0: ", nil
 	case call == "edac_printk":
 		return "EDAC MC: ", nil
 	case strings.HasPrefix(call, "DMERR") || strings.HasPrefix(call, "DMWARN") || strings.HasPrefix(call, "DMCRIT"):
 		// device-mapper's macros: "device-mapper: ", the target's DM_MSG_PREFIX
 		// (recorded on the call: DMERR(multipath)) and ": ".
-		if _, target, ok := strings.Cut(call, "("); ok {
-			return "device-mapper: " + strings.TrimSuffix(target, ")") + ": ", nil
+		base, _, _ := strings.Cut(call, "(")
+		if target := named(call, base); target != "" {
+			return "device-mapper: " + target + ": ", nil
 		}
 		return "device-mapper: ", nil
 	case call == "edac_device_printk":
@@ -332,6 +333,16 @@ func Prefix(call, fn, prFmt, file string, variant int) (string, error) {
 		return fmt.Sprintf("%s: %s:%d: ", dev, fn, 210+variant), nil
 	}
 	return "", fmt.Errorf("unknown printing call %q", call)
+}
+
+// named returns the name a call was recorded with ("sbridge" of
+// edac_printk(sbridge)), or "" when call is not base with a name.
+func named(call, base string) string {
+	rest, ok := strings.CutPrefix(call, base+"(")
+	if !ok || !strings.HasSuffix(rest, ")") {
+		return ""
+	}
+	return strings.TrimSuffix(rest, ")")
 }
 
 // Message instantiates what call prints with format: its prefix, then the format

@@ -334,24 +334,21 @@ func extract(file string, src []byte, all bool) (x Extracted, err error) {
 				if !ok && all {
 					pc, ok = lowerCalls[name]
 				}
-				if w, wrapped := wraps[name]; wrapped && !ok {
+				w, wrapped := wraps[name]
+				if ok || wrapped {
 					end := matchParen(code, k)
 					if end < 0 {
 						return x, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
 					}
-					if m, ok := wrappedMessage(w, splitArgs(code[k+1:end]), macros, all, resolver(code, i, macros), assignments(code, i)); ok {
-						m.Line, m.Func = lineOf(code, i), fn
-						x.Messages = append(x.Messages, m)
+					args, resolve, assigned := splitArgs(code[k+1:end]), resolver(code, i, macros), assignments(code, i)
+					var m Message
+					var found bool
+					if ok {
+						m, found = callMessage(name, pc, args, macros, all, resolve, assigned)
+					} else {
+						m, found = wrappedMessage(w, args, macros, all, resolve, assigned)
 					}
-					i = end
-					continue
-				}
-				if ok {
-					end := matchParen(code, k)
-					if end < 0 {
-						return x, fmt.Errorf("%s:%d: unbalanced call to %s", file, lineOf(code, i), name)
-					}
-					if m, ok := callMessage(name, pc, splitArgs(code[k+1:end]), macros, all, resolver(code, i, macros), assignments(code, i)); ok {
+					if found {
 						m.Line, m.Func = lineOf(code, i), fn
 						x.Messages = append(x.Messages, m)
 					}
@@ -418,9 +415,9 @@ func callMessage(name string, pc printCall, args []string, macros map[string]str
 	} else if strings.Contains(name, "emerg") || name == "panic" || name == "ucs_fatal" {
 		m.Level = "emerg"
 	}
-	if strings.HasPrefix(name, "DM") {
-		if prefix, ok := macros["DM_MSG_PREFIX"]; ok && prefix != "" {
-			m.Call = name + "(" + prefix + ")"
+	if macro, named := namedByMacro[name]; named {
+		if name := macros[macro]; name != "" {
+			m.Call += "(" + name + ")"
 		}
 	}
 	if pc.format >= len(args) {

@@ -97,19 +97,15 @@ func macroBody(code string, from int) string {
 	return strings.ReplaceAll(code[from:i], "\\\n", " ")
 }
 
-// mentions reports whether an argument uses one of the parameters.
+// mentions reports whether an argument uses one of the parameters (outside its
+// string literals).
 func mentions(arg string, params []string) bool {
-	for _, tok := range identRe2.FindAllString(arg, -1) {
-		for _, p := range params {
-			if tok == p {
-				return true
-			}
-		}
+	marks := map[string]string{}
+	for _, p := range params {
+		marks[p] = "\x00"
 	}
-	return false
+	return substitute(arg, marks) != arg
 }
-
-var identRe2 = regexp.MustCompile(`[A-Za-z_]\w*`)
 
 // expand returns the inner call's arguments for one use of the wrapper: each
 // parameter replaced by the caller's argument, the variadic one by the rest.
@@ -188,7 +184,7 @@ func wrappedMessage(w wrapper, callArgs []string, macros map[string]string, all 
 	}
 	// EDAC drivers name themselves in their wrappers ("EDAC sbridge: ",
 	// "EDAC sbridge MC0: "): the call is recorded with that name.
-	if i, named := edacNameArg[w.inner]; named && i < len(args) {
+	if i, named := namedByArg[w.inner]; named && i < len(args) {
 		if name, lit := literal(args[i], macros); lit && name != "" {
 			m.Call = w.inner + "(" + name + ")"
 		}
@@ -196,5 +192,13 @@ func wrappedMessage(w wrapper, callArgs []string, macros map[string]string, all 
 	return m, true
 }
 
-// edacNameArg is the argument of the EDAC printing calls that names the driver.
-var edacNameArg = map[string]int{"edac_printk": 1, "edac_mc_chipset_printk": 2}
+// Some printing calls print a name they take from elsewhere, which the call is
+// recorded with (printf.Prefix prints it): the EDAC calls from an argument (the
+// driver's wrapper passes it), device-mapper's from the file's DM_MSG_PREFIX.
+var (
+	namedByArg   = map[string]int{"edac_printk": 1, "edac_mc_chipset_printk": 2}
+	namedByMacro = map[string]string{
+		"DMERR": "DM_MSG_PREFIX", "DMERR_LIMIT": "DM_MSG_PREFIX", "DMCRIT": "DM_MSG_PREFIX",
+		"DMCRIT_LIMIT": "DM_MSG_PREFIX", "DMWARN": "DM_MSG_PREFIX", "DMWARN_LIMIT": "DM_MSG_PREFIX",
+	}
+)
